@@ -1,0 +1,1 @@
+"""Configuration with Kafka's keys, defaults and validation."""

@@ -1,0 +1,15 @@
+"""The storage engine: partition logs of segment files, as Kafka lays them out.
+
+Layers, each importing only those below it:
+
+- ``batch``: record batch v2 headers (validate, assign offsets in place); no I/O.
+- ``compression`` and ``records``: record-level decoding and encoding for the few paths that
+  must look inside a batch (compaction, lookups by timestamp, ``compression.type``).
+- ``index``: the sparse ``.index`` and ``.timeindex`` files.
+- ``segment``: one ``.log`` file with its two indexes.
+- ``log``: one partition: a sequence of segments, appends, reads, retention, recovery.
+- ``cleaner``: compaction of logs with ``cleanup.policy=compact``.
+- ``manager``: all logs of a broker across its JBOD ``log.dirs``.
+
+No module here opens a socket; the broker calls in and sends what ``Log.read`` returns.
+"""
