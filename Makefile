@@ -1,0 +1,37 @@
+# The two commands a user needs are `make demo` and `make test`; both install what is missing first
+# (scripts/setup.sh is idempotent and takes about a second once everything is there).
+
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+# Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
+LINT_PATHS := $(wildcard services tests bench)
+
+.PHONY: help setup demo test lint bench clean
+
+help:
+	@echo "make demo    install everything, then write records to a local partition log and read them back"
+	@echo "make test    install everything, then lint and run all tests"
+	@echo "make setup   install system packages and .venv only"
+	@echo "make lint    ruff check"
+	@echo "make bench   storage benchmarks"
+	@echo "make clean   remove .venv and caches"
+
+setup:
+	bash scripts/setup.sh
+
+demo: setup
+	$(VENV)/bin/odradek demo
+
+test: setup
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(PYTHON) -m pytest
+
+lint: setup
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+
+bench: setup
+	$(PYTHON) bench/log_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build services/*.egg-info
+	find services tests bench -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null || true

@@ -1,0 +1,1 @@
+"""Run Odradek's processes on loopback for development and tests."""

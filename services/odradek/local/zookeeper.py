@@ -1,0 +1,280 @@
+"""Start a standalone ZooKeeper server on loopback, for the local cluster and for tests.
+
+The server is Apache ZooKeeper's ``ZooKeeperServerMain`` run by ``java`` from the jars that
+``scripts/setup.sh`` installs (Debian's ``zookeeper`` package, 3.8). When those are missing, the
+jars inside an installed ``pyspark`` wheel (ZooKeeper 3.9) are used instead.
+
+A ``ZooKeeperProcess`` owns one directory::
+
+    <base_dir>/zoo.cfg          the configuration written by start()
+    <base_dir>/data/            ZooKeeper's dataDir (snapshots and transaction logs)
+    <base_dir>/zookeeper.log    the server's stdout and stderr
+
+It listens on 127.0.0.1 only, with the admin HTTP server off (it would take port 8080). Readiness
+is the ``srvr`` four-letter command answering "Zookeeper version": it is the only four-letter
+command Debian's ZooKeeper enables by default, and it answers "not currently serving requests"
+until the server is up.
+
+Every wait is bounded in time and in count. A ``ZooKeeperProcess`` is not thread-safe: one owner
+starts and stops it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+__all__ = [
+    "DEBIAN_CLASSPATH_JARS",
+    "MAIN_CLASS",
+    "ZooKeeperProcess",
+    "ZooKeeperStartError",
+    "find_classpath",
+    "free_loopback_port",
+    "four_letter_word",
+]
+
+LOOPBACK = "127.0.0.1"
+MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+# zookeeper.jar's manifest names its own dependencies (netty, jute, slf4j-api, ...) by absolute
+# path; only an slf4j binding has to be added, or the server logs nothing.
+DEBIAN_CLASSPATH_JARS = (
+    Path("/usr/share/java/zookeeper.jar"),
+    Path("/usr/share/java/slf4j-simple.jar"),
+)
+
+READY_POLL_INTERVAL_S = 0.1
+READY_TIMEOUT_S_DEFAULT = 30.0
+STOP_GRACE_S_DEFAULT = 5.0
+FOUR_LETTER_TIMEOUT_S = 1.0
+FOUR_LETTER_REPLY_BYTES_MAX = 64 * 1024
+LOG_TAIL_BYTES = 4096
+
+
+class ZooKeeperStartError(RuntimeError):
+    """ZooKeeper could not be found, did not start, or did not become ready in time."""
+
+
+def find_classpath() -> str:
+    """Return a java classpath holding ZooKeeper's server and an slf4j binding.
+
+    Debian's jars come first; then the jars inside an installed ``pyspark`` wheel. Raises
+    ``ZooKeeperStartError`` if neither is there.
+    """
+    if all(jar.is_file() for jar in DEBIAN_CLASSPATH_JARS):
+        return os.pathsep.join(str(jar) for jar in DEBIAN_CLASSPATH_JARS)
+    # find_spec locates the package without importing it (importing pyspark is slow).
+    spec = importlib.util.find_spec("pyspark")
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            jars_dir = Path(location) / "jars"
+            if any(jars_dir.glob("zookeeper-*.jar")):
+                # pyspark's ZooKeeper needs several of its neighbours (netty, jute, slf4j, log4j):
+                # java expands the wildcard to every jar in the folder.
+                return str(jars_dir / "*")
+    raise ZooKeeperStartError(
+        "no ZooKeeper jars found: run scripts/setup.sh (Debian's zookeeper package) "
+        "or install pyspark"
+    )
+
+
+def free_loopback_port() -> int:
+    """Return a TCP port that was free on 127.0.0.1 a moment ago (the OS picked it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+def four_letter_word(
+    port: int, command: str = "srvr", timeout_s: float = FOUR_LETTER_TIMEOUT_S
+) -> str:
+    """Send a four-letter command to ZooKeeper on 127.0.0.1:port and return its whole reply.
+
+    Raises ``OSError`` if nothing listens there or the server does not answer in time.
+    """
+    chunks: list[bytes] = []
+    received = 0
+    with socket.create_connection((LOOPBACK, port), timeout=timeout_s) as sock:
+        sock.sendall(command.encode("ascii"))
+        # The server closes the connection after its reply; the size cap bounds the loop.
+        while received < FOUR_LETTER_REPLY_BYTES_MAX:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            received += len(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+class ZooKeeperProcess:
+    """One standalone ZooKeeper server on 127.0.0.1, owning ``base_dir``.
+
+    Use ``start()`` then ``wait_ready()``, and ``stop()`` in a ``finally`` (or use it as a context
+    manager, which does all three).
+    """
+
+    def __init__(
+        self,
+        base_dir: Path,
+        port: int | None = None,
+        *,
+        classpath: str | None = None,
+        java: str | None = None,
+        tick_time_ms: int = 2000,
+    ) -> None:
+        self.base_dir = Path(base_dir)
+        self.data_dir = self.base_dir / "data"
+        self.config_path = self.base_dir / "zoo.cfg"
+        self.log_path = self.base_dir / "zookeeper.log"
+        self._port = port
+        self._classpath = classpath
+        self._java = java
+        self.tick_time_ms = tick_time_ms
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+
+    @property
+    def port(self) -> int:
+        """The client port; picked when ``start()`` runs if none was given."""
+        if self._port is None:
+            raise ZooKeeperStartError("the port is chosen by start(); call it first")
+        return self._port
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise ZooKeeperStartError("ZooKeeper has not been started")
+        return self._process.pid
+
+    @property
+    def connect_string(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def config_text(self) -> str:
+        return "\n".join(
+            [
+                f"tickTime={self.tick_time_ms}",
+                f"dataDir={self.data_dir}",
+                f"clientPort={self.port}",
+                f"clientPortAddress={LOOPBACK}",
+                "admin.enableServer=false",
+                "",
+            ]
+        )
+
+    def start(self) -> None:
+        """Write ``zoo.cfg`` and start the server. Returns at once: call ``wait_ready()`` next."""
+        if self._process is not None:
+            raise ZooKeeperStartError(f"ZooKeeper already started (pid {self._process.pid})")
+        java = self._java or shutil.which("java")
+        if java is None:
+            raise ZooKeeperStartError("java not found: run scripts/setup.sh")
+        classpath = self._classpath or find_classpath()
+        if self._port is None:
+            self._port = free_loopback_port()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(self.config_text())
+        self._log_file = self.log_path.open("ab")
+        self._process = subprocess.Popen(
+            [java, "-cp", classpath, MAIN_CLASS, str(self.config_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            # Its own session, so a Ctrl-C aimed at the test run does not reach it first.
+            start_new_session=True,
+        )
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S_DEFAULT) -> str:
+        """Poll ``srvr`` every 0.1 s until ZooKeeper serves; return its reply.
+
+        Raises ``ZooKeeperStartError`` (with the end of the server's log) if the process exits or
+        ``timeout_s`` passes first.
+        """
+        if self._process is None:
+            raise ZooKeeperStartError("ZooKeeper has not been started")
+        deadline = time.monotonic() + timeout_s
+        attempts_max = math.ceil(timeout_s / READY_POLL_INTERVAL_S) + 1
+        last_reply = ""
+        for _ in range(attempts_max):
+            if self._process.poll() is not None:
+                raise ZooKeeperStartError(
+                    f"ZooKeeper exited with code {self._process.returncode}:\n{self.log_tail()}"
+                )
+            try:
+                last_reply = four_letter_word(self.port, "srvr")
+            except OSError as exc:
+                last_reply = f"{type(exc).__name__}: {exc}"
+            else:
+                if "Zookeeper version" in last_reply:
+                    return last_reply
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(READY_POLL_INTERVAL_S)
+        raise ZooKeeperStartError(
+            f"ZooKeeper not ready on {self.connect_string} after {timeout_s} s "
+            f"(last srvr reply: {last_reply.strip()!r}):\n{self.log_tail()}"
+        )
+
+    def stop(self, grace_s: float = STOP_GRACE_S_DEFAULT) -> int | None:
+        """SIGTERM the server, SIGKILL it after ``grace_s``; return its exit code.
+
+        Safe to call more than once, and before ``start()`` (it then does nothing).
+        """
+        process = self._process
+        if process is None:
+            return None
+        try:
+            if process.poll() is None:
+                try:
+                    os.kill(process.pid, signal.SIGTERM)
+                    process.wait(timeout=grace_s)
+                except subprocess.TimeoutExpired:
+                    os.kill(process.pid, signal.SIGKILL)
+                    process.wait(timeout=grace_s)
+                except ProcessLookupError:
+                    # Exited between poll() and kill(); wait() below reaps it.
+                    pass
+            return process.wait(timeout=grace_s)
+        finally:
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
+
+    def log_tail(self, bytes_max: int = LOG_TAIL_BYTES) -> str:
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(0, os.SEEK_END)
+                log.seek(max(0, log.tell() - bytes_max))
+                return log.read().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def __enter__(self) -> ZooKeeperProcess:
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
