@@ -1,0 +1,276 @@
+"""The sparse ``.index`` and ``.timeindex`` files of a segment, as Kafka lays them out.
+
+Both are arrays of fixed-size big-endian entries, sorted, memory-mapped::
+
+    .index      8 bytes an entry:  relative_offset int32 | position int32
+    .timeindex 12 bytes an entry:  timestamp int64       | relative_offset int32
+
+``relative_offset`` is an offset minus the segment's base offset, so entries stay 4 bytes wide
+and a segment can hold at most 2**31 - 1 offsets past its base. An ``.index`` entry maps the
+last offset of a batch to the file position where that batch starts; a ``.timeindex`` entry says
+"no batch before this offset has a timestamp above this one".
+
+Invariants, enforced by ``append``: offsets, positions and timestamps strictly increase from one
+entry to the next. Entries are only ever written at positions greater than zero (a segment's
+first batch is never indexed), so an all-zero entry means "never written".
+
+Life cycle: the index of the active segment is preallocated to ``segment.index.bytes`` (rounded
+down to whole entries) so appends never grow the file; when the segment rolls, the file is
+trimmed to its entries, as Kafka does, and a trimmed file is what a clean shutdown leaves. A file
+left at full size by a crash is rebuilt from the log by the segment's recovery.
+
+Not thread-safe: the owning segment serialises appends; lookups may run concurrently with each
+other but not with ``append``, ``trim`` or ``reset``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+
+from odradek.errors import CorruptRecordError
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+INT32_MAX = (1 << 31) - 1
+
+
+class IndexFullError(Exception):
+    """Raised by ``append`` on a full index; the log rolls before this can happen."""
+
+
+class CorruptIndexError(CorruptRecordError):
+    """An index file's entries break the ordering invariant; the segment rebuilds it."""
+
+
+class _MappedIndex:
+    """A file of fixed-size entries behind an mmap; subclasses define the entry layout."""
+
+    entry = _OFFSET_ENTRY
+
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int, *, writable: bool):
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(max_index_bytes // self.entry.size, 1)
+        self._mmap: mmap.mmap | None = None
+        self.entries = 0
+        existed = path.exists()
+        length = path.stat().st_size if existed else 0
+        self.entries = length // self.entry.size
+        self._open(writable)
+
+    # -- file handling -------------------------------------------------------------------
+
+    def _open(self, writable: bool) -> None:
+        """Map the file: preallocated to ``max_entries`` if writable, else exactly its entries."""
+        self.writable = writable
+        size = self.max_entries * self.entry.size if writable else self.entries * self.entry.size
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size != size:
+                os.ftruncate(fd, size)
+            self._mmap = mmap.mmap(fd, size) if size else None
+        finally:
+            os.close(fd)
+
+    def _unmap(self) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+
+    def trim(self) -> None:
+        """Shrink the file to its entries (the segment is no longer active)."""
+        if self.writable:
+            self.flush()
+            self._unmap()
+            self._open(writable=False)
+
+    def make_writable(self) -> None:
+        """Grow the file back to its preallocated size (the segment is active again)."""
+        if not self.writable:
+            self._unmap()
+            self._open(writable=True)
+
+    def flush(self) -> None:
+        if self._mmap is not None and self.entries:
+            self._mmap.flush()
+
+    def close(self) -> None:
+        self.trim()
+        self._unmap()
+
+    def rename(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    def delete(self) -> None:
+        self._unmap()
+        self.path.unlink(missing_ok=True)
+
+    # -- entries -------------------------------------------------------------------------
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.entries * self.entry.size
+
+    def _entry(self, n: int) -> tuple[int, int]:
+        assert self._mmap is not None
+        return self.entry.unpack_from(self._mmap, n * self.entry.size)
+
+    def _write(self, first: int, second: int) -> None:
+        if self.is_full:
+            raise IndexFullError(f"{self.path} holds {self.entries} entries, its maximum")
+        if not self.writable:
+            self.make_writable()
+        assert self._mmap is not None
+        self.entry.pack_into(self._mmap, self.entries * self.entry.size, first, second)
+        self.entries += 1
+
+    def _search(self, target: int, key: int) -> int:
+        """Index of the last entry whose field ``key`` is <= target, or -1 (binary search)."""
+        low, high = 0, self.entries - 1
+        found = -1
+        while low <= high:
+            middle = (low + high) // 2
+            if self._entry(middle)[key] <= target:
+                found = middle
+                low = middle + 1
+            else:
+                high = middle - 1
+        return found
+
+    def truncate_to_entries(self, entries: int) -> None:
+        """Forget every entry from ``entries`` on (zeroing them, so a crash leaves no ghost)."""
+        entries = max(0, min(entries, self.entries))
+        if self._mmap is not None and entries < self.entries:
+            start = entries * self.entry.size
+            self._mmap[start : self.entries * self.entry.size] = bytes(
+                (self.entries - entries) * self.entry.size
+            )
+        self.entries = entries
+
+    def reset(self) -> None:
+        """Drop all entries; used before rebuilding the index from the log."""
+        self.make_writable()
+        self.truncate_to_entries(0)
+
+
+class OffsetIndex(_MappedIndex):
+    """Maps the last offset of a batch to the file position where the batch starts."""
+
+    entry = _OFFSET_ENTRY
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        """``(offset, position)`` of the last entry, or ``(base_offset, 0)`` when empty."""
+        if self.entries == 0:
+            return self.base_offset, 0
+        relative, position = self._entry(self.entries - 1)
+        return self.base_offset + relative, position
+
+    def append(self, offset: int, position: int) -> None:
+        relative = offset - self.base_offset
+        if not 0 <= relative <= INT32_MAX:
+            raise ValueError(f"offset {offset} is outside segment {self.base_offset}")
+        if self.entries:
+            last_relative, last_position = self._entry(self.entries - 1)
+            if relative <= last_relative or position <= last_position:
+                raise ValueError(
+                    f"index entry ({offset}, {position}) does not follow "
+                    f"({self.base_offset + last_relative}, {last_position}) in {self.path}"
+                )
+        self._write(relative, position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """``(offset, position)`` of the last entry with offset <= target, else the start."""
+        found = self._search(offset - self.base_offset, key=0)
+        if found < 0:
+            return self.base_offset, 0
+        relative, position = self._entry(found)
+        return self.base_offset + relative, position
+
+    def lookup_by_position(self, position: int) -> tuple[int, int]:
+        """``(offset, position)`` of the last entry starting at or before ``position``."""
+        found = self._search(position, key=1)
+        if found < 0:
+            return self.base_offset, 0
+        relative, entry_position = self._entry(found)
+        return self.base_offset + relative, entry_position
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries for offsets >= ``offset``."""
+        self.truncate_to_entries(self._search(offset - self.base_offset - 1, key=0) + 1)
+
+    def sanity_check(self, log_size: int) -> None:
+        """Raise ``CorruptIndexError`` if the last entries are out of order or past the log.
+
+        Checks only the tail, as Kafka does: a file left unwritten past its entries (all zeros
+        after a crash) fails here, and the segment rebuilds the index from the log.
+        """
+        for n in range(max(self.entries - 2, 0), self.entries):
+            relative, position = self._entry(n)
+            previous = self._entry(n - 1) if n else (-1, 0)
+            if relative <= previous[0] or position <= previous[1] or position >= log_size:
+                raise CorruptIndexError(
+                    f"{self.path}: entry {n} ({relative}, {position}) breaks the index order"
+                )
+
+
+class TimeIndex(_MappedIndex):
+    """Maps a timestamp to the offset of the first batch that reached it."""
+
+    entry = _TIME_ENTRY
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        """``(timestamp, offset)`` of the last entry, or ``(-1, base_offset)`` when empty."""
+        if self.entries == 0:
+            return -1, self.base_offset
+        timestamp, relative = self._entry(self.entries - 1)
+        return timestamp, self.base_offset + relative
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Add ``(timestamp, offset)`` if the timestamp is newer than the last entry's."""
+        last_timestamp, last_offset = self.last_entry
+        if timestamp <= last_timestamp:
+            return
+        if self.entries and offset < last_offset:
+            raise ValueError(
+                f"time index entry ({timestamp}, {offset}) goes back before offset "
+                f"{last_offset} in {self.path}"
+            )
+        relative = offset - self.base_offset
+        if not 0 <= relative <= INT32_MAX:
+            raise ValueError(f"offset {offset} is outside segment {self.base_offset}")
+        self._write(timestamp, relative)
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """``(timestamp, offset)`` of the last entry with timestamp <= target, else the start."""
+        found = self._search(timestamp, key=0)
+        if found < 0:
+            return -1, self.base_offset
+        entry_timestamp, relative = self._entry(found)
+        return entry_timestamp, self.base_offset + relative
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries for offsets >= ``offset`` (offsets are non-decreasing)."""
+        keep = self.entries
+        while keep > 0 and self.base_offset + self._entry(keep - 1)[1] >= offset:
+            keep -= 1
+        self.truncate_to_entries(keep)
+
+    def sanity_check(self) -> None:
+        """Raise ``CorruptIndexError`` if the last entries are out of order (see OffsetIndex)."""
+        for n in range(max(self.entries - 2, 0), self.entries):
+            timestamp, relative = self._entry(n)
+            previous = self._entry(n - 1) if n else (-1, -1)
+            if timestamp <= previous[0] or relative < previous[1]:
+                raise CorruptIndexError(
+                    f"{self.path}: entry {n} ({timestamp}, {relative}) breaks the index order"
+                )

@@ -1,0 +1,334 @@
+"""A broker's logs across its JBOD ``log.dirs``: placement, checkpoints, failures, upkeep.
+
+Each log directory (one per disk) holds partition directories ``<topic>-<partition>`` and, as in
+Kafka, these files of its own::
+
+    recovery-point-offset-checkpoint   offsets below which each log is known to be on disk
+    log-start-offset-checkpoint        each log's start offset (moved by retention, DeleteRecords)
+    cleaner-offset-checkpoint          each compacted log's first dirty offset
+    .kafka_cleanshutdown               present only between a clean shutdown and the next start
+
+Rules:
+- A new partition goes to the online directory holding the fewest partitions (ties: the first
+  listed), as Kafka places them.
+- An I/O error in a log takes its whole directory offline: every log in it refuses reads and
+  appends with KAFKA_STORAGE_ERROR, the directory gets no more checkpoints, and
+  ``offline_partitions`` names them so leadership can move. The other directories keep working.
+- At start-up a directory that cannot be used is skipped with a warning; its partitions are
+  reported offline rather than recreated elsewhere.
+- ``.kafka_cleanshutdown`` is removed once a directory's logs are loaded, so a crash after that
+  makes the next start recover them.
+
+Threading: ``get_log``/``create_log`` run on the broker's event loop. ``start()`` runs the upkeep
+(flushes, retention, checkpoints) on one background thread and compaction on another; both only
+use the ``Log`` methods documented as safe for that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.config.topic import TopicConfig
+from odradek.errors import KafkaStorageError, UnknownTopicOrPartitionError
+from odradek.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
+from odradek.storage.cleaner import LogCleaner
+from odradek.storage.log import Log, log_directory_name, wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerIntervals:
+    """How often the upkeep thread does each job (Kafka's broker settings, in ms)."""
+
+    flush_check_ms: int = 1_000  # log.flush.scheduler.interval.ms (checks flush.ms)
+    retention_check_ms: int = 300_000  # log.retention.check.interval.ms
+    checkpoint_ms: int = 60_000  # log.flush.offset.checkpoint.interval.ms
+
+
+def parse_log_directory_name(name: str) -> TopicPartition | None:
+    """``orders-3`` -> ("orders", 3); None for names that are not partition directories."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class LogManager:
+    """All partition logs of a broker; see the module docstring."""
+
+    def __init__(
+        self,
+        log_dirs: Iterable[str | os.PathLike[str]],
+        *,
+        topic_config: Callable[[str], TopicConfig] = lambda topic: TopicConfig(),
+        clock: Callable[[], int] = wall_clock_ms,
+        intervals: ManagerIntervals = ManagerIntervals(),
+        on_dir_offline: Callable[[Path, list[TopicPartition]], None] | None = None,
+    ):
+        self.log_dirs = [Path(d).absolute() for d in log_dirs]
+        if not self.log_dirs:
+            raise ValueError("log.dirs must name at least one directory")
+        self.topic_config = topic_config
+        self.clock = clock
+        self.intervals = intervals
+        self.on_dir_offline = on_dir_offline
+        self.offline_dirs: dict[Path, str] = {}
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._upkeep: threading.Thread | None = None
+        self.cleaner = LogCleaner(self.logs, clock=clock)
+
+    # -- start-up ------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Open every log in every usable directory, recovering after an unclean shutdown."""
+        for log_dir in self.log_dirs:
+            try:
+                self._load_dir(log_dir)
+            except OSError as e:
+                self._mark_offline(log_dir, f"cannot load: {e}")
+
+    def _load_dir(self, log_dir: Path) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        marker = log_dir / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        cleaner_offsets = self._read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
+        if not clean:
+            log.warning("%s was not shut down cleanly: recovering its logs", log_dir)
+        for entry in sorted(log_dir.iterdir()):
+            if entry.is_dir() and entry.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(entry)  # a topic deletion interrupted by a crash
+                continue
+            tp = parse_log_directory_name(entry.name) if entry.is_dir() else None
+            if tp is None:
+                continue
+            self._logs[tp] = Log(
+                entry,
+                self.topic_config(tp[0]),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp, 0),
+                cleaner_checkpoint=cleaner_offsets.get(tp, 0),
+                clean_shutdown=clean,
+                clock=self.clock,
+                on_io_error=self._on_io_error,
+            )
+            self._log_dir_of[tp] = log_dir
+        marker.unlink(missing_ok=True)
+
+    @staticmethod
+    def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(path).read()
+        except CorruptCheckpointError as e:
+            # Without it every log recovers from its first segment: slower, never wrong.
+            log.warning("ignoring %s", e)
+            return {}
+
+    # -- partitions ----------------------------------------------------------------------
+
+    def logs(self) -> list[Log]:
+        with self._lock:
+            return list(self._logs.values())
+
+    def get_log(self, topic: str, partition: int) -> Log:
+        """The log of a partition on this broker; raises if unknown or offline."""
+        tp = (topic, partition)
+        with self._lock:
+            found = self._logs.get(tp)
+            log_dir = self._log_dir_of.get(tp)
+        if found is None:
+            raise UnknownTopicOrPartitionError(f"this broker has no log for {topic}-{partition}")
+        if log_dir in self.offline_dirs:
+            raise KafkaStorageError(f"{topic}-{partition} is on offline log dir {log_dir}")
+        return found
+
+    def get_or_create_log(
+        self, topic: str, partition: int, config: TopicConfig | None = None
+    ) -> Log:
+        """The partition's log, created on the least loaded online directory if new."""
+        tp = (topic, partition)
+        with self._lock:
+            if tp in self._logs:
+                return self.get_log(topic, partition)
+            log_dir = self._choose_dir()
+            try:
+                created = Log(
+                    log_dir / log_directory_name(topic, partition),
+                    config or self.topic_config(topic),
+                    clock=self.clock,
+                    on_io_error=self._on_io_error,
+                )
+            except OSError as e:
+                self._mark_offline(log_dir, f"cannot create {topic}-{partition}: {e}")
+                raise KafkaStorageError(f"cannot create {topic}-{partition}: {e}") from e
+            self._logs[tp] = created
+            self._log_dir_of[tp] = log_dir
+            return created
+
+    def _choose_dir(self) -> Path:
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise KafkaStorageError("every log directory is offline")
+        counts = {d: 0 for d in online}
+        for log_dir in self._log_dir_of.values():
+            if log_dir in counts:
+                counts[log_dir] += 1
+        return min(online, key=lambda d: counts[d])
+
+    def log_dir_of(self, topic: str, partition: int) -> Path:
+        return self._log_dir_of[(topic, partition)]
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Remove a partition for good: rename its directory ``-delete``, then remove it."""
+        tp = (topic, partition)
+        with self._lock:
+            doomed = self._logs.pop(tp, None)
+            self._log_dir_of.pop(tp, None)
+        if doomed is None:
+            return
+        doomed.close()
+        renamed = doomed.directory.with_name(
+            f"{doomed.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        )
+        os.replace(doomed.directory, renamed)
+        shutil.rmtree(renamed)
+
+    # -- failures ------------------------------------------------------------------------
+
+    def _on_io_error(self, failed: Log, error: OSError) -> None:
+        log_dir = next(
+            (d for tp, d in self._log_dir_of.items() if self._logs.get(tp) is failed), None
+        )
+        if log_dir is not None:
+            self._mark_offline(log_dir, f"I/O error in {failed.directory.name}: {error}")
+
+    def _mark_offline(self, log_dir: Path, reason: str) -> None:
+        with self._lock:
+            if log_dir in self.offline_dirs:
+                return
+            self.offline_dirs[log_dir] = reason
+            partitions = [tp for tp, d in self._log_dir_of.items() if d == log_dir]
+            for tp in partitions:
+                self._logs[tp].offline = True
+        log.error("log dir %s is offline (%s); its partitions: %s", log_dir, reason, partitions)
+        if self.on_dir_offline is not None:
+            self.on_dir_offline(log_dir, partitions)
+
+    def offline_partitions(self) -> list[TopicPartition]:
+        with self._lock:
+            return sorted(tp for tp, d in self._log_dir_of.items() if d in self.offline_dirs)
+
+    # -- upkeep --------------------------------------------------------------------------
+
+    def flush_due(self) -> None:
+        """``flush.ms`` and flushes of rolled segments, for every online log."""
+        for each in self.logs():
+            if not each.offline:
+                # A KafkaStorageError means the log's directory went offline: already reported.
+                with contextlib.suppress(KafkaStorageError):
+                    each.flush_if_due()
+
+    def enforce_retention(self) -> int:
+        """Delete old segments of every online log; returns how many went."""
+        deleted = 0
+        for each in self.logs():
+            if not each.offline:
+                try:
+                    deleted += each.delete_old_segments()
+                    each.delete_expired_files()
+                except KafkaStorageError:
+                    pass
+        return deleted
+
+    def write_checkpoints(self) -> None:
+        """Persist recovery points, log start offsets and cleaner offsets, per online dir."""
+        with self._lock:
+            by_dir: dict[Path, list[tuple[TopicPartition, Log]]] = {
+                d: [] for d in self.log_dirs if d not in self.offline_dirs
+            }
+            for tp, each in self._logs.items():
+                log_dir = self._log_dir_of[tp]
+                if log_dir in by_dir:
+                    by_dir[log_dir].append((tp, each))
+        for log_dir, entries in by_dir.items():
+            try:
+                OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
+                    {tp: each.recovery_point for tp, each in entries}
+                )
+                OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
+                    {tp: each.log_start_offset for tp, each in entries}
+                )
+                OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).write(
+                    {tp: each.cleaner_checkpoint for tp, each in entries if each.config.compact}
+                )
+            except OSError as e:
+                self._mark_offline(log_dir, f"cannot write checkpoints: {e}")
+
+    def start(self) -> None:
+        """Run upkeep and compaction on background threads."""
+        self._upkeep = threading.Thread(target=self._run_upkeep, name="log-upkeep", daemon=True)
+        self._upkeep.start()
+        self.cleaner.start()
+
+    def _run_upkeep(self) -> None:
+        due = {"flush": 0, "retention": 0, "checkpoint": 0}
+        periods = {
+            "flush": self.intervals.flush_check_ms,
+            "retention": self.intervals.retention_check_ms,
+            "checkpoint": self.intervals.checkpoint_ms,
+        }
+        jobs = {
+            "flush": self.flush_due,
+            "retention": self.enforce_retention,
+            "checkpoint": self.write_checkpoints,
+        }
+        while not self._stop.is_set():
+            now = self.clock()
+            for name, job in jobs.items():
+                if now >= due[name]:
+                    try:
+                        job()
+                    except Exception:  # keep the thread alive; the next tick retries
+                        log.exception("log upkeep job %s failed", name)
+                    due[name] = now + periods[name]
+            self._stop.wait(max(0.0, (min(due.values()) - now) / 1000))
+
+    def shutdown(self) -> None:
+        """Stop the threads, flush and close every log, write checkpoints and the marker."""
+        self._stop.set()
+        self.cleaner.stop()
+        if self._upkeep is not None:
+            self._upkeep.join(timeout=30)
+        for each in self.logs():
+            try:
+                each.close()
+            except (KafkaStorageError, OSError) as e:
+                log.error("closing %s failed: %s", each.directory, e)
+        self.write_checkpoints()
+        for log_dir in self.log_dirs:
+            if log_dir not in self.offline_dirs:
+                try:
+                    (log_dir / CLEAN_SHUTDOWN_MARKER).touch()
+                except OSError as e:
+                    log.error("cannot mark %s as cleanly shut down: %s", log_dir, e)

@@ -1,0 +1,412 @@
+"""One segment of a partition log: a ``.log`` file of record batches and its two indexes.
+
+Files are named by the segment's base offset, zero-padded to 20 digits, as in Kafka::
+
+    00000000000000001234.log        record batches, byte for byte as produced, offsets assigned
+    00000000000000001234.index      sparse offset -> position (see ``index``)
+    00000000000000001234.timeindex  sparse timestamp -> offset
+
+Invariants (enforced by ``append`` and restored by ``recover``):
+- the ``.log`` file is a sequence of whole, valid batches whose offsets strictly increase and are
+  all at or above ``base_offset``; ``size`` is the byte length of that sequence;
+- an index entry is added whenever more than ``index_interval_bytes`` were appended since the
+  last one, so a lookup scans at most that many bytes of batch headers;
+- ``max_timestamp`` / ``offset_of_max_timestamp`` are those of the batch that first reached the
+  largest timestamp seen, which is what the time index records.
+
+A segment is written by one thread at a time (its log's); reads (``read``, ``translate_offset``)
+use ``pread`` and may run alongside an append because they never look past a size they were
+given. Bytes are never read into Python on the fetch path: ``read`` returns a ``FileSlice`` for
+the server to ``sendfile``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.errors import CorruptRecordError, InvalidRecordError
+from odradek.storage.batch import HEADER_SIZE, BatchHeader, validate_batch
+from odradek.storage.index import (
+    INT32_MAX,
+    CorruptIndexError,
+    OffsetIndex,
+    TimeIndex,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+NO_TIMESTAMP = -1
+IOV_MAX = 1024  # Linux's limit on buffers in one pwritev call
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """A byte range of a segment file: what a fetch sends with ``sendfile``.
+
+    ``file`` stays open until the segment is deleted, and deletion is delayed by
+    ``file.delete.delay.ms``, so a slice handed to the network outlives retention.
+    """
+
+    file: io.FileIO
+    position: int
+    size: int
+
+    def read_bytes(self) -> bytes:
+        """Copy the range into memory (for replication checks and tests, not for fetches)."""
+        return os.pread(self.file.fileno(), self.size, self.position)
+
+
+class LogSegment:
+    """A ``.log`` file with its ``.index`` and ``.timeindex``; see the module docstring."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        active: bool,
+        created_ms: int,
+        suffix: str = "",
+    ):
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
+        # Not O_APPEND: Linux ignores pwrite's position on such files, and appends use pwritev.
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.file = io.FileIO(self.fd, "r+b")
+        self.size = os.fstat(self.fd).st_size
+        self.offset_index = OffsetIndex(
+            directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix),
+            base_offset,
+            max_index_bytes,
+            writable=active,
+        )
+        self.time_index = TimeIndex(
+            directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
+            base_offset,
+            max_index_bytes,
+            writable=active,
+        )
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp: int | None = None
+        self.bytes_since_last_index_entry = 0
+        self.created_ms = created_ms
+        self.suffix = suffix
+
+    # -- writing -------------------------------------------------------------------------
+
+    def append(
+        self, buffers: Sequence[bytes | memoryview], headers: Sequence[tuple[int, BatchHeader]]
+    ) -> None:
+        """Write whole batches at the end of the file and index them.
+
+        ``buffers`` are the batch bytes (offsets already assigned), in order; ``headers`` gives
+        each batch's base offset as written with its header. On an I/O error the file is cut
+        back to its old size before the error propagates, so the log never holds half a batch.
+        """
+        start = self.size
+        total = sum(len(b) for b in buffers)
+        try:
+            _pwritev_all(self.fd, buffers, start)
+        except OSError:
+            try:
+                os.ftruncate(self.fd, start)
+            finally:
+                raise
+        position = start
+        for base_offset, header in headers:
+            self._index_batch(base_offset, header, position)
+            position += header.size_in_bytes
+        self.size = start + total
+
+    def _index_batch(self, base_offset: int, header: BatchHeader, position: int) -> None:
+        last_offset = base_offset + header.last_offset_delta
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = header.max_timestamp
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += header.size_in_bytes
+        self.next_offset = last_offset + 1
+
+    def can_hold(self, last_offset: int) -> bool:
+        """Whether ``last_offset`` still fits the 32-bit relative offsets of the indexes."""
+        return last_offset - self.base_offset <= INT32_MAX
+
+    @property
+    def indexes_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def flush(self) -> None:
+        """Make the log and its indexes durable (fsync)."""
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def on_roll(self) -> None:
+        """The segment stops being active: record its final time entry, trim the indexes."""
+        self._append_final_time_entry()
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    def _append_final_time_entry(self) -> None:
+        """Record the segment's max timestamp, so retention and lookups see it after a restart."""
+        if not self.time_index.is_full:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def read_header(self, position: int) -> BatchHeader | None:
+        """The header of the batch at ``position``, or None at the end of the segment."""
+        if position + HEADER_SIZE > self.size:
+            return None
+        return BatchHeader.parse(os.pread(self.fd, HEADER_SIZE, position))
+
+    def batches_from(
+        self, position: int, end: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """Headers of the batches from ``position`` up to ``end`` (default: the segment end)."""
+        end = self.size if end is None else end
+        while position < end:
+            header = self.read_header(position)
+            if header is None:
+                return
+            yield position, header
+            position += header.size_in_bytes
+
+    def translate_offset(
+        self, offset: int, start_position: int = 0
+    ) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset``."""
+        _, position = self.offset_index.lookup(offset)
+        for batch_position, header in self.batches_from(max(position, start_position)):
+            if header.last_offset >= offset:
+                return batch_position, header
+        return None
+
+    def read(
+        self, offset: int, max_bytes: int, max_position: int, min_one_batch: bool
+    ) -> FileSlice | None:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes`` and ``max_position``.
+
+        With ``min_one_batch`` the first batch is returned whole even if larger than
+        ``max_bytes`` (KIP-74), so a consumer can always make progress.
+        """
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        start, first = found
+        if start >= max_position:
+            return None
+        if first.size_in_bytes > max_bytes:
+            if not min_one_batch or start + first.size_in_bytes > max_position:
+                return None
+            return FileSlice(self.file, start, first.size_in_bytes)
+        limit = min(start + max_bytes, max_position)
+        end = self._last_batch_end_within(start, limit)
+        return FileSlice(self.file, start, end - start) if end > start else None
+
+    def _last_batch_end_within(self, start: int, limit: int) -> int:
+        """The end of the last whole batch that starts at/after ``start`` and ends by ``limit``."""
+        # Batches are contiguous: the batch before an indexed one ends where it starts, so the
+        # scan can begin at the last index entry at or before the limit.
+        _, indexed = self.offset_index.lookup_by_position(limit)
+        end = max(indexed, start)
+        for position, header in self.batches_from(end, limit):
+            if position + header.size_in_bytes > limit:
+                break
+            end = position + header.size_in_bytes
+        return end
+
+    def position_of(self, offset: int) -> int:
+        """File position where the batch holding ``offset`` starts, or the segment size."""
+        found = self.translate_offset(offset)
+        return self.size if found is None else found[0]
+
+    def read_batch_bytes(self, position: int, header: BatchHeader) -> bytes:
+        return os.pread(self.fd, header.size_in_bytes, position)
+
+    def batches_from_timestamp(
+        self, timestamp: int, start_offset: int
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """Batches that may hold the first record at/after ``timestamp``, in order.
+
+        Starts at the time index's hint: no batch before it reached ``timestamp``.
+        """
+        _, hinted_offset = self.time_index.lookup(timestamp)
+        found = self.translate_offset(max(hinted_offset, start_offset, self.base_offset))
+        if found is None:
+            return
+        yield from self.batches_from(found[0])
+
+    # -- recovery and truncation ---------------------------------------------------------
+
+    def recover(self, max_batch_bytes: int) -> int:
+        """Re-validate every batch, rebuild both indexes, cut off what follows a bad batch.
+
+        Returns the number of bytes truncated (0 when the whole file was valid). A batch that
+        fails validation, breaks offset order or overruns the file marks the torn tail: it and
+        everything after it are removed.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self.first_batch_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        file_size = os.fstat(self.fd).st_size
+        position = 0
+        while position < file_size:
+            try:
+                header = self._validated_batch_at(position, file_size, max_batch_bytes)
+            except (CorruptRecordError, InvalidRecordError):
+                break
+            self._index_batch(header.base_offset, header, position)
+            position += header.size_in_bytes
+        self.size = position
+        if position < file_size:
+            os.ftruncate(self.fd, position)
+        return file_size - position
+
+    def _validated_batch_at(
+        self, position: int, file_size: int, max_batch_bytes: int
+    ) -> BatchHeader:
+        header = (
+            BatchHeader.parse(os.pread(self.fd, HEADER_SIZE, position))
+            if (position + HEADER_SIZE <= file_size)
+            else None
+        )
+        if header is None:
+            raise CorruptRecordError(f"{self.log_path}: torn header at {position}")
+        if header.size_in_bytes > max_batch_bytes:
+            raise CorruptRecordError(f"{self.log_path}: implausible batch size at {position}")
+        data = os.pread(self.fd, min(header.size_in_bytes, file_size - position), position)
+        header = validate_batch(data, 0, len(data))
+        if header.base_offset < self.next_offset or not self.can_hold(header.last_offset):
+            raise InvalidRecordError(f"{self.log_path}: offset {header.base_offset} out of order")
+        return header
+
+    def load_from_indexes(self) -> None:
+        """Restore in-memory state of a segment trusted after a clean shutdown.
+
+        The indexes are sanity-checked; the batches after the last index entry are scanned to
+        find ``next_offset``. Raises ``CorruptIndexError`` if an index cannot be trusted.
+        """
+        self.offset_index.sanity_check(self.size)
+        self.time_index.sanity_check()
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        _, position = self.offset_index.last_entry
+        self.next_offset = self.base_offset
+        self.bytes_since_last_index_entry = 0
+        for _, header in self.batches_from(position):
+            self.bytes_since_last_index_entry += header.size_in_bytes
+            self.next_offset = header.next_offset
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+        first = self.read_header(0)
+        self.first_batch_timestamp = first.max_timestamp if first else None
+        if self.size and self.next_offset == self.base_offset:
+            raise CorruptIndexError(f"{self.log_path}: no batch found after the last index entry")
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding offsets >= ``offset``; returns the bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position, header = found
+        if header.base_offset < offset:
+            raise InvalidRecordError(
+                f"cannot truncate to {offset}: it falls inside a batch at {header.base_offset}"
+            )
+        removed = self.size - position
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        # Re-derive the running state from the surviving tail.
+        self.offset_index.make_writable()
+        self.time_index.make_writable()
+        self.load_from_indexes()
+        return removed
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    @property
+    def last_modified_ms(self) -> int:
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What retention judges: the newest record timestamp, else the file's mtime."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
+
+    def rename_with_suffix(self, suffix: str) -> None:
+        """Rename the three files, e.g. to ``.deleted`` or back to no suffix; handles stay open."""
+
+        def path(file_suffix: str) -> Path:
+            return self.directory / (segment_file_name(self.base_offset, file_suffix) + suffix)
+
+        self.offset_index.rename(path(INDEX_SUFFIX))
+        self.time_index.rename(path(TIME_INDEX_SUFFIX))
+        os.replace(self.log_path, path(LOG_SUFFIX))
+        self.log_path = path(LOG_SUFFIX)
+        self.suffix = suffix
+
+    def close(self) -> None:
+        self._append_final_time_entry()
+        self.offset_index.close()
+        self.time_index.close()
+        self.file.close()
+
+    def delete(self) -> None:
+        """Close and remove the three files."""
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.file.close()
+        self.log_path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"LogSegment(base_offset={self.base_offset}, size={self.size}, "
+            f"next_offset={self.next_offset})"
+        )
+
+
+def _pwritev_all(fd: int, buffers: Sequence[bytes | memoryview], position: int) -> None:
+    """``pwritev`` every byte, in groups of at most ``IOV_MAX`` buffers.
+
+    The kernel may write less than asked (a signal, a full disk about to fail); the rest is
+    then written with plain ``pwrite`` calls until done or an ``OSError`` says why not.
+    """
+    for first in range(0, len(buffers), IOV_MAX):
+        group = buffers[first : first + IOV_MAX]
+        expected = sum(len(b) for b in group)
+        written = os.pwritev(fd, group, position)
+        if written < expected:
+            rest = memoryview(b"".join(group))[written:]
+            cursor = position + written
+            while rest:
+                n = os.pwrite(fd, rest, cursor)
+                rest = rest[n:]
+                cursor += n
+        position += expected

@@ -1,0 +1,71 @@
+"""Shared fixtures: record batches built by a Kafka client library we did not write."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from odradek.config.topic import TopicConfig
+from odradek.storage.log import Log
+
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+KeyValue = tuple[bytes | None, bytes | None]
+
+
+def build_batch(
+    records: Sequence[KeyValue],
+    *,
+    codec: int = 0,
+    timestamp_ms: int | Sequence[int] | None = None,
+    headers: Sequence[tuple[str, bytes]] = (),
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """One magic-2 batch from kafka-python's ``DefaultRecordBatchBuilder``, offsets 0..n-1."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=codec,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        batch_size=1 << 30,
+    )
+    now = int(time.time() * 1000)
+    for i, (key, value) in enumerate(records):
+        if isinstance(timestamp_ms, Sequence):
+            ts = timestamp_ms[i]
+        else:
+            ts = now if timestamp_ms is None else timestamp_ms
+        builder.append(i, ts, key, value, list(headers))
+    return bytes(builder.build())
+
+
+@pytest.fixture
+def kafka_batch() -> Callable[..., bytes]:
+    """``kafka_batch([(key, value), ...], codec=3, timestamp_ms=...)`` -> batch bytes."""
+    return build_batch
+
+
+@pytest.fixture
+def make_log(tmp_path: Path) -> Callable[..., Log]:
+    """``make_log(**topic_config_attrs)`` opens a Log in a fresh partition directory."""
+    opened: list[Log] = []
+
+    def make(name: str = "topic-0", clock: Callable[[], int] | None = None, **config) -> Log:
+        kwargs = {} if clock is None else {"clock": clock}
+        log = Log(tmp_path / name, TopicConfig(**config), **kwargs)
+        opened.append(log)
+        return log
+
+    yield make
+    for log in opened:
+        with contextlib.suppress(Exception):  # already closed or deleted by the test
+            log.close()
