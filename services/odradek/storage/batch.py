@@ -168,8 +168,7 @@ def validate_batch(
         )
     if header.size_in_bytes > available:
         raise CorruptRecordError(
-            f"truncated record batch: header says {header.size_in_bytes} bytes, "
-            f"{available} remain"
+            f"truncated record batch: header says {header.size_in_bytes} bytes, {available} remain"
         )
     end = position + header.size_in_bytes
     actual_crc = crc32c(memoryview(buffer)[position + ATTRIBUTES_OFFSET : end])
