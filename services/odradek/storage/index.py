@@ -1,6 +1,6 @@
 """The sparse ``.index`` and ``.timeindex`` files of a segment, as Kafka lays them out.
 
-Both are arrays of fixed-size big-endian entries, sorted, memory-mapped::
+Both are arrays of fixed-size big-endian entries, sorted::
 
     .index      8 bytes an entry:  relative_offset int32 | position int32
     .timeindex 12 bytes an entry:  timestamp int64       | relative_offset int32
@@ -45,8 +45,15 @@ class CorruptIndexError(CorruptRecordError):
     """An index file's entries break the ordering invariant; the segment rebuilds it."""
 
 
-class _MappedIndex:
-    """A file of fixed-size entries behind an mmap; subclasses define the entry layout."""
+class _EntryFile:
+    """A file of fixed-size entries; subclasses define the entry layout.
+
+    While writable (active segment) the entries live in a ``bytearray`` and each new one is
+    also ``pwrite``-n to the preallocated file. Writing through an mmap instead would make the
+    first touch of each page of a fresh, sparse file allocate blocks inside a page fault, which
+    on ext4 was measured at ~3 ms against ~8 us for a ``pwrite``: paid twice at every roll.
+    Once trimmed (inactive segment) the file is mapped read-only, so memory follows use.
+    """
 
     entry = _OFFSET_ENTRY
 
@@ -54,59 +61,60 @@ class _MappedIndex:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(max_index_bytes // self.entry.size, 1)
-        self._mmap: mmap.mmap | None = None
-        self.entries = 0
-        existed = path.exists()
-        length = path.stat().st_size if existed else 0
-        self.entries = length // self.entry.size
-        self._open(writable)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.entries = os.fstat(self._fd).st_size // self.entry.size
+        self._buffer: bytearray | mmap.mmap | None = None
+        self.writable = False
+        if writable:
+            self.make_writable()
+        else:
+            self._map_read_only()
 
     # -- file handling -------------------------------------------------------------------
 
-    def _open(self, writable: bool) -> None:
-        """Map the file: preallocated to ``max_entries`` if writable, else exactly its entries."""
-        self.writable = writable
-        size = self.max_entries * self.entry.size if writable else self.entries * self.entry.size
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            if os.fstat(fd).st_size != size:
-                os.ftruncate(fd, size)
-            self._mmap = mmap.mmap(fd, size) if size else None
-        finally:
-            os.close(fd)
+    def _map_read_only(self) -> None:
+        size = self.entries * self.entry.size
+        self._buffer = mmap.mmap(self._fd, size, prot=mmap.PROT_READ) if size else None
+        self.writable = False
 
-    def _unmap(self) -> None:
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+    def _release_buffer(self) -> None:
+        if isinstance(self._buffer, mmap.mmap):
+            self._buffer.close()
+        self._buffer = None
 
     def trim(self) -> None:
         """Shrink the file to its entries (the segment is no longer active)."""
         if self.writable:
-            self.flush()
-            self._unmap()
-            self._open(writable=False)
+            self._release_buffer()
+            os.ftruncate(self._fd, self.entries * self.entry.size)
+            self._map_read_only()
 
     def make_writable(self) -> None:
-        """Grow the file back to its preallocated size (the segment is active again)."""
-        if not self.writable:
-            self._unmap()
-            self._open(writable=True)
+        """Load the entries and preallocate the file again (the segment is active again)."""
+        if self.writable:
+            return
+        size = self.entries * self.entry.size
+        entries = bytearray(os.pread(self._fd, size, 0)) if size else bytearray()
+        self._release_buffer()
+        self._buffer = entries
+        os.ftruncate(self._fd, self.max_entries * self.entry.size)
+        self.writable = True
 
     def flush(self) -> None:
-        if self._mmap is not None and self.entries:
-            self._mmap.flush()
+        os.fsync(self._fd)
 
     def close(self) -> None:
         self.trim()
-        self._unmap()
+        self._release_buffer()
+        os.close(self._fd)
 
     def rename(self, path: Path) -> None:
         os.replace(self.path, path)
         self.path = path
 
     def delete(self) -> None:
-        self._unmap()
+        self._release_buffer()
+        os.close(self._fd)
         self.path.unlink(missing_ok=True)
 
     # -- entries -------------------------------------------------------------------------
@@ -120,16 +128,15 @@ class _MappedIndex:
         return self.entries * self.entry.size
 
     def _entry(self, n: int) -> tuple[int, int]:
-        assert self._mmap is not None
-        return self.entry.unpack_from(self._mmap, n * self.entry.size)
+        return self.entry.unpack_from(self._buffer, n * self.entry.size)
 
     def _write(self, first: int, second: int) -> None:
         if self.is_full:
             raise IndexFullError(f"{self.path} holds {self.entries} entries, its maximum")
-        if not self.writable:
-            self.make_writable()
-        assert self._mmap is not None
-        self.entry.pack_into(self._mmap, self.entries * self.entry.size, first, second)
+        self.make_writable()
+        packed = self.entry.pack(first, second)
+        os.pwrite(self._fd, packed, self.entries * self.entry.size)
+        self._buffer += packed
         self.entries += 1
 
     def _search(self, target: int, key: int) -> int:
@@ -148,11 +155,11 @@ class _MappedIndex:
     def truncate_to_entries(self, entries: int) -> None:
         """Forget every entry from ``entries`` on (zeroing them, so a crash leaves no ghost)."""
         entries = max(0, min(entries, self.entries))
-        if self._mmap is not None and entries < self.entries:
+        if entries < self.entries:
+            self.make_writable()
             start = entries * self.entry.size
-            self._mmap[start : self.entries * self.entry.size] = bytes(
-                (self.entries - entries) * self.entry.size
-            )
+            os.pwrite(self._fd, bytes(self.entries * self.entry.size - start), start)
+            del self._buffer[start:]
         self.entries = entries
 
     def reset(self) -> None:
@@ -161,7 +168,7 @@ class _MappedIndex:
         self.truncate_to_entries(0)
 
 
-class OffsetIndex(_MappedIndex):
+class OffsetIndex(_EntryFile):
     """Maps the last offset of a batch to the file position where the batch starts."""
 
     entry = _OFFSET_ENTRY
@@ -222,7 +229,7 @@ class OffsetIndex(_MappedIndex):
                 )
 
 
-class TimeIndex(_MappedIndex):
+class TimeIndex(_EntryFile):
     """Maps a timestamp to the offset of the first batch that reached it."""
 
     entry = _TIME_ENTRY

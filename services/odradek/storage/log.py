@@ -244,8 +244,9 @@ class Log:
                     log.warning("deleting %s, which followed invalid data", later.log_path)
                     later.delete()
                 break
-        # An empty segment that is not the last holds nothing; keep the list contiguous.
-        kept = [s for s in kept[:-1] if s.size > 0] + kept[-1:]
+        # An empty segment before the last stays, as in Kafka: compaction leaves one when a
+        # whole group of records was superseded, and dropping it would move the log start
+        # offset forward at the next start (consumers' offsets there would be out of range).
         kept[-1].offset_index.make_writable()
         kept[-1].time_index.make_writable()
         return kept, recovered
@@ -516,7 +517,9 @@ class Log:
                     break
                 max_position = self._position_of(segment, upper)
                 records = segment.read(offset, max_bytes, max_position, min_one_message)
-                if records is not None:
+                # A segment holding batches at/after ``offset`` answers even with nothing (its
+                # first one is larger than max_bytes): the next segment's would skip that one.
+                if records is not None or (segment.size > 0 and segment.next_offset > offset):
                     break
         return LogReadInfo(records, self.high_watermark, self.log_start_offset, log_end_offset)
 
@@ -611,17 +614,20 @@ class Log:
             if offset < self.log_start_offset:
                 raise OffsetOutOfRangeError(f"cannot truncate below log start {offset}")
             segments = self._view.segments
-            keep = [s for s in segments if s.base_offset < offset] or [
-                self._new_segment(offset, active=True)
-            ]
+            keep = [s for s in segments if s.base_offset < offset]
+            if keep:
+                # First, so an offset inside a batch raises before any segment is deleted.
+                try:
+                    keep[-1].truncate_to(offset)
+                except OSError as e:
+                    self._io_error(e)
             for segment in segments:
                 if segment not in keep:
                     self._schedule_delete(segment)
+            if not keep:
+                # Only after the renames: the new segment may take a deleted one's file names.
+                keep = [self._new_segment(offset, active=True)]
             active = keep[-1]
-            try:
-                active.truncate_to(offset)
-            except OSError as e:
-                self._io_error(e)
             active.offset_index.make_writable()
             active.time_index.make_writable()
             self._view = _Segments.of(keep)

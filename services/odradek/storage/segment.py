@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.errors import CorruptRecordError, InvalidRecordError
-from odradek.storage.batch import HEADER_SIZE, BatchHeader, validate_batch
+from odradek.storage.batch import HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, validate_batch
 from odradek.storage.index import (
     INT32_MAX,
     CorruptIndexError,
@@ -140,7 +140,9 @@ class LogSegment:
             self.offset_of_max_timestamp = last_offset
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = header.max_timestamp
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+        # A full index takes no entry: one append of several batches may fill it midway, and
+        # raising there would leave written bytes past ``size``. The log rolls before the next.
+        if self.bytes_since_last_index_entry > self.index_interval_bytes and not self.indexes_full:
             self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self.bytes_since_last_index_entry = 0
@@ -285,6 +287,9 @@ class LogSegment:
         self.size = position
         if position < file_size:
             os.ftruncate(self.fd, position)
+        # As Kafka's recover: trimmed indexes ending with the max timestamp (the log makes the
+        # active segment's indexes writable again).
+        self.on_roll()
         return file_size - position
 
     def _validated_batch_at(
@@ -297,7 +302,7 @@ class LogSegment:
         )
         if header is None:
             raise CorruptRecordError(f"{self.log_path}: torn header at {position}")
-        if header.size_in_bytes > max_batch_bytes:
+        if not MIN_BATCH_LENGTH <= header.batch_length <= max_batch_bytes:
             raise CorruptRecordError(f"{self.log_path}: implausible batch size at {position}")
         data = os.pread(self.fd, min(header.size_in_bytes, file_size - position), position)
         header = validate_batch(data, 0, len(data))
