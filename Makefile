@@ -12,7 +12,7 @@ help:
 	@echo "make demo    install everything, then write records to a local partition log and read them back"
 	@echo "make test    install everything, then lint and run all tests"
 	@echo "make setup   install system packages and .venv only"
-	@echo "make lint    ruff check"
+	@echo "make lint    ruff check and the import-layer contracts"
 	@echo "make bench   storage benchmarks"
 	@echo "make clean   remove .venv and caches"
 
@@ -24,10 +24,12 @@ demo: setup
 
 test: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/lint-imports
 	$(PYTHON) -m pytest
 
 lint: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/lint-imports
 
 bench: setup
 	$(PYTHON) bench/log_bench.py

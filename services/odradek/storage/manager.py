@@ -114,9 +114,10 @@ class LogManager:
         recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
         cleaner_offsets = self._read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
-        if not clean:
+        entries = sorted(log_dir.iterdir())
+        if not clean and any(parse_log_directory_name(e.name) for e in entries):
             log.warning("%s was not shut down cleanly: recovering its logs", log_dir)
-        for entry in sorted(log_dir.iterdir()):
+        for entry in entries:
             if entry.is_dir() and entry.name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(entry)  # a topic deletion interrupted by a crash
                 continue
@@ -217,9 +218,12 @@ class LogManager:
     # -- failures ------------------------------------------------------------------------
 
     def _on_io_error(self, failed: Log, error: OSError) -> None:
-        log_dir = next(
-            (d for tp, d in self._log_dir_of.items() if self._logs.get(tp) is failed), None
-        )
+        # Under the lock: this runs on whichever thread hit the error (upkeep flushes too),
+        # while the event loop may be adding partitions to these dicts.
+        with self._lock:
+            log_dir = next(
+                (d for tp, d in self._log_dir_of.items() if self._logs.get(tp) is failed), None
+            )
         if log_dir is not None:
             self._mark_offline(log_dir, f"I/O error in {failed.directory.name}: {error}")
 

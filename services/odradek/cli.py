@@ -1,0 +1,43 @@
+"""The ``odradek`` command: one entry point, one module per subcommand under ``commands``.
+
+Each command module exposes ``register(subparsers)``, which adds its parser and sets
+``handler`` to a function taking the parsed arguments and returning an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from odradek import __version__
+from odradek.commands import demo
+
+COMMANDS = (demo,)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="odradek",
+        description="A partitioned, replicated commit log that speaks the Kafka protocol.",
+    )
+    parser.add_argument("--version", action="version", version=f"odradek {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

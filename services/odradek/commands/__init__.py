@@ -1,0 +1,1 @@
+"""Subcommands of the ``odradek`` CLI, one module each (see ``odradek.cli``)."""
