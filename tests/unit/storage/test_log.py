@@ -1025,3 +1025,19 @@ def test_an_io_error_during_write_takes_the_log_offline(tmp_path, kafka_batch, m
         log.append(kafka_batch([(b"k", b"again")]))
     assert active.log_path.stat().st_size == size
     log.close()
+
+
+def test_a_record_set_that_fills_the_index_midway_is_written_whole(tmp_path, kafka_batch):
+    """One append of many batches may fill a tiny index: no entry is lost or duplicated."""
+    config = TopicConfig(segment_index_bytes=16, index_interval_bytes=0)
+    log = Log(tmp_path / "t-0", config)
+    record_set = b"".join(kafka_batch([(b"k", b"v%d" % i)]) for i in range(6))
+    info = log.append(record_set)
+    assert (info.first_offset, info.last_offset) == (0, 5)
+    assert log.segments()[-1].indexes_full
+    log.append(kafka_batch([(b"k", b"after")]))  # rolls: the full segment takes no more
+    assert len(log.segments()) == 2
+    log.close()
+    reopened = Log(tmp_path / "t-0", config, clean_shutdown=False)
+    assert [base for base, _ in reopened.batches()] == list(range(7))
+    reopened.close()
