@@ -35,8 +35,15 @@ from itertools import chain
 from odradek.errors import InvalidConfigError
 
 __all__ = [
-    "CONFIG_KEYS", "DEFAULT_TOPIC_CONFIG", "ConfigEntry", "ConfigKey", "ConfigSource",
-    "ConfigType", "TopicConfig", "alter_overrides", "validate_alteration",
+    "CONFIG_KEYS",
+    "DEFAULT_TOPIC_CONFIG",
+    "ConfigEntry",
+    "ConfigKey",
+    "ConfigSource",
+    "ConfigType",
+    "TopicConfig",
+    "alter_overrides",
+    "validate_alteration",
 ]
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
@@ -131,8 +138,11 @@ class ConfigKey:
             if not math.isfinite(raw):
                 raise _invalid(self.name, raw, "Not a number of type DOUBLE")
             return float(raw)
-        elif (isinstance(raw, list | tuple) and t is ConfigType.LIST
-              and all(isinstance(part, str) for part in raw)):
+        elif (
+            isinstance(raw, list | tuple)
+            and t is ConfigType.LIST
+            and all(isinstance(part, str) for part in raw)
+        ):
             return tuple(part.strip() for part in raw)
         raise _invalid(self.name, raw, f"Expected a value of type {t.name}")
 
@@ -146,58 +156,170 @@ class ConfigKey:
 _T = ConfigType
 
 # Kafka 3.x names, types, defaults and bounds (LogConfig), alphabetical as in Kafka's docs.
-CONFIG_KEYS: Mapping[str, ConfigKey] = {k.name: k for k in (
-    ConfigKey("cleanup.policy", _T.LIST, ("delete",), "How old segments are retired: "
-              "deleted, compacted by key, or both.", choices=("compact", "delete")),
-    ConfigKey("compression.type", _T.STRING, "producer", "Codec of batches in the log; "
-              "'producer' keeps the producer's.",
-              choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    ConfigKey("delete.retention.ms", _T.LONG, 86400000,
-              "How long tombstones are kept in a compacted log.", minimum=0),
-    ConfigKey("file.delete.delay.ms", _T.LONG, 60000,
-              "Time to wait before deleting a segment file from the filesystem.", minimum=0),
-    ConfigKey("flush.messages", _T.LONG, LONG_MAX,
-              "Number of messages written between two fsyncs of the log.", minimum=1),
-    ConfigKey("flush.ms", _T.LONG, LONG_MAX,
-              "Maximum time a message stays in the log before an fsync.", minimum=0),
-    ConfigKey("index.interval.bytes", _T.INT, 4096,
-              "Bytes of log between two entries of the offset index.", minimum=0),
-    ConfigKey("max.compaction.lag.ms", _T.LONG, LONG_MAX,
-              "Maximum time a message stays ineligible for compaction.", minimum=1),
-    ConfigKey("max.message.bytes", _T.INT, 1048588,
-              "Largest record batch size allowed, after compression.", minimum=0),
-    ConfigKey("message.timestamp.after.max.ms", _T.LONG, LONG_MAX,
-              "How far a batch timestamp may be ahead of the broker's clock.", minimum=0),
-    ConfigKey("message.timestamp.before.max.ms", _T.LONG, LONG_MAX,
-              "How far a batch timestamp may be behind the broker's clock.", minimum=0),
-    ConfigKey("message.timestamp.type", _T.STRING, "CreateTime",
-              "Whether record timestamps are the producer's or the broker's append time.",
-              choices=("CreateTime", "LogAppendTime")),
-    ConfigKey("min.cleanable.dirty.ratio", _T.DOUBLE, 0.5,
-              "Fraction of the log that must be dirty before the cleaner compacts it.",
-              minimum=0, maximum=1),
-    ConfigKey("min.compaction.lag.ms", _T.LONG, 0,
-              "Minimum time a message stays uncompacted.", minimum=0),
-    ConfigKey("min.insync.replicas", _T.INT, 1,
-              "Minimum in-sync replicas that must acknowledge a write with acks=all.", minimum=1),
-    ConfigKey("preallocate", _T.BOOLEAN, False,
-              "Whether to preallocate a segment file when it is created."),
-    ConfigKey("retention.bytes", _T.LONG, -1,
-              "Size a partition may reach before old segments are deleted; -1: no limit."),
-    ConfigKey("retention.ms", _T.LONG, 604800000,
-              "How long a segment is kept before it is deleted; -1: no limit.", minimum=-1),
-    ConfigKey("segment.bytes", _T.INT, 1073741824,
-              "Size of a segment file before the log rolls a new one.", minimum=14),
-    ConfigKey("segment.index.bytes", _T.INT, 10485760,
-              "Size of the offset and time index files of a segment.", minimum=4),
-    ConfigKey("segment.jitter.ms", _T.LONG, 0,
-              "Maximum random jitter subtracted from segment.ms.", minimum=0),
-    ConfigKey("segment.ms", _T.LONG, 604800000,
-              "Time after which the log rolls a new segment even if the last is not full.",
-              minimum=1),
-    ConfigKey("unclean.leader.election.enable", _T.BOOLEAN, False,
-              "Whether a replica outside the ISR may become leader, losing data."),
-)}
+CONFIG_KEYS: Mapping[str, ConfigKey] = {
+    k.name: k
+    for k in (
+        ConfigKey(
+            "cleanup.policy",
+            _T.LIST,
+            ("delete",),
+            "How old segments are retired: deleted, compacted by key, or both.",
+            choices=("compact", "delete"),
+        ),
+        ConfigKey(
+            "compression.type",
+            _T.STRING,
+            "producer",
+            "Codec of batches in the log; 'producer' keeps the producer's.",
+            choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+        ),
+        ConfigKey(
+            "delete.retention.ms",
+            _T.LONG,
+            86400000,
+            "How long tombstones are kept in a compacted log.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "file.delete.delay.ms",
+            _T.LONG,
+            60000,
+            "Time to wait before deleting a segment file from the filesystem.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "flush.messages",
+            _T.LONG,
+            LONG_MAX,
+            "Number of messages written between two fsyncs of the log.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "flush.ms",
+            _T.LONG,
+            LONG_MAX,
+            "Maximum time a message stays in the log before an fsync.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "index.interval.bytes",
+            _T.INT,
+            4096,
+            "Bytes of log between two entries of the offset index.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "max.compaction.lag.ms",
+            _T.LONG,
+            LONG_MAX,
+            "Maximum time a message stays ineligible for compaction.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "max.message.bytes",
+            _T.INT,
+            1048588,
+            "Largest record batch size allowed, after compression.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "message.timestamp.after.max.ms",
+            _T.LONG,
+            LONG_MAX,
+            "How far a batch timestamp may be ahead of the broker's clock.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "message.timestamp.before.max.ms",
+            _T.LONG,
+            LONG_MAX,
+            "How far a batch timestamp may be behind the broker's clock.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "message.timestamp.type",
+            _T.STRING,
+            "CreateTime",
+            "Whether record timestamps are the producer's or the broker's append time.",
+            choices=("CreateTime", "LogAppendTime"),
+        ),
+        ConfigKey(
+            "min.cleanable.dirty.ratio",
+            _T.DOUBLE,
+            0.5,
+            "Fraction of the log that must be dirty before the cleaner compacts it.",
+            minimum=0,
+            maximum=1,
+        ),
+        ConfigKey(
+            "min.compaction.lag.ms",
+            _T.LONG,
+            0,
+            "Minimum time a message stays uncompacted.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "min.insync.replicas",
+            _T.INT,
+            1,
+            "Minimum in-sync replicas that must acknowledge a write with acks=all.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "preallocate",
+            _T.BOOLEAN,
+            False,
+            "Whether to preallocate a segment file when it is created.",
+        ),
+        ConfigKey(
+            "retention.bytes",
+            _T.LONG,
+            -1,
+            "Size a partition may reach before old segments are deleted; -1: no limit.",
+        ),
+        ConfigKey(
+            "retention.ms",
+            _T.LONG,
+            604800000,
+            "How long a segment is kept before it is deleted; -1: no limit.",
+            minimum=-1,
+        ),
+        ConfigKey(
+            "segment.bytes",
+            _T.INT,
+            1073741824,
+            "Size of a segment file before the log rolls a new one.",
+            minimum=14,
+        ),
+        ConfigKey(
+            "segment.index.bytes",
+            _T.INT,
+            10485760,
+            "Size of the offset and time index files of a segment.",
+            minimum=4,
+        ),
+        ConfigKey(
+            "segment.jitter.ms",
+            _T.LONG,
+            0,
+            "Maximum random jitter subtracted from segment.ms.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "segment.ms",
+            _T.LONG,
+            604800000,
+            "Time after which the log rolls a new segment even if the last is not full.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "unclean.leader.election.enable",
+            _T.BOOLEAN,
+            False,
+            "Whether a replica outside the ISR may become leader, losing data.",
+        ),
+    )
+}
 
 
 def _default(name: str) -> Value:
@@ -284,7 +406,8 @@ class TopicConfig:
             ConfigEntry(
                 name=k.name,
                 value=k.to_string(getattr(self, k.attr)),
-                source=ConfigSource.DYNAMIC_TOPIC_CONFIG if k.name in overrides_keys
+                source=ConfigSource.DYNAMIC_TOPIC_CONFIG
+                if k.name in overrides_keys
                 else ConfigSource.DEFAULT_CONFIG,
                 type=k.type,
                 documentation=k.doc,
@@ -352,8 +475,9 @@ def alter_overrides(
         else:
             new[name] = tuple(v for v in current if v not in change)
     config = TopicConfig.from_properties(new, base)
-    stored = {name: CONFIG_KEYS[name].to_string(getattr(config, CONFIG_KEYS[name].attr))
-              for name in new}
+    stored = {
+        name: CONFIG_KEYS[name].to_string(getattr(config, CONFIG_KEYS[name].attr)) for name in new
+    }
     return stored, config
 
 

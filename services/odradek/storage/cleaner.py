@@ -7,9 +7,10 @@ A compacted log has a clean head (already compacted) and a dirty tail (written s
 One pass over a log, as Kafka's cleaner does it:
 
 1. Map every key in the dirty range to its latest offset (an in-memory ``OffsetMap``).
-2. Rewrite the inactive segments from the log start up to ``first_uncleanable`` into new ones,
-   dropping each record whose key has a later offset in the map, and tombstones (null values)
-   in segments whose newest timestamp is older than ``delete.retention.ms``.
+2. Rewrite the inactive segments from the log start up to where the map ends (at most
+   ``first_uncleanable``) into new ones, dropping each record whose key has a later offset in
+   the map, and tombstones (null values) in segments whose newest timestamp is older than
+   ``delete.retention.ms``.
 3. Swap each rewritten group of segments into the log (``Log.replace_segments``), crash-safely.
 
 Invariants: offsets never change (compaction leaves gaps, readers step over them); a batch
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 # The dirty range of a pass stops at the first segment that starts with the map this full.
 OFFSET_MAP_MAX_ENTRIES = 2_000_000
 CLEANER_BACKOFF_S = 15.0  # Kafka's log.cleaner.backoff.ms
+TIME_ENTRY_BYTES = 12  # a .timeindex entry, the larger of the two: it bounds a cleaned segment
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,16 +87,20 @@ class LogCleaner:
             return None
         segments = target.segments()[:-1]  # never the active segment
         first_uncleanable = self._first_uncleanable_offset(target, segments)
-        first_dirty = max(target.cleaner_checkpoint, target.log_start_offset)
+        first_dirty = first_dirty_offset(target)
         cleanable = [s for s in segments if s.next_offset <= first_uncleanable]
         if not cleanable or first_dirty >= cleanable[-1].next_offset:
             return None
         offset_map, end_offset = self._build_offset_map(cleanable, first_dirty)
+        # Only what the map covers, as Kafka: past it a tombstone could go while an older value
+        # of its key, unknown to the map, stays in the log.
+        cleanable = [s for s in cleanable if s.next_offset <= end_offset]
         horizon_ms = self.clock() - target.config.delete_retention_ms
         stats_before = (len(cleanable), sum(s.size for s in cleanable))
         removed = 0
         after_count, after_bytes = 0, 0
-        for group in _groups(cleanable, target.config.segment_bytes):
+        max_index_entries = target.config.segment_index_bytes // TIME_ENTRY_BYTES
+        for group in _groups(cleanable, target.config.segment_bytes, max_index_entries):
             cleaned, group_removed = self._clean_group(target, group, offset_map, horizon_ms)
             if cleaned is None:  # nothing removed in this group: keep the originals
                 after_count += len(group)
@@ -187,17 +193,23 @@ class LogCleaner:
     # -- the cleaner thread --------------------------------------------------------------
 
     def clean_dirtiest(self) -> CleanerStats | None:
-        """Clean the compacted log with the highest dirty ratio above its threshold."""
-        best: tuple[float, Log] | None = None
-        for candidate in self.logs():
-            if not candidate.config.compact or candidate.offline:
-                continue
-            ratio = dirty_ratio(candidate)
-            if ratio >= candidate.config.min_cleanable_dirty_ratio and (
-                best is None or ratio > best[0]
-            ):
-                best = (ratio, candidate)
-        return self.clean(best[1]) if best else None
+        """Clean the compacted log with the highest dirty ratio above its threshold.
+
+        A log whose dirty bytes cannot be cleaned yet (``min.compaction.lag.ms``, the high
+        watermark) gives way to the next one instead of starving the others.
+        """
+        candidates = [
+            (ratio, candidate)
+            for candidate in self.logs()
+            if candidate.config.compact and not candidate.offline
+            if (ratio := dirty_ratio(candidate)) >= candidate.config.min_cleanable_dirty_ratio
+        ]
+        candidates.sort(key=lambda pair: pair[0], reverse=True)
+        for _, candidate in candidates:
+            stats = self.clean(candidate)
+            if stats is not None:
+                return stats
+        return None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="log-cleaner", daemon=True)
@@ -220,24 +232,49 @@ class LogCleaner:
 
 def dirty_ratio(target: Log) -> float:
     """Bytes written since the last cleaning over all inactive bytes, as Kafka measures it."""
-    first_dirty = max(target.cleaner_checkpoint, target.log_start_offset)
+    first_dirty = first_dirty_offset(target)
     inactive = target.segments()[:-1]
     total = sum(s.size for s in inactive)
     dirty = sum(s.size for s in inactive if s.base_offset >= first_dirty)
     return dirty / total if total else 0.0
 
 
-def _groups(segments: list[LogSegment], max_bytes: int) -> Iterable[list[LogSegment]]:
-    """Consecutive segments whose sizes add up to at most ``segment.bytes`` (one per group min)."""
+def first_dirty_offset(target: Log) -> int:
+    """Where cleaning resumes: the checkpoint, or the log start if it lies outside the log.
+
+    As Kafka: a checkpoint beyond the log end (a truncation, a torn tail cut off by recovery)
+    would leave the data written again below it uncleaned, so the whole log counts as dirty.
+    """
+    checkpoint = target.cleaner_checkpoint
+    if checkpoint < target.log_start_offset or checkpoint > target.log_end_offset:
+        return target.log_start_offset
+    return checkpoint
+
+
+def _groups(
+    segments: list[LogSegment], max_bytes: int, max_index_entries: int
+) -> Iterable[list[LogSegment]]:
+    """Consecutive segments whose output fits one segment (at least one segment per group).
+
+    Bounded by ``segment.bytes``, by 32-bit relative offsets, and by the index entries the
+    cleaned segment may need: merged, each segment may need one entry more than it had alone.
+    """
     group: list[LogSegment] = []
     size = 0
+    entries = 0
     for segment in segments:
         fits_offsets = not group or segment.next_offset - group[0].base_offset <= (1 << 31) - 1
-        if group and (size + segment.size > max_bytes or not fits_offsets):
+        needed = max(segment.offset_index.entries, segment.time_index.entries) + 1
+        if group and (
+            size + segment.size > max_bytes
+            or entries + needed >= max_index_entries
+            or not fits_offsets
+        ):
             yield group
-            group, size = [], 0
+            group, size, entries = [], 0, 0
         group.append(segment)
         size += segment.size
+        entries += needed
     if group:
         yield group
 

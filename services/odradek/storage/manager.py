@@ -14,8 +14,8 @@ Rules:
 - An I/O error in a log takes its whole directory offline: every log in it refuses reads and
   appends with KAFKA_STORAGE_ERROR, the directory gets no more checkpoints, and
   ``offline_partitions`` names them so leadership can move. The other directories keep working.
-- At start-up a directory that cannot be used is skipped with a warning; its partitions are
-  reported offline rather than recreated elsewhere.
+- At start-up a directory that cannot be used is skipped with a warning; a replica known to
+  exist (``is_new=False``) is then refused rather than recreated empty elsewhere.
 - ``.kafka_cleanshutdown`` is removed once a directory's logs are loaded, so a crash after that
   makes the next start recover them.
 
@@ -165,13 +165,28 @@ class LogManager:
         return found
 
     def get_or_create_log(
-        self, topic: str, partition: int, config: TopicConfig | None = None
+        self,
+        topic: str,
+        partition: int,
+        config: TopicConfig | None = None,
+        *,
+        is_new: bool = True,
     ) -> Log:
-        """The partition's log, created on the least loaded online directory if new."""
+        """The partition's log, created on the least loaded online directory if new.
+
+        ``is_new=False`` (the controller says the replica existed before, as Kafka's
+        LeaderAndIsr ``isNew``) refuses to create a missing log while a directory is offline:
+        the log is probably there, and recreating it empty elsewhere would lose its data.
+        """
         tp = (topic, partition)
         with self._lock:
             if tp in self._logs:
                 return self.get_log(topic, partition)
+            if not is_new and self.offline_dirs:
+                raise KafkaStorageError(
+                    f"{topic}-{partition} is not on any online log dir and may be on an offline "
+                    f"one: {', '.join(str(d) for d in self.offline_dirs)}"
+                )
             log_dir = self._choose_dir()
             try:
                 created = Log(

@@ -69,17 +69,19 @@ def test_attribute_names_are_kafka_names_with_underscores():
 
 
 def test_strings_are_parsed_as_kafka_parses_them():
-    config = TopicConfig.from_properties({
-        "segment.bytes": " 1024 ",
-        "retention.ms": "-1",
-        "retention.bytes": "+5000",
-        "preallocate": "TRUE",
-        "unclean.leader.election.enable": "False",
-        "cleanup.policy": " compact , delete ",
-        "min.cleanable.dirty.ratio": ".25",
-        "message.timestamp.type": "LogAppendTime",
-        "compression.type": " zstd",
-    })
+    config = TopicConfig.from_properties(
+        {
+            "segment.bytes": " 1024 ",
+            "retention.ms": "-1",
+            "retention.bytes": "+5000",
+            "preallocate": "TRUE",
+            "unclean.leader.election.enable": "False",
+            "cleanup.policy": " compact , delete ",
+            "min.cleanable.dirty.ratio": ".25",
+            "message.timestamp.type": "LogAppendTime",
+            "compression.type": " zstd",
+        }
+    )
     assert config.segment_bytes == 1024
     assert config.retention_ms == -1
     assert config.retention_bytes == 5000
@@ -93,14 +95,18 @@ def test_strings_are_parsed_as_kafka_parses_them():
 
 
 def test_typed_values_are_accepted():
-    config = TopicConfig.from_properties({
-        "segment.bytes": 1024,
-        "preallocate": True,
-        "cleanup.policy": ["compact"],
-        "min.cleanable.dirty.ratio": 1,
-    })
+    config = TopicConfig.from_properties(
+        {
+            "segment.bytes": 1024,
+            "preallocate": True,
+            "cleanup.policy": ["compact"],
+            "min.cleanable.dirty.ratio": 1,
+        }
+    )
     assert config == TopicConfig(
-        segment_bytes=1024, preallocate=True, cleanup_policy=("compact",),
+        segment_bytes=1024,
+        preallocate=True,
+        cleanup_policy=("compact",),
         min_cleanable_dirty_ratio=1.0,
     )
 
@@ -114,8 +120,11 @@ def test_empty_cleanup_policy_is_allowed_as_in_kafka_3():
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("segment.bytes", "-5", "Invalid value -5 for configuration segment.bytes: "
-                                "Value must be at least 14"),
+        (
+            "segment.bytes",
+            "-5",
+            "Invalid value -5 for configuration segment.bytes: Value must be at least 14",
+        ),
         ("segment.bytes", "13", "Value must be at least 14"),
         ("segment.bytes", "1.5", "Not a number of type INT"),
         ("segment.bytes", "2147483648", "Not a number of type INT"),
@@ -139,14 +148,24 @@ def test_empty_cleanup_policy_is_allowed_as_in_kafka_3():
         ("min.cleanable.dirty.ratio", float("nan"), "Not a number of type DOUBLE"),
         ("preallocate", "yes", "Expected value to be either true or false"),
         ("preallocate", 1, "Expected a value of type BOOLEAN"),
-        ("compression.type", "brotli", "String must be one of: uncompressed, zstd, lz4, "
-                                       "snappy, gzip, producer"),
+        (
+            "compression.type",
+            "brotli",
+            "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer",
+        ),
         ("compression.type", "GZIP", "String must be one of"),
-        ("message.timestamp.type", "createtime", "String must be one of: CreateTime, "
-                                                 "LogAppendTime"),
-        ("cleanup.policy", "compact,compct", "Invalid value compct for configuration "
-                                             "cleanup.policy: String must be one of: "
-                                             "compact, delete"),
+        (
+            "message.timestamp.type",
+            "createtime",
+            "String must be one of: CreateTime, LogAppendTime",
+        ),
+        (
+            "cleanup.policy",
+            "compact,compct",
+            "Invalid value compct for configuration "
+            "cleanup.policy: String must be one of: "
+            "compact, delete",
+        ),
         ("cleanup.policy", [1], "Expected a value of type LIST"),
     ],
 )
@@ -178,12 +197,14 @@ def test_building_by_hand_validates_and_the_result_is_frozen():
 
 
 def test_properties_round_trip():
-    config = TopicConfig.from_properties({
-        "cleanup.policy": "compact,delete",
-        "min.cleanable.dirty.ratio": "0.1",
-        "segment.bytes": "1024",
-        "preallocate": "true",
-    })
+    config = TopicConfig.from_properties(
+        {
+            "cleanup.policy": "compact,delete",
+            "min.cleanable.dirty.ratio": "0.1",
+            "segment.bytes": "1024",
+            "preallocate": "true",
+        }
+    )
     props = config.to_properties()
     assert props["cleanup.policy"] == "compact,delete"
     assert props["preallocate"] == "true"
@@ -246,7 +267,9 @@ def test_incremental_alteration_rejects_bad_input_and_changes_nothing():
 def test_alter_overrides_works_on_what_zookeeper_stores():
     stored = {"retention.ms": "1000", "preallocate": "TRUE"}
     new, config = alter_overrides(
-        stored, set_={"retention.ms": "604800000"}, delete=["preallocate"],
+        stored,
+        set_={"retention.ms": "604800000"},
+        delete=["preallocate"],
         append={"cleanup.policy": "compact"},
     )
     # An override equal to the default stays an override, as in Kafka.
@@ -270,9 +293,11 @@ def _valid_value(key: ConfigKey) -> st.SearchStrategy:
 
 @st.composite
 def valid_properties(draw) -> dict[str, object]:
-    props = draw(st.fixed_dictionaries({}, optional={
-        name: _valid_value(key) for name, key in CONFIG_KEYS.items()
-    }))
+    props = draw(
+        st.fixed_dictionaries(
+            {}, optional={name: _valid_value(key) for name, key in CONFIG_KEYS.items()}
+        )
+    )
     as_strings = draw(st.booleans())
     return {
         name: CONFIG_KEYS[name].to_string(value) if as_strings else value
