@@ -56,7 +56,7 @@ NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")  # the 13 fields of the table above
 _PREFIX = struct.Struct(">qi")  # base_offset, batch_length
 _BASE_OFFSET = struct.Struct(">q")
 _MAX_TIMESTAMP = struct.Struct(">q")
@@ -89,7 +89,7 @@ class BatchHeader:
                 f"record batch header needs {HEADER_SIZE} bytes, "
                 f"{len(buffer) - position} remain at position {position}"
             )
-        return cls(*_HEADER.unpack_from(buffer, position))
+        return cls(*HEADER_STRUCT.unpack_from(buffer, position))
 
     @property
     def size_in_bytes(self) -> int:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from odradek.storage.batch import BatchHeader
 from odradek.storage.log import CLEANED_SUFFIX, Log, wall_clock_ms
-from odradek.storage.records import Record, decode_records, encode_batch
+from odradek.storage.records import Record, decode_records, reencode_batch
 from odradek.storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -306,19 +306,4 @@ def _retained(
         return data, 0
     if not kept:
         return None, dropped
-    return (
-        encode_batch(
-            kept,
-            base_offset=header.base_offset,
-            compression=header.compression,
-            log_append_time=header.is_log_append_time,
-            producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence,
-            partition_leader_epoch=header.partition_leader_epoch,
-            is_transactional=header.is_transactional,
-            last_offset_delta=header.last_offset_delta,
-            max_timestamp=header.max_timestamp if header.is_log_append_time else None,
-        ),
-        dropped,
-    )
+    return reencode_batch(header, kept), dropped

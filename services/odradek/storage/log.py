@@ -50,7 +50,7 @@ from odradek.storage.batch import (
 )
 from odradek.storage.compression import Compression
 from odradek.storage.index import CorruptIndexError
-from odradek.storage.records import decode_records, encode_batch
+from odradek.storage.records import decode_records, reencode_batch
 from odradek.storage.segment import (
     LOG_SUFFIX,
     FileSlice,
@@ -382,20 +382,7 @@ class Log:
                         f"[{earliest}, {latest}] allowed by message.timestamp.*.max.ms"
                     )
             if target is not None and target != header.compression:
-                data = encode_batch(
-                    records,
-                    base_offset=header.base_offset,
-                    compression=target,
-                    log_append_time=header.is_log_append_time,
-                    producer_id=header.producer_id,
-                    producer_epoch=header.producer_epoch,
-                    base_sequence=header.base_sequence,
-                    partition_leader_epoch=header.partition_leader_epoch,
-                    is_transactional=header.is_transactional,
-                    last_offset_delta=header.last_offset_delta,
-                    base_timestamp=header.base_timestamp,
-                    max_timestamp=header.max_timestamp,
-                )
+                data = reencode_batch(header, records, target)
                 changed = True
             parts.append(data)
         return memoryview(b"".join(parts)) if changed else view

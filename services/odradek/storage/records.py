@@ -40,10 +40,10 @@ from dataclasses import dataclass
 
 from odradek.errors import CorruptRecordError
 from odradek.storage.batch import (
-    _HEADER,
     CONTROL_MASK,
     CRC_OFFSET,
     HEADER_SIZE,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC,
     NO_PRODUCER_ID,
@@ -56,7 +56,14 @@ from odradek.storage.batch import (
 )
 from odradek.storage.compression import MAX_DECOMPRESSED_BYTES, Compression, compress, decompress
 
-__all__ = ["Record", "decode_records", "encode_batch", "read_varint", "write_varint"]
+__all__ = [
+    "Record",
+    "decode_records",
+    "encode_batch",
+    "reencode_batch",
+    "read_varint",
+    "write_varint",
+]
 
 NO_PRODUCER_EPOCH = -1
 NO_PARTITION_LEADER_EPOCH = -1
@@ -324,7 +331,7 @@ def encode_batch(
     buffer = bytearray(HEADER_SIZE)
     buffer += section
     try:
-        _HEADER.pack_into(
+        HEADER_STRUCT.pack_into(
             buffer,
             0,
             base_offset,
@@ -345,6 +352,31 @@ def encode_batch(
         raise ValueError(f"a batch header field is out of range: {exc}") from exc
     buffer[CRC_OFFSET : CRC_OFFSET + 4] = compute_crc(buffer).to_bytes(4, "big")
     return bytes(buffer)
+
+
+def reencode_batch(
+    header: BatchHeader, records: Sequence[Record], compression: Compression | None = None
+) -> bytes:
+    """``records`` as a new batch that keeps ``header``'s identity.
+
+    Kept: base and last offset (so a producer's sequence numbers still line up), producer id,
+    epoch and base sequence, partition leader epoch, transactional flag, timestamp type (and the
+    broker's timestamp for ``LogAppendTime``). The codec is the header's unless ``compression``
+    names another. Used by the cleaner (fewer records) and by ``compression.type`` (new codec).
+    """
+    return encode_batch(
+        records,
+        base_offset=header.base_offset,
+        compression=header.compression if compression is None else compression,
+        log_append_time=header.is_log_append_time,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch,
+        is_transactional=header.is_transactional,
+        last_offset_delta=header.last_offset_delta,
+        max_timestamp=header.max_timestamp if header.is_log_append_time else None,
+    )
 
 
 def _encode_records(records: Sequence[Record], base_offset: int, base_timestamp: int) -> bytearray:
