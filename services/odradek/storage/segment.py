@@ -131,6 +131,8 @@ class LogSegment:
         for base_offset, header in headers:
             self._index_batch(base_offset, header, position)
             position += header.size_in_bytes
+        self.offset_index.sync()
+        self.time_index.sync()
         self.size = start + total
 
     def _index_batch(self, base_offset: int, header: BatchHeader, position: int) -> None:

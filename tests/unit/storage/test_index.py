@@ -26,6 +26,7 @@ def _offset_index(path: Path, entries=(), *, max_entries: int = 16, writable=Tru
     index = OffsetIndex(path, BASE, max_entries * 8, writable=writable)
     for offset, position in entries:
         index.append(offset, position)
+    index.sync()  # as the segment does once per append
     return index
 
 
@@ -33,11 +34,13 @@ def _time_index(path: Path, entries=(), *, max_entries: int = 16, writable=True)
     index = TimeIndex(path, BASE, max_entries * 12, writable=writable)
     for timestamp, offset in entries:
         index.maybe_append(timestamp, offset)
+    index.sync()
     return index
 
 
 def _raw_entries(index: OffsetIndex | TimeIndex) -> list[tuple[int, int]]:
-    """The entries as they are in the file (the mapping writes through to it)."""
+    """The entries as they are in the file once synced (the segment syncs every append)."""
+    index.sync()
     data = index.path.read_bytes()[: index.size_in_bytes]
     return list(struct.iter_unpack(index.entry.format, data))
 
@@ -413,4 +416,15 @@ def test_time_lookups_match_brute_force(tmp_path_factory, steps, queries, trim):
     for query in queries + [t + d for t, _ in entries for d in (-1, 0, 1)]:
         expected = [e for e in entries if e[0] <= query]
         assert index.lookup(query) == (expected[-1] if expected else (-1, BASE))
+    index.close()
+
+
+def test_entries_reach_the_file_on_sync_not_before(tmp_path):
+    """One pwrite per append: new entries are written together when the segment syncs."""
+    index = _offset_index(tmp_path / "a.index", OFFSET_ENTRIES[:1])
+    index.append(*OFFSET_ENTRIES[1])
+    assert index.path.read_bytes()[8:16] == bytes(8)  # not yet in the file
+    assert index.lookup(1010) == (1010, 120)  # but already answering lookups
+    index.sync()
+    assert index.path.read_bytes()[8:16] == struct.pack(">ii", 10, 120)
     index.close()
