@@ -162,15 +162,18 @@ def record_sets(batches: list[bytes], batches_per_append: int) -> list[bytes]:
     """Consecutive batches joined into the record sets given to one ``append`` each."""
     if batches_per_append == 1:
         return batches
-    return [b"".join(batches[i : i + batches_per_append])
-            for i in range(0, len(batches), batches_per_append)]
+    return [
+        b"".join(batches[i : i + batches_per_append])
+        for i in range(0, len(batches), batches_per_append)
+    ]
 
 
 def _shift_timestamps(batch: bytes, delta_ms: int) -> bytes:
     copy = bytearray(batch)
     base_timestamp, max_timestamp = _TIMESTAMPS.unpack_from(copy, BASE_TIMESTAMP_OFFSET)
-    _TIMESTAMPS.pack_into(copy, BASE_TIMESTAMP_OFFSET, base_timestamp + delta_ms,
-                          max_timestamp + delta_ms)
+    _TIMESTAMPS.pack_into(
+        copy, BASE_TIMESTAMP_OFFSET, base_timestamp + delta_ms, max_timestamp + delta_ms
+    )
     _CRC.pack_into(copy, CRC_OFFSET, crc32c.crc32c(memoryview(copy)[ATTRIBUTES_OFFSET:]))
     return bytes(copy)
 
@@ -318,8 +321,9 @@ def machine_facts(directory: Path) -> dict[str, object]:
         "cpus": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)),
         "cpu_model": _first_line_value("/proc/cpuinfo", "model name"),
-        "memory_gib": round(int(_first_line_value("/proc/meminfo", "MemTotal").split()[0])
-                            / (1 << 20), 1),
+        "memory_gib": round(
+            int(_first_line_value("/proc/meminfo", "MemTotal").split()[0]) / (1 << 20), 1
+        ),
         "python": platform.python_version(),
         "kernel": platform.release(),
         "crc32c_hardware": bool(crc32c.hardware_based),
@@ -330,9 +334,11 @@ def machine_facts(directory: Path) -> dict[str, object]:
 
 def source_state() -> str:
     """The commit measured, and the storage files that differ from it (others' work)."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True,
-                              text=True, check=False).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, check=False
+        ).stdout.strip()
 
     changed = git("status", "--porcelain", "--", "services/odradek/storage").splitlines()
     names = ", ".join(line[3:].rsplit("/", 1)[-1] for line in changed)
@@ -364,8 +370,12 @@ def _filesystem_of(directory: Path) -> dict[str, str]:
             inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
             if inside and len(mount_point) >= len(best[0]):
                 best = (mount_point, source, fs_type, options)
-    return {"mount_point": best[0], "device": best[1], "filesystem": best[2],
-            "mount_options": best[3]}
+    return {
+        "mount_point": best[0],
+        "device": best[1],
+        "filesystem": best[2],
+        "mount_options": best[3],
+    }
 
 
 def summarise(size: BatchSize, batch_bytes: int, runs: list[Run]) -> dict[str, object]:
@@ -374,13 +384,24 @@ def summarise(size: BatchSize, batch_bytes: int, runs: list[Run]) -> dict[str, o
 
     def phase(seconds: list[float]) -> dict[str, object]:
         rates = [bytes_total / s / 1e6 for s in seconds]
-        return {"best_mb_s": max(rates), "median_mb_s": statistics.median(rates),
-                "worst_mb_s": min(rates), "runs_mb_s": rates}
+        return {
+            "best_mb_s": max(rates),
+            "median_mb_s": statistics.median(rates),
+            "worst_mb_s": min(rates),
+            "runs_mb_s": rates,
+        }
 
     phases = {
         name: phase([getattr(r, f"{name}_s") for r in runs])
-        for name in ("raw_write", "append", "raw_sendfile", "read_slice", "read_sendfile",
-                     "raw_write_cpu", "append_cpu")
+        for name in (
+            "raw_write",
+            "append",
+            "raw_sendfile",
+            "read_slice",
+            "read_sendfile",
+            "raw_write_cpu",
+            "append_cpu",
+        )
     }
     records_per_byte = records_total / bytes_total
     for figures in phases.values():
@@ -388,12 +409,15 @@ def summarise(size: BatchSize, batch_bytes: int, runs: list[Run]) -> dict[str, o
         figures["median_records_s"] = figures["median_mb_s"] * 1e6 * records_per_byte
     batches_total = records_total / size.records_per_batch
     phases["append"]["best_us_per_batch"] = min(r.append_s for r in runs) / batches_total * 1e6
-    phases["append"]["best_us_per_call"] = (phases["append"]["best_us_per_batch"]
-                                            * size.batches_per_append)
+    phases["append"]["best_us_per_call"] = (
+        phases["append"]["best_us_per_batch"] * size.batches_per_append
+    )
 
     def ratio(name: str, raw: str) -> dict[str, float]:
-        return {stat: phases[name][f"{stat}_mb_s"] / phases[raw][f"{stat}_mb_s"]
-                for stat in ("best", "median")}
+        return {
+            stat: phases[name][f"{stat}_mb_s"] / phases[raw][f"{stat}_mb_s"]
+            for stat in ("best", "median")
+        }
 
     return {
         "batch": size.title,
@@ -415,8 +439,7 @@ def _rate(figures: dict[str, object], records: bool = False) -> str:
     text = f"{figures['best_mb_s']:>7,.0f} MB/s"
     if records:
         text += f" {figures['best_records_s'] / 1e6:5.2f}M rec/s"
-    return (f"{text}   (median {figures['median_mb_s']:,.0f}, "
-            f"worst {figures['worst_mb_s']:,.0f})")
+    return f"{text}   (median {figures['median_mb_s']:,.0f}, worst {figures['worst_mb_s']:,.0f})"
 
 
 def _ratio(figures: dict[str, float]) -> str:
@@ -428,28 +451,43 @@ def print_report(header: dict[str, object], results: list[dict[str, object]]) ->
     print(f"odradek log benchmark, {header['date']}")
     print(f"command: {header['command']}")
     print(f"source: {header['source']}")
-    print(f"machine: {facts['cpus']} CPUs ({facts['cpu_model']}), {facts['memory_gib']} GiB, "
-          f"Python {facts['python']}, Linux {facts['kernel']}, "
-          f"crc32c hardware: {'yes' if facts['crc32c_hardware'] else 'NO'}")
-    print(f"directory: {header['directory']} on {facts['device']} ({facts['filesystem']}, "
-          f"{facts['mount_options']})")
+    print(
+        f"machine: {facts['cpus']} CPUs ({facts['cpu_model']}), {facts['memory_gib']} GiB, "
+        f"Python {facts['python']}, Linux {facts['kernel']}, "
+        f"crc32c hardware: {'yes' if facts['crc32c_hardware'] else 'NO'}"
+    )
+    print(
+        f"directory: {header['directory']} on {facts['device']} ({facts['filesystem']}, "
+        f"{facts['mount_options']})"
+    )
     print(f"load average before/after: {header['load_before']} / {header['load_after']}")
-    print(f"workload: {header['total_mb']} MiB per phase, codec {header['codec']}, "
-          f"{VALUE_BYTES}-byte values, pool of {header['pool_mb']} MiB cycled; best of "
-          f"{header['repeat']} runs after a warm-up (median, worst); MB = 10^6 bytes; no fsync")
+    print(
+        f"workload: {header['total_mb']} MiB per phase, codec {header['codec']}, "
+        f"{VALUE_BYTES}-byte values, pool of {header['pool_mb']} MiB cycled; best of "
+        f"{header['repeat']} runs after a warm-up (median, worst); MB = 10^6 bytes; no fsync"
+    )
     for r in results:
         p = r["phases"]
         print()
-        print(f"{r['batch']}: {r['batch_bytes']:,} bytes, {r['records_per_batch']} "
-              f"records each; {r['records_total']:,} records, {r['bytes_total']:,} bytes, "
-              f"{r['segments']} segment(s)")
-        per_call = (f", {p['append']['best_us_per_call']:.0f} us/call"
-                    if r["batches_per_append"] > 1 else "")
-        print(f"  append            {_rate(p['append'], records=True)}   "
-              f"{p['append']['best_us_per_batch']:.1f} us/batch{per_call}")
+        print(
+            f"{r['batch']}: {r['batch_bytes']:,} bytes, {r['records_per_batch']} "
+            f"records each; {r['records_total']:,} records, {r['bytes_total']:,} bytes, "
+            f"{r['segments']} segment(s)"
+        )
+        per_call = (
+            f", {p['append']['best_us_per_call']:.0f} us/call"
+            if r["batches_per_append"] > 1
+            else ""
+        )
+        print(
+            f"  append            {_rate(p['append'], records=True)}   "
+            f"{p['append']['best_us_per_batch']:.1f} us/batch{per_call}"
+        )
         print(f"  raw write         {_rate(p['raw_write'])}")
-        print(f"  append / raw write          {_ratio(r['append_to_raw_write'])}; "
-              f"by CPU time {_ratio(r['append_to_raw_write_cpu'])}")
+        print(
+            f"  append / raw write          {_ratio(r['append_to_raw_write'])}; "
+            f"by CPU time {_ratio(r['append_to_raw_write_cpu'])}"
+        )
         print(f"  read, slice only  {_rate(p['read_slice'], records=True)}")
         print(f"  read + sendfile   {_rate(p['read_sendfile'], records=True)}")
         print(f"  raw sendfile      {_rate(p['raw_sendfile'])}")
@@ -458,8 +496,10 @@ def print_report(header: dict[str, object], results: list[dict[str, object]]) ->
         if r["batch"] == "1 MiB batches":
             ratio = r["append_to_raw_write"]["best"]
             print()
-            print(f"target: append of 1 MiB batches >= {TARGET_RATIO:.0%} of raw write: "
-                  f"{'met' if ratio >= TARGET_RATIO else 'NOT met'} ({ratio:.0%})")
+            print(
+                f"target: append of 1 MiB batches >= {TARGET_RATIO:.0%} of raw write: "
+                f"{'met' if ratio >= TARGET_RATIO else 'NOT met'} ({ratio:.0%})"
+            )
 
 
 def profile_append(work_dir: Path, batches: list[bytes], top: int = 20) -> None:
@@ -478,26 +518,53 @@ def profile_append(work_dir: Path, batches: list[bytes], top: int = 20) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dir", type=Path, default=REPO_ROOT / "var",
-                        help="a temporary directory is made (and removed) inside this one; "
-                             "default: the repository's var/")
-    parser.add_argument("--total-mb", type=int, default=1024,
-                        help="MiB written per phase and batch size (default 1024)")
-    parser.add_argument("--codec", choices=sorted(CODECS), default="none",
-                        help="producer compression of the batches (default none)")
-    parser.add_argument("--repeat", type=int, default=5,
-                        help="timed runs per batch size, after one warm-up; the best is reported, "
-                             "with the median and worst (default 5)")
-    parser.add_argument("--pool-mb", type=int, default=128,
-                        help="MiB of distinct batches built per size, cycled (default 128)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=REPO_ROOT / "var",
+        help="a temporary directory is made (and removed) inside this one; "
+        "default: the repository's var/",
+    )
+    parser.add_argument(
+        "--total-mb",
+        type=int,
+        default=1024,
+        help="MiB written per phase and batch size (default 1024)",
+    )
+    parser.add_argument(
+        "--codec",
+        choices=sorted(CODECS),
+        default="none",
+        help="producer compression of the batches (default none)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=5,
+        help="timed runs per batch size, after one warm-up; the best is reported, "
+        "with the median and worst (default 5)",
+    )
+    parser.add_argument(
+        "--pool-mb",
+        type=int,
+        default=128,
+        help="MiB of distinct batches built per size, cycled (default 128)",
+    )
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--sizes", default="16k,1m",
-                        help="comma-separated, from 16k, 1m and 16kx64 (16 KiB batches, 64 "
-                             "per append call); default 16k,1m")
-    parser.add_argument("--json", metavar="PATH",
-                        help="also write every figure and run as JSON ('-' for stdout)")
-    parser.add_argument("--profile", choices=[s.name for s in BATCH_SIZES],
-                        help="instead of the benchmark, profile one append pass (cProfile)")
+    parser.add_argument(
+        "--sizes",
+        default="16k,1m",
+        help="comma-separated, from 16k, 1m and 16kx64 (16 KiB batches, 64 "
+        "per append call); default 16k,1m",
+    )
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write every figure and run as JSON ('-' for stdout)"
+    )
+    parser.add_argument(
+        "--profile",
+        choices=[s.name for s in BATCH_SIZES],
+        help="instead of the benchmark, profile one append pass (cProfile)",
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1 or args.total_mb < 1 or args.pool_mb < 1:
         parser.error("--repeat, --total-mb and --pool-mb must be positive")
@@ -539,8 +606,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for size in sizes:
                 pool = build_pool(size, codec, args.pool_mb << 20, args.seed)
-                batches = record_sets(batches_for(pool, args.total_mb << 20),
-                                      size.batches_per_append)
+                batches = record_sets(
+                    batches_for(pool, args.total_mb << 20), size.batches_per_append
+                )
                 run_once(work_dir, batches, sink)  # warm-up: fault in memory, fill caches
                 runs = [run_once(work_dir, batches, sink) for _ in range(args.repeat)]
                 results.append(summarise(size, round(sum(map(len, pool)) / len(pool)), runs))
