@@ -15,12 +15,12 @@ Offsets and their invariants, all enforced here:
 - ``high_watermark`` is a hook for replication: the broker moves it (for now to the LEO after each
   append); consumers read below it and retention never deletes data above it.
 
-Concurrency: appends, reads, retention and truncation run on one thread (the broker's event
-loop). Two things may run on other threads: ``flush`` (fsync, from the flush scheduler) and the
-cleaner's ``replace_segments``. Mutations of the segment list happen under ``self._lock`` and
-publish a new immutable ``_Segments`` value, so a reader takes one consistent snapshot without
-locking. A segment removed from the list is renamed ``.deleted`` and closed only after
-``file.delete.delay.ms``, so a ``FileSlice`` handed to the network stays readable.
+Concurrency: appends, reads and truncation run on one thread (the broker's event loop).
+Retention and flushes may run on the log manager's upkeep thread, and the cleaner's
+``replace_segments`` on its own; each takes ``self._lock`` for what it changes. Mutations of the
+segment list publish a new immutable ``_Segments`` value, so a reader takes one consistent
+snapshot without locking. A segment removed from the list is renamed ``.deleted`` and closed
+only after ``file.delete.delay.ms``, so a ``FileSlice`` handed to the network stays readable.
 """
 
 from __future__ import annotations
