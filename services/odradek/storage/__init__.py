@@ -7,6 +7,7 @@ Layers, each importing only those below it:
   must look inside a batch (compaction, lookups by timestamp, ``compression.type``).
 - ``index``: the sparse ``.index`` and ``.timeindex`` files.
 - ``segment``: one ``.log`` file with its two indexes.
+- ``producer_state``: idempotent producers' sequences, checked on append, snapshotted.
 - ``log``: one partition: a sequence of segments, appends, reads, retention, recovery.
 - ``cleaner``: compaction of logs with ``cleanup.policy=compact``.
 - ``manager``: all logs of a broker across its JBOD ``log.dirs``.

@@ -50,6 +50,7 @@ from odradek.storage.batch import (
 )
 from odradek.storage.compression import Compression
 from odradek.storage.index import CorruptIndexError
+from odradek.storage.producer_state import ProducerStateManager
 from odradek.storage.records import decode_records, reencode_batch
 from odradek.storage.segment import (
     LOG_SUFFIX,
@@ -102,6 +103,7 @@ class LogAppendInfo:
     records_count: int
     valid_bytes: int
     batches: tuple[tuple[int, BatchHeader], ...] = ()  # (assigned base offset, header)
+    duplicate: bool = False  # a producer's retry of a batch already in the log: nothing written
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +185,8 @@ class Log:
         self.high_watermark = self.log_end_offset
         if high_watermark is not None:
             self.update_high_watermark(high_watermark)
+        self.producer_state = ProducerStateManager(self.directory)
+        self.producer_state.load(self.log_start_offset, self.log_end_offset, self._headers_from)
 
     # -- loading and recovery ------------------------------------------------------------
 
@@ -306,6 +310,20 @@ class Log:
             batches = [(p, BatchHeader.parse(view, p)) for p, _ in batches]
         with self._lock:
             self._check_online()
+            if origin != AppendOrigin.REPLICATION:
+                duplicate = self.producer_state.check(batches[0][1])
+                if duplicate is not None:
+                    return LogAppendInfo(
+                        first_offset=duplicate.first_offset,
+                        last_offset=duplicate.last_offset,
+                        max_timestamp=-1,
+                        offset_of_max_timestamp=-1,
+                        log_append_time_ms=-1,
+                        log_start_offset=self.log_start_offset,
+                        records_count=0,
+                        valid_bytes=0,
+                        duplicate=True,
+                    )
             return self._write(view, batches, origin, leader_epoch, log_append_time_ms)
 
     def _check_batches(
@@ -325,6 +343,10 @@ class Log:
             if origin == AppendOrigin.REPLICATION:
                 continue
             check_producer_batch(header)
+            if len(batches) > 1 and header.has_producer_id:
+                raise InvalidRecordError(
+                    "a record set from an idempotent producer must hold exactly one batch"
+                )
             if header.is_control and origin == AppendOrigin.CLIENT:
                 raise InvalidRecordError("clients may not write control batches")
 
@@ -425,6 +447,8 @@ class Log:
             segment.append(buffers, assigned)
         except OSError as e:
             self._io_error(e)
+        for base_offset, header in assigned:
+            self.producer_state.update(base_offset, header)
         self.log_end_offset = next_offset
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
@@ -471,6 +495,10 @@ class Log:
             active.on_roll()
             new = self._new_segment(self.log_end_offset, active=True)
             self._view = _Segments.of(self._view.segments + (new,))
+            try:
+                self.producer_state.take_snapshot(durable=False)
+            except OSError as e:
+                self._io_error(e)
             return new
 
     # -- reading -------------------------------------------------------------------------
@@ -520,6 +548,15 @@ class Log:
         position = segment.position_of(offset)
         self._position_cache = (offset, segment.base_offset, position)
         return position
+
+    def _headers_from(self, offset: int) -> Iterator[tuple[int, BatchHeader]]:
+        """``(base_offset, header)`` of every batch holding offsets >= ``offset``."""
+        view = self._view
+        for segment in view.segments[view.floor_index(offset) :]:
+            found = segment.translate_offset(offset)
+            if found is not None:
+                for _, header in segment.batches_from(found[0]):
+                    yield header.base_offset, header
 
     def batches(self, start_offset: int = 0) -> Iterator[tuple[int, bytes]]:
         """Every batch from ``start_offset`` as ``(base_offset, bytes)``: tools and tests."""
@@ -622,6 +659,8 @@ class Log:
             self.log_end_offset = offset
             self.high_watermark = min(self.high_watermark, offset)
             self.recovery_point = min(self.recovery_point, offset)
+            self.producer_state.truncate(offset)
+            self.producer_state.load(self.log_start_offset, offset, self._headers_from)
 
     # -- retention -----------------------------------------------------------------------
 
@@ -662,6 +701,7 @@ class Log:
                     self._schedule_delete(segment)
                 self._view = _Segments.of(segments[count:])
                 self.log_start_offset = max(self.log_start_offset, segments[count].base_offset)
+                self.producer_state.delete_snapshots_below(self.log_start_offset)
             return count
 
     def _schedule_delete(self, segment: LogSegment) -> None:
@@ -767,6 +807,7 @@ class Log:
         with self._lock:
             if not self.offline:
                 self.flush()
+                self.producer_state.take_snapshot()
             self.delete_expired_files(force=True)
             for segment in self._view.segments:
                 segment.close()
