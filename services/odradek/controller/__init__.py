@@ -1,0 +1,1 @@
+"""The controller: one active instance, elected through ZooKeeper, owns placement and leadership."""
