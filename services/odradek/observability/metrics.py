@@ -1,0 +1,353 @@
+"""Every Prometheus metric Odradek exports, defined in this one module.
+
+Names follow Kafka's meanings under an ``odradek_`` prefix (``odradek_broker_bytes_in_total`` is
+Kafka's ``BytesInPerSec``; summing ``odradek_controller_active`` over the controllers gives
+``ActiveControllerCount``). Units are last, in base units (seconds, bytes), as Prometheus asks.
+
+Registries: each service builds its own ``CollectorRegistry`` with ``new_registry()`` and fills it
+with ``common_metrics(registry)`` plus ``broker_metrics(registry)`` or
+``controller_metrics(registry)``. Nothing touches prometheus_client's global registry, so tests and
+several services in one process never collide. Building the same holder twice on one registry
+raises ``ValueError`` (a duplicated series), which is the point.
+
+Cardinality is bounded on purpose. The only labels are ``topic``, ``api``, ``error`` and ``state``;
+there is never a partition label (a broker with 10 000 partitions would export 10 000 series per
+metric). ``error`` takes the names of kio's finite ``ErrorCode`` enum, ``state`` three values.
+Topics and APIs come from clients, so each holder admits at most ``TOPIC_LABELS_MAX`` topics and
+``API_LABELS_MAX`` APIs; later ones are counted under ``OVERFLOW_LABEL``, which no Kafka topic
+name can equal. ``BrokerMetrics.remove_topic`` drops a deleted topic's series and frees its slot.
+
+Thread-safety: prometheus_client's metrics are thread-safe, and so is every method here (the label
+budgets take a lock only when a new topic or API appears). The ZooKeeper session state is swapped
+in one assignment, so a scrape never sees two states at once even when kazoo's thread reports it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
+
+from odradek import __version__
+from odradek.errors import ErrorCode
+
+NAMESPACE = "odradek"
+
+# 0.1 ms to 10 s: a produce to the page cache takes well under a millisecond, a Fetch long poll
+# waits up to its max_wait_ms (500 ms by default in most clients), acks=-1 waits for replicas.
+REQUEST_LATENCY_BUCKETS_S = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+
+TOPIC_LABELS_MAX = 2_000  # distinct topics with their own series, per broker
+API_LABELS_MAX = 100  # distinct API names; Kafka has fewer than 80 APIs
+OVERFLOW_LABEL = "<other>"  # '<' and '>' are illegal in Kafka topic names
+
+# kazoo's KazooState values, lower-cased; kazoo starts a client in LOST until it connects.
+ZOOKEEPER_SESSION_STATES = ("connected", "suspended", "lost")
+
+
+class _LabelBudget:
+    """Admits at most ``max_values`` distinct label values; the rest map to ``OVERFLOW_LABEL``."""
+
+    def __init__(self, max_values: int) -> None:
+        self._max_values = max_values
+        self._values: set[str] = set()
+        self._lock = threading.Lock()
+
+    def admit(self, value: str) -> str:
+        with self._lock:
+            if value in self._values:
+                return value
+            if len(self._values) < self._max_values:
+                self._values.add(value)
+                return value
+            return OVERFLOW_LABEL
+
+    def release(self, value: str) -> bool:
+        with self._lock:
+            if value not in self._values:
+                return False
+            self._values.discard(value)
+            return True
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicSeries:
+    """The four per-topic counters of one topic, looked up once instead of on every request."""
+
+    bytes_in: Counter
+    bytes_out: Counter
+    messages_in: Counter
+    messages_out: Counter
+
+
+@dataclass(frozen=True, slots=True)
+class _ApiSeries:
+    latency: Histogram
+    succeeded: Counter  # requests{api, error="none"}: the common case, looked up once
+
+
+@dataclass(eq=False)
+class BrokerMetrics:
+    """A broker's metrics. Gauges are set directly (``metrics.partitions.set(n)``)."""
+
+    bytes_in: Counter
+    bytes_out: Counter
+    messages_in: Counter
+    messages_out: Counter
+    request_latency: Histogram
+    requests: Counter
+    partitions: Gauge
+    leader_partitions: Gauge
+    under_replicated_partitions: Gauge
+    offline_partitions: Gauge
+    offline_log_dirs: Gauge
+    connections: Gauge
+    topic_labels_max: int = TOPIC_LABELS_MAX
+    api_labels_max: int = API_LABELS_MAX
+    _topics: dict[str, _TopicSeries] = field(default_factory=dict, repr=False)
+    _apis: dict[str, _ApiSeries] = field(default_factory=dict, repr=False)
+    _topic_budget: _LabelBudget = field(init=False, repr=False)
+    _api_budget: _LabelBudget = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._topic_budget = _LabelBudget(self.topic_labels_max)
+        self._api_budget = _LabelBudget(self.api_labels_max)
+
+    def record_produce(self, topic: str, *, bytes_in: int, messages_in: int) -> None:
+        """Count what a Produce request appended to ``topic`` (batch bytes, records)."""
+        series = self._topic_series(topic)
+        series.bytes_in.inc(bytes_in)
+        series.messages_in.inc(messages_in)
+
+    def record_fetch(self, topic: str, *, bytes_out: int, messages_out: int) -> None:
+        """Count what a Fetch response sent from ``topic`` (batch bytes, records)."""
+        series = self._topic_series(topic)
+        series.bytes_out.inc(bytes_out)
+        series.messages_out.inc(messages_out)
+
+    def observe_request(
+        self, api: str, latency_s: float, error: ErrorCode = ErrorCode.none
+    ) -> None:
+        """Record one request of ``api`` (Kafka's name: "Produce", "Fetch") from receipt to reply.
+
+        ``error`` is the request's top-level error, or ``ErrorCode.none``. The latency of a Fetch
+        includes its long poll, as Kafka's ``TotalTimeMs`` does.
+        """
+        series = self._apis.get(api)
+        if series is None:
+            series = self._api_series(api)
+        series.latency.observe(latency_s)
+        if error is ErrorCode.none:
+            series.succeeded.inc()
+        else:
+            self.requests.labels(api=self._api_budget.admit(api), error=error.name).inc()
+
+    def remove_topic(self, topic: str) -> None:
+        """Drop a deleted topic's series, so deleted topics do not accumulate."""
+        if self._topics.pop(topic, None) is None or not self._topic_budget.release(topic):
+            return
+        for metric in (self.bytes_in, self.bytes_out, self.messages_in, self.messages_out):
+            metric.remove(topic)
+
+    def _topic_series(self, topic: str) -> _TopicSeries:
+        series = self._topics.get(topic)
+        if series is not None:
+            return series
+        label = self._topic_budget.admit(topic)
+        series = _TopicSeries(
+            bytes_in=self.bytes_in.labels(topic=label),
+            bytes_out=self.bytes_out.labels(topic=label),
+            messages_in=self.messages_in.labels(topic=label),
+            messages_out=self.messages_out.labels(topic=label),
+        )
+        if label != OVERFLOW_LABEL:
+            self._topics[topic] = series  # overflowed topics are not cached: memory stays bounded
+        return series
+
+    def _api_series(self, api: str) -> _ApiSeries:
+        label = self._api_budget.admit(api)
+        series = _ApiSeries(
+            latency=self.request_latency.labels(api=label),
+            succeeded=self.requests.labels(api=label, error=ErrorCode.none.name),
+        )
+        if label != OVERFLOW_LABEL:
+            self._apis[api] = series
+        return series
+
+
+@dataclass(eq=False)
+class ControllerMetrics:
+    """A controller's metrics, set directly: ``metrics.active.set(1)`` on winning the election."""
+
+    active: Gauge
+    epoch: Gauge
+    live_brokers: Gauge
+    offline_partitions: Gauge
+
+
+class _StateSetCollector(Collector):
+    """A gauge family with one series per state: 1 for the current state, 0 for the others."""
+
+    def __init__(self, name: str, documentation: str, states: tuple[str, ...], initial: str):
+        self._name = name
+        self._documentation = documentation
+        self._states = states
+        self._state = initial
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    def set(self, state: str) -> None:
+        if state not in self._states:
+            raise ValueError(
+                f"{self._name}: unknown state {state!r}, expected one of {self._states}"
+            )
+        self._state = state  # one assignment: a concurrent scrape sees the old or the new state
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(self._name, self._documentation, labels=["state"])
+
+    def collect(self) -> Iterator[Metric]:
+        current = self._state
+        family = GaugeMetricFamily(self._name, self._documentation, labels=["state"])
+        for state in self._states:
+            family.add_metric([state], 1.0 if state == current else 0.0)
+        yield family
+
+
+@dataclass(eq=False)
+class CommonMetrics:
+    """What every service exports: its build and its ZooKeeper session state."""
+
+    build_info: Gauge
+    _zookeeper_session_state: _StateSetCollector = field(repr=False)
+
+    @property
+    def zookeeper_session_state(self) -> str:
+        return self._zookeeper_session_state.state
+
+    def set_zookeeper_session_state(self, state: str) -> None:
+        """Record a session state: "connected", "suspended" or "lost", or kazoo's ``KazooState``.
+
+        Safe to call from kazoo's listener thread.
+        """
+        self._zookeeper_session_state.set(str(state).lower())
+
+
+def new_registry() -> CollectorRegistry:
+    """An empty registry for one service; never prometheus_client's global ``REGISTRY``."""
+    return CollectorRegistry(auto_describe=True)
+
+
+def broker_metrics(
+    registry: CollectorRegistry,
+    *,
+    topic_labels_max: int = TOPIC_LABELS_MAX,
+    api_labels_max: int = API_LABELS_MAX,
+) -> BrokerMetrics:
+    """Register a broker's metrics on ``registry``."""
+    prefix = f"{NAMESPACE}_broker"
+
+    def topic_counter(name: str, documentation: str) -> Counter:
+        return Counter(f"{prefix}_{name}", documentation, ["topic"], registry=registry)
+
+    def gauge(name: str, documentation: str) -> Gauge:
+        return Gauge(f"{prefix}_{name}", documentation, registry=registry)
+
+    return BrokerMetrics(
+        bytes_in=topic_counter("bytes_in_total", "Record batch bytes appended by Produce."),
+        bytes_out=topic_counter("bytes_out_total", "Record batch bytes sent in Fetch responses."),
+        messages_in=topic_counter("messages_in_total", "Records appended by Produce."),
+        messages_out=topic_counter("messages_out_total", "Records sent in Fetch responses."),
+        request_latency=Histogram(
+            f"{NAMESPACE}_request_latency_seconds",
+            "Time from a request's arrival to its response being queued, per Kafka API.",
+            ["api"],
+            buckets=REQUEST_LATENCY_BUCKETS_S,
+            registry=registry,
+        ),
+        requests=Counter(
+            f"{NAMESPACE}_requests_total",
+            "Requests answered, per Kafka API and top-level error code name ('none' for success).",
+            ["api", "error"],
+            registry=registry,
+        ),
+        partitions=gauge("partitions", "Partitions with a replica on this broker."),
+        leader_partitions=gauge("leader_partitions", "Partitions this broker leads."),
+        under_replicated_partitions=gauge(
+            "under_replicated_partitions",
+            "Partitions led here whose in-sync replicas are fewer than all replicas.",
+        ),
+        offline_partitions=gauge(
+            "offline_partitions", "Partitions hosted here that cannot be served (log dir failed)."
+        ),
+        offline_log_dirs=gauge("offline_log_dirs", "Entries of log.dirs that have failed."),
+        connections=Gauge(
+            f"{NAMESPACE}_connections", "Open client connections.", registry=registry
+        ),
+        topic_labels_max=topic_labels_max,
+        api_labels_max=api_labels_max,
+    )
+
+
+def controller_metrics(registry: CollectorRegistry) -> ControllerMetrics:
+    """Register a controller's metrics on ``registry``."""
+    prefix = f"{NAMESPACE}_controller"
+
+    def gauge(name: str, documentation: str) -> Gauge:
+        return Gauge(f"{prefix}_{name}", documentation, registry=registry)
+
+    return ControllerMetrics(
+        active=gauge(
+            "active",
+            "1 on the active controller, 0 otherwise; the sum over controllers should be 1.",
+        ),
+        epoch=gauge("epoch", "The controller epoch this controller last saw or won."),
+        live_brokers=gauge("live_brokers", "Brokers registered in ZooKeeper."),
+        offline_partitions=gauge(
+            "offline_partitions", "Partitions without a live leader, cluster-wide."
+        ),
+    )
+
+
+def common_metrics(registry: CollectorRegistry, *, version: str = __version__) -> CommonMetrics:
+    """Register what every service exports, plus the ``process_*`` metrics of this process."""
+    build_info = Gauge(
+        f"{NAMESPACE}_build_info",
+        "Always 1; the labels say which build runs.",
+        ["version"],
+        registry=registry,
+    )
+    build_info.labels(version=version).set(1)
+    session_state = _StateSetCollector(
+        f"{NAMESPACE}_zookeeper_session_state",
+        "1 for the current ZooKeeper session state (connected, suspended, lost), 0 otherwise.",
+        ZOOKEEPER_SESSION_STATES,
+        initial="lost",
+    )
+    registry.register(session_state)
+    ProcessCollector(registry=registry)
+    return CommonMetrics(build_info=build_info, _zookeeper_session_state=session_state)
