@@ -1,7 +1,7 @@
 """Per-topic log configuration: Kafka's keys, types, defaults and validation, as one table.
 
-``CONFIG_KEYS`` is the single source of truth. Each ``ConfigKey`` row gives Kafka's name, its
-type (with the wire values DescribeConfigs uses), its default, its bounds (``minimum``,
+``CONFIG_KEYS`` is the single source of truth. Each ``ConfigKey`` row (``keys.py``) gives Kafka's
+name, its type (with the wire values DescribeConfigs uses), its default, its bounds (``minimum``,
 ``maximum`` or the allowed ``choices``) and a one-line documentation string. ``TopicConfig`` has
 one attribute per row, named with underscores (``segment.bytes`` -> ``segment_bytes``), and
 checks every value when it is built, so a ``TopicConfig`` that exists is always valid; building
@@ -9,11 +9,10 @@ one by hand in a test is therefore safe.
 
 Values arrive as strings (ZooKeeper's ``/config/topics/<topic>`` holds
 ``{"version":1,"config":{key: string}}``, and CreateTopics / AlterConfigs carry strings) or as
-Python values from code. Strings are parsed as Kafka's ``ConfigDef`` parses them: trimmed,
-booleans ``true``/``false`` in any case, integers in decimal, lists split on commas. Errors are
-``InvalidConfigError`` with Kafka's wording: ``Invalid value -5 for configuration segment.bytes:
-Value must be at least 14``, ``Unknown topic config name: segmnt.bytes``. The first problem found
-is reported, as Kafka does: unknown names first, then values in table order.
+Python values from code, and are parsed as Kafka's ``ConfigDef`` parses them (``keys.py``).
+Errors are ``InvalidConfigError`` with Kafka's wording: ``Invalid value -5 for configuration
+segment.bytes: Value must be at least 14``, ``Unknown topic config name: segmnt.bytes``. The first
+problem found is reported, as Kafka does: unknown names first, then values in table order.
 
 ``alter_overrides`` applies IncrementalAlterConfigs (SET, DELETE, APPEND, SUBTRACT) to the stored
 overrides, as Kafka does to the properties it keeps in ZooKeeper; ``validate_alteration`` does the
@@ -25,13 +24,17 @@ Everything here is immutable and does no I/O: any thread may call it.
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from itertools import chain
 
+# The generic machinery lives in keys.py; these names stay importable from here.
+from odradek.config.keys import INT_MAX as INT_MAX
+from odradek.config.keys import INT_MIN as INT_MIN
+from odradek.config.keys import LONG_MAX, ConfigKey, ConfigType, Value
+from odradek.config.keys import LONG_MIN as LONG_MIN
+from odradek.config.keys import invalid_value as _invalid
 from odradek.errors import InvalidConfigError
 
 __all__ = [
@@ -46,111 +49,12 @@ __all__ = [
     "validate_alteration",
 ]
 
-INT_MIN, INT_MAX = -(2**31), 2**31 - 1
-LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
-
-
-class ConfigType(IntEnum):
-    """A key's type; the values are DescribeConfigs' ``config_type`` on the wire (v3+)."""
-
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-
 
 class ConfigSource(IntEnum):
     """Where a value comes from; the values are DescribeConfigs' ``config_source`` (v1+)."""
 
     DYNAMIC_TOPIC_CONFIG = 1
     DEFAULT_CONFIG = 5
-
-
-Value = bool | int | float | str | tuple[str, ...]
-
-
-def _invalid(name: object, value: object, message: str) -> InvalidConfigError:
-    return InvalidConfigError(f"Invalid value {value} for configuration {name}: {message}")
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigKey:
-    """One key; ``minimum``/``maximum`` bound numbers, ``choices`` strings and list elements."""
-
-    name: str
-    type: ConfigType
-    default: Value
-    doc: str
-    minimum: int | None = None
-    maximum: int | None = None
-    choices: tuple[str, ...] = ()
-
-    @property
-    def attr(self) -> str:
-        return self.name.replace(".", "_")
-
-    def parse(self, raw: object) -> Value:
-        """Turn a string (or an already typed value) into a valid value, or raise."""
-        value = self._convert(raw)
-        if self.minimum is not None and value < self.minimum:
-            raise _invalid(self.name, value, f"Value must be at least {self.minimum}")
-        if self.maximum is not None and value > self.maximum:
-            raise _invalid(self.name, value, f"Value must be no more than {self.maximum}")
-        for element in value if self.type is ConfigType.LIST else (value,):
-            if self.choices and element not in self.choices:
-                message = f"String must be one of: {', '.join(self.choices)}"
-                raise _invalid(self.name, element, message)
-        return value
-
-    def to_string(self, value: Value) -> str:
-        """The value as Kafka prints it (DescribeConfigs, ZooKeeper)."""
-        if self.type is ConfigType.BOOLEAN:
-            return "true" if value else "false"
-        return ",".join(value) if self.type is ConfigType.LIST else str(value)
-
-    def _convert(self, raw: object) -> Value:
-        t = self.type
-        if isinstance(raw, str):
-            text = raw.strip()
-            if t is ConfigType.BOOLEAN and text.lower() in ("true", "false"):
-                return text.lower() == "true"
-            if t in (ConfigType.INT, ConfigType.LONG) and _INTEGER.fullmatch(text):
-                return self._integer(raw, int(text))
-            if t is ConfigType.DOUBLE and _DECIMAL.fullmatch(text):
-                return float(text)
-            if t is ConfigType.LIST:
-                return tuple(part.strip() for part in text.split(",")) if text else ()
-            if t is ConfigType.STRING:
-                return text
-            if t is ConfigType.BOOLEAN:
-                raise _invalid(self.name, raw, "Expected value to be either true or false")
-            raise _invalid(self.name, raw, f"Not a number of type {t.name}")
-        if isinstance(raw, bool):
-            if t is ConfigType.BOOLEAN:
-                return raw
-        elif isinstance(raw, int) and t in (ConfigType.INT, ConfigType.LONG):
-            return self._integer(raw, raw)
-        elif isinstance(raw, int | float) and t is ConfigType.DOUBLE:
-            if not math.isfinite(raw):
-                raise _invalid(self.name, raw, "Not a number of type DOUBLE")
-            return float(raw)
-        elif (
-            isinstance(raw, list | tuple)
-            and t is ConfigType.LIST
-            and all(isinstance(part, str) for part in raw)
-        ):
-            return tuple(part.strip() for part in raw)
-        raise _invalid(self.name, raw, f"Expected a value of type {t.name}")
-
-    def _integer(self, raw: object, value: int) -> int:
-        low, high = (INT_MIN, INT_MAX) if self.type is ConfigType.INT else (LONG_MIN, LONG_MAX)
-        if not low <= value <= high:
-            raise _invalid(self.name, raw, f"Not a number of type {self.type.name}")
-        return value
 
 
 _T = ConfigType

@@ -1,0 +1,478 @@
+"""Broker configuration: Kafka's ``server.properties`` keys, defaults and validation, as one table.
+
+``BROKER_KEYS`` lists every key a broker reads, with Kafka's names and defaults (Kafka 3.x in
+ZooKeeper mode), and ``BrokerConfig`` has one attribute per row in the same order, named with
+underscores (``log.segment.bytes`` -> ``log_segment_bytes``). A ``BrokerConfig`` that exists is
+valid. Build one with ``BrokerConfig.load(path, overrides)`` (a ``server.properties`` file plus
+``--override key=value``), ``from_properties(mapping)``, or by hand in tests.
+
+Where Kafka differs from "one key, one value", Kafka's precedence is kept and the attribute holds
+what was set (``None`` when unset) while ``effective_*`` gives the value to use:
+
+- ``log.retention.ms`` > ``log.retention.minutes`` > ``log.retention.hours``; negative means no
+  limit (-1). Likewise ``log.roll.ms`` > ``log.roll.hours`` and the jitter pair;
+- ``log.flush.interval.ms`` falls back to ``log.flush.scheduler.interval.ms``;
+- ``log.dirs`` wins over ``log.dir``; one of them must be set (Kafka's ``/tmp/kafka-logs`` default
+  is not kept: data should not land in /tmp by accident);
+- ``advertised.listeners`` defaults to ``listeners``; ``zookeeper.connection.timeout.ms`` to
+  ``zookeeper.session.timeout.ms``.
+
+The broker's ``log.*`` keys (and a few others) are the defaults of every topic:
+``topic_defaults()`` maps them with ``TOPIC_CONFIG_SYNONYMS``, Kafka's
+``ServerTopicConfigSynonyms`` table. Rows for those keys are the topic rows renamed, so bounds and
+documentation cannot drift apart.
+
+Keys that Kafka does not have start with ``odradek.``. The limits a client can push against
+(``socket.request.max.bytes``, ``queued.max.requests``, ``max.connections``,
+``odradek.connection.max.inflight.requests``) are all here, with finite defaults.
+
+Immutable and free of I/O except ``load``: any thread may use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from odradek.config.endpoints import (
+    Endpoint,
+    HostPort,
+    parse_address,
+    parse_listeners,
+    parse_zookeeper_connect,
+)
+from odradek.config.keys import REQUIRED, ConfigKey, ConfigType, invalid_value, missing_required
+from odradek.config.properties import PropertiesConfig
+from odradek.config.topic import CONFIG_KEYS, TopicConfig
+from odradek.errors import InvalidConfigError
+
+__all__ = ["BROKER_KEYS", "TOPIC_CONFIG_SYNONYMS", "BrokerConfig"]
+
+MINUTE_MS = 60 * 1000
+HOUR_MS = 60 * MINUTE_MS
+_NON_ROUTABLE = ("0.0.0.0", "::")
+
+
+def _zookeeper_connect(name: str, raw: object) -> str:
+    """The connect string, checked and normalised; kazoo takes it as it is."""
+    return str(parse_zookeeper_connect(name, raw))
+
+
+def _rack(name: str, raw: object) -> str | None:
+    if not isinstance(raw, str):
+        raise invalid_value(name, raw, "Expected a value of type STRING")
+    return raw.strip() or None
+
+
+def _log_dirs(name: str, raw: object) -> tuple[str, ...]:
+    if isinstance(raw, str):
+        raw = raw.split(",")
+    if not isinstance(raw, list | tuple) or not all(isinstance(d, str) for d in raw):
+        raise invalid_value(name, raw, "Expected a value of type LIST")
+    dirs = tuple(d.strip() for d in raw if d.strip())
+    if not dirs:
+        raise invalid_value(name, ",".join(raw), "at least one directory is required")
+    normalised = [os.path.normpath(d) for d in dirs]
+    for d in normalised:
+        if normalised.count(d) > 1:
+            raise invalid_value(name, ",".join(dirs), f"directory {d} is listed twice")
+    return dirs
+
+
+def _log_dir(name: str, raw: object) -> str:
+    return ",".join(_log_dirs(name, raw))
+
+
+def _topic_row(name: str, topic_name: str, **changes: object) -> ConfigKey:
+    """A broker row that is the default of a topic row: same type, bounds and documentation."""
+    return dataclasses.replace(CONFIG_KEYS[topic_name], name=name, **changes)
+
+
+_T = ConfigType
+
+# Kafka 3.x names and defaults (KafkaConfig); odradek.* keys are ours.
+BROKER_KEYS: Mapping[str, ConfigKey] = {
+    k.name: k
+    for k in (
+        ConfigKey(
+            "broker.id", _T.INT, REQUIRED, "This broker's id, unique in the cluster.", minimum=0
+        ),
+        ConfigKey(
+            "zookeeper.connect",
+            _T.STRING,
+            REQUIRED,
+            "ZooKeeper ensemble and optional chroot: host:port[,host:port...][/chroot].",
+            convert=_zookeeper_connect,
+        ),
+        ConfigKey(
+            "broker.rack",
+            _T.STRING,
+            None,
+            "Rack or zone of this broker; replicas of a partition are spread across racks.",
+            convert=_rack,
+        ),
+        ConfigKey(
+            "listeners",
+            _T.LIST,
+            "PLAINTEXT://127.0.0.1:9092",
+            "Where the Kafka protocol is served: NAME://host:port; only PLAINTEXT for now.",
+            convert=parse_listeners,
+        ),
+        ConfigKey(
+            "advertised.listeners",
+            _T.LIST,
+            None,
+            "Addresses registered in ZooKeeper for clients and brokers; default: listeners.",
+            convert=parse_listeners,
+        ),
+        ConfigKey(
+            "odradek.admin.listener",
+            _T.STRING,
+            "127.0.0.1:9644",
+            "host:port of the HTTP server for /metrics, /healthz, /readyz; empty: off.",
+            convert=parse_address,
+        ),
+        ConfigKey(
+            "zookeeper.session.timeout.ms",
+            _T.INT,
+            18000,
+            "ZooKeeper session timeout; a process silent this long loses its ephemeral nodes.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "zookeeper.connection.timeout.ms",
+            _T.INT,
+            None,
+            "How long to wait to connect to ZooKeeper; default: zookeeper.session.timeout.ms.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "socket.request.max.bytes",
+            _T.INT,
+            104857600,
+            "Largest request accepted; a larger size prefix closes the connection.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "queued.max.requests",
+            _T.INT,
+            500,
+            "Requests read but not yet handled, all connections together, before reads pause.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "max.connections",
+            _T.INT,
+            1000,
+            "Client connections open at once; more are refused (Kafka's default: no limit).",
+            minimum=0,
+        ),
+        ConfigKey(
+            "odradek.connection.max.inflight.requests",
+            _T.INT,
+            100,
+            "Requests of one connection read but not yet answered; reading pauses there.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "num.partitions",
+            _T.INT,
+            1,
+            "Partitions of a topic created without a count (auto-created or -1).",
+            minimum=1,
+        ),
+        ConfigKey(
+            "default.replication.factor",
+            _T.INT,
+            1,
+            "Replication factor of a topic created without one (auto-created or -1).",
+            minimum=1,
+        ),
+        ConfigKey(
+            "auto.create.topics.enable",
+            _T.BOOLEAN,
+            True,
+            "Whether Metadata for an unknown topic creates it.",
+        ),
+        ConfigKey(
+            "delete.topic.enable",
+            _T.BOOLEAN,
+            True,
+            "Whether DeleteTopics may delete topics.",
+        ),
+        _topic_row("min.insync.replicas", "min.insync.replicas"),
+        _topic_row("unclean.leader.election.enable", "unclean.leader.election.enable"),
+        ConfigKey(
+            "replica.lag.time.max.ms",
+            _T.LONG,
+            30000,
+            "A follower that has not caught up for this long leaves the ISR.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "log.dirs",
+            _T.LIST,
+            None,
+            "Data directories, one per disk (JBOD); required unless log.dir is set.",
+            convert=_log_dirs,
+        ),
+        ConfigKey(
+            "log.dir",
+            _T.STRING,
+            None,
+            "Data directory, used only when log.dirs is not set.",
+            convert=_log_dir,
+        ),
+        _topic_row("message.max.bytes", "max.message.bytes"),
+        _topic_row("compression.type", "compression.type"),
+        _topic_row("log.segment.bytes", "segment.bytes"),
+        _topic_row("log.roll.ms", "segment.ms", default=None),
+        ConfigKey(
+            "log.roll.hours",
+            _T.INT,
+            168,
+            "Time after which the log rolls a new segment, in hours; log.roll.ms wins.",
+            minimum=1,
+        ),
+        _topic_row("log.roll.jitter.ms", "segment.jitter.ms", default=None),
+        ConfigKey(
+            "log.roll.jitter.hours",
+            _T.INT,
+            0,
+            "Maximum jitter subtracted from the roll time, in hours; log.roll.jitter.ms wins.",
+            minimum=0,
+        ),
+        _topic_row("log.index.interval.bytes", "index.interval.bytes"),
+        _topic_row("log.index.size.max.bytes", "segment.index.bytes"),
+        _topic_row("log.preallocate", "preallocate"),
+        _topic_row("log.segment.delete.delay.ms", "file.delete.delay.ms"),
+        # Kafka puts no bound on log.retention.*: any negative value means "no limit".
+        _topic_row("log.retention.ms", "retention.ms", default=None, minimum=None),
+        ConfigKey(
+            "log.retention.minutes",
+            _T.INT,
+            None,
+            "How long a segment is kept, in minutes; log.retention.ms wins.",
+        ),
+        ConfigKey(
+            "log.retention.hours",
+            _T.INT,
+            168,
+            "How long a segment is kept, in hours; log.retention.ms and .minutes win.",
+        ),
+        _topic_row("log.retention.bytes", "retention.bytes"),
+        ConfigKey(
+            "log.retention.check.interval.ms",
+            _T.LONG,
+            300000,
+            "How often the broker looks for segments to delete under the retention rules.",
+            minimum=1,
+        ),
+        _topic_row("log.cleanup.policy", "cleanup.policy"),
+        ConfigKey(
+            "log.cleaner.enable",
+            _T.BOOLEAN,
+            True,
+            "Whether the log cleaner runs; compacted topics need it.",
+        ),
+        _topic_row("log.cleaner.delete.retention.ms", "delete.retention.ms"),
+        _topic_row("log.cleaner.min.cleanable.ratio", "min.cleanable.dirty.ratio"),
+        _topic_row("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms"),
+        _topic_row("log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms"),
+        _topic_row("log.flush.interval.messages", "flush.messages"),
+        _topic_row("log.flush.interval.ms", "flush.ms", default=None),
+        ConfigKey(
+            "log.flush.scheduler.interval.ms",
+            _T.LONG,
+            CONFIG_KEYS["flush.ms"].default,
+            "How often the flusher checks logs; also flush.ms when log.flush.interval.ms unset.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "log.flush.offset.checkpoint.interval.ms",
+            _T.INT,
+            60000,
+            "How often each log directory's recovery-point checkpoint is written.",
+            minimum=0,
+        ),
+        _topic_row("log.message.timestamp.type", "message.timestamp.type"),
+        _topic_row("log.message.timestamp.before.max.ms", "message.timestamp.before.max.ms"),
+        _topic_row("log.message.timestamp.after.max.ms", "message.timestamp.after.max.ms"),
+    )
+}
+
+# Topic key -> the broker keys that give its default, first set wins, with the factor to ms.
+TOPIC_CONFIG_SYNONYMS: Mapping[str, tuple[tuple[str, int], ...]] = {
+    "cleanup.policy": (("log.cleanup.policy", 1),),
+    "compression.type": (("compression.type", 1),),
+    "delete.retention.ms": (("log.cleaner.delete.retention.ms", 1),),
+    "file.delete.delay.ms": (("log.segment.delete.delay.ms", 1),),
+    "flush.messages": (("log.flush.interval.messages", 1),),
+    "flush.ms": (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
+    "index.interval.bytes": (("log.index.interval.bytes", 1),),
+    "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
+    "max.message.bytes": (("message.max.bytes", 1),),
+    "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
+    "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
+    "message.timestamp.type": (("log.message.timestamp.type", 1),),
+    "min.cleanable.dirty.ratio": (("log.cleaner.min.cleanable.ratio", 1),),
+    "min.compaction.lag.ms": (("log.cleaner.min.compaction.lag.ms", 1),),
+    "min.insync.replicas": (("min.insync.replicas", 1),),
+    "preallocate": (("log.preallocate", 1),),
+    "retention.bytes": (("log.retention.bytes", 1),),
+    "retention.ms": (
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", MINUTE_MS),
+        ("log.retention.hours", HOUR_MS),
+    ),
+    "segment.bytes": (("log.segment.bytes", 1),),
+    "segment.index.bytes": (("log.index.size.max.bytes", 1),),
+    "segment.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", HOUR_MS)),
+    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", HOUR_MS)),
+    "unclean.leader.election.enable": (("unclean.leader.election.enable", 1),),
+}
+
+if set(TOPIC_CONFIG_SYNONYMS) != set(CONFIG_KEYS) or any(
+    name not in BROKER_KEYS or BROKER_KEYS[synonyms[-1][0]].nullable
+    for synonyms in TOPIC_CONFIG_SYNONYMS.values()
+    for name, _ in synonyms
+):
+    raise RuntimeError("every topic key needs broker synonyms, the last one with a default")
+
+
+def _default(name: str) -> object:
+    return BROKER_KEYS[name].default
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig(PropertiesConfig):
+    """A broker's static configuration; invalid values raise ``InvalidConfigError``."""
+
+    KEYS: ClassVar[Mapping[str, ConfigKey]] = BROKER_KEYS
+    KIND: ClassVar[str] = "broker"
+
+    broker_id: int
+    zookeeper_connect: str
+    broker_rack: str | None = None
+    listeners: tuple[Endpoint, ...] = _default("listeners")
+    advertised_listeners: tuple[Endpoint, ...] | None = None
+    odradek_admin_listener: HostPort | None = _default("odradek.admin.listener")
+    zookeeper_session_timeout_ms: int = _default("zookeeper.session.timeout.ms")
+    zookeeper_connection_timeout_ms: int | None = None
+    socket_request_max_bytes: int = _default("socket.request.max.bytes")
+    queued_max_requests: int = _default("queued.max.requests")
+    max_connections: int = _default("max.connections")
+    odradek_connection_max_inflight_requests: int = _default(
+        "odradek.connection.max.inflight.requests"
+    )
+    num_partitions: int = _default("num.partitions")
+    default_replication_factor: int = _default("default.replication.factor")
+    auto_create_topics_enable: bool = _default("auto.create.topics.enable")
+    delete_topic_enable: bool = _default("delete.topic.enable")
+    min_insync_replicas: int = _default("min.insync.replicas")
+    unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
+    replica_lag_time_max_ms: int = _default("replica.lag.time.max.ms")
+    log_dirs: tuple[str, ...] | None = None
+    log_dir: str | None = None
+    message_max_bytes: int = _default("message.max.bytes")
+    compression_type: str = _default("compression.type")
+    log_segment_bytes: int = _default("log.segment.bytes")
+    log_roll_ms: int | None = None
+    log_roll_hours: int = _default("log.roll.hours")
+    log_roll_jitter_ms: int | None = None
+    log_roll_jitter_hours: int = _default("log.roll.jitter.hours")
+    log_index_interval_bytes: int = _default("log.index.interval.bytes")
+    log_index_size_max_bytes: int = _default("log.index.size.max.bytes")
+    log_preallocate: bool = _default("log.preallocate")
+    log_segment_delete_delay_ms: int = _default("log.segment.delete.delay.ms")
+    log_retention_ms: int | None = None
+    log_retention_minutes: int | None = None
+    log_retention_hours: int = _default("log.retention.hours")
+    log_retention_bytes: int = _default("log.retention.bytes")
+    log_retention_check_interval_ms: int = _default("log.retention.check.interval.ms")
+    log_cleanup_policy: tuple[str, ...] = _default("log.cleanup.policy")
+    log_cleaner_enable: bool = _default("log.cleaner.enable")
+    log_cleaner_delete_retention_ms: int = _default("log.cleaner.delete.retention.ms")
+    log_cleaner_min_cleanable_ratio: float = _default("log.cleaner.min.cleanable.ratio")
+    log_cleaner_min_compaction_lag_ms: int = _default("log.cleaner.min.compaction.lag.ms")
+    log_cleaner_max_compaction_lag_ms: int = _default("log.cleaner.max.compaction.lag.ms")
+    log_flush_interval_messages: int = _default("log.flush.interval.messages")
+    log_flush_interval_ms: int | None = None
+    log_flush_scheduler_interval_ms: int = _default("log.flush.scheduler.interval.ms")
+    log_flush_offset_checkpoint_interval_ms: int = _default(
+        "log.flush.offset.checkpoint.interval.ms"
+    )
+    log_message_timestamp_type: str = _default("log.message.timestamp.type")
+    log_message_timestamp_before_max_ms: int = _default("log.message.timestamp.before.max.ms")
+    log_message_timestamp_after_max_ms: int = _default("log.message.timestamp.after.max.ms")
+
+    def _check(self) -> None:
+        if self.log_dirs is None and self.log_dir is None:
+            raise missing_required("log.dirs")
+        for endpoint in self.effective_advertised_listeners:
+            if endpoint.host in _NON_ROUTABLE:
+                raise InvalidConfigError(
+                    f"advertised.listeners cannot use the nonroutable meta-address "
+                    f"{endpoint.host}. Use a routable IP address (listener {endpoint})."
+                )
+        if self.log_cleaner_min_compaction_lag_ms > self.log_cleaner_max_compaction_lag_ms:
+            raise InvalidConfigError(
+                f"conflict broker config setting log.cleaner.min.compaction.lag.ms "
+                f"({self.log_cleaner_min_compaction_lag_ms}) > "
+                f"log.cleaner.max.compaction.lag.ms ({self.log_cleaner_max_compaction_lag_ms})"
+            )
+        self.topic_defaults()  # any other rule a topic checks, reported now, not at first use
+
+    @property
+    def effective_advertised_listeners(self) -> tuple[Endpoint, ...]:
+        """What is registered in ZooKeeper; an empty host stands for this machine's name."""
+        return self.listeners if self.advertised_listeners is None else self.advertised_listeners
+
+    @property
+    def effective_log_dirs(self) -> tuple[str, ...]:
+        if self.log_dirs is not None:
+            return self.log_dirs
+        return tuple(self.log_dir.split(",")) if self.log_dir is not None else ()
+
+    @property
+    def effective_zookeeper_connection_timeout_ms(self) -> int:
+        if self.zookeeper_connection_timeout_ms is None:
+            return self.zookeeper_session_timeout_ms
+        return self.zookeeper_connection_timeout_ms
+
+    @property
+    def effective_log_retention_ms(self) -> int:
+        """Kafka's ``logRetentionTimeMillis``: ms, else minutes, else hours; < 0 means -1."""
+        return max(self._synonym("retention.ms"), -1)
+
+    @property
+    def effective_log_roll_ms(self) -> int:
+        return self._synonym("segment.ms")
+
+    @property
+    def effective_log_roll_jitter_ms(self) -> int:
+        return self._synonym("segment.jitter.ms")
+
+    @property
+    def effective_log_flush_interval_ms(self) -> int:
+        return self._synonym("flush.ms")
+
+    def topic_defaults(self) -> TopicConfig:
+        """The configuration of a topic that overrides nothing, as Kafka's ``LogConfig``."""
+        props = {name: self._synonym(name) for name in TOPIC_CONFIG_SYNONYMS}
+        props["retention.ms"] = self.effective_log_retention_ms
+        return TopicConfig.from_properties(props)
+
+    def _synonym(self, topic_name: str) -> object:
+        """The first broker synonym of ``topic_name`` that is set, converted to ms."""
+        for name, factor in TOPIC_CONFIG_SYNONYMS[topic_name]:
+            value = getattr(self, BROKER_KEYS[name].attr)
+            if value is not None:
+                return value * factor if factor != 1 else value
+        raise AssertionError("the last synonym always has a default")  # checked at import
+
+
+BrokerConfig.check_fields()

@@ -1,0 +1,107 @@
+"""Controller configuration: the keys of ``odradek controller``, read like ``server.properties``.
+
+In Kafka's ZooKeeper mode the controller is a role inside a broker; Odradek runs it as its own
+process, so it has its own small table. Keys keep Kafka's names where Kafka has them
+(``zookeeper.*`` and the controller and leader-balancing keys of ``KafkaConfig``); the ZooKeeper
+and admin listener rows are the broker's rows, so both processes parse them alike (only the admin
+port's default differs, so a broker and a controller on one machine do not collide). The id is
+``controller.id`` (Kafka's KRaft controllers use ``node.id``): it names the holder of the
+``/controller`` node.
+
+Same file format, loader and guarantees as ``BrokerConfig`` (see ``properties.py``): build it with
+``ControllerConfig.load(path, overrides)``; a ``ControllerConfig`` that exists is valid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from odradek.config.broker import BROKER_KEYS
+from odradek.config.endpoints import HostPort
+from odradek.config.keys import REQUIRED, ConfigKey, ConfigType
+from odradek.config.properties import PropertiesConfig
+
+__all__ = ["CONTROLLER_KEYS", "ControllerConfig"]
+
+_T = ConfigType
+
+CONTROLLER_KEYS: Mapping[str, ConfigKey] = {
+    k.name: k
+    for k in (
+        ConfigKey(
+            "controller.id",
+            _T.INT,
+            REQUIRED,
+            "This controller's id, unique among controllers; written in /controller.",
+            minimum=0,
+        ),
+        BROKER_KEYS["zookeeper.connect"],
+        BROKER_KEYS["zookeeper.session.timeout.ms"],
+        BROKER_KEYS["zookeeper.connection.timeout.ms"],
+        dataclasses.replace(BROKER_KEYS["odradek.admin.listener"], default="127.0.0.1:9645"),
+        ConfigKey(
+            "controller.socket.timeout.ms",
+            _T.INT,
+            30000,
+            "How long a request to a broker (LeaderAndIsr, UpdateMetadata...) may take.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "auto.leader.rebalance.enable",
+            _T.BOOLEAN,
+            True,
+            "Whether leadership is moved back to preferred replicas when it drifts.",
+        ),
+        ConfigKey(
+            "leader.imbalance.per.broker.percentage",
+            _T.INT,
+            10,
+            "Share of a broker's partitions led elsewhere that triggers a rebalance.",
+            minimum=0,
+            maximum=100,
+        ),
+        ConfigKey(
+            "leader.imbalance.check.interval.seconds",
+            _T.LONG,
+            300,
+            "How often the controller checks leadership balance.",
+            minimum=1,
+        ),
+    )
+}
+
+
+def _default(name: str) -> object:
+    return CONTROLLER_KEYS[name].default
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig(PropertiesConfig):
+    """A controller's static configuration; invalid values raise ``InvalidConfigError``."""
+
+    KEYS: ClassVar[Mapping[str, ConfigKey]] = CONTROLLER_KEYS
+    KIND: ClassVar[str] = "controller"
+
+    controller_id: int
+    zookeeper_connect: str
+    zookeeper_session_timeout_ms: int = _default("zookeeper.session.timeout.ms")
+    zookeeper_connection_timeout_ms: int | None = None
+    odradek_admin_listener: HostPort | None = _default("odradek.admin.listener")
+    controller_socket_timeout_ms: int = _default("controller.socket.timeout.ms")
+    auto_leader_rebalance_enable: bool = _default("auto.leader.rebalance.enable")
+    leader_imbalance_per_broker_percentage: int = _default("leader.imbalance.per.broker.percentage")
+    leader_imbalance_check_interval_seconds: int = _default(
+        "leader.imbalance.check.interval.seconds"
+    )
+
+    @property
+    def effective_zookeeper_connection_timeout_ms(self) -> int:
+        if self.zookeeper_connection_timeout_ms is None:
+            return self.zookeeper_session_timeout_ms
+        return self.zookeeper_connection_timeout_ms
+
+
+ControllerConfig.check_fields()

@@ -1,0 +1,423 @@
+"""Broker configuration keeps Kafka's keys, defaults, precedence and errors, and topic defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+
+import pytest
+
+from odradek.config.broker import BROKER_KEYS, TOPIC_CONFIG_SYNONYMS, BrokerConfig
+from odradek.config.endpoints import Endpoint, HostPort
+from odradek.config.topic import CONFIG_KEYS, DEFAULT_TOPIC_CONFIG
+from odradek.errors import ErrorCode, InvalidConfigError
+
+REQUIRED = {"broker.id": "0", "zookeeper.connect": "127.0.0.1:2181", "log.dirs": "/data/0"}
+
+# Kafka 3.x's documented broker defaults (ZooKeeper mode), where Odradek keeps them.
+KAFKA_DEFAULTS = {
+    "zookeeper.session.timeout.ms": "18000",
+    "socket.request.max.bytes": "104857600",
+    "queued.max.requests": "500",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "min.insync.replicas": "1",
+    "unclean.leader.election.enable": "false",
+    "replica.lag.time.max.ms": "30000",
+    "message.max.bytes": "1048588",
+    "compression.type": "producer",
+    "log.segment.bytes": "1073741824",
+    "log.roll.hours": "168",
+    "log.roll.jitter.hours": "0",
+    "log.index.interval.bytes": "4096",
+    "log.index.size.max.bytes": "10485760",
+    "log.preallocate": "false",
+    "log.segment.delete.delay.ms": "60000",
+    "log.retention.hours": "168",
+    "log.retention.bytes": "-1",
+    "log.retention.check.interval.ms": "300000",
+    "log.cleanup.policy": "delete",
+    "log.cleaner.enable": "true",
+    "log.cleaner.delete.retention.ms": "86400000",
+    "log.cleaner.min.cleanable.ratio": "0.5",
+    "log.cleaner.min.compaction.lag.ms": "0",
+    "log.cleaner.max.compaction.lag.ms": "9223372036854775807",
+    "log.flush.interval.messages": "9223372036854775807",
+    "log.flush.scheduler.interval.ms": "9223372036854775807",
+    "log.flush.offset.checkpoint.interval.ms": "60000",
+    "log.message.timestamp.type": "CreateTime",
+    "log.message.timestamp.before.max.ms": "9223372036854775807",
+    "log.message.timestamp.after.max.ms": "9223372036854775807",
+}
+# Keys Kafka leaves unset (null) by default; their fallbacks apply.
+KAFKA_NULL_DEFAULTS = {
+    "broker.rack",
+    "advertised.listeners",
+    "zookeeper.connection.timeout.ms",
+    "log.dirs",
+    "log.dir",
+    "log.roll.ms",
+    "log.roll.jitter.ms",
+    "log.retention.ms",
+    "log.retention.minutes",
+    "log.flush.interval.ms",
+}
+
+
+def broker(**props: object) -> BrokerConfig:
+    return BrokerConfig.from_properties(
+        {**REQUIRED, **{k.replace("_", "."): v for k, v in props.items()}}
+    )
+
+
+def test_defaults_are_kafkas():
+    config = BrokerConfig.from_properties(REQUIRED)
+    props = config.to_properties()
+    for name, value in KAFKA_DEFAULTS.items():
+        assert props[name] == value, name
+    for name in KAFKA_NULL_DEFAULTS - {"log.dirs"}:
+        assert name not in props, name
+    assert config.broker_id == 0
+    assert config.listeners == (Endpoint("PLAINTEXT", "127.0.0.1", 9092),)
+    assert config.odradek_admin_listener == HostPort("127.0.0.1", 9644)
+    assert config.max_connections == 1000
+    assert config.odradek_connection_max_inflight_requests == 100
+
+
+def test_every_key_is_documented_and_ours_are_prefixed():
+    kafka_names = set(KAFKA_DEFAULTS) | KAFKA_NULL_DEFAULTS
+    kafka_names |= {"broker.id", "zookeeper.connect", "listeners", "max.connections"}
+    for key in BROKER_KEYS.values():
+        assert key.doc, key.name
+        assert key.name in kafka_names or key.name.startswith("odradek."), key.name
+
+
+def test_a_server_properties_file(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            # Odradek broker 1
+            broker.id=1
+            broker.rack = rack-a
+
+            listeners=PLAINTEXT://127.0.0.1:19092
+            advertised.listeners: PLAINTEXT://broker-1:19092
+            log.dirs=/disks/0/odradek,\\
+                     /disks/1/odradek
+            zookeeper.connect=127.0.0.1:2181,127.0.0.1:2182/odradek
+            num.partitions 3
+            log.retention.hours=24
+            odradek.admin.listener=
+            """
+        )
+    )
+    config = BrokerConfig.load(path)
+    assert config.broker_id == 1
+    assert config.broker_rack == "rack-a"
+    assert config.listeners == (Endpoint("PLAINTEXT", "127.0.0.1", 19092),)
+    assert config.effective_advertised_listeners == (Endpoint("PLAINTEXT", "broker-1", 19092),)
+    assert config.effective_log_dirs == ("/disks/0/odradek", "/disks/1/odradek")
+    assert config.zookeeper_connect == "127.0.0.1:2181,127.0.0.1:2182/odradek"
+    assert config.num_partitions == 3
+    assert config.effective_log_retention_ms == 24 * 3600 * 1000
+    assert config.odradek_admin_listener is None
+
+
+def test_overrides_win_over_the_file(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=1\nzookeeper.connect=zk:2181\nlog.dirs=/a\nnum.partitions=3\n")
+    config = BrokerConfig.load(path, {"num.partitions": "6", "broker.id": 2, "log.dirs": "/b"})
+    assert (config.num_partitions, config.broker_id, config.log_dirs) == (6, 2, ("/b",))
+    assert BrokerConfig.load(overrides={**REQUIRED, "num.partitions": "4"}).num_partitions == 4
+
+
+def test_an_override_keeps_kafkas_precedence_between_synonyms(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=1\nzookeeper.connect=zk\nlog.dirs=/a\nlog.retention.ms=1000\n")
+    config = BrokerConfig.load(path, {"log.retention.hours": "1"})
+    assert config.effective_log_retention_ms == 1000
+
+
+@pytest.mark.parametrize("name", ["broker.id", "zookeeper.connect", "log.dirs"])
+def test_every_required_key_missing_is_named(name):
+    props = {k: v for k, v in REQUIRED.items() if k != name}
+    with pytest.raises(InvalidConfigError) as raised:
+        BrokerConfig.from_properties(props)
+    assert (
+        str(raised.value) == f'Missing required configuration "{name}" which has no default value.'
+    )
+
+
+def test_log_dir_is_accepted_and_log_dirs_wins():
+    props = {k: v for k, v in REQUIRED.items() if k != "log.dirs"}
+    assert BrokerConfig.from_properties({**props, "log.dir": "/x"}).effective_log_dirs == ("/x",)
+    assert BrokerConfig.from_properties({**props, "log.dir": "/x, /y"}).effective_log_dirs == (
+        "/x",
+        "/y",
+    )
+    both = BrokerConfig.from_properties({**REQUIRED, "log.dir": "/x"})
+    assert both.effective_log_dirs == ("/data/0",)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        (
+            "broker.id",
+            "-1",
+            "Invalid value -1 for configuration broker.id: Value must be at least 0",
+        ),
+        (
+            "broker.id",
+            "one",
+            "Invalid value one for configuration broker.id: Not a number of type INT",
+        ),
+        ("num.partitions", "0", "Value must be at least 1"),
+        ("default.replication.factor", "0", "Value must be at least 1"),
+        ("min.insync.replicas", "0", "Value must be at least 1"),
+        ("socket.request.max.bytes", "100MB", "Not a number of type INT"),
+        ("zookeeper.session.timeout.ms", "2147483648", "Not a number of type INT"),
+        ("queued.max.requests", "0", "Value must be at least 1"),
+        ("max.connections", "-1", "Value must be at least 0"),
+        ("odradek.connection.max.inflight.requests", "0", "Value must be at least 1"),
+        ("auto.create.topics.enable", "yes", "Expected value to be either true or false"),
+        ("log.segment.bytes", "13", "Value must be at least 14"),
+        ("log.roll.hours", "0", "Value must be at least 1"),
+        ("log.roll.ms", "0", "Value must be at least 1"),
+        ("log.index.size.max.bytes", "3", "Value must be at least 4"),
+        ("log.retention.minutes", "1.5", "Not a number of type INT"),
+        ("log.cleaner.min.cleanable.ratio", "2", "Value must be no more than 1"),
+        (
+            "log.cleanup.policy",
+            "compact,remove",
+            "Invalid value remove for configuration "
+            "log.cleanup.policy: String must be one of: compact, delete",
+        ),
+        ("compression.type", "brotli", "String must be one of: uncompressed, zstd, lz4"),
+        ("log.message.timestamp.type", "createtime", "String must be one of: CreateTime"),
+        ("listeners", "SSL://h:9093", "only PLAINTEXT listeners are supported for now"),
+        ("advertised.listeners", "h:9092", "expected NAME://host:port"),
+        ("log.dirs", " , ", "at least one directory is required"),
+        ("log.dirs", "/a,/b,/a/", "directory /a is listed twice"),
+        ("zookeeper.connect", "zk:2181/bad/", "invalid chroot path"),
+        ("odradek.admin.listener", "9644", "expected host:port"),
+    ],
+)
+def test_bad_values_get_kafka_style_messages(name, value, message):
+    with pytest.raises(InvalidConfigError) as raised:
+        BrokerConfig.from_properties({**REQUIRED, name: value})
+    assert message in str(raised.value)
+    assert f"for configuration {name}" in str(raised.value)
+    assert raised.value.error_code is ErrorCode.invalid_config
+
+
+def test_errors_name_the_file_and_line(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "broker.id=1\n# comment\nnum.partitions=zero\nzookeeper.connect=zk\nlog.dirs=/a\n"
+    )
+    with pytest.raises(InvalidConfigError) as raised:
+        BrokerConfig.load(path)
+    assert str(raised.value) == (
+        f"{path}:3: Invalid value zero for configuration num.partitions: Not a number of type INT"
+    )
+    with pytest.raises(InvalidConfigError, match="^override: Invalid value 0 for configuration"):
+        BrokerConfig.load(path, {"num.partitions": "0"})
+
+
+def test_unknown_keys_are_refused_with_file_line_and_a_guess(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=1\n\nnum.partition=3\n")
+    with pytest.raises(InvalidConfigError) as raised:
+        BrokerConfig.load(path)
+    assert str(raised.value) == (
+        f"{path}:3: Unknown broker config name: num.partition (did you mean num.partitions?)"
+    )
+    with pytest.raises(InvalidConfigError, match="^override: Unknown broker config name: nope$"):
+        BrokerConfig.load(overrides={**REQUIRED, "nope": "1"})
+    # A topic key in a broker file: the guess points to the broker's name for it.
+    with pytest.raises(InvalidConfigError) as raised:
+        BrokerConfig.from_properties({**REQUIRED, "segment.bytes": "1024"})
+    assert str(raised.value).endswith("segment.bytes (did you mean log.segment.bytes?)")
+
+
+def test_unknown_names_are_reported_before_bad_values():
+    with pytest.raises(InvalidConfigError, match="Unknown broker config name: x"):
+        BrokerConfig.from_properties({"x": "1", "broker.id": "-5"})
+
+
+@pytest.mark.parametrize(
+    ("props", "retention_ms"),
+    [
+        ({}, 168 * 3600 * 1000),
+        ({"log.retention.hours": "1"}, 3600 * 1000),
+        ({"log.retention.hours": "1", "log.retention.minutes": "5"}, 5 * 60 * 1000),
+        ({"log.retention.minutes": "5", "log.retention.ms": "1234"}, 1234),
+        ({"log.retention.hours": "1", "log.retention.ms": "1234"}, 1234),
+        ({"log.retention.ms": "-1", "log.retention.hours": "1"}, -1),
+        ({"log.retention.hours": "-1"}, -1),
+        ({"log.retention.minutes": "-5"}, -1),
+        ({"log.retention.ms": "-7"}, -1),
+    ],
+)
+def test_retention_precedence_is_ms_then_minutes_then_hours(props, retention_ms):
+    config = BrokerConfig.from_properties({**REQUIRED, **props})
+    assert config.effective_log_retention_ms == retention_ms
+    assert config.topic_defaults().retention_ms == retention_ms
+
+
+def test_roll_jitter_flush_and_zookeeper_fallbacks():
+    config = broker()
+    assert config.effective_log_roll_ms == 168 * 3600 * 1000
+    assert config.effective_log_roll_jitter_ms == 0
+    assert config.effective_log_flush_interval_ms == 2**63 - 1
+    assert config.effective_zookeeper_connection_timeout_ms == 18000
+    config = broker(
+        log_roll_hours="2",
+        log_roll_jitter_hours="1",
+        log_flush_scheduler_interval_ms="500",
+        zookeeper_session_timeout_ms="6000",
+    )
+    assert config.effective_log_roll_ms == 2 * 3600 * 1000
+    assert config.effective_log_roll_jitter_ms == 3600 * 1000
+    assert config.effective_log_flush_interval_ms == 500
+    assert config.effective_zookeeper_connection_timeout_ms == 6000
+    config = broker(
+        log_roll_hours="2",
+        log_roll_ms="1000",
+        log_roll_jitter_hours="1",
+        log_roll_jitter_ms="10",
+        log_flush_scheduler_interval_ms="500",
+        log_flush_interval_ms="50",
+        zookeeper_connection_timeout_ms="3000",
+    )
+    assert config.effective_log_roll_ms == 1000
+    assert config.effective_log_roll_jitter_ms == 10
+    assert config.effective_log_flush_interval_ms == 50
+    assert config.effective_zookeeper_connection_timeout_ms == 3000
+
+
+# Broker key, a value to set, the topic key it is the default of, the value the topic gets.
+TOPIC_MAPPING = [
+    ("log.cleanup.policy", "compact", "cleanup.policy", ("compact",)),
+    ("compression.type", "zstd", "compression.type", "zstd"),
+    ("log.cleaner.delete.retention.ms", "1000", "delete.retention.ms", 1000),
+    ("log.segment.delete.delay.ms", "5", "file.delete.delay.ms", 5),
+    ("log.flush.interval.messages", "10", "flush.messages", 10),
+    ("log.flush.interval.ms", "20", "flush.ms", 20),
+    ("log.flush.scheduler.interval.ms", "30", "flush.ms", 30),
+    ("log.index.interval.bytes", "100", "index.interval.bytes", 100),
+    ("log.cleaner.max.compaction.lag.ms", "99", "max.compaction.lag.ms", 99),
+    ("message.max.bytes", "2000", "max.message.bytes", 2000),
+    ("log.message.timestamp.after.max.ms", "7", "message.timestamp.after.max.ms", 7),
+    ("log.message.timestamp.before.max.ms", "8", "message.timestamp.before.max.ms", 8),
+    ("log.message.timestamp.type", "LogAppendTime", "message.timestamp.type", "LogAppendTime"),
+    ("log.cleaner.min.cleanable.ratio", "0.25", "min.cleanable.dirty.ratio", 0.25),
+    ("log.cleaner.min.compaction.lag.ms", "9", "min.compaction.lag.ms", 9),
+    ("min.insync.replicas", "2", "min.insync.replicas", 2),
+    ("log.preallocate", "true", "preallocate", True),
+    ("log.retention.bytes", "4096", "retention.bytes", 4096),
+    ("log.retention.ms", "1234", "retention.ms", 1234),
+    ("log.retention.minutes", "2", "retention.ms", 2 * 60 * 1000),
+    ("log.retention.hours", "3", "retention.ms", 3 * 3600 * 1000),
+    ("log.segment.bytes", "1024", "segment.bytes", 1024),
+    ("log.index.size.max.bytes", "4096", "segment.index.bytes", 4096),
+    ("log.roll.jitter.ms", "11", "segment.jitter.ms", 11),
+    ("log.roll.jitter.hours", "1", "segment.jitter.ms", 3600 * 1000),
+    ("log.roll.ms", "12", "segment.ms", 12),
+    ("log.roll.hours", "2", "segment.ms", 2 * 3600 * 1000),
+    ("unclean.leader.election.enable", "true", "unclean.leader.election.enable", True),
+]
+
+
+@pytest.mark.parametrize(("broker_key", "value", "topic_key", "expected"), TOPIC_MAPPING)
+def test_topic_defaults_map_each_broker_key(broker_key, value, topic_key, expected):
+    topic = BrokerConfig.from_properties({**REQUIRED, broker_key: value}).topic_defaults()
+    assert getattr(topic, CONFIG_KEYS[topic_key].attr) == expected
+    others = {k: v for k, v in topic.to_properties().items() if k != topic_key}
+    assert others == {
+        k: v for k, v in DEFAULT_TOPIC_CONFIG.to_properties().items() if k != topic_key
+    }
+
+
+def test_the_mapping_covers_every_topic_key_and_every_synonym():
+    assert {topic for _, _, topic, _ in TOPIC_MAPPING} == set(CONFIG_KEYS)
+    synonyms = {name for names in TOPIC_CONFIG_SYNONYMS.values() for name, _ in names}
+    assert {b for b, _, _, _ in TOPIC_MAPPING} == synonyms
+    assert broker().topic_defaults() == DEFAULT_TOPIC_CONFIG
+
+
+def test_topic_rows_share_bounds_and_documentation():
+    for topic_key, synonyms in TOPIC_CONFIG_SYNONYMS.items():
+        name, factor = synonyms[0]
+        if factor == 1:
+            row, topic_row = BROKER_KEYS[name], CONFIG_KEYS[topic_key]
+            assert (row.type, row.choices, row.maximum, row.doc) == (
+                topic_row.type,
+                topic_row.choices,
+                topic_row.maximum,
+                topic_row.doc,
+            )
+
+
+def test_compaction_lag_conflict_names_the_broker_keys():
+    with pytest.raises(InvalidConfigError, match=r"log.cleaner.min.compaction.lag.ms \(10\) > "):
+        broker(log_cleaner_min_compaction_lag_ms="10", log_cleaner_max_compaction_lag_ms="5")
+
+
+def test_advertised_listeners_default_to_listeners_and_must_be_routable():
+    config = broker(listeners="PLAINTEXT://:9092")
+    assert config.advertised_listeners is None
+    assert config.effective_advertised_listeners == (Endpoint("PLAINTEXT", "", 9092),)
+    for bad in (
+        {"listeners": "PLAINTEXT://0.0.0.0:9092"},
+        {"advertised_listeners": "PLAINTEXT://[::]:1"},
+    ):
+        with pytest.raises(InvalidConfigError, match="cannot use the nonroutable meta-address"):
+            broker(**bad)
+    config = broker(
+        listeners="PLAINTEXT://0.0.0.0:9092", advertised_listeners="PLAINTEXT://b1:9092"
+    )
+    assert config.effective_advertised_listeners == (Endpoint("PLAINTEXT", "b1", 9092),)
+
+
+def test_empty_rack_means_no_rack():
+    assert broker(broker_rack="  ").broker_rack is None
+    assert broker(broker_rack=" r1 ").broker_rack == "r1"
+
+
+def test_building_by_hand_validates_and_the_result_is_frozen():
+    config = BrokerConfig(broker_id="3", zookeeper_connect="zk", log_dirs="/a,/b")
+    assert (config.broker_id, config.zookeeper_connect, config.log_dirs) == (
+        3,
+        "zk:2181",
+        ("/a", "/b"),
+    )
+    assert config.listeners == (Endpoint("PLAINTEXT", "127.0.0.1", 9092),)
+    with pytest.raises(InvalidConfigError, match="broker.id"):
+        BrokerConfig(broker_id=-1, zookeeper_connect="zk", log_dirs=("/a",))
+    with pytest.raises(InvalidConfigError, match='"log.dirs"'):
+        BrokerConfig(broker_id=1, zookeeper_connect="zk")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.broker_id = 4  # type: ignore[misc]
+    moved = dataclasses.replace(config, listeners="PLAINTEXT://127.0.0.1:0")
+    assert moved.effective_advertised_listeners == (Endpoint("PLAINTEXT", "127.0.0.1", 0),)
+    assert hash(moved) == hash(dataclasses.replace(config, listeners=moved.listeners))
+
+
+def test_properties_round_trip():
+    config = broker(
+        broker_rack="r",
+        advertised_listeners="PLAINTEXT://[::1]:9092",
+        log_retention_minutes="5",
+        log_cleanup_policy="compact,delete",
+        odradek_admin_listener="",
+    )
+    props = config.to_properties()
+    assert props["odradek.admin.listener"] == ""
+    assert props["advertised.listeners"] == "PLAINTEXT://[::1]:9092"
+    assert "log.retention.ms" not in props
+    assert BrokerConfig.from_properties(props) == config
