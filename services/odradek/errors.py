@@ -23,6 +23,10 @@ __all__ = [
     "InvalidConfigError",
     "KafkaStorageError",
     "UnknownTopicOrPartitionError",
+    "NotLeaderOrFollowerError",
+    "NotEnoughReplicasError",
+    "InvalidRequiredAcksError",
+    "FencedLeaderEpochError",
 ]
 
 
@@ -82,3 +86,27 @@ class UnknownTopicOrPartitionError(OdradekError):
     """This broker has no log for the topic-partition."""
 
     error_code = ErrorCode.unknown_topic_or_partition
+
+
+class NotLeaderOrFollowerError(OdradekError):
+    """This broker does not lead the partition (clients refresh metadata and retry)."""
+
+    error_code = ErrorCode.not_leader_or_follower
+
+
+class NotEnoughReplicasError(OdradekError):
+    """``acks=all`` with fewer in-sync replicas than ``min.insync.replicas``."""
+
+    error_code = ErrorCode.not_enough_replicas
+
+
+class InvalidRequiredAcksError(OdradekError):
+    """``acks`` is not 0, 1 or -1."""
+
+    error_code = ErrorCode.invalid_required_acks
+
+
+class FencedLeaderEpochError(OdradekError):
+    """A request carries a leader epoch older than the partition's."""
+
+    error_code = ErrorCode.fenced_leader_epoch

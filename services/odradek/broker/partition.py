@@ -1,0 +1,114 @@
+"""A partition as one broker sees it: its log, who leads it, and who is in sync.
+
+The controller decides leadership (LeaderAndIsr); a ``Partition`` applies it and enforces the
+rules of the data path:
+
+- Only the leader takes produce requests; anything else answers NOT_LEADER_OR_FOLLOWER.
+- A leader epoch only grows: state carrying an older epoch than the current one is ignored.
+- ``acks=all`` needs at least ``min.insync.replicas`` replicas in the ISR *before* the append,
+  else NOT_ENOUGH_REPLICAS and nothing is written.
+- The high watermark is the smallest log end offset across the ISR. With this broker alone in
+  the ISR (every partition has one replica until replication lands) it follows the log end
+  offset after each append. Consumers read below it.
+- Every append wakes the fetches waiting for data on this partition (``wait_for_data``).
+
+Runs on the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from odradek.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
+from odradek.storage.log import AppendOrigin, Log, LogAppendInfo
+
+ACKS_ALL = -1
+
+
+@dataclass(slots=True)
+class PartitionState:
+    """What the controller says about a partition (a LeaderAndIsr partition state)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    controller_epoch: int = 0
+    partition_epoch: int = 0  # the state znode's version, as Kafka's zkVersion
+
+
+@dataclass(slots=True)
+class Partition:
+    topic: str
+    index: int
+    broker_id: int
+    log: Log
+    state: PartitionState
+    _data_arrived: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state.leader == self.broker_id
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    def apply_state(self, state: PartitionState) -> bool:
+        """Take the controller's view unless it is older than ours; True if applied."""
+        if state.leader_epoch < self.state.leader_epoch:
+            return False
+        self.state = state
+        if self.is_leader:
+            self._advance_high_watermark()
+        return True
+
+    def append_as_leader(self, records: bytes | memoryview, acks: int) -> LogAppendInfo:
+        """Append a producer's record set; raises the Kafka error a produce answer carries."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.broker_id} is not the leader of {self.name} "
+                f"(leader {self.state.leader}, epoch {self.state.leader_epoch})"
+            )
+        min_isr = self.log.config.min_insync_replicas
+        if acks == ACKS_ALL and len(self.state.isr) < min_isr:
+            raise NotEnoughReplicasError(
+                f"{self.name} has {len(self.state.isr)} in-sync replicas "
+                f"{list(self.state.isr)}, below min.insync.replicas {min_isr}"
+            )
+        info = self.log.append(
+            records, origin=AppendOrigin.CLIENT, leader_epoch=self.state.leader_epoch
+        )
+        self._advance_high_watermark()
+        self._wake_fetchers()
+        return info
+
+    def _advance_high_watermark(self) -> None:
+        """HW = smallest LEO in the ISR; alone in the ISR, that is our own LEO."""
+        if tuple(self.state.isr) == (self.broker_id,):
+            self.log.update_high_watermark(self.log.log_end_offset)
+
+    def _wake_fetchers(self) -> None:
+        self._data_arrived.set()
+        self._data_arrived = asyncio.Event()
+
+    def data_arrived(self) -> asyncio.Event:
+        """An event set at the next append; a waiting fetch awaits it."""
+        return self._data_arrived
+
+
+async def wait_for_any(partitions: Sequence[Partition], timeout_s: float) -> bool:
+    """Wait until one of ``partitions`` gets an append, or the timeout; True if data came."""
+    if not partitions or timeout_s <= 0:
+        return False
+    waiters = [asyncio.ensure_future(p.data_arrived().wait()) for p in partitions]
+    try:
+        done, _ = await asyncio.wait(
+            waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        return bool(done)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
