@@ -1,0 +1,158 @@
+"""The APIs and versions this broker serves, and the ApiVersions answers built from them.
+
+``SUPPORTED_VERSIONS`` is the one table: api key -> (min, max), inclusive. Every version in it
+must have a schema (checked at import). The ranges are chosen so that kafka-python 3.x, aiokafka,
+librdkafka 2.x (confluent-kafka) and Debian's kcat (librdkafka 2.0.2) all find a version they
+speak, within what kio 0.6.5 has, and no higher than what the broker implements:
+
+- Produce from 3 and Fetch from 4 (record batch v2 only, as Kafka 4.0); Produce to 11 and Fetch to
+  12, the last versions that name topics (Produce 13 and Fetch 13+ carry topic ids instead).
+  Produce 12 only adds Kafka 4's transactions v2, which the broker does not implement.
+- ListOffsets 1-7: earliest (-2), latest (-1), by timestamp, and max timestamp (-3, v7); v8+ add
+  tiered-storage offsets and a timeout.
+- Metadata 0-12; 13 only adds a top-level error for a Kafka 4 client feature (rebootstrap).
+- InitProducerId 0-4; v5+ belong to Kafka 4's transactions v2 and two-phase commit.
+- ApiVersions 0-4 (kio has 4), the admin APIs at kio's full range.
+kafka-python infers a broker version from what is advertised (Produce 11 reads as Kafka 3.8) and
+turns features on from that: keep that in mind before raising a maximum.
+
+Not served yet (the table grows as the broker learns them): FindCoordinator and the group APIs,
+OffsetCommit/OffsetFetch, the transaction APIs, OffsetForLeaderEpoch, DescribeCluster, SASL. The
+controller-to-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata) are not in kio 0.6.5; their
+schemas must be registered with ``schemas.register`` before they can be added here.
+
+The KIP-511 fallback: an ApiVersions request at a version above ours is answered with error 35
+(UNSUPPORTED_VERSION) in a v0 body under a v0 response header. Like Kafka
+(``ApiVersionsRequest.getErrorResponse``), the body lists only ApiVersions' own range: that is all
+a client reads from it before retrying at that version.
+
+Pure data and builders; nothing here mutates state.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from types import MappingProxyType
+from typing import Any
+
+from odradek.errors import ErrorCode
+from odradek.protocol import schemas
+
+__all__ = [
+    "ApiKey",
+    "SUPPORTED_VERSIONS",
+    "is_supported",
+    "build_api_versions_response",
+    "api_versions_fallback",
+    "client_software_is_valid",
+]
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
+
+
+SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
+    {
+        ApiKey.PRODUCE: (3, 11),
+        ApiKey.FETCH: (4, 12),
+        ApiKey.LIST_OFFSETS: (1, 7),
+        ApiKey.METADATA: (0, 12),
+        ApiKey.API_VERSIONS: (0, 4),
+        ApiKey.CREATE_TOPICS: (2, 7),
+        ApiKey.DELETE_TOPICS: (1, 6),
+        ApiKey.DELETE_RECORDS: (0, 2),
+        ApiKey.INIT_PRODUCER_ID: (0, 4),
+        ApiKey.DESCRIBE_CONFIGS: (1, 4),
+        ApiKey.ALTER_CONFIGS: (0, 2),
+        ApiKey.CREATE_PARTITIONS: (0, 3),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    }
+)
+
+
+def _check_table() -> None:
+    for api_key, (lowest, highest) in SUPPORTED_VERSIONS.items():
+        missing = set(range(lowest, highest + 1)) - schemas.known_versions(api_key)
+        if lowest > highest or missing:
+            raise RuntimeError(f"api key {api_key}: no schema for versions {sorted(missing)}")
+
+
+_check_table()
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    versions = SUPPORTED_VERSIONS.get(api_key)
+    return versions is not None and versions[0] <= api_version <= versions[1]
+
+
+def _response_module_types(version: int) -> tuple[type[Any], type[Any]]:
+    response_type = schemas.response_schema(ApiKey.API_VERSIONS, version)
+    entry_type = response_type.__dataclass_fields__["api_keys"].type.__args__[0]
+    return response_type, entry_type
+
+
+def build_api_versions_response(
+    version: int,
+    error_code: ErrorCode = ErrorCode.none,
+    *,
+    throttle_time_ms: int = 0,
+    versions: Mapping[int, tuple[int, int]] = SUPPORTED_VERSIONS,
+) -> Any:
+    """An ApiVersionsResponse body of ``version`` listing ``versions``, sorted by api key.
+
+    Tagged fields (features, v3+) keep their defaults, so none is written.
+    """
+    response_type, entry_type = _response_module_types(version)
+    entries = tuple(
+        entry_type(api_key=api_key, min_version=lowest, max_version=highest)
+        for api_key, (lowest, highest) in sorted(versions.items())
+    )
+    fields: dict[str, Any] = {"error_code": error_code, "api_keys": entries}
+    if "throttle_time" in response_type.__dataclass_fields__:
+        fields["throttle_time"] = timedelta(milliseconds=throttle_time_ms)
+    return response_type(**fields)
+
+
+def api_versions_fallback() -> Any:
+    """The KIP-511 answer to an ApiVersions request at a version we do not serve (v0 body)."""
+    return build_api_versions_response(
+        0,
+        ErrorCode.unsupported_version,
+        versions={ApiKey.API_VERSIONS: SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]},
+    )
+
+
+# Kafka's rule for ApiVersions v3+ ClientSoftwareName/Version (else INVALID_REQUEST).
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def client_software_is_valid(request: Any) -> bool:
+    """False if an ApiVersions v3+ request names its client as Kafka refuses to accept."""
+    if request.__version__ < 3:
+        return True
+    return bool(
+        _SOFTWARE.fullmatch(request.client_software_name)
+        and _SOFTWARE.fullmatch(request.client_software_version)
+    )
