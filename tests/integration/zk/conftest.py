@@ -1,0 +1,95 @@
+"""Fixtures for the ZooKeeper layer: one real ZooKeeper per test module, a chroot per test.
+
+ZooKeeper runs with a 200 ms tick so sessions may be as short as 0.4 s; the clients here ask for
+``SESSION_TIMEOUT_S``. ``expire_session`` expires a client's session on the server the way
+ZooKeeper's own tests do: a second client attaches to the same session id and password, then
+closes it. The first client is disconnected, finds its session gone, and kazoo connects again
+with a NEW session (LOST, then CONNECTED).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from kazoo.client import KazooClient
+
+from odradek.local.zookeeper import ZooKeeperProcess
+from odradek.zk.client import ZkClient
+
+TICK_TIME_MS = 200
+SESSION_TIMEOUT_S = 2.0
+CONNECT_TIMEOUT_S = 10.0
+POLL_INTERVAL_S = 0.02
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
+    """One ZooKeeper server for the module, stopped by its PID at the end."""
+    server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=TICK_TIME_MS)
+    server.start()
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def hosts(zookeeper: ZooKeeperProcess, request: pytest.FixtureRequest) -> str:
+    """A connect string with a chroot of this test's own, so tests never see each other."""
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", request.node.name)[:60]
+    return f"{zookeeper.connect_string}/{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def make_client(hosts: str) -> Iterator[Callable[..., ZkClient]]:
+    """``make_client(**kwargs)`` -> a started ``ZkClient`` on this test's chroot, closed after."""
+    clients: list[ZkClient] = []
+
+    def make(**kwargs) -> ZkClient:
+        kwargs.setdefault("session_timeout_s", SESSION_TIMEOUT_S)
+        kwargs.setdefault("connect_timeout_s", CONNECT_TIMEOUT_S)
+        client = ZkClient(kwargs.pop("hosts", hosts), **kwargs)
+        clients.append(client)
+        client.start()
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+def expire_session(client: ZkClient, timeout_s: float = CONNECT_TIMEOUT_S) -> int:
+    """Expire ``client``'s session on the server; return the expired session id."""
+    client_id = client.client_id()
+    if client_id is None:
+        raise AssertionError("the client is not connected")
+    intruder = KazooClient(hosts=client.hosts, client_id=client_id, timeout=SESSION_TIMEOUT_S)
+    intruder.start(timeout=timeout_s)
+    intruder.stop()  # closes the session on the server: its ephemerals go now
+    intruder.close()
+    return client_id[0]
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> None:
+    """Poll ``condition`` until it is true; fail the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(POLL_INTERVAL_S)
+    raise AssertionError(f"not within {timeout_s} s: {what}")
+
+
+@pytest.fixture(name="expire_session")
+def expire_session_fixture() -> Callable[..., int]:
+    return expire_session
+
+
+@pytest.fixture(name="wait_until")
+def wait_until_fixture() -> Callable[..., None]:
+    return wait_until
