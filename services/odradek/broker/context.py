@@ -1,0 +1,33 @@
+"""What a request handler may use: this broker's parts, and the request being served."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.observability.metrics import BrokerMetrics
+from odradek.protocol.header import RequestHeader
+
+
+@dataclass(slots=True)
+class BrokerContext:
+    """The broker's parts, shared by every connection."""
+
+    broker_id: int
+    replica_manager: ReplicaManager
+    metadata: MetadataCache
+    metrics: BrokerMetrics | None = None
+    # APIs advertised by ApiVersions: those the protocol layer reads and a handler serves.
+    served_versions: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    header: RequestHeader
+    broker: BrokerContext
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version

@@ -1,0 +1,21 @@
+"""ApiVersions (18): the versions this broker serves (the KIP-511 fallback is the server's).
+
+Only APIs with a handler are advertised: clients turn features on from this list (kafka-python
+3.x uses the idempotent producer if InitProducerId is there), so it must not promise more.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.context import RequestContext
+from odradek.errors import ErrorCode
+from odradek.protocol.apis import ApiKey, build_api_versions_response, client_software_is_valid
+
+API_KEY = ApiKey.API_VERSIONS
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not client_software_is_valid(request):
+        return build_api_versions_response(ctx.api_version, ErrorCode.invalid_request)
+    return build_api_versions_response(ctx.api_version, versions=ctx.broker.served_versions)

@@ -1,0 +1,39 @@
+"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or the offset at a time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.protocol import schemas
+from odradek.protocol.apis import ApiKey
+
+API_KEY = ApiKey.LIST_OFFSETS
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    replicas = ctx.broker.replica_manager
+    isolation = getattr(request, "isolation_level", 0)
+    response_type = schemas.response_schema(API_KEY, ctx.api_version)
+    topic_type = element_type(response_type, "topics")
+    partition_type = element_type(topic_type, "partitions")
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for partition in topic.partitions:
+            found = replicas.list_offsets(
+                topic.name, partition.partition_index, partition.timestamp, isolation
+            )
+            partitions.append(
+                build(
+                    partition_type,
+                    partition_index=partition.partition_index,
+                    error_code=found.error,
+                    timestamp=found.timestamp,
+                    offset=found.offset,
+                    leader_epoch=-1,
+                )
+            )
+        topics.append(build(topic_type, name=topic.name, partitions=tuple(partitions)))
+    return build(response_type, throttle_time=NO_THROTTLE, topics=tuple(topics))

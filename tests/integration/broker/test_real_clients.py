@@ -1,0 +1,275 @@
+"""Unmodified Kafka clients produce to and consume from the broker's server over loopback.
+
+The broker's server, handlers, replica manager and logs are the real ones, on their own event
+loop thread; only leadership is handed out by the test, as the controller will do through
+LeaderAndIsr and UpdateMetadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import generate_latest
+
+from odradek.broker.context import BrokerContext
+from odradek.broker.metadata_cache import (
+    BrokerEndpoint,
+    MetadataCache,
+    PartitionMetadata,
+    TopicMetadata,
+)
+from odradek.broker.partition import PartitionState
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.server import BrokerServer
+from odradek.config.topic import TopicConfig
+from odradek.observability.metrics import broker_metrics, new_registry
+from odradek.storage.manager import LogManager
+
+pytestmark = pytest.mark.integration
+
+BROKER_ID = 1
+TOPIC = "events"
+PARTITIONS = 3
+
+
+class RunningBroker:
+    """A broker server on its own event loop thread, stopped in ``close``."""
+
+    def __init__(self, tmp_path):
+        self.loop = asyncio.new_event_loop()
+        self.log_manager = LogManager([tmp_path / "disk-0", tmp_path / "disk-1"])
+        self.log_manager.load()
+        self.replicas = ReplicaManager(BROKER_ID, self.log_manager)
+        self.metadata = MetadataCache(cluster_id="test-cluster")
+        self.registry = new_registry()
+        self.metrics = broker_metrics(self.registry)
+        self.context = BrokerContext(BROKER_ID, self.replicas, self.metadata, self.metrics)
+        self.server = BrokerServer(self.context)
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.port = self.call(self.server.start("127.0.0.1", 0))
+        self.call_sync(self._lead_topic)
+
+    def call(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=10)
+
+    def call_sync(self, function):
+        async def run():
+            return function()
+
+        return self.call(run())
+
+    def _lead_topic(self) -> None:
+        self.metadata.update_brokers(
+            [BrokerEndpoint(BROKER_ID, "127.0.0.1", self.port)], controller_id=BROKER_ID
+        )
+        partitions = {}
+        for p in range(PARTITIONS):
+            state = PartitionState(
+                leader=BROKER_ID, leader_epoch=0, isr=(BROKER_ID,), replicas=(BROKER_ID,)
+            )
+            self.replicas.become_leader_or_follower(TOPIC, p, state, TopicConfig())
+            partitions[p] = PartitionMetadata(p, BROKER_ID, 0, (BROKER_ID,), (BROKER_ID,))
+        self.metadata.update_topic(TopicMetadata(TOPIC, uuid.uuid4(), partitions))
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.call(self.server.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.log_manager.shutdown()
+
+
+@pytest.fixture
+def broker(tmp_path) -> Iterator[RunningBroker]:
+    running = RunningBroker(tmp_path)
+    yield running
+    running.close()
+
+
+def _messages(n: int) -> list[tuple[bytes, bytes]]:
+    return [(b"key-%d" % i, b"value-%d" % i) for i in range(n)]
+
+
+@pytest.mark.parametrize("compression", [None, "gzip", "snappy", "lz4", "zstd"])
+def test_kafka_python_produces_and_consumes(broker, compression):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap,
+        acks="all",
+        enable_idempotence=False,
+        compression_type=compression,
+        linger_ms=5,
+    )
+    sent = _messages(300)
+    futures = [producer.send(TOPIC, key=k, value=v, headers=[("h", b"1")]) for k, v in sent]
+    producer.flush(timeout=20)
+    offsets = [f.get(timeout=10) for f in futures]
+    producer.close(timeout=5)
+    assert {m.partition for m in offsets} <= set(range(PARTITIONS))
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=3000,
+    )
+    consumer.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+    received = []
+    deadline = time.monotonic() + 20
+    while len(received) < len(sent) and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            received.extend(records)
+    consumer.close()
+    assert sorted((r.key, r.value) for r in received) == sorted(sent)
+    assert all(r.headers == [("h", b"1")] for r in received)
+    per_partition = {}
+    for r in received:
+        per_partition.setdefault(r.partition, []).append(r.offset)
+    for offsets_seen in per_partition.values():
+        assert offsets_seen == list(range(len(offsets_seen)))
+
+
+def test_confluent_kafka_produces_and_consumes_with_null_values(broker):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "acks": "all", "compression.type": "lz4"}
+    )
+    delivered = []
+    for i in range(500):
+        value = None if i % 10 == 0 else b"v%d" % i
+        producer.produce(
+            TOPIC,
+            key=b"k%d" % i,
+            value=value,
+            partition=i % PARTITIONS,
+            on_delivery=lambda err, msg: delivered.append((err, msg.partition(), msg.offset())),
+        )
+    assert producer.flush(20) == 0
+    assert all(err is None for err, _, _ in delivered) and len(delivered) == 500
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "unused",  # assign() needs no coordinator
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    received = []
+    deadline = time.monotonic() + 20
+    while len(received) < 500 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            received.append((message.key(), message.value()))
+    consumer.close()
+    assert len(received) == 500
+    assert sum(1 for _, value in received if value is None) == 50
+
+
+def test_list_offsets_by_time_and_metadata_for_unknown_topics(broker):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+    base = int(time.time() * 1000) - 100_000
+    for i in range(10):
+        producer.send(TOPIC, value=b"%d" % i, partition=0, timestamp_ms=base + i * 1000)
+        producer.flush()
+    producer.close(timeout=5)
+
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+    tp = TopicPartition(TOPIC, 0)
+    assert consumer.beginning_offsets([tp]) == {tp: 0}
+    assert consumer.end_offsets([tp]) == {tp: 10}
+    found = consumer.offsets_for_times({tp: base + 4500})[tp]
+    assert (found.offset, found.timestamp) == (5, base + 5000)
+    assert not consumer.partitions_for_topic("no-such-topic")  # UNKNOWN_TOPIC_OR_PARTITION
+    assert consumer.partitions_for_topic(TOPIC) == set(range(PARTITIONS))
+    consumer.close()
+
+
+def test_metrics_count_what_clients_did(broker):
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+    for _ in range(20):
+        producer.send(TOPIC, value=b"x" * 100, partition=1)
+    producer.flush()
+    producer.close(timeout=5)
+    text = generate_latest(broker.registry).decode()
+    assert 'odradek_broker_messages_in_total{topic="events"} 20.0' in text
+    assert 'api="Produce"' in text
+
+
+def test_aiokafka_produces_and_consumes(broker):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition
+
+    async def scenario():
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="gzip")
+        await producer.start()
+        try:
+            for i in range(100):
+                await producer.send(TOPIC, key=b"k%d" % i, value=b"v%d" % i, partition=2)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tp = TopicPartition(TOPIC, 2)
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            received = []
+            async with asyncio.timeout(20):
+                while len(received) < 100:
+                    batches = await consumer.getmany(tp, timeout_ms=500)
+                    received.extend(batches.get(tp, []))
+            return received
+        finally:
+            await consumer.stop()
+
+    received = asyncio.run(scenario())
+    assert [(r.offset, r.value) for r in received] == [(i, b"v%d" % i) for i in range(100)]
+
+
+def test_kcat_lists_produces_and_consumes(broker):
+    import shutil
+    import subprocess
+
+    kcat = shutil.which("kcat")
+    assert kcat, "scripts/setup.sh installs kcat"
+    listing = subprocess.run(
+        [kcat, "-b", broker.bootstrap, "-L"], capture_output=True, text=True, timeout=30
+    )
+    assert listing.returncode == 0, listing.stderr
+    assert f'topic "{TOPIC}" with {PARTITIONS} partitions' in listing.stdout
+
+    lines = "".join(f"line {i}\n" for i in range(50))
+    produced = subprocess.run(
+        [kcat, "-b", broker.bootstrap, "-P", "-t", TOPIC, "-p", "1"],
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert produced.returncode == 0, produced.stderr
+    consumed = subprocess.run(
+        [kcat, "-b", broker.bootstrap, "-C", "-t", TOPIC, "-p", "1", "-o", "beginning", "-e"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout == lines
