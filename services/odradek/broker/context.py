@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.config.broker import BrokerConfig
 from odradek.observability.metrics import BrokerMetrics
 from odradek.protocol.header import RequestHeader
+from odradek.zk.client import ZkClient
 
 
 @dataclass(slots=True)
@@ -19,6 +21,10 @@ class BrokerContext:
     replica_manager: ReplicaManager
     metadata: MetadataCache
     metrics: BrokerMetrics | None = None
+    config: BrokerConfig | None = None
+    zk: ZkClient | None = None  # None only in tests that run a broker without a cluster
+    # The highest controller epoch seen; requests from older controllers are refused.
+    controller_epoch: int = 0
     # APIs advertised by ApiVersions: those the protocol layer reads and a handler serves.
     served_versions: Mapping[int, tuple[int, int]] = field(default_factory=dict)
 
