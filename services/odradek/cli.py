@@ -12,9 +12,9 @@ import sys
 from collections.abc import Sequence
 
 from odradek import __version__
-from odradek.commands import demo
+from odradek.commands import broker, demo
 
-COMMANDS = (demo,)
+COMMANDS = (demo, broker)
 
 
 def build_parser() -> argparse.ArgumentParser:

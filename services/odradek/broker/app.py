@@ -1,0 +1,209 @@
+"""The broker process: its parts wired together, started in order, stopped in reverse.
+
+Start-up: ZooKeeper session (and the persistent paths, and the cluster id, created by the first
+broker as Kafka does); topic configurations; the logs of every log dir (recovering them after an
+unclean shutdown); the Kafka listener; the admin HTTP server; and last the ephemeral
+``/brokers/ids/<id>`` registration, so the controller only sees a broker that can already serve.
+Shutdown reverses that: deregister first, so the controller moves leadership away while the
+logs are still open, then stop serving, then close the logs cleanly (the clean-shutdown marker).
+
+Until the controller tells it otherwise (LeaderAndIsr, UpdateMetadata) a broker hosts nothing
+and its metadata cache is empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import signal
+import uuid
+from dataclasses import dataclass
+
+from odradek.broker.context import BrokerContext
+from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.server import BrokerServer
+from odradek.broker.topic_configs import TopicConfigs
+from odradek.config.broker import BrokerConfig
+from odradek.config.topic import TopicConfig
+from odradek.observability.admin_server import AdminServer, start_admin_server
+from odradek.observability.metrics import (
+    broker_metrics,
+    common_metrics,
+    new_registry,
+)
+from odradek.storage.manager import LogManager, ManagerIntervals
+from odradek.zk.client import SessionEvent, ZkClient
+from odradek.zk.errors import NodeExistsError, NoNodeError
+from odradek.zk.paths import (
+    CLUSTER_ID_PATH,
+    CLUSTER_PATH,
+    PERSISTENT_PATHS,
+    BrokerInfo,
+    ClusterId,
+)
+from odradek.zk.paths import Endpoint as ZkEndpoint
+from odradek.zk.registration import BrokerRegistrar
+
+log = logging.getLogger(__name__)
+
+
+def new_cluster_id() -> str:
+    """22 characters of URL-safe base64 of a random UUID, as Kafka's ``Uuid.randomUuid``."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass
+class BoundAddresses:
+    kafka_port: int
+    admin_port: int | None
+
+
+class BrokerApp:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.registry = new_registry()
+        self.common = common_metrics(self.registry)
+        self.metrics = broker_metrics(self.registry)
+        self.zk = ZkClient(
+            config.zookeeper_connect,
+            session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
+            connect_timeout_s=config.effective_zookeeper_connection_timeout_ms / 1000,
+        )
+        self.log_manager: LogManager | None = None
+        self.server: BrokerServer | None = None
+        self.admin: AdminServer | None = None
+        self.registrar: BrokerRegistrar | None = None
+        self.topic_configs: TopicConfigs | None = None
+        self.stopped = asyncio.Event()
+
+    async def start(self) -> BoundAddresses:
+        config = self.config
+        self.zk.add_session_listener(self._on_session, loop=asyncio.get_running_loop())
+        await self.zk.astart()
+        await self.zk.aensure_paths(PERSISTENT_PATHS)
+        cluster_id = await self._cluster_id()
+
+        self.topic_configs = TopicConfigs(self.zk, config.topic_defaults(), self._config_changed)
+        await self.topic_configs.start()
+        self.log_manager = LogManager(
+            config.effective_log_dirs,
+            topic_config=self.topic_configs.get,
+            intervals=ManagerIntervals(
+                retention_check_ms=config.log_retention_check_interval_ms,
+                checkpoint_ms=config.log_flush_offset_checkpoint_interval_ms,
+            ),
+        )
+        await asyncio.to_thread(self.log_manager.load)
+        self.log_manager.start()
+
+        context = BrokerContext(
+            broker_id=config.broker_id,
+            replica_manager=ReplicaManager(config.broker_id, self.log_manager),
+            metadata=MetadataCache(cluster_id),
+            metrics=self.metrics,
+            config=config,
+            zk=self.zk,
+        )
+        self.server = BrokerServer(
+            context,
+            max_frame_bytes=config.socket_request_max_bytes,
+            max_inflight=config.odradek_connection_max_inflight_requests,
+            max_connections=config.max_connections,
+        )
+        listener = config.listeners[0]
+        kafka_port = await self.server.start(listener.host or "0.0.0.0", listener.port)
+
+        admin_port = None
+        if config.odradek_admin_listener is not None:
+            admin = config.odradek_admin_listener
+            self.admin = await start_admin_server(
+                admin.host, admin.port, self.registry, ready=self._not_ready_reasons
+            )
+            admin_port = self.admin.port
+
+        advertised = config.effective_advertised_listeners[0]
+        self.registrar = BrokerRegistrar(
+            self.zk,
+            config.broker_id,
+            BrokerInfo(
+                endpoints=(
+                    ZkEndpoint(advertised.name, advertised.host, advertised.port or kafka_port),
+                ),
+                rack=config.broker_rack,
+            ),
+            on_failure=self._registration_failed,
+        )
+        await self.registrar.register()
+        log.info(
+            "broker %d serving on %s:%d (cluster %s)",
+            config.broker_id,
+            listener.host,
+            kafka_port,
+            cluster_id,
+        )
+        return BoundAddresses(kafka_port, admin_port)
+
+    async def _cluster_id(self) -> str:
+        try:
+            data, _ = await self.zk.aget(CLUSTER_ID_PATH)
+            return ClusterId.decode(data).id
+        except NoNodeError:
+            pass
+        await self.zk.aensure_path(CLUSTER_PATH)
+        with contextlib.suppress(NodeExistsError):  # another broker won the race: use its id
+            await self.zk.acreate(CLUSTER_ID_PATH, ClusterId(new_cluster_id()).encode())
+        data, _ = await self.zk.aget(CLUSTER_ID_PATH)
+        return ClusterId.decode(data).id
+
+    def _config_changed(self, topic: str, config: TopicConfig) -> None:
+        if self.log_manager is None:
+            return
+        for each in self.log_manager.logs():
+            if each.directory.name.rsplit("-", 1)[0] == topic:
+                each.update_config(config)
+
+    def _on_session(self, event: SessionEvent, session_id: int | None) -> None:
+        self.common.set_zookeeper_session_state(
+            "connected"
+            if event in (SessionEvent.NEW_SESSION, SessionEvent.RECONNECTED)
+            else event.value.lower()
+        )
+
+    def _not_ready_reasons(self) -> list[str]:
+        reasons = []
+        if self.registrar is None or not self.registrar.registered:
+            reasons.append("not registered in ZooKeeper")
+        if self.log_manager is not None and self.log_manager.offline_dirs:
+            reasons.append(f"offline log dirs: {sorted(map(str, self.log_manager.offline_dirs))}")
+        return reasons
+
+    def _registration_failed(self, error: Exception) -> None:
+        log.error("lost the broker registration and could not renew it: %s; stopping", error)
+        self.stopped.set()
+
+    async def stop(self) -> None:
+        if self.registrar is not None:
+            try:
+                await self.registrar.deregister()
+            except Exception as e:  # ZooKeeper gone: the ephemeral node goes with the session
+                log.warning("could not deregister: %s", e)
+        if self.server is not None:
+            await self.server.stop()
+        if self.admin is not None:
+            await self.admin.stop()
+        if self.log_manager is not None:
+            await asyncio.to_thread(self.log_manager.shutdown)
+        await self.zk.aclose()
+
+    async def run(self) -> None:
+        """Start, serve until SIGTERM/SIGINT (or a lost registration), then stop cleanly."""
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.stopped.set)
+        await self.start()
+        await self.stopped.wait()
+        log.info("broker %d shutting down", self.config.broker_id)
+        await self.stop()
