@@ -39,7 +39,10 @@ from types import MappingProxyType
 from typing import Any
 
 from odradek.errors import ErrorCode
-from odradek.protocol import schemas
+from odradek.protocol import (
+    interbroker,  # noqa: F401  (importing it registers LeaderAndIsr & co. with schemas)
+    schemas,
+)
 
 __all__ = [
     "ApiKey",
@@ -59,6 +62,7 @@ class ApiKey(enum.IntEnum):
     LEADER_AND_ISR = 4
     STOP_REPLICA = 5
     UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -79,6 +83,11 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.FETCH: (4, 12),
         ApiKey.LIST_OFFSETS: (1, 7),
         ApiKey.METADATA: (0, 12),
+        # Controller <-> broker, one version each (interbroker: Kafka 3.9's highest).
+        ApiKey.LEADER_AND_ISR: (7, 7),
+        ApiKey.STOP_REPLICA: (4, 4),
+        ApiKey.UPDATE_METADATA: (8, 8),
+        ApiKey.CONTROLLED_SHUTDOWN: (3, 3),
         ApiKey.API_VERSIONS: (0, 4),
         ApiKey.CREATE_TOPICS: (2, 7),
         ApiKey.DELETE_TOPICS: (1, 6),

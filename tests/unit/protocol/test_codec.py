@@ -170,6 +170,8 @@ def test_create_topics_from_kafka_python(version):
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_kafka_python_reads_every_response_we_write(api_key, version, data, entities, kafka_python):
+    if (api_key, "response") not in kafka_python:
+        pytest.skip("kafka-python has no class for this API (Kafka 4 dropped it)")
     response = data.draw(entities(schemas.response_schema(api_key, version)))
     if api_key == ApiKey.API_VERSIONS and version > 0:
         # kafka-python reads any ApiVersions response with an error as v0 (KIP-511 taken wide).

@@ -35,6 +35,8 @@ def kafka_python_frame(kafka_python, api_key: int, version: int, correlation_id:
 
 @pytest.mark.parametrize(("api_key", "version"), SERVED)
 def test_kafka_python_requests_parse(kafka_python, api_key, version):
+    if (api_key, "request") not in kafka_python:
+        pytest.skip("kafka-python has no class for this API (Kafka 4 dropped it)")
     (frame,) = FrameDecoder().feed(kafka_python_frame(kafka_python, api_key, version, 12345))
     header = parse_request_header(frame)
     assert (header.api_key, header.api_version) == (api_key, version)

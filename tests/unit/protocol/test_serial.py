@@ -77,7 +77,7 @@ class Partition:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
-    __api_key__: ClassVar[int] = 4
+    __api_key__: ClassVar[int] = 1000  # no real API: registering it must not shadow one
     __version__: ClassVar[int] = 7
     __flexible__: ClassVar[bool] = True
     __header_schema__: ClassVar[type] = RequestHeaderV2
@@ -88,7 +88,7 @@ class Request:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Response:
-    __api_key__: ClassVar[int] = 4
+    __api_key__: ClassVar[int] = 1000  # no real API: registering it must not shadow one
     __version__: ClassVar[int] = 7
     __flexible__: ClassVar[bool] = True
     __header_schema__: ClassVar[type] = ResponseHeaderV1
@@ -105,4 +105,4 @@ def test_a_registered_schema_kio_lacks_is_read_and_written():
     assert header.header_version == 2
     assert read_entity(Request, memoryview(frame), header.size) == (request, len(frame))
     response = encode_response_header(5, 1) + encode(Response(error_code=0))
-    assert decode_response(4, 7, response) == DecodedResponse(5, Response(error_code=0))
+    assert decode_response(1000, 7, response) == DecodedResponse(5, Response(error_code=0))

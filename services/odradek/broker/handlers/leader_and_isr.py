@@ -1,0 +1,69 @@
+"""LeaderAndIsr (4): the controller tells this broker which partitions it leads or follows.
+
+A request from an older controller epoch is refused whole: STALE_CONTROLLER_EPOCH at the top and
+for every partition, as Kafka answers it. Otherwise each partition state is applied by
+``controller_requests.become_leader_or_follower`` and answers with its own error code, grouped
+by topic id (v5+ responses name topics by id).
+"""
+
+from __future__ import annotations
+
+from odradek.broker import controller_requests
+from odradek.broker.context import RequestContext
+from odradek.broker.partition import PartitionState
+from odradek.errors import ErrorCode
+from odradek.protocol.apis import ApiKey
+from odradek.protocol.interbroker import (
+    LeaderAndIsrPartitionError,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    LeaderAndIsrTopicError,
+)
+
+API_KEY = ApiKey.LEADER_AND_ISR
+
+
+async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+    broker = ctx.broker
+    if not controller_requests.accept_controller_epoch(
+        broker, request.controller_epoch, "LeaderAndIsr"
+    ):
+        return _every_partition_fails(request, ErrorCode.stale_controller_epoch)
+    topics = []
+    for topic in request.topic_states:
+        errors = []
+        for p in topic.partition_states:
+            state = PartitionState(
+                leader=p.leader,
+                leader_epoch=p.leader_epoch,
+                isr=tuple(p.isr),
+                replicas=tuple(p.replicas),
+                controller_epoch=p.controller_epoch,
+                partition_epoch=p.partition_epoch,
+            )
+            error = controller_requests.become_leader_or_follower(
+                broker.replica_manager, topic.topic_name, p.partition_index, state, is_new=p.is_new
+            )
+            errors.append(
+                LeaderAndIsrPartitionError(partition_index=p.partition_index, error_code=error)
+            )
+        topics.append(
+            LeaderAndIsrTopicError(topic_id=topic.topic_id, partition_errors=tuple(errors))
+        )
+    return LeaderAndIsrResponse(error_code=ErrorCode.none, topics=tuple(topics))
+
+
+def _every_partition_fails(request: LeaderAndIsrRequest, error: ErrorCode) -> LeaderAndIsrResponse:
+    return LeaderAndIsrResponse(
+        error_code=error,
+        topics=tuple(
+            LeaderAndIsrTopicError(
+                topic_id=topic.topic_id,
+                partition_errors=tuple(
+                    LeaderAndIsrPartitionError(partition_index=p.partition_index, error_code=error)
+                    for p in topic.partition_states
+                ),
+            )
+            for topic in request.topic_states
+        ),
+    )

@@ -1,0 +1,377 @@
+"""An empty broker leads what a controller tells it over the wire, and refuses a stale controller.
+
+The test plays the controller: it speaks LeaderAndIsr, UpdateMetadata and StopReplica to a real
+broker server (RunningBroker, on its own event loop thread) over a real socket, with the protocol
+layer's client half; kafka-python then produces and consumes what the broker was told to lead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from odradek.errors import ErrorCode
+from odradek.protocol import interbroker, schemas
+from odradek.protocol.codec import decode_response, encode_request
+from odradek.protocol.framing import FrameDecoder, encode_frame
+from odradek.protocol.interbroker import (
+    LeaderAndIsrLiveLeader,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrTopicState,
+    StopReplicaPartitionState,
+    StopReplicaRequest,
+    StopReplicaTopicState,
+    UpdateMetadataBroker,
+    UpdateMetadataEndpoint,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+    UpdateMetadataTopicState,
+)
+
+pytestmark = pytest.mark.integration
+
+_spec = importlib.util.spec_from_file_location(
+    "real_clients", Path(__file__).with_name("test_real_clients.py")
+)
+real_clients = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(real_clients)
+
+BROKER_ID = real_clients.BROKER_ID
+OTHER_BROKER = 2
+CONTROLLER_ID = 100
+TOPIC = "orders"
+TOPIC_ID = uuid.uuid4()
+PARTITIONS = range(3)
+
+
+class EmptyBroker(real_clients.RunningBroker):
+    """A RunningBroker that hosts nothing and knows no broker until the controller says."""
+
+    def _lead_topic(self) -> None:
+        pass
+
+    def hosted(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(topic, partition) -> (leader, leader_epoch), read on the broker's loop."""
+        return self.call_sync(
+            lambda: {
+                tp: (p.state.leader, p.state.leader_epoch)
+                for tp, p in self.replicas.partitions.items()
+            }
+        )
+
+
+class Controller:
+    """The controller's side of one connection: a request out, its response back."""
+
+    def __init__(self, port: int):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.decoder = FrameDecoder(min_frame_bytes=4)  # a response can be 8 bytes
+        self.correlation_id = 0
+
+    def send(self, request):
+        self.correlation_id += 1
+        self.sock.sendall(
+            b"".join(encode_frame([encode_request(request, self.correlation_id, "c")]))
+        )
+        frames = []
+        while not frames:
+            chunk = self.sock.recv(65536)
+            assert chunk, "the broker closed the connection"
+            frames = self.decoder.feed(chunk)
+        (frame,) = frames
+        correlation_id, body = decode_response(request.__api_key__, request.__version__, frame)
+        assert correlation_id == self.correlation_id
+        return body
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def broker(tmp_path):
+    interbroker.register_all()  # in case another test registered a stand-in for one of them
+    running = EmptyBroker(tmp_path)
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def controller(broker):
+    connection = Controller(broker.port)
+    yield connection
+    connection.close()
+
+
+def update_metadata(
+    broker, controller_epoch, leader=BROKER_ID, leader_epoch=0, partitions=PARTITIONS
+):
+    live = [
+        UpdateMetadataBroker(
+            id_=BROKER_ID,
+            endpoints=(
+                UpdateMetadataEndpoint(
+                    port=broker.port, host="127.0.0.1", listener="PLAINTEXT", security_protocol=0
+                ),
+            ),
+            rack="rack-a",
+        )
+    ]
+    states = tuple(
+        UpdateMetadataPartitionState(
+            partition_index=p,
+            controller_epoch=controller_epoch,
+            leader=leader,
+            leader_epoch=leader_epoch,
+            isr=(BROKER_ID,),
+            zk_version=leader_epoch,
+            replicas=(BROKER_ID,),
+        )
+        for p in partitions
+    )
+    return UpdateMetadataRequest(
+        controller_id=CONTROLLER_ID,
+        controller_epoch=controller_epoch,
+        topic_states=(
+            UpdateMetadataTopicState(topic_name=TOPIC, topic_id=TOPIC_ID, partition_states=states),
+        ),
+        live_brokers=tuple(live),
+    )
+
+
+def leader_and_isr(
+    broker,
+    controller_epoch,
+    *,
+    leader=BROKER_ID,
+    leader_epoch=0,
+    replicas=(BROKER_ID,),
+    partitions=PARTITIONS,
+):
+    states = tuple(
+        LeaderAndIsrPartitionState(
+            partition_index=p,
+            controller_epoch=controller_epoch,
+            leader=leader,
+            leader_epoch=leader_epoch,
+            isr=(leader,),
+            partition_epoch=leader_epoch,
+            replicas=replicas,
+            is_new=leader_epoch == 0,
+        )
+        for p in partitions
+    )
+    return LeaderAndIsrRequest(
+        controller_id=CONTROLLER_ID,
+        controller_epoch=controller_epoch,
+        type_=0,
+        topic_states=(
+            LeaderAndIsrTopicState(topic_name=TOPIC, topic_id=TOPIC_ID, partition_states=states),
+        ),
+        live_leaders=(LeaderAndIsrLiveLeader(broker_id=leader, host_name="127.0.0.1", port=1),),
+    )
+
+
+def stop_replica(controller_epoch, partition, *, leader_epoch=-2, delete=True):
+    return StopReplicaRequest(
+        controller_id=CONTROLLER_ID,
+        controller_epoch=controller_epoch,
+        topic_states=(
+            StopReplicaTopicState(
+                topic_name=TOPIC,
+                partition_states=(
+                    StopReplicaPartitionState(
+                        partition_index=partition,
+                        leader_epoch=leader_epoch,
+                        delete_partition=delete,
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def partition_errors(response) -> dict[int, ErrorCode]:
+    (topic,) = response.topics
+    assert topic.topic_id == TOPIC_ID
+    return {p.partition_index: p.error_code for p in topic.partition_errors}
+
+
+def lead_orders(broker, controller, controller_epoch=1):
+    assert controller.send(update_metadata(broker, controller_epoch)).error_code == ErrorCode.none
+    response = controller.send(leader_and_isr(broker, controller_epoch))
+    assert response.error_code == ErrorCode.none
+    assert partition_errors(response) == dict.fromkeys(PARTITIONS, ErrorCode.none)
+
+
+def produce(controller, partition: int, value: bytes) -> ErrorCode:
+    """One record to ``orders``/``partition`` with acks=1, on the controller's connection."""
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    builder.append(0, int(time.time() * 1000), None, value, [])
+    produce_type = schemas.request_schema(0, 9)
+    module = importlib.import_module(produce_type.__module__)
+    request = produce_type(
+        transactional_id=None,
+        acks=1,
+        timeout=timedelta(seconds=5),
+        topic_data=(
+            module.TopicProduceData(
+                name=TOPIC,
+                partition_data=(
+                    module.PartitionProduceData(index=partition, records=bytes(builder.build())),
+                ),
+            ),
+        ),
+    )
+    (topic,) = controller.send(request).responses
+    return topic.partition_responses[0].error_code
+
+
+def metadata(controller):
+    request = schemas.request_schema(3, 12)(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+    return controller.send(request)
+
+
+def test_the_broker_advertises_the_apis_it_handles(broker):
+    served = broker.context.served_versions
+    assert (served[4], served[5], served[6]) == ((7, 7), (4, 4), (8, 8))
+    assert 7 not in served  # ControlledShutdown is the controller's to answer
+
+
+def test_told_to_lead_orders_the_broker_serves_kafka_python(broker, controller, tmp_path):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    assert broker.hosted() == {}
+    assert metadata(controller).topics == ()
+    lead_orders(broker, controller)
+    assert broker.hosted() == {(TOPIC, p): (BROKER_ID, 0) for p in PARTITIONS}
+    assert broker.context.controller_epoch == 1
+    for p in PARTITIONS:
+        assert (broker.log_manager.log_dir_of(TOPIC, p) / f"{TOPIC}-{p}").is_dir()
+
+    answer = metadata(controller)
+    assert [(b.node_id, b.host, b.port, b.rack) for b in answer.brokers] == [
+        (BROKER_ID, "127.0.0.1", broker.port, "rack-a")
+    ]
+    assert broker.metadata.controller_id == CONTROLLER_ID
+    (topic,) = answer.topics
+    assert (topic.name, topic.topic_id) == (TOPIC, TOPIC_ID)
+    assert [(p.partition_index, p.leader_id) for p in topic.partitions] == [
+        (p, BROKER_ID) for p in PARTITIONS
+    ]
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks=1, enable_idempotence=False)
+    sent = [(b"k%d" % i, b"v%d" % i) for i in range(60)]
+    for key, value in sent:
+        producer.send(TOPIC, key=key, value=value)
+    producer.flush(timeout=20)
+    producer.close(timeout=5)
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+    )
+    consumer.assign([TopicPartition(TOPIC, p) for p in PARTITIONS])
+    received = []
+    deadline = time.monotonic() + 20
+    while len(received) < len(sent) and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            received.extend((r.key, r.value) for r in records)
+    consumer.close()
+    assert sorted(received) == sorted(sent)
+
+
+def test_a_stale_controller_epoch_is_refused_and_changes_nothing(broker, controller):
+    lead_orders(broker, controller, controller_epoch=5)
+    assert produce(controller, 0, b"before") == ErrorCode.none
+    before_hosted, before_topics = broker.hosted(), dict(broker.metadata.topics)
+
+    deposed = controller.send(
+        leader_and_isr(broker, 4, leader=OTHER_BROKER, leader_epoch=1, replicas=(1, 2))
+    )
+    assert deposed.error_code == ErrorCode.stale_controller_epoch
+    assert partition_errors(deposed) == dict.fromkeys(PARTITIONS, ErrorCode.stale_controller_epoch)
+    stale_metadata = controller.send(update_metadata(broker, 4, leader=-2))
+    assert stale_metadata.error_code == ErrorCode.stale_controller_epoch
+    stale_stop = controller.send(stop_replica(4, 0))
+    assert stale_stop.error_code == ErrorCode.stale_controller_epoch
+    assert stale_stop.partition_errors == ()
+
+    assert broker.hosted() == before_hosted
+    assert dict(broker.metadata.topics) == before_topics
+    assert broker.context.controller_epoch == 5
+    assert (broker.log_manager.log_dir_of(TOPIC, 0) / f"{TOPIC}-0").is_dir()
+    assert produce(controller, 0, b"after") == ErrorCode.none
+
+
+def test_a_newer_leader_elsewhere_makes_this_broker_a_follower(broker, controller):
+    lead_orders(broker, controller)
+    assert produce(controller, 1, b"as leader") == ErrorCode.none
+
+    # Same leader epoch again (a new controller's first LeaderAndIsr): ignored, as in Kafka.
+    again = controller.send(leader_and_isr(broker, 2, leader=OTHER_BROKER, replicas=(1, 2)))
+    assert partition_errors(again) == dict.fromkeys(PARTITIONS, ErrorCode.stale_controller_epoch)
+    assert produce(controller, 1, b"still leader") == ErrorCode.none
+
+    # A state that does not name this broker as a replica is not taken.
+    elsewhere = controller.send(
+        leader_and_isr(broker, 2, leader=OTHER_BROKER, leader_epoch=1, replicas=(OTHER_BROKER,))
+    )
+    assert partition_errors(elsewhere) == dict.fromkeys(
+        PARTITIONS, ErrorCode.unknown_topic_or_partition
+    )
+
+    moved = controller.send(
+        leader_and_isr(broker, 2, leader=OTHER_BROKER, leader_epoch=1, replicas=(1, 2))
+    )
+    assert partition_errors(moved) == dict.fromkeys(PARTITIONS, ErrorCode.none)
+    assert broker.hosted() == {(TOPIC, p): (OTHER_BROKER, 1) for p in PARTITIONS}
+    assert produce(controller, 1, b"as follower") == ErrorCode.not_leader_or_follower
+    # The follower keeps the log it had (replication will fetch from the new leader).
+    assert broker.call_sync(lambda: broker.replicas.partitions[(TOPIC, 1)].log.log_end_offset) == 2
+
+    # An older leader epoch does not take leadership back.
+    back = controller.send(leader_and_isr(broker, 2, leader=BROKER_ID, leader_epoch=0))
+    assert partition_errors(back) == dict.fromkeys(PARTITIONS, ErrorCode.stale_controller_epoch)
+    assert produce(controller, 1, b"still follower") == ErrorCode.not_leader_or_follower
+
+
+def test_stop_replica_with_delete_removes_the_log_and_deletion_empties_the_cache(
+    broker, controller
+):
+    lead_orders(broker, controller)
+    assert produce(controller, 1, b"doomed") == ErrorCode.none
+    log_dir = broker.log_manager.log_dir_of(TOPIC, 1) / f"{TOPIC}-1"
+    assert log_dir.is_dir()
+
+    fenced = controller.send(stop_replica(1, 1, leader_epoch=0))  # not above ours
+    assert [(p.partition_index, p.error_code) for p in fenced.partition_errors] == [
+        (1, ErrorCode.fenced_leader_epoch)
+    ]
+    assert log_dir.is_dir()
+
+    stopped = controller.send(stop_replica(1, 1))  # -2: the topic is being deleted
+    assert stopped.error_code == ErrorCode.none
+    assert [(p.topic_name, p.partition_index, p.error_code) for p in stopped.partition_errors] == [
+        (TOPIC, 1, ErrorCode.none)
+    ]
+    assert not log_dir.exists()
+    assert (TOPIC, 1) not in broker.hosted()
+    assert produce(controller, 1, b"gone") == ErrorCode.unknown_topic_or_partition
+    assert produce(controller, 0, b"alive") == ErrorCode.none
+
+    # UpdateMetadata with LeaderDuringDelete (-2) drops partitions, the topic with its last one.
+    dropped = controller.send(update_metadata(broker, 1, leader=-2, partitions=[1]))
+    assert dropped.error_code == ErrorCode.none
+    (topic,) = metadata(controller).topics
+    assert [p.partition_index for p in topic.partitions] == [0, 2]
+    controller.send(update_metadata(broker, 1, leader=-2))
+    assert metadata(controller).topics == ()
