@@ -1,0 +1,77 @@
+"""``odradek local up|status|down``: a whole cluster on 127.0.0.1 (``odradek.local.cluster``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from odradek.local import cluster
+from odradek.local.cluster import ClusterState, pid_alive
+
+DEFAULT_DATA_DIR = Path("var/local")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("local", help="run a cluster on this machine's loopback")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    start = actions.add_parser("up", help="start ZooKeeper, a controller and brokers")
+    start.add_argument("--brokers", type=int, default=3)
+    start.add_argument("--controllers", type=int, default=1)
+    start.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    start.set_defaults(handler=run_up)
+    status = actions.add_parser("status", help="list the cluster's processes")
+    status.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=run_status)
+    stop = actions.add_parser("down", help="stop every process of the cluster")
+    stop.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    stop.set_defaults(handler=run_down)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    try:
+        state, started = cluster.up(
+            args.data_dir, brokers=args.brokers, controllers=args.controllers
+        )
+    except (RuntimeError, TimeoutError, OSError) as e:
+        print(f"odradek local up: {e}")
+        print(f"odradek local up: clean up with `odradek local down --data-dir {args.data_dir}`")
+        return 1
+    what = "started" if started else "already running"
+    print(f"cluster {what}: {len(state.members)} processes, data in {state.data_dir}")
+    print(f"bootstrap servers: {state.bootstrap_servers}")
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    state = ClusterState.read(args.data_dir.absolute())
+    if state is None:
+        print(f"no cluster in {args.data_dir}")
+        return 1
+    rows = [{**asdict(m), "alive": pid_alive(m.pid)} for m in state.members]
+    if args.json:
+        print(
+            json.dumps({"bootstrap_servers": state.bootstrap_servers, "processes": rows}, indent=2)
+        )
+        return 0
+    print(f"{'role':<11} {'id':>5} {'pid':>7} {'alive':<6} {'address':<22} {'admin':<22} data dir")
+    for row in rows:
+        print(
+            f"{row['role']:<11} {row['id']:>5} {row['pid']:>7} {str(row['alive']):<6} "
+            f"{row['address'] or '-':<22} {row['admin'] or '-':<22} {row['data_dir']}"
+        )
+    print(f"bootstrap servers: {state.bootstrap_servers}")
+    return 0
+
+
+def run_down(args: argparse.Namespace) -> int:
+    if ClusterState.read(args.data_dir.absolute()) is None:
+        print(f"no cluster in {args.data_dir}")
+        return 0
+    killed = cluster.down(args.data_dir)
+    for member in killed:
+        print(f"{member.role} {member.id} (pid {member.pid}) did not stop in time: killed")
+    print("cluster stopped")
+    return 0

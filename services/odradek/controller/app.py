@@ -1,0 +1,65 @@
+"""The controller process: a ZooKeeper session, the controller, metrics, until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from odradek.config.controller import ControllerConfig
+from odradek.controller.controller import Controller
+from odradek.observability.admin_server import AdminServer, start_admin_server
+from odradek.observability.metrics import common_metrics, controller_metrics, new_registry
+from odradek.zk.client import SessionEvent, ZkClient
+from odradek.zk.paths import PERSISTENT_PATHS
+
+log = logging.getLogger(__name__)
+
+
+class ControllerApp:
+    def __init__(self, config: ControllerConfig):
+        self.config = config
+        self.registry = new_registry()
+        self.common = common_metrics(self.registry)
+        self.metrics = controller_metrics(self.registry)
+        timeout_ms = config.effective_zookeeper_connection_timeout_ms
+        self.zk = ZkClient(
+            config.zookeeper_connect,
+            session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
+            connect_timeout_s=timeout_ms / 1000,
+        )
+        self.controller = Controller(self.zk, config.controller_id, metrics=self.metrics)
+        self.admin: AdminServer | None = None
+        self.stopped = asyncio.Event()
+
+    def _on_session(self, event: SessionEvent, session_id: int | None) -> None:
+        self.common.set_zookeeper_session_state(
+            "connected"
+            if event in (SessionEvent.NEW_SESSION, SessionEvent.RECONNECTED)
+            else event.value.lower()
+        )
+
+    def _not_ready_reasons(self) -> list[str]:
+        if self.common.zookeeper_session_state != "connected":
+            return ["zookeeper session not connected"]
+        return []
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.stopped.set)
+        self.zk.add_session_listener(self._on_session, loop=loop)
+        await self.zk.astart()
+        await self.zk.aensure_paths(PERSISTENT_PATHS)
+        if self.config.odradek_admin_listener is not None:
+            admin = self.config.odradek_admin_listener
+            self.admin = await start_admin_server(
+                admin.host, admin.port, self.registry, ready=self._not_ready_reasons
+            )
+        log.info("controller %d campaigning", self.config.controller_id)
+        try:
+            await self.controller.run(self.stopped)
+        finally:
+            if self.admin is not None:
+                await self.admin.stop()
+            await self.zk.aclose()

@@ -1,0 +1,125 @@
+"""The controller's requests to brokers: one ordered queue and one connection per live broker.
+
+A broker must apply the controller's requests in the order they were decided (a LeaderAndIsr
+after the UpdateMetadata that announced it, a StopReplica after both), so each broker has one
+queue served by one task over one connection, as Kafka's ControllerChannelManager. A request
+that fails (connection refused, timeout) is retried on a new connection, with a bounded backoff,
+until it is answered or the broker leaves the live set; a broker that comes back gets the full
+state again from the controller, so nothing queued for a dead broker needs keeping.
+
+Runs on the controller's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from odradek.client.connection import BrokerConnection
+from odradek.client.errors import ClientError
+from odradek.zk.paths import BrokerInfo
+
+log = logging.getLogger(__name__)
+
+RETRY_BACKOFF_S_FIRST = 0.1
+RETRY_BACKOFF_S_MAX = 2.0
+QUEUE_MAX_REQUESTS = 10_000  # per broker; the controller's own output, bounded all the same
+REQUEST_TIMEOUT_S = 30.0  # controller.socket.timeout.ms
+SEND_ATTEMPTS_MAX = 1000  # then the request is dropped: at RETRY_BACKOFF_S_MAX, about 30 min
+
+Connect = Callable[[str, int], Awaitable[BrokerConnection]]
+OnResponse = Callable[[int, Any], None]
+
+
+async def _connect(host: str, port: int) -> BrokerConnection:
+    return await BrokerConnection.open(
+        host, port, client_id="odradek-controller", request_timeout_s=REQUEST_TIMEOUT_S
+    )
+
+
+class _BrokerQueue:
+    def __init__(self, broker_id: int, info: BrokerInfo, connect: Connect, on_response: OnResponse):
+        self.broker_id = broker_id
+        self.endpoint = info.endpoints[0]
+        self.connect = connect
+        self.on_response = on_response
+        self.queue: asyncio.Queue[Any] = asyncio.Queue(QUEUE_MAX_REQUESTS)
+        self.connection: BrokerConnection | None = None
+        self.task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            request = await self.queue.get()
+            backoff_s = RETRY_BACKOFF_S_FIRST
+            for _ in range(SEND_ATTEMPTS_MAX):
+                try:
+                    if self.connection is None or self.connection.closed:
+                        self.connection = await self.connect(self.endpoint.host, self.endpoint.port)
+                    response = await self.connection.send(request)
+                    self.on_response(self.broker_id, response)
+                    break
+                except ClientError as e:
+                    log.info(
+                        "retrying %s to broker %d in %.1f s: %s",
+                        type(request).__name__,
+                        self.broker_id,
+                        backoff_s,
+                        e,
+                    )
+                    await asyncio.sleep(backoff_s)
+                    backoff_s = min(backoff_s * 2, RETRY_BACKOFF_S_MAX)
+            else:
+                log.error(
+                    "dropping %s to broker %d after %d attempts",
+                    type(request).__name__,
+                    self.broker_id,
+                    SEND_ATTEMPTS_MAX,
+                )
+
+    async def close(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        if self.connection is not None:
+            await self.connection.close()
+
+
+class ControllerChannels:
+    def __init__(
+        self, connect: Connect = _connect, on_response: OnResponse = lambda broker, r: None
+    ):
+        self.connect = connect
+        self.on_response = on_response
+        self._queues: dict[int, _BrokerQueue] = {}
+
+    async def set_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
+        """Open queues for new live brokers, drop those of brokers that left (or moved)."""
+        for broker_id in list(self._queues):
+            queue = self._queues[broker_id]
+            info = brokers.get(broker_id)
+            if info is None or info.endpoints[0] != queue.endpoint:
+                del self._queues[broker_id]
+                await queue.close()
+        for broker_id, info in brokers.items():
+            if broker_id not in self._queues:
+                self._queues[broker_id] = _BrokerQueue(
+                    broker_id, info, self.connect, self.on_response
+                )
+
+    def send(self, broker_id: int, request: Any) -> None:
+        queue = self._queues.get(broker_id)
+        if queue is None:
+            log.debug("not sending %s to broker %d: not live", type(request).__name__, broker_id)
+            return
+        queue.queue.put_nowait(request)
+
+    def pending(self) -> int:
+        return sum(q.queue.qsize() for q in self._queues.values())
+
+    async def close(self) -> None:
+        for queue in self._queues.values():
+            await queue.close()
+        self._queues.clear()

@@ -1,0 +1,64 @@
+"""The active controller's view of the cluster, loaded from ZooKeeper and kept in step with it.
+
+ZooKeeper is the source of truth; this model is a cache that only the controller's event loop
+changes, right after the matching ZooKeeper write succeeded. Invariants:
+
+- every partition of a known topic has a state (leader, leader epoch, ISR) once initialised;
+- a leader is either -1 (none: every replica in the ISR is down) or a live broker;
+- a partition's leader epoch grows by one at every leader change, never otherwise;
+- ``state_versions`` holds each state znode's version, for compare-and-set writes.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from odradek.zk.paths import BrokerInfo, PartitionState, TopicAssignment
+
+TopicPartition = tuple[str, int]
+NO_LEADER = -1
+LEADER_DURING_DELETE = -2  # UpdateMetadata's marker for a partition being deleted, as Kafka's
+
+
+def topic_uuid(topic_id: str | None) -> uuid.UUID:
+    """Kafka's base64 topic id (as stored in ZooKeeper) as the UUID the protocol carries."""
+    if not topic_id:
+        return uuid.UUID(int=0)
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
+
+
+@dataclass
+class ClusterModel:
+    epoch: int
+    epoch_zk_version: int
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    topics: dict[str, TopicAssignment] = field(default_factory=dict)
+    states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    state_versions: dict[TopicPartition, int] = field(default_factory=dict)
+    deleting: set[str] = field(default_factory=set)
+
+    @property
+    def live_broker_ids(self) -> set[int]:
+        return set(self.brokers)
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        return tuple(self.topics[tp[0]].partitions[tp[1]])
+
+    def partitions(self, topic: str | None = None) -> Iterator[TopicPartition]:
+        names = [topic] if topic is not None else sorted(self.topics)
+        for name in names:
+            for index in sorted(self.topics[name].partitions):
+                yield (name, index)
+
+    def partitions_on(self, broker_id: int) -> list[TopicPartition]:
+        return [tp for tp in self.partitions() if broker_id in self.replicas(tp)]
+
+    def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
+        return [tp for tp, state in self.states.items() if state.leader == broker_id]
+
+    def offline_partitions(self) -> list[TopicPartition]:
+        live = self.live_broker_ids
+        return [tp for tp, s in self.states.items() if s.leader not in live]

@@ -1,0 +1,146 @@
+"""The controller's reads and writes in ZooKeeper, every write fenced by the controller epoch.
+
+A write to partition state is one ZooKeeper transaction: a check that ``/controller_epoch`` still
+has the version this controller set when it was elected, then the write itself (with the state
+znode's expected version). If another controller has been elected since, the check fails and
+nothing is written: a deposed controller cannot overwrite its successor (no split brain).
+
+Watches are registered by the caller's callbacks; kazoo fires each once, so every read that
+must keep watching passes its callback again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from odradek.controller.model import ClusterModel, TopicPartition
+from odradek.zk.client import (
+    CheckOp,
+    CreateOp,
+    DeleteOp,
+    SetDataOp,
+    WatchCallback,
+    ZkClient,
+)
+from odradek.zk.errors import NodeExistsError, NoNodeError, ZkDataError
+from odradek.zk.paths import (
+    BROKER_IDS_PATH,
+    CONTROLLER_EPOCH_PATH,
+    DELETE_TOPICS_PATH,
+    TOPICS_PATH,
+    BrokerInfo,
+    PartitionState,
+    TopicAssignment,
+    broker_id_from_name,
+    broker_path,
+    delete_topic_path,
+    partition_path,
+    partition_state_path,
+    topic_config_path,
+    topic_partitions_path,
+    topic_path,
+)
+
+log = logging.getLogger(__name__)
+
+
+class FencedError(Exception):
+    """A write was refused because another controller was elected meanwhile."""
+
+
+class ControllerStore:
+    def __init__(self, zk: ZkClient):
+        self.zk = zk
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def live_brokers(self, watch: WatchCallback | None) -> dict[int, BrokerInfo]:
+        brokers = {}
+        for name in await self.zk.achildren(BROKER_IDS_PATH, watch=watch):
+            broker_id = broker_id_from_name(name)
+            try:
+                data, _ = await self.zk.aget(broker_path(broker_id))
+                brokers[broker_id] = BrokerInfo.decode(data, broker_path(broker_id))
+            except NoNodeError:
+                continue  # gone between the listing and the read
+            except ZkDataError as e:
+                log.error("ignoring broker %d: %s", broker_id, e)
+        return brokers
+
+    async def topic_names(self, watch: WatchCallback | None) -> list[str]:
+        return sorted(await self.zk.achildren(TOPICS_PATH, watch=watch))
+
+    async def assignment(self, topic: str, watch: WatchCallback | None) -> TopicAssignment | None:
+        try:
+            data, _ = await self.zk.aget(topic_path(topic), watch=watch)
+        except NoNodeError:
+            return None
+        return TopicAssignment.decode(data, topic_path(topic))
+
+    async def partition_state(self, tp: TopicPartition) -> tuple[PartitionState, int] | None:
+        try:
+            data, stat = await self.zk.aget(partition_state_path(*tp))
+        except NoNodeError:
+            return None
+        return PartitionState.decode(data, partition_state_path(*tp)), stat.version
+
+    async def topics_to_delete(self, watch: WatchCallback | None) -> list[str]:
+        return sorted(await self.zk.achildren(DELETE_TOPICS_PATH, watch=watch))
+
+    # -- fenced writes -------------------------------------------------------------------
+
+    def _fence(self, model: ClusterModel) -> CheckOp:
+        return CheckOp(CONTROLLER_EPOCH_PATH, model.epoch_zk_version)
+
+    async def write_state(
+        self, model: ClusterModel, tp: TopicPartition, state: PartitionState
+    ) -> None:
+        """Create or update a partition's state znode; updates the model on success."""
+        path = partition_state_path(*tp)
+        version = model.state_versions.get(tp)
+        ops: list = [self._fence(model)]
+        if version is None:
+            for parent in (topic_partitions_path(tp[0]), partition_path(*tp)):
+                if await self.zk.aexists(parent) is None:
+                    ops.append(CreateOp(parent))
+            ops.append(CreateOp(path, state.encode()))
+        else:
+            ops.append(SetDataOp(path, state.encode(), version))
+        try:
+            await self.zk.atransaction(ops)
+        except NodeExistsError:
+            # A state left by an earlier controller: adopt its version and write over it.
+            _, stat = await self.zk.aget(path)
+            model.state_versions[tp] = stat.version
+            return await self.write_state(model, tp, state)
+        except Exception as e:
+            if await self._fenced(model):
+                raise FencedError(f"controller epoch {model.epoch} was superseded") from e
+            raise
+        model.states[tp] = state
+        model.state_versions[tp] = 0 if version is None else version + 1
+
+    async def _fenced(self, model: ClusterModel) -> bool:
+        try:
+            _, stat = await self.zk.aget(CONTROLLER_EPOCH_PATH)
+        except NoNodeError:
+            return True
+        return stat.version != model.epoch_zk_version
+
+    async def delete_topic(self, model: ClusterModel, topic: str) -> None:
+        """Remove a deleted topic's znodes (states, assignment, config, the deletion request)."""
+        for partition in sorted(model.topics.get(topic, TopicAssignment({})).partitions):
+            for path in (partition_state_path(topic, partition), partition_path(topic, partition)):
+                await self._delete_fenced(model, path)
+        for path in (
+            topic_partitions_path(topic),
+            topic_path(topic),
+            topic_config_path(topic),
+            delete_topic_path(topic),
+        ):
+            await self._delete_fenced(model, path)
+
+    async def _delete_fenced(self, model: ClusterModel, path: str) -> None:
+        with contextlib.suppress(NoNodeError):
+            await self.zk.atransaction([self._fence(model), DeleteOp(path)])
