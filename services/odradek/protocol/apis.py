@@ -18,8 +18,8 @@ turns features on from that: keep that in mind before raising a maximum.
 
 Not served yet (the table grows as the broker learns them): FindCoordinator and the group APIs,
 OffsetCommit/OffsetFetch, the transaction APIs, OffsetForLeaderEpoch, DescribeCluster, SASL. The
-controller-to-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata) are not in kio 0.6.5; their
-schemas must be registered with ``schemas.register`` before they can be added here.
+controller-to-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) are not
+in kio 0.6.5; ``interbroker`` declares them from Kafka 3.x's schemas, one version each.
 
 The KIP-511 fallback: an ApiVersions request at a version above ours is answered with error 35
 (UNSUPPORTED_VERSION) in a v0 body under a v0 response header. Like Kafka
