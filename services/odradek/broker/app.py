@@ -21,6 +21,7 @@ import signal
 import uuid
 from dataclasses import dataclass
 
+from odradek.broker.admin.producer_ids import ProducerIdManager
 from odradek.broker.context import BrokerContext
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
@@ -106,6 +107,8 @@ class BrokerApp:
             metrics=self.metrics,
             config=config,
             zk=self.zk,
+            topic_configs=self.topic_configs,
+            producer_ids=ProducerIdManager(self.zk, config.broker_id),
         )
         self.server = BrokerServer(
             context,

@@ -47,6 +47,7 @@ class TopicConfigs:
         self.defaults = defaults
         self.on_change = on_change
         self._configs: dict[str, TopicConfig] = {}
+        self._read: set[str] = set()  # topics whose overrides were read at least once
         self._last_change = -1
         self._checking = asyncio.Lock()
 
@@ -64,8 +65,19 @@ class TopicConfigs:
         self.zk.add_session_listener(self._on_session, loop=asyncio.get_running_loop())
         await self._check_changes(first=True)
 
+    async def ensure(self, topic: str) -> TopicConfig:
+        """``topic``'s configuration, read from ZooKeeper first if this broker never did.
+
+        A topic created after start-up has its overrides written with it and no change
+        notification (as in Kafka): they are read when the broker first hosts the topic.
+        """
+        if topic not in self._read:
+            return await self.refresh(topic)
+        return self.get(topic)
+
     async def refresh(self, topic: str) -> TopicConfig:
         """Read ``topic``'s overrides from ZooKeeper and apply them."""
+        self._read.add(topic)
         try:
             data, _ = await self.zk.aget(topic_config_path(topic))
             overrides = EntityConfig.decode(data, topic_config_path(topic)).config

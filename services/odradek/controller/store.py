@@ -133,10 +133,12 @@ class ControllerStore:
         for partition in sorted(model.topics.get(topic, TopicAssignment({})).partitions):
             for path in (partition_state_path(topic, partition), partition_path(topic, partition)):
                 await self._delete_fenced(model, path)
+        # The config goes before the topic: once the topic znode is gone the name may be
+        # created again, and its new config must not be deleted by this deletion.
         for path in (
+            topic_config_path(topic),
             topic_partitions_path(topic),
             topic_path(topic),
-            topic_config_path(topic),
             delete_topic_path(topic),
         ):
             await self._delete_fenced(model, path)

@@ -31,6 +31,8 @@ async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAnd
         return _every_partition_fails(request, ErrorCode.stale_controller_epoch)
     topics = []
     for topic in request.topic_states:
+        if broker.topic_configs is not None:
+            await broker.topic_configs.ensure(topic.topic_name)
         errors = []
         for p in topic.partition_states:
             state = PartitionState(

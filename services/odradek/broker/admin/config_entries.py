@@ -1,0 +1,172 @@
+"""DescribeConfigs rows for topics and brokers: value, source, synonyms, type and documentation.
+
+Sources follow Kafka's ``ZkAdminManager.createTopicConfigEntry``: a topic key the topic
+overrides comes from DYNAMIC_TOPIC_CONFIG; otherwise from the broker key it inherits
+(``TOPIC_CONFIG_SYNONYMS``): STATIC_BROKER_CONFIG when the broker's ``server.properties`` set
+that key, else DEFAULT_CONFIG. Synonyms list, most specific first, the topic override, the broker
+keys that are set, then the broker keys' defaults (``retention.ms`` ->
+``log.retention.ms``/``.minutes``/``.hours``), as Kafka lists them.
+
+A broker key counts as "set" when its value differs from the key's default (or it has no
+default): ``BrokerConfig`` keeps values, not which keys a file named, so a key set to its own
+default reads as DEFAULT_CONFIG. There are no dynamic broker configurations yet, so every broker
+key is read-only (STATIC_BROKER_CONFIG or DEFAULT_CONFIG).
+
+Pure functions of immutable configs; any thread may call them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+
+from odradek.config.broker import BROKER_KEYS, TOPIC_CONFIG_SYNONYMS, BrokerConfig
+from odradek.config.keys import ConfigKey
+from odradek.config.topic import CONFIG_KEYS, TopicConfig
+
+__all__ = [
+    "ConfigDescription",
+    "ConfigSynonym",
+    "Source",
+    "broker_keys_set",
+    "describe_broker_config",
+    "describe_topic_config",
+]
+
+
+class Source(IntEnum):
+    """DescribeConfigs' ``config_source`` (Kafka's ``DescribeConfigsResponse.ConfigSource``)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: Source
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDescription:
+    """One DescribeConfigs row (also CreateTopics v5+ ``configs``)."""
+
+    name: str
+    value: str | None
+    source: Source
+    config_type: int  # ConfigType's wire value
+    read_only: bool
+    is_sensitive: bool = False
+    documentation: str | None = None
+    synonyms: tuple[ConfigSynonym, ...] = ()
+
+
+def _is_set(key: ConfigKey, value: object) -> bool:
+    if key.required:
+        return True
+    if key.nullable:
+        return value is not None
+    return value != key.parse(key.default)
+
+
+def broker_keys_set(broker: BrokerConfig | None) -> dict[str, str]:
+    """Broker keys whose value is not their default, as Kafka prints them."""
+    if broker is None:
+        return {}
+    return {
+        key.name: key.to_string(value)
+        for key in BROKER_KEYS.values()
+        if _is_set(key, value := getattr(broker, key.attr))
+    }
+
+
+def _default_string(key: ConfigKey) -> str | None:
+    if key.required or key.nullable:
+        return None
+    return key.to_string(key.parse(key.default))
+
+
+def _wanted(keys: Collection[str] | None, name: str) -> bool:
+    return keys is None or name in keys
+
+
+def describe_topic_config(
+    config: TopicConfig,
+    overrides: Mapping[str, str],
+    broker: BrokerConfig | None,
+    *,
+    keys: Collection[str] | None = None,
+    include_synonyms: bool = False,
+    include_documentation: bool = False,
+) -> list[ConfigDescription]:
+    """Every topic key (or only ``keys``) of a topic whose effective config is ``config``."""
+    broker_set = broker_keys_set(broker)
+    rows = []
+    for key in CONFIG_KEYS.values():
+        if not _wanted(keys, key.name):
+            continue
+        value = key.to_string(getattr(config, key.attr))
+        synonyms = []
+        if key.name in overrides:
+            synonyms.append(ConfigSynonym(key.name, value, Source.DYNAMIC_TOPIC_CONFIG))
+        broker_names = [name for name, _ in TOPIC_CONFIG_SYNONYMS[key.name]]
+        for name in broker_names:
+            if name in broker_set:
+                synonyms.append(ConfigSynonym(name, broker_set[name], Source.STATIC_BROKER_CONFIG))
+        for name in broker_names:
+            default = _default_string(BROKER_KEYS[name])
+            if default is not None:
+                synonyms.append(ConfigSynonym(name, default, Source.DEFAULT_CONFIG))
+        rows.append(
+            ConfigDescription(
+                name=key.name,
+                value=value,
+                source=synonyms[0].source if synonyms else Source.DEFAULT_CONFIG,
+                config_type=int(key.type),
+                read_only=False,
+                documentation=key.doc if include_documentation else None,
+                synonyms=tuple(synonyms) if include_synonyms else (),
+            )
+        )
+    return rows
+
+
+def describe_broker_config(
+    broker: BrokerConfig,
+    *,
+    keys: Collection[str] | None = None,
+    include_synonyms: bool = False,
+    include_documentation: bool = False,
+) -> list[ConfigDescription]:
+    """Every key of this broker's static configuration (or only ``keys``), all read-only."""
+    broker_set = broker_keys_set(broker)
+    rows = []
+    for key in BROKER_KEYS.values():
+        if not _wanted(keys, key.name):
+            continue
+        value = getattr(broker, key.attr)
+        text = None if value is None else key.to_string(value)
+        synonyms = []
+        if key.name in broker_set:
+            synonyms.append(ConfigSynonym(key.name, text, Source.STATIC_BROKER_CONFIG))
+        default = _default_string(key)
+        if default is not None:
+            synonyms.append(ConfigSynonym(key.name, default, Source.DEFAULT_CONFIG))
+        rows.append(
+            ConfigDescription(
+                name=key.name,
+                value=text,
+                source=synonyms[0].source if synonyms else Source.DEFAULT_CONFIG,
+                config_type=int(key.type),
+                read_only=True,
+                documentation=key.doc if include_documentation else None,
+                synonyms=tuple(synonyms) if include_synonyms else (),
+            )
+        )
+    return rows

@@ -1,0 +1,404 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics (and this broker).
+
+A topic's overrides live in ``/config/topics/<t>`` (``{"version":1,"config":{...}}``); every
+broker applies them on top of its own defaults. A change is one ZooKeeper transaction:
+
+    check  /brokers/topics/<t>                       (the topic still exists)
+    set    /config/topics/<t>   at the version read   (create it if it was missing)
+    create /config/changes/config_change_<seq>        {"version":2,"entity_path":"topics/<t>"}
+
+Kafka writes the last two one after the other; here the notification exists exactly when the
+change does, and two concurrent alterations cannot lose one another's keys (the loser reads
+again and re-applies its operations). Brokers (``odradek.broker.topic_configs``) re-read a
+topic's overrides when a notification names it.
+
+Errors follow Kafka 3.x in ZooKeeper mode (``ZkAdminManager``): an unknown topic is
+UNKNOWN_TOPIC_OR_PARTITION, an unknown key INVALID_CONFIG ("Unknown topic config name: x"), and a
+bad value INVALID_REQUEST ("Invalid config value for resource ConfigResource(type=TOPIC,
+name='t'): Invalid value ..."). AlterConfigs replaces all of a topic's overrides;
+IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT to them.
+
+Broker resources: DescribeConfigs answers this broker's static configuration; there are no
+dynamic broker configurations yet, so altering one is INVALID_REQUEST, as Kafka answers for a
+key that cannot be changed dynamically.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from odradek.broker.admin.config_entries import (
+    ConfigDescription,
+    describe_broker_config,
+    describe_topic_config,
+)
+from odradek.broker.admin.errors import (
+    WRITE_ATTEMPTS_MAX,
+    AdminRequestError,
+    ConcurrentUpdateError,
+    NoZooKeeperError,
+    error_of,
+)
+from odradek.broker.admin.validation import (
+    BrokerDefaults,
+    check_config_names,
+    topic_overrides,
+    validate_topic_name,
+)
+from odradek.config.broker import BrokerConfig
+from odradek.config.keys import ConfigType
+from odradek.config.topic import CONFIG_KEYS, TopicConfig, alter_overrides
+from odradek.errors import ErrorCode, InvalidConfigError, OdradekError, UnknownTopicOrPartitionError
+from odradek.zk.client import ANY_VERSION, CheckOp, CreateOp, SetDataOp, ZkClient
+from odradek.zk.errors import BadVersionError, NodeExistsError, NoNodeError
+from odradek.zk.paths import (
+    ConfigChangeNotification,
+    EntityConfig,
+    config_change_path_prefix,
+    topic_config_path,
+    topic_path,
+)
+
+__all__ = [
+    "AlterOp",
+    "AlterResult",
+    "ConfigAdmin",
+    "ConfigResource",
+    "DescribeResult",
+    "IncrementalAlteration",
+    "ResourceType",
+]
+
+log = logging.getLogger(__name__)
+
+
+class ResourceType(IntEnum):
+    """Kafka's ``ConfigResource.Type`` wire values."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class AlterOp(IntEnum):
+    """IncrementalAlterConfigs' ``config_operation`` (Kafka's ``AlterConfigOp.OpType``)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigResource:
+    """A resource as a request names it, with what to describe or to set.
+
+    ``keys``: DescribeConfigs' filter (None: every key). ``configs``: AlterConfigs' new values
+    (name, value). ``ops``: IncrementalAlterConfigs' (name, operation, value).
+    """
+
+    resource_type: int
+    name: str
+    keys: tuple[str, ...] | None = None
+    configs: tuple[tuple[str, str | None], ...] = ()
+    ops: tuple[IncrementalAlteration, ...] = ()
+
+    def __str__(self) -> str:  # as Kafka's ConfigResource prints itself
+        return f"ConfigResource(type={_type_name(self.resource_type)}, name='{self.name}')"
+
+
+@dataclass(frozen=True, slots=True)
+class IncrementalAlteration:
+    name: str
+    op: int
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeResult:
+    resource_type: int
+    name: str
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    configs: tuple[ConfigDescription, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AlterResult:
+    resource_type: int
+    name: str
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+
+
+def _type_name(resource_type: int) -> str:
+    try:
+        return ResourceType(resource_type).name
+    except ValueError:
+        return ResourceType.UNKNOWN.name
+
+
+class ConfigAdmin:
+    """Configuration requests served by broker ``broker_id``; see the module docstring."""
+
+    def __init__(self, zk: ZkClient | None, broker_id: int, config: BrokerConfig | None):
+        self.zk = zk
+        self.broker_id = broker_id
+        self.config = config
+        self.defaults = BrokerDefaults.of(config).topic_config
+
+    def _zk(self) -> ZkClient:
+        if self.zk is None:
+            raise NoZooKeeperError("this broker is not connected to ZooKeeper")
+        return self.zk
+
+    # --- DescribeConfigs -------------------------------------------------------------------
+
+    async def describe(
+        self,
+        resources: Sequence[ConfigResource],
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+    ) -> list[DescribeResult]:
+        results = []
+        for resource in resources:
+            flags = {
+                "keys": resource.keys,
+                "include_synonyms": include_synonyms,
+                "include_documentation": include_documentation,
+            }
+            try:
+                if resource.resource_type == ResourceType.TOPIC:
+                    config, overrides = await self._topic_config(resource.name)
+                    rows = describe_topic_config(config, overrides, self.config, **flags)
+                elif resource.resource_type == ResourceType.BROKER:
+                    rows = self._broker_rows(resource.name, flags)
+                else:
+                    raise AdminRequestError(
+                        f"Unsupported resource type: {_type_name(resource.resource_type)}"
+                    )
+                results.append(
+                    DescribeResult(resource.resource_type, resource.name, configs=tuple(rows))
+                )
+            except Exception as e:
+                code, message = error_of(e, f"describing {resource}")
+                results.append(DescribeResult(resource.resource_type, resource.name, code, message))
+        return results
+
+    async def _topic_config(self, topic: str) -> tuple[TopicConfig, dict[str, str]]:
+        validate_topic_name(topic)
+        zk = self._zk()
+        if await zk.aexists(topic_path(topic)) is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
+        overrides, _ = await self._read_overrides(zk, topic)
+        config = TopicConfig.from_properties(overrides, self.defaults)
+        return config, overrides
+
+    def _broker_rows(self, name: str, flags: dict) -> list[ConfigDescription]:
+        if name == "":
+            return []  # the cluster-wide dynamic defaults: there are none
+        self._check_broker_id(name, describing=True)
+        if self.config is None:
+            return []
+        return describe_broker_config(self.config, **flags)
+
+    def _check_broker_id(self, name: str, *, describing: bool) -> None:
+        try:
+            broker_id = int(name)
+        except ValueError:
+            raise AdminRequestError(f"Broker id must be an integer, but it is: {name}") from None
+        if broker_id != self.broker_id:
+            also = " or empty string" if describing else ""
+            raise AdminRequestError(
+                f"Unexpected broker id, expected {self.broker_id}{also}, but received {name}"
+            )
+
+    async def _read_overrides(self, zk: ZkClient, topic: str) -> tuple[dict[str, str], int | None]:
+        """The topic's stored overrides that Odradek knows, and the znode version (None: none)."""
+        path = topic_config_path(topic)
+        try:
+            data, stat = await zk.aget(path)
+        except NoNodeError:
+            return {}, None
+        stored = EntityConfig.decode(data, path).config
+        unknown = sorted(set(stored) - set(CONFIG_KEYS))
+        if unknown:
+            log.warning("%s: ignoring keys Odradek does not know: %s", path, unknown)
+        return {k: v for k, v in stored.items() if k in CONFIG_KEYS}, stat.version
+
+    # --- AlterConfigs and IncrementalAlterConfigs ------------------------------------------
+
+    async def alter(
+        self, resources: Sequence[ConfigResource], *, validate_only: bool
+    ) -> list[AlterResult]:
+        """AlterConfigs: each topic's overrides become exactly ``resource.configs``."""
+        return [await self._alter_one(r, validate_only, incremental=False) for r in resources]
+
+    async def incremental_alter(
+        self, resources: Sequence[ConfigResource], *, validate_only: bool
+    ) -> list[AlterResult]:
+        """IncrementalAlterConfigs: ``resource.ops`` applied to each topic's overrides."""
+        return [await self._alter_one(r, validate_only, incremental=True) for r in resources]
+
+    async def _alter_one(
+        self, resource: ConfigResource, validate_only: bool, *, incremental: bool
+    ) -> AlterResult:
+        try:
+            if incremental:
+                _check_operations(resource.ops)
+                changes = len(resource.ops)
+            else:
+                nulls = [name for name, value in resource.configs if value is None]
+                if nulls:
+                    raise AdminRequestError(f"Null value not supported for : {','.join(nulls)}")
+                changes = len(resource.configs)
+            if resource.resource_type == ResourceType.TOPIC:
+                compute = (
+                    _incremental(resource, self.defaults)
+                    if incremental
+                    else _replace(resource, self.defaults)
+                )
+                await self._write_overrides(resource.name, compute, validate_only)
+            elif resource.resource_type == ResourceType.BROKER:
+                if resource.name != "":
+                    self._check_broker_id(resource.name, describing=False)
+                if changes:
+                    names = [op.name for op in resource.ops] or [n for n, _ in resource.configs]
+                    raise AdminRequestError(
+                        f"Invalid config value for resource {resource}: Cannot update these "
+                        f"configs dynamically: {', '.join(names)} (Odradek has no dynamic "
+                        "broker configurations yet)"
+                    )
+            else:
+                raise AdminRequestError(
+                    "AlterConfigs is only supported for topics and brokers, but resource type "
+                    f"is {_type_name(resource.resource_type)}"
+                )
+            return AlterResult(resource.resource_type, resource.name)
+        except Exception as e:
+            code, message = error_of(e, f"altering {resource}")
+            log.info("altering %s: %s %s", resource, code.name, message)
+            return AlterResult(resource.resource_type, resource.name, code, message)
+
+    async def _write_overrides(
+        self,
+        topic: str,
+        compute: Callable[[dict[str, str]], dict[str, str]],
+        validate_only: bool,
+    ) -> None:
+        """Read-modify-write of the topic's overrides, with its notification; see the top."""
+        zk = self._zk()
+        missing = UnknownTopicOrPartitionError(f"The topic '{topic}' does not exist.")
+        try:
+            validate_topic_name(topic)
+        except OdradekError as e:
+            raise missing from e
+        if await zk.aexists(topic_path(topic)) is None:
+            raise missing
+        path = topic_config_path(topic)
+        for _ in range(WRITE_ATTEMPTS_MAX):
+            current, version = await self._read_overrides(zk, topic)
+            new = compute(current)
+            if validate_only:
+                return
+            data = EntityConfig(new).encode()
+            config_op = (
+                CreateOp(path, data) if version is None else SetDataOp(path, data, version=version)
+            )
+            notification = ConfigChangeNotification.for_entity("topics", topic).encode()
+            try:
+                await zk.atransaction(
+                    [
+                        CheckOp(topic_path(topic), ANY_VERSION),
+                        config_op,
+                        CreateOp(config_change_path_prefix(), notification, sequence=True),
+                    ]
+                )
+            except NoNodeError as e:
+                if e.path == topic_path(topic):
+                    raise missing from e
+                raise
+            except (BadVersionError, NodeExistsError):
+                continue  # another alteration won: read again and re-apply ours
+            log.info("topic %s: overrides are now %s", topic, new)
+            return
+        raise ConcurrentUpdateError(f"{path} kept changing while it was being altered")
+
+
+def _invalid_value(resource: ConfigResource, error: InvalidConfigError) -> AdminRequestError:
+    return AdminRequestError(f"Invalid config value for resource {resource}: {error}")
+
+
+def _replace(
+    resource: ConfigResource, base: TopicConfig
+) -> Callable[[dict[str, str]], dict[str, str]]:
+    props = dict(resource.configs)
+
+    def compute(current: dict[str, str]) -> dict[str, str]:
+        check_config_names(props)
+        try:
+            return topic_overrides(props, base)[0]
+        except InvalidConfigError as e:
+            raise _invalid_value(resource, e) from e
+
+    return compute
+
+
+def _check_operations(ops: Sequence[IncrementalAlteration]) -> None:
+    """Kafka's request-level checks: no key twice, no null value except for DELETE."""
+    duplicates = sorted(name for name, n in Counter(op.name for op in ops).items() if n > 1)
+    if duplicates:
+        raise AdminRequestError(f"Error due to duplicate config keys : {','.join(duplicates)}")
+    for op in ops:
+        if op.op not in {kind.value for kind in AlterOp}:
+            raise AdminRequestError(f"Unknown config operation {op.op} for {op.name}")
+    nulls = [
+        f"{AlterOp(op.op).name}:{op.name}"
+        for op in ops
+        if op.value is None and op.op != AlterOp.DELETE
+    ]
+    if nulls:
+        raise AdminRequestError(f"Null value not supported for : {','.join(nulls)}")
+
+
+def _incremental(
+    resource: ConfigResource, base: TopicConfig
+) -> Callable[[dict[str, str]], dict[str, str]]:
+    ops = resource.ops
+
+    def of(kind: AlterOp) -> dict[str, str | None]:
+        return {op.name: op.value for op in ops if op.op == kind}
+
+    def compute(current: dict[str, str]) -> dict[str, str]:
+        # DELETE of a key Odradek does not know removes nothing, as in Kafka; others must exist.
+        check_config_names(op.name for op in ops if op.op != AlterOp.DELETE)
+        for op in ops:
+            if (
+                op.op in (AlterOp.APPEND, AlterOp.SUBTRACT)
+                and CONFIG_KEYS[op.name].type is not ConfigType.LIST
+            ):
+                verb = "append" if op.op == AlterOp.APPEND else "subtract"
+                raise AdminRequestError(
+                    f"Config value {verb} is not allowed for config key: {op.name}"
+                )
+        try:
+            return alter_overrides(
+                current,
+                set_=of(AlterOp.SET),
+                delete=[name for name in of(AlterOp.DELETE) if name in CONFIG_KEYS],
+                append=of(AlterOp.APPEND),
+                subtract=of(AlterOp.SUBTRACT),
+                base=base,
+            )[0]
+        except InvalidConfigError as e:
+            raise _invalid_value(resource, e) from e
+
+    return compute

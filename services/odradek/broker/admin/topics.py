@@ -1,0 +1,384 @@
+"""CreateTopics, DeleteTopics and CreatePartitions: validate, then write ZooKeeper as Kafka does.
+
+What is written (``docs/zookeeper.md`` has the formats):
+
+- CreateTopics: ``/config/topics/<t>`` (the overrides, ``{}`` if none) and then
+  ``/brokers/topics/<t>`` (the assignment, version 3 with a new topic id) in **one** ZooKeeper
+  transaction, so the controller never sees a topic without its configuration, and two brokers
+  creating the same topic cannot both succeed (the second gets NODE_EXISTS: TOPIC_ALREADY_EXISTS).
+  A leftover config node (a topic deleted while its config stayed) is overwritten by version.
+- DeleteTopics: the empty ``/admin/delete_topics/<t>``, in a transaction with a check that the
+  topic still exists; the controller deletes the rest. Asking twice is not an error.
+- CreatePartitions: ``/brokers/topics/<t>`` rewritten with the new partitions added, only if it
+  is still at the version that was read (a concurrent change makes us read and decide again).
+
+The answer comes once the znodes are written; the controller then elects leaders, and clients
+find them with Metadata (Kafka also answers before the topic is live when the timeout is 0).
+Live brokers, for placement, are the children of ``/brokers/ids`` with their racks.
+
+Every entry is answered on its own: one bad topic does not fail the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import random
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from odradek.broker.admin.config_entries import ConfigDescription, describe_topic_config
+from odradek.broker.admin.errors import (
+    WRITE_ATTEMPTS_MAX,
+    AdminRequestError,
+    ConcurrentUpdateError,
+    InvalidTopicError,
+    NoZooKeeperError,
+    TopicDeletionDisabledError,
+    TopicExistsError,
+    error_of,
+)
+from odradek.broker.admin.validation import (
+    BrokerDefaults,
+    NewTopic,
+    TopicPlan,
+    plan_new_partitions,
+    plan_topic,
+    validate_topic_name,
+)
+from odradek.config.broker import BrokerConfig
+from odradek.errors import ErrorCode, UnknownTopicOrPartitionError
+from odradek.zk.client import ANY_VERSION, CheckOp, CreateOp, SetDataOp, ZkClient
+from odradek.zk.codec import random_topic_id
+from odradek.zk.errors import BadVersionError, NodeExistsError, NoNodeError
+from odradek.zk.paths import (
+    BROKER_IDS_PATH,
+    TOPICS_PATH,
+    BrokerInfo,
+    EntityConfig,
+    TopicAssignment,
+    broker_id_from_name,
+    broker_path,
+    delete_topic_path,
+    topic_config_path,
+    topic_path,
+)
+
+__all__ = [
+    "CreatePartitionsResult",
+    "CreateTopicResult",
+    "DeleteTopicResult",
+    "NewPartitions",
+    "TopicAdmin",
+    "TopicRef",
+    "topic_id_to_uuid",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicResult:
+    name: str
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    topic_id: str | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: tuple[ConfigDescription, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRef:
+    """A DeleteTopics entry: a name, or (v6+) a topic id."""
+
+    name: str | None
+    topic_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicResult:
+    name: str | None
+    topic_id: uuid.UUID | None = None
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewPartitions:
+    """A CreatePartitions entry: the new total, and optionally the new partitions' replicas."""
+
+    topic: str
+    count: int
+    assignments: tuple[tuple[int, ...], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsResult:
+    name: str
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+
+
+def topic_id_to_uuid(topic_id: str | None) -> uuid.UUID | None:
+    """Kafka's topic id string (URL-safe base64 of 16 bytes) as a UUID, for the wire."""
+    if topic_id is None:
+        return None
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
+
+
+class TopicAdmin:
+    """Topic changes requested through one broker; see the module docstring."""
+
+    def __init__(
+        self,
+        zk: ZkClient | None,
+        config: BrokerConfig | None,
+        *,
+        rng: random.Random | None = None,
+    ):
+        self.zk = zk
+        self.config = config
+        self.defaults = BrokerDefaults.of(config)
+        self.rng = rng
+
+    def _zk(self) -> ZkClient:
+        if self.zk is None:
+            raise NoZooKeeperError("this broker is not connected to ZooKeeper")
+        return self.zk
+
+    async def live_brokers(self) -> dict[int, str | None]:
+        """Registered brokers (``/brokers/ids``) and their racks."""
+        zk = self._zk()
+        names = await zk.achildren(BROKER_IDS_PATH)
+        ids = sorted(broker_id_from_name(name) for name in names)
+        found = await asyncio.gather(*(self._rack(zk, b) for b in ids), return_exceptions=True)
+        brokers = {}
+        for broker_id, rack in zip(ids, found, strict=True):
+            if isinstance(rack, NoNodeError):
+                continue  # it left between the listing and the read
+            if isinstance(rack, BaseException):
+                raise rack
+            brokers[broker_id] = rack
+        return brokers
+
+    @staticmethod
+    async def _rack(zk: ZkClient, broker_id: int) -> str | None:
+        path = broker_path(broker_id)
+        data, _ = await zk.aget(path)
+        return BrokerInfo.decode(data, path).rack
+
+    # --- CreateTopics ----------------------------------------------------------------------
+
+    async def create_topics(
+        self, topics: Sequence[NewTopic], *, validate_only: bool
+    ) -> list[CreateTopicResult]:
+        """One result per entry, in order. With ``validate_only`` nothing is written."""
+        counts = Counter(t.name for t in topics)
+        try:
+            brokers = await self.live_brokers()
+        except Exception as e:
+            code, message = error_of(e, "reading the live brokers")
+            return [CreateTopicResult(t.name, code, message) for t in topics]
+        results = []
+        for topic in topics:
+            try:
+                if counts[topic.name] > 1:
+                    raise AdminRequestError("Found multiple entries for this topic.")
+                results.append(await self._create_topic(topic, brokers, validate_only))
+            except Exception as e:
+                code, message = error_of(e, f"creating topic {topic.name!r}")
+                log.info("CreateTopics %r: %s %s", topic.name, code.name, message)
+                results.append(CreateTopicResult(topic.name, code, message))
+        return results
+
+    async def _create_topic(
+        self, topic: NewTopic, brokers: dict[int, str | None], validate_only: bool
+    ) -> CreateTopicResult:
+        zk = self._zk()
+        validate_topic_name(topic.name)
+        if await zk.aexists(topic_path(topic.name)) is not None:
+            raise TopicExistsError(f"Topic '{topic.name}' already exists.")
+        plan = plan_topic(topic, brokers, self.defaults, self.rng)
+        topic_id = None if validate_only else await self._write_new_topic(zk, plan)
+        return CreateTopicResult(
+            topic.name,
+            topic_id=topic_id,
+            num_partitions=len(plan.assignment),
+            replication_factor=plan.replication_factor,
+            configs=tuple(describe_topic_config(plan.config, plan.overrides, self.config)),
+        )
+
+    async def _write_new_topic(self, zk: ZkClient, plan: TopicPlan) -> str:
+        topic_id = random_topic_id()
+        assignment = TopicAssignment(plan.assignment, topic_id=topic_id).encode()
+        config_path = topic_config_path(plan.name)
+        config = EntityConfig(plan.overrides).encode()
+        for _ in range(WRITE_ATTEMPTS_MAX):
+            stat = await zk.aexists(config_path)
+            # Kafka writes the config first, then the topic; here both or neither.
+            config_op = (
+                CreateOp(config_path, config)
+                if stat is None
+                else SetDataOp(config_path, config, version=stat.version)
+            )
+            try:
+                await zk.atransaction([config_op, CreateOp(topic_path(plan.name), assignment)])
+            except NodeExistsError as e:
+                if e.path == topic_path(plan.name):
+                    raise TopicExistsError(f"Topic '{plan.name}' already exists.") from e
+                continue  # someone created the config node meanwhile: read it again
+            except BadVersionError:
+                continue
+            log.info(
+                "created topic %s (id %s) with assignment %s and overrides %s",
+                plan.name,
+                topic_id,
+                plan.assignment,
+                plan.overrides,
+            )
+            return topic_id
+        raise ConcurrentUpdateError(
+            f"{config_path} kept changing while topic '{plan.name}' was being created"
+        )
+
+    # --- DeleteTopics ----------------------------------------------------------------------
+
+    async def delete_topics(self, topics: Sequence[TopicRef]) -> list[DeleteTopicResult]:
+        """Mark each topic for deletion by the controller; one result per entry, in order."""
+        results = []
+        ids: dict[uuid.UUID, str] | None = None
+        for ref in topics:
+            name = ref.name
+            try:
+                if not self.defaults.delete_topic_enable:
+                    raise TopicDeletionDisabledError("Topic deletion is disabled.")
+                if ref.topic_id is not None:
+                    if name is not None:
+                        raise AdminRequestError(
+                            "Topic name and topic ID can not both be specified."
+                        )
+                    if ids is None:
+                        ids = await self._topic_ids()
+                    name = ids.get(ref.topic_id)
+                    if name is None:
+                        results.append(
+                            DeleteTopicResult(
+                                None,
+                                ref.topic_id,
+                                ErrorCode.unknown_topic_id,
+                                f"Topic id {ref.topic_id} does not exist.",
+                            )
+                        )
+                        continue
+                await self._delete_topic(name)
+                results.append(DeleteTopicResult(name, ref.topic_id))
+            except Exception as e:
+                code, message = error_of(e, f"deleting topic {name!r}")
+                results.append(DeleteTopicResult(name, ref.topic_id, code, message))
+        return results
+
+    async def _delete_topic(self, name: str | None) -> None:
+        zk = self._zk()
+        try:
+            validate_topic_name(name)
+        except InvalidTopicError as e:  # no topic can have that name
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.") from e
+        try:
+            await zk.atransaction(
+                [CheckOp(topic_path(name), ANY_VERSION), CreateOp(delete_topic_path(name))]
+            )
+        except NoNodeError as e:
+            if e.path == topic_path(name):
+                raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.") from e
+            raise
+        except NodeExistsError:
+            log.info("topic %s is already marked for deletion", name)
+            return
+        log.info("marked topic %s for deletion", name)
+
+    async def _topic_ids(self) -> dict[uuid.UUID, str]:
+        """Every topic's id, read from the assignments (for DeleteTopics v6 by id)."""
+        zk = self._zk()
+        names = await zk.achildren(TOPICS_PATH)
+        found = await asyncio.gather(
+            *(zk.aget(topic_path(n)) for n in names), return_exceptions=True
+        )
+        ids = {}
+        for name, result in zip(names, found, strict=True):
+            if isinstance(result, NoNodeError):
+                continue
+            if isinstance(result, BaseException):
+                raise result
+            topic_id = TopicAssignment.decode(result[0], topic_path(name)).topic_id
+            if topic_id is not None:
+                ids[topic_id_to_uuid(topic_id)] = name
+        return ids
+
+    # --- CreatePartitions ------------------------------------------------------------------
+
+    async def create_partitions(
+        self, requests: Sequence[NewPartitions], *, validate_only: bool
+    ) -> list[CreatePartitionsResult]:
+        """Add partitions to existing topics; one result per entry, in order."""
+        counts = Counter(r.topic for r in requests)
+        try:
+            brokers = await self.live_brokers()
+        except Exception as e:
+            code, message = error_of(e, "reading the live brokers")
+            return [CreatePartitionsResult(r.topic, code, message) for r in requests]
+        results = []
+        for request in requests:
+            try:
+                if counts[request.topic] > 1:
+                    raise AdminRequestError("Duplicate topic in request.")
+                await self._create_partitions(request, brokers, validate_only)
+                results.append(CreatePartitionsResult(request.topic))
+            except Exception as e:
+                code, message = error_of(e, f"adding partitions to {request.topic!r}")
+                log.info("CreatePartitions %r: %s %s", request.topic, code.name, message)
+                results.append(CreatePartitionsResult(request.topic, code, message))
+        return results
+
+    async def _create_partitions(
+        self, request: NewPartitions, brokers: dict[int, str | None], validate_only: bool
+    ) -> None:
+        zk = self._zk()
+        topic = request.topic
+        missing = UnknownTopicOrPartitionError(f"The topic '{topic}' does not exist.")
+        try:
+            validate_topic_name(topic)
+        except InvalidTopicError as e:
+            raise missing from e
+        path = topic_path(topic)
+        for _ in range(WRITE_ATTEMPTS_MAX):
+            try:
+                data, stat = await zk.aget(path)
+            except NoNodeError as e:
+                raise missing from e
+            if await zk.aexists(delete_topic_path(topic)) is not None:
+                raise InvalidTopicError("The topic is queued for deletion.")
+            existing = TopicAssignment.decode(data, path)
+            added = plan_new_partitions(
+                topic, existing, request.count, request.assignments, brokers
+            )
+            if validate_only:
+                return
+            updated = TopicAssignment(
+                {**existing.partitions, **added},
+                topic_id=existing.topic_id,
+                adding_replicas=existing.adding_replicas,
+                removing_replicas=existing.removing_replicas,
+            )
+            try:
+                await zk.aset(path, updated.encode(), version=stat.version)
+            except BadVersionError:
+                continue  # changed meanwhile (another CreatePartitions?): decide again
+            except NoNodeError as e:
+                raise missing from e
+            log.info("topic %s: added partitions %s", topic, added)
+            return
+        raise ConcurrentUpdateError(f"{path} kept changing while adding partitions to '{topic}'")

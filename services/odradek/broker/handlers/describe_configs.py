@@ -1,0 +1,67 @@
+"""DescribeConfigs (32): a topic's effective configuration, or this broker's static one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.admin.configs import ConfigAdmin, ConfigResource
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.protocol import schemas
+from odradek.protocol.apis import ApiKey
+
+API_KEY = ApiKey.DESCRIBE_CONFIGS
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    resources = [
+        ConfigResource(
+            r.resource_type,
+            r.resource_name,
+            # Kafka describes every key for a null list, and for an empty one too.
+            keys=tuple(r.configuration_keys) if r.configuration_keys else None,
+        )
+        for r in request.resources
+    ]
+    admin = ConfigAdmin(ctx.broker.zk, ctx.broker.broker_id, ctx.broker.config)
+    results = await admin.describe(
+        resources,
+        include_synonyms=getattr(request, "include_synonyms", False),
+        include_documentation=getattr(request, "include_documentation", False),
+    )
+
+    response_type = schemas.response_schema(API_KEY, ctx.api_version)
+    result_type = element_type(response_type, "results")
+    entry_type = element_type(result_type, "configs")
+    synonym_type = element_type(entry_type, "synonyms")
+    return build(
+        response_type,
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            build(
+                result_type,
+                error_code=r.error,
+                error_message=r.message,
+                resource_type=r.resource_type,
+                resource_name=r.name,
+                configs=tuple(
+                    build(
+                        entry_type,
+                        name=c.name,
+                        value=c.value,
+                        read_only=c.read_only,
+                        config_source=int(c.source),
+                        is_sensitive=c.is_sensitive,
+                        synonyms=tuple(
+                            build(synonym_type, name=s.name, value=s.value, source=int(s.source))
+                            for s in c.synonyms
+                        ),
+                        config_type=c.config_type,
+                        documentation=c.documentation,
+                    )
+                    for c in r.configs
+                ),
+            )
+            for r in results
+        ),
+    )
