@@ -31,6 +31,7 @@ from odradek.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
+from odradek.observability.metrics import BrokerMetrics
 from odradek.storage.log import LATEST_TIMESTAMP
 from odradek.storage.manager import LogManager
 from odradek.storage.segment import FileSlice
@@ -145,6 +146,19 @@ class ReplicaManager:
 
     def leader_partitions(self) -> Iterable[Partition]:
         return (p for p in self.partitions.values() if p.is_leader)
+
+    def update_gauges(self, metrics: BrokerMetrics | None) -> None:
+        """Partition counts for the metrics: hosted, led, under-replicated, offline."""
+        if metrics is None:
+            return
+        led = [p for p in self.partitions.values() if p.is_leader]
+        metrics.partitions.set(len(self.partitions))
+        metrics.leader_partitions.set(len(led))
+        metrics.under_replicated_partitions.set(
+            sum(1 for p in led if len(p.state.isr) < len(p.state.replicas))
+        )
+        metrics.offline_partitions.set(len(self.log_manager.offline_partitions()))
+        metrics.offline_log_dirs.set(len(self.log_manager.offline_dirs))
 
     # -- produce -------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAnd
         topics.append(
             LeaderAndIsrTopicError(topic_id=topic.topic_id, partition_errors=tuple(errors))
         )
+    broker.replica_manager.update_gauges(broker.metrics)
     return LeaderAndIsrResponse(error_code=ErrorCode.none, topics=tuple(topics))
 
 

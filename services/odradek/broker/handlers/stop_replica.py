@@ -43,4 +43,5 @@ async def handle(ctx: RequestContext, request: StopReplicaRequest) -> StopReplic
                     error_code=error,
                 )
             )
+    ctx.broker.replica_manager.update_gauges(ctx.broker.metrics)
     return StopReplicaResponse(error_code=ErrorCode.none, partition_errors=tuple(errors))
