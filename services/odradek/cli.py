@@ -12,9 +12,9 @@ import sys
 from collections.abc import Sequence
 
 from odradek import __version__
-from odradek.commands import broker, controller, demo, local
+from odradek.commands import broker, controller, demo, local, storage_demo
 
-COMMANDS = (demo, broker, controller, local)
+COMMANDS = (demo, storage_demo, broker, controller, local)
 
 
 def build_parser() -> argparse.ArgumentParser:

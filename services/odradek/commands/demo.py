@@ -1,206 +1,164 @@
-"""``odradek demo``: write records to local partition logs, read them back, say what happened.
+"""``odradek demo``: the README's main job: a local cluster, a topic, a stream in and out.
 
-The demo drives the storage engine directly (there is no network broker yet): a log manager
-over two log directories (JBOD), a topic of three partitions written with every compression
-codec, reads and a lookup by time, a compacted topic cleaned down to its latest values, and a
-clean restart. Every figure printed is measured in this run.
+It brings up (or finds running) the loopback cluster of ``odradek local up``, creates a topic
+spread over every broker, produces a sample stream with confluent-kafka (librdkafka, the client
+most Kafka users run), consumes it back, checks every record arrived, and prints what it
+measured. The cluster keeps running afterwards for a look around; ``odradek local down`` stops it.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import time
 import zlib
 from pathlib import Path
 
-from odradek.config.topic import TopicConfig
-from odradek.storage.batch import iter_batches
-from odradek.storage.compression import Compression
-from odradek.storage.log import Log
-from odradek.storage.manager import LogManager
-from odradek.storage.records import Record, decode_records, encode_batch
+from odradek.local import cluster
 
-TOPIC = "events"
-COMPACTED_TOPIC = "users"
-PARTITIONS = 3
-RECORDS_PER_BATCH = 500
-READ_MAX_BYTES = 1 << 20
+TOPIC = "demo-events"
+PARTITIONS = 6
+WAIT_S = 30.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "demo", help="write records to local partition logs and read them back"
+        "demo", help="bring up a local cluster, produce and consume a sample stream"
     )
-    parser.add_argument("--data-dir", type=Path, default=Path("var/demo"))
-    parser.add_argument("--records", type=int, default=200_000, help="records to write")
-    parser.add_argument("--value-bytes", type=int, default=200)
+    parser.add_argument("--data-dir", type=Path, default=Path("var/local"))
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--record-size", type=int, default=512)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    data_dir: Path = args.data_dir
-    shutil.rmtree(data_dir, ignore_errors=True)
-    log_dirs = [data_dir / "disk-0", data_dir / "disk-1"]
-    configs = {
-        TOPIC: TopicConfig(segment_bytes=1 << 20),
-        COMPACTED_TOPIC: TopicConfig(cleanup_policy=("compact",), segment_bytes=64 << 10),
-    }
-    manager = LogManager(log_dirs, topic_config=lambda topic: configs[topic])
-    manager.load()
-    say(f"log dirs (JBOD): {', '.join(str(d) for d in log_dirs)}")
+    from confluent_kafka import KafkaException
 
-    logs = [manager.get_or_create_log(TOPIC, p) for p in range(PARTITIONS)]
-    for p in range(PARTITIONS):
-        say(f"  {TOPIC}-{p} placed on {manager.log_dir_of(TOPIC, p).name}")
-
-    base_ts = int(time.time() * 1000) - args.records
-    written = produce(logs, args.records, args.value_bytes, base_ts)
-    consumed = consume(logs)
-    if consumed != written:
-        say(f"MISMATCH: wrote {written[0]} records (crc {written[1]:#x}), read {consumed}")
+    started = time.monotonic()
+    state, fresh = cluster.up(args.data_dir, brokers=args.brokers)
+    verb = "started" if fresh else "found running"
+    say(
+        f"cluster {verb} in {time.monotonic() - started:.1f} s: bootstrap {state.bootstrap_servers}"
+    )
+    for member in state.members:
+        where = member.address or member.admin or ""
+        say(f"  {member.role:<10} {member.id:>5}  pid {member.pid:<7} {where}")
+    try:
+        create_topic(state.bootstrap_servers)
+        produced, checksum = produce(state.bootstrap_servers, args.records, args.record_size)
+        consumed, consumed_checksum = consume(state.bootstrap_servers, produced)
+    except (KafkaException, TimeoutError) as e:
+        say(f"failed: {e}")
         return 1
-    say(f"  read back all {consumed[0]} records, content checksum {consumed[1]:#010x} matches")
-    lookup_by_time(logs[0], base_ts)
-    compaction(manager)
-    restart(manager, log_dirs, configs)
-    say(f"done: data left in {data_dir} for a look (`ls {log_dirs[0]}/{TOPIC}-0`)")
+    if (consumed, consumed_checksum) != (produced, checksum):
+        say(f"MISMATCH: produced {produced} records, consumed {consumed}")
+        return 1
+    say(f"every record came back: {consumed} records, content checksum {checksum:#010x}")
+    say(
+        "the cluster keeps running: try `odradek local status`, `kcat -b "
+        f"{state.bootstrap_servers.split(',')[0]} -L`; stop it with `odradek local down`"
+    )
     return 0
 
 
-def produce(logs: list[Log], count: int, value_bytes: int, base_ts: int) -> tuple[int, int]:
-    """Append ``count`` records round-robin, one codec per batch; return (count, checksum)."""
-    codecs = list(Compression)
-    filler = bytes(range(256)) * (value_bytes // 256 + 1)
-    checksum, produced, payload_bytes, batches = 0, 0, 0, []
-    for n, first in enumerate(range(0, count, RECORDS_PER_BATCH)):
-        records = []
-        for i in range(first, min(first + RECORDS_PER_BATCH, count)):
-            value = b"%d:" % i + filler[: value_bytes - 8]
-            records.append(Record(i - first, base_ts + i, b"key-%d" % (i % 1000), value))
-            checksum = zlib.crc32(value, checksum)
-            payload_bytes += len(value)
-        codec = codecs[n % len(codecs)]
-        batches.append((n % len(logs), encode_batch(records, base_offset=0, compression=codec)))
-        produced += len(records)
-    started = time.perf_counter()
-    for partition, batch in batches:
-        logs[partition].append(batch)
-    elapsed = time.perf_counter() - started
-    for partition_log in logs:
-        partition_log.update_high_watermark(partition_log.log_end_offset)
-    stored = sum(len(b) for _, b in batches)
-    say(
-        f"wrote {produced} records ({payload_bytes / 1e6:.1f} MB of values, {stored / 1e6:.1f} MB "
-        f"as batches with none/gzip/snappy/lz4/zstd) in {len(batches)} appends: "
-        f"{stored / elapsed / 1e6:.0f} MB/s, {produced / elapsed / 1e3:.0f}k records/s"
+def create_topic(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if TOPIC not in admin.list_topics(timeout=10).topics:
+        future = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC]
+        future.result(timeout=10)
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        topic = admin.list_topics(TOPIC, timeout=10).topics.get(TOPIC)
+        if (
+            topic is not None
+            and topic.error is None
+            and len(topic.partitions) == PARTITIONS
+            and all(p.leader >= 0 for p in topic.partitions.values())
+        ):
+            leaders = sorted({p.leader for p in topic.partitions.values()})
+            say(f"topic {TOPIC}: {PARTITIONS} partitions led by brokers {leaders}")
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"topic {TOPIC} has no leaders after {WAIT_S} s")
+
+
+def produce(bootstrap: str, count: int, size: int) -> tuple[int, int]:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "compression.type": "lz4",
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 1_000_000,
+        }
     )
-    for p, partition_log in enumerate(logs):
-        segments = partition_log.segments()
-        first, last = partition_log.log_start_offset, partition_log.log_end_offset - 1
-        names = ", ".join(s.log_path.name for s in segments[:3])
-        more = ", ..." if len(segments) > 3 else ""
-        say(f"  {TOPIC}-{p}: offsets {first}..{last} in {len(segments)} segments ({names}{more})")
-    return produced, checksum
-
-
-def consume(logs: list[Log]) -> tuple[int, int]:
-    """Read every partition from offset 0 the way a fetch does; decode and checksum values."""
-    started = time.perf_counter()
-    fetched: list[bytes] = []
-    for partition_log in logs:
-        offset = partition_log.log_start_offset
-        while offset < partition_log.high_watermark:
-            info = partition_log.read(
-                offset, READ_MAX_BYTES, max_offset=partition_log.high_watermark
-            )
-            if info.records is None:
-                break
-            fetched.append(info.records.read_bytes())
-            offset = _next_offset(fetched[-1])
-    read_s = time.perf_counter() - started
-    values: dict[int, bytes] = {}
-    for data in fetched:
-        for position, header in iter_batches(data):
-            for record in decode_records(data[position : position + header.size_in_bytes]):
-                values[int(record.value.split(b":", 1)[0])] = record.value
-    decode_s = time.perf_counter() - started - read_s
-    read_bytes = sum(len(data) for data in fetched)
+    failures = []
+    filler = bytes(range(256)) * (size // 256 + 1)
     checksum = 0
-    for index in sorted(values):
-        checksum = zlib.crc32(values[index], checksum)
+    started = time.monotonic()
+    for i in range(count):
+        value = (b"%d:" % i + filler)[:size]
+        checksum ^= zlib.crc32(value)
+        while True:
+            try:
+                producer.produce(
+                    TOPIC,
+                    key=b"key-%d" % (i % 1000),
+                    value=value,
+                    on_delivery=lambda err, msg: err and failures.append(err),
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)
+    remaining = producer.flush(WAIT_S)
+    elapsed = time.monotonic() - started
+    if remaining or failures:
+        raise TimeoutError(f"{remaining} records undelivered, {len(failures)} failed")
     say(
-        f"read {read_bytes / 1e6:.1f} MB back in {len(fetched)} fetch-sized slices of whole "
-        f"batches ({read_bytes / read_s / 1e6:.0f} MB/s), then decompressed and decoded "
-        f"{len(values)} records client-side in {decode_s:.1f} s"
+        f"produced {count} records of {size} B (acks=all, lz4) in {elapsed:.2f} s: "
+        f"{count / elapsed:,.0f} records/s, {count * size / elapsed / 1e6:.1f} MB/s"
     )
-    return len(values), checksum
+    return count, checksum
 
 
-def _next_offset(data: bytes) -> int:
-    """The offset after the last batch of a fetched slice."""
-    *_, (_, last) = iter_batches(data)
-    return last.next_offset
+def consume(bootstrap: str, expected: int) -> tuple[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
 
-
-def lookup_by_time(partition_log: Log, base_ts: int) -> None:
-    target = base_ts + 100_000
-    found = partition_log.offset_for_timestamp(target)
-    if found is None:
-        say(f"lookup by time {target}: no record at or after it in {TOPIC}-0")
-    else:
-        say(
-            f"lookup by time: first record at/after ts {target} in {TOPIC}-0 is offset "
-            f"{found.offset} (ts {found.timestamp}), found through the .timeindex"
-        )
-
-
-def compaction(manager: LogManager) -> None:
-    """Five rounds of updates to 200 keys, then tombstones for 20; compact; show the result."""
-    users = manager.get_or_create_log(COMPACTED_TOPIC, 0)
-    now = int(time.time() * 1000)
-    for round_ in range(5):
-        for first in range(0, 200, 50):
-            records = [
-                Record(i, now, b"user-%03d" % (first + i), b"round %d" % round_) for i in range(50)
-            ]
-            users.append(encode_batch(records, base_offset=0, compression=Compression.LZ4))
-    tombstones = [Record(i, now, b"user-%03d" % i, None) for i in range(20)]
-    users.append(encode_batch(tombstones, base_offset=0))
-    users.roll()
-    users.update_high_watermark(users.log_end_offset)
-    before = sum(1 for _ in _records(users))
-    stats = manager.cleaner.clean(users)
-    latest = {r.key: r.value for r in _records(users)}
-    live = {k: v for k, v in latest.items() if v is not None}
-    values = sorted({v.decode() for v in live.values()})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "odradek-demo",  # assign() below: no group coordinator is needed
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 50,
+        }
+    )
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    seen: set[int] = set()
+    checksum = 0
+    total_bytes = 0
+    started = time.monotonic()
+    deadline = started + WAIT_S
+    while len(seen) < expected and time.monotonic() < deadline:
+        for message in consumer.consume(10_000, timeout=0.5):
+            if message.error() is not None:
+                continue
+            value = message.value()
+            index = int(value.split(b":", 1)[0])
+            if index not in seen:
+                seen.add(index)
+                checksum ^= zlib.crc32(value)
+                total_bytes += len(value)
+    elapsed = time.monotonic() - started
+    consumer.close()
     say(
-        f"compacted {COMPACTED_TOPIC}-0: {before} records -> {sum(1 for _ in _records(users))} "
-        f"({stats.records_removed if stats else 0} removed): {len(live)} live keys, all at "
-        f"{values}, and {len(latest) - len(live)} tombstones kept until delete.retention.ms "
-        f"passes; offsets unchanged, reads step over the gaps"
+        f"consumed {len(seen)} records from the beginning in {elapsed:.2f} s: "
+        f"{len(seen) / elapsed:,.0f} records/s, {total_bytes / elapsed / 1e6:.1f} MB/s"
     )
-
-
-def _records(partition_log: Log):
-    for _, batch in partition_log.batches():
-        yield from decode_records(batch)
-
-
-def restart(manager: LogManager, log_dirs: list[Path], configs: dict[str, TopicConfig]) -> None:
-    before = {(each.directory.name): each.log_end_offset for each in manager.logs()}
-    manager.shutdown()
-    started = time.perf_counter()
-    reopened = LogManager(log_dirs, topic_config=lambda topic: configs[topic])
-    reopened.load()
-    elapsed = time.perf_counter() - started
-    after = {(each.directory.name): each.log_end_offset for each in reopened.logs()}
-    state = "same log end offsets" if after == before else f"DIFFERENT: {before} vs {after}"
-    say(
-        f"clean shutdown (.kafka_cleanshutdown written) and restart in {elapsed * 1000:.0f} ms "
-        f"without rescanning segments: {state}"
-    )
-    reopened.shutdown()
+    return len(seen), checksum
 
 
 def say(message: str) -> None:

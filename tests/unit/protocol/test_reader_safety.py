@@ -112,10 +112,17 @@ def test_null_in_a_non_nullable_array_is_refused():
         decode_request(bad)
 
 
-def test_bytes_after_the_body_are_refused():
+def test_bytes_after_the_body_are_ignored_as_kafka_ignores_them():
     frame = encode_request(fetch_request(), correlation_id=3, client_id="c")
-    with pytest.raises(InvalidRequestError, match="bytes after"):
-        decode_request(frame + b"\x00")
+    assert decode_request(frame + b"\x00\x01\x02") == decode_request(frame)
+
+
+def test_librdkafka_admin_metadata_request_with_trailing_bytes_decodes():
+    """Captured from confluent-kafka 2.16's AdminClient.list_topics() (librdkafka 2.16)."""
+    frame = bytes.fromhex("0003000c00000003000772646b61666b610000000000010000")
+    header, body = decode_request(frame)
+    assert (header.api_key, header.api_version, header.client_id) == (3, 12, "rdkafka")
+    assert body.topics is None
 
 
 def test_produce_records_are_a_view_of_the_frame_not_a_copy():
