@@ -9,7 +9,7 @@ LINT_PATHS := $(wildcard services tests bench)
 .PHONY: help setup demo test lint bench clean
 
 help:
-	@echo "make demo    install everything, then write records to a local partition log and read them back"
+	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream"
 	@echo "make test    install everything, then lint and run all tests"
 	@echo "make setup   install system packages and .venv only"
 	@echo "make lint    ruff check and the import-layer contracts"
