@@ -59,6 +59,7 @@ class FileSlice:
     file: io.FileIO
     position: int
     size: int
+    next_offset: int = -1  # the offset after the slice's last batch: where the next read starts
 
     def read_bytes(self) -> bytes:
         """Copy the range into memory (for replication checks and tests, not for fetches)."""
@@ -223,22 +224,29 @@ class LogSegment:
         if first.size_in_bytes > max_bytes:
             if not min_one_batch or start + first.size_in_bytes > max_position:
                 return None
-            return FileSlice(self.file, start, first.size_in_bytes)
+            return FileSlice(self.file, start, first.size_in_bytes, first.next_offset)
         limit = min(start + max_bytes, max_position)
-        end = self._last_batch_end_within(start, limit)
-        return FileSlice(self.file, start, end - start) if end > start else None
+        end, next_offset = self._last_batch_end_within(start, limit)
+        return FileSlice(self.file, start, end - start, next_offset) if end > start else None
 
-    def _last_batch_end_within(self, start: int, limit: int) -> int:
-        """The end of the last whole batch that starts at/after ``start`` and ends by ``limit``."""
+    def _last_batch_end_within(self, start: int, limit: int) -> tuple[int, int]:
+        """End position and next offset of the last whole batch ending by ``limit``."""
         # Batches are contiguous: the batch before an indexed one ends where it starts, so the
         # scan can begin at the last index entry at or before the limit.
         _, indexed = self.offset_index.lookup_by_position(limit)
         end = max(indexed, start)
+        next_offset = -1
         for position, header in self.batches_from(end, limit):
             if position + header.size_in_bytes > limit:
+                if next_offset < 0:
+                    next_offset = header.base_offset  # the batch that ends at ``end`` is before
                 break
             end = position + header.size_in_bytes
-        return end
+            next_offset = header.next_offset
+        if next_offset < 0:
+            following = self.read_header(end)
+            next_offset = following.base_offset if following is not None else self.next_offset
+        return end, next_offset
 
     def position_of(self, offset: int) -> int:
         """File position where the batch holding ``offset`` starts, or the segment size."""

@@ -169,7 +169,8 @@ def test_file_slice_reads_exactly_the_stored_bytes(segment, kafka_batch):
     written = _fill(segment, kafka_batch, [2, 2, 2])
     position, _, data = written[1]
     records = segment.read(written[1][1].base_offset, len(data), segment.size, False)
-    assert records == FileSlice(segment.file, position, len(data))
+    header = written[1][1]
+    assert records == FileSlice(segment.file, position, len(data), header.next_offset)
     assert records.read_bytes() == data
     assert os.pread(segment.fd, records.size, records.position) == data
 
@@ -424,3 +425,14 @@ def test_rename_keeps_handles_and_delete_removes_files(tmp_path, kafka_batch):
     assert records.read_bytes() == data
     segment.delete()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_slice_knows_the_offset_after_its_last_batch(segment, kafka_batch):
+    """What a fetch counts as sent, and where the next read starts: whole batches only."""
+    written = _fill(segment, kafka_batch, [3, 3, 3, 3])
+    for count in range(1, 5):
+        budget = sum(len(data) for _, _, data in written[:count])
+        records = segment.read(written[0][1].base_offset, budget, segment.size, False)
+        assert records.next_offset == written[count - 1][1].next_offset
+    partial = segment.read(written[0][1].base_offset, len(written[0][2]) + 5, segment.size, False)
+    assert partial.next_offset == written[1][1].base_offset

@@ -38,9 +38,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topic_type = element_type(response_type, "responses")
     partition_type = element_type(topic_type, "partitions")
     by_topic: dict[str, list[Any]] = {}
+    offsets = {(r.topic, r.partition): r.fetch_offset for r in wanted}
     for result in results:
-        if metrics is not None and result.size:
-            metrics.record_fetch(result.topic, bytes_out=result.size, messages_out=0)
+        if metrics is not None and result.records is not None and result.size:
+            # Records leave by sendfile, unread: count the offsets the slice spans (records
+            # removed by compaction inside it are counted too).
+            sent = result.records.next_offset - offsets[(result.topic, result.partition)]
+            metrics.record_fetch(result.topic, bytes_out=result.size, messages_out=max(sent, 0))
         by_topic.setdefault(result.topic, []).append(
             build(
                 partition_type,

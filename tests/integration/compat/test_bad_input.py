@@ -1,0 +1,302 @@
+"""Bad input from real clients gets Kafka's error codes, promptly, and leaves the logs untouched."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from kio.schema.produce.v9 import request as produce_v9
+
+from odradek.client.connection import BrokerConnection
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_S = 20
+
+
+@pytest.fixture
+def admin(bootstrap):
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create(admin, topic, partitions=1, replication_factor=1, config=None, validate_only=False):
+    [future] = admin.create_topics(
+        [
+            NewTopic(
+                topic,
+                num_partitions=partitions,
+                replication_factor=replication_factor,
+                config=config or {},
+            )
+        ],
+        operation_timeout=10,
+        validate_only=validate_only,
+    ).values()
+    return future.result(TIMEOUT_S)
+
+
+def latest(admin, topic, partition=0) -> int:
+    [future] = admin.list_offsets({TopicPartition(topic, partition): OffsetSpec.latest()}).values()
+    return future.result(TIMEOUT_S).offset
+
+
+def deliver(producer, topic, value, **kwargs):
+    """Produce one record and flush (bounded): its delivery error, or None."""
+    reports = []
+    producer.produce(topic, value=value, on_delivery=lambda err, msg: reports.append(err), **kwargs)
+    assert producer.flush(TIMEOUT_S) == 0, "no delivery report: the client is stuck"
+    [error] = reports
+    return error
+
+
+# -- produce to a topic that does not exist (auto.create.topics.enable is not implemented) -----
+
+
+def test_unknown_topic_on_the_wire(cluster_state, kafka_batch):
+    """Every broker answers a Produce for an unknown topic with UNKNOWN_TOPIC_OR_PARTITION."""
+    request = produce_v9.ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout=timedelta(seconds=5),
+        topic_data=(
+            produce_v9.TopicProduceData(
+                name="no-such-topic",
+                partition_data=(
+                    produce_v9.PartitionProduceData(index=0, records=kafka_batch([(b"k", b"v")])),
+                ),
+            ),
+        ),
+    )
+
+    async def ask(address):
+        host, port = address.rsplit(":", 1)
+        async with await BrokerConnection.open(host, int(port), connect_timeout_s=5) as conn:
+            return await conn.send(request, timeout_s=10)
+
+    for member in cluster_state.members:
+        if member.role == "broker":
+            response = asyncio.run(ask(member.address))
+            [topic] = response.responses
+            [partition] = topic.partition_responses
+            assert partition.error_code.value == 3, (
+                member.id,
+                partition,
+            )  # UNKNOWN_TOPIC_OR_PARTITION
+            assert partition.base_offset == -1
+
+
+def test_unknown_topic_confluent_kafka(bootstrap, topic_name, admin):
+    topic = topic_name()
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "topic.metadata.propagation.max.ms": 1000,  # how long librdkafka waits for a topic
+            "message.timeout.ms": 10_000,
+        }
+    )
+    error = deliver(producer, topic, b"lost")
+    assert error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART, error
+    assert topic not in admin.list_topics(timeout=10).topics  # nothing was auto-created
+
+
+def test_unknown_topic_kafka_python(bootstrap, topic_name):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.errors import KafkaTimeoutError
+
+    topic = topic_name()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, max_block_ms=2_000)
+    try:
+        # kafka-python waits up to max_block_ms for the topic to appear in Metadata, as the Java
+        # client does, then gives up: bounded, and reported.
+        with pytest.raises(KafkaTimeoutError, match="Failed to update metadata"):
+            producer.send(topic, value=b"lost").get(timeout=TIMEOUT_S)
+    finally:
+        producer.close(timeout=5)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        assert not consumer.partitions_for_topic(topic)  # kafka-python 3.x: set()
+        assert topic not in consumer.topics()
+    finally:
+        consumer.close()
+
+
+def test_unknown_topic_aiokafka(bootstrap, topic_name):
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import UnknownTopicOrPartitionError
+
+    topic = topic_name()
+
+    async def scenario():
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=2_000)
+        await producer.start()
+        try:
+            with pytest.raises(UnknownTopicOrPartitionError):
+                await producer.send_and_wait(topic, b"lost")
+        finally:
+            await producer.stop()
+
+    asyncio.run(asyncio.wait_for(scenario(), TIMEOUT_S))
+
+
+# -- a record larger than max.message.bytes ---------------------------------------------------
+
+
+def test_record_beyond_max_message_bytes_confluent_kafka(
+    bootstrap, admin, wait_for_topic, topic_name
+):
+    topic = topic_name()
+    create(admin, topic, config={"max.message.bytes": "10000"})
+    wait_for_topic(topic, 1)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "message.max.bytes": 2_000_000,  # so the client sends what the broker must refuse
+            "compression.type": "none",
+            "message.timeout.ms": 10_000,
+        }
+    )
+    error = deliver(producer, topic, b"x" * 50_000)
+    assert error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE, error
+    assert not error.retriable()
+    assert latest(admin, topic) == 0  # the log was not touched
+    # The topic still takes records that fit, from offset 0.
+    assert deliver(producer, topic, b"y" * 5_000) is None
+    assert latest(admin, topic) == 1
+
+
+def test_record_beyond_the_broker_default_confluent_kafka(
+    bootstrap, admin, wait_for_topic, topic_name
+):
+    """No override: the broker's message.max.bytes (1 MiB + 12, Kafka's default) applies."""
+    topic = topic_name()
+    create(admin, topic)
+    wait_for_topic(topic, 1)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "message.max.bytes": 5_000_000,
+            "compression.type": "none",
+            "message.timeout.ms": 10_000,
+        }
+    )
+    error = deliver(producer, topic, b"x" * 1_100_000)
+    assert error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE, error
+    assert latest(admin, topic) == 0
+
+
+def test_record_beyond_max_message_bytes_kafka_python(bootstrap, admin, wait_for_topic, topic_name):
+    from kafka import KafkaProducer
+    from kafka.errors import MessageSizeTooLargeError
+
+    topic = topic_name()
+    create(admin, topic, config={"max.message.bytes": "10000"})
+    wait_for_topic(topic, 1)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=2_000_000)
+    try:
+        with pytest.raises(MessageSizeTooLargeError, match="max.message.bytes"):
+            producer.send(topic, value=b"x" * 50_000).get(timeout=TIMEOUT_S)
+    finally:
+        producer.close(timeout=5)
+    # kafka-python 3.0.12's idempotent producer turns any non-retriable batch error into a fatal
+    # state (TransactionManager.classify_batch_error), so a fresh producer checks the log.
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    try:
+        assert producer.send(topic, value=b"y" * 5_000).get(timeout=TIMEOUT_S).offset == 0
+    finally:
+        producer.close(timeout=5)
+
+
+# -- topics with bad configs or bad shapes -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"retention.ms": "soon"}, "Not a number of type LONG"),
+        ({"segment.bytes": "5"}, "Value must be at least"),
+        ({"cleanup.policy": "shred"}, "cleanup.policy"),
+        ({"retention.msec": "1"}, "Unknown topic config name: retention.msec"),
+    ],
+    ids=["not-a-number", "out-of-range", "not-a-choice", "unknown-name"],
+)
+def test_create_topic_with_a_bad_config(admin, topic_name, config, message):
+    topic = topic_name()
+    for validate_only in (True, False):
+        with pytest.raises(KafkaException) as refused:
+            create(admin, topic, config=config, validate_only=validate_only)
+        error = refused.value.args[0]
+        assert error.code() == KafkaError.INVALID_CONFIG, error
+        assert message in error.str()
+    assert topic not in admin.list_topics(timeout=10).topics
+
+
+def test_create_topic_with_a_bad_config_kafka_python(bootstrap, topic_name):
+    from kafka import KafkaAdminClient
+    from kafka.errors import InvalidConfigurationError
+
+    topic = topic_name()
+    client = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15_000)
+    try:
+        with pytest.raises(InvalidConfigurationError):
+            client.create_topics(
+                {
+                    topic: {
+                        "num_partitions": 1,
+                        "replication_factor": 1,
+                        "configs": {"flush.ms": "-3"},
+                    }
+                }
+            )
+        assert topic not in client.list_topics()
+    finally:
+        client.close()
+
+
+def test_alter_a_topic_to_a_bad_config(admin, wait_for_topic, topic_name):
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    topic = topic_name()
+    create(admin, topic, config={"retention.ms": "3600000"})
+    wait_for_topic(topic, 1)
+    bad = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "forever", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    [future] = admin.incremental_alter_configs([bad]).values()
+    with pytest.raises(KafkaException) as refused:
+        future.result(TIMEOUT_S)
+    # Kafka answers a bad value in (Incremental)AlterConfigs with INVALID_REQUEST.
+    assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert "Not a number of type LONG" in refused.value.args[0].str()
+    [future] = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+    assert future.result(TIMEOUT_S)["retention.ms"].value == "3600000"
+
+
+@pytest.mark.parametrize(
+    ("name", "partitions", "replication_factor", "code"),
+    [
+        ("bad/name", 1, 1, KafkaError.TOPIC_EXCEPTION),
+        (None, 1, 4, KafkaError.INVALID_REPLICATION_FACTOR),  # 4 replicas, 3 brokers
+        (None, 0, 1, KafkaError.INVALID_PARTITIONS),
+    ],
+    ids=["illegal-name", "too-many-replicas", "zero-partitions"],
+)
+def test_create_topic_with_a_bad_shape(
+    admin, topic_name, name, partitions, replication_factor, code
+):
+    topic = name or topic_name()
+    with pytest.raises(KafkaException) as refused:
+        create(admin, topic, partitions=partitions, replication_factor=replication_factor)
+    assert refused.value.args[0].code() == code, refused.value.args[0]
+    assert topic not in admin.list_topics(timeout=10).topics
