@@ -12,9 +12,18 @@ import sys
 from collections.abc import Sequence
 
 from odradek import __version__
-from odradek.commands import broker, controller, demo, local, storage_demo
+from odradek.commands import (
+    broker,
+    consume,
+    controller,
+    demo,
+    local,
+    produce,
+    storage_demo,
+    topics,
+)
 
-COMMANDS = (demo, storage_demo, broker, controller, local)
+COMMANDS = (demo, storage_demo, broker, controller, local, topics, produce, consume)
 
 
 def build_parser() -> argparse.ArgumentParser:

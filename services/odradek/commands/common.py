@@ -9,18 +9,11 @@ must name a cluster, as Kafka's tools require.
 A command fails by raising ``CommandError``; ``run_command`` turns that into one line on stderr
 and exit code 1. librdkafka's own log lines go through Python's ``logging`` (shown with ``-v``),
 so a broker restart does not spray connection notices over a command's output.
-
-One workaround lives here: librdkafka (up to 2.16 at least, librdkafka issue #5049) encodes the
-"all topics" Metadata request of flexible versions with a 4-byte null array where a 1-byte varint
-belongs, leaving 3 stray bytes at the end of the request. Apache Kafka ignores trailing bytes; our
-broker closes the connection. ``list_topic_names`` therefore asks for all topics with Odradek's
-own client (``odradek.client``); every other request goes through librdkafka.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 import time
@@ -29,18 +22,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
 
-from odradek.client.connection import BrokerConnection
-from odradek.client.errors import ClientError
 from odradek.local.cluster import ClusterState, pid_alive
-from odradek.protocol import schemas
 
 LOCAL_DATA_DIR = Path("var/local")
 REQUEST_TIMEOUT_S = 15.0
 PROGRESS_INTERVAL_S = 1.0
 MIB = 1024 * 1024
-METADATA_API_KEY = 3
-METADATA_VERSION = 1  # the oldest version with a nullable topic array ("all topics")
 
 librdkafka_logger = logging.getLogger("odradek.librdkafka")
 
@@ -80,6 +69,8 @@ def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     return {
         "bootstrap.servers": bootstrap,
         "client.id": "odradek-cli",
+        # Metadata for a topic must never create it (``delete`` polls a topic it just deleted).
+        "allow.auto.create.topics": False,
         "logger": librdkafka_logger,
         **extra,
     }
@@ -121,23 +112,25 @@ def run_command(
     return handler
 
 
-def list_topic_names(bootstrap: str, timeout_s: float = REQUEST_TIMEOUT_S) -> list[str]:
-    """Every topic in the cluster, sorted (see the module docstring for why not librdkafka)."""
-    errors = []
-    for address in bootstrap.split(","):
-        host, _, port = address.strip().rpartition(":")
-        try:
-            return sorted(asyncio.run(_all_topic_names(host, int(port), timeout_s)))
-        except (ClientError, OSError, ValueError) as e:
-            errors.append(f"{address}: {e}")
-    raise CommandError(f"no broker answered Metadata: {'; '.join(errors)}")
+def list_topic_names(admin: AdminClient, timeout_s: float = REQUEST_TIMEOUT_S) -> list[str]:
+    """Every topic in the cluster, sorted."""
+    return sorted(admin.list_topics(timeout=timeout_s).topics)
 
 
-async def _all_topic_names(host: str, port: int, timeout_s: float) -> list[str]:
-    request = schemas.request_schema(METADATA_API_KEY, METADATA_VERSION)(topics=None)
-    async with await BrokerConnection.open(host, port, connect_timeout_s=timeout_s) as conn:
-        response = await conn.send(request, timeout_s=timeout_s)
-    return [t.name for t in response.topics if t.error_code == 0]
+def topic_partitions(client: Any, topic: str, timeout_s: float = REQUEST_TIMEOUT_S) -> list[int]:
+    """The topic's partition ids from ``client``'s Metadata (any librdkafka client), sorted;
+    a ``CommandError`` if the cluster cannot be reached or does not know the topic."""
+    try:
+        metadata = client.list_topics(topic=topic, timeout=timeout_s)
+    except KafkaException as e:
+        raise CommandError(f"cannot reach the cluster: {describe_kafka_error(e)}") from e
+    found = metadata.topics.get(topic)
+    if found is None or (found.error and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        raise CommandError(f"topic {topic!r} does not exist")
+    if found.error is not None or not found.partitions:
+        reason = describe_kafka_error(found.error) if found.error else "no partitions"
+        raise CommandError(f"topic {topic!r}: {reason}")
+    return sorted(found.partitions)
 
 
 def mib(n_bytes: int) -> float:

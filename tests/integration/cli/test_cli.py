@@ -1,0 +1,160 @@
+"""`odradek topics|produce|consume`, run as real processes against a real two-broker cluster."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from odradek.local import cluster
+from odradek.local.cluster import pid_alive
+
+pytestmark = pytest.mark.integration
+
+COMMAND_TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A directory whose ``var/local`` holds a running cluster, as after `odradek local up`."""
+    root = tmp_path_factory.mktemp("cli")
+    state, started = cluster.up(root / "var" / "local", brokers=2)
+    assert started
+    yield root
+    cluster.down(root / "var" / "local")
+    assert not [m for m in state.members if pid_alive(m.pid)]
+
+
+def odradek(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "odradek.cli", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=COMMAND_TIMEOUT_S,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def ok(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    result = odradek(cwd, *args, stdin=stdin)
+    assert result.returncode == 0, f"{args}: {result.stdout}\n{result.stderr}"
+    return result
+
+
+def failed(cwd: Path, *args: str) -> str:
+    """Run a command that must fail; returns its stderr."""
+    result = odradek(cwd, *args)
+    assert result.returncode != 0, f"{args} succeeded: {result.stdout}"
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.stderr
+
+
+def partition_lines(describe_output: str) -> list[dict[str, str]]:
+    rows = []
+    for line in describe_output.splitlines():
+        if line.startswith("\t"):
+            rows.append(dict(field.split(": ", 1) for field in line.strip().split("\t")))
+    return rows
+
+
+def test_topic_lifecycle_create_list_describe_alter_delete(workdir):
+    bootstrap = cluster.ClusterState.read(workdir / "var" / "local").bootstrap_servers
+    created = ok(workdir, "topics", "create", "orders", "--partitions", "3",
+                 "--config", "retention.ms=86400000")  # fmt: skip
+    assert "Created topic orders." in created.stdout
+    assert "orders" in ok(workdir, "topics", "list").stdout.split()
+    # An explicit --bootstrap-server works as well as the local cluster's default.
+    assert "orders" in ok(workdir, "topics", "list", "--bootstrap-server", bootstrap).stdout
+
+    described = ok(workdir, "topics", "describe", "orders").stdout
+    header = described.splitlines()[0]
+    assert header.startswith("Topic: orders\tTopicId: ")
+    assert "PartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=86400000" in header
+    rows = partition_lines(described)
+    assert [row["Partition"] for row in rows] == ["0", "1", "2"]
+    assert {row["Leader"] for row in rows} <= {"1", "2"}
+    assert all(row["Replicas"] == row["Leader"] == row["Isr"] for row in rows)
+
+    ok(workdir, "topics", "alter", "orders", "--partitions", "5",
+       "--config", "segment.bytes=1048576", "--delete-config", "retention.ms")  # fmt: skip
+    described = ok(workdir, "topics", "describe", "orders").stdout
+    assert "PartitionCount: 5" in described
+    assert "Configs: segment.bytes=1048576\n" in described
+    assert {row["Leader"] for row in partition_lines(described)} == {"1", "2"}
+
+    assert "Deleted topic orders." in ok(workdir, "topics", "delete", "orders").stdout
+    assert "orders" not in ok(workdir, "topics", "list").stdout.split()
+    ok(workdir, "topics", "delete", "orders", "--if-exists")
+
+
+def test_generated_records_are_consumed_from_the_beginning(workdir):
+    ok(workdir, "topics", "create", "perf", "--partitions", "4")
+    produced = ok(workdir, "produce", "perf", "--num-records", "1000", "--record-size", "200")
+    summary = produced.stdout.strip().splitlines()[-1]
+    assert re.match(
+        r"1000 records sent, [\d.]+ records/s \([\d.]+ MB/s\), [\d.]+ ms avg latency, "
+        r"[\d.]+ ms max latency",
+        summary,
+    ), summary
+
+    consumed = ok(workdir, "consume", "perf", "--from-beginning", "--max-messages", "1000",
+                  "--timeout-ms", "10000", "--quiet")  # fmt: skip
+    assert consumed.stdout == ""
+    assert re.search(
+        r"^1000 records, 0\.19 MB in [\d.]+ s: [\d.]+ records/s", consumed.stderr, re.M
+    )
+
+
+def test_stdin_lines_come_back_exactly(workdir):
+    lines = ["first", "second line, with spaces", "", "naïve ☃", "last"]
+    ok(workdir, "topics", "create", "console", "--partitions", "1")
+    produced = ok(workdir, "produce", "console", "--from-stdin", stdin="\n".join(lines) + "\n")
+    assert produced.stdout.startswith("5 records sent")
+
+    consumed = ok(workdir, "consume", "console", "--from-beginning", "--timeout-ms", "2000")
+    assert consumed.stdout.split("\n")[:-1] == lines
+    assert consumed.stderr.startswith("5 records, ")
+
+
+def test_keys_codec_and_acks_reach_the_consumer(workdir):
+    ok(workdir, "topics", "create", "keyed", "--partitions", "2")
+    ok(workdir, "produce", "keyed", "--num-records", "50", "--key-pattern", "user-{n}",
+       "--compression", "lz4", "--acks", "1")  # fmt: skip
+    consumed = ok(workdir, "consume", "keyed", "--from-beginning", "--print-metadata",
+                  "--max-messages", "50", "--timeout-ms", "10000")  # fmt: skip
+    rows = [line.split("\t") for line in consumed.stdout.splitlines()]
+    assert sorted(row[2] for row in rows) == sorted(f"user-{n}" for n in range(50))
+    assert {row[0] for row in rows} == {"Partition:0", "Partition:1"}
+
+
+def test_errors_exit_non_zero_with_the_brokers_message(workdir):
+    ok(workdir, "topics", "create", "taken")
+    assert "already exists" in failed(workdir, "topics", "create", "taken")
+    ok(workdir, "topics", "create", "taken", "--if-not-exists")
+
+    error = failed(workdir, "topics", "create", "bad", "--config", "retention.ms=soon")
+    assert "Invalid value soon for configuration retention.ms" in error
+    error = failed(workdir, "topics", "alter", "taken", "--config", "segment.bytes=big")
+    assert "Invalid value big for configuration segment.bytes" in error
+
+    assert "topic 'ghost' does not exist" in failed(workdir, "topics", "describe", "ghost")
+    assert "does not exist" in failed(workdir, "topics", "delete", "ghost")
+    assert "does not exist" in failed(workdir, "produce", "ghost", "--num-records", "1")
+    assert "does not exist" in failed(workdir, "consume", "ghost", "--timeout-ms", "1000")
+    assert "has no partition 9" in failed(workdir, "consume", "taken", "--partition", "9")
+
+    ok(workdir, "topics", "create", "tight", "--config", "max.message.bytes=500")
+    error = failed(workdir, "produce", "tight", "--num-records", "3", "--record-size", "1000")
+    assert "3 records failed: Broker: Message size too large" in error
+
+
+def test_without_a_cluster_the_user_is_told_what_to_do(tmp_path):
+    error = failed(tmp_path, "topics", "list")
+    assert "--bootstrap-server" in error and "odradek local up" in error
