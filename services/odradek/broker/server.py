@@ -131,14 +131,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close()
 
     async def _write(self, parts: list) -> None:
+        """Write a response: consecutive buffers as one ``write`` (one send, one TCP segment
+        with TCP_NODELAY), each file region with ``sendfile``."""
         loop = asyncio.get_running_loop()
-        for part in encode_frame(parts):
+        pending: list = []
+        for part in [*encode_frame(parts), None]:
+            if part is not None and is_buffer(part):
+                pending.append(part)
+                continue
             await self.writable.wait()
             if self.transport.is_closing():
                 return
-            if is_buffer(part):
-                self.transport.write(part)
-            else:
+            if pending:
+                self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+                pending = []
+            if part is not None:
                 await loop.sendfile(self.transport, part.file, part.position, part.size)
 
 
