@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from odradek.broker.admin.configs import ConfigAdmin, ConfigResource
@@ -22,8 +23,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     ]
     admin = ConfigAdmin(ctx.broker.zk, ctx.broker.broker_id, ctx.broker.config)
     results = await admin.alter(resources, validate_only=request.validate_only)
+    return alter_configs_response(API_KEY, ctx.api_version, results)
 
-    response_type = schemas.response_schema(API_KEY, ctx.api_version)
+
+def alter_configs_response(api_key: int, api_version: int, results: Iterable[Any]) -> Any:
+    """The answer to AlterConfigs and IncrementalAlterConfigs: one result per resource."""
+    response_type = schemas.response_schema(api_key, api_version)
     result_type = element_type(response_type, "responses")
     return build(
         response_type,
