@@ -9,40 +9,17 @@ with a NEW session (LOST, then CONNECTED).
 
 from __future__ import annotations
 
-import re
 import time
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 from kazoo.client import KazooClient
 
-from odradek.local.zookeeper import ZooKeeperProcess
 from odradek.zk.client import ZkClient
 
-TICK_TIME_MS = 200
 SESSION_TIMEOUT_S = 2.0
 CONNECT_TIMEOUT_S = 10.0
 POLL_INTERVAL_S = 0.02
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
-    """One ZooKeeper server for the module, stopped by its PID at the end."""
-    server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=TICK_TIME_MS)
-    server.start()
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def hosts(zookeeper: ZooKeeperProcess, request: pytest.FixtureRequest) -> str:
-    """A connect string with a chroot of this test's own, so tests never see each other."""
-    name = re.sub(r"[^A-Za-z0-9_-]", "_", request.node.name)[:60]
-    return f"{zookeeper.connect_string}/{name}-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import socket
 import struct
 import threading
@@ -35,36 +34,15 @@ from odradek.broker.partition import PartitionState
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.server import BrokerServer
 from odradek.config.broker import BrokerConfig
-from odradek.local.zookeeper import ZooKeeperProcess
 from odradek.protocol.codec import decode_response, encode_request
 from odradek.storage.manager import LogManager
 from odradek.zk.client import ZkClient
 from odradek.zk.errors import NoNodeError
 from odradek.zk.paths import BrokerInfo, Endpoint, broker_path
 
-TICK_TIME_MS = 200
 SESSION_TIMEOUT_S = 4.0
 CONNECT_TIMEOUT_S = 10.0
 CALL_TIMEOUT_S = 30.0
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
-    """One ZooKeeper server for the module, stopped by its PID at the end."""
-    server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=TICK_TIME_MS)
-    server.start()
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def hosts(zookeeper: ZooKeeperProcess, request: pytest.FixtureRequest) -> str:
-    """A connect string with a chroot of this test's own."""
-    name = re.sub(r"[^A-Za-z0-9_-]", "_", request.node.name)[:60]
-    return f"{zookeeper.connect_string}/{name}-{uuid.uuid4().hex[:8]}"
 
 
 class ZkView(ZkClient):
