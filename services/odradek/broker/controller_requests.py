@@ -156,12 +156,11 @@ def listener_name(broker: BrokerContext) -> str:
 
 def update_metadata(
     cache: MetadataCache,
-    controller_id: int,
     brokers: Iterable[BrokerEndpoint],
     topics: Iterable[TopicUpdate],
 ) -> None:
     """Replace the live brokers; merge each partition state into its topic (see the module)."""
-    cache.update_brokers(list(brokers), controller_id)
+    cache.update_brokers(list(brokers))
     for update in topics:
         existing = cache.topic(update.name)
         partitions = dict(existing.partitions) if existing is not None else {}

@@ -43,13 +43,20 @@ class TopicMetadata:
 class MetadataCache:
     def __init__(self, cluster_id: str | None = None):
         self.cluster_id = cluster_id
-        self.controller_id = -1
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.topics: dict[str, TopicMetadata] = {}
 
-    def update_brokers(self, brokers: list[BrokerEndpoint], controller_id: int) -> None:
+    def update_brokers(self, brokers: list[BrokerEndpoint]) -> None:
         self.brokers = {b.broker_id: b for b in brokers}
-        self.controller_id = controller_id
+
+    @property
+    def controller_id(self) -> int:
+        """What Metadata names as controller: the lowest live broker id (-1 if none).
+
+        The controller is its own process here, not a broker, but admin clients send
+        CreateTopics & co. to the node named controller; any broker serves them.
+        """
+        return min(self.brokers, default=-1)
 
     def update_topic(self, topic: TopicMetadata) -> None:
         self.topics[topic.name] = topic

@@ -262,7 +262,8 @@ def test_told_to_lead_orders_the_broker_serves_kafka_python(broker, controller, 
     assert [(b.node_id, b.host, b.port, b.rack) for b in answer.brokers] == [
         (BROKER_ID, "127.0.0.1", broker.port, "rack-a")
     ]
-    assert broker.metadata.controller_id == CONTROLLER_ID
+    # The controller process is no broker: Metadata names a live broker, which serves admin.
+    assert answer.controller_id == BROKER_ID != CONTROLLER_ID
     (topic,) = answer.topics
     assert (topic.name, topic.topic_id) == (TOPIC, TOPIC_ID)
     assert [(p.partition_index, p.leader_id) for p in topic.partitions] == [

@@ -65,9 +65,7 @@ class RunningBroker:
         return self.call(run())
 
     def _lead_topic(self) -> None:
-        self.metadata.update_brokers(
-            [BrokerEndpoint(BROKER_ID, "127.0.0.1", self.port)], controller_id=BROKER_ID
-        )
+        self.metadata.update_brokers([BrokerEndpoint(BROKER_ID, "127.0.0.1", self.port)])
         partitions = {}
         for p in range(PARTITIONS):
             state = PartitionState(

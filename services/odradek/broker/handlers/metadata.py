@@ -76,9 +76,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         throttle_time=NO_THROTTLE,
         brokers=brokers,
         cluster_id=cache.cluster_id,
-        # The controller is not a broker here, but admin clients send CreateTopics & co. to the
-        # node named controller; any broker serves them, so name the lowest live broker id.
-        controller_id=min(cache.brokers, default=-1),
+        controller_id=cache.controller_id,
         topics=tuple(topics),
         cluster_authorized_operations=-2147483648,
     )

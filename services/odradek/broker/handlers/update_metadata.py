@@ -53,7 +53,7 @@ async def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateM
         )
         for topic in request.topic_states
     ]
-    controller_requests.update_metadata(broker.metadata, request.controller_id, brokers, topics)
+    controller_requests.update_metadata(broker.metadata, brokers, topics)
     return UpdateMetadataResponse(error_code=ErrorCode.none)
 
 

@@ -124,7 +124,7 @@ class AdminBroker:
         self.zk.create(broker_path(broker_id), info.encode(), ephemeral=True)
         self.call_sync(
             lambda: self.metadata.update_brokers(
-                [BrokerEndpoint(broker_id, "127.0.0.1", self.port)], controller_id=broker_id
+                [BrokerEndpoint(broker_id, "127.0.0.1", self.port)]
             )
         )
 
