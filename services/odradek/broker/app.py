@@ -27,6 +27,7 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.server import BrokerServer
 from odradek.broker.topic_configs import TopicConfigs
+from odradek.broker.workers import Workers
 from odradek.config.broker import BrokerConfig
 from odradek.config.topic import TopicConfig
 from odradek.observability.admin_server import AdminServer, start_admin_server
@@ -78,6 +79,7 @@ class BrokerApp:
         self.admin: AdminServer | None = None
         self.registrar: BrokerRegistrar | None = None
         self.topic_configs: TopicConfigs | None = None
+        self.workers: Workers | None = None
         self.stopped = asyncio.Event()
 
     async def start(self) -> BoundAddresses:
@@ -100,9 +102,12 @@ class BrokerApp:
         await asyncio.to_thread(self.log_manager.load)
         self.log_manager.start()
 
+        self.workers = Workers()
         context = BrokerContext(
             broker_id=config.broker_id,
-            replica_manager=ReplicaManager(config.broker_id, self.log_manager),
+            replica_manager=ReplicaManager(
+                config.broker_id, self.log_manager, workers=self.workers
+            ),
             metadata=MetadataCache(cluster_id),
             metrics=self.metrics,
             config=config,
@@ -197,6 +202,8 @@ class BrokerApp:
             await self.server.stop()
         if self.admin is not None:
             await self.admin.stop()
+        if self.workers is not None:
+            await asyncio.to_thread(self.workers.shutdown)
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown)
         await self.zk.aclose()

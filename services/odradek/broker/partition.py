@@ -21,8 +21,10 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from odradek.broker.workers import Workers
 from odradek.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
-from odradek.storage.log import AppendOrigin, Log, LogAppendInfo
+from odradek.storage.log import Log, LogAppendInfo
+from odradek.storage.validator import AppendOrigin
 
 ACKS_ALL = -1
 
@@ -65,8 +67,29 @@ class Partition:
             self._advance_high_watermark()
         return True
 
-    def append_as_leader(self, records: bytes | memoryview, acks: int) -> LogAppendInfo:
-        """Append a producer's record set; raises the Kafka error a produce answer carries."""
+    async def append_as_leader(
+        self, records: bytes | memoryview, acks: int, workers: Workers | None = None
+    ) -> LogAppendInfo:
+        """Append a producer's record set; raises the Kafka error a produce answer carries.
+
+        Validation of a large record set runs on ``workers`` (off the event loop); leadership
+        and the ISR are checked before it and again after, since the controller may have moved
+        the partition meanwhile.
+        """
+        self._check_can_append(acks)
+        if workers is not None and len(records) >= workers.offload_min_bytes:
+            validated = await workers.validate(
+                self.log.validate, records, origin=AppendOrigin.CLIENT
+            )
+            self._check_can_append(acks)
+        else:
+            validated = self.log.validate(records, origin=AppendOrigin.CLIENT)
+        info = self.log.append_validated(validated, leader_epoch=self.state.leader_epoch)
+        self._advance_high_watermark()
+        self._wake_fetchers()
+        return info
+
+    def _check_can_append(self, acks: int) -> None:
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
                 f"broker {self.broker_id} is not the leader of {self.name} "
@@ -78,12 +101,6 @@ class Partition:
                 f"{self.name} has {len(self.state.isr)} in-sync replicas "
                 f"{list(self.state.isr)}, below min.insync.replicas {min_isr}"
             )
-        info = self.log.append(
-            records, origin=AppendOrigin.CLIENT, leader_epoch=self.state.leader_epoch
-        )
-        self._advance_high_watermark()
-        self._wake_fetchers()
-        return info
 
     def _advance_high_watermark(self) -> None:
         """HW = smallest LEO in the ISR; alone in the ISR, that is our own LEO."""

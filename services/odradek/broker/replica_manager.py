@@ -16,12 +16,14 @@ Runs on the broker's event loop only.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from odradek.broker.partition import Partition, PartitionState, wait_for_any
+from odradek.broker.workers import Workers
 from odradek.config.topic import TopicConfig
 from odradek.errors import (
     ErrorCode,
@@ -101,8 +103,10 @@ class ReplicaManager:
         log_manager: LogManager,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        workers: Workers | None = None,
     ):
         self.broker_id = broker_id
+        self.workers = workers  # None: everything runs inline (tests)
         self.log_manager = log_manager
         self.monotonic = monotonic
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -162,28 +166,41 @@ class ReplicaManager:
 
     # -- produce -------------------------------------------------------------------------
 
-    def append_records(
+    async def append_records(
         self, acks: int, entries: Mapping[TopicPartition, bytes | memoryview]
     ) -> dict[TopicPartition, ProduceResult]:
-        """Append each partition's record set as leader; one result per partition."""
+        """Append each partition's record set as leader; one result per partition.
+
+        Partitions are appended concurrently: the validation of one may run on a worker thread
+        while another is written.
+        """
         if acks not in (0, 1, -1):
             error = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {acks}")
             return {tp: ProduceResult(error.error_code, error_message=str(error)) for tp in entries}
-        results: dict[TopicPartition, ProduceResult] = {}
-        for (topic, index), records in entries.items():
-            try:
-                info = self.get_partition(topic, index).append_as_leader(records, acks)
-                results[(topic, index)] = ProduceResult(
-                    base_offset=info.first_offset,
-                    log_append_time_ms=info.log_append_time_ms,
-                    log_start_offset=info.log_start_offset,
-                    records_count=info.records_count,
-                    valid_bytes=info.valid_bytes,
-                )
-            except Exception as e:  # each partition answers for itself
-                code, message = _error_of(e, f"produce to {topic}-{index}")
-                results[(topic, index)] = ProduceResult(code, error_message=message)
-        return results
+        appended = await asyncio.gather(
+            *(
+                self._append(topic, index, records, acks)
+                for (topic, index), records in entries.items()
+            )
+        )
+        return dict(zip(entries, appended, strict=True))
+
+    async def _append(
+        self, topic: str, index: int, records: bytes | memoryview, acks: int
+    ) -> ProduceResult:
+        try:
+            partition = self.get_partition(topic, index)
+            info = await partition.append_as_leader(records, acks, self.workers)
+        except Exception as e:  # each partition answers for itself
+            code, message = _error_of(e, f"produce to {topic}-{index}")
+            return ProduceResult(code, error_message=message)
+        return ProduceResult(
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time_ms,
+            log_start_offset=info.log_start_offset,
+            records_count=info.records_count,
+            valid_bytes=info.valid_bytes,
+        )
 
     # -- fetch ---------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 MAX_FRAME_BYTES = 104_857_600  # socket.request.max.bytes
 MAX_INFLIGHT_REQUESTS = 100  # odradek.connection.max.inflight.requests
 MAX_CONNECTIONS = 1000  # max.connections
+STOP_GRACE_S = 5.0  # how long requests already received may take to finish at shutdown
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -67,6 +68,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.abort()
             return
         self.worker = asyncio.ensure_future(self._serve())
+        self.server.workers.add(self.worker)
+        self.worker.add_done_callback(self.server.workers.discard)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.decoder.get_buffer(sizehint)
@@ -89,10 +92,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return False  # close the transport; queued requests are dropped with it
 
     def connection_lost(self, exc: Exception | None) -> None:
+        # The worker is not cancelled: requests already received whole are still handled (their
+        # answers go nowhere), as Kafka handles what reached its request queue. A producer's
+        # retry then finds the first attempt in the log instead of racing it.
         self.server.release(self)
         self.writable.set()
-        if self.worker is not None:
-            self.worker.cancel()
+        self.frame_ready.set()
 
     def pause_writing(self) -> None:
         self.writable.clear()
@@ -108,8 +113,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _serve(self) -> None:
         try:
-            while self.transport is not None and not self.transport.is_closing():
+            while True:
                 if not self.frames:
+                    if self.transport is None or self.transport.is_closing():
+                        return
                     self.frame_ready.clear()
                     await self.frame_ready.wait()
                     continue
@@ -118,7 +125,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.transport.resume_reading()
                     self.reading_paused = False
                 parts = await self.server.handle(frame, self.peer)
-                if parts is None:
+                if parts is None or self.transport.is_closing():
                     continue
                 if parts is CLOSE:
                     self.close()
@@ -171,6 +178,7 @@ class BrokerServer:
         self.max_inflight = max_inflight
         self.max_connections = max_connections
         self.connections: set[KafkaConnection] = set()
+        self.workers: set[asyncio.Task[None]] = set()  # one per connection, until it finishes
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> int:
@@ -184,6 +192,10 @@ class BrokerServer:
             self._server.close()
         for connection in list(self.connections):
             connection.close()
+        if self.workers:  # requests already received finish; then nothing may touch the logs
+            _, pending = await asyncio.wait(set(self.workers), timeout=STOP_GRACE_S)
+            for worker in pending:
+                worker.cancel()
         if self._server is not None:
             await self._server.wait_closed()
 

@@ -8,6 +8,8 @@ Layers, each importing only those below it:
 - ``index``: the sparse ``.index`` and ``.timeindex`` files.
 - ``segment``: one ``.log`` file with its two indexes.
 - ``producer_state``: idempotent producers' sequences, checked on append, snapshotted.
+- ``validator``: what a record set must satisfy before a log takes it (Kafka's LogValidator);
+  pure, so it may run off the appending thread.
 - ``log``: one partition: a sequence of segments, appends, reads, retention, recovery.
 - ``cleaner``: compaction of logs with ``cleanup.policy=compact``.
 - ``manager``: all logs of a broker across its JBOD ``log.dirs``.

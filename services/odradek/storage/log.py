@@ -37,26 +37,19 @@ from pathlib import Path
 from odradek.config.topic import TopicConfig
 from odradek.errors import (
     InvalidRecordError,
-    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    RecordTooLargeError,
 )
-from odradek.storage.batch import (
-    BatchHeader,
-    check_producer_batch,
-    iter_batches,
-    set_log_append_time,
-)
-from odradek.storage.compression import Compression
+from odradek.storage.batch import BatchHeader
 from odradek.storage.index import CorruptIndexError
 from odradek.storage.producer_state import ProducerStateManager
-from odradek.storage.records import decode_records, reencode_batch
+from odradek.storage.records import decode_records
 from odradek.storage.segment import (
     LOG_SUFFIX,
     FileSlice,
     LogSegment,
 )
+from odradek.storage.validator import AppendOrigin, ValidatedRecords, validate_records
 
 log = logging.getLogger(__name__)
 
@@ -80,14 +73,6 @@ def wall_clock_ms() -> int:
 
 def log_directory_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
-
-
-class AppendOrigin:
-    """Who is appending: decides which rules apply and whether offsets are assigned."""
-
-    CLIENT = "client"  # a producer: assign offsets, producer rules, no control batches
-    COORDINATOR = "coordinator"  # the broker's own coordinators: may write control batches
-    REPLICATION = "replication"  # a follower copying its leader: offsets kept as they are
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +265,16 @@ class Log:
 
     # -- appending -----------------------------------------------------------------------
 
+    def validate(
+        self, records: bytes | bytearray | memoryview, *, origin: str = AppendOrigin.CLIENT
+    ) -> ValidatedRecords:
+        """Validate a record set against this log's configuration (``validator``).
+
+        Safe on any thread: it reads only the configuration and the clock, so a caller may run
+        it off the thread that appends. Raises as ``validate_records`` does.
+        """
+        return validate_records(records, self.config, origin=origin, now_ms=self.clock())
+
     def append(
         self,
         records: bytes | bytearray | memoryview,
@@ -287,31 +282,27 @@ class Log:
         origin: str = AppendOrigin.CLIENT,
         leader_epoch: int | None = None,
     ) -> LogAppendInfo:
-        """Validate a record set (one or more batches) and append it whole, or not at all.
+        """Validate a record set (one or more batches) and append it whole, or not at all."""
+        return self.append_validated(
+            self.validate(records, origin=origin), leader_epoch=leader_epoch
+        )
 
-        Raises ``CorruptRecordError``, ``InvalidRecordError``, ``RecordTooLargeError`` or
-        ``InvalidTimestampError`` before anything is written; ``KafkaStorageError`` if the disk
-        fails, after cutting the segment back to where it was.
+    def append_validated(
+        self, validated: ValidatedRecords, *, leader_epoch: int | None = None
+    ) -> LogAppendInfo:
+        """Append a record set that ``validate`` accepted: producer checks, offsets, write.
+
+        Raises ``KafkaStorageError`` if the disk fails, after cutting the segment back to where
+        it was, and the producer-state errors of ``ProducerStateManager.check``; nothing is
+        written then.
         """
-        view = memoryview(records).cast("B")
-        if not view:
+        if not validated.batches:
             return LogAppendInfo(-1, -1, -1, -1, -1, self.log_start_offset, 0, 0)
-        batches = list(iter_batches(view))
-        self._check_batches(batches, len(view), origin)
-        if self._needs_record_validation():
-            view = self._validate_records(view, batches)
-            batches = list(iter_batches(view))
-        log_append_time_ms = -1
-        if self.config.log_append_time and origin != AppendOrigin.REPLICATION:
-            log_append_time_ms = self.clock()
-            view = memoryview(bytearray(view))
-            for position, _ in batches:
-                set_log_append_time(view, position, log_append_time_ms)
-            batches = [(p, BatchHeader.parse(view, p)) for p, _ in batches]
+        origin = validated.origin
         with self._lock:
             self._check_online()
             if origin != AppendOrigin.REPLICATION:
-                duplicate = self.producer_state.check(batches[0][1])
+                duplicate = self.producer_state.check(validated.batches[0][1])
                 if duplicate is not None:
                     return LogAppendInfo(
                         first_offset=duplicate.first_offset,
@@ -324,95 +315,18 @@ class Log:
                         valid_bytes=0,
                         duplicate=True,
                     )
-            return self._write(view, batches, origin, leader_epoch, log_append_time_ms)
-
-    def _check_batches(
-        self, batches: list[tuple[int, BatchHeader]], total_bytes: int, origin: str
-    ) -> None:
-        if total_bytes > self.config.segment_bytes:
-            raise RecordTooLargeError(
-                f"record set of {total_bytes} bytes exceeds segment.bytes "
-                f"({self.config.segment_bytes})"
+            return self._write(
+                validated.records,
+                validated.batches,
+                origin,
+                leader_epoch,
+                validated.log_append_time_ms,
             )
-        for _, header in batches:
-            if header.size_in_bytes > self.config.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"record batch of {header.size_in_bytes} bytes exceeds max.message.bytes "
-                    f"({self.config.max_message_bytes})"
-                )
-            if origin == AppendOrigin.REPLICATION:
-                continue
-            check_producer_batch(header)
-            if len(batches) > 1 and header.has_producer_id:
-                raise InvalidRecordError(
-                    "a record set from an idempotent producer must hold exactly one batch"
-                )
-            if header.is_control and origin == AppendOrigin.CLIENT:
-                raise InvalidRecordError("clients may not write control batches")
-
-    def _needs_record_validation(self) -> bool:
-        config = self.config
-        return (
-            config.compact
-            or config.compression_type != "producer"
-            or (
-                not config.log_append_time
-                and (
-                    config.message_timestamp_before_max_ms != LONG_MAX
-                    or config.message_timestamp_after_max_ms != LONG_MAX
-                )
-            )
-        )
-
-    def _validate_records(
-        self, view: memoryview, batches: list[tuple[int, BatchHeader]]
-    ) -> memoryview:
-        """The slow path: look inside batches for rules a header cannot show.
-
-        Taken only when the topic asks for it: compacted topics need a key on every record,
-        timestamp bounds need every record's timestamp, and ``compression.type`` other than
-        ``producer`` re-encodes batches sent with another codec (as Kafka does).
-        """
-        config = self.config
-        target = (
-            None
-            if config.compression_type == "producer"
-            else Compression.from_name(config.compression_type)
-        )
-        now = self.clock()
-        earliest = now - config.message_timestamp_before_max_ms
-        latest = now + config.message_timestamp_after_max_ms
-        check_time = not config.log_append_time
-        parts: list[bytes | memoryview] = []
-        changed = False
-        for position, header in batches:
-            data = view[position : position + header.size_in_bytes]
-            if header.is_control:
-                parts.append(data)
-                continue
-            records = decode_records(data)
-            for record in records:
-                if config.compact and record.key is None:
-                    raise InvalidRecordError(
-                        f"compacted topic cannot accept a record without a key "
-                        f"(partition {self.directory.name}, offset delta "
-                        f"{record.offset - header.base_offset})"
-                    )
-                if check_time and not earliest <= record.timestamp <= latest:
-                    raise InvalidTimestampError(
-                        f"record timestamp {record.timestamp} is outside "
-                        f"[{earliest}, {latest}] allowed by message.timestamp.*.max.ms"
-                    )
-            if target is not None and target != header.compression:
-                data = reencode_batch(header, records, target)
-                changed = True
-            parts.append(data)
-        return memoryview(b"".join(parts)) if changed else view
 
     def _write(
         self,
         view: memoryview,
-        batches: list[tuple[int, BatchHeader]],
+        batches: tuple[tuple[int, BatchHeader], ...],
         origin: str,
         leader_epoch: int | None,
         log_append_time_ms: int,

@@ -31,6 +31,10 @@ def lead(replicas: ReplicaManager, topic="t", partition=0, epoch=0, isr=(BROKER,
     return replicas.become_leader_or_follower(topic, partition, state, TopicConfig(**config))
 
 
+def produce(replicas: ReplicaManager, acks: int, entries):
+    return asyncio.run(replicas.append_records(acks, entries))
+
+
 def records(kafka_batch, n=3, value=b"v"):
     return kafka_batch([(b"k%d" % i, value) for i in range(n)])
 
@@ -38,7 +42,7 @@ def records(kafka_batch, n=3, value=b"v"):
 def test_the_leader_appends_and_the_high_watermark_follows(manager, kafka_batch):
     partition = lead(manager)
     for acks in (0, 1, -1):
-        result = manager.append_records(acks, {("t", 0): records(kafka_batch)})[("t", 0)]
+        result = produce(manager, acks, {("t", 0): records(kafka_batch)})[("t", 0)]
         assert result.error == ErrorCode.none
     assert result.base_offset == 6
     assert partition.log.high_watermark == partition.log.log_end_offset == 9
@@ -48,7 +52,8 @@ def test_errors_are_per_partition(manager, kafka_batch):
     lead(manager, partition=0)
     corrupt = bytearray(records(kafka_batch))
     corrupt[-1] ^= 0xFF
-    results = manager.append_records(
+    results = produce(
+        manager,
         1,
         {("t", 0): records(kafka_batch), ("t", 1): records(kafka_batch), ("u", 0): bytes(corrupt)},
     )
@@ -56,30 +61,30 @@ def test_errors_are_per_partition(manager, kafka_batch):
     assert results[("t", 1)].error == ErrorCode.unknown_topic_or_partition
     assert results[("u", 0)].error == ErrorCode.unknown_topic_or_partition
     lead(manager, topic="u")
-    result = manager.append_records(1, {("u", 0): bytes(corrupt)})[("u", 0)]
+    result = produce(manager, 1, {("u", 0): bytes(corrupt)})[("u", 0)]
     assert result.error == ErrorCode.corrupt_message
     assert "CRC" in result.error_message
 
 
 def test_invalid_acks_fail_every_partition(manager, kafka_batch):
     lead(manager)
-    result = manager.append_records(2, {("t", 0): records(kafka_batch)})[("t", 0)]
+    result = produce(manager, 2, {("t", 0): records(kafka_batch)})[("t", 0)]
     assert result.error == ErrorCode.invalid_required_acks
     assert manager.get_partition("t", 0).log.log_end_offset == 0
 
 
 def test_acks_all_below_min_insync_replicas_writes_nothing(manager, kafka_batch):
     partition = lead(manager, min_insync_replicas=2)
-    result = manager.append_records(-1, {("t", 0): records(kafka_batch)})[("t", 0)]
+    result = produce(manager, -1, {("t", 0): records(kafka_batch)})[("t", 0)]
     assert result.error == ErrorCode.not_enough_replicas
     assert partition.log.log_end_offset == 0
-    assert manager.append_records(1, {("t", 0): records(kafka_batch)})[("t", 0)].error == 0
+    assert produce(manager, 1, {("t", 0): records(kafka_batch)})[("t", 0)].error == 0
 
 
 def test_a_follower_refuses_produce_and_fetch(manager, kafka_batch):
     state = PartitionState(leader=2, leader_epoch=3, isr=(2, BROKER), replicas=(2, BROKER))
     manager.become_leader_or_follower("t", 0, state, TopicConfig())
-    result = manager.append_records(1, {("t", 0): records(kafka_batch)})[("t", 0)]
+    result = produce(manager, 1, {("t", 0): records(kafka_batch)})[("t", 0)]
     assert result.error == ErrorCode.not_leader_or_follower
     fetched = asyncio.run(
         manager.fetch(
@@ -108,8 +113,8 @@ def _fetch(manager, offset=0, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, par
 
 def test_fetch_returns_whole_batches_below_the_high_watermark(manager, kafka_batch):
     partition = lead(manager)
-    manager.append_records(1, {("t", 0): records(kafka_batch)})
-    manager.append_records(1, {("t", 0): records(kafka_batch)})
+    produce(manager, 1, {("t", 0): records(kafka_batch)})
+    produce(manager, 1, {("t", 0): records(kafka_batch)})
     partition.log.update_high_watermark(3)  # as if a follower lagged
     (result,) = _fetch(manager)
     assert result.high_watermark == 3
@@ -119,7 +124,7 @@ def test_fetch_returns_whole_batches_below_the_high_watermark(manager, kafka_bat
 
 def test_fetch_beyond_the_log_end_is_out_of_range(manager, kafka_batch):
     lead(manager)
-    manager.append_records(1, {("t", 0): records(kafka_batch)})
+    produce(manager, 1, {("t", 0): records(kafka_batch)})
     (result,) = _fetch(manager, offset=10)
     assert result.error == ErrorCode.offset_out_of_range
 
@@ -139,7 +144,7 @@ def test_fetch_waits_for_data_and_wakes_on_append(manager, kafka_batch):
         await asyncio.sleep(0.1)
         assert not fetching.done()
         started = time.monotonic()
-        manager.append_records(1, {("t", 0): records(kafka_batch)})
+        await manager.append_records(1, {("t", 0): records(kafka_batch)})
         (result,) = await asyncio.wait_for(fetching, 2)
         return result, time.monotonic() - started
 
@@ -161,7 +166,7 @@ def test_fetch_max_bytes_spans_partitions_but_the_first_batch_always_comes(manag
     lead(manager, partition=0)
     lead(manager, partition=1)
     big = records(kafka_batch, n=10, value=b"x" * 1000)
-    manager.append_records(1, {("t", 0): big, ("t", 1): big})
+    produce(manager, 1, {("t", 0): big, ("t", 1): big})
     first, second = _fetch(manager, max_bytes=100, partitions=(0, 1))
     assert first.records is not None and first.records.size == len(big)  # larger than 100
     assert second.records is None  # no budget left
@@ -172,7 +177,7 @@ def test_list_offsets_and_delete_records(manager, kafka_batch):
     base = 1_700_000_000_000
     for n in range(4):
         batch = kafka_batch([(b"k", b"v%d" % n)], timestamp_ms=base + n * 1000)
-        manager.append_records(1, {("t", 0): batch})
+        produce(manager, 1, {("t", 0): batch})
     assert manager.list_offsets("t", 0, -2).offset == 0
     assert manager.list_offsets("t", 0, -1).offset == 4
     found = manager.list_offsets("t", 0, base + 1500)

@@ -19,7 +19,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
         for topic in request.topic_data
         for partition in topic.partition_data
     }
-    results = ctx.broker.replica_manager.append_records(request.acks, entries)
+    results = await ctx.broker.replica_manager.append_records(request.acks, entries)
     metrics = ctx.broker.metrics
     if metrics is not None:
         for (topic, _), result in results.items():

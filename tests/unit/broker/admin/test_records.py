@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -32,7 +33,9 @@ def host(replicas, topic, partition=0, leader=BROKER, **config):
 
 def fill(replicas, kafka_batch, topic, n=10):
     for i in range(n):
-        result = replicas.append_records(1, {(topic, 0): kafka_batch([(None, b"%d" % i)])})
+        result = asyncio.run(
+            replicas.append_records(1, {(topic, 0): kafka_batch([(None, b"%d" % i)])})
+        )
         assert result[(topic, 0)].error == ErrorCode.none
 
 
