@@ -31,6 +31,7 @@ from odradek.broker.workers import Workers
 from odradek.config.broker import BrokerConfig
 from odradek.config.topic import TopicConfig
 from odradek.observability.admin_server import AdminServer, start_admin_server
+from odradek.observability.loop_monitor import EventLoopMonitor
 from odradek.observability.metrics import (
     broker_metrics,
     common_metrics,
@@ -80,11 +81,13 @@ class BrokerApp:
         self.registrar: BrokerRegistrar | None = None
         self.topic_configs: TopicConfigs | None = None
         self.workers: Workers | None = None
+        self.loop_monitor = EventLoopMonitor(self.common)
         self.stopped = asyncio.Event()
 
     async def start(self) -> BoundAddresses:
         config = self.config
         self.zk.add_session_listener(self._on_session, loop=asyncio.get_running_loop())
+        self.loop_monitor.start()
         await self.zk.astart()
         await self.zk.aensure_paths(PERSISTENT_PATHS)
         cluster_id = await self._cluster_id()
@@ -120,6 +123,10 @@ class BrokerApp:
             max_frame_bytes=config.socket_request_max_bytes,
             max_inflight=config.odradek_connection_max_inflight_requests,
             max_connections=config.max_connections,
+            queued_max_requests=config.queued_max_requests,
+            queued_max_request_bytes=config.queued_max_request_bytes,
+            idle_timeout_ms=config.connections_max_idle_ms,
+            receive_timeout_ms=config.odradek_socket_request_receive_timeout_ms,
         )
         listener = config.listeners[0]
         kafka_port = await self.server.start(listener.host or "0.0.0.0", listener.port)
@@ -186,6 +193,8 @@ class BrokerApp:
             reasons.append("not registered in ZooKeeper")
         if self.log_manager is not None and self.log_manager.offline_dirs:
             reasons.append(f"offline log dirs: {sorted(map(str, self.log_manager.offline_dirs))}")
+        if (lagging := self.loop_monitor.not_ready_reason()) is not None:
+            reasons.append(lagging)
         return reasons
 
     def _registration_failed(self, error: Exception) -> None:
@@ -207,6 +216,7 @@ class BrokerApp:
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown)
         await self.zk.aclose()
+        await self.loop_monitor.stop()
 
     async def run(self) -> None:
         """Start, serve until SIGTERM/SIGINT (or a lost registration), then stop cleanly."""

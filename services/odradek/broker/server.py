@@ -1,162 +1,79 @@
-"""The broker's TCP server: Kafka framing in, handlers in order, responses out with sendfile.
+"""The broker's TCP server: accepts connections, bounds them, and dispatches their requests.
 
-Per connection, as Kafka's SocketServer does it:
+Connections themselves (framing, order, back-pressure, responses) are ``connection``'s. The
+server owns what connections share, each limit with Kafka's key where Kafka has one:
 
-- Frames are read with ``asyncio.BufferedProtocol`` straight into the ``FrameDecoder``'s buffer,
-  so a Produce request's records reach ``Log.append`` as a view of the bytes the kernel wrote.
-- Requests are handled one at a time, in arrival order, so responses leave in request order. Up to
-  ``max_inflight`` decoded frames may queue behind the one being handled; past that the server
-  stops reading the socket (back-pressure) until the queue drains.
-- A response is written as its parts: buffers with ``transport.write``, record regions of segment
-  files with ``loop.sendfile`` (``os.sendfile`` underneath), so fetched records never enter
-  Python. Writing waits while the transport's buffer is above its high-water mark.
-- A malformed frame or request header closes the connection (nothing can be answered); an
-  unsupported ApiVersions version gets the KIP-511 answer; an unsupported version of another API
-  closes the connection, as Kafka does. A handler failure is logged and closes the connection;
-  the broker itself never stops for a bad request.
+- ``max.connections``: more are refused at once;
+- ``queued.max.request.bytes``: the request memory budget that large frames reserve as their
+  bytes arrive (``budget``); ``queued.max.requests``: requests read and not yet handled;
+- ``socket.request.max.bytes``: the largest frame (a larger size prefix closes the connection);
+- ``odradek.connection.max.inflight.requests``: whole requests one connection may queue;
+- ``connections.max.idle.ms`` and ``odradek.socket.request.receive.timeout.ms``: a reaper task
+  closes idle connections and requests that take too long to arrive, and finds the clients that
+  went away while their connection was paused (a paused socket is not watched by asyncio).
+
+``handle`` turns one frame into the response's parts: decode, call the API's handler, encode.
+Requests that cannot be answered raise ``CloseConnection`` with the reason: a malformed frame or
+header, an unsupported version of an API other than ApiVersions (which gets the KIP-511
+answer), a handler or encoder that failed (a bug: logged with its traceback). The broker itself
+never stops for a bad request.
+
+Runs on the broker's event loop only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import time
-from collections import deque
 
+from odradek.broker.budget import UNBOUNDED, Budget
+from odradek.broker.connection import CloseConnection, CloseReason, KafkaConnection
 from odradek.broker.context import BrokerContext, RequestContext
 from odradek.broker.handlers import HANDLERS
 from odradek.errors import ErrorCode
 from odradek.protocol.apis import SUPPORTED_VERSIONS, ApiKey, api_versions_fallback
 from odradek.protocol.codec import decode_request, encode_response_parts
-from odradek.protocol.errors import InvalidFrameError, InvalidRequestError, UnsupportedVersionError
-from odradek.protocol.framing import FrameDecoder, encode_frame
-from odradek.protocol.parts import is_buffer
+from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
+from odradek.protocol.framing import DEFAULT_MAX_FRAME_BYTES, DEFAULT_READ_BUFFER_BYTES
 
 log = logging.getLogger(__name__)
 
-MAX_FRAME_BYTES = 104_857_600  # socket.request.max.bytes
+MAX_FRAME_BYTES = DEFAULT_MAX_FRAME_BYTES  # socket.request.max.bytes
 MAX_INFLIGHT_REQUESTS = 100  # odradek.connection.max.inflight.requests
 MAX_CONNECTIONS = 1000  # max.connections
+QUEUED_MAX_REQUESTS = 500  # queued.max.requests
+QUEUED_MAX_REQUEST_BYTES = UNBOUNDED  # queued.max.request.bytes (the broker config sets one)
+IDLE_TIMEOUT_MS = 600_000  # connections.max.idle.ms
+RECEIVE_TIMEOUT_MS = 60_000  # odradek.socket.request.receive.timeout.ms
+REAPER_INTERVAL_S_MAX = 1.0  # the reaper checks at least this often
 STOP_GRACE_S = 5.0  # how long requests already received may take to finish at shutdown
 
 
-class KafkaConnection(asyncio.BufferedProtocol):
-    """One client connection; see the module docstring."""
+def _departed(connections: set[KafkaConnection]) -> list[KafkaConnection]:
+    """Paused connections whose client closed or reset its end.
 
-    def __init__(self, server: BrokerServer):
-        self.server = server
-        self.decoder = FrameDecoder(max_frame_bytes=server.max_frame_bytes)
-        self.frames: deque[memoryview] = deque()
-        self.frame_ready = asyncio.Event()
-        self.writable = asyncio.Event()
-        self.writable.set()
-        self.transport: asyncio.Transport | None = None
-        self.reading_paused = False
-        self.worker: asyncio.Task[None] | None = None
-        self.peer = "?"
-
-    # -- asyncio callbacks ---------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.peer = str(transport.get_extra_info("peername"))
-        if not self.server.accept(self):
-            log.warning(
-                "refusing %s: max.connections (%d) reached", self.peer, self.server.max_connections
-            )
-            transport.abort()
-            return
-        self.worker = asyncio.ensure_future(self._serve())
-        self.server.workers.add(self.worker)
-        self.worker.add_done_callback(self.server.workers.discard)
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self.decoder.get_buffer(sizehint)
-
-    def buffer_updated(self, nbytes: int) -> None:
-        try:
-            frames = self.decoder.buffer_updated(nbytes)
-        except InvalidFrameError as e:
-            log.warning("closing %s: %s", self.peer, e)
-            self.close()
-            return
-        if frames:
-            self.frames.extend(frames)
-            self.frame_ready.set()
-            if len(self.frames) >= self.server.max_inflight and not self.reading_paused:
-                self.transport.pause_reading()
-                self.reading_paused = True
-
-    def eof_received(self) -> bool:
-        return False  # close the transport; queued requests are dropped with it
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        # The worker is not cancelled: requests already received whole are still handled (their
-        # answers go nowhere), as Kafka handles what reached its request queue. A producer's
-        # retry then finds the first attempt in the log instead of racing it.
-        self.server.release(self)
-        self.writable.set()
-        self.frame_ready.set()
-
-    def pause_writing(self) -> None:
-        self.writable.clear()
-
-    def resume_writing(self) -> None:
-        self.writable.set()
-
-    def close(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()
-
-    # -- serving -------------------------------------------------------------------------
-
-    async def _serve(self) -> None:
-        try:
-            while True:
-                if not self.frames:
-                    if self.transport is None or self.transport.is_closing():
-                        return
-                    self.frame_ready.clear()
-                    await self.frame_ready.wait()
-                    continue
-                frame = self.frames.popleft()
-                if self.reading_paused and len(self.frames) < self.server.max_inflight:
-                    self.transport.resume_reading()
-                    self.reading_paused = False
-                parts = await self.server.handle(frame, self.peer)
-                if parts is None or self.transport.is_closing():
-                    continue
-                if parts is CLOSE:
-                    self.close()
-                    return
-                await self._write(parts)
-        except asyncio.CancelledError:
-            pass
-        except (ConnectionError, OSError) as e:
-            log.info("connection %s lost while writing: %s", self.peer, e)
-            self.close()
-
-    async def _write(self, parts: list) -> None:
-        """Write a response: consecutive buffers as one ``write`` (one send, one TCP segment
-        with TCP_NODELAY), each file region with ``sendfile``."""
-        loop = asyncio.get_running_loop()
-        pending: list = []
-        for part in [*encode_frame(parts), None]:
-            if part is not None and is_buffer(part):
-                pending.append(part)
-                continue
-            await self.writable.wait()
-            if self.transport.is_closing():
-                return
-            if pending:
-                self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
-                pending = []
-            if part is not None:
-                await loop.sendfile(self.transport, part.file, part.position, part.size)
+    asyncio does not watch the socket of a paused transport, so a client that went away while
+    its connection waited for memory (or for queue room) would hold what it has until a timeout;
+    one ``poll`` of those sockets for hang-up and error, without reading, finds them.
+    """
+    poller = select.poll()
+    paused: dict[int, KafkaConnection] = {}
+    for connection in connections:
+        transport = connection.transport
+        if transport is None or transport.is_closing() or transport.is_reading():
+            continue
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.fileno() >= 0:
+            paused[sock.fileno()] = connection
+            poller.register(sock.fileno(), _HANG_UP)
+    if not paused:
+        return []
+    return [paused[fd] for fd, _ in poller.poll(0)]
 
 
-CLOSE: list = []  # a sentinel: close the connection instead of answering
+_HANG_UP = select.POLLRDHUP | select.POLLHUP | select.POLLERR
 
 
 class BrokerServer:
@@ -169,6 +86,11 @@ class BrokerServer:
         max_frame_bytes: int = MAX_FRAME_BYTES,
         max_inflight: int = MAX_INFLIGHT_REQUESTS,
         max_connections: int = MAX_CONNECTIONS,
+        queued_max_requests: int = QUEUED_MAX_REQUESTS,
+        queued_max_request_bytes: int = QUEUED_MAX_REQUEST_BYTES,
+        idle_timeout_ms: int = IDLE_TIMEOUT_MS,
+        receive_timeout_ms: int = RECEIVE_TIMEOUT_MS,
+        read_buffer_bytes: int = DEFAULT_READ_BUFFER_BYTES,
     ):
         self.context = context
         context.served_versions = {
@@ -177,21 +99,35 @@ class BrokerServer:
         self.max_frame_bytes = max_frame_bytes
         self.max_inflight = max_inflight
         self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_ms / 1000
+        self.receive_timeout_s = receive_timeout_ms / 1000
+        self.read_buffer_bytes = read_buffer_bytes
+        self.request_memory = Budget(queued_max_request_bytes)
+        self.request_slots = Budget(queued_max_requests)
         self.connections: set[KafkaConnection] = set()
         self.workers: set[asyncio.Task[None]] = set()  # one per connection, until it finishes
         self._server: asyncio.Server | None = None
+        self._reaper: asyncio.Task[None] | None = None
+        metrics = context.metrics
+        if metrics is not None:  # read at scrape time (from the scraping thread: plain ints)
+            metrics.connections.set_function(lambda: len(self.connections))
+            metrics.request_memory_used.set_function(lambda: self.request_memory.used)
+            metrics.requests_queued.set_function(lambda: self.request_slots.used)
 
     async def start(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0: any free port); returns the bound port."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: KafkaConnection(self), host, port)
+        self._reaper = asyncio.ensure_future(self._reap())
         return self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
         if self._server is not None:
             self._server.close()
         for connection in list(self.connections):
-            connection.close()
+            connection.close_for(CloseReason.SHUTDOWN, "the broker is stopping")
         if self.workers:  # requests already received finish; then nothing may touch the logs
             _, pending = await asyncio.wait(set(self.workers), timeout=STOP_GRACE_S)
             for worker in pending:
@@ -199,44 +135,69 @@ class BrokerServer:
         if self._server is not None:
             await self._server.wait_closed()
 
+    # -- connections ---------------------------------------------------------------------
+
     def accept(self, connection: KafkaConnection) -> bool:
         if len(self.connections) >= self.max_connections:
             return False
         self.connections.add(connection)
-        self._set_connection_gauge()
         return True
 
     def release(self, connection: KafkaConnection) -> None:
         self.connections.discard(connection)
-        self._set_connection_gauge()
 
-    def _set_connection_gauge(self) -> None:
-        if self.context.metrics is not None:
-            self.context.metrics.connections.set(len(self.connections))
+    def track_worker(self, worker: asyncio.Task[None]) -> None:
+        self.workers.add(worker)
+        worker.add_done_callback(self.workers.discard)
 
-    async def handle(self, frame: memoryview, peer: str) -> list | None:
-        """One request frame to the response's parts, None for no answer, or ``CLOSE``."""
+    def connection_closed(self, reason: CloseReason) -> None:
+        metrics = self.context.metrics
+        if metrics is not None:
+            metrics.connections_closed.labels(reason=reason.value).inc()
+
+    async def _reap(self) -> None:
+        """Close idle connections, requests that take too long to arrive, and paused
+        connections whose client has gone."""
+        interval_s = min(REAPER_INTERVAL_S_MAX, self.idle_timeout_s / 2, self.receive_timeout_s / 2)
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval_s)
+            now = loop.time()
+            for connection in list(self.connections):
+                reason = connection.expired(now)
+                if reason is not None:
+                    connection.close_for(reason, "closed by the connection reaper")
+            for connection in _departed(self.connections):
+                connection.close_for(CloseReason.PEER_GONE, "the client went away while paused")
+
+    # -- requests ------------------------------------------------------------------------
+
+    async def handle(self, frame: memoryview, connection: KafkaConnection) -> list | None:
+        """One request frame to the response's parts, or None for no answer (acks=0).
+
+        Raises ``CloseConnection`` when the request cannot be answered; see the module.
+        """
         started = time.perf_counter()
         try:
-            decoded = decode_request(frame)
+            header, request = decode_request(frame)
         except UnsupportedVersionError as e:
             if e.header.api_key == ApiKey.API_VERSIONS:
                 return encode_response_parts(e.header, api_versions_fallback())
-            log.warning("closing %s: %s", peer, e)
-            return CLOSE
+            raise CloseConnection(CloseReason.UNSUPPORTED_VERSION, str(e)) from e
         except InvalidRequestError as e:
-            log.warning("closing %s: malformed request: %s", peer, e)
-            return CLOSE
-        header, request = decoded
+            raise CloseConnection(CloseReason.MALFORMED_REQUEST, str(e)) from e
         handler = HANDLERS.get(header.api_key)
         if handler is None:
-            log.warning("closing %s: no handler for api key %d", peer, header.api_key)
-            return CLOSE
+            raise CloseConnection(
+                CloseReason.UNSUPPORTED_VERSION, f"no handler for api key {header.api_key}"
+            )
         try:
             response = await handler(RequestContext(header, self.context), request)
-        except Exception:
-            log.exception("closing %s: handler for api key %d failed", peer, header.api_key)
-            return CLOSE
+        except Exception as e:
+            log.exception("handler for api key %d failed", header.api_key)
+            raise CloseConnection(
+                CloseReason.HANDLER_ERROR, f"handler for api key {header.api_key} failed: {e!r}"
+            ) from e
         metrics = self.context.metrics
         if metrics is not None:
             name = "".join(w.capitalize() for w in ApiKey(header.api_key).name.split("_"))
@@ -244,4 +205,10 @@ class BrokerServer:
             metrics.observe_request(name, time.perf_counter() - started, error)
         if response is None:
             return None
-        return encode_response_parts(header, response)
+        try:
+            return encode_response_parts(header, response)
+        except Exception as e:
+            log.exception("encoding the response to api key %d failed", header.api_key)
+            raise CloseConnection(
+                CloseReason.ENCODE_ERROR, f"response to api key {header.api_key}: {e!r}"
+            ) from e

@@ -23,8 +23,10 @@ The broker's ``log.*`` keys (and a few others) are the defaults of every topic:
 documentation cannot drift apart.
 
 Keys that Kafka does not have start with ``odradek.``. The limits a client can push against
-(``socket.request.max.bytes``, ``queued.max.requests``, ``max.connections``,
-``odradek.connection.max.inflight.requests``) are all here, with finite defaults.
+(``socket.request.max.bytes``, ``queued.max.requests``, ``queued.max.request.bytes``,
+``max.connections``, ``connections.max.idle.ms``, ``odradek.socket.request.receive.timeout.ms``,
+``odradek.connection.max.inflight.requests``) are all here, with finite defaults;
+docs/security.md says what happens at each.
 
 Immutable and free of I/O except ``load``: any thread may use it.
 """
@@ -161,6 +163,28 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             _T.INT,
             500,
             "Requests read but not yet handled, all connections together, before reads pause.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "queued.max.request.bytes",
+            _T.LONG,
+            268435456,
+            "Bytes of large requests held in memory, all connections; reads pause at the limit. "
+            "-1: no limit (Kafka's default). At least socket.request.max.bytes.",
+            minimum=-1,
+        ),
+        ConfigKey(
+            "connections.max.idle.ms",
+            _T.LONG,
+            600000,
+            "A connection with no request in progress and nothing received this long is closed.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "odradek.socket.request.receive.timeout.ms",
+            _T.LONG,
+            60000,
+            "A request whose bytes take longer than this to arrive closes its connection.",
             minimum=1,
         ),
         ConfigKey(
@@ -364,6 +388,11 @@ class BrokerConfig(PropertiesConfig):
     zookeeper_connection_timeout_ms: int | None = None
     socket_request_max_bytes: int = _default("socket.request.max.bytes")
     queued_max_requests: int = _default("queued.max.requests")
+    queued_max_request_bytes: int = _default("queued.max.request.bytes")
+    connections_max_idle_ms: int = _default("connections.max.idle.ms")
+    odradek_socket_request_receive_timeout_ms: int = _default(
+        "odradek.socket.request.receive.timeout.ms"
+    )
     max_connections: int = _default("max.connections")
     odradek_connection_max_inflight_requests: int = _default(
         "odradek.connection.max.inflight.requests"
@@ -412,6 +441,14 @@ class BrokerConfig(PropertiesConfig):
     def _check(self) -> None:
         if self.log_dirs is None and self.log_dir is None:
             raise missing_required("log.dirs")
+        if self.queued_max_request_bytes == 0 or (
+            0 < self.queued_max_request_bytes < self.socket_request_max_bytes
+        ):
+            raise InvalidConfigError(
+                f"queued.max.request.bytes ({self.queued_max_request_bytes}) must be -1 or at "
+                f"least socket.request.max.bytes ({self.socket_request_max_bytes}): a request "
+                f"that size could never be read"
+            )
         for endpoint in self.effective_advertised_listeners:
             if endpoint.host in _NON_ROUTABLE:
                 raise InvalidConfigError(

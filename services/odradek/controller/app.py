@@ -9,6 +9,7 @@ import signal
 from odradek.config.controller import ControllerConfig
 from odradek.controller.controller import Controller
 from odradek.observability.admin_server import AdminServer, start_admin_server
+from odradek.observability.loop_monitor import EventLoopMonitor
 from odradek.observability.metrics import common_metrics, controller_metrics, new_registry
 from odradek.zk.client import SessionEvent, ZkClient
 from odradek.zk.paths import PERSISTENT_PATHS
@@ -30,6 +31,7 @@ class ControllerApp:
         )
         self.controller = Controller(self.zk, config.controller_id, metrics=self.metrics)
         self.admin: AdminServer | None = None
+        self.loop_monitor = EventLoopMonitor(self.common)
         self.stopped = asyncio.Event()
 
     def _on_session(self, event: SessionEvent, session_id: int | None) -> None:
@@ -40,15 +42,19 @@ class ControllerApp:
         )
 
     def _not_ready_reasons(self) -> list[str]:
+        reasons = []
         if self.common.zookeeper_session_state != "connected":
-            return ["zookeeper session not connected"]
-        return []
+            reasons.append("zookeeper session not connected")
+        if (lagging := self.loop_monitor.not_ready_reason()) is not None:
+            reasons.append(lagging)
+        return reasons
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.stopped.set)
         self.zk.add_session_listener(self._on_session, loop=loop)
+        self.loop_monitor.start()
         await self.zk.astart()
         await self.zk.aensure_paths(PERSISTENT_PATHS)
         if self.config.odradek_admin_listener is not None:
@@ -63,3 +69,4 @@ class ControllerApp:
             if self.admin is not None:
                 await self.admin.stop()
             await self.zk.aclose()
+            await self.loop_monitor.stop()

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -95,8 +96,18 @@ def _spawn(args: list[str], log_path: Path) -> int:
     return process.pid
 
 
-def up(data_dir: Path, *, brokers: int = 3, controllers: int = 1) -> tuple[ClusterState, bool]:
-    """Start the cluster (or find it running); returns its state and whether it was started."""
+def up(
+    data_dir: Path,
+    *,
+    brokers: int = 3,
+    controllers: int = 1,
+    broker_overrides: Mapping[str, str] | None = None,
+) -> tuple[ClusterState, bool]:
+    """Start the cluster (or find it running); returns its state and whether it was started.
+
+    ``broker_overrides`` are ``server.properties`` keys given to every broker after the
+    cluster's own (so they win).
+    """
     data_dir = data_dir.absolute()
     existing = ClusterState.read(data_dir)
     if existing is not None and any(pid_alive(m.pid) for m in existing.members):
@@ -161,6 +172,7 @@ def up(data_dir: Path, *, brokers: int = 3, controllers: int = 1) -> tuple[Clust
                 f"log.dirs={log_dirs}",
                 "--override",
                 f"odradek.admin.listener={admin}",
+                *(f"--override={key}={value}" for key, value in (broker_overrides or {}).items()),
             ],
             log_path,
         )

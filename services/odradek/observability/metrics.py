@@ -10,9 +10,10 @@ with ``common_metrics(registry)`` plus ``broker_metrics(registry)`` or
 several services in one process never collide. Building the same holder twice on one registry
 raises ``ValueError`` (a duplicated series), which is the point.
 
-Cardinality is bounded on purpose. The only labels are ``topic``, ``api``, ``error`` and ``state``;
-there is never a partition label (a broker with 10 000 partitions would export 10 000 series per
-metric). ``error`` takes the names of kio's finite ``ErrorCode`` enum, ``state`` three values.
+Cardinality is bounded on purpose. The only labels are ``topic``, ``api``, ``error``, ``state``
+and ``reason``; there is never a partition label (a broker with 10 000 partitions would export
+10 000 series per metric). ``error`` takes the names of kio's finite ``ErrorCode`` enum,
+``state`` three values, ``reason`` the members of ``broker.connection.CloseReason``.
 Topics and APIs come from clients, so each holder admits at most ``TOPIC_LABELS_MAX`` topics and
 ``API_LABELS_MAX`` APIs; later ones are counted under ``OVERFLOW_LABEL``, which no Kafka topic
 name can equal. ``BrokerMetrics.remove_topic`` drops a deleted topic's series and frees its slot.
@@ -58,6 +59,9 @@ REQUEST_LATENCY_BUCKETS_S = (
     5.0,
     10.0,
 )
+
+# 1 ms to 10 s: a healthy loop runs timers within a millisecond or two.
+EVENT_LOOP_LAG_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 
 TOPIC_LABELS_MAX = 2_000  # distinct topics with their own series, per broker
 API_LABELS_MAX = 100  # distinct API names; Kafka has fewer than 80 APIs
@@ -124,6 +128,9 @@ class BrokerMetrics:
     offline_partitions: Gauge
     offline_log_dirs: Gauge
     connections: Gauge
+    connections_closed: Counter
+    request_memory_used: Gauge
+    requests_queued: Gauge
     topic_labels_max: int = TOPIC_LABELS_MAX
     api_labels_max: int = API_LABELS_MAX
     _topics: dict[str, _TopicSeries] = field(default_factory=dict, repr=False)
@@ -240,10 +247,16 @@ class _StateSetCollector(Collector):
 
 @dataclass(eq=False)
 class CommonMetrics:
-    """What every service exports: its build and its ZooKeeper session state."""
+    """What every service exports: its build, its ZooKeeper session state, its loop's lag."""
 
     build_info: Gauge
+    event_loop_lag: Histogram
+    event_loop_lag_last: Gauge
     _zookeeper_session_state: _StateSetCollector = field(repr=False)
+
+    def observe_event_loop_lag(self, lag_s: float) -> None:
+        self.event_loop_lag.observe(lag_s)
+        self.event_loop_lag_last.set(lag_s)
 
     @property
     def zookeeper_session_state(self) -> str:
@@ -308,6 +321,20 @@ def broker_metrics(
         connections=Gauge(
             f"{NAMESPACE}_connections", "Open client connections.", registry=registry
         ),
+        connections_closed=Counter(
+            f"{NAMESPACE}_connections_closed",
+            "Connections the broker closed, by reason (malformed_frame, idle, handler_error, ...).",
+            ["reason"],
+            registry=registry,
+        ),
+        request_memory_used=gauge(
+            "request_memory_used_bytes",
+            "Bytes of large requests held in memory (bounded by queued.max.request.bytes).",
+        ),
+        requests_queued=gauge(
+            "requests_queued",
+            "Requests read and not yet handled, all connections (bounded by queued.max.requests).",
+        ),
         topic_labels_max=topic_labels_max,
         api_labels_max=api_labels_max,
     )
@@ -350,4 +377,19 @@ def common_metrics(registry: CollectorRegistry, *, version: str = __version__) -
     )
     registry.register(session_state)
     ProcessCollector(registry=registry)
-    return CommonMetrics(build_info=build_info, _zookeeper_session_state=session_state)
+    return CommonMetrics(
+        build_info=build_info,
+        event_loop_lag=Histogram(
+            f"{NAMESPACE}_event_loop_lag_seconds",
+            "How much later than asked the event loop ran a timer (sampled several times a "
+            "second): the delay anything slow on the loop adds to every client.",
+            buckets=EVENT_LOOP_LAG_BUCKETS_S,
+            registry=registry,
+        ),
+        event_loop_lag_last=Gauge(
+            f"{NAMESPACE}_event_loop_lag_last_seconds",
+            "The event loop's lag at the latest sample.",
+            registry=registry,
+        ),
+        _zookeeper_session_state=session_state,
+    )

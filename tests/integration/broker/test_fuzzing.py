@@ -18,7 +18,7 @@ from odradek.protocol.schemas import request_schema
 pytestmark = pytest.mark.integration
 
 _spec = importlib.util.spec_from_file_location(
-    "real_clients", Path(__file__).with_name("test_real_clients.py")
+    "in_process_broker", Path(__file__).with_name("conftest.py")
 )
 real_clients = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(real_clients)

@@ -8,89 +8,12 @@ LeaderAndIsr and UpdateMetadata.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-import uuid
-from collections.abc import Iterator
 
 import pytest
 from prometheus_client import generate_latest
 
-from odradek.broker.context import BrokerContext
-from odradek.broker.metadata_cache import (
-    BrokerEndpoint,
-    MetadataCache,
-    PartitionMetadata,
-    TopicMetadata,
-)
-from odradek.broker.partition import PartitionState
-from odradek.broker.replica_manager import ReplicaManager
-from odradek.broker.server import BrokerServer
-from odradek.config.topic import TopicConfig
-from odradek.observability.metrics import broker_metrics, new_registry
-from odradek.storage.manager import LogManager
-
 pytestmark = pytest.mark.integration
-
-BROKER_ID = 1
-TOPIC = "events"
-PARTITIONS = 3
-
-
-class RunningBroker:
-    """A broker server on its own event loop thread, stopped in ``close``."""
-
-    def __init__(self, tmp_path):
-        self.loop = asyncio.new_event_loop()
-        self.log_manager = LogManager([tmp_path / "disk-0", tmp_path / "disk-1"])
-        self.log_manager.load()
-        self.replicas = ReplicaManager(BROKER_ID, self.log_manager)
-        self.metadata = MetadataCache(cluster_id="test-cluster")
-        self.registry = new_registry()
-        self.metrics = broker_metrics(self.registry)
-        self.context = BrokerContext(BROKER_ID, self.replicas, self.metadata, self.metrics)
-        self.server = BrokerServer(self.context)
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.port = self.call(self.server.start("127.0.0.1", 0))
-        self.call_sync(self._lead_topic)
-
-    def call(self, coroutine):
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=10)
-
-    def call_sync(self, function):
-        async def run():
-            return function()
-
-        return self.call(run())
-
-    def _lead_topic(self) -> None:
-        self.metadata.update_brokers([BrokerEndpoint(BROKER_ID, "127.0.0.1", self.port)])
-        partitions = {}
-        for p in range(PARTITIONS):
-            state = PartitionState(
-                leader=BROKER_ID, leader_epoch=0, isr=(BROKER_ID,), replicas=(BROKER_ID,)
-            )
-            self.replicas.become_leader_or_follower(TOPIC, p, state, TopicConfig())
-            partitions[p] = PartitionMetadata(p, BROKER_ID, 0, (BROKER_ID,), (BROKER_ID,))
-        self.metadata.update_topic(TopicMetadata(TOPIC, uuid.uuid4(), partitions))
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        self.call(self.server.stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        self.log_manager.shutdown()
-
-
-@pytest.fixture
-def broker(tmp_path) -> Iterator[RunningBroker]:
-    running = RunningBroker(tmp_path)
-    yield running
-    running.close()
 
 
 def _messages(n: int) -> list[tuple[bytes, bytes]]:
@@ -109,11 +32,11 @@ def test_kafka_python_produces_and_consumes(broker, compression):
         linger_ms=5,
     )
     sent = _messages(300)
-    futures = [producer.send(TOPIC, key=k, value=v, headers=[("h", b"1")]) for k, v in sent]
+    futures = [producer.send(broker.topic, key=k, value=v, headers=[("h", b"1")]) for k, v in sent]
     producer.flush(timeout=20)
     offsets = [f.get(timeout=10) for f in futures]
     producer.close(timeout=5)
-    assert {m.partition for m in offsets} <= set(range(PARTITIONS))
+    assert {m.partition for m in offsets} <= set(range(broker.partitions))
 
     consumer = KafkaConsumer(
         bootstrap_servers=broker.bootstrap,
@@ -121,7 +44,7 @@ def test_kafka_python_produces_and_consumes(broker, compression):
         enable_auto_commit=False,
         consumer_timeout_ms=3000,
     )
-    consumer.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(broker.topic, p) for p in range(broker.partitions)])
     received = []
     deadline = time.monotonic() + 20
     while len(received) < len(sent) and time.monotonic() < deadline:
@@ -147,10 +70,10 @@ def test_confluent_kafka_produces_and_consumes_with_null_values(broker):
     for i in range(500):
         value = None if i % 10 == 0 else b"v%d" % i
         producer.produce(
-            TOPIC,
+            broker.topic,
             key=b"k%d" % i,
             value=value,
-            partition=i % PARTITIONS,
+            partition=i % broker.partitions,
             on_delivery=lambda err, msg: delivered.append((err, msg.partition(), msg.offset())),
         )
     assert producer.flush(20) == 0
@@ -164,7 +87,7 @@ def test_confluent_kafka_produces_and_consumes_with_null_values(broker):
             "fetch.wait.max.ms": 100,
         }
     )
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(broker.topic, p, 0) for p in range(broker.partitions)])
     received = []
     deadline = time.monotonic() + 20
     while len(received) < 500 and time.monotonic() < deadline:
@@ -182,18 +105,18 @@ def test_list_offsets_by_time_and_metadata_for_unknown_topics(broker):
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
     base = int(time.time() * 1000) - 100_000
     for i in range(10):
-        producer.send(TOPIC, value=b"%d" % i, partition=0, timestamp_ms=base + i * 1000)
+        producer.send(broker.topic, value=b"%d" % i, partition=0, timestamp_ms=base + i * 1000)
         producer.flush()
     producer.close(timeout=5)
 
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
-    tp = TopicPartition(TOPIC, 0)
+    tp = TopicPartition(broker.topic, 0)
     assert consumer.beginning_offsets([tp]) == {tp: 0}
     assert consumer.end_offsets([tp]) == {tp: 10}
     found = consumer.offsets_for_times({tp: base + 4500})[tp]
     assert (found.offset, found.timestamp) == (5, base + 5000)
     assert not consumer.partitions_for_topic("no-such-topic")  # UNKNOWN_TOPIC_OR_PARTITION
-    assert consumer.partitions_for_topic(TOPIC) == set(range(PARTITIONS))
+    assert consumer.partitions_for_topic(broker.topic) == set(range(broker.partitions))
     consumer.close()
 
 
@@ -202,7 +125,7 @@ def test_metrics_count_what_clients_did(broker):
 
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
     for _ in range(20):
-        producer.send(TOPIC, value=b"x" * 100, partition=1)
+        producer.send(broker.topic, value=b"x" * 100, partition=1)
     producer.flush()
     producer.close(timeout=5)
     text = generate_latest(broker.registry).decode()
@@ -219,14 +142,14 @@ def test_aiokafka_produces_and_consumes(broker):
         await producer.start()
         try:
             for i in range(100):
-                await producer.send(TOPIC, key=b"k%d" % i, value=b"v%d" % i, partition=2)
+                await producer.send(broker.topic, key=b"k%d" % i, value=b"v%d" % i, partition=2)
             await producer.flush()
         finally:
             await producer.stop()
         consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
         await consumer.start()
         try:
-            tp = TopicPartition(TOPIC, 2)
+            tp = TopicPartition(broker.topic, 2)
             consumer.assign([tp])
             consumer.seek(tp, 0)
             received = []
@@ -252,11 +175,11 @@ def test_kcat_lists_produces_and_consumes(broker):
         [kcat, "-b", broker.bootstrap, "-L"], capture_output=True, text=True, timeout=30
     )
     assert listing.returncode == 0, listing.stderr
-    assert f'topic "{TOPIC}" with {PARTITIONS} partitions' in listing.stdout
+    assert f'topic "{broker.topic}" with {broker.partitions} partitions' in listing.stdout
 
     lines = "".join(f"line {i}\n" for i in range(50))
     produced = subprocess.run(
-        [kcat, "-b", broker.bootstrap, "-P", "-t", TOPIC, "-p", "1"],
+        [kcat, "-b", broker.bootstrap, "-P", "-t", broker.topic, "-p", "1"],
         input=lines,
         capture_output=True,
         text=True,
@@ -264,7 +187,19 @@ def test_kcat_lists_produces_and_consumes(broker):
     )
     assert produced.returncode == 0, produced.stderr
     consumed = subprocess.run(
-        [kcat, "-b", broker.bootstrap, "-C", "-t", TOPIC, "-p", "1", "-o", "beginning", "-e"],
+        [
+            kcat,
+            "-b",
+            broker.bootstrap,
+            "-C",
+            "-t",
+            broker.topic,
+            "-p",
+            "1",
+            "-o",
+            "beginning",
+            "-e",
+        ],
         capture_output=True,
         text=True,
         timeout=30,

@@ -1,7 +1,7 @@
 """BrokerConnection talks to the real broker server: versions, metadata, produce, fetch, pipelining.
 
 The broker (server, handlers, replica manager, logs) runs on its own event loop thread, as in
-``tests/integration/broker/test_real_clients.py``, whose ``RunningBroker`` is reused.
+``tests/integration/broker/conftest.py``, whose ``RunningBroker`` is reused.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 
 _spec = importlib.util.spec_from_file_location(
     "real_clients",
-    Path(__file__).parents[1] / "broker" / "test_real_clients.py",
+    Path(__file__).parents[1] / "broker" / "conftest.py",
 )
 real_clients = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(real_clients)

@@ -19,6 +19,7 @@ KAFKA_DEFAULTS = {
     "zookeeper.session.timeout.ms": "18000",
     "socket.request.max.bytes": "104857600",
     "queued.max.requests": "500",
+    "connections.max.idle.ms": "600000",
     "num.partitions": "1",
     "default.replication.factor": "1",
     "auto.create.topics.enable": "true",
@@ -84,14 +85,24 @@ def test_defaults_are_kafkas():
     assert config.odradek_admin_listener == HostPort("127.0.0.1", 9644)
     assert config.max_connections == 1000
     assert config.odradek_connection_max_inflight_requests == 100
+    # Kafka's default is -1 (no bound): Odradek bounds request memory by default.
+    assert config.queued_max_request_bytes == 256 * 1024 * 1024
 
 
 def test_every_key_is_documented_and_ours_are_prefixed():
     kafka_names = set(KAFKA_DEFAULTS) | KAFKA_NULL_DEFAULTS
     kafka_names |= {"broker.id", "zookeeper.connect", "listeners", "max.connections"}
+    kafka_names |= {"queued.max.request.bytes"}  # Kafka's key, with a finite default here
     for key in BROKER_KEYS.values():
         assert key.doc, key.name
         assert key.name in kafka_names or key.name.startswith("odradek."), key.name
+
+
+@pytest.mark.parametrize("pool", [0, 1024])
+def test_a_request_memory_pool_smaller_than_the_largest_request_is_refused(pool):
+    with pytest.raises(InvalidConfigError, match="queued.max.request.bytes"):
+        broker(queued_max_request_bytes=pool)
+    assert broker(queued_max_request_bytes=-1).queued_max_request_bytes == -1
 
 
 def test_a_server_properties_file(tmp_path):

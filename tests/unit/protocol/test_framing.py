@@ -1,4 +1,5 @@
-"""Size-prefixed frames come out whole however the stream is cut; bad sizes close the stream."""
+"""Size-prefixed frames come out whole however the stream is cut; bad sizes close the stream;
+memory follows the bytes that arrived, never the size a client announces."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from odradek.protocol.errors import InvalidFrameError, InvalidRequestError
-from odradek.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode_frame
+from odradek.protocol.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+    LARGE_FRAME_FIRST_BYTES,
+    FrameDecoder,
+    encode_frame,
+)
 
 # Small frames (several per read buffer) and large ones (received in place); the contents are
 # drawn as a seed, so that Hypothesis does not have to generate 100 KiB of bytes.
@@ -51,21 +57,118 @@ def test_random_chunks_fed(frames, data):
     assert all(f.readonly for f in out)
 
 
-@given(frames=frames_strategy, data=st.data())
-def test_random_reads_into_the_decoders_buffer(frames, data):
-    """As asyncio.BufferedProtocol drives it: recv_into(get_buffer()), then buffer_updated(n)."""
-    stream = memoryview(wire(frames))
-    decoder = FrameDecoder(read_buffer_bytes=data.draw(st.sampled_from([4, 100, 65536])))
-    reads = iter(data.draw(st.lists(st.integers(1, 100_000), max_size=40)))
+class Pool:
+    """A memory budget like the broker's, with an exact account of what is held."""
+
+    def __init__(self, capacity: int):
+        self.capacity, self.used, self.peak = capacity, 0, 0
+
+    def try_reserve(self, nbytes: int) -> bool:
+        if self.used + nbytes > self.capacity:
+            return False
+        self.used += nbytes
+        self.peak = max(self.peak, self.used)
+        return True
+
+    def release(self, nbytes: int) -> None:
+        assert 0 < nbytes <= self.used
+        self.used -= nbytes
+
+
+def drive(decoder: FrameDecoder, stream: memoryview, reads, pool: Pool | None = None):
+    """As asyncio.BufferedProtocol drives it: recv_into(get_buffer()), buffer_updated(n), then
+    the connection takes whole frames (and releases their memory once handled)."""
     out, position = [], 0
-    while position < len(stream):
+    for _ in range(10_000_000):
+        while (frame := decoder.next_frame()) is not None:
+            out.append(bytes(frame.data))
+            if pool is not None and frame.pooled_bytes:
+                pool.release(frame.pooled_bytes)
+        if position == len(stream):
+            return out
+        assert decoder.wants_input
         target = decoder.get_buffer()
         assert len(target) > 0
         count = min(next(reads, len(target)), len(target), len(stream) - position)
         target[:count] = stream[position : position + count]
+        del target  # asyncio drops its view before the next get_buffer()
         position += count
-        out += decoder.buffer_updated(count)
-    assert [bytes(f) for f in out] == frames
+        decoder.buffer_updated(count)
+    raise AssertionError("the decoder made no progress")
+
+
+@given(frames=frames_strategy, data=st.data())
+def test_random_reads_into_the_decoders_buffer(frames, data):
+    stream = memoryview(wire(frames))
+    decoder = FrameDecoder(read_buffer_bytes=data.draw(st.sampled_from([4, 100, 65536])))
+    reads = iter(data.draw(st.lists(st.integers(1, 100_000), max_size=40)))
+    assert drive(decoder, stream, reads) == frames
+
+
+@given(frames=frames_strategy, data=st.data())
+def test_large_frames_hold_exactly_the_memory_reserved_and_give_it_back(frames, data):
+    pool = Pool(capacity=1 << 30)
+    stream = memoryview(wire(frames))
+    decoder = FrameDecoder(
+        read_buffer_bytes=data.draw(st.sampled_from([4, 100, 65536])), memory=pool
+    )
+    reads = iter(data.draw(st.lists(st.integers(1, 100_000), max_size=40)))
+    assert drive(decoder, stream, reads, pool) == frames
+    assert pool.used == 0
+    # Capacity doubles up to the frame's size: never more than twice what the largest frame is.
+    assert pool.peak <= 2 * max(len(f) for f in frames) + LARGE_FRAME_FIRST_BYTES
+
+
+def test_an_announced_size_is_not_allocated_before_its_bytes_arrive():
+    pool = Pool(capacity=1 << 30)
+    decoder = FrameDecoder(memory=pool)
+    decoder.feed(struct.pack(">i", 100 * 1024 * 1024) + b"x" * 10)
+    assert decoder.pooled_bytes == pool.used == LARGE_FRAME_FIRST_BYTES
+    decoder.close()
+    assert pool.used == 0
+
+
+def test_a_frame_waits_for_memory_and_completes_once_it_is_released():
+    pool = Pool(capacity=LARGE_FRAME_FIRST_BYTES * 2)
+    assert pool.try_reserve(LARGE_FRAME_FIRST_BYTES * 2)  # someone else holds it all
+    frame = bytes(range(256)) * 1024  # 256 KiB
+    stream = memoryview(wire([frame]))
+    decoder = FrameDecoder(memory=pool)
+    target = decoder.get_buffer()
+    target[:1000] = stream[:1000]
+    del target
+    decoder.buffer_updated(1000)
+    assert decoder.next_frame() is None
+    assert decoder.waiting_for_memory and not decoder.wants_input
+    assert not decoder.retry_memory()  # still nothing free
+    pool.release(LARGE_FRAME_FIRST_BYTES * 2)
+    assert decoder.retry_memory() and decoder.wants_input
+    out = drive(decoder, stream[1000:], iter(()), pool)
+    assert out == [frame] and pool.used == 0
+
+
+def test_a_growing_frame_waits_when_the_budget_runs_out():
+    pool = Pool(capacity=LARGE_FRAME_FIRST_BYTES)
+    frame = b"z" * (LARGE_FRAME_FIRST_BYTES * 3)
+    stream = memoryview(wire([frame]))
+    decoder = FrameDecoder(memory=pool)
+    position = 0
+    for _ in range(1000):
+        if not decoder.wants_input:
+            break
+        target = decoder.get_buffer()
+        count = min(len(target), len(stream) - position)
+        target[:count] = stream[position : position + count]
+        del target
+        position += count
+        decoder.buffer_updated(count)
+        assert decoder.next_frame() is None
+    assert decoder.waiting_for_memory
+    assert pool.used == LARGE_FRAME_FIRST_BYTES  # what arrived, not the 384 KiB announced
+    pool.capacity = 1 << 30
+    assert decoder.retry_memory()
+    assert drive(decoder, stream[position:], iter(()), pool) == [frame]
+    assert pool.used == 0
 
 
 @pytest.mark.parametrize("size", [-1, -(2**31), 0, 9, DEFAULT_MAX_FRAME_BYTES + 1, 2**31 - 1])

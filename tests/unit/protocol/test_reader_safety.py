@@ -130,12 +130,16 @@ def test_produce_records_are_a_view_of_the_frame_not_a_copy():
     wire = b"".join(encode_frame([encode_request(produce_request(records), 1, "c")]))
     decoder = FrameDecoder()
     # Received as the server receives it: into the decoder's own buffer.
-    frames = []
-    for start in range(0, len(wire), 65536):
-        chunk = wire[start : start + 65536]
+    frames, position = [], 0
+    while position < len(wire):
         target = decoder.get_buffer()
-        target[: len(chunk)] = chunk
-        frames += decoder.buffer_updated(len(chunk))
+        count = min(len(target), len(wire) - position)
+        target[:count] = wire[position : position + count]
+        del target
+        position += count
+        decoder.buffer_updated(count)
+        while (whole := decoder.next_frame()) is not None:
+            frames.append(whole.data)
     (frame,) = frames
     decoded = decode_request(frame)
     view = decoded.body.topic_data[0].partition_data[0].records

@@ -1,0 +1,322 @@
+"""One client connection: bytes in, requests handled in order, responses out with sendfile.
+
+Per connection, as Kafka's SocketServer does it:
+
+- Bytes are received with ``asyncio.BufferedProtocol`` straight into the ``FrameDecoder``'s
+  buffers (``protocol.framing``), so a Produce request's records reach ``Log.append`` as a view
+  of the bytes the kernel wrote. Large frames take their memory from the broker's request memory
+  budget (``queued.max.request.bytes``) as their bytes arrive, never what a size prefix announces.
+- Requests are handled one at a time, in arrival order, so responses leave in request order. At
+  most ``max_inflight`` whole frames (and at most ``socket.request.max.bytes`` of large ones) wait
+  behind the one being handled, and all connections together hold at most
+  ``queued.max.requests``; past those limits the connection stops taking frames out of its read
+  buffer, and once that is full, stops reading its socket (back-pressure, nothing dropped).
+- A response is written as its parts: buffers with one ``transport.write``, record regions of
+  segment files with ``loop.sendfile(..., fallback=False)``, so fetched records never enter
+  Python. A sendfile that sends fewer bytes than the frame announced (the segment was truncated
+  or deleted under it) leaves the stream unusable: the connection is closed.
+- Requests already received whole are still handled after the client goes away (their answers
+  go nowhere), as Kafka handles what reached its request queue: a producer's retry then finds
+  the first attempt in the log instead of racing it.
+- Nothing a request does can hang the connection silently: any failure while decoding, handling
+  or encoding closes it, with a log line and a count in ``odradek_connections_closed_total``
+  labelled with the reason (``CloseReason``).
+- ``connections.max.idle.ms`` closes a connection with nothing to do and nothing received for
+  that long (half-open ones included; TCP keepalive is on as well), and
+  ``odradek.socket.request.receive.timeout.ms`` one whose request has been arriving for that
+  long (a slowloris trickle). The server's reaper checks both (``expired``).
+
+Runs on the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import socket
+from collections import deque
+from typing import TYPE_CHECKING
+
+from odradek.protocol.errors import InvalidFrameError
+from odradek.protocol.framing import Frame, FrameDecoder, encode_frame
+from odradek.protocol.parts import is_buffer
+
+if TYPE_CHECKING:
+    from odradek.broker.server import BrokerServer
+
+log = logging.getLogger(__name__)
+
+
+class CloseReason(enum.StrEnum):
+    """Why the broker closed a connection: the label values of the closed-connections metric."""
+
+    MALFORMED_FRAME = "malformed_frame"  # a size prefix out of bounds
+    MALFORMED_REQUEST = "malformed_request"  # a header or body that does not parse
+    UNSUPPORTED_VERSION = "unsupported_version"  # an API or version not served (not ApiVersions)
+    HANDLER_ERROR = "handler_error"  # a handler raised: a bug, logged with its traceback
+    ENCODE_ERROR = "encode_error"  # the response could not be encoded: a bug, logged
+    SHORT_SENDFILE = "short_sendfile"  # fewer record bytes than the frame announced
+    WRITE_ERROR = "write_error"  # an unexpected error while writing a response
+    IDLE = "idle"  # connections.max.idle.ms
+    RECEIVE_TIMEOUT = "receive_timeout"  # odradek.socket.request.receive.timeout.ms
+    TOO_MANY_CONNECTIONS = "too_many_connections"  # max.connections
+    PEER_GONE = "peer_gone"  # found closed or reset while reading was paused
+    SHUTDOWN = "shutdown"  # the broker is stopping
+
+
+class CloseConnection(Exception):
+    """Raised while serving a request: close the connection for ``reason``."""
+
+    def __init__(self, reason: CloseReason, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    """One client connection; see the module docstring."""
+
+    def __init__(self, server: BrokerServer):
+        self.server = server
+        self.loop = asyncio.get_running_loop()
+        self.decoder = FrameDecoder(
+            max_frame_bytes=server.max_frame_bytes,
+            read_buffer_bytes=server.read_buffer_bytes,
+            memory=server.request_memory,
+        )
+        self.queue: deque[Frame] = deque()
+        self.queued_pooled_bytes = 0  # request memory held by the frames in ``queue``
+        self.frame_ready = asyncio.Event()
+        self.writable = asyncio.Event()
+        self.writable.set()
+        self.transport: asyncio.Transport | None = None
+        self.worker: asyncio.Task[None] | None = None
+        self.peer = "?"
+        self.closed = False
+        self.busy = False  # a request is being handled or its response written
+        self.last_activity = self.loop.time()
+        self.receiving_since: float | None = None  # when the frame now arriving began
+
+    # -- asyncio callbacks ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.peer = str(transport.get_extra_info("peername"))
+        if not self.server.accept(self):
+            self.closed = True
+            self.server.connection_closed(CloseReason.TOO_MANY_CONNECTIONS)
+            log.warning(
+                "refusing %s: max.connections (%d) reached", self.peer, self.server.max_connections
+            )
+            transport.abort()
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:  # half-open peers are found by the idle timeout, and by keepalive
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        self.worker = asyncio.ensure_future(self._serve())
+        self.server.track_worker(self.worker)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            self.decoder.buffer_updated(nbytes)
+        except InvalidFrameError as e:  # the decoder failed earlier; we are closing
+            self.close_for(CloseReason.MALFORMED_FRAME, str(e))
+            return
+        self.last_activity = self.loop.time()
+        if self.receiving_since is None:
+            self.receiving_since = self.last_activity
+        self.take_frames()
+
+    def eof_received(self) -> bool:
+        return False  # close the transport; requests already received are still handled
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.release(self)
+        self.decoder.close()  # gives back the memory of a partial frame
+        self.server.request_memory.cancel(self._memory_released)
+        self.server.request_slots.cancel(self._slots_released)
+        self.writable.set()
+        self.frame_ready.set()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+
+    # -- taking frames in ----------------------------------------------------------------
+
+    def take_frames(self) -> None:
+        """Move whole frames from the decoder to the queue, within every limit; then decide
+        whether the socket may be read."""
+        if self.closed:
+            return
+        server = self.server
+        try:
+            while (
+                len(self.queue) < server.max_inflight
+                and self.queued_pooled_bytes < server.max_frame_bytes
+            ):
+                if server.request_slots.available < 1:
+                    server.request_slots.wait(self._slots_released)
+                    break
+                frame = self.decoder.next_frame()
+                if frame is None:
+                    break
+                server.request_slots.try_reserve(1)  # cannot fail: one thread, checked above
+                self.queue.append(frame)
+                self.queued_pooled_bytes += frame.pooled_bytes
+                self.frame_ready.set()
+        except InvalidFrameError as e:
+            self.close_for(CloseReason.MALFORMED_FRAME, str(e))
+            return
+        if not self.decoder.receiving_frame:
+            self.receiving_since = None
+        if self.decoder.waiting_for_memory:
+            server.request_memory.wait(self._memory_released)
+        self.apply_read_state()
+
+    def apply_read_state(self) -> None:
+        """Read the socket exactly when the decoder has room (asyncio's sendfile resumes
+        reading on its own when it ends, so this is applied again after every sendfile)."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        wanted = self.decoder.wants_input
+        if wanted and not transport.is_reading():
+            transport.resume_reading()
+        elif not wanted and transport.is_reading():
+            transport.pause_reading()
+
+    def _memory_released(self) -> None:
+        if not self.closed and self.decoder.retry_memory():
+            self.take_frames()
+        elif not self.closed:
+            self.server.request_memory.wait(self._memory_released)
+
+    def _slots_released(self) -> None:
+        self.take_frames()
+
+    # -- serving -------------------------------------------------------------------------
+
+    async def _serve(self) -> None:
+        """Handle queued requests in order until the connection is closed and drained."""
+        try:
+            while True:
+                if not self.queue:
+                    if self.closed:
+                        return
+                    self.frame_ready.clear()
+                    await self.frame_ready.wait()
+                    continue
+                frame = self.queue.popleft()
+                self.queued_pooled_bytes -= frame.pooled_bytes
+                self.server.request_slots.release(1)
+                self.busy = True
+                try:
+                    self.take_frames()  # room in the queue: maybe read again
+                    await self._answer(frame)
+                finally:
+                    self.busy = False
+                    self.last_activity = self.loop.time()
+                    self.server.request_memory.release(frame.pooled_bytes)
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # a bug in this loop itself: never leave the client hanging
+            log.exception("closing %s: connection worker failed", self.peer)
+            self.close_for(CloseReason.HANDLER_ERROR, "connection worker failed")
+        finally:
+            for frame in self.queue:  # only when cancelled: give back what the queue held
+                self.server.request_memory.release(frame.pooled_bytes)
+                self.server.request_slots.release(1)
+            self.queue.clear()
+
+    async def _answer(self, frame: Frame) -> None:
+        try:
+            parts = await self.server.handle(frame.data, self)
+            if parts is None or self.closed:
+                return
+            await self._write(parts)
+        except CloseConnection as e:
+            self.close_for(e.reason, str(e))
+        except (ConnectionError, OSError) as e:
+            log.info("connection %s lost while writing: %s", self.peer, e)
+            self.close()
+        except Exception as e:  # e.g. a response too large for a frame, sendfile unavailable
+            log.exception("failed to write a response to %s", self.peer)
+            self.close_for(CloseReason.WRITE_ERROR, f"{type(e).__name__}: {e}")
+
+    async def _write(self, parts: list) -> None:
+        """Write a response: consecutive buffers as one ``write`` (one send, one TCP segment
+        with TCP_NODELAY), each file region with ``sendfile``, checked to send it all."""
+        pending: list = []
+        for part in [*encode_frame(parts), None]:
+            if part is not None and is_buffer(part):
+                pending.append(part)
+                continue
+            await self.writable.wait()
+            transport = self.transport
+            if transport is None or transport.is_closing():
+                return
+            if pending:
+                transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+                pending = []
+            if part is not None:
+                try:
+                    sent = await self.loop.sendfile(
+                        transport, part.file, part.position, part.size, fallback=False
+                    )
+                finally:
+                    self.apply_read_state()
+                if sent != part.size:
+                    raise CloseConnection(
+                        CloseReason.SHORT_SENDFILE,
+                        f"sent {sent} of {part.size} record bytes announced at position "
+                        f"{part.position} of {part.file.name}: the segment changed underneath",
+                    )
+
+    # -- closing -------------------------------------------------------------------------
+
+    def expired(self, now: float) -> CloseReason | None:
+        """Whether the reaper should close this connection now, and why."""
+        if self.closed:
+            return None
+        since = self.receiving_since
+        if since is not None and now - since > self.server.receive_timeout_s:
+            return CloseReason.RECEIVE_TIMEOUT
+        if (
+            not self.busy
+            and not self.queue
+            and since is None
+            and now - self.last_activity > self.server.idle_timeout_s
+        ):
+            return CloseReason.IDLE
+        return None
+
+    def close_for(self, reason: CloseReason, message: str) -> None:
+        """Close, with a log line and a count of ``reason``."""
+        if self.closed and (self.transport is None or self.transport.is_closing()):
+            return
+        level = (
+            logging.ERROR
+            if reason in _BUGS
+            else logging.INFO
+            if reason in _QUIET
+            else logging.WARNING
+        )
+        log.log(level, "closing %s (%s): %s", self.peer, reason.value, message)
+        self.server.connection_closed(reason)
+        self.close()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+
+_QUIET = frozenset({CloseReason.PEER_GONE, CloseReason.SHUTDOWN})
+_BUGS = frozenset({CloseReason.HANDLER_ERROR, CloseReason.ENCODE_ERROR, CloseReason.WRITE_ERROR})

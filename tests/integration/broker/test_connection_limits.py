@@ -1,0 +1,416 @@
+"""Hostile and careless connections against the broker's server: memory follows bytes received,
+every limit holds, nothing hangs, fetched records never enter Python.
+
+The broker runs in this process (``conftest.RunningBroker``: the real server, handlers and logs
+on their own loop thread) so each test can read the server's own counters; clients speak over
+real loopback sockets. ``test_hostile_connections.py`` does the same against a broker process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from odradek.broker import server as server_module
+from odradek.broker.replica_manager import FetchResult
+from odradek.protocol.apis import ApiKey
+from odradek.protocol.codec import encode_request
+from odradek.protocol.framing import LARGE_FRAME_FIRST_BYTES, encode_frame
+from odradek.protocol.schemas import request_schema
+
+pytestmark = pytest.mark.integration
+
+WAIT_S = 10.0
+HUGE = 100 * 1024 * 1024  # a size prefix at socket.request.max.bytes
+
+
+def frame(request: Any, correlation_id: int = 1) -> bytes:
+    return b"".join(encode_frame([encode_request(request, correlation_id, "limits-test")]))
+
+
+def api_versions(correlation_id: int = 1) -> bytes:
+    return frame(request_schema(ApiKey.API_VERSIONS, 0)(), correlation_id)
+
+
+def fetch(topic: str, max_wait_ms: int, correlation_id: int) -> bytes:
+    module = importlib.import_module(request_schema(ApiKey.FETCH, 4).__module__)
+    request = module.FetchRequest(
+        replica_id=-1,
+        max_wait=timedelta(milliseconds=max_wait_ms),
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        topics=(
+            module.FetchTopic(
+                topic=topic,
+                partitions=(
+                    module.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),
+                ),
+            ),
+        ),
+    )
+    return frame(request, correlation_id)
+
+
+def connect(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def read_response(sock: socket.socket) -> tuple[int, bytes]:
+    """(correlation id, body) of the next response."""
+    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+    data = recv_exactly(sock, size)
+    return struct.unpack(">i", data[:4])[0], data[4:]
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = sock.recv(n - got)
+        if not chunk:
+            raise ConnectionError(f"closed after {got} of {n} bytes")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def closed_by_broker(sock: socket.socket, within_s: float) -> bool:
+    """True if the broker closes ``sock`` within ``within_s`` (reading and dropping anything)."""
+    sock.settimeout(within_s)
+    deadline = time.monotonic() + within_s
+    try:
+        while time.monotonic() < deadline:
+            if not sock.recv(65536):
+                return True
+    except TimeoutError:
+        return False
+    except ConnectionError:
+        return True
+    return False
+
+
+def abort(sock: socket.socket) -> None:
+    """Close with a RST, as a crashed client's kernel would."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def wait_for(condition, what: str, timeout_s: float = WAIT_S):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def closed_count(broker, reason: str) -> float:
+    return (
+        broker.registry.get_sample_value("odradek_connections_closed_total", {"reason": reason})
+        or 0.0
+    )
+
+
+def produce_and_consume(broker, n: int = 50, value: bytes = b"v" * 100) -> None:
+    """A real client still gets its records in and out (partition 0 of the broker's topic)."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1})
+    tp = TopicPartition(broker.topic, 0)
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "limits", "enable.auto.commit": False}
+    )
+    start = consumer.get_watermark_offsets(tp, timeout=WAIT_S)[1]
+    for i in range(n):
+        producer.produce(broker.topic, value=value + b"%d" % i, partition=0)
+    assert producer.flush(WAIT_S) == 0
+    consumer.assign([TopicPartition(broker.topic, 0, start)])
+    got = []
+    deadline = time.monotonic() + WAIT_S
+    while len(got) < n and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            got.append(message.value())
+    consumer.close()
+    assert got == [value + b"%d" % i for i in range(n)]
+
+
+def test_huge_size_prefixes_cost_what_was_sent_and_the_pool_bounds_them(make_broker):
+    pool_bytes = 4 * LARGE_FRAME_FIRST_BYTES
+    broker = make_broker(queued_max_request_bytes=pool_bytes)
+    attackers = [connect(broker.port) for _ in range(40)]
+    for sock in attackers:
+        sock.sendall(struct.pack(">i", HUGE) + os.urandom(1000))
+    server = broker.server
+    # Four of them got the first buffer of a large frame; the others wait for memory.
+    wait_for(lambda: broker.call_sync(lambda: server.request_memory.waiting) == 36, "waiters")
+    assert broker.call_sync(lambda: server.request_memory.used) == pool_bytes
+    # Small requests are not drawn from the pool: a real client is served meanwhile.
+    produce_and_consume(broker)
+    for sock in attackers:
+        abort(sock)
+    wait_for(lambda: broker.call_sync(lambda: server.request_memory.used) == 0, "memory back")
+    wait_for(lambda: broker.call_sync(lambda: len(server.connections)) == 0, "connections gone")
+
+
+def test_a_large_request_waits_for_memory_and_is_served_when_it_frees(make_broker):
+    pool_bytes = 4 * LARGE_FRAME_FIRST_BYTES
+    broker = make_broker(queued_max_request_bytes=pool_bytes)
+    hogs = [connect(broker.port) for _ in range(4)]
+    for hog in hogs:  # each fills its first buffer, then waits for 100 MiB it will never get
+        hog.sendall(struct.pack(">i", HUGE) + os.urandom(LARGE_FRAME_FIRST_BYTES + 10))
+    server = broker.server
+    wait_for(
+        lambda: broker.call_sync(lambda: server.request_memory.used) == pool_bytes,
+        "the hogs holding the whole pool",
+    )
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "batch.size": 1_000_000}
+    )
+    for _ in range(300):  # about 300 KiB in one request: it needs the pool
+        producer.produce(broker.topic, value=os.urandom(1000), partition=1)
+    assert producer.flush(1.0) > 0  # stuck while the pool is held, not refused
+    for hog in hogs:
+        abort(hog)
+    assert producer.flush(WAIT_S) == 0
+    wait_for(lambda: broker.call_sync(lambda: server.request_memory.used) == 0, "memory back")
+
+
+def test_a_slowloris_request_is_cut_off(make_broker):
+    broker = make_broker(receive_timeout_ms=1000)
+    sock = connect(broker.port)
+    request = api_versions()
+    started = time.monotonic()
+    closed = False
+    for byte in request[:-1]:  # one byte every 100 ms: it would take seconds to arrive
+        try:
+            sock.send(bytes([byte]))
+        except OSError:
+            closed = True
+            break
+        if closed_by_broker(sock, 0.1):
+            closed = True
+            break
+    assert closed and time.monotonic() - started < 5
+    assert closed_count(broker, "receive_timeout") == 1
+
+
+def test_idle_connections_are_closed_but_a_long_poll_is_not_idle(make_broker):
+    broker = make_broker(idle_timeout_ms=800)
+    idle = connect(broker.port)
+    idle.sendall(api_versions())
+    read_response(idle)
+    polling = connect(broker.port)
+    polling.sendall(fetch(broker.topic, max_wait_ms=2500, correlation_id=7))
+    assert closed_by_broker(idle, 5.0)
+    correlation_id, _ = read_response(polling)  # answered after its 2.5 s wait, not closed
+    assert correlation_id == 7
+    assert closed_count(broker, "idle") == 1
+    assert closed_by_broker(polling, 5.0)  # and idle itself once answered
+
+
+def test_queued_requests_never_exceed_queued_max_requests(make_broker):
+    broker = make_broker(queued_max_requests=3)
+    server = broker.server
+    peak = []
+
+    async def watch():
+        highest = 0
+        for _ in range(400):
+            highest = max(highest, server.request_slots.used)
+            await asyncio.sleep(0.005)
+        peak.append(highest)
+
+    watcher = asyncio.run_coroutine_threadsafe(watch(), broker.loop)
+    clients = [connect(broker.port) for _ in range(4)]
+    for n, sock in enumerate(clients):
+        # A long poll first: every request behind it queues.
+        pipeline = fetch(broker.topic, max_wait_ms=700, correlation_id=1000 + n)
+        pipeline += b"".join(api_versions(correlation_id=i) for i in range(20))
+        sock.sendall(pipeline)
+    for n, sock in enumerate(clients):
+        answered = [read_response(sock)[0] for _ in range(21)]
+        assert answered == [1000 + n, *range(20)]  # every one answered, in order
+    watcher.result(timeout=WAIT_S)
+    assert 1 <= peak[0] <= 3
+
+
+def test_a_failing_handler_closes_the_connection_and_is_counted(make_broker, monkeypatch):
+    broker = make_broker()
+
+    async def broken(ctx, request):
+        raise RuntimeError("a bug in a handler")
+
+    async def unencodable(ctx, request):
+        return object()
+
+    for handler, reason in ((broken, "handler_error"), (unencodable, "encode_error")):
+        monkeypatch.setitem(server_module.HANDLERS, ApiKey.API_VERSIONS, handler)
+        sock = connect(broker.port)
+        sock.sendall(api_versions())
+        assert closed_by_broker(sock, 5.0)  # not a silent hang
+        assert closed_count(broker, reason) == 1
+    monkeypatch.undo()
+    healthy = connect(broker.port)  # the broker itself is fine
+    healthy.sendall(api_versions(correlation_id=9))
+    assert read_response(healthy)[0] == 9
+
+
+def test_a_short_sendfile_closes_the_connection(make_broker, monkeypatch):
+    broker = make_broker()
+    produce_and_consume(broker, n=5)
+    replicas = broker.replicas
+    real_fetch = replicas.fetch
+
+    async def overstated(requests, **kwargs):
+        results = await real_fetch(requests, **kwargs)
+        first = results[0]
+        assert first.records is not None
+        # As if the segment were truncated after the size went out: 1000 bytes will be missing.
+        inflated = type(first.records)(
+            first.records.file, first.records.position, first.records.size + 1000
+        )
+        return [FetchResult(first.topic, first.partition, records=inflated), *results[1:]]
+
+    monkeypatch.setattr(replicas, "fetch", overstated)
+    sock = connect(broker.port)
+    sock.sendall(fetch(broker.topic, max_wait_ms=0, correlation_id=3))
+    assert closed_by_broker(sock, 5.0)
+    assert closed_count(broker, "short_sendfile") == 1
+
+
+def test_fetched_records_never_enter_python(make_broker, monkeypatch):
+    broker = make_broker()
+    value = os.urandom(4096)
+    produce_and_consume(broker, n=200, value=value)
+    reads: list[int] = []
+    sent: list[int] = []
+    for name in ("read", "pread", "readv", "preadv"):
+        real = getattr(os, name)
+
+        def counting(*args, _real=real, **kwargs):
+            result = _real(*args, **kwargs)
+            reads.append(len(result) if isinstance(result, bytes) else int(result))
+            return result
+
+        monkeypatch.setattr(os, name, counting)
+    real_sendfile = os.sendfile
+
+    def counting_sendfile(*args, **kwargs):
+        count = real_sendfile(*args, **kwargs)
+        sent.append(count)
+        return count
+
+    monkeypatch.setattr(os, "sendfile", counting_sendfile)
+
+    def no_fallback(*args, **kwargs):
+        raise AssertionError("asyncio's sendfile fell back to reading the file into Python")
+
+    monkeypatch.setattr(broker.loop, "_sock_sendfile_fallback", no_fallback, raising=False)
+    produce_and_consume(broker, n=0)  # nothing new; then read everything from the start
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "nocopy", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(broker.topic, 0, 0)])
+    got = 0
+    deadline = time.monotonic() + WAIT_S
+    while got < 200 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            got += 1
+    consumer.close()
+    assert got == 200
+    assert sum(sent) >= 200 * len(value)  # the records left by sendfile
+    assert max(reads, default=0) < 1024  # only batch headers (61 bytes) were read
+
+
+class NetworkNamespace:
+    """A network namespace joined to this one by a veth pair on a 198.18.x.0/30 (benchmarking
+    range, RFC 2544) link: a client in it can vanish without a FIN or a reset reaching us."""
+
+    def __init__(self) -> None:
+        suffix = uuid.uuid4().hex[:6]
+        self.name = f"odr-{suffix}"
+        self.host_side, self.ns_side = f"odrh{suffix}", f"odrn{suffix}"
+        octet = int(suffix[:2], 16)
+        self.host_address, self.ns_address = f"198.18.{octet}.1", f"198.18.{octet}.2"
+
+    def _ip(self, *args: str, inside: bool = False) -> None:
+        command = ["ip", "netns", "exec", self.name, "ip", *args] if inside else ["ip", *args]
+        subprocess.run(command, check=True, capture_output=True, timeout=10)
+
+    def __enter__(self) -> NetworkNamespace:
+        self._ip("netns", "add", self.name)
+        try:
+            self._ip("link", "add", self.host_side, "type", "veth", "peer", "name", self.ns_side)
+            self._ip("link", "set", self.ns_side, "netns", self.name)
+            self._ip("addr", "add", f"{self.host_address}/30", "dev", self.host_side)
+            self._ip("link", "set", self.host_side, "up")
+            self._ip("addr", "add", f"{self.ns_address}/30", "dev", self.ns_side, inside=True)
+            self._ip("link", "set", self.ns_side, "up", inside=True)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def cut(self) -> None:
+        """Take the namespace's end of the link down: nothing it sends arrives any more."""
+        self._ip("link", "set", self.ns_side, "down", inside=True)
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run(["ip", "link", "del", self.host_side], capture_output=True, timeout=10)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=10)
+
+
+HALF_OPEN_CLIENT = """
+import socket, sys, time
+sock = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+sock.sendall(bytes.fromhex(sys.argv[3]))
+sock.recv(65536)
+print("answered", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_half_open_connection_is_closed_after_the_idle_timeout(make_broker):
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root (CI runs as root)")
+    with NetworkNamespace() as namespace:
+        broker = make_broker(host=namespace.host_address, idle_timeout_ms=1500)
+        client = subprocess.Popen(
+            [
+                "ip", "netns", "exec", namespace.name, sys.executable, "-c", HALF_OPEN_CLIENT,
+                namespace.host_address, str(broker.port), api_versions().hex(),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        try:
+            assert client.stdout.readline().strip() == "answered"
+            assert broker.call_sync(lambda: len(broker.server.connections)) == 1
+            namespace.cut()
+            client.kill()  # its FIN goes nowhere: the broker holds a half-open connection
+            client.wait(timeout=10)
+            wait_for(
+                lambda: broker.call_sync(lambda: len(broker.server.connections)) == 0,
+                "the half-open connection closed",
+            )
+            assert closed_count(broker, "idle") == 1
+        finally:
+            if client.poll() is None:
+                client.kill()
+                client.wait(timeout=10)
