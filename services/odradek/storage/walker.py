@@ -131,9 +131,7 @@ def describe_error(
     what = _MESSAGES[error].format(value=walker.error_value)
     if error is WalkError.OFFSET_DELTA:
         if exact_offsets:
-            what += (
-                f" (a producer numbers records 0..n-1: expected {walker.error_record})"
-            )
+            what += f" (a producer numbers records 0..n-1: expected {walker.error_record})"
         else:
             what += f" (deltas must increase, up to last_offset_delta {header.last_offset_delta})"
     if header.compression == Compression.NONE:
