@@ -365,6 +365,10 @@ Walker_init(Walker *w, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_ValueError, "count must not be negative");
         return -1;
     }
+    if (w->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "RecordWalker re-initialised during a feed");
+        return -1;
+    }
     w->count = count;
     w->last_offset_delta = last_offset_delta;
     w->base_timestamp = base_timestamp;

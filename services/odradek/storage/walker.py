@@ -129,6 +129,8 @@ def describe_error(
     """What the walker found wrong, and where, in words for a produce response."""
     error = WalkError(walker.error)
     what = _MESSAGES[error].format(value=walker.error_value)
+    if error is WalkError.RECORD_TRUNCATED and walker.error_value < 0:
+        what = "the records end inside a record's length varint"
     if error is WalkError.OFFSET_DELTA:
         if exact_offsets:
             what += f" (a producer numbers records 0..n-1: expected {walker.error_record})"
