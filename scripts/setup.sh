@@ -7,7 +7,8 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
-apt_packages=(openjdk-17-jre-headless zookeeper kcat)
+# gcc and python3-dev build the package's C extension (odradek.storage._recordwalk).
+apt_packages=(openjdk-17-jre-headless zookeeper kcat gcc python3-dev)
 venv_dir="$repo_root/.venv"
 marker="$venv_dir/.odradek-installed"
 
@@ -58,7 +59,8 @@ if ! "$venv_dir/bin/python" -c '' >/dev/null 2>&1; then
     python3 -m venv --clear "$venv_dir"
 fi
 
-wanted_hash="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+# Reinstall (and so recompile the C extension) when pyproject.toml or any C source changes.
+wanted_hash="$(cat pyproject.toml services/odradek/storage/*.c | sha256sum | cut -d' ' -f1)"
 installed_hash="$(cat "$marker" 2>/dev/null || true)"
 if [ "$wanted_hash" != "$installed_hash" ]; then
     log "installing odradek and its test dependencies into .venv (pip install -e '.[test]')"

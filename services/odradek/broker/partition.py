@@ -72,12 +72,12 @@ class Partition:
     ) -> LogAppendInfo:
         """Append a producer's record set; raises the Kafka error a produce answer carries.
 
-        Validation of a large record set runs on ``workers`` (off the event loop); leadership
-        and the ISR are checked before it and again after, since the controller may have moved
-        the partition meanwhile.
+        Validation of a large or compressed record set runs on ``workers`` (off the event loop;
+        ``Workers.must_offload`` decides); leadership and the ISR are checked before it and again
+        after, since the controller may have moved the partition meanwhile.
         """
         self._check_can_append(acks)
-        if workers is not None and len(records) >= workers.offload_min_bytes:
+        if workers is not None and workers.must_offload(records, self.log.config):
             validated = await workers.validate(
                 self.log.validate, records, origin=AppendOrigin.CLIENT
             )

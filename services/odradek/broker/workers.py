@@ -8,8 +8,20 @@ pure function of bytes, configuration and time); the CRC32C, the codecs and the 
 release the GIL, so on a machine with more than one core validation runs beside the loop.
 
 Bounds: ``VALIDATION_THREADS`` threads, and at most ``VALIDATION_QUEUE_MAX`` jobs submitted and
-not finished (a request past that waits its turn on the loop, without a thread). What is below
-``OFFLOAD_MIN_BYTES`` is validated inline: handing it to a thread costs more than the work.
+not finished (a request past that waits its turn on the loop, without a thread).
+
+What runs where (``must_offload``), from figures measured on the 2-vCPU development VM
+(docs/benchmarks.md, "Validation on the produce path"): a hop to a thread and back costs about
+50-130 µs, while validating an uncompressed record set costs about 8 µs up to 64 KiB and 80 µs
+for 1 MiB (CRC32C and the record walk). So:
+
+- uncompressed record sets below ``OFFLOAD_MIN_BYTES`` are validated inline: the hop would
+  cost ten times the work;
+- every record set holding a compressed batch goes to a thread, whatever its size: its cost is
+  unknown until it is decompressed (a 1 KiB batch may expand to the 64 MiB limit);
+- so does every record set for a topic whose ``compression.type`` makes the broker re-encode;
+- and any record set of more than ``INLINE_BATCHES_MAX`` batches, rather than reading all of
+  their headers on the loop to find a codec.
 """
 
 from __future__ import annotations
@@ -20,11 +32,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from odradek.config.topic import TopicConfig
+from odradek.storage.batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK, HEADER_SIZE, read_prefix
+
 T = TypeVar("T")
 
 VALIDATION_THREADS = 2
 VALIDATION_QUEUE_MAX = 64
 OFFLOAD_MIN_BYTES = 64 * 1024
+INLINE_BATCHES_MAX = 16
 
 
 class Workers:
@@ -42,6 +58,24 @@ class Workers:
             max_workers=validation_threads, thread_name_prefix="odradek-validation"
         )
         self._validation_slots = asyncio.Semaphore(validation_queue_max)
+
+    def must_offload(self, records: bytes | memoryview, config: TopicConfig) -> bool:
+        """Whether validating ``records`` for a topic with ``config`` belongs on a thread."""
+        if len(records) >= self.offload_min_bytes or config.compression_type != "producer":
+            return True
+        position = 0
+        for _ in range(INLINE_BATCHES_MAX):
+            if len(records) - position < HEADER_SIZE:
+                return False  # the rest is not a whole batch: validation refuses it at once
+            if records[position + ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK:
+                return True
+            _, size = read_prefix(records, position)
+            if size <= 0:
+                return False
+            position += size
+            if position >= len(records):
+                return False
+        return True
 
     async def validate(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         """Run ``fn(*args, **kwargs)`` on a validation thread and return its result."""

@@ -2,9 +2,13 @@
 
 Layers, each importing only those below it:
 
+- ``walker_reference``: the record walker's specification in plain Python (tests run it).
 - ``batch``: record batch v2 headers (validate, assign offsets in place); no I/O.
-- ``compression`` and ``records``: record-level decoding and encoding for the few paths that
-  must look inside a batch (compaction, lookups by timestamp, ``compression.type``).
+- ``compression``: the codecs; decompression in bounded pieces.
+- ``records``: record-level decoding and encoding for the few paths that need the records
+  themselves (compaction, lookups by timestamp, ``compression.type``).
+- ``walker``: the check of every record of every appended batch, by the C extension
+  ``_recordwalk`` (bounds-checked, GIL released), over compressed batches in bounded pieces.
 - ``index``: the sparse ``.index`` and ``.timeindex`` files.
 - ``segment``: one ``.log`` file with its two indexes.
 - ``producer_state``: idempotent producers' sequences, checked on append, snapshotted.

@@ -21,9 +21,9 @@ A record batch as Kafka writes it on the wire and on disk::
 
 ``batch_length`` counts the bytes after itself, so a batch occupies ``batch_length + 12`` bytes.
 
-This module only looks at headers: it never decompresses. Checking a batch costs one
-``struct.unpack_from`` and one hardware CRC32C pass, which is what keeps appends close to raw
-write speed. Record-level work (compaction, timestamp lookups) lives in ``records``.
+This module only looks at headers: it never decompresses. Checking a header costs one
+``struct.unpack_from`` and one hardware CRC32C pass. The records inside are checked by
+``walker`` (on append) and decoded by ``records`` (compaction, timestamp lookups).
 """
 
 from __future__ import annotations

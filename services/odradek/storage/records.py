@@ -17,8 +17,9 @@ Varints are zigzag base-128, low group first: a varint holds an int32 in at most
 varlong an int64 in at most 10. When the batch has the LogAppendTime bit, every record's
 timestamp is the batch's ``max_timestamp``, whatever its delta says (Kafka's rule).
 
-Only the paths that must look inside a batch come here: compaction, lookups by timestamp,
-recompression for ``compression.type``. Appends never do: they check headers only.
+Only the paths that need the records themselves come here: compaction, lookups by timestamp,
+recompression for ``compression.type``. Appends check every record without decoding it
+(``walker``).
 
 Why hand-written: kio 0.6.5 has record batch readers and writers, but they truncate record
 timestamps to whole seconds, do not decompress, and cannot write the gappy offsets and kept

@@ -5,11 +5,26 @@ leader sent it) against a topic's configuration and returns what the log should 
 
 - every batch whole and intact (length, magic, CRC32C: ``batch.validate_batch``);
 - size limits: each batch within ``max.message.bytes``, the set within ``segment.bytes``;
-- producer rules for batches that did not come from replication (counts against offset deltas,
-  one batch per idempotent request, no control batches from clients);
-- record-level rules only where the topic asks for them: a key on every record of a compacted
-  topic, timestamps within ``message.timestamp.*.max.ms``, re-encoding for ``compression.type``;
+- producer rules for batches that did not come from replication (at least one record, the count
+  agreeing with ``last_offset_delta``, one batch per idempotent request, no control batches from
+  clients);
+- the records inside every batch, from every origin, as Kafka's ``DefaultRecord`` reader reads
+  them (``walker``): exactly ``records_count`` records, each exactly as long as its length says,
+  nothing after the last. Offset deltas are 0..n-1 in a batch from a producer or a coordinator;
+  a replicated batch may have the gaps compaction leaves (strictly increasing deltas, at most
+  ``last_offset_delta``), but a follower never stores what consumers could not decode.
+  Compressed batches are decompressed in bounded pieces to be walked, and refused past
+  ``MAX_DECOMPRESSED_BYTES``;
+- the topic's record rules, from what the walk found: a key on every record of a compacted
+  topic, timestamps within ``message.timestamp.*.max.ms`` (Kafka skips records without a
+  timestamp, -1, and so does this); then re-encoding for ``compression.type``;
 - ``message.timestamp.type=LogAppendTime`` stamps every batch with the broker's time.
+
+Errors are Kafka's: the record format broken is INVALID_RECORD (Kafka's reader throws
+``InvalidRecordException``), damage the CRC or a codec finds is CORRUPT_MESSAGE, a timestamp out of
+bounds INVALID_TIMESTAMP, a batch too large MESSAGE_TOO_LARGE. One deliberate difference: Kafka
+rewrites a compressed producer batch whose offset deltas are not 0..n-1, and stores an uncompressed
+one as it came; this broker never rewrites producer bytes for that, so it refuses such a batch.
 
 Nothing here touches a log or its files: the result depends only on the bytes, the configuration
 and the time passed in, so validation may run on any thread (the broker runs large or compressed
@@ -25,6 +40,7 @@ from odradek.config.keys import LONG_MAX
 from odradek.config.topic import TopicConfig
 from odradek.errors import InvalidRecordError, InvalidTimestampError, RecordTooLargeError
 from odradek.storage.batch import (
+    NO_TIMESTAMP,
     BatchHeader,
     check_producer_batch,
     iter_batches,
@@ -32,6 +48,7 @@ from odradek.storage.batch import (
 )
 from odradek.storage.compression import Compression
 from odradek.storage.records import decode_records, reencode_batch
+from odradek.storage.walker import RecordWalker, walk_batch
 
 __all__ = ["AppendOrigin", "ValidatedRecords", "validate_records"]
 
@@ -82,8 +99,14 @@ def validate_records(
         return ValidatedRecords(EMPTY, (), origin)
     batches = list(iter_batches(view))
     _check_batches(batches, len(view), config, origin)
-    if _needs_record_validation(config):
-        view = _validate_records(view, batches, config, now_ms)
+    for position, header in batches:
+        walker = walk_batch(
+            view, position, header, exact_offsets=origin != AppendOrigin.REPLICATION
+        )
+        if not header.is_control:
+            _check_record_rules(walker, position, header, config, now_ms)
+    if _needs_reencoding(config, batches):
+        view = _reencode(view, batches, Compression.from_name(config.compression_type))
         batches = list(iter_batches(view))
     log_append_time_ms = -1
     if config.log_append_time and origin != AppendOrigin.REPLICATION:
@@ -119,58 +142,54 @@ def _check_batches(
             raise InvalidRecordError("clients may not write control batches")
 
 
-def _needs_record_validation(config: TopicConfig) -> bool:
-    return (
-        config.compact
-        or config.compression_type != "producer"
-        or (
-            not config.log_append_time
-            and (
-                config.message_timestamp_before_max_ms != LONG_MAX
-                or config.message_timestamp_after_max_ms != LONG_MAX
-            )
+def _check_record_rules(
+    walker: RecordWalker, position: int, header: BatchHeader, config: TopicConfig, now_ms: int
+) -> None:
+    """The topic's rules on the records of one batch, judged from what its walk found."""
+    if config.compact and walker.null_key_record >= 0:
+        raise InvalidRecordError(
+            f"compacted topic cannot accept a record without a key (record "
+            f"{walker.null_key_record} of the batch at position {position})"
         )
-    )
+    before_ms = config.message_timestamp_before_max_ms
+    after_ms = config.message_timestamp_after_max_ms
+    if config.log_append_time or (before_ms == LONG_MAX and after_ms == LONG_MAX):
+        return
+    if header.is_log_append_time:  # every record's timestamp is the batch's (Kafka's rule)
+        timestamps = [(header.max_timestamp, 0)] if header.max_timestamp != NO_TIMESTAMP else []
+    else:
+        timestamps = [
+            (walker.min_timestamp, walker.min_timestamp_record),
+            (walker.max_timestamp, walker.max_timestamp_record),
+        ]
+    earliest, latest = now_ms - before_ms, now_ms + after_ms
+    for timestamp, record in timestamps:
+        if record >= 0 and not earliest <= timestamp <= latest:
+            raise InvalidTimestampError(
+                f"record timestamp {timestamp} (record {record} of the batch at position "
+                f"{position}) is outside [{earliest}, {latest}] allowed by "
+                f"message.timestamp.*.max.ms"
+            )
 
 
-def _validate_records(
-    view: memoryview, batches: list[tuple[int, BatchHeader]], config: TopicConfig, now_ms: int
+def _needs_reencoding(config: TopicConfig, batches: list[tuple[int, BatchHeader]]) -> bool:
+    if config.compression_type == "producer":
+        return False
+    target = Compression.from_name(config.compression_type)
+    return any(not h.is_control and h.compression != target for _, h in batches)
+
+
+def _reencode(
+    view: memoryview, batches: list[tuple[int, BatchHeader]], target: Compression
 ) -> memoryview:
-    """The slow path: look inside batches for rules a header cannot show.
+    """Re-encode batches sent with another codec than ``compression.type`` (as Kafka does).
 
-    Taken only when the topic asks for it: compacted topics need a key on every record,
-    timestamp bounds need every record's timestamp, and ``compression.type`` other than
-    ``producer`` re-encodes batches sent with another codec (as Kafka does).
+    Only after every batch passed its walk, so the records decode.
     """
-    target = (
-        None
-        if config.compression_type == "producer"
-        else Compression.from_name(config.compression_type)
-    )
-    earliest = now_ms - config.message_timestamp_before_max_ms
-    latest = now_ms + config.message_timestamp_after_max_ms
-    check_time = not config.log_append_time
     parts: list[bytes | memoryview] = []
-    changed = False
     for position, header in batches:
         data = view[position : position + header.size_in_bytes]
-        if header.is_control:
-            parts.append(data)
-            continue
-        records = decode_records(data)
-        for record in records:
-            if config.compact and record.key is None:
-                raise InvalidRecordError(
-                    f"compacted topic cannot accept a record without a key "
-                    f"(offset delta {record.offset - header.base_offset})"
-                )
-            if check_time and not earliest <= record.timestamp <= latest:
-                raise InvalidTimestampError(
-                    f"record timestamp {record.timestamp} is outside "
-                    f"[{earliest}, {latest}] allowed by message.timestamp.*.max.ms"
-                )
-        if target is not None and target != header.compression:
-            data = reencode_batch(header, records, target)
-            changed = True
+        if not header.is_control and header.compression != target:
+            data = reencode_batch(header, decode_records(data), target)
         parts.append(data)
-    return memoryview(b"".join(parts)) if changed else view
+    return memoryview(b"".join(parts))

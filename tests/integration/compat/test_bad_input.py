@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import struct
+import time
 from datetime import timedelta
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from kio.schema.produce.v9 import request as produce_v9
 
 from odradek.client.connection import BrokerConnection
+from odradek.storage.batch import CRC_OFFSET, HEADER_SIZE, HEADER_STRUCT, compute_crc
 
 pytestmark = pytest.mark.integration
 
@@ -300,3 +303,79 @@ def test_create_topic_with_a_bad_shape(
         create(admin, topic, partitions=partitions, replication_factor=replication_factor)
     assert refused.value.args[0].code() == code, refused.value.args[0]
     assert topic not in admin.list_topics(timeout=10).topics
+
+
+# -- a batch whose header lies about its records (issue 6) ----------------------------------------
+
+INVALID_RECORD, CORRUPT_MESSAGE = 87, 2
+
+
+def lying_count_batch() -> bytes:
+    """A header-only batch with a valid CRC that claims 2^31-1 records (and holds none)."""
+    batch = bytearray(HEADER_SIZE)
+    count = (1 << 31) - 1
+    HEADER_STRUCT.pack_into(
+        batch, 0, 0, HEADER_SIZE - 12, -1, 2, 0, 0, count - 1, 0, 0, -1, -1, -1, count
+    )
+    struct.pack_into(">I", batch, CRC_OFFSET, compute_crc(batch))
+    return bytes(batch)
+
+
+def test_a_batch_that_lies_about_its_record_count_is_refused_untouched(
+    admin, bootstrap, wait_for_topic, topic_name, leader_of
+):
+    topic = topic_name()
+    create(admin, topic)
+    wait_for_topic(topic, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10_000})
+    assert deliver(producer, topic, b"before") is None
+    assert latest(admin, topic) == 1
+    request = produce_v9.ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout=timedelta(seconds=5),
+        topic_data=(
+            produce_v9.TopicProduceData(
+                name=topic,
+                partition_data=(
+                    produce_v9.PartitionProduceData(index=0, records=lying_count_batch()),
+                ),
+            ),
+        ),
+    )
+    host, port = leader_of(topic, 0).address.rsplit(":", 1)
+
+    async def send_lies(times: int):
+        async with await BrokerConnection.open(host, int(port), connect_timeout_s=5) as conn:
+            return [await conn.send(request, timeout_s=10) for _ in range(times)]
+
+    for response in asyncio.run(send_lies(5)):
+        [answer] = response.responses
+        [partition] = answer.partition_responses
+        assert partition.error_code.value in (INVALID_RECORD, CORRUPT_MESSAGE), partition
+        assert partition.base_offset == -1
+    assert latest(admin, topic) == 1  # the log end offset did not jump by 2^31
+
+    # A real client still produces and consumes, from where the log was.
+    assert deliver(producer, topic, b"after") is None
+    assert latest(admin, topic) == 2
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "compat-assign-only",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        received = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(received) < 2 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None:
+                assert message.error() is None, message.error()
+                received.append((message.offset(), message.value()))
+        assert received == [(0, b"before"), (1, b"after")]
+    finally:
+        consumer.close()

@@ -6,10 +6,13 @@ import contextlib
 import gzip
 import os
 import struct
+import zlib
 
 import cramjam
+import lz4.frame
 import pytest
 import snappy
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka import codec as kafka_codec
@@ -155,11 +158,22 @@ def test_damaged_input_is_a_corrupt_record_error(codec, damage):
     assert raised.value.error_code.name == "corrupt_message"
 
 
-@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.LZ4, Compression.ZSTD])
-def test_library_error_is_chained(codec):
+@pytest.mark.parametrize(
+    ("codec", "library_error"),
+    [
+        (Compression.GZIP, zlib.error),
+        (Compression.SNAPPY, cramjam.DecompressionError),
+        (Compression.LZ4, RuntimeError),
+        (Compression.ZSTD, zstandard.ZstdError),
+    ],
+)
+def test_library_error_is_chained(codec, library_error):
+    damaged = bytearray(compress(codec, TEXT))
+    middle = len(damaged) // 2
+    damaged[middle : middle + 64] = bytes(64)  # the framing stays, the data inside does not
     with pytest.raises(CorruptRecordError) as raised:
-        decompress(codec, b"\x00" * 100)
-    assert isinstance(raised.value.__cause__, cramjam.DecompressionError)
+        decompress(codec, damaged)
+    assert isinstance(raised.value.__cause__, library_error)
 
 
 @pytest.mark.parametrize(
@@ -216,3 +230,57 @@ def test_a_compression_bomb_stops_at_max_size(codec):
     assert len(bomb) < (1 << 20)
     with pytest.raises(CorruptRecordError, match="more than 1048576 bytes"):
         decompress(codec, bomb, max_size=1 << 20)
+
+
+# -- LZ4 frames, block by block ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"block_size": lz4.frame.BLOCKSIZE_MAX256KB},
+        {"block_size": lz4.frame.BLOCKSIZE_MAX4MB},
+        {"store_size": True},
+        {"block_checksum": True},
+        {"content_checksum": True},
+        {"compression_level": 12},
+    ],
+    ids=[
+        "default",
+        "256k-blocks",
+        "4m-blocks",
+        "content-size",
+        "block-checksum",
+        "content-checksum",
+        "high-compression",
+    ],
+)
+@pytest.mark.parametrize("data", [b"", TEXT, os.urandom(300_000)], ids=len)
+def test_lz4_frames_written_by_python_lz4_decompress(options, data):
+    frame = lz4.frame.compress(data, block_linked=False, **options)
+    assert decompress(Compression.LZ4, frame) == data
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.binary(max_size=200_000), block_size=st.sampled_from([4, 5, 6, 7]))
+def test_lz4_block_path_agrees_with_lz4_frame(data, block_size):
+    frame = lz4.frame.compress(data, block_linked=False, block_size=block_size)
+    assert decompress(Compression.LZ4, frame) == lz4.frame.decompress(frame)
+
+
+@pytest.mark.parametrize(
+    ("damage", "match"),
+    [
+        (lambda frame: frame[:6] + bytes([frame[6] ^ 1]) + frame[7:], "header checksum"),
+        (lambda frame: frame[:4] + bytes([frame[4] | 0x01]) + frame[5:], "descriptor"),
+        (lambda frame: frame + b"\x00", "after the end"),
+        (lambda frame: frame[:-4], "cut short"),
+        (lambda frame: frame[:15] + struct.pack("<I", 70_000) + frame[19:], "the frame allows"),
+    ],
+    ids=["header-checksum", "dictionary-id", "trailing", "no-end-mark", "block-too-large"],
+)
+def test_damaged_lz4_frames_are_refused(damage, match):
+    frame = lz4.frame.compress(TEXT, block_linked=False, store_size=True)  # a 15-byte header
+    with pytest.raises(CorruptRecordError, match=match):
+        decompress(Compression.LZ4, damage(frame))
