@@ -3,6 +3,8 @@
 Layers, each importing only those below it:
 
 - ``batch``: record batch v2 headers (validate, assign offsets in place); no I/O.
+- ``executors``: the threads slow file work runs on (fsyncs for ``flush.messages``, snapshots,
+  deletions), so the thread that appends never waits for the disk.
 - ``compression`` and ``records``: record-level decoding and encoding for the few paths that
   must look inside a batch (compaction, lookups by timestamp, ``compression.type``).
 - ``index``: the sparse ``.index`` and ``.timeindex`` files.
