@@ -27,6 +27,7 @@ from types import ModuleType
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
+from odradek.errors import RecordTooLargeError
 from odradek.storage.batch import BatchHeader, validate_batch
 from odradek.storage.checkpoint import OffsetCheckpointFile
 from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
@@ -75,12 +76,15 @@ class Run:
     pause_mid_write_ms: float = 2.0  # see writer.py: widens the window a kill can tear
     acks_min: int = 100
     acks_max: int = 600
+    segment_bytes: int = SEGMENT_BYTES
+    large_value_bytes: int = 0  # see writer.py: batches of 1-3 records this large
 
     @property
     def id(self) -> str:
         flush = "fsync-each" if self.flush_messages == 1 else "page-cache"
         pause = "-paused-writes" if self.pause_mid_write_ms else ""
-        return f"seed{self.seed}-{self.partitions}p-{self.log_dirs}dir-{flush}{pause}"
+        large = f"-values-{self.large_value_bytes}B" if self.large_value_bytes else ""
+        return f"seed{self.seed}-{self.partitions}p-{self.log_dirs}dir-{flush}{pause}{large}"
 
 
 RUNS = [
@@ -118,7 +122,8 @@ def writer_command(log_dirs: list[Path], run: Run) -> list[str]:
         command += ["--log-dir", str(log_dir)]
     command += [
         "--partitions", str(run.partitions),
-        "--segment-bytes", str(SEGMENT_BYTES),
+        "--segment-bytes", str(run.segment_bytes),
+        "--large-value-bytes", str(run.large_value_bytes),
         "--index-interval-bytes", str(INDEX_INTERVAL_BYTES),
         "--segment-index-bytes", str(run.segment_index_bytes),
         "--checkpoint-every", str(run.checkpoint_every),
@@ -130,13 +135,16 @@ def writer_command(log_dirs: list[Path], run: Run) -> list[str]:
     return command
 
 
-def open_manager(log_dirs: list[Path], run: Run) -> LogManager:
+def open_manager(
+    log_dirs: list[Path], run: Run, *, max_message_bytes: int | None = None
+) -> LogManager:
     """A fresh ``LogManager`` over the writer's directories, with its configuration, loaded."""
     config = writer.topic_config(
-        segment_bytes=SEGMENT_BYTES,
+        segment_bytes=run.segment_bytes,
         index_interval_bytes=INDEX_INTERVAL_BYTES,
         segment_index_bytes=run.segment_index_bytes,
         flush_messages=run.flush_messages,
+        max_message_bytes=max_message_bytes,
     )
     manager = LogManager(log_dirs, topic_config=lambda topic: config)
     manager.load()
@@ -368,9 +376,9 @@ def recover_calls(monkeypatch) -> list[Path]:
     calls: list[Path] = []
     original = LogSegment.recover
 
-    def counting_recover(segment: LogSegment, max_batch_bytes: int) -> int:
+    def counting_recover(segment: LogSegment, *args: int) -> int:
         calls.append(segment.log_path)
-        return original(segment, max_batch_bytes)
+        return original(segment, *args)
 
     monkeypatch.setattr(LogSegment, "recover", counting_recover)
     return calls
@@ -456,3 +464,53 @@ def test_clean_shutdown_skips_recovery_and_sigkill_does_not(tmp_path, recover_ca
         append_after_recovery(manager, run)
     finally:
         manager.shutdown()
+
+
+@pytest.mark.timeout(60)
+def test_a_lowered_max_message_bytes_does_not_make_recovery_cut_acknowledged_batches(
+    tmp_path, caplog, recover_calls
+):
+    """An operator lowers ``max.message.bytes`` and the broker restarts after a crash: the
+    batches it acknowledged before, larger than the new limit, are whole and valid, so recovery
+    keeps every one (and still cuts a torn tail). The limit applies to new appends only."""
+    run = Run(
+        seed=77,
+        partitions=2,
+        checkpoint_every=0,  # every segment is re-validated
+        segment_bytes=4 * 1024 * 1024,
+        large_value_bytes=120_000,
+        acks_min=8,
+        acks_max=20,
+    )
+    lowered_max_message_bytes = 16 * 1024  # below every batch the writer appends
+    rng = random.Random(run.seed)
+    log_dirs = [tmp_path / "log-dir-0"]
+    acks = spawn_and_kill(
+        tmp_path,
+        writer_command(log_dirs, run),
+        kill_after=rng.randint(run.acks_min, run.acks_max),
+        kill_delay_s=rng.uniform(0, KILL_DELAY_S_MAX),
+    )
+
+    caplog.set_level(logging.WARNING, logger="odradek.storage")
+    manager = open_manager(log_dirs, run, max_message_bytes=lowered_max_message_bytes)
+    try:
+        assert sorted(recover_calls) == sorted(segments_to_recover(log_dirs))
+        stored = [
+            BatchHeader.parse(data).size_in_bytes
+            for p in range(run.partitions)
+            for _, data in manager.get_log(writer.TOPIC, p).batches()
+        ]
+        assert len(stored) >= len(acks) and min(stored) > lowered_max_message_bytes
+        check_recovered(manager, run, acks, rng)
+        log = manager.get_log(writer.TOPIC, 0)
+        too_large = writer.build_batch([(0, b"k", os.urandom(lowered_max_message_bytes))], 0)
+        with pytest.raises(RecordTooLargeError):
+            log.append(too_large)
+        append_after_recovery(manager, run)
+    finally:
+        manager.shutdown()
+    print(
+        f"{run.id}: killed after {len(acks)} ACKs of batches up to {max(stored)} B; all kept "
+        f"with max.message.bytes={lowered_max_message_bytes}"
+    )

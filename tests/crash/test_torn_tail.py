@@ -177,9 +177,9 @@ def test_clean_restart_does_not_rescan(pristine, tmp_path, monkeypatch):
     recovered: list[Path] = []
     original = LogSegment.recover
 
-    def counting_recover(segment: LogSegment, max_batch_bytes: int) -> int:
+    def counting_recover(segment: LogSegment, *args: int) -> int:
         recovered.append(segment.log_path)
-        return original(segment, max_batch_bytes)
+        return original(segment, *args)
 
     monkeypatch.setattr(LogSegment, "recover", counting_recover)
     expected = [(b.header.base_offset, b.data) for b in pristine.batches]

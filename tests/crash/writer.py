@@ -14,6 +14,9 @@ check its contents. Records say which batch they belong to: the key is
 timestamps are ``start_ms + seq * 64 + index``, strictly increasing through a partition (a
 resumed writer starts later, so they keep increasing).
 
+With ``--large-value-bytes N`` every batch holds 1-3 records of N/2 to N random (incompressible)
+bytes, which the writer's ``max.message.bytes`` admits: for tests of recovery with large batches.
+
 Only one append is in flight at a time, so when the process dies at most one batch may be in the
 log without its ACK. The process never shuts the manager down unless ``--clean-shutdown`` is
 given: leaving without it is an unclean exit, like a kill at a quiet moment.
@@ -50,6 +53,8 @@ CODECS = (0, 0, 1, 2, 3, 4)  # none (twice as likely), gzip, snappy, lz4, zstd
 RECORDS_PER_BATCH_MAX = 40  # below the 64 timestamps each batch owns
 TIMESTAMP_STRIDE_MS = 64
 LARGE_VALUE_BYTES_MAX = 12_000  # keep below segment.bytes: a record set must fit a segment
+# With --large-value-bytes N the writer's max.message.bytes admits 3 such records and overhead.
+LARGE_BATCH_OVERHEAD_BYTES = 4096
 
 Record = tuple[int, bytes, bytes]  # timestamp_ms, key, value
 
@@ -78,22 +83,30 @@ def topic_config(
     index_interval_bytes: int,
     segment_index_bytes: int,
     flush_messages: int | None,
+    max_message_bytes: int | None = None,
 ) -> TopicConfig:
-    """The writer's topic configuration; ``flush_messages`` None keeps Kafka's default."""
+    """The writer's topic configuration; None keeps Kafka's default for that setting."""
     config = TopicConfig(
         segment_bytes=segment_bytes,
         index_interval_bytes=index_interval_bytes,
         segment_index_bytes=segment_index_bytes,
     )
-    if flush_messages is None:
-        return config
-    return TopicConfig.from_properties({"flush.messages": flush_messages}, base=config)
+    overrides = {"flush.messages": flush_messages, "max.message.bytes": max_message_bytes}
+    chosen = {key: value for key, value in overrides.items() if value is not None}
+    return TopicConfig.from_properties(chosen, base=config) if chosen else config
 
 
-def make_records(rng: random.Random, partition: int, seq: int, start_ms: int) -> list[Record]:
-    """The records of a partition's batch ``seq``: mostly small, sometimes many or large."""
+def make_records(
+    rng: random.Random, partition: int, seq: int, start_ms: int, large_value_bytes: int = 0
+) -> list[Record]:
+    """The records of a partition's batch ``seq``: mostly small, sometimes many or large.
+
+    With ``large_value_bytes``, every batch holds 1-3 records of about that many random bytes.
+    """
     shape = rng.random()
-    if shape < 0.1:
+    if large_value_bytes:
+        count, value_bytes_max = rng.randint(1, 3), large_value_bytes
+    elif shape < 0.1:
         count, value_bytes_max = rng.randint(1, 3), LARGE_VALUE_BYTES_MAX // 3
     elif shape < 0.3:
         count, value_bytes_max = rng.randint(20, RECORDS_PER_BATCH_MAX), 200
@@ -102,11 +115,13 @@ def make_records(rng: random.Random, partition: int, seq: int, start_ms: int) ->
     records = []
     for index in range(count):
         key = f"{partition}:{seq}:{index}".encode()
-        filler_bytes = rng.randint(0, value_bytes_max)
-        # Half text (compresses well), half random bytes (does not).
+        filler_bytes = rng.randint(
+            value_bytes_max // 2 if large_value_bytes else 0, value_bytes_max
+        )
+        # Half text (compresses well), half random bytes (does not); large values stay large.
         filler = (
             (key * (filler_bytes // len(key) + 1))[:filler_bytes]
-            if rng.random() < 0.5
+            if rng.random() < 0.5 and not large_value_bytes
             else rng.randbytes(filler_bytes)
         )
         value = b"value of " + key + b"|" + filler
@@ -154,6 +169,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--index-interval-bytes", type=int, default=256)
     parser.add_argument("--segment-index-bytes", type=int, default=10 * 1024 * 1024)
     parser.add_argument(
+        "--large-value-bytes", type=int, default=0, help="if set: batches of 1-3 such records"
+    )
+    parser.add_argument(
         "--checkpoint-every", type=int, default=0, help="appends between checkpoints; 0: never"
     )
     parser.add_argument("--max-appends", type=int, default=100_000)
@@ -173,6 +191,11 @@ def main(argv: Sequence[str]) -> int:
         index_interval_bytes=args.index_interval_bytes,
         segment_index_bytes=args.segment_index_bytes,
         flush_messages=args.flush_messages,
+        max_message_bytes=(
+            3 * args.large_value_bytes + LARGE_BATCH_OVERHEAD_BYTES
+            if args.large_value_bytes
+            else None
+        ),
     )
     # Upkeep never runs on its own thread here: flushes and checkpoints happen at known points.
     manager = LogManager(args.log_dir, topic_config=lambda topic: config)
@@ -188,7 +211,7 @@ def main(argv: Sequence[str]) -> int:
             break
         partition = rng.randrange(args.partitions)
         seq = next_seq[partition]
-        records = make_records(rng, partition, seq, start_ms)
+        records = make_records(rng, partition, seq, start_ms, args.large_value_bytes)
         info = logs[partition].append(build_batch(records, rng.choice(CODECS)))
         next_seq[partition] = seq + 1
         out.write(

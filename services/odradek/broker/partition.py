@@ -11,6 +11,8 @@ rules of the data path:
   the ISR (every partition has one replica until replication lands) it follows the log end
   offset after each append. Consumers read below it.
 - Every append wakes the fetches waiting for data on this partition (``wait_for_data``).
+- With ``flush.messages`` reached, an append is answered (and its records made visible) only
+  after the storage flush thread fsynced it; the event loop never runs the fsync itself.
 
 Runs on the broker's event loop only.
 """
@@ -85,6 +87,12 @@ class Partition:
         else:
             validated = self.log.validate(records, origin=AppendOrigin.CLIENT)
         info = self.log.append_validated(validated, leader_epoch=self.state.leader_epoch)
+        if info.flush_before_ack:
+            # flush.messages: acknowledged means fsynced, as in Kafka; the fsync runs on a
+            # storage flush thread and the loop serves others meanwhile. Consumers see the
+            # records once they are durable, as Kafka's leader moves its high watermark after
+            # the flush in its append path.
+            await asyncio.wrap_future(self.log.flush_in_background())
         self._advance_high_watermark()
         self._wake_fetchers()
         return info

@@ -4,6 +4,8 @@ Layers, each importing only those below it:
 
 - ``walker_reference``: the record walker's specification in plain Python (tests run it).
 - ``batch``: record batch v2 headers (validate, assign offsets in place); no I/O.
+- ``executors``: the threads slow file work runs on (fsyncs for ``flush.messages``, snapshots,
+  deletions), so the thread that appends never waits for the disk.
 - ``compression``: the codecs; decompression in bounded pieces.
 - ``records``: record-level decoding and encoding for the few paths that need the records
   themselves (compaction, lookups by timestamp, ``compression.type``).

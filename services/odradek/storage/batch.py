@@ -241,3 +241,16 @@ def set_log_append_time(buffer: bytearray | memoryview, position: int, timestamp
     (_, size) = read_prefix(buffer, position)
     crc = crc32c(memoryview(buffer)[position + ATTRIBUTES_OFFSET : position + size])
     _CRC.pack_into(buffer, position + CRC_OFFSET, crc)
+
+
+def with_delete_horizon(batch: bytes) -> bytes:
+    """The batch with the delete-horizon attribute bit set (KIP-534) and its CRC recomputed.
+
+    The bit says ``base_timestamp`` is the batch's delete horizon: the time after which the
+    cleaner may drop its tombstones. The caller wrote the records' timestamp deltas from it.
+    """
+    buffer = bytearray(batch)
+    (attributes,) = _ATTRIBUTES.unpack_from(buffer, ATTRIBUTES_OFFSET)
+    _ATTRIBUTES.pack_into(buffer, ATTRIBUTES_OFFSET, attributes | DELETE_HORIZON_MASK)
+    _CRC.pack_into(buffer, CRC_OFFSET, crc32c(memoryview(buffer)[ATTRIBUTES_OFFSET:]))
+    return bytes(buffer)

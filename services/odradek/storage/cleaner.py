@@ -9,32 +9,52 @@ One pass over a log, as Kafka's cleaner does it:
 1. Map every key in the dirty range to its latest offset (an in-memory ``OffsetMap``).
 2. Rewrite the inactive segments from the log start up to where the map ends (at most
    ``first_uncleanable``) into new ones, dropping each record whose key has a later offset in
-   the map, and tombstones (null values) in segments whose newest timestamp is older than
-   ``delete.retention.ms``.
+   the map, and tombstones (null values) whose delete horizon has passed.
 3. Swap each rewritten group of segments into the log (``Log.replace_segments``), crash-safely.
+
+Tombstones follow KIP-534's delete horizon: a tombstone's age counts from when the cleaner
+first kept it (by then every older record of its key is gone), not from the record's
+CreateTime, which a producer sets as it likes. The first pass that keeps a batch holding
+tombstones rewrites it with the delete-horizon attribute bit (``DELETE_HORIZON_MASK``) set and
+``base_timestamp = now + delete.retention.ms``; record timestamp deltas are taken from that base,
+so every record keeps its timestamp for consumers. A later pass drops the batch's tombstones
+once ``now >= base_timestamp``. To make that later pass happen on a log nobody writes to, the
+cleaner remembers each log's earliest pending horizon and treats the log as cleanable once it
+has passed, whatever its dirty ratio. After a restart it reads the horizons back from the batch
+headers. Unlike Kafka (which keeps the bit once set), a batch rewritten with no tombstone left
+loses the bit, so that a header with the bit always means tombstones are waiting. Transaction
+markers will follow the same rule when transactions come; control batches are kept as they are.
 
 Invariants: offsets never change (compaction leaves gaps, readers step over them); a batch
 keeps its base offset and its last offset (``last_offset_delta`` is preserved, as Kafka does,
-so producer sequence numbers stay meaningful); a batch nothing was removed from is copied byte
-for byte; the active segment and everything above the high watermark or newer than
-``min.compaction.lag.ms`` is never touched.
+so producer sequence numbers stay meaningful); a batch nothing was removed from and that needs
+no delete horizon is copied byte for byte; the active segment and everything above the high
+watermark or newer than ``min.compaction.lag.ms`` is never touched.
 
-Cleaning never blocks appends: it reads inactive segments and writes new files on its own
-thread, and takes the log's lock only for the rename in ``replace_segments``. If retention or a
-truncation changed the segments meanwhile, the swap is refused and the work thrown away.
+Cleaning never blocks appends: it reads inactive segments through descriptors of its own
+(``Log.segment_reader``) and writes new files on its own thread, and takes the log's lock only
+for the renames in ``replace_segments``. If retention, a truncation or a deletion changed the
+segments meanwhile, the pass is abandoned and its work thrown away. An ``OSError`` while
+cleaning takes the log's directory offline, as in Kafka, unless the log was deleted under the
+pass (its files are going anyway).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import threading
-from collections.abc import Callable, Iterable
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from odradek.storage.batch import BatchHeader
-from odradek.storage.log import CLEANED_SUFFIX, Log, wall_clock_ms
-from odradek.storage.records import Record, decode_records, reencode_batch
-from odradek.storage.segment import LogSegment
+from odradek.errors import KafkaStorageError
+from odradek.storage.batch import DELETE_HORIZON_MASK, BatchHeader, with_delete_horizon
+from odradek.storage.log import Log, wall_clock_ms
+from odradek.storage.records import Record, decode_records, encode_batch, reencode_batch
+from odradek.storage.segment import LogSegment, SegmentReader
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +63,7 @@ log = logging.getLogger(__name__)
 OFFSET_MAP_MAX_ENTRIES = 2_000_000
 CLEANER_BACKOFF_S = 15.0  # Kafka's log.cleaner.backoff.ms
 TIME_ENTRY_BYTES = 12  # a .timeindex entry, the larger of the two: it bounds a cleaned segment
+NO_HORIZON = (1 << 63) - 1  # a log with no tombstone waiting for its delete horizon
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +77,17 @@ class CleanerStats:
     records_removed: int
 
 
+class _Abandoned(Exception):
+    """The log's segments changed under the pass (retention, truncation, deletion)."""
+
+
 class LogCleaner:
     """Compacts logs; ``clean(log)`` does one pass, ``start()`` runs passes on a thread.
 
     ``logs`` returns the logs to consider (the log manager's); the cleaner keeps each log's
     first dirty offset in ``log.cleaner_checkpoint`` (the manager persists it, as Kafka's
-    ``cleaner-offset-checkpoint``).
+    ``cleaner-offset-checkpoint``), and each log's earliest pending delete horizon in memory.
+    One thread at a time: the cleaner thread, or a test calling ``clean``.
     """
 
     def __init__(
@@ -78,42 +104,69 @@ class LogCleaner:
         self.backoff_s = backoff_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # The earliest delete horizon of a tombstone kept in each log (NO_HORIZON: none).
+        self._horizons: weakref.WeakKeyDictionary[Log, int] = weakref.WeakKeyDictionary()
 
     # -- one pass ------------------------------------------------------------------------
 
     def clean(self, target: Log) -> CleanerStats | None:
-        """Compact ``target`` once; None if nothing is cleanable or the swap was refused."""
-        if not target.config.compact or target.offline:
+        """Compact ``target`` once; None if nothing is cleanable or the pass was abandoned."""
+        if not target.config.compact or target.offline or target.deleted:
             return None
+        try:
+            return self._clean(target)
+        except _Abandoned:
+            log.info("cleaning of %s abandoned: its segments changed", target.directory)
+        except KafkaStorageError as e:  # the log already took its directory offline
+            log.error("cleaning of %s failed: %s", target.directory, e)
+        except OSError as e:
+            # EBADF is a descriptor closed under the pass, a race and not the disk's fault;
+            # so is anything that goes wrong in a log deleted under it.
+            if target.deleted or e.errno == errno.EBADF:
+                log.info("cleaning of %s abandoned: %s", target.directory, e)
+            else:
+                log.error("I/O error while cleaning %s: %s", target.directory, e)
+                target.report_io_error(e)
+        return None
+
+    def _clean(self, target: Log) -> CleanerStats | None:
+        now_ms = self.clock()
         segments = target.segments()[:-1]  # never the active segment
-        first_uncleanable = self._first_uncleanable_offset(target, segments)
+        first_uncleanable = self._first_uncleanable_offset(target, segments, now_ms)
         first_dirty = first_dirty_offset(target)
         cleanable = [s for s in segments if s.next_offset <= first_uncleanable]
-        if not cleanable or first_dirty >= cleanable[-1].next_offset:
+        if not cleanable:
             return None
-        offset_map, end_offset = self._build_offset_map(cleanable, first_dirty)
+        if first_dirty >= cleanable[-1].next_offset and not self.tombstones_due(target, now_ms):
+            return None
+        offset_map, end_offset = self._build_offset_map(target, cleanable, first_dirty)
         # Only what the map covers, as Kafka: past it a tombstone could go while an older value
-        # of its key, unknown to the map, stays in the log.
+        # of its key, unknown to the map, stays in the log. With no dirty range (a pass for
+        # tombstones whose horizon passed) that is the clean head.
         cleanable = [s for s in cleanable if s.next_offset <= end_offset]
-        horizon_ms = self.clock() - target.config.delete_retention_ms
+        new_horizon_ms = min(now_ms + target.config.delete_retention_ms, NO_HORIZON)
         stats_before = (len(cleanable), sum(s.size for s in cleanable))
         removed = 0
         after_count, after_bytes = 0, 0
+        pending_horizons: list[int] = []
         max_index_entries = target.config.segment_index_bytes // TIME_ENTRY_BYTES
         for group in _groups(cleanable, target.config.segment_bytes, max_index_entries):
-            cleaned, group_removed = self._clean_group(target, group, offset_map, horizon_ms)
-            if cleaned is None:  # nothing removed in this group: keep the originals
+            cleaned, group_removed, horizons = self._clean_group(
+                target, group, offset_map, now_ms, new_horizon_ms
+            )
+            pending_horizons += horizons
+            if cleaned is None:  # nothing changed in this group: keep the originals
                 after_count += len(group)
                 after_bytes += sum(s.size for s in group)
                 continue
             if not target.replace_segments(group, cleaned):
-                cleaned.delete()
-                log.info("cleaning of %s abandoned: its segments changed", target.directory)
-                return None
+                target.discard_cleaned_segment(cleaned)
+                raise _Abandoned
             removed += group_removed
             after_count += 1
             after_bytes += cleaned.size
         target.cleaner_checkpoint = end_offset
+        self._horizons[target] = min(pending_horizons, default=NO_HORIZON)
         return CleanerStats(
             first_dirty_offset=first_dirty,
             end_offset=end_offset,
@@ -124,20 +177,46 @@ class LogCleaner:
             records_removed=removed,
         )
 
-    def _first_uncleanable_offset(self, target: Log, segments: tuple[LogSegment, ...]) -> int:
+    def tombstones_due(self, target: Log, now_ms: int) -> bool:
+        """Whether a tombstone kept in ``target`` reached its delete horizon (KIP-534).
+
+        Keeps a log cleanable while it holds tombstones waiting for their horizon, as Kafka
+        does: otherwise a log nobody writes to would keep them for ever.
+        """
+        horizon = self._horizons.get(target)
+        if horizon is None:  # first sight of this log since the start: read the headers
+            found = self._scan_horizons(target)
+            if found is None:
+                return False
+            horizon = self._horizons[target] = found
+        return now_ms >= horizon
+
+    def _scan_horizons(self, target: Log) -> int | None:
+        """The earliest delete horizon in the inactive segments' batch headers (None: the
+        segments changed while reading)."""
+        earliest = NO_HORIZON
+        for segment in target.segments()[:-1]:
+            with _reading(target, segment) as reader:
+                for _, header in reader.batches_from(0):
+                    if header.attributes & DELETE_HORIZON_MASK and not header.is_control:
+                        earliest = min(earliest, header.base_timestamp)
+        return earliest
+
+    def _first_uncleanable_offset(
+        self, target: Log, segments: tuple[LogSegment, ...], now_ms: int
+    ) -> int:
         """Below the active segment and the high watermark, and older than the compaction lag."""
         limit = min(target.segments()[-1].base_offset, target.high_watermark)
         lag_ms = target.config.min_compaction_lag_ms
         if lag_ms > 0:
-            now = self.clock()
             for segment in segments:
-                if now - segment.largest_timestamp < lag_ms:
+                if now_ms - segment.largest_timestamp < lag_ms:
                     limit = min(limit, segment.base_offset)
                     break
         return limit
 
     def _build_offset_map(
-        self, segments: list[LogSegment], first_dirty: int
+        self, target: Log, segments: list[LogSegment], first_dirty: int
     ) -> tuple[dict[bytes, int], int]:
         """Latest offset of each key in the dirty range; returns the map and where it stops."""
         offset_map: dict[bytes, int] = {}
@@ -147,9 +226,10 @@ class LogCleaner:
                 continue
             if len(offset_map) >= self.max_map_entries:
                 break
-            for record in _records(segment, first_dirty):
-                if record.key is not None:
-                    offset_map[record.key] = record.offset
+            with _reading(target, segment) as reader:
+                for record in _records(reader, first_dirty):
+                    if record.key is not None:
+                        offset_map[record.key] = record.offset
             end_offset = segment.next_offset
         return offset_map, end_offset
 
@@ -158,36 +238,42 @@ class LogCleaner:
         target: Log,
         group: list[LogSegment],
         offset_map: dict[bytes, int],
-        horizon_ms: int,
-    ) -> tuple[LogSegment | None, int]:
-        """Rewrite ``group`` into one ``.cleaned`` segment; (None, 0) if nothing would change."""
-        cleaned = LogSegment(
-            target.directory,
-            group[0].base_offset,
-            index_interval_bytes=target.config.index_interval_bytes,
-            max_index_bytes=target.config.segment_index_bytes,
-            active=True,
-            created_ms=self.clock(),
-            suffix=CLEANED_SUFFIX,
-        )
+        now_ms: int,
+        new_horizon_ms: int,
+    ) -> tuple[LogSegment | None, int, list[int]]:
+        """Rewrite ``group`` into one ``.cleaned`` segment.
+
+        Returns it (None if nothing would change), the records removed, and the delete
+        horizons of the batches it keeps with tombstones.
+        """
+        cleaned = target.new_cleaned_segment(group[0].base_offset, self.clock())
+        if cleaned is None:
+            raise _Abandoned
         removed = 0
+        changed = False
+        horizons: list[int] = []
         try:
             for segment in group:
-                drop_tombstones = segment.largest_timestamp < horizon_ms
-                for position, header in segment.batches_from(0):
-                    data = segment.read_batch_bytes(position, header)
-                    kept, dropped = _retained(data, header, offset_map, drop_tombstones)
-                    removed += dropped
-                    if kept is not None:
-                        cleaned.append([kept], [(header.base_offset, BatchHeader.parse(kept))])
-            if removed == 0:
-                cleaned.delete()
-                return None, 0
+                with _reading(target, segment) as reader:
+                    for position, header in reader.batches_from(0):
+                        data = reader.read_batch_bytes(position, header)
+                        kept = _retained(data, header, offset_map, now_ms, new_horizon_ms)
+                        removed += kept.dropped
+                        changed |= kept.rewritten or kept.data is None
+                        if kept.horizon_ms is not None:
+                            horizons.append(kept.horizon_ms)
+                        if kept.data is not None:
+                            cleaned.append(
+                                [kept.data], [(header.base_offset, BatchHeader.parse(kept.data))]
+                            )
+            if not changed:
+                target.discard_cleaned_segment(cleaned)
+                return None, 0, horizons
             cleaned.on_roll()
             cleaned.flush()
-            return cleaned, removed
+            return cleaned, removed, horizons
         except BaseException:
-            cleaned.delete()
+            target.discard_cleaned_segment(cleaned)
             raise
 
     # -- the cleaner thread --------------------------------------------------------------
@@ -195,14 +281,18 @@ class LogCleaner:
     def clean_dirtiest(self) -> CleanerStats | None:
         """Clean the compacted log with the highest dirty ratio above its threshold.
 
-        A log whose dirty bytes cannot be cleaned yet (``min.compaction.lag.ms``, the high
-        watermark) gives way to the next one instead of starving the others.
+        A log below its threshold whose tombstones reached their delete horizon is cleaned
+        too, after the others. A log whose dirty bytes cannot be cleaned yet
+        (``min.compaction.lag.ms``, the high watermark) gives way to the next one instead of
+        starving the others.
         """
+        now_ms = self.clock()
         candidates = [
             (ratio, candidate)
             for candidate in self.logs()
-            if candidate.config.compact and not candidate.offline
+            if candidate.config.compact and not candidate.offline and not candidate.deleted
             if (ratio := dirty_ratio(candidate)) >= candidate.config.min_cleanable_dirty_ratio
+            or self._tombstones_due_quietly(candidate, now_ms)
         ]
         candidates.sort(key=lambda pair: pair[0], reverse=True)
         for _, candidate in candidates:
@@ -210,6 +300,14 @@ class LogCleaner:
             if stats is not None:
                 return stats
         return None
+
+    def _tombstones_due_quietly(self, target: Log, now_ms: int) -> bool:
+        """``tombstones_due``, with a log that cannot be read counted as not due (``clean``
+        reports its errors when it gets to it)."""
+        try:
+            return self.tombstones_due(target, now_ms)
+        except (_Abandoned, KafkaStorageError, OSError):
+            return False
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="log-cleaner", daemon=True)
@@ -279,31 +377,91 @@ def _groups(
         yield group
 
 
-def _records(segment: LogSegment, from_offset: int) -> Iterable[Record]:
-    for position, header in segment.batches_from(0):
+@contextlib.contextmanager
+def _reading(target: Log, segment: LogSegment) -> Iterator[SegmentReader]:
+    """``segment`` read through the cleaner's own descriptor; ``_Abandoned`` if it left the log."""
+    reader = target.segment_reader(segment)
+    if reader is None:
+        raise _Abandoned
+    with reader:
+        yield reader
+
+
+def _records(reader: SegmentReader, from_offset: int) -> Iterator[Record]:
+    for position, header in reader.batches_from(0):
         if header.last_offset < from_offset or header.is_control:
             continue
-        for record in decode_records(segment.read_batch_bytes(position, header)):
+        for record in decode_records(reader.read_batch_bytes(position, header)):
             if record.offset >= from_offset:
                 yield record
 
 
+class Retained(NamedTuple):
+    """What a pass keeps of one batch."""
+
+    data: bytes | None  # the batch to write, or None if nothing of it is kept
+    dropped: int  # records removed
+    rewritten: bool  # ``data`` differs from the original bytes
+    horizon_ms: int | None  # the kept batch's delete horizon, if it still holds tombstones
+
+
 def _retained(
-    data: bytes, header: BatchHeader, offset_map: dict[bytes, int], drop_tombstones: bool
-) -> tuple[bytes | None, int]:
-    """The batch with superseded records (and expired tombstones) removed; and how many went."""
+    data: bytes,
+    header: BatchHeader,
+    offset_map: dict[bytes, int],
+    now_ms: int,
+    new_horizon_ms: int,
+) -> Retained:
+    """The batch without superseded records and without tombstones past their horizon.
+
+    A batch that keeps tombstones and had no delete horizon gets one (``new_horizon_ms``);
+    one that keeps its horizon keeps it; one left without tombstones loses it.
+    """
     if header.is_control:
-        return data, 0
+        return Retained(data, 0, False, None)
+    horizon_ms = header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
+    tombstones_expired = horizon_ms is not None and now_ms >= horizon_ms
     records = decode_records(data)
     kept = [
         r
         for r in records
         if (r.key is None or offset_map.get(r.key, -1) <= r.offset)
-        and not (drop_tombstones and r.value is None)
+        and not (tombstones_expired and r.value is None)
     ]
     dropped = len(records) - len(kept)
-    if dropped == 0:
-        return data, 0
     if not kept:
-        return None, dropped
-    return reencode_batch(header, kept), dropped
+        return Retained(None, dropped, True, None)
+    if any(r.value is None for r in kept):
+        kept_horizon_ms = new_horizon_ms if horizon_ms is None else horizon_ms
+    else:
+        kept_horizon_ms = None
+    if dropped == 0 and kept_horizon_ms == horizon_ms:
+        return Retained(data, 0, False, kept_horizon_ms)
+    return Retained(_encode(header, kept, kept_horizon_ms), dropped, True, kept_horizon_ms)
+
+
+def _encode(header: BatchHeader, records: list[Record], horizon_ms: int | None) -> bytes:
+    """``records`` as a batch with ``header``'s identity, and the delete horizon if given.
+
+    With a horizon the base timestamp is the horizon and each record's timestamp delta is taken
+    from it (Kafka's ``MemoryRecordsBuilder`` with a delete horizon), so record timestamps do
+    not change.
+    """
+    if horizon_ms is None:
+        return reencode_batch(header, records)
+    return with_delete_horizon(
+        encode_batch(
+            records,
+            base_offset=header.base_offset,
+            compression=header.compression,
+            log_append_time=header.is_log_append_time,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            partition_leader_epoch=header.partition_leader_epoch,
+            is_transactional=header.is_transactional,
+            last_offset_delta=header.last_offset_delta,
+            base_timestamp=horizon_ms,
+            max_timestamp=header.max_timestamp if header.is_log_append_time else None,
+        )
+    )

@@ -19,8 +19,9 @@ down to whole entries) so appends never grow the file; when the segment rolls, t
 trimmed to its entries, as Kafka does, and a trimmed file is what a clean shutdown leaves. A file
 left at full size by a crash is rebuilt from the log by the segment's recovery.
 
-Not thread-safe: the owning segment serialises appends; lookups may run concurrently with each
-other but not with ``append``, ``trim`` or ``reset``.
+Not thread-safe: every call that touches the entries (``append``, ``sync``, ``trim``, ``reset``,
+lookups) comes from the log's appending thread or with the log's lock held (see ``log``); a
+flush on another thread fsyncs a duplicate of ``fileno`` taken under that lock, never the buffer.
 """
 
 from __future__ import annotations
@@ -114,8 +115,17 @@ class _EntryFile:
         self.sync()
         os.fsync(self._fd)
 
+    @property
+    def fileno(self) -> int:
+        return self._fd
+
     def close(self) -> None:
         self.trim()
+        self._release_buffer()
+        os.close(self._fd)
+
+    def release(self) -> None:
+        """Close without trimming or writing anything (the file is being deleted)."""
         self._release_buffer()
         os.close(self._fd)
 

@@ -15,22 +15,58 @@ Offsets and their invariants, all enforced here:
 - ``high_watermark`` is a hook for replication: the broker moves it (for now to the LEO after each
   append); consumers read below it and retention never deletes data above it.
 
-Concurrency: appends, reads and truncation run on one thread (the broker's event loop).
-Retention and flushes may run on the log manager's upkeep thread, and the cleaner's
-``replace_segments`` on its own; each takes ``self._lock`` for what it changes. Mutations of the
-segment list publish a new immutable ``_Segments`` value, so a reader takes one consistent
-snapshot without locking. A segment removed from the list is renamed ``.deleted`` and closed
-only after ``file.delete.delay.ms``, so a ``FileSlice`` handed to the network stays readable.
+Threads, and what each may run:
+
+- the appending thread (the broker's event loop): ``append_validated``, ``read``, ``roll``,
+  ``truncate_to``, ``advance_log_start_offset``, ``delete_old_segments`` (DeleteRecords),
+  ``flush_in_background`` and ``detach`` (a partition's deletion). ``validate`` runs on any
+  thread (it is pure).
+- the log manager's upkeep thread: ``flush`` / ``flush_if_due``, ``delete_old_segments``,
+  ``delete_expired_files``.
+- the storage flush threads (``executors``): ``flush``, submitted by ``flush_in_background``.
+- the storage housekeeping thread: producer-state snapshots taken at a roll, and
+  ``delete_files`` of a detached log.
+- the cleaner thread: ``segments``, ``segment_reader``, ``replace_segments``,
+  ``report_io_error``.
+- at shutdown, after all of the above stopped: ``close``.
+
+The lock discipline that makes this safe:
+
+1. ``self._lock`` guards the segment list, the offsets, the producer state, and every change to
+   a segment's files or to the in-memory entries of its indexes (append, a roll's trim,
+   truncation, renames). What runs under it touches the page cache only: never an fsync, never
+   a wait on another thread. Appends take it, so anything slow under it would stall produces.
+2. An fsync runs outside ``self._lock``, on duplicated descriptors taken under it
+   (``LogSegment.fsync_handles``, which first writes the indexes' new entries to the page
+   cache). The flushing thread never reads an index's buffer while the appending thread trims
+   or extends it, and a segment closed meanwhile (retention, truncation, deletion) leaves the
+   fsync's descriptors valid: no bogus I/O error takes the directory offline.
+3. A segment's own descriptors are used by the appending thread only, and closed only after
+   the segment left the segment list (a ``.deleted`` rename, closed after
+   ``file.delete.delay.ms``, so a ``FileSlice`` handed to the network stays readable), or once
+   the whole log is detached or closed. Other threads read through duplicates
+   (``segment_reader``), taken under the lock while the segment is still in the list.
+4. The recovery point only moves forward after the fsync covering it returned, and not at all
+   if the log was truncated while the fsync ran.
+5. Lock order: ``Log._lock``, then ``LogManager._lock`` (``on_io_error``) or the producer
+   state's file lock. The manager never takes a log's lock while holding its own.
+
+Mutations of the segment list publish a new immutable ``_Segments`` value, so a reader takes one
+consistent snapshot without locking.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
+import os
+import shutil
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,15 +75,19 @@ from odradek.errors import (
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
 )
 from odradek.storage.batch import BatchHeader
+from odradek.storage.executors import StorageExecutors
 from odradek.storage.index import CorruptIndexError
-from odradek.storage.producer_state import ProducerStateManager
+from odradek.storage.producer_state import ProducerSnapshot, ProducerStateManager
 from odradek.storage.records import decode_records
 from odradek.storage.segment import (
     LOG_SUFFIX,
     FileSlice,
     LogSegment,
+    SegmentReader,
+    close_all,
 )
 from odradek.storage.validator import AppendOrigin, ValidatedRecords, validate_records
 
@@ -56,7 +96,9 @@ log = logging.getLogger(__name__)
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-LONG_MAX = (1 << 63) - 1
+# Segments whose descriptors a flush duplicates at a time (three each): bounds the files a
+# flush of a long unflushed range holds open.
+FSYNC_BATCH_SEGMENTS = 64
 
 # Rewritten in each appended batch: base_offset, batch_length, partition_leader_epoch.
 _LOG_PREFIX = struct.Struct(">qii")
@@ -89,6 +131,9 @@ class LogAppendInfo:
     valid_bytes: int
     batches: tuple[tuple[int, BatchHeader], ...] = ()  # (assigned base offset, header)
     duplicate: bool = False  # a producer's retry of a batch already in the log: nothing written
+    # flush.messages was reached: the append is acknowledged only once it is fsynced (Kafka
+    # flushes in its append path). ``append_validated`` leaves the fsync to the caller.
+    flush_before_ack: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,13 +188,19 @@ class Log:
         clean_shutdown: bool = False,
         clock: Callable[[], int] = wall_clock_ms,
         on_io_error: Callable[[Log, OSError], None] | None = None,
+        executors: StorageExecutors | None = None,
     ):
         self.directory = Path(directory)
         self.config = config
         self.clock = clock
         self.on_io_error = on_io_error
+        self.executors = executors or StorageExecutors.inline()
         self.offline = False
+        self.deleted = False  # detached for deletion: nothing may use its files any more
         self._lock = threading.RLock()
+        self._truncations = 0  # a flush that started before a truncation moves nothing
+        # The callers waiting for the flush queued and not yet started; later appends join it.
+        self._queued_flush_waiters: list[Future[None]] | None = None
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._position_cache: tuple[int, int, int] | None = None  # (offset, base, position)
         self.last_flush_ms = clock()
@@ -163,7 +214,8 @@ class Log:
             max(log_start_offset, self._view.segments[0].base_offset), self.log_end_offset
         )
         if recovered:
-            self._flush_segments(self._view.segments)  # what was re-validated is now durable
+            # What was re-validated (and the renames and truncations that did it) is now durable.
+            self._fsync_segments(self._view.segments, directory=True)
             self.recovery_point = self.log_end_offset
         else:
             self.recovery_point = min(max(recovery_point, 0), self.log_end_offset)
@@ -219,7 +271,7 @@ class Log:
                     continue
                 except CorruptIndexError as e:
                     log.warning("rebuilding indexes of %s: %s", segment.log_path, e)
-            truncated = segment.recover(self.config.max_message_bytes + 1024)
+            truncated = segment.recover()
             recovered = True
             kept.append(segment)
             if truncated:
@@ -244,7 +296,7 @@ class Log:
         for path in sorted(self.directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
             base = int(path.name[:20])
             swapped = self._new_segment(base, active=False, suffix=SWAP_SUFFIX)
-            swapped.recover(LONG_MAX)
+            swapped.recover()
             for other in self.directory.glob(f"*{LOG_SUFFIX}"):
                 other_base = int(other.name[:20])
                 if base <= other_base < swapped.next_offset:
@@ -282,16 +334,26 @@ class Log:
         origin: str = AppendOrigin.CLIENT,
         leader_epoch: int | None = None,
     ) -> LogAppendInfo:
-        """Validate a record set (one or more batches) and append it whole, or not at all."""
-        return self.append_validated(
+        """Validate a record set (one or more batches) and append it whole, or not at all.
+
+        The synchronous form, for tools and tests: it also runs, on this thread, the fsync that
+        ``flush.messages`` asks for. The broker uses ``validate``, ``append_validated`` and
+        ``flush_in_background`` instead, so that no fsync runs on its event loop.
+        """
+        info = self.append_validated(
             self.validate(records, origin=origin), leader_epoch=leader_epoch
         )
+        if info.flush_before_ack:
+            self.flush()
+        return info
 
     def append_validated(
         self, validated: ValidatedRecords, *, leader_epoch: int | None = None
     ) -> LogAppendInfo:
         """Append a record set that ``validate`` accepted: producer checks, offsets, write.
 
+        Never fsyncs: when ``flush.messages`` is reached the result says ``flush_before_ack``,
+        and the caller must flush (``flush_in_background``) before acknowledging the append.
         Raises ``KafkaStorageError`` if the disk fails, after cutting the segment back to where
         it was, and the producer-state errors of ``ProducerStateManager.check``; nothing is
         written then.
@@ -364,8 +426,6 @@ class Log:
         for base_offset, header in assigned:
             self.producer_state.update(base_offset, header)
         self.log_end_offset = next_offset
-        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
-            self.flush()
         return LogAppendInfo(
             first_offset=assigned[0][0],
             last_offset=next_offset - 1,
@@ -376,6 +436,7 @@ class Log:
             records_count=records_count,
             valid_bytes=len(view),
             batches=tuple(assigned),
+            flush_before_ack=next_offset - self.recovery_point >= self.config.flush_messages,
         )
 
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int) -> LogSegment:
@@ -403,17 +464,25 @@ class Log:
     def roll(self) -> LogSegment:
         """Start a new active segment at the LEO (no-op if the active one is empty)."""
         with self._lock:
+            self._check_online()
             active = self._view.active
             if active.size == 0:
                 return active
             active.on_roll()
             new = self._new_segment(self.log_end_offset, active=True)
             self._view = _Segments.of(self._view.segments + (new,))
-            try:
-                self.producer_state.take_snapshot(durable=False)
-            except OSError as e:
-                self._io_error(e)
+            # Copied here, written on the housekeeping thread (see producer_state).
+            snapshot = self.producer_state.capture_snapshot()
+            self.executors.housekeeping.submit(self._write_producer_snapshot, snapshot)
             return new
+
+    def _write_producer_snapshot(self, snapshot: ProducerSnapshot) -> None:
+        """The housekeeping job of a roll; an I/O error takes the log offline."""
+        try:
+            self.producer_state.write_snapshot(snapshot, durable=False)
+        except OSError as e:
+            if self.producer_state.is_current(snapshot):  # else the log went meanwhile
+                self.report_io_error(e)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -551,6 +620,8 @@ class Log:
                 return
             if offset < self.log_start_offset:
                 raise OffsetOutOfRangeError(f"cannot truncate below log start {offset}")
+            self._check_online()
+            self._truncations += 1
             segments = self._view.segments
             keep = [s for s in segments if s.base_offset < offset]
             if keep:
@@ -575,6 +646,7 @@ class Log:
             self.recovery_point = min(self.recovery_point, offset)
             self.producer_state.truncate(offset)
             self.producer_state.load(self.log_start_offset, offset, self._headers_from)
+        self._delete_due_files_in_background()
 
     # -- retention -----------------------------------------------------------------------
 
@@ -589,6 +661,8 @@ class Log:
         config = self.config
         now = self.clock()
         with self._lock:
+            if self.deleted:
+                return 0
             segments = self._view.segments
             excess_bytes = self.size_in_bytes - config.retention_bytes
             count = 0
@@ -616,21 +690,36 @@ class Log:
                 self._view = _Segments.of(segments[count:])
                 self.log_start_offset = max(self.log_start_offset, segments[count].base_offset)
                 self.producer_state.delete_snapshots_below(self.log_start_offset)
-            return count
+        if count:
+            self._delete_due_files_in_background()
+        return count
 
     def _schedule_delete(self, segment: LogSegment) -> None:
-        """Rename a segment's files ``.deleted``; close and remove them after the delay."""
+        """Rename a segment's files ``.deleted``; close and remove them after the delay.
+
+        Caller holds the lock, and calls ``_delete_due_files_in_background`` after it.
+        """
         try:
             segment.rename_with_suffix(DELETED_SUFFIX)
         except OSError as e:
             self._io_error(e)
         self._pending_deletes.append((self.clock() + self.config.file_delete_delay_ms, segment))
-        self.delete_expired_files()
 
-    def delete_expired_files(self, force: bool = False) -> None:
-        """Remove ``.deleted`` segments whose ``file.delete.delay.ms`` has passed."""
+    def _delete_due_files_in_background(self) -> None:
+        """With ``file.delete.delay.ms`` 0, the files go now, on the housekeeping thread."""
         now = self.clock()
         with self._lock:
+            due = any(t <= now for t, _ in self._pending_deletes)
+        if due:
+            self.executors.housekeeping.submit(self.delete_expired_files)
+
+    def delete_expired_files(self, force: bool = False) -> None:
+        """Remove ``.deleted`` segments whose ``file.delete.delay.ms`` has passed (not on the
+        appending thread: closing and unlinking big files takes time)."""
+        now = self.clock()
+        with self._lock:
+            if self.deleted:
+                return  # ``delete_files`` closes them; their paths may name a new log's files
             due = [s for t, s in self._pending_deletes if force or t <= now]
             self._pending_deletes = [(t, s) for t, s in self._pending_deletes if s not in due]
         for segment in due:
@@ -642,14 +731,64 @@ class Log:
         """A snapshot of the segments, oldest first; the last is active."""
         return self._view.segments
 
+    def segment_reader(self, segment: LogSegment) -> SegmentReader | None:
+        """A reader of ``segment`` for a thread other than the appending one (the cleaner).
+
+        None if the segment left the log (retention, truncation, a swap) or the log is
+        detached or offline: the caller's view of the segments is stale, its work void.
+        """
+        with self._lock:
+            if self.deleted or self.offline or segment not in self._view.segments:
+                return None
+            try:
+                return segment.reader()
+            except OSError as e:
+                self._io_error(e)
+                raise  # unreachable: _io_error raises
+
+    def new_cleaned_segment(self, base_offset: int, created_ms: int) -> LogSegment | None:
+        """A private ``.cleaned`` segment for the cleaner's output; None once detached.
+
+        Created under the lock, so no file appears in the directory of a detached log (its
+        removal would race with it).
+        """
+        with self._lock:
+            if self.deleted:
+                return None
+            try:
+                return LogSegment(
+                    self.directory,
+                    base_offset,
+                    index_interval_bytes=self.config.index_interval_bytes,
+                    max_index_bytes=self.config.segment_index_bytes,
+                    active=True,
+                    created_ms=created_ms,
+                    suffix=CLEANED_SUFFIX,
+                )
+            except OSError as e:
+                self._io_error(e)
+                raise  # unreachable: _io_error raises
+
+    def discard_cleaned_segment(self, cleaned: LogSegment) -> None:
+        """Throw away the cleaner's unused output (a detached log's goes with its directory)."""
+        with self._lock:
+            if self.deleted:
+                cleaned.close_handles()
+            else:
+                cleaned.delete()
+
     def replace_segments(self, old: list[LogSegment], new: LogSegment) -> bool:
         """Swap ``old`` (contiguous, inactive) for ``new``, crash-safely; False if they changed.
 
         ``new`` holds the same offsets minus what compaction removed and is named after
         ``old[0]``. Rename order makes a crash at any point recoverable (see ``_load``): new
-        files to ``.swap``, old ones to ``.deleted``, then ``.swap`` to the final names.
+        files to ``.swap``, old ones to ``.deleted``, then ``.swap`` to the final names. The
+        directory is fsynced after the renames (outside the lock), so a swap the caller sees
+        succeed survives a power cut.
         """
         with self._lock:
+            if self.deleted or self.offline:
+                return False
             segments = self._view.segments
             try:
                 first = segments.index(old[0])
@@ -659,34 +798,132 @@ class Log:
                 segments
             ):
                 return False
-            new.rename_with_suffix(SWAP_SUFFIX)
-            for segment in old:
-                self._schedule_delete(segment)
-            new.rename_with_suffix("")
+            try:
+                new.rename_with_suffix(SWAP_SUFFIX)
+                for segment in old:
+                    self._schedule_delete(segment)
+                new.rename_with_suffix("")
+            except OSError as e:
+                self._io_error(e)
             self._view = _Segments.of(segments[:first] + (new,) + segments[first + len(old) :])
             self._position_cache = None
-            return True
+            handles = self._fsync_handles((), directory=True)
+        self._fsync(handles)
+        self._delete_due_files_in_background()
+        return True
 
     # -- durability ----------------------------------------------------------------------
 
     def flush(self, offset: int | None = None) -> None:
-        """fsync every segment holding offsets below ``offset`` (default: the LEO)."""
-        target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
-        if target <= self.recovery_point:
-            return
-        view = self._view
-        first = view.floor_index(self.recovery_point)
-        self._flush_segments([s for s in view.segments[first:] if s.base_offset < target])
+        """fsync every segment holding offsets below ``offset`` (default: the LEO).
+
+        Blocks on the disk, so never on the appending thread (``flush_in_background``). The
+        descriptors are duplicated under the lock and fsynced outside it (module docstring,
+        rule 2); the directory too when segments were created since the last flush, as Kafka
+        does. Raises ``KafkaStorageError`` if the log is offline or the disk fails.
+        """
         with self._lock:
-            self.recovery_point = max(self.recovery_point, target)
+            if self.deleted:
+                return  # nothing of it is kept: nothing to make durable
+            self._check_online()
+            target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+            if target <= self.recovery_point:
+                return
+            view = self._view
+            first = view.floor_index(self.recovery_point)
+            segments = [s for s in view.segments[first:] if s.base_offset < target]
+            created = any(s.base_offset >= self.recovery_point for s in segments)
+            truncations = self._truncations
+        self._fsync_segments(segments, directory=created)
+        with self._lock:
+            if self._truncations == truncations:  # else ``target`` may be data written since
+                self.recovery_point = max(self.recovery_point, target)
             self.last_flush_ms = self.clock()
 
-    def _flush_segments(self, segments: list[LogSegment] | tuple[LogSegment, ...]) -> None:
+    def flush_in_background(self) -> Future[None]:
+        """Flush everything appended so far on a storage flush thread; the future says when.
+
+        For the appending thread after an append that says ``flush_before_ack``: acknowledge
+        it once the future is done (it raises ``KafkaStorageError`` if the disk failed). A
+        flush queued and not yet started covers this append too, so it is joined rather than
+        another queued. Each caller gets its own future: cancelling one cancels no other.
+        """
+        waiter: Future[None] = Future()
+        with self._lock:
+            if self._queued_flush_waiters is not None:
+                self._queued_flush_waiters.append(waiter)
+                return waiter
+            waiters = self._queued_flush_waiters = [waiter]
+        try:
+            self.executors.flush.submit(self._run_queued_flush, waiters)
+        except RuntimeError as e:  # the executor is shut down: the broker is stopping
+            with self._lock:
+                self._queued_flush_waiters = None
+            _settle(waiters, KafkaStorageError(f"cannot flush {self.directory.name}: {e}"))
+        return waiter
+
+    def _run_queued_flush(self, waiters: list[Future[None]]) -> None:
+        with self._lock:
+            if self._queued_flush_waiters is waiters:
+                # From here on, appends queue a new flush: this one may start before their
+                # write (the LEO it flushes to is read under the lock in ``flush``).
+                self._queued_flush_waiters = None
+        try:
+            self.flush()
+        except Exception as e:
+            _settle(waiters, e)
+        else:
+            _settle(waiters, None)
+
+    def _fsync_segments(
+        self, segments: list[LogSegment] | tuple[LogSegment, ...], *, directory: bool
+    ) -> None:
+        """fsync ``segments`` (and the directory) without the lock, a few segments at a time.
+
+        A segment that left the log meanwhile is skipped: retention made it irrelevant, a
+        truncation keeps the recovery point from counting it, and a cleaner's swap replaced it
+        with a segment the cleaner fsynced itself.
+        """
+        for first in range(0, len(segments), FSYNC_BATCH_SEGMENTS):
+            chunk = segments[first : first + FSYNC_BATCH_SEGMENTS]
+            last = first + FSYNC_BATCH_SEGMENTS >= len(segments)
+            with self._lock:
+                if self.deleted:
+                    return
+                current = set(self._view.segments)
+                handles = self._fsync_handles(
+                    [s for s in chunk if s in current], directory=directory and last
+                )
+            self._fsync(handles)
+        if directory and not segments:
+            with self._lock:
+                handles = self._fsync_handles((), directory=True)
+            self._fsync(handles)
+
+    def _fsync_handles(
+        self, segments: list[LogSegment] | tuple[LogSegment, ...], *, directory: bool
+    ) -> list[int]:
+        """Duplicated descriptors to fsync; the caller holds the lock (module docstring, 2)."""
+        handles: list[int] = []
         try:
             for segment in segments:
-                segment.flush()
+                handles += segment.fsync_handles()
+            if directory:
+                handles.append(os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY))
+        except OSError as e:
+            close_all(handles)
+            self._io_error(e)
+        return handles
+
+    def _fsync(self, handles: list[int]) -> None:
+        """fsync and close ``handles``, without the lock; an error takes the log offline."""
+        try:
+            for fd in handles:
+                os.fsync(fd)
         except OSError as e:
             self._io_error(e)
+        finally:
+            close_all(handles)
 
     def flush_if_due(self) -> None:
         """The flush scheduler's tick: ``flush.ms``, and segments rolled since the last flush."""
@@ -702,14 +939,20 @@ class Log:
     # -- failure and life cycle ----------------------------------------------------------
 
     def _check_online(self) -> None:
+        if self.deleted:
+            raise UnknownTopicOrPartitionError(f"the log {self.directory.name} was deleted")
         if self.offline:
             raise KafkaStorageError(f"log {self.directory} is offline after an I/O error")
 
-    def _io_error(self, error: OSError) -> None:
-        """An I/O error takes the log offline and is reported to the log manager."""
+    def report_io_error(self, error: OSError) -> None:
+        """An I/O error takes the log offline and is reported to the log manager (any thread)."""
         self.offline = True
         if self.on_io_error is not None:
             self.on_io_error(self, error)
+
+    def _io_error(self, error: OSError) -> None:
+        """``report_io_error``, then raise ``KafkaStorageError``."""
+        self.report_io_error(error)
         raise KafkaStorageError(f"I/O error in {self.directory}: {error}") from error
 
     def update_config(self, config: TopicConfig) -> None:
@@ -717,27 +960,66 @@ class Log:
         self.config = config
 
     def close(self) -> None:
-        """Flush and close every file (a clean shutdown)."""
+        """Flush and close every file (a clean shutdown, after the other threads stopped)."""
+        if not self.offline and not self.deleted:
+            self.flush()
+            with self._lock:
+                snapshot = self.producer_state.capture_snapshot()
+            try:  # durable, so outside the lock (module docstring, rule 1)
+                self.producer_state.write_snapshot(snapshot, durable=True)
+            except OSError as e:
+                self._io_error(e)
         with self._lock:
-            if not self.offline:
-                self.flush()
-                self.producer_state.take_snapshot()
             self.delete_expired_files(force=True)
             for segment in self._view.segments:
                 segment.close()
 
-    def delete(self) -> None:
-        """Delete the partition: close and remove every file and the directory."""
+    def detach(self, directory: Path) -> None:
+        """Take the log out of service and rename its directory to ``directory`` (deletion).
+
+        Cheap, for the appending thread: afterwards appends and reads refuse the log, flushes,
+        retention and the cleaner skip it, no producer-state snapshot is written for it any
+        more, and nothing is left that ``delete_files`` (slow) could race with. Nothing is
+        flushed: the data is going. Raises ``OSError`` if the rename fails.
+        """
         with self._lock:
-            self.delete_expired_files(force=True)
-            for segment in self._view.segments:
-                segment.delete()
-            for path in self.directory.iterdir():
-                path.unlink()
-            self.directory.rmdir()
+            self.deleted = True
+            self.producer_state.close()
+            os.replace(self.directory, directory)
+            self.directory = directory
+
+    def delete_files(self) -> None:
+        """Close every file of a detached log and remove its directory (any thread).
+
+        Closes by descriptor, never unlinks by a segment's own path: after ``detach`` that path
+        may name a new log's file.
+        """
+        with self._lock:
+            if not self.deleted:
+                raise RuntimeError(f"{self.directory} must be detached before its files go")
+            segments = list(self._view.segments) + [s for _, s in self._pending_deletes]
+            self._pending_deletes = []
+        for segment in segments:
+            segment.close_handles()
+        shutil.rmtree(self.directory)
+
+    def delete(self) -> None:
+        """Delete the partition where it is, now: close and remove every file, no flush."""
+        self.detach(self.directory)
+        self.delete_files()
 
     def __repr__(self) -> str:
         return (
             f"Log({self.directory.name}, log_start_offset={self.log_start_offset}, "
             f"log_end_offset={self.log_end_offset}, segments={len(self._view.segments)})"
         )
+
+
+def _settle(waiters: list[Future[None]], outcome: BaseException | None) -> None:
+    """Complete every waiter not cancelled meanwhile, with ``outcome`` (an error, or None)."""
+    for waiter in waiters:
+        with contextlib.suppress(InvalidStateError):  # cancelled by its caller
+            if outcome is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(outcome)

@@ -19,9 +19,15 @@ Rules:
 - ``.kafka_cleanshutdown`` is removed once a directory's logs are loaded, so a crash after that
   makes the next start recover them.
 
-Threading: ``get_log``/``create_log`` run on the broker's event loop. ``start()`` runs the upkeep
-(flushes, retention, checkpoints) on one background thread and compaction on another; both only
-use the ``Log`` methods documented as safe for that.
+Threading: ``get_log``, ``get_or_create_log`` and ``delete_log`` run on the broker's event loop
+and never wait for the disk. ``start()`` runs the upkeep (flushes, retention, checkpoints) on one
+background thread and compaction on another; both only use the ``Log`` methods documented as
+safe for that (``log``'s module docstring states which thread may run what, and the lock
+discipline). The slow file work the loop hands off runs on the manager's ``StorageExecutors``
+(``executors``): fsyncs for ``flush.messages``, producer-state snapshots, and the removal of a
+deleted partition's files. ``shutdown`` stops everything in order: the cleaner and the upkeep
+thread, then the executors after the work already submitted to them has run, then each log is
+flushed and closed, the checkpoints written, and only then the clean-shutdown marker.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +47,7 @@ from odradek.config.topic import TopicConfig
 from odradek.errors import KafkaStorageError, UnknownTopicOrPartitionError
 from odradek.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
 from odradek.storage.cleaner import LogCleaner
+from odradek.storage.executors import StorageExecutors
 from odradek.storage.log import Log, log_directory_name, wall_clock_ms
 
 log = logging.getLogger(__name__)
@@ -81,6 +89,7 @@ class LogManager:
         clock: Callable[[], int] = wall_clock_ms,
         intervals: ManagerIntervals = ManagerIntervals(),
         on_dir_offline: Callable[[Path, list[TopicPartition]], None] | None = None,
+        executors: StorageExecutors | None = None,
     ):
         self.log_dirs = [Path(d).absolute() for d in log_dirs]
         if not self.log_dirs:
@@ -95,6 +104,7 @@ class LogManager:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._upkeep: threading.Thread | None = None
+        self.executors = executors or StorageExecutors.threads()
         self.cleaner = LogCleaner(self.logs, clock=clock)
 
     # -- start-up ------------------------------------------------------------------------
@@ -133,6 +143,7 @@ class LogManager:
                 clean_shutdown=clean,
                 clock=self.clock,
                 on_io_error=self._on_io_error,
+                executors=self.executors,
             )
             self._log_dir_of[tp] = log_dir
         marker.unlink(missing_ok=True)
@@ -194,6 +205,7 @@ class LogManager:
                     config or self.topic_config(topic),
                     clock=self.clock,
                     on_io_error=self._on_io_error,
+                    executors=self.executors,
                 )
             except OSError as e:
                 self._mark_offline(log_dir, f"cannot create {topic}-{partition}: {e}")
@@ -215,20 +227,41 @@ class LogManager:
     def log_dir_of(self, topic: str, partition: int) -> Path:
         return self._log_dir_of[(topic, partition)]
 
-    def delete_log(self, topic: str, partition: int) -> None:
-        """Remove a partition for good: rename its directory ``-delete``, then remove it."""
+    def delete_log(self, topic: str, partition: int) -> Future[None]:
+        """Remove a partition for good; the future completes once its files are gone.
+
+        On the event loop, only the cheap part: the log is detached (appends, reads, flushes
+        and cleaning stop using it) and its directory renamed ``<name>.<uuid>-delete``, so it
+        is gone from the directory listing and a new log of the same partition can be created
+        at once. Closing its files and removing the directory run on the housekeeping thread;
+        nothing is flushed. A start-up finds a ``-delete`` directory a crash left and removes
+        it. An I/O error takes the log's directory offline, as Kafka does.
+        """
         tp = (topic, partition)
         with self._lock:
             doomed = self._logs.pop(tp, None)
-            self._log_dir_of.pop(tp, None)
-        if doomed is None:
-            return
-        doomed.close()
+            log_dir = self._log_dir_of.pop(tp, None)
+        done: Future[None] = Future()
+        if doomed is None or log_dir is None:
+            done.set_result(None)
+            return done
         renamed = doomed.directory.with_name(
             f"{doomed.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         )
-        os.replace(doomed.directory, renamed)
-        shutil.rmtree(renamed)
+        try:
+            doomed.detach(renamed)
+        except OSError as e:
+            self._mark_offline(log_dir, f"cannot delete {topic}-{partition}: {e}")
+            raise KafkaStorageError(f"cannot delete {topic}-{partition}: {e}") from e
+        return self.executors.housekeeping.submit(self._remove_detached, doomed, log_dir)
+
+    def _remove_detached(self, doomed: Log, log_dir: Path) -> None:
+        """The housekeeping job of ``delete_log``."""
+        try:
+            doomed.delete_files()
+        except OSError as e:
+            self._mark_offline(log_dir, f"cannot remove {doomed.directory.name}: {e}")
+            raise KafkaStorageError(f"cannot remove {doomed.directory}: {e}") from e
 
     # -- failures ------------------------------------------------------------------------
 
@@ -334,11 +367,14 @@ class LogManager:
             self._stop.wait(max(0.0, (min(due.values()) - now) / 1000))
 
     def shutdown(self) -> None:
-        """Stop the threads, flush and close every log, write checkpoints and the marker."""
+        """Stop the threads, finish submitted work, close every log, then checkpoints, marker."""
         self._stop.set()
         self.cleaner.stop()
         if self._upkeep is not None:
             self._upkeep.join(timeout=30)
+        # Snapshots and deletions already submitted run before the logs close, and before the
+        # marker says everything on disk is as a clean shutdown leaves it.
+        self.executors.shutdown()
         for each in self.logs():
             try:
                 each.close()

@@ -20,7 +20,18 @@ batch below ``offset``) on each roll and at shutdown; loading takes the newest s
 below the log end offset and replays the headers after it. A snapshot file is written atomically
 and carries a CRC32C; a damaged one is ignored (the replay then starts further back).
 
-Not thread-safe: its log calls it with the log's lock held.
+Snapshots at a roll are written off the appending thread: ``capture_snapshot`` copies the state
+(cheap, on the appending thread) and ``write_snapshot`` encodes and writes it later, on the
+storage housekeeping thread. A late write must never bring back a state the log no longer has:
+``truncate`` and ``close`` bump a generation, and ``write_snapshot`` renames its file into place
+only if the generation it was captured in is still current, checked and renamed under
+``_files_lock``, the lock every change to the snapshot files takes. So a snapshot above a
+truncation point, or in the directory of a deleted partition, is never published.
+
+Thread contract: the state (``check``, ``update``, ``load``, ``capture_snapshot``, ``truncate``)
+belongs to the log's appending thread, called with the log's lock held. ``write_snapshot`` and
+``delete_snapshots_below`` may run on any thread; the snapshot files are guarded by
+``_files_lock`` (taken after the log's lock, never before it).
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -77,6 +89,15 @@ class ProducerEntry:
         return self.batches[-1].last_sequence if self.batches else -1
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerSnapshot:
+    """The state at ``offset``, copied out so it can be written on another thread."""
+
+    offset: int
+    generation: int
+    producers: tuple[tuple[int, int, int, tuple[BatchMetadata, ...]], ...]  # id, epoch, ts, batches
+
+
 def snapshot_file_name(offset: int) -> str:
     return f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
@@ -88,6 +109,9 @@ class ProducerStateManager:
         self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
         self.map_end_offset = 0  # the state reflects every batch below this offset
+        self._files_lock = threading.Lock()
+        self._generation = 0  # bumped by truncate and close: older captures are not written
+        self._closed = False
 
     # -- live appends --------------------------------------------------------------------
 
@@ -153,6 +177,10 @@ class ProducerStateManager:
     # -- snapshots and loading -----------------------------------------------------------
 
     def snapshot_offsets(self) -> list[int]:
+        with self._files_lock:
+            return self._snapshot_offsets()
+
+    def _snapshot_offsets(self) -> list[int]:
         return sorted(
             int(p.name[: -len(SNAPSHOT_SUFFIX)])
             for p in self.directory.glob(f"*{SNAPSHOT_SUFFIX}")
@@ -160,40 +188,72 @@ class ProducerStateManager:
         )
 
     def take_snapshot(self, *, durable: bool = True) -> None:
-        """Write the state at ``map_end_offset``, atomically; keep only the newest few.
+        """Write the state at ``map_end_offset`` now, on this thread (at shutdown)."""
+        self.write_snapshot(self.capture_snapshot(), durable=durable)
 
-        ``durable=False`` (at a roll, on the append path) skips the fsync: a snapshot lost or
-        torn by a power cut fails its CRC or is missing, and loading replays from further back.
+    def capture_snapshot(self) -> ProducerSnapshot:
+        """Copy the state at ``map_end_offset`` for ``write_snapshot``; no I/O."""
+        return ProducerSnapshot(
+            self.map_end_offset,
+            self._generation,
+            tuple(
+                (e.producer_id, e.producer_epoch, e.last_timestamp, tuple(e.batches))
+                for e in self.producers.values()
+            ),
+        )
+
+    def is_current(self, snapshot: ProducerSnapshot) -> bool:
+        """Whether neither a truncation nor a close happened since ``snapshot`` was captured."""
+        return snapshot.generation == self._generation and not self._closed
+
+    def write_snapshot(self, snapshot: ProducerSnapshot, *, durable: bool = False) -> bool:
+        """Write ``snapshot`` atomically unless it went stale; keep only the newest few.
+
+        Any thread. Returns whether it was published. ``durable=False`` (at a roll) skips the
+        fsync: a snapshot lost or torn by a power cut fails its CRC or is missing, and loading
+        replays from further back. Raises ``OSError`` if the disk fails.
         """
+        if not self.is_current(snapshot):
+            return False
         payload = json.dumps(
             {
                 "version": 1,
-                "offset": self.map_end_offset,
+                "offset": snapshot.offset,
                 "producers": [
                     {
-                        "producer_id": e.producer_id,
-                        "producer_epoch": e.producer_epoch,
-                        "last_timestamp": e.last_timestamp,
+                        "producer_id": producer_id,
+                        "producer_epoch": producer_epoch,
+                        "last_timestamp": last_timestamp,
                         "batches": [
                             [b.first_sequence, b.last_sequence, b.first_offset, b.last_offset]
-                            for b in e.batches
+                            for b in batches
                         ],
                     }
-                    for e in self.producers.values()
+                    for producer_id, producer_epoch, last_timestamp, batches in snapshot.producers
                 ],
             },
             separators=(",", ":"),
         ).encode()
-        path = self.directory / snapshot_file_name(self.map_end_offset)
+        path = self.directory / snapshot_file_name(snapshot.offset)
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(f"{crc32c(payload):08x}\n".encode() + payload)
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-        for offset in self.snapshot_offsets()[:-SNAPSHOTS_TO_KEEP]:
-            (self.directory / snapshot_file_name(offset)).unlink(missing_ok=True)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(f"{crc32c(payload):08x}\n".encode() + payload)
+                f.flush()
+                if durable:
+                    os.fsync(f.fileno())
+        except OSError:
+            if not self.is_current(snapshot):  # the directory went with a deletion
+                return False
+            raise
+        with self._files_lock:
+            if not self.is_current(snapshot):
+                tmp.unlink(missing_ok=True)
+                return False
+            os.replace(tmp, path)
+            for offset in self._snapshot_offsets()[:-SNAPSHOTS_TO_KEEP]:
+                (self.directory / snapshot_file_name(offset)).unlink(missing_ok=True)
+        return True
 
     def load(
         self,
@@ -208,14 +268,15 @@ class ProducerStateManager:
         """
         self.producers.clear()
         self.map_end_offset = log_start_offset
-        for offset in reversed(self.snapshot_offsets()):
-            path = self.directory / snapshot_file_name(offset)
-            if offset > log_end_offset:
-                path.unlink(missing_ok=True)
-                continue
-            if offset >= log_start_offset and self._read_snapshot(path):
-                break
-            self.producers.clear()
+        with self._files_lock:
+            for offset in reversed(self._snapshot_offsets()):
+                path = self.directory / snapshot_file_name(offset)
+                if offset > log_end_offset:
+                    path.unlink(missing_ok=True)
+                    continue
+                if offset >= log_start_offset and self._read_snapshot(path):
+                    break
+                self.producers.clear()
         for base_offset, header in replay(self.map_end_offset):
             if base_offset + header.last_offset_delta >= self.map_end_offset:
                 self.update(base_offset, header)
@@ -239,12 +300,21 @@ class ProducerStateManager:
 
     def delete_snapshots_below(self, offset: int) -> None:
         """Drop snapshots of states before ``offset`` (the log start moved past them)."""
-        for snapshot_offset in self.snapshot_offsets():
-            if snapshot_offset < offset:
-                (self.directory / snapshot_file_name(snapshot_offset)).unlink(missing_ok=True)
+        with self._files_lock:
+            for snapshot_offset in self._snapshot_offsets():
+                if snapshot_offset < offset:
+                    (self.directory / snapshot_file_name(snapshot_offset)).unlink(missing_ok=True)
 
     def truncate(self, offset: int) -> None:
-        """Forget snapshots at or above ``offset``; the log reloads the state afterwards."""
-        for snapshot_offset in self.snapshot_offsets():
-            if snapshot_offset > offset:
-                (self.directory / snapshot_file_name(snapshot_offset)).unlink(missing_ok=True)
+        """Forget snapshots above ``offset``, and any not yet written; the log reloads after."""
+        with self._files_lock:
+            self._generation += 1
+            for snapshot_offset in self._snapshot_offsets():
+                if snapshot_offset > offset:
+                    (self.directory / snapshot_file_name(snapshot_offset)).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """No snapshot captured before this is written any more (the partition is deleted)."""
+        with self._files_lock:
+            self._generation += 1
+            self._closed = True

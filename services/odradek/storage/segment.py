@@ -14,10 +14,16 @@ Invariants (enforced by ``append`` and restored by ``recover``):
 - ``max_timestamp`` / ``offset_of_max_timestamp`` are those of the batch that first reached the
   largest timestamp seen, which is what the time index records.
 
-A segment is written by one thread at a time (its log's); reads (``read``, ``translate_offset``)
-use ``pread`` and may run alongside an append because they never look past a size they were
-given. Bytes are never read into Python on the fetch path: ``read`` returns a ``FileSlice`` for
-the server to ``sendfile``.
+A segment is written by one thread at a time (its log's, holding the log's lock); reads
+(``read``, ``translate_offset``) use ``pread`` and may run alongside an append because they never
+look past a size they were given. Bytes are never read into Python on the fetch path: ``read``
+returns a ``FileSlice`` for the server to ``sendfile``.
+
+Other threads never read or fsync through the segment's own descriptors, which may be closed
+under them (the log closes a segment when it is deleted). Under the log's lock they take
+duplicates instead:
+``fsync_handles`` for a flush (the fsync then runs outside the lock), ``reader`` for the cleaner.
+A duplicate keeps the file open, even unlinked, until its holder closes it.
 """
 
 from __future__ import annotations
@@ -28,8 +34,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from crc32c import crc32c
+
 from odradek.errors import CorruptRecordError, InvalidRecordError
-from odradek.storage.batch import HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, validate_batch
+from odradek.storage.batch import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+)
 from odradek.storage.index import (
     INT32_MAX,
     CorruptIndexError,
@@ -42,6 +56,9 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 NO_TIMESTAMP = -1
 IOV_MAX = 1024  # Linux's limit on buffers in one pwritev call
+# Recovery checksums a batch this many bytes at a time, so a huge batch (or a corrupt length
+# field that claims one) costs no more memory than this.
+RECOVERY_READ_BYTES = 1 << 20
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -161,10 +178,32 @@ class LogSegment:
         return self.offset_index.is_full or self.time_index.is_full
 
     def flush(self) -> None:
-        """Make the log and its indexes durable (fsync)."""
+        """Make the log and its indexes durable (fsync), on this thread (a private segment)."""
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+
+    def fsync_handles(self) -> list[int]:
+        """Duplicated descriptors of the three files, for a flush outside the log's lock.
+
+        Call with the log's lock held: the indexes' new entries are written to the page cache
+        first. The caller fsyncs and closes the descriptors; they stay valid if the segment is
+        closed or deleted meanwhile.
+        """
+        self.offset_index.sync()
+        self.time_index.sync()
+        handles: list[int] = []
+        try:
+            for fd in (self.fd, self.offset_index.fileno, self.time_index.fileno):
+                handles.append(os.dup(fd))
+        except OSError:
+            close_all(handles)
+            raise
+        return handles
+
+    def reader(self) -> SegmentReader:
+        """Batches of this segment through a duplicated descriptor (close it when done)."""
+        return SegmentReader(os.dup(self.fd), self.size)
 
     def on_roll(self) -> None:
         """The segment stops being active: record its final time entry, trim the indexes."""
@@ -181,21 +220,13 @@ class LogSegment:
 
     def read_header(self, position: int) -> BatchHeader | None:
         """The header of the batch at ``position``, or None at the end of the segment."""
-        if position + HEADER_SIZE > self.size:
-            return None
-        return BatchHeader.parse(os.pread(self.fd, HEADER_SIZE, position))
+        return _read_header(self.fd, position, self.size)
 
     def batches_from(
         self, position: int, end: int | None = None
     ) -> Iterator[tuple[int, BatchHeader]]:
         """Headers of the batches from ``position`` up to ``end`` (default: the segment end)."""
-        end = self.size if end is None else end
-        while position < end:
-            header = self.read_header(position)
-            if header is None:
-                return
-            yield position, header
-            position += header.size_in_bytes
+        return _batches_in(self.fd, position, self.size if end is None else end, self.size)
 
     def translate_offset(
         self, offset: int, start_position: int = 0
@@ -271,12 +302,13 @@ class LogSegment:
 
     # -- recovery and truncation ---------------------------------------------------------
 
-    def recover(self, max_batch_bytes: int) -> int:
-        """Re-validate every batch, rebuild both indexes, cut off what follows a bad batch.
+    def recover(self) -> int:
+        """Re-validate every batch, rebuild both indexes, cut off the torn tail.
 
-        Returns the number of bytes truncated (0 when the whole file was valid). A batch that
-        fails validation, breaks offset order or overruns the file marks the torn tail: it and
-        everything after it are removed.
+        Returns the number of bytes truncated (0 when the whole file was valid). The first batch
+        that is torn (see ``_validated_batch_at``) and everything after it are removed; a whole
+        batch with a matching CRC is kept whatever its size, since the configuration that
+        limits sizes (``max.message.bytes``) may have changed since it was written.
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -289,8 +321,8 @@ class LogSegment:
         position = 0
         while position < file_size:
             try:
-                header = self._validated_batch_at(position, file_size, max_batch_bytes)
-            except (CorruptRecordError, InvalidRecordError):
+                header = self._validated_batch_at(position, file_size)
+            except CorruptRecordError:
                 break
             self._index_batch(header.base_offset, header, position)
             position += header.size_in_bytes
@@ -302,23 +334,45 @@ class LogSegment:
         self.on_roll()
         return file_size - position
 
-    def _validated_batch_at(
-        self, position: int, file_size: int, max_batch_bytes: int
-    ) -> BatchHeader:
-        header = (
-            BatchHeader.parse(os.pread(self.fd, HEADER_SIZE, position))
-            if (position + HEADER_SIZE <= file_size)
-            else None
-        )
-        if header is None:
+    def _validated_batch_at(self, position: int, file_size: int) -> BatchHeader:
+        """The header of the whole, intact batch at ``position``; raises if the batch is torn.
+
+        Torn means exactly one of: the header is cut short or is not a batch header (magic,
+        a length below the smallest batch), the batch runs past the end of the file, its CRC
+        does not match, or its offsets do not follow the previous batch's. Nothing else, so
+        a batch the broker once accepted is never cut for a rule that changed since.
+        """
+        if position + HEADER_SIZE > file_size:
             raise CorruptRecordError(f"{self.log_path}: torn header at {position}")
-        if not MIN_BATCH_LENGTH <= header.batch_length <= max_batch_bytes:
-            raise CorruptRecordError(f"{self.log_path}: implausible batch size at {position}")
-        data = os.pread(self.fd, min(header.size_in_bytes, file_size - position), position)
-        header = validate_batch(data, 0, len(data))
-        if header.base_offset < self.next_offset or not self.can_hold(header.last_offset):
-            raise InvalidRecordError(f"{self.log_path}: offset {header.base_offset} out of order")
+        header = BatchHeader.parse(os.pread(self.fd, HEADER_SIZE, position))
+        if header.magic != MAGIC or header.batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"{self.log_path}: no batch header at {position}")
+        end = position + header.size_in_bytes
+        if end > file_size:
+            raise CorruptRecordError(
+                f"{self.log_path}: the batch at {position} needs {header.size_in_bytes} bytes, "
+                f"{file_size - position} remain"
+            )
+        if self._crc_of(position + ATTRIBUTES_OFFSET, end) != header.crc:
+            raise CorruptRecordError(f"{self.log_path}: CRC mismatch in the batch at {position}")
+        if (
+            header.base_offset < self.next_offset
+            or header.last_offset_delta < 0
+            or not self.can_hold(header.last_offset)
+        ):
+            raise CorruptRecordError(f"{self.log_path}: offset {header.base_offset} out of order")
         return header
+
+    def _crc_of(self, start: int, end: int) -> int:
+        """CRC32C of the file's bytes [start, end), read ``RECOVERY_READ_BYTES`` at a time."""
+        crc = 0
+        while start < end:
+            chunk = os.pread(self.fd, min(RECOVERY_READ_BYTES, end - start), start)
+            if not chunk:  # the file shrank under us: cannot be a whole batch
+                raise CorruptRecordError(f"{self.log_path}: unexpected end of file at {start}")
+            crc = crc32c(chunk, crc)
+            start += len(chunk)
+        return crc
 
     def load_from_indexes(self) -> None:
         """Restore in-memory state of a segment trusted after a clean shutdown.
@@ -393,6 +447,12 @@ class LogSegment:
         self.time_index.close()
         self.file.close()
 
+    def close_handles(self) -> None:
+        """Close the three files, writing and removing nothing (their directory is going)."""
+        self.offset_index.release()
+        self.time_index.release()
+        self.file.close()
+
     def delete(self) -> None:
         """Close and remove the three files."""
         self.offset_index.delete()
@@ -405,6 +465,63 @@ class LogSegment:
             f"LogSegment(base_offset={self.base_offset}, size={self.size}, "
             f"next_offset={self.next_offset})"
         )
+
+
+class SegmentReader:
+    """A segment's batches read through a descriptor of its own (see ``LogSegment.reader``).
+
+    For a thread other than the log's (the cleaner): closing or deleting the segment does not
+    affect it. A context manager; ``close`` releases the descriptor.
+    """
+
+    def __init__(self, fd: int, size: int):
+        self.fd = fd
+        self.size = size
+
+    def batches_from(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        return _batches_in(self.fd, position, self.size, self.size)
+
+    def read_batch_bytes(self, position: int, header: BatchHeader) -> bytes:
+        return os.pread(self.fd, header.size_in_bytes, position)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> SegmentReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def close_all(fds: Sequence[int]) -> None:
+    """Close every descriptor, even if closing one fails (the first error is raised)."""
+    error: OSError | None = None
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError as e:
+            error = error or e
+    if error is not None:
+        raise error
+
+
+def _read_header(fd: int, position: int, size: int) -> BatchHeader | None:
+    if position + HEADER_SIZE > size:
+        return None
+    return BatchHeader.parse(os.pread(fd, HEADER_SIZE, position))
+
+
+def _batches_in(fd: int, position: int, end: int, size: int) -> Iterator[tuple[int, BatchHeader]]:
+    """Headers from ``position`` while it is below ``end``; a header must lie within ``size``."""
+    while position < end:
+        header = _read_header(fd, position, size)
+        if header is None:
+            return
+        yield position, header
+        position += header.size_in_bytes
 
 
 def _pwritev_all(fd: int, buffers: Sequence[bytes | memoryview], position: int) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 
 import pytest
@@ -188,3 +190,48 @@ def test_list_offsets_and_delete_records(manager, kafka_batch):
     assert manager.list_offsets("t", 0, -2).offset == 2
     assert manager.delete_records("t", 0, 99).error == ErrorCode.offset_out_of_range
     assert manager.delete_records("t", 0, -1).offset == 4
+
+
+def test_flush_messages_is_fsynced_off_the_loop_and_answered_after(
+    manager, kafka_batch, monkeypatch
+):
+    """flush.messages=1: the produce is answered, and its records become visible, only once they
+    are fsynced; the fsync runs on a storage thread, so the loop serves others meanwhile."""
+    durable = lead(manager, flush_messages=1)
+    other = lead(manager, topic="other")
+    loop_thread = threading.current_thread()
+    fsync_threads: list[threading.Thread] = []
+    disk_busy, disk_free = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        fsync_threads.append(threading.current_thread())
+        disk_busy.set()
+        disk_free.wait(5)  # a slow disk; on the loop's thread this stalls every client
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+
+    async def scenario() -> None:
+        produce_task = asyncio.create_task(
+            manager.append_records(1, {("t", 0): records(kafka_batch)})
+        )
+        await asyncio.sleep(0)  # the produce runs up to its fsync
+        started = time.monotonic()
+        served = await manager.append_records(1, {("other", 0): records(kafka_batch)})
+        assert time.monotonic() - started < 2.0, "another client waited for the fsync"
+        assert served[("other", 0)].error == ErrorCode.none
+        for _ in range(500):  # bounded: until the flush thread is inside its fsync
+            if disk_busy.is_set():
+                break
+            await asyncio.sleep(0.01)
+        assert disk_busy.is_set() and not produce_task.done()
+        assert durable.log.high_watermark == 0  # not visible before it is durable
+        disk_free.set()
+        result = (await asyncio.wait_for(produce_task, 10))[("t", 0)]
+        assert result.error == ErrorCode.none and result.base_offset == 0
+        assert durable.log.recovery_point == durable.log.high_watermark == 3
+
+    asyncio.run(scenario())
+    assert fsync_threads and loop_thread not in fsync_threads
+    assert other.log.recovery_point == 0

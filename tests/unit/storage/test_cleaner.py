@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import tempfile
@@ -13,15 +14,17 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
 from odradek.config.topic import TopicConfig
-from odradek.storage.batch import BatchHeader
+from odradek.storage.batch import DELETE_HORIZON_MASK, BatchHeader, with_delete_horizon
 from odradek.storage.cleaner import LogCleaner, dirty_ratio
 from odradek.storage.compression import Compression
 from odradek.storage.log import SWAP_SUFFIX, Log
-from odradek.storage.records import Record, decode_records
+from odradek.storage.records import Record, decode_records, encode_batch
 from odradek.storage.segment import LogSegment
+from odradek.storage.validator import AppendOrigin
 
 T0_MS = 1_700_000_000_000  # the fake clock's start; records carry timestamps near it
 CODECS = list(Compression)
@@ -190,36 +193,146 @@ def test_readers_step_over_the_gaps_compaction_leaves(make_log, kafka_batch, cod
     assert consumed == [(r.offset, r.key, r.value) for r in records_of(log)]
 
 
-def test_tombstones_stay_for_delete_retention_ms_then_a_later_pass_drops_them(
+# -- tombstones: the delete horizon (KIP-534) ----------------------------------------------
+
+
+RETENTION_MS = 60_000
+
+
+def horizons(log: Log) -> dict[int, int]:
+    """Base offset -> delete horizon of every batch that carries one."""
+    return {
+        base_offset: header.base_timestamp
+        for base_offset, data in log.batches()
+        for header in [BatchHeader.parse(data)]
+        if header.attributes & DELETE_HORIZON_MASK
+    }
+
+
+def kafka_python_records(log: Log) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """(offset, timestamp, key, value) of every record, as kafka-python decodes them."""
+    out = []
+    for _, data in log.batches():
+        batch = DefaultRecordBatch(data)
+        assert batch.validate_crc()
+        out += [(r.offset, r.timestamp, r.key, r.value) for r in batch]
+    return out
+
+
+def test_a_tombstone_is_kept_delete_retention_ms_from_when_the_cleaner_first_kept_it(
     make_log, kafka_batch
 ):
+    """Not from its CreateTime: a tombstone produced with an old timestamp is not dropped at once,
+    so a consumer that read the value it deletes still gets to see it."""
     clock = FakeClock()
-    log = make_log(clock=clock, **compacted(delete_retention_ms=60_000))
-    append(log, kafka_batch, [(b"gone", b"v1"), (b"kept", b"v1")], timestamp_ms=T0_MS)
-    append(log, kafka_batch, [(b"gone", b"v2")], timestamp_ms=T0_MS)
-    append(log, kafka_batch, [(b"gone", None)], timestamp_ms=T0_MS + 1)
+    log = make_log(clock=clock, **compacted(delete_retention_ms=RETENTION_MS))
+    old_ms = T0_MS - 10 * RETENTION_MS  # a producer replaying old data
+    append(log, kafka_batch, [(b"gone", b"v1"), (b"kept", b"v1")], timestamp_ms=old_ms)
+    records = [(b"other", b"x"), (b"gone", None), (b"more", b"y")]
+    append(log, kafka_batch, records, timestamp_ms=[old_ms + 1, old_ms + 2, old_ms + 3])
+    seal(log)
+    cleaner = LogCleaner(lambda: [log], clock=clock)
+
+    assert cleaner.clean_dirtiest() is not None  # the first pass keeps it, with a horizon
+    assert kafka_python_records(log) == [
+        (1, old_ms, b"kept", b"v1"),
+        (2, old_ms + 1, b"other", b"x"),
+        (3, old_ms + 2, b"gone", None),
+        (4, old_ms + 3, b"more", b"y"),
+    ]
+    assert horizons(log) == {2: T0_MS + RETENTION_MS}
+
+    clock.now_ms = T0_MS + RETENTION_MS - 1
+    assert cleaner.clean_dirtiest() is None  # no dirty data and no horizon reached: no pass
+    assert len(records_of(log)) == 4
+
+    clock.now_ms = T0_MS + RETENTION_MS  # no new data, but the horizon makes the log cleanable
+    stats = cleaner.clean_dirtiest()
+    assert stats is not None and stats.records_removed == 1
+    assert kafka_python_records(log) == [
+        (1, old_ms, b"kept", b"v1"),
+        (2, old_ms + 1, b"other", b"x"),
+        (4, old_ms + 3, b"more", b"y"),
+    ]
+    assert horizons(log) == {}  # no tombstone waits any more...
+    assert cleaner.clean_dirtiest() is None  # ...so no further pass
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+def test_a_batch_with_a_delete_horizon_keeps_its_record_timestamps(
+    make_log, kafka_batch, codec, timestamp_type
+):
+    clock = FakeClock()
+    config = compacted(delete_retention_ms=RETENTION_MS, message_timestamp_type=timestamp_type)
+    log = make_log(clock=clock, **config)
+    timestamps = [T0_MS - 5_000, T0_MS - 7_000, T0_MS - 1_000, T0_MS - 3_000]
+    records = [(b"a", b"1"), (b"b", None), (b"c", b"3" * 200), (b"d", None)]
+    append(log, kafka_batch, records, codec=codec, timestamp_ms=timestamps)
+    seal(log)
+    before = kafka_python_records(log)
+    [(_, original)] = list(log.batches())
+
+    assert LogCleaner(clock=clock).clean(log) is not None
+
+    [(_, data)] = list(log.batches())
+    header, original_header = BatchHeader.parse(data), BatchHeader.parse(original)
+    assert header.attributes == original_header.attributes | DELETE_HORIZON_MASK
+    assert header.base_timestamp == T0_MS + RETENTION_MS
+    assert header.max_timestamp == original_header.max_timestamp
+    assert header.last_offset_delta == original_header.last_offset_delta
+    assert header.compression == codec
+    assert kafka_python_records(log) == before
+    assert [(r.offset, r.timestamp) for r in records_of(log)] == [(o, t) for o, t, _, _ in before]
+    if timestamp_type == "CreateTime":
+        assert [t for _, t, _, _ in before] == timestamps
+    # ListOffsets by time still finds each record by its own timestamp.
+    found = log.offset_for_timestamp(T0_MS - 2_000)
+    assert found is not None and found.offset == (2 if timestamp_type == "CreateTime" else 0)
+
+
+def test_a_later_pass_keeps_the_horizon_the_first_one_set(make_log, kafka_batch):
+    clock = FakeClock()
+    log = make_log(clock=clock, **compacted(delete_retention_ms=RETENTION_MS))
+    append(log, kafka_batch, [(b"a", b"1"), (b"gone", None)], timestamp_ms=T0_MS - 100)
     seal(log)
     cleaner = LogCleaner(clock=clock)
+    assert cleaner.clean(log) is not None
+    assert horizons(log) == {0: T0_MS + RETENTION_MS}
 
-    def another_pass(now_ms: int) -> None:
-        clock.now_ms = now_ms
-        # A pass needs dirty data; old timestamps keep the tombstone's segment as old as it is.
-        append(log, kafka_batch, [(b"filler", b"%d" % now_ms)], timestamp_ms=T0_MS)
-        seal(log)
-        assert cleaner.clean(log) is not None
+    clock.now_ms = T0_MS + RETENTION_MS // 2  # "a" is overwritten: its old record goes...
+    append(log, kafka_batch, [(b"a", b"2")], timestamp_ms=clock.now_ms)
+    seal(log)
+    stats = cleaner.clean(log)
+    assert stats is not None and stats.records_removed == 1
+    assert horizons(log) == {0: T0_MS + RETENTION_MS}  # ...the tombstone's horizon stays
 
-    another_pass(T0_MS + 30_000)
-    assert [(r.key, r.value) for r in records_of(log)] == [
-        (b"kept", b"v1"),
-        (b"gone", None),
-        (b"filler", b"%d" % (T0_MS + 30_000)),
-    ]
-    another_pass(T0_MS + 1 + 60_000)  # exactly delete.retention.ms old: still kept
-    assert latest_values(log)[b"gone"] is None
+    clock.now_ms = T0_MS + RETENTION_MS
+    assert cleaner.clean(log) is not None
+    assert [(r.key, r.value) for r in records_of(log)] == [(b"a", b"2")]
 
-    another_pass(T0_MS + 1 + 60_000 + 1)
-    assert all(record.key != b"gone" for record in records_of(log))
-    assert latest_values(log) == {b"kept": b"v1", b"filler": b"%d" % (T0_MS + 60_002)}
+
+def test_after_a_restart_pending_horizons_are_read_from_the_batch_headers(make_log, kafka_batch):
+    clock = FakeClock()
+    config = compacted(delete_retention_ms=RETENTION_MS)
+    log = make_log(clock=clock, **config)
+    append(log, kafka_batch, [(b"gone", b"v"), (b"kept", b"v")], timestamp_ms=T0_MS)
+    append(log, kafka_batch, [(b"gone", None)], timestamp_ms=T0_MS)
+    seal(log)
+    assert LogCleaner(clock=clock).clean(log) is not None
+    log.close()
+
+    reopened = Log(log.directory, TopicConfig(**config), clock=clock, cleaner_checkpoint=3)
+    try:
+        reopened.update_high_watermark(reopened.log_end_offset)
+        cleaner = LogCleaner(lambda: [reopened], clock=clock)  # a new process: knows nothing
+        clock.now_ms = T0_MS + RETENTION_MS - 1
+        assert cleaner.clean_dirtiest() is None
+        clock.now_ms = T0_MS + RETENTION_MS
+        assert cleaner.clean_dirtiest() is not None
+        assert [(r.key, r.value) for r in records_of(reopened)] == [(b"kept", b"v")]
+    finally:
+        reopened.close()
 
 
 def test_min_compaction_lag_holds_back_recent_segments(make_log, kafka_batch):
@@ -288,6 +401,8 @@ def test_a_full_offset_map_leaves_later_tombstones_for_the_next_pass(make_log, k
         assert cleaner.clean(log) is not None
         assert latest_values(log).get(b"k") is None, "a deleted key came back"
 
+    clock.now_ms += 1_000  # the tombstone's delete horizon
+    assert cleaner.clean(log) is not None
     assert latest_values(log) == {b"a": b"1", b"b": b"1", b"c": b"1"}
 
 
@@ -341,6 +456,36 @@ def test_a_checkpoint_beyond_the_log_end_is_reset_to_the_log_start(make_log, kaf
         (1, b"k1", b"old"),
         (5, b"again", b"3"),
     ]
+
+
+def test_the_swap_renames_are_fsynced_in_the_directory_without_the_lock(
+    make_log, kafka_batch, monkeypatch
+):
+    """Before a pass counts as done (its checkpoint moves), its renames survive a power cut."""
+    clock = FakeClock()
+    log = make_log(clock=clock, **compacted())
+    for n in range(6):
+        append(log, kafka_batch, [(b"k", b"%d" % n)], timestamp_ms=T0_MS)
+    seal(log)
+    events: list[str] = []
+    real_fsync, real_rename = os.fsync, LogSegment.rename_with_suffix
+
+    def recording_fsync(fd):
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        events.append(f"fsync {path}{' under the lock' if log._lock._is_owned() else ''}")
+        real_fsync(fd)
+
+    def recording_rename(segment, suffix):
+        events.append("rename")
+        real_rename(segment, suffix)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    monkeypatch.setattr(LogSegment, "rename_with_suffix", recording_rename)
+    assert LogCleaner(clock=clock).clean(log) is not None
+
+    last_rename = max(n for n, event in enumerate(events) if event == "rename")
+    assert events[last_rename + 1 :] == [f"fsync {log.directory}"]
+    assert not [event for event in events if "under the lock" in event]
 
 
 # -- cleaning alongside the broker ---------------------------------------------------------
@@ -531,10 +676,14 @@ def test_a_crash_after_the_swap_rename_may_keep_a_wholly_compacted_tail_segment(
     config = compacted(file_delete_delay_ms=60_000, delete_retention_ms=1_000)
     reference = make_log("reference-0", clock=clock, **config)
     crashed = make_log("crashed-0", clock=clock, **config)
+    # A tombstone an earlier pass kept, whose delete horizon has passed (copied from a leader).
+    expired = with_delete_horizon(
+        encode_batch([Record(2, T0_MS - 10_000, b"k", None)], base_offset=2, base_timestamp=T0_MS)
+    )
     for each in (reference, crashed):
         append(each, kafka_batch, [(b"k", b"v"), (b"j", b"v")], timestamp_ms=T0_MS - 10_000)
         each.roll()
-        append(each, kafka_batch, [(b"k", None)], timestamp_ms=T0_MS - 10_000)  # expired
+        each.append(expired, origin=AppendOrigin.REPLICATION)
         seal(each)
     assert LogCleaner(clock=clock).clean(reference) is not None
     assert [(r.key, r.value) for r in records_of(reference)] == [(b"j", b"v")]

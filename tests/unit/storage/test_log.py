@@ -54,8 +54,10 @@ def reopen():
     """
     opened: list[Log] = []
 
-    def open_again(log: Log, directory: Path | None = None, **kwargs) -> Log:
-        again = Log(directory or log.directory, log.config, clock=log.clock, **kwargs)
+    def open_again(
+        log: Log, directory: Path | None = None, config: TopicConfig | None = None, **kwargs
+    ) -> Log:
+        again = Log(directory or log.directory, config or log.config, clock=log.clock, **kwargs)
         opened.append(again)
         return again
 
@@ -682,6 +684,27 @@ def fsyncs(monkeypatch):
     return calls
 
 
+def test_an_unclean_reopen_keeps_batches_larger_than_a_lowered_max_message_bytes(
+    make_log, kafka_batch, reopen, tmp_path
+):
+    log = make_log(max_message_bytes=200_000)
+    sizes = []
+    for n in range(4):
+        value = random.Random(n).randbytes(30_000 * (n + 1))  # incompressible
+        log.append(kafka_batch([(b"k", value)], codec=LZ4))
+        sizes.append(len(list(log.batches())[-1][1]))
+    batches = list(log.batches())
+    crashed = _crash(log, tmp_path)
+
+    lowered = TopicConfig(max_message_bytes=1_000)  # below every stored batch
+    again = reopen(log, crashed, config=lowered, recovery_point=0)
+    assert min(sizes) > lowered.max_message_bytes
+    assert list(again.batches()) == batches
+    assert again.log_end_offset == log.log_end_offset
+    with pytest.raises(RecordTooLargeError):  # the lower limit holds for new appends
+        again.append(kafka_batch([(b"k", b"x" * 2_000)]))
+
+
 def test_flush_messages_1_flushes_every_append(make_log, kafka_batch, fsyncs):
     log = make_log(flush_messages=1)
     for n in range(4):
@@ -714,6 +737,35 @@ def test_flush_if_due_with_flush_ms(make_log, kafka_batch, fsyncs):
     assert log.last_flush_ms == T0 + 1000
     log.flush_if_due()  # nothing new
     assert len(fsyncs) == 1
+
+
+def test_a_flush_over_a_roll_makes_the_new_files_durable_in_their_directory(
+    make_log, kafka_batch, monkeypatch
+):
+    """As Kafka's LocalLog.flush: segments created since the last flush need the directory
+    entry fsynced too, or a power cut could lose whole files the recovery point counts."""
+    fsynced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        fsynced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    log = make_log()
+    _append_n(log, kafka_batch, 2)
+    log.flush()
+    assert fsynced[-1] == str(log.directory)  # the first segment's files are new too
+    fsynced.clear()
+    _append_n(log, kafka_batch, 1)
+    log.flush()
+    assert str(log.directory) not in fsynced  # no file created since the last flush
+    log.roll()
+    _append_n(log, kafka_batch, 1)
+    fsynced.clear()
+    log.flush()
+    assert fsynced[-1] == str(log.directory)
+    assert log.recovery_point == log.log_end_offset
 
 
 def test_flush_if_due_flushes_rolled_segments(make_log, kafka_batch, fsyncs):
@@ -755,7 +807,7 @@ def test_clean_close_then_reopen_uses_the_indexes(make_log, kafka_batch, reopen,
     log.close()
     on_disk = _snapshot(log.directory)
 
-    def no_recovery(self, max_batch_bytes):
+    def no_recovery(self, *args):
         raise AssertionError(f"{self} was recovered after a clean shutdown")
 
     monkeypatch.setattr(LogSegment, "recover", no_recovery)
@@ -797,9 +849,9 @@ def test_unclean_reopen_truncates_garbage_in_the_active_segment(
     recovered = []
     real_recover = LogSegment.recover
 
-    def counting_recover(self, max_batch_bytes):
+    def counting_recover(self, *args):
         recovered.append(self.base_offset)
-        return real_recover(self, max_batch_bytes)
+        return real_recover(self, *args)
 
     monkeypatch.setattr(LogSegment, "recover", counting_recover)
     again = reopen(log, crashed, recovery_point=recovery_point)

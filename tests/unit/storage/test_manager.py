@@ -315,7 +315,7 @@ def test_delete_log_removes_the_partition_and_load_finishes_an_interrupted_one(
     produce(log, kafka_batch, 3)
     directory = log.directory
 
-    manager.delete_log("orders", 0)
+    manager.delete_log("orders", 0).result(timeout=10)
 
     assert not directory.exists()
     assert not [p for p in directory.parent.iterdir() if p.name.endswith("-delete")]

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
+import odradek.storage.segment as segment_module
 from odradek.errors import InvalidRecordError
 from odradek.storage.batch import BatchHeader, iter_batches, set_base_offset
 from odradek.storage.segment import FileSlice, LogSegment
 
 T0 = 1_700_000_000_000
-MAX_BATCH_BYTES = 1 << 20
 
 
 def _segment(directory: Path, base_offset: int = 0, **kwargs) -> LogSegment:
@@ -269,7 +269,7 @@ def test_recover_of_a_valid_file_rebuilds_identical_indexes(tmp_path, kafka_batc
 
     # Reopened as after a crash: preallocated indexes, everything rebuilt from the log.
     reopened = _segment(tmp_path, 10, index_interval_bytes=250)
-    assert reopened.recover(MAX_BATCH_BYTES) == 0
+    assert reopened.recover() == 0
     assert _state(reopened) == state
     assert _index_entries(reopened) == entries
     assert reopened.offset_index.path.stat().st_size == 8 * len(entries[0])
@@ -294,6 +294,9 @@ def _flip_crc_covered_byte(batch: bytes) -> bytes:
         pytest.param(lambda batch: bytes(400), id="zeros"),
         pytest.param(_flip_crc_covered_byte, id="flipped-crc-byte"),
         pytest.param(lambda batch: batch[:8] + b"\x00\x10\x00\x00" + batch[12:], id="huge-length"),
+        pytest.param(
+            lambda batch: batch[:8] + b"\x7f\xff\xff\xff" + batch[12:], id="int32-max-length"
+        ),
     ],
 )
 def test_recover_truncates_a_torn_tail(tmp_path, kafka_batch, tail):
@@ -309,7 +312,7 @@ def test_recover_truncates_a_torn_tail(tmp_path, kafka_batch, tail):
     with segment.log_path.open("ab") as f:
         f.write(damaged)
 
-    assert segment.recover(MAX_BATCH_BYTES) == len(damaged)
+    assert segment.recover() == len(damaged)
     assert segment.log_path.read_bytes() == good
     assert _state(segment) == state
     assert _index_entries(segment)[0] == entries
@@ -327,7 +330,7 @@ def test_recover_drops_batches_whose_offsets_go_back(tmp_path, kafka_batch):
     replayed = kafka_batch([(b"k", b"again")])  # base offset 0 again: out of order
     with segment.log_path.open("ab") as f:
         f.write(replayed)
-    assert segment.recover(MAX_BATCH_BYTES) == len(replayed)
+    assert segment.recover() == len(replayed)
     assert segment.size == good_size
     assert segment.next_offset == 6
     segment.close()
@@ -340,17 +343,38 @@ def test_recover_cuts_at_the_first_bad_batch_even_if_later_ones_are_valid(tmp_pa
     second = written[1][0]
     data[second + 30] ^= 0xFF
     segment.log_path.write_bytes(data)
-    assert segment.recover(MAX_BATCH_BYTES) == len(data) - second
+    assert segment.recover() == len(data) - second
     assert segment.size == second
     assert segment.next_offset == 1
     segment.close()
 
 
-def test_recover_rejects_a_batch_larger_than_the_bound(tmp_path, kafka_batch):
+def test_recover_keeps_a_whole_batch_whatever_its_size(tmp_path, kafka_batch):
     segment = _segment(tmp_path, 0)
-    written = _fill(segment, kafka_batch, [1, 20])
-    assert segment.recover(max_batch_bytes=len(written[1][2]) // 2) == len(written[1][2])
-    assert segment.next_offset == 1
+    written = _fill(segment, kafka_batch, [1, 200, 1])
+    assert written[1][1].size_in_bytes > 3 * written[0][1].size_in_bytes
+    assert segment.recover() == 0
+    assert segment.next_offset == 202
+    segment.close()
+
+
+def test_recover_checksums_in_bounded_reads(tmp_path, kafka_batch, monkeypatch):
+    """A batch larger than the read size is checked piece by piece, never read whole."""
+    segment = _segment(tmp_path, 0)
+    big = kafka_batch([(b"k", os.urandom(3 * segment_module.RECOVERY_READ_BYTES))])
+    _append(segment, big)
+    _fill(segment, kafka_batch, [2])
+    sizes: list[int] = []
+    real_pread = os.pread
+
+    def recording_pread(fd: int, size: int, position: int) -> bytes:
+        sizes.append(size)
+        return real_pread(fd, size, position)
+
+    monkeypatch.setattr(segment_module.os, "pread", recording_pread)
+    assert segment.recover() == 0
+    assert segment.next_offset == 3
+    assert max(sizes) == segment_module.RECOVERY_READ_BYTES
     segment.close()
 
 
