@@ -13,6 +13,10 @@ rules of the data path:
 - Every append wakes the fetches waiting for data on this partition (``wait_for_data``).
 - With ``flush.messages`` reached, an append is answered (and its records made visible) only
   after the storage flush thread fsynced it; the event loop never runs the fsync itself.
+- Appends to one partition happen one at a time (``_appending``, an asyncio lock): offsets are
+  assigned when an append starts and published when its bytes are written, which for a large
+  record set happens on a writer thread while the loop serves everyone else; the next append
+  waits for that one to be published (and fsynced, with ``flush.messages``).
 
 Runs on the broker's event loop only.
 """
@@ -26,7 +30,7 @@ from dataclasses import dataclass, field
 from odradek.broker.workers import Workers
 from odradek.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
 from odradek.storage.log import Log, LogAppendInfo
-from odradek.storage.validator import AppendOrigin
+from odradek.storage.validator import AppendOrigin, ValidatedRecords
 
 ACKS_ALL = -1
 
@@ -51,6 +55,7 @@ class Partition:
     log: Log
     state: PartitionState
     _data_arrived: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    _appending: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     @property
     def is_leader(self) -> bool:
@@ -83,19 +88,42 @@ class Partition:
             validated = await workers.validate(
                 self.log.validate, records, origin=AppendOrigin.CLIENT
             )
-            self._check_can_append(acks)
         else:
             validated = self.log.validate(records, origin=AppendOrigin.CLIENT)
-        info = self.log.append_validated(validated, leader_epoch=self.state.leader_epoch)
-        if info.flush_before_ack:
-            # flush.messages: acknowledged means fsynced, as in Kafka; the fsync runs on a
-            # storage flush thread and the loop serves others meanwhile. Consumers see the
-            # records once they are durable, as Kafka's leader moves its high watermark after
-            # the flush in its append path.
-            await asyncio.wrap_future(self.log.flush_in_background())
-        self._advance_high_watermark()
+        async with self._appending:
+            self._check_can_append(acks)  # the controller may have moved it meanwhile
+            epoch = self.state.leader_epoch
+            if workers is not None and validated.size_in_bytes >= workers.write_offload_min_bytes:
+                info = await self._append_on_writer_thread(validated, epoch, workers)
+            else:
+                info = self.log.append_validated(validated, leader_epoch=epoch)
+            if info.flush_before_ack:
+                # flush.messages: acknowledged means fsynced, as in Kafka; the fsync runs on a
+                # storage flush thread and the loop serves others meanwhile. Consumers see the
+                # records once they are durable, as Kafka's leader moves its high watermark
+                # after the flush in its append path.
+                await asyncio.wrap_future(self.log.flush_in_background())
+            self._advance_high_watermark()
         self._wake_fetchers()
         return info
+
+    async def _append_on_writer_thread(
+        self, validated: ValidatedRecords, leader_epoch: int, workers: Workers
+    ) -> LogAppendInfo:
+        """Prepare on the loop, write the bytes on a writer thread, publish on the loop."""
+        prepared = self.log.prepare_append(validated, leader_epoch=leader_epoch, writer_thread=True)
+        if isinstance(prepared, LogAppendInfo):
+            return prepared  # nothing to write: a producer's retry
+        try:
+            await workers.write(self.log.write_prepared, prepared)
+        except asyncio.CancelledError:
+            # Only at shutdown. The thread may still be writing past the segment's end: wait
+            # for it, so that nothing else ever writes there at the same time.
+            workers.wait_for_writes()
+            raise
+        finally:
+            self.log.abandon(prepared)
+        return self.log.publish_prepared(prepared)
 
     def _check_can_append(self, acks: int) -> None:
         if not self.is_leader:

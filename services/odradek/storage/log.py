@@ -17,7 +17,10 @@ Offsets and their invariants, all enforced here:
 
 Threads, and what each may run:
 
-- the appending thread (the broker's event loop): ``append_validated``, ``read``, ``roll``,
+- the appending thread (the broker's event loop): ``append_validated`` (or its parts:
+  ``prepare_append`` and ``publish_prepared``, with ``write_prepared`` on a writer thread in
+  between for a large record set, the appending thread starting no other append meanwhile),
+  ``read``, ``roll``,
   ``truncate_to``, ``advance_log_start_offset``, ``delete_old_segments`` (DeleteRecords),
   ``flush_in_background`` and ``detach`` (a partition's deletion). ``validate`` runs on any
   thread (it is pure).
@@ -88,6 +91,7 @@ from odradek.storage.segment import (
     LogSegment,
     SegmentReader,
     close_all,
+    write_past_end,
 )
 from odradek.storage.validator import AppendOrigin, ValidatedRecords, validate_records
 
@@ -134,6 +138,29 @@ class LogAppendInfo:
     # flush.messages was reached: the append is acknowledged only once it is fsynced (Kafka
     # flushes in its append path). ``append_validated`` leaves the fsync to the caller.
     flush_before_ack: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class PreparedAppend:
+    """An append with its offsets assigned and its place chosen, not yet written or visible.
+
+    ``Log.prepare_append`` makes one; ``Log.write_prepared`` writes its bytes past the end of
+    ``segment``'s file (on another thread for a large record set, through a duplicated
+    descriptor it owns and closes); ``Log.publish_prepared`` indexes them and moves the LEO.
+    """
+
+    valid_bytes: int
+    log_append_time_ms: int
+    buffers: list[bytes | memoryview] = field(default_factory=list)
+    assigned: list[tuple[int, BatchHeader]] = field(default_factory=list)
+    next_offset: int = -1
+    max_timestamp: int = -1
+    offset_of_max_timestamp: int = -1
+    records_count: int = 0
+    segment: LogSegment | None = None
+    position: int = 0  # where the bytes go in the segment's file: its published end
+    fd: int = -1
+    owns_fd: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,11 +379,33 @@ class Log:
     ) -> LogAppendInfo:
         """Append a record set that ``validate`` accepted: producer checks, offsets, write.
 
+        ``prepare_append``, ``write_prepared`` and ``publish_prepared`` in a row, on this thread.
         Never fsyncs: when ``flush.messages`` is reached the result says ``flush_before_ack``,
         and the caller must flush (``flush_in_background``) before acknowledging the append.
         Raises ``KafkaStorageError`` if the disk fails, after cutting the segment back to where
         it was, and the producer-state errors of ``ProducerStateManager.check``; nothing is
         written then.
+        """
+        prepared = self.prepare_append(validated, leader_epoch=leader_epoch)
+        if isinstance(prepared, LogAppendInfo):
+            return prepared
+        self.write_prepared(prepared)
+        return self.publish_prepared(prepared)
+
+    def prepare_append(
+        self,
+        validated: ValidatedRecords,
+        *,
+        leader_epoch: int | None = None,
+        writer_thread: bool = False,
+    ) -> PreparedAppend | LogAppendInfo:
+        """Check and place an append: producer state, offsets, the segment (rolled if need be).
+
+        Returns the ``LogAppendInfo`` at once when there is nothing to write (an empty record
+        set, a producer's retry), else a ``PreparedAppend`` for ``write_prepared`` and then
+        ``publish_prepared``. With ``writer_thread`` the bytes are to be written by another
+        thread, through a duplicated descriptor. Between prepare and publish the caller must not
+        start another append to this log.
         """
         if not validated.batches:
             return LogAppendInfo(-1, -1, -1, -1, -1, self.log_start_offset, 0, 0)
@@ -377,30 +426,77 @@ class Log:
                         valid_bytes=0,
                         duplicate=True,
                     )
-            return self._write(
-                validated.records,
-                validated.batches,
-                origin,
-                leader_epoch,
-                validated.log_append_time_ms,
+            prepared = self._assign_offsets(validated, leader_epoch)
+            segment = self._maybe_roll(
+                prepared.valid_bytes, prepared.max_timestamp, prepared.next_offset - 1
+            )
+            prepared.segment, prepared.position = segment, segment.size
+            if writer_thread:
+                try:
+                    prepared.fd, prepared.owns_fd = os.dup(segment.fd), True
+                except OSError as e:
+                    self._io_error(e)
+            else:
+                prepared.fd = segment.fd
+            return prepared
+
+    def write_prepared(self, prepared: PreparedAppend) -> None:
+        """Write a prepared append's bytes past the end of its segment's file (any thread).
+
+        Nothing becomes visible: readers never look past a segment's published size. Raises
+        ``KafkaStorageError`` after an I/O error (the file cut back, the log taken offline).
+        """
+        try:
+            write_past_end(prepared.fd, prepared.buffers, prepared.position)
+        except OSError as e:
+            self._io_error(e)
+        finally:
+            self.abandon(prepared)
+
+    def abandon(self, prepared: PreparedAppend) -> None:
+        """Give back what a prepared append holds (its descriptor), written or not."""
+        if prepared.owns_fd:
+            prepared.owns_fd = False
+            os.close(prepared.fd)
+
+    def publish_prepared(self, prepared: PreparedAppend) -> LogAppendInfo:
+        """Make a written append visible: index it, record its producers, move the LEO."""
+        with self._lock:
+            self._check_online()
+            if self._view.active is not prepared.segment:
+                raise RuntimeError(
+                    f"{self.directory.name}: the active segment changed under an append"
+                )
+            prepared.segment.publish(prepared.assigned, prepared.position, prepared.valid_bytes)
+            for base_offset, header in prepared.assigned:
+                self.producer_state.update(base_offset, header)
+            self.log_end_offset = prepared.next_offset
+            return LogAppendInfo(
+                first_offset=prepared.assigned[0][0],
+                last_offset=prepared.next_offset - 1,
+                max_timestamp=prepared.max_timestamp,
+                offset_of_max_timestamp=prepared.offset_of_max_timestamp,
+                log_append_time_ms=prepared.log_append_time_ms,
+                log_start_offset=self.log_start_offset,
+                records_count=prepared.records_count,
+                valid_bytes=prepared.valid_bytes,
+                batches=tuple(prepared.assigned),
+                flush_before_ack=(
+                    prepared.next_offset - self.recovery_point >= self.config.flush_messages
+                ),
             )
 
-    def _write(
-        self,
-        view: memoryview,
-        batches: tuple[tuple[int, BatchHeader], ...],
-        origin: str,
-        leader_epoch: int | None,
-        log_append_time_ms: int,
-    ) -> LogAppendInfo:
-        """Assign offsets, roll if needed, write. Caller holds the lock."""
+    def _assign_offsets(
+        self, validated: ValidatedRecords, leader_epoch: int | None
+    ) -> PreparedAppend:
+        """Each batch's base offset and the bytes to write. Caller holds the lock."""
+        view = validated.records
         next_offset = self.log_end_offset
-        assigned: list[tuple[int, BatchHeader]] = []
-        buffers: list[bytes | memoryview] = []
-        max_timestamp, offset_of_max_timestamp = -1, -1
-        records_count = 0
-        for position, header in batches:
-            if origin == AppendOrigin.REPLICATION:
+        prepared = PreparedAppend(
+            valid_bytes=len(view), log_append_time_ms=validated.log_append_time_ms
+        )
+        for position, header in validated.batches:
+            if validated.origin == AppendOrigin.REPLICATION:
                 if header.base_offset < next_offset:
                     raise InvalidRecordError(
                         f"replicated batch at offset {header.base_offset} does not follow "
@@ -411,33 +507,17 @@ class Log:
                 base_offset = next_offset
             next_offset = base_offset + header.last_offset_delta + 1
             epoch = header.partition_leader_epoch if leader_epoch is None else leader_epoch
-            buffers.append(_LOG_PREFIX.pack(base_offset, header.batch_length, epoch))
-            buffers.append(view[position + _LOG_PREFIX.size : position + header.size_in_bytes])
-            assigned.append((base_offset, header))
-            records_count += header.records_count
-            if header.max_timestamp > max_timestamp:
-                max_timestamp = header.max_timestamp
-                offset_of_max_timestamp = next_offset - 1
-        segment = self._maybe_roll(len(view), max_timestamp, next_offset - 1)
-        try:
-            segment.append(buffers, assigned)
-        except OSError as e:
-            self._io_error(e)
-        for base_offset, header in assigned:
-            self.producer_state.update(base_offset, header)
-        self.log_end_offset = next_offset
-        return LogAppendInfo(
-            first_offset=assigned[0][0],
-            last_offset=next_offset - 1,
-            max_timestamp=max_timestamp,
-            offset_of_max_timestamp=offset_of_max_timestamp,
-            log_append_time_ms=log_append_time_ms,
-            log_start_offset=self.log_start_offset,
-            records_count=records_count,
-            valid_bytes=len(view),
-            batches=tuple(assigned),
-            flush_before_ack=next_offset - self.recovery_point >= self.config.flush_messages,
-        )
+            prepared.buffers.append(_LOG_PREFIX.pack(base_offset, header.batch_length, epoch))
+            prepared.buffers.append(
+                view[position + _LOG_PREFIX.size : position + header.size_in_bytes]
+            )
+            prepared.assigned.append((base_offset, header))
+            prepared.records_count += header.records_count
+            if header.max_timestamp > prepared.max_timestamp:
+                prepared.max_timestamp = header.max_timestamp
+                prepared.offset_of_max_timestamp = next_offset - 1
+        prepared.next_offset = next_offset
+        return prepared
 
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int) -> LogSegment:
         active = self._view.active

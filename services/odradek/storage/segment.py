@@ -137,21 +137,28 @@ class LogSegment:
         back to its old size before the error propagates, so the log never holds half a batch.
         """
         start = self.size
-        total = sum(len(b) for b in buffers)
-        try:
-            _pwritev_all(self.fd, buffers, start)
-        except OSError:
-            try:
-                os.ftruncate(self.fd, start)
-            finally:
-                raise
+        write_past_end(self.fd, buffers, start)
+        self.publish(headers, start, sum(len(b) for b in buffers))
+
+    def publish(
+        self, headers: Sequence[tuple[int, BatchHeader]], start: int, total_bytes: int
+    ) -> None:
+        """Index batches already written at ``start`` (the end of the file) and take them in.
+
+        The second half of ``append``, for bytes written by ``write_past_end``, maybe on another
+        thread: until this runs, readers never look past ``size``.
+        """
+        if start != self.size:
+            raise RuntimeError(
+                f"{self.log_path}: publishing at {start}, but the end is {self.size}"
+            )
         position = start
         for base_offset, header in headers:
             self._index_batch(base_offset, header, position)
             position += header.size_in_bytes
         self.offset_index.sync()
         self.time_index.sync()
-        self.size = start + total
+        self.size = start + total_bytes
 
     def _index_batch(self, base_offset: int, header: BatchHeader, position: int) -> None:
         last_offset = base_offset + header.last_offset_delta
@@ -522,6 +529,21 @@ def _batches_in(fd: int, position: int, end: int, size: int) -> Iterator[tuple[i
             return
         yield position, header
         position += header.size_in_bytes
+
+
+def write_past_end(fd: int, buffers: Sequence[bytes | memoryview], position: int) -> None:
+    """Write ``buffers`` at ``position``, the end of a segment's file; any thread.
+
+    On an I/O error the file is cut back to ``position`` before the error propagates, so it
+    never holds half a batch.
+    """
+    try:
+        _pwritev_all(fd, buffers, position)
+    except OSError:
+        try:
+            os.ftruncate(fd, position)
+        finally:
+            raise
 
 
 def _pwritev_all(fd: int, buffers: Sequence[bytes | memoryview], position: int) -> None:
