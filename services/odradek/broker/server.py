@@ -14,6 +14,13 @@ Per connection, as Kafka's SocketServer does it:
   unsupported ApiVersions version gets the KIP-511 answer; an unsupported version of another API
   closes the connection, as Kafka does. A handler failure is logged and closes the connection;
   the broker itself never stops for a bad request.
+
+One ``BrokerServer`` per listener (``config.endpoints.Listener``); it serves what its listener's
+role serves (``handlers.served_versions``). A controller request (LeaderAndIsr, StopReplica,
+UpdateMetadata) on a client listener is answered with CLUSTER_AUTHORIZATION_FAILED at the top and
+for every partition (Kafka's answer to a client without ClusterAction), logged and counted; a
+client API on the control-plane listener closes the connection, as Kafka does for an API its
+listener does not enable.
 """
 
 from __future__ import annotations
@@ -24,9 +31,10 @@ import time
 from collections import deque
 
 from odradek.broker.context import BrokerContext, RequestContext
-from odradek.broker.handlers import HANDLERS
+from odradek.broker.handlers import CONTROLLER_APIS, ERROR_RESPONSES, HANDLERS, served_versions
+from odradek.config.endpoints import Listener
 from odradek.errors import ErrorCode
-from odradek.protocol.apis import SUPPORTED_VERSIONS, ApiKey, api_versions_fallback
+from odradek.protocol.apis import ApiKey, api_versions_fallback
 from odradek.protocol.codec import decode_request, encode_response_parts
 from odradek.protocol.errors import InvalidFrameError, InvalidRequestError, UnsupportedVersionError
 from odradek.protocol.framing import FrameDecoder, encode_frame
@@ -160,20 +168,20 @@ CLOSE: list = []  # a sentinel: close the connection instead of answering
 
 
 class BrokerServer:
-    """Accepts Kafka connections and dispatches their requests to the handlers."""
+    """Accepts Kafka connections on one listener and dispatches their requests to the handlers."""
 
     def __init__(
         self,
         context: BrokerContext,
+        listener: Listener,
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         max_inflight: int = MAX_INFLIGHT_REQUESTS,
         max_connections: int = MAX_CONNECTIONS,
     ):
         self.context = context
-        context.served_versions = {
-            key: versions for key, versions in SUPPORTED_VERSIONS.items() if key in HANDLERS
-        }
+        self.listener = listener
+        self.served_versions = served_versions(listener.role)
         self.max_frame_bytes = max_frame_bytes
         self.max_inflight = max_inflight
         self.max_connections = max_connections
@@ -228,14 +236,22 @@ class BrokerServer:
             log.warning("closing %s: malformed request: %s", peer, e)
             return CLOSE
         header, request = decoded
-        handler = HANDLERS.get(header.api_key)
-        if handler is None:
-            log.warning("closing %s: no handler for api key %d", peer, header.api_key)
-            return CLOSE
-        try:
-            response = await handler(RequestContext(header, self.context), request)
-        except Exception:
-            log.exception("closing %s: handler for api key %d failed", peer, header.api_key)
+        if header.api_key in self.served_versions:
+            context = RequestContext(header, self.context, self.listener, self.served_versions)
+            try:
+                response = await HANDLERS[header.api_key](context, request)
+            except Exception:
+                log.exception("closing %s: handler for api key %d failed", peer, header.api_key)
+                return CLOSE
+        elif header.api_key in CONTROLLER_APIS:
+            response = self._refuse_controller_request(header.api_key, request, peer)
+        else:
+            log.warning(
+                "closing %s: api key %d is not served on listener %s",
+                peer,
+                header.api_key,
+                self.listener.name,
+            )
             return CLOSE
         metrics = self.context.metrics
         if metrics is not None:
@@ -245,3 +261,17 @@ class BrokerServer:
         if response is None:
             return None
         return encode_response_parts(header, response)
+
+    def _refuse_controller_request(self, api_key: int, request: object, peer: str) -> object:
+        """A controller request on a client listener: not this client's to send."""
+        api = "".join(w.capitalize() for w in ApiKey(api_key).name.split("_"))
+        log.warning(
+            "refusing %s from %s on listener %s: the controller's requests are served only on "
+            "the control-plane listener",
+            api,
+            peer,
+            self.listener.name,
+        )
+        if self.context.metrics is not None:
+            self.context.metrics.refused_controller_requests.labels(api=api).inc()
+        return ERROR_RESPONSES[api_key](request, ErrorCode.cluster_authorization_failed)

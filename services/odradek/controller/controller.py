@@ -11,15 +11,19 @@ time, in order, on its event loop (Kafka's ControllerEventManager):
 - brokers changed (``/brokers/ids``): a departed broker's partitions get a new leader from the
   ISR (``placement.elect_leader_offline``; none if no ISR replica is live, unless unclean
   election is enabled); an arriving broker gets the full state, leads again what nobody could
-  take over, and takes back the partitions it is the preferred leader of.
+  take over, and takes back the partitions it is the preferred leader of. A broker whose broker
+  epoch changed (it registered again: a new session, or a restart quicker than this event) is
+  treated as arriving: it gets the full state, under its new epoch.
 - topics created (``/brokers/topics``) or grown: initialise their new partitions.
 - topics to delete (``/admin/delete_topics``): StopReplica with delete to every live replica,
   UpdateMetadata so caches forget them, then the topic's znodes go.
 
 Every state written to ZooKeeper is fenced by the controller epoch (``store``), and every request
-to brokers carries it, so a deposed controller can neither write nor be obeyed. A leader epoch
-grows by one at every leader change. If the session is lost the controller steps down at once
-and a new election starts.
+to brokers carries it, so a deposed controller can neither write nor be obeyed. Every request
+also carries the receiving broker's epoch (the czxid of its registration), so a broker never
+applies what was decided for an earlier incarnation of it. A leader epoch grows by one at every
+leader change. If the session is lost the controller steps down at once and a new election
+starts.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
+from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.controller import requests
 from odradek.controller.channel import ControllerChannels
 from odradek.controller.model import NO_LEADER, ClusterModel, TopicPartition
@@ -57,11 +62,13 @@ class Controller:
         channels: ControllerChannels | None = None,
         metrics: ControllerMetrics | None = None,
         unclean_leader_election: Callable[[str], bool] = lambda topic: False,
+        control_plane_listener_name: str = CONTROL_PLANE_LISTENER_NAME,
     ):
         self.zk = zk
         self.controller_id = controller_id
+        self.control_plane_listener_name = control_plane_listener_name
         self.store = ControllerStore(zk)
-        self.channels = channels or ControllerChannels()
+        self.channels = channels or ControllerChannels(control_plane_listener_name)
         self.metrics = metrics
         self.unclean_leader_election = unclean_leader_election
         self.model: ClusterModel | None = None
@@ -146,7 +153,8 @@ class Controller:
 
     async def _refresh_all(self) -> None:
         model = self._active()
-        model.brokers = await self.store.live_brokers(watch=self._watch("brokers"))
+        live = await self.store.live_brokers(watch=self._watch("brokers"))
+        model.set_brokers(live)
         await self.channels.set_brokers(model.brokers)
         model.topics.clear()
         for topic in await self.store.topic_names(watch=self._watch("topics")):
@@ -187,9 +195,14 @@ class Controller:
         model = self.model
         live = await self.store.live_brokers(watch=self._watch("brokers"))
         departed = set(model.brokers) - set(live)
-        arrived = set(live) - set(model.brokers)
-        model.brokers = live
-        await self.channels.set_brokers(live)
+        bounced = {
+            b for b in set(live) & set(model.brokers) if live[b].epoch != model.broker_epochs[b]
+        }
+        arrived = (set(live) - set(model.brokers)) | bounced
+        if bounced:
+            log.info("brokers registered again (new broker epochs): %s", sorted(bounced))
+        model.set_brokers(live)
+        await self.channels.set_brokers(model.brokers)
         if departed:
             log.info("brokers left: %s", sorted(departed))
             await self._elect_leaders(
@@ -250,7 +263,9 @@ class Controller:
                 if mine:
                     self.channels.send(
                         broker_id,
-                        requests.stop_replica(model, self.controller_id, mine, delete=True),
+                        requests.stop_replica(
+                            model, self.controller_id, broker_id, mine, delete=True
+                        ),
                     )
             if partitions:
                 self._send_update_metadata(model.live_broker_ids, partitions, deleted=True)
@@ -346,18 +361,25 @@ class Controller:
         for broker_id in brokers:
             mine = [tp for tp in all_partitions if broker_id in model.replicas(tp)]
             if mine:
-                self.channels.send(
-                    broker_id, requests.leader_and_isr(model, self.controller_id, broker_id, mine)
-                )
+                self.channels.send(broker_id, self._leader_and_isr(broker_id, mine))
+
+    def _leader_and_isr(
+        self, broker_id: int, partitions: list[TopicPartition]
+    ) -> requests.LeaderAndIsrRequest:
+        return requests.leader_and_isr(
+            self._active(),
+            self.controller_id,
+            broker_id,
+            partitions,
+            control_plane_listener_name=self.control_plane_listener_name,
+        )
 
     def _send_leader_and_isr(self, partitions: list[TopicPartition]) -> None:
         model = self._active()
         for broker_id in model.live_broker_ids:
             mine = [tp for tp in partitions if broker_id in model.replicas(tp)]
             if mine:
-                self.channels.send(
-                    broker_id, requests.leader_and_isr(model, self.controller_id, broker_id, mine)
-                )
+                self.channels.send(broker_id, self._leader_and_isr(broker_id, mine))
 
     def _send_update_metadata(
         self, brokers: Iterable[int], partitions: list[TopicPartition], *, deleted: bool = False
@@ -365,7 +387,7 @@ class Controller:
         model = self._active()
         request = requests.update_metadata(model, self.controller_id, partitions, deleted=deleted)
         for broker_id in brokers:
-            self.channels.send(broker_id, request)
+            self.channels.send(broker_id, requests.addressed_to(request, model, broker_id))
 
     def _update_gauges(self) -> None:
         if self.metrics is not None and self.model is not None:

@@ -6,6 +6,9 @@ waits until a broker's Metadata lists every broker, and records what it started 
 that file and checks each pid; ``down`` stops everything by pid (SIGTERM, then SIGKILL after a
 grace period): brokers first, so they shut down cleanly while ZooKeeper is still there, then the
 controllers, then ZooKeeper. ``up`` on a directory whose processes still run starts nothing.
+
+Each broker has two listeners: ``PLAINTEXT`` for clients (its ``address``, and the bootstrap
+servers) and ``CONTROL_PLANE`` for the controller's requests (``control_plane``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
+from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.local.zookeeper import ZooKeeperProcess, free_loopback_port
 from odradek.protocol import schemas
 
@@ -42,6 +46,7 @@ class Member:
     admin: str | None
     data_dir: str
     log: str
+    control_plane: str | None = None  # a broker's CONTROL_PLANE listener, host:port
 
 
 @dataclass
@@ -145,6 +150,7 @@ def up(data_dir: Path, *, brokers: int = 3, controllers: int = 1) -> tuple[Clust
     addresses = []
     for broker_id in range(1, brokers + 1):
         port, admin = free_loopback_port(), f"127.0.0.1:{free_loopback_port()}"
+        control_plane = f"127.0.0.1:{free_loopback_port()}"
         broker_dir = data_dir / f"broker-{broker_id}"
         log_dirs = ",".join(str(broker_dir / f"disk-{d}") for d in range(2))
         log_path = broker_dir / "broker.log"
@@ -156,7 +162,8 @@ def up(data_dir: Path, *, brokers: int = 3, controllers: int = 1) -> tuple[Clust
                 "--override",
                 f"zookeeper.connect={connect}",
                 "--override",
-                f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                f"listeners=PLAINTEXT://127.0.0.1:{port},"
+                f"{CONTROL_PLANE_LISTENER_NAME}://{control_plane}",
                 "--override",
                 f"log.dirs={log_dirs}",
                 "--override",
@@ -166,7 +173,16 @@ def up(data_dir: Path, *, brokers: int = 3, controllers: int = 1) -> tuple[Clust
         )
         addresses.append(f"127.0.0.1:{port}")
         members.append(
-            Member("broker", broker_id, pid, addresses[-1], admin, str(broker_dir), str(log_path))
+            Member(
+                "broker",
+                broker_id,
+                pid,
+                addresses[-1],
+                admin,
+                str(broker_dir),
+                str(log_path),
+                control_plane=control_plane,
+            )
         )
         state.bootstrap_servers = ",".join(addresses)
         state.write(data_dir)

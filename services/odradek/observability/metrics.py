@@ -124,6 +124,7 @@ class BrokerMetrics:
     offline_partitions: Gauge
     offline_log_dirs: Gauge
     connections: Gauge
+    refused_controller_requests: Counter
     topic_labels_max: int = TOPIC_LABELS_MAX
     api_labels_max: int = API_LABELS_MAX
     _topics: dict[str, _TopicSeries] = field(default_factory=dict, repr=False)
@@ -307,6 +308,13 @@ def broker_metrics(
         offline_log_dirs=gauge("offline_log_dirs", "Entries of log.dirs that have failed."),
         connections=Gauge(
             f"{NAMESPACE}_connections", "Open client connections.", registry=registry
+        ),
+        refused_controller_requests=Counter(
+            f"{prefix}_refused_controller_requests_total",
+            "Controller requests (LeaderAndIsr, StopReplica, UpdateMetadata) that arrived on a "
+            "client listener and were refused with CLUSTER_AUTHORIZATION_FAILED, per API.",
+            ["api"],
+            registry=registry,
         ),
         topic_labels_max=topic_labels_max,
         api_labels_max=api_labels_max,

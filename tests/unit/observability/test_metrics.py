@@ -178,6 +178,7 @@ def test_every_metric_has_help_text_and_the_odradek_prefix():
         "odradek_broker_offline_partitions",
         "odradek_broker_offline_log_dirs",
         "odradek_connections",
+        "odradek_broker_refused_controller_requests",
         "odradek_controller_active",
         "odradek_controller_epoch",
         "odradek_controller_live_brokers",
