@@ -14,7 +14,9 @@ time, in order, on its event loop (Kafka's ControllerEventManager):
   take over, and takes back the partitions it is the preferred leader of. A broker whose broker
   epoch changed (it registered again: a new session, or a restart quicker than this event) is
   treated as arriving: it gets the full state, under its new epoch.
-- topics created (``/brokers/topics``) or grown: initialise their new partitions.
+- topics created (``/brokers/topics``) or grown: initialise their new partitions; their replicas
+  are new (LeaderAndIsr ``is_new``), so a broker creates them on a healthy log dir even while
+  another of its log dirs is offline.
 - topics to delete (``/admin/delete_topics``): StopReplica with delete to every live replica,
   UpdateMetadata so caches forget them, then the topic's znodes go.
 
@@ -292,7 +294,8 @@ class Controller:
             )
             await self.store.write_state(model, tp, state)
         if fresh:
-            self._send_leader_and_isr(fresh)
+            # Kafka's NewReplica state: these replicas exist nowhere yet.
+            self._send_leader_and_isr(fresh, new=True)
             self._send_update_metadata(model.live_broker_ids, fresh)
 
     async def _elect_leaders(self, partitions: list[TopicPartition]) -> None:
@@ -364,22 +367,23 @@ class Controller:
                 self.channels.send(broker_id, self._leader_and_isr(broker_id, mine))
 
     def _leader_and_isr(
-        self, broker_id: int, partitions: list[TopicPartition]
+        self, broker_id: int, partitions: list[TopicPartition], *, new: bool = False
     ) -> requests.LeaderAndIsrRequest:
         return requests.leader_and_isr(
             self._active(),
             self.controller_id,
             broker_id,
             partitions,
+            new=new,
             control_plane_listener_name=self.control_plane_listener_name,
         )
 
-    def _send_leader_and_isr(self, partitions: list[TopicPartition]) -> None:
+    def _send_leader_and_isr(self, partitions: list[TopicPartition], *, new: bool = False) -> None:
         model = self._active()
         for broker_id in model.live_broker_ids:
             mine = [tp for tp in partitions if broker_id in model.replicas(tp)]
             if mine:
-                self.channels.send(broker_id, self._leader_and_isr(broker_id, mine))
+                self.channels.send(broker_id, self._leader_and_isr(broker_id, mine, new=new))
 
     def _send_update_metadata(
         self, brokers: Iterable[int], partitions: list[TopicPartition], *, deleted: bool = False

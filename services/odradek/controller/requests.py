@@ -2,10 +2,11 @@
 
 Each carries the controller's id and epoch, and the receiving broker's epoch; a broker refuses
 one older than the newest controller epoch it has seen, and one that does not carry its current
-broker epoch. LeaderAndIsr tells a broker what it leads or follows; UpdateMetadata tells every
-broker the live brokers, each with all of its endpoints, and each partition's leader and ISR
-(what Metadata answers come from); a partition being deleted is announced with leader -2, as
-Kafka does, so caches drop it.
+broker epoch. LeaderAndIsr tells a broker what it leads or follows, with ``is_new`` for replicas
+of partitions being created (Kafka's NewReplica state: the broker may create their logs on any
+healthy log dir); UpdateMetadata tells every broker the live brokers, each with all of its
+endpoints, and each partition's leader and ISR (what Metadata answers come from); a partition
+being deleted is announced with leader -2, as Kafka does, so caches drop it.
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ def leader_and_isr(
     broker_id: int,
     partitions: list[TopicPartition],
     *,
+    new: bool = False,
     control_plane_listener_name: str = CONTROL_PLANE_LISTENER_NAME,
 ) -> LeaderAndIsrRequest:
-    """``broker_id``'s states of ``partitions``.
+    """``broker_id``'s states of ``partitions``; ``new``: replicas of partitions being created.
 
     ``live_leaders`` name each leader's first endpoint that is not its control plane (Kafka
     names the inter-broker one, a broker setting this process does not have); nothing reads
@@ -71,7 +73,7 @@ def leader_and_isr(
                     isr=tuple(state.isr),
                     partition_epoch=model.state_versions.get((topic, index), 0),
                     replicas=model.replicas((topic, index)),
-                    is_new=False,
+                    is_new=new,
                 )
             )
         topic_states.append(
