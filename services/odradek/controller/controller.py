@@ -25,18 +25,20 @@ to brokers carries it, so a deposed controller can neither write nor be obeyed. 
 also carries the receiving broker's epoch (the czxid of its registration), so a broker never
 applies what was decided for an earlier incarnation of it. A leader epoch grows by one at every
 leader change. If the session is lost the controller steps down at once and a new election
-starts.
+starts. Pending events are coalesced per key and never dropped (``events``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.controller import requests
 from odradek.controller.channel import ControllerChannels
+from odradek.controller.events import EventQueue
 from odradek.controller.model import NO_LEADER, ClusterModel, TopicPartition
 from odradek.controller.placement import (
     elect_leader_offline,
@@ -49,10 +51,6 @@ from odradek.zk.election import ControllerElection
 from odradek.zk.paths import PartitionState
 
 log = logging.getLogger(__name__)
-
-EVENT_QUEUE_MAX = 10_000
-
-Event = tuple[str, Callable[[], Awaitable[None]]]
 
 
 class Controller:
@@ -74,7 +72,8 @@ class Controller:
         self.metrics = metrics
         self.unclean_leader_election = unclean_leader_election
         self.model: ClusterModel | None = None
-        self.events: asyncio.Queue[Event] = asyncio.Queue(EVENT_QUEUE_MAX)
+        self.events = EventQueue()
+        self._election_events = itertools.count()  # each election event has a key of its own
         self.loop: asyncio.AbstractEventLoop | None = None
         self.election = ControllerElection(
             zk, controller_id, on_elect=self._elected, on_resign=self._resigned
@@ -115,17 +114,18 @@ class Controller:
             log.exception("controller event %s failed", name)
 
     def _enqueue(self, name: str, action: Callable[[], Awaitable[None]]) -> None:
+        """Queue an event from any thread; one already pending under ``name`` absorbs it."""
         if self.loop is None:
             return
-        self.loop.call_soon_threadsafe(self.events.put_nowait, (name, action))
+        self.loop.call_soon_threadsafe(self.events.put, name, action)
 
     # -- election ------------------------------------------------------------------------
 
     def _elected(self, epoch: int) -> None:
-        self._enqueue("elected", lambda: self._on_elected(epoch))
+        self._enqueue(f"elected #{next(self._election_events)}", lambda: self._on_elected(epoch))
 
     def _resigned(self, reason: str) -> None:
-        self._enqueue("resigned", self._step_down)
+        self._enqueue(f"resigned #{next(self._election_events)}", self._step_down)
 
     async def _step_down(self) -> None:
         if self.model is not None:
@@ -140,7 +140,7 @@ class Controller:
     def _on_session(self, event: SessionEvent, session_id: int | None) -> None:
         if event == SessionEvent.RECONNECTED and self.model is not None:
             # kazoo dropped the watches with the connection: read everything again.
-            self._enqueue("reconnected", self._refresh_all)
+            self._enqueue("refresh", self._refresh_all)
 
     async def _on_elected(self, epoch: int) -> None:
         zk_version = self.election.epoch_zk_version
