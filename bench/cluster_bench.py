@@ -45,7 +45,8 @@ minutes.
 
 Usage: ``.venv/bin/python bench/cluster_bench.py [--repeat 2] [--records-100 N] [--records-1k N]
 [--rate 5000] [--e2e-seconds 10] [--e2e-fetch-wait-ms 500,10] [--only odradek|tansu]
-[--baseline REV] [--json PATH]`` (``make bench-cluster`` installs ``.[bench]`` first). ``--profile DIR`` records
+[--baseline REV] [--json PATH]`` (``make bench-cluster`` installs ``.[bench]`` first).
+``--profile DIR`` records
 the Odradek broker with ``py-spy`` during each of its phases and prints where its busy time went
 (it slows the broker: not for the figures); ``--hold`` keeps both brokers up after the run until
 Enter is pressed. Every loop is bounded by ``--phase-timeout``; every process started is stopped

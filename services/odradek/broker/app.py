@@ -2,8 +2,11 @@
 
 Start-up: ZooKeeper session (and the persistent paths, and the cluster id, created by the first
 broker as Kafka does); topic configurations; the logs of every log dir (recovering them after an
-unclean shutdown); the Kafka listener; the admin HTTP server; and last the ephemeral
-``/brokers/ids/<id>`` registration, so the controller only sees a broker that can already serve.
+unclean shutdown); one Kafka server per listener (``config.listener_table``: the client
+listeners and the control-plane listener, which alone serves the controller's requests); the
+admin HTTP server; and last the ephemeral ``/brokers/ids/<id>`` registration listing every
+advertised listener, so the controller only sees a broker that can already serve. The
+registration's czxid is the broker epoch the controller's requests must carry.
 Shutdown reverses that: deregister first, so the controller moves leadership away while the
 logs are still open, then stop serving, then close the logs cleanly (the clean-shutdown marker).
 
@@ -22,6 +25,7 @@ import uuid
 from dataclasses import dataclass
 
 from odradek.broker.admin.producer_ids import ProducerIdManager
+from odradek.broker.budget import RequestBudgets
 from odradek.broker.context import BrokerContext
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
@@ -29,6 +33,7 @@ from odradek.broker.server import BrokerServer
 from odradek.broker.topic_configs import TopicConfigs
 from odradek.broker.workers import Workers
 from odradek.config.broker import BrokerConfig
+from odradek.config.endpoints import Listener
 from odradek.config.topic import TopicConfig
 from odradek.observability.admin_server import AdminServer, start_admin_server
 from odradek.observability.loop_monitor import EventLoopMonitor
@@ -60,7 +65,7 @@ def new_cluster_id() -> str:
 
 @dataclass
 class BoundAddresses:
-    kafka_port: int
+    ports: dict[str, int]  # listener name -> bound port
     admin_port: int | None
 
 
@@ -76,7 +81,7 @@ class BrokerApp:
             connect_timeout_s=config.effective_zookeeper_connection_timeout_ms / 1000,
         )
         self.log_manager: LogManager | None = None
-        self.server: BrokerServer | None = None
+        self.servers: list[BrokerServer] = []
         self.admin: AdminServer | None = None
         self.registrar: BrokerRegistrar | None = None
         self.topic_configs: TopicConfigs | None = None
@@ -118,18 +123,13 @@ class BrokerApp:
             topic_configs=self.topic_configs,
             producer_ids=ProducerIdManager(self.zk, config.broker_id),
         )
-        self.server = BrokerServer(
-            context,
-            max_frame_bytes=config.socket_request_max_bytes,
-            max_inflight=config.odradek_connection_max_inflight_requests,
-            max_connections=config.max_connections,
-            queued_max_requests=config.queued_max_requests,
+        budgets = RequestBudgets.of(
             queued_max_request_bytes=config.queued_max_request_bytes,
-            idle_timeout_ms=config.connections_max_idle_ms,
-            receive_timeout_ms=config.odradek_socket_request_receive_timeout_ms,
+            queued_max_requests=config.queued_max_requests,
         )
-        listener = config.listeners[0]
-        kafka_port = await self.server.start(listener.host or "0.0.0.0", listener.port)
+        ports = {}
+        for listener in config.listener_table:
+            ports[listener.name] = await self._serve(context, listener, budgets)
 
         admin_port = None
         if config.odradek_admin_listener is not None:
@@ -139,27 +139,53 @@ class BrokerApp:
             )
             admin_port = self.admin.port
 
-        advertised = config.effective_advertised_listeners[0]
         self.registrar = BrokerRegistrar(
             self.zk,
             config.broker_id,
             BrokerInfo(
-                endpoints=(
-                    ZkEndpoint(advertised.name, advertised.host, advertised.port or kafka_port),
+                endpoints=tuple(
+                    ZkEndpoint(
+                        advertised.name,
+                        advertised.host,
+                        advertised.port or ports[advertised.name],  # 0: the port it bound
+                        config.security_protocol(advertised.name).name,
+                    )
+                    for advertised in config.effective_advertised_listeners
                 ),
                 rack=config.broker_rack,
             ),
             on_failure=self._registration_failed,
+            on_registered=lambda epoch: setattr(context, "broker_epoch", epoch),
         )
         await self.registrar.register()
         log.info(
-            "broker %d serving on %s:%d (cluster %s)",
+            "broker %d serving on %s (cluster %s)",
             config.broker_id,
-            listener.host,
-            kafka_port,
+            ", ".join(
+                f"{listener.name}://{listener.host}:{ports[listener.name]}"
+                for listener in config.listener_table
+            ),
             cluster_id,
         )
-        return BoundAddresses(kafka_port, admin_port)
+        return BoundAddresses(ports, admin_port)
+
+    async def _serve(
+        self, context: BrokerContext, listener: Listener, budgets: RequestBudgets
+    ) -> int:
+        """Start the server of one listener; its bound port."""
+        config = self.config
+        server = BrokerServer(
+            context,
+            listener,
+            budgets=budgets,
+            max_frame_bytes=config.socket_request_max_bytes,
+            max_inflight=config.odradek_connection_max_inflight_requests,
+            max_connections=config.max_connections,
+            idle_timeout_ms=config.connections_max_idle_ms,
+            receive_timeout_ms=config.odradek_socket_request_receive_timeout_ms,
+        )
+        self.servers.append(server)
+        return await server.start(listener.host or "0.0.0.0", listener.port)
 
     async def _cluster_id(self) -> str:
         try:
@@ -207,8 +233,8 @@ class BrokerApp:
                 await self.registrar.deregister()
             except Exception as e:  # ZooKeeper gone: the ephemeral node goes with the session
                 log.warning("could not deregister: %s", e)
-        if self.server is not None:
-            await self.server.stop()
+        for server in self.servers:
+            await server.stop()
         if self.admin is not None:
             await self.admin.stop()
         if self.workers is not None:

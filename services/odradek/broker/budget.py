@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 UNBOUNDED = -1  # e.g. queued.max.request.bytes = -1: no bound, as Kafka's default
 
@@ -83,3 +84,15 @@ class Budget:
     def cancel(self, callback: Callable[[], None]) -> None:
         with contextlib.suppress(ValueError):  # not waiting: nothing to cancel
             self._waiters.remove(callback)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestBudgets:
+    """The two budgets of one broker, shared by the servers of all its listeners."""
+
+    memory: Budget  # queued.max.request.bytes
+    slots: Budget  # queued.max.requests
+
+    @classmethod
+    def of(cls, *, queued_max_request_bytes: int, queued_max_requests: int) -> RequestBudgets:
+        return cls(Budget(queued_max_request_bytes), Budget(queued_max_requests))

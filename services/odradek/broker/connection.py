@@ -62,6 +62,7 @@ class CloseReason(enum.StrEnum):
     RECEIVE_TIMEOUT = "receive_timeout"  # odradek.socket.request.receive.timeout.ms
     TOO_MANY_CONNECTIONS = "too_many_connections"  # max.connections
     PEER_GONE = "peer_gone"  # found closed or reset while reading was paused
+    NOT_ON_LISTENER = "not_on_listener"  # a client API on the control plane, as Kafka closes it
     SHUTDOWN = "shutdown"  # the broker is stopping
 
 

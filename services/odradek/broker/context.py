@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from odradek.broker.admin.producer_ids import ProducerIdManager
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.topic_configs import TopicConfigs
 from odradek.config.broker import BrokerConfig
+from odradek.config.endpoints import Listener
 from odradek.observability.metrics import BrokerMetrics
 from odradek.protocol.header import RequestHeader
 from odradek.zk.client import ZkClient
@@ -17,7 +18,7 @@ from odradek.zk.client import ZkClient
 
 @dataclass(slots=True)
 class BrokerContext:
-    """The broker's parts, shared by every connection."""
+    """The broker's parts, shared by every connection of every listener."""
 
     broker_id: int
     replica_manager: ReplicaManager
@@ -29,14 +30,24 @@ class BrokerContext:
     producer_ids: ProducerIdManager | None = None
     # The highest controller epoch seen; requests from older controllers are refused.
     controller_epoch: int = 0
-    # APIs advertised by ApiVersions: those the protocol layer reads and a handler serves.
-    served_versions: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    # Kafka's broker epoch: the czxid of this broker's /brokers/ids/<id> registration, set by
+    # the registrar at each (re-)registration; None until then. Controller requests must carry
+    # it (controller_requests.accept_broker_epoch).
+    broker_epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
+    """One request: its header, the broker, and the listener (and what it serves) it came on.
+
+    The listener is where a principal and an authorizer's verdict will sit once there is
+    authentication: everything a handler needs to know about who asked comes from here.
+    """
+
     header: RequestHeader
     broker: BrokerContext
+    listener: Listener
+    served_versions: Mapping[int, tuple[int, int]]
 
     @property
     def api_version(self) -> int:

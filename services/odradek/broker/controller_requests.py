@@ -1,8 +1,22 @@
 """What a broker does with the controller's requests: LeaderAndIsr, UpdateMetadata, StopReplica.
 
-The rules are Kafka's (ZooKeeper mode, ``ReplicaManager.becomeLeaderOrFollower``,
-``stopReplicas`` and ``ZkMetadataCache.updateMetadata``):
+These requests arrive only on the control-plane listener (the server answers them with
+CLUSTER_AUTHORIZATION_FAILED anywhere else). The rules are Kafka's (ZooKeeper mode,
+``ReplicaManager.becomeLeaderOrFollower``, ``stopReplicas``, ``ZkMetadataCache.updateMetadata``)
+with a stricter broker epoch, checked first:
 
+- **Broker epoch fence.** Kafka's broker epoch is the czxid of the broker's ephemeral
+  ``/brokers/ids/<id>`` registration: it changes whenever the broker registers again (a new
+  ZooKeeper session, a restart). The controller reads it with the registration and puts it in
+  every request; the broker learns its own from the znode it created (``BrokerRegistrar``).
+  A request is taken only if it carries the broker's current epoch; anything else is refused
+  whole with STALE_BROKER_EPOCH and changes nothing. Unlike Kafka, -1 ("unknown", what a
+  controller older than KIP-380 sent) is refused too: both ends are Odradek's, so -1 can only
+  come from something that is not our controller. An epoch above the one the broker knows is
+  what a controller sends when it read a re-registration before the broker finished recording
+  it: the broker then reads its own znode and takes the request only if that znode, owned by its
+  session, was created at exactly that epoch. So requests a controller decided for an earlier
+  incarnation of this broker are never applied to this one.
 - **Controller epoch fence.** A request whose controller epoch is below the highest one this
   broker has seen is refused whole with STALE_CONTROLLER_EPOCH and changes nothing; otherwise its
   epoch becomes the highest seen. Only a new controller raises the epoch, so a deposed controller
@@ -11,17 +25,22 @@ The rules are Kafka's (ZooKeeper mode, ``ReplicaManager.becomeLeaderOrFollower``
   the broker holds (-1 for a partition it does not host yet) and the broker is among its
   replicas; an older or equal leader epoch answers STALE_CONTROLLER_EPOCH for that partition,
   not naming this broker UNKNOWN_TOPIC_OR_PARTITION, and a log on an offline directory (or that
-  cannot be created) KAFKA_STORAGE_ERROR. Leader or follower, the broker hosts the log; only the
-  leader takes produce and fetch (``Partition`` enforces it) until replication lands.
+  cannot be created) KAFKA_STORAGE_ERROR. A replica the controller marks new (``is_new``) is
+  created on a healthy directory even while another is offline; one that should exist is not
+  recreated while a directory is offline (it may be there). Leader or follower, the broker hosts
+  the log; only the leader takes produce and fetch (``Partition`` enforces it) until replication
+  lands.
 - **StopReplica, per partition.** Stopped if its leader epoch is above ours, or the sentinel -1
   (no epoch) or -2 (topic deletion); else FENCED_LEADER_EPOCH. A partition the broker does not
   host is stopped too, so a deleted topic's leftover log goes even after a restart.
-- **UpdateMetadata.** The live broker list is replaced whole; each partition state replaces that
-  partition in the cache, and leader -2 (LeaderDuringDelete) removes it, the topic with its last
-  partition. Topics are replaced as new ``TopicMetadata`` objects, never mutated in place.
+- **UpdateMetadata.** The live broker list is replaced whole, each broker with all of its
+  endpoints; each partition state replaces that partition in the cache, and leader -2
+  (LeaderDuringDelete) removes it, the topic with its last partition. Topics are replaced as new
+  ``TopicMetadata`` objects, never mutated in place.
 
-Runs on the broker's event loop only; each function completes without awaiting, so requests from
-several connections never interleave inside one.
+Runs on the broker's event loop only. The broker epoch check may await one ZooKeeper read (see
+above); every other function completes without awaiting, so requests from several connections
+never interleave inside one.
 """
 
 from __future__ import annotations
@@ -32,11 +51,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
+from odradek.broker.metadata_cache import LiveBroker, MetadataCache, PartitionMetadata
 from odradek.broker.metadata_cache import TopicMetadata as CachedTopic
 from odradek.broker.partition import PartitionState
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.errors import ErrorCode, OdradekError
+from odradek.zk.errors import ZkError
+from odradek.zk.paths import broker_path
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +65,48 @@ NO_EPOCH = -1  # LeaderAndIsr.NoEpoch: skip the leader epoch check
 EPOCH_DURING_DELETE = -2  # LeaderAndIsr.EpochDuringDelete: topic deletion, always stops
 LEADER_DURING_DELETE = -2  # LeaderAndIsr.LeaderDuringDelete: UpdateMetadata removes the partition
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-DEFAULT_LISTENER = "PLAINTEXT"
+UNKNOWN_BROKER_EPOCH = -1  # AbstractControlRequest.UNKNOWN_BROKER_EPOCH: refused here
+
+
+async def accept_broker_epoch(broker: BrokerContext, broker_epoch: int, what: str) -> bool:
+    """True if ``broker_epoch`` is this broker's current epoch (see the module docstring)."""
+    current = broker.broker_epoch
+    if current is not None and broker_epoch == current:
+        return True
+    known = UNKNOWN_BROKER_EPOCH if current is None else current
+    if broker_epoch > known and await _registered_at(broker, broker_epoch):
+        log.info(
+            "broker %d: its registration has broker epoch %d (was %s)",
+            broker.broker_id,
+            broker_epoch,
+            current,
+        )
+        broker.broker_epoch = broker_epoch
+        return True
+    log.warning(
+        "refusing %s with broker epoch %d: broker %d's current broker epoch is %s",
+        what,
+        broker_epoch,
+        broker.broker_id,
+        current,
+    )
+    return False
+
+
+async def _registered_at(broker: BrokerContext, broker_epoch: int) -> bool:
+    """Whether this broker's registration, held by its own session, was created at the epoch."""
+    if broker.zk is None:
+        return False
+    try:
+        stat = await broker.zk.aexists(broker_path(broker.broker_id))
+    except ZkError as e:
+        log.warning("cannot read broker %d's registration: %s", broker.broker_id, e)
+        return False
+    return (
+        stat is not None
+        and stat.czxid == broker_epoch
+        and stat.ephemeralOwner == broker.zk.session_id
+    )
 
 
 def accept_controller_epoch(broker: BrokerContext, controller_epoch: int, what: str) -> bool:
@@ -147,16 +209,9 @@ class TopicUpdate:
     partitions: tuple[PartitionMetadata, ...]
 
 
-def listener_name(broker: BrokerContext) -> str:
-    """The listener whose address the cache keeps for every broker: this broker's first one."""
-    if broker.config is None:
-        return DEFAULT_LISTENER
-    return broker.config.effective_advertised_listeners[0].name
-
-
 def update_metadata(
     cache: MetadataCache,
-    brokers: Iterable[BrokerEndpoint],
+    brokers: Iterable[LiveBroker],
     topics: Iterable[TopicUpdate],
 ) -> None:
     """Replace the live brokers; merge each partition state into its topic (see the module)."""

@@ -5,21 +5,33 @@ each broker answers Metadata requests from this cache, so answers from any broke
 propagation delay. Updates replace whole entries (a topic's partitions, the live broker set), so a
 reader never sees half an update.
 
+Each live broker is kept with every endpoint it registered, by listener name: a Metadata answer
+lists each broker's address on the listener the request came in on (Kafka's rule), so clients
+on an external listener are sent to external addresses; and followers will look up leaders on
+the inter-broker listener.
+
 Runs on the broker's event loop only.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from odradek.config.endpoints import HostPort
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerEndpoint:
+class LiveBroker:
+    """A live broker: its id, its address on each of its listeners (never mutated), its rack."""
+
     broker_id: int
-    host: str
-    port: int
+    endpoints: Mapping[str, HostPort]
     rack: str | None = None
+
+    def endpoint(self, listener_name: str) -> HostPort | None:
+        return self.endpoints.get(listener_name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,20 +55,24 @@ class TopicMetadata:
 class MetadataCache:
     def __init__(self, cluster_id: str | None = None):
         self.cluster_id = cluster_id
-        self.brokers: dict[int, BrokerEndpoint] = {}
+        self.brokers: dict[int, LiveBroker] = {}
         self.topics: dict[str, TopicMetadata] = {}
 
-    def update_brokers(self, brokers: list[BrokerEndpoint]) -> None:
+    def update_brokers(self, brokers: list[LiveBroker]) -> None:
         self.brokers = {b.broker_id: b for b in brokers}
 
-    @property
-    def controller_id(self) -> int:
-        """What Metadata names as controller: the lowest live broker id (-1 if none).
+    def brokers_on(self, listener_name: str) -> list[tuple[LiveBroker, HostPort]]:
+        """Live brokers with an endpoint on ``listener_name`` and that endpoint, by id.
 
-        The controller is its own process here, not a broker, but admin clients send
-        CreateTopics & co. to the node named controller; any broker serves them.
+        A broker without one is left out, as Kafka's ``getAliveBrokerNodes(listenerName)``.
         """
-        return min(self.brokers, default=-1)
+        found = []
+        for broker_id in sorted(self.brokers):
+            broker = self.brokers[broker_id]
+            address = broker.endpoint(listener_name)
+            if address is not None:
+                found.append((broker, address))
+        return found
 
     def update_topic(self, topic: TopicMetadata) -> None:
         self.topics[topic.name] = topic

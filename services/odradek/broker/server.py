@@ -3,7 +3,7 @@
 Connections themselves (framing, order, back-pressure, responses) are ``connection``'s. The
 server owns what connections share, each limit with Kafka's key where Kafka has one:
 
-- ``max.connections``: more are refused at once;
+- ``max.connections``: more are refused at once (per listener);
 - ``queued.max.request.bytes``: the request memory budget that large frames reserve as their
   bytes arrive (``budget``); ``queued.max.requests``: requests read and not yet handled;
 - ``socket.request.max.bytes``: the largest frame (a larger size prefix closes the connection);
@@ -18,6 +18,13 @@ header, an unsupported version of an API other than ApiVersions (which gets the 
 answer), a handler or encoder that failed (a bug: logged with its traceback). The broker itself
 never stops for a bad request.
 
+One ``BrokerServer`` per listener (``config.endpoints.Listener``); it serves what its listener's
+role serves (``handlers.served_versions``). A controller request (LeaderAndIsr, StopReplica,
+UpdateMetadata) on a client listener is answered with CLUSTER_AUTHORIZATION_FAILED at the top and
+for every partition (Kafka's answer to a client without ClusterAction), logged and counted; a
+client API on the control-plane listener closes the connection, as Kafka does for an API its
+listener does not enable. The request budgets are the broker's, shared by all its servers.
+
 Runs on the broker's event loop only.
 """
 
@@ -28,12 +35,13 @@ import logging
 import select
 import time
 
-from odradek.broker.budget import UNBOUNDED, Budget
+from odradek.broker.budget import UNBOUNDED, RequestBudgets
 from odradek.broker.connection import CloseConnection, CloseReason, KafkaConnection
 from odradek.broker.context import BrokerContext, RequestContext
-from odradek.broker.handlers import HANDLERS
+from odradek.broker.handlers import CONTROLLER_APIS, ERROR_RESPONSES, HANDLERS, served_versions
+from odradek.config.endpoints import Listener
 from odradek.errors import ErrorCode
-from odradek.protocol.apis import SUPPORTED_VERSIONS, ApiKey, api_versions_fallback
+from odradek.protocol.apis import ApiKey, api_versions_fallback
 from odradek.protocol.codec import decode_request, encode_response_parts
 from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from odradek.protocol.framing import DEFAULT_MAX_FRAME_BYTES, DEFAULT_READ_BUFFER_BYTES
@@ -77,15 +85,17 @@ _HANG_UP = select.POLLRDHUP | select.POLLHUP | select.POLLERR
 
 
 class BrokerServer:
-    """Accepts Kafka connections and dispatches their requests to the handlers."""
+    """Accepts Kafka connections on one listener and dispatches their requests to the handlers."""
 
     def __init__(
         self,
         context: BrokerContext,
+        listener: Listener,
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         max_inflight: int = MAX_INFLIGHT_REQUESTS,
         max_connections: int = MAX_CONNECTIONS,
+        budgets: RequestBudgets | None = None,
         queued_max_requests: int = QUEUED_MAX_REQUESTS,
         queued_max_request_bytes: int = QUEUED_MAX_REQUEST_BYTES,
         idle_timeout_ms: int = IDLE_TIMEOUT_MS,
@@ -93,24 +103,29 @@ class BrokerServer:
         read_buffer_bytes: int = DEFAULT_READ_BUFFER_BYTES,
     ):
         self.context = context
-        context.served_versions = {
-            key: versions for key, versions in SUPPORTED_VERSIONS.items() if key in HANDLERS
-        }
+        self.listener = listener
+        self.served_versions = served_versions(listener.role)
         self.max_frame_bytes = max_frame_bytes
         self.max_inflight = max_inflight
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_ms / 1000
         self.receive_timeout_s = receive_timeout_ms / 1000
         self.read_buffer_bytes = read_buffer_bytes
-        self.request_memory = Budget(queued_max_request_bytes)
-        self.request_slots = Budget(queued_max_requests)
+        if budgets is None:  # a server of its own (tests): budgets of its own
+            budgets = RequestBudgets.of(
+                queued_max_request_bytes=queued_max_request_bytes,
+                queued_max_requests=queued_max_requests,
+            )
+        self.request_memory = budgets.memory
+        self.request_slots = budgets.slots
         self.connections: set[KafkaConnection] = set()
         self.workers: set[asyncio.Task[None]] = set()  # one per connection, until it finishes
         self._server: asyncio.Server | None = None
         self._reaper: asyncio.Task[None] | None = None
         metrics = context.metrics
         if metrics is not None:  # read at scrape time (from the scraping thread: plain ints)
-            metrics.connections.set_function(lambda: len(self.connections))
+            connections = metrics.connections.labels(listener=listener.name)
+            connections.set_function(lambda: len(self.connections))
             metrics.request_memory_used.set_function(lambda: self.request_memory.used)
             metrics.requests_queued.set_function(lambda: self.request_slots.used)
 
@@ -186,18 +201,23 @@ class BrokerServer:
             raise CloseConnection(CloseReason.UNSUPPORTED_VERSION, str(e)) from e
         except InvalidRequestError as e:
             raise CloseConnection(CloseReason.MALFORMED_REQUEST, str(e)) from e
-        handler = HANDLERS.get(header.api_key)
-        if handler is None:
+        if header.api_key in self.served_versions:
+            context = RequestContext(header, self.context, self.listener, self.served_versions)
+            try:
+                response = await HANDLERS[header.api_key](context, request)
+            except Exception as e:
+                log.exception("handler for api key %d failed", header.api_key)
+                raise CloseConnection(
+                    CloseReason.HANDLER_ERROR,
+                    f"handler for api key {header.api_key} failed: {e!r}",
+                ) from e
+        elif header.api_key in CONTROLLER_APIS:
+            response = self._refuse_controller_request(header.api_key, request, connection.peer)
+        else:
             raise CloseConnection(
-                CloseReason.UNSUPPORTED_VERSION, f"no handler for api key {header.api_key}"
+                CloseReason.NOT_ON_LISTENER,
+                f"api key {header.api_key} is not served on listener {self.listener.name}",
             )
-        try:
-            response = await handler(RequestContext(header, self.context), request)
-        except Exception as e:
-            log.exception("handler for api key %d failed", header.api_key)
-            raise CloseConnection(
-                CloseReason.HANDLER_ERROR, f"handler for api key {header.api_key} failed: {e!r}"
-            ) from e
         metrics = self.context.metrics
         if metrics is not None:
             name = "".join(w.capitalize() for w in ApiKey(header.api_key).name.split("_"))
@@ -212,3 +232,17 @@ class BrokerServer:
             raise CloseConnection(
                 CloseReason.ENCODE_ERROR, f"response to api key {header.api_key}: {e!r}"
             ) from e
+
+    def _refuse_controller_request(self, api_key: int, request: object, peer: str) -> object:
+        """A controller request on a client listener: not this client's to send."""
+        api = "".join(w.capitalize() for w in ApiKey(api_key).name.split("_"))
+        log.warning(
+            "refusing %s from %s on listener %s: the controller's requests are served only on "
+            "the control-plane listener",
+            api,
+            peer,
+            self.listener.name,
+        )
+        if self.context.metrics is not None:
+            self.context.metrics.refused_controller_requests.labels(api=api).inc()
+        return ERROR_RESPONSES[api_key](request, ErrorCode.cluster_authorization_failed)

@@ -24,7 +24,7 @@ from typing import Any, TextIO
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from odradek.local.cluster import ClusterState, pid_alive
+from odradek.local.cluster import ClusterState
 
 LOCAL_DATA_DIR = Path("var/local")
 REQUEST_TIMEOUT_S = 15.0
@@ -56,7 +56,7 @@ def bootstrap_servers(args: argparse.Namespace) -> str:
             "no --bootstrap-server given and no local cluster found in "
             f"{LOCAL_DATA_DIR}: pass --bootstrap-server HOST:PORT or run `odradek local up`"
         )
-    if not any(m.role == "broker" and pid_alive(m.pid) for m in state.members):
+    if not any(m.role == "broker" and m.is_ours() for m in state.members):
         raise CommandError(
             f"the local cluster in {LOCAL_DATA_DIR} is not running: start it with "
             "`odradek local up` or pass --bootstrap-server HOST:PORT"

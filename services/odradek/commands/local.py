@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from odradek.local import cluster
-from odradek.local.cluster import ClusterState, pid_alive
+from odradek.local.cluster import ClusterState
 
 DEFAULT_DATA_DIR = Path("var/local")
 
@@ -50,7 +50,7 @@ def run_status(args: argparse.Namespace) -> int:
     if state is None:
         print(f"no cluster in {args.data_dir}")
         return 1
-    rows = [{**asdict(m), "alive": pid_alive(m.pid)} for m in state.members]
+    rows = [{**asdict(m), "alive": m.is_ours()} for m in state.members]
     if args.json:
         print(
             json.dumps({"bootstrap_servers": state.bootstrap_servers, "processes": rows}, indent=2)

@@ -15,7 +15,16 @@ what was set (``None`` when unset) while ``effective_*`` gives the value to use:
 - ``log.dirs`` wins over ``log.dir``; one of them must be set (Kafka's ``/tmp/kafka-logs`` default
   is not kept: data should not land in /tmp by accident);
 - ``advertised.listeners`` defaults to ``listeners``; ``zookeeper.connection.timeout.ms`` to
-  ``zookeeper.session.timeout.ms``.
+  ``zookeeper.session.timeout.ms``; ``inter.broker.listener.name`` to PLAINTEXT (what Kafka
+  derives from ``security.inter.broker.protocol``'s default).
+
+Listeners are checked as Kafka's ``KafkaConfig`` checks them: every listener has a security
+protocol in ``listener.security.protocol.map``, advertised names are among the listeners', the
+inter-broker and the control-plane listeners are advertised and differ. Two departures, both for
+safety: a listener whose protocol is not PLAINTEXT is refused (no TLS or SASL yet), and
+``control.plane.listener.name`` is always set and must name one of ``listeners``, because the
+controller's requests are served on that listener only (``listener_table`` gives each listener
+its role). The defaults have a client listener and a control-plane one.
 
 The broker's ``log.*`` keys (and a few others) are the defaults of every topic:
 ``topic_defaults()`` maps them with ``TOPIC_CONFIG_SYNONYMS``, Kafka's
@@ -40,10 +49,20 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from odradek.config.endpoints import (
+    CONTROL_PLANE_LISTENER_NAME,
+    DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
+    SUPPORTED_SECURITY_PROTOCOLS,
     Endpoint,
     HostPort,
+    Listener,
+    ListenerProtocol,
+    ListenerRole,
+    SecurityProtocol,
     parse_address,
+    parse_advertised_listeners,
+    parse_listener_name,
     parse_listeners,
+    parse_security_protocol_map,
     parse_zookeeper_connect,
 )
 from odradek.config.keys import REQUIRED, ConfigKey, ConfigType, invalid_value, missing_required
@@ -56,6 +75,9 @@ __all__ = ["BROKER_KEYS", "TOPIC_CONFIG_SYNONYMS", "BrokerConfig"]
 MINUTE_MS = 60 * 1000
 HOUR_MS = 60 * MINUTE_MS
 _NON_ROUTABLE = ("0.0.0.0", "::")
+# Kafka derives the inter-broker listener from security.inter.broker.protocol, PLAINTEXT.
+DEFAULT_INTER_BROKER_LISTENER_NAME = "PLAINTEXT"
+DEFAULT_LISTENERS = f"PLAINTEXT://127.0.0.1:9092,{CONTROL_PLANE_LISTENER_NAME}://127.0.0.1:9091"
 
 
 def _zookeeper_connect(name: str, raw: object) -> str:
@@ -119,8 +141,8 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
         ConfigKey(
             "listeners",
             _T.LIST,
-            "PLAINTEXT://127.0.0.1:9092",
-            "Where the Kafka protocol is served: NAME://host:port; only PLAINTEXT for now.",
+            DEFAULT_LISTENERS,
+            "Where the Kafka protocol is served: NAME://host:port, one server per listener.",
             convert=parse_listeners,
         ),
         ConfigKey(
@@ -128,7 +150,28 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             _T.LIST,
             None,
             "Addresses registered in ZooKeeper for clients and brokers; default: listeners.",
-            convert=parse_listeners,
+            convert=parse_advertised_listeners,
+        ),
+        ConfigKey(
+            "listener.security.protocol.map",
+            _T.LIST,
+            DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
+            "Security protocol of each listener name, NAME:PROTOCOL; only PLAINTEXT for now.",
+            convert=parse_security_protocol_map,
+        ),
+        ConfigKey(
+            "control.plane.listener.name",
+            _T.STRING,
+            CONTROL_PLANE_LISTENER_NAME,
+            "The listener that serves the controller's requests, and only them; required.",
+            convert=parse_listener_name,
+        ),
+        ConfigKey(
+            "inter.broker.listener.name",
+            _T.STRING,
+            None,
+            "The listener other brokers use (replication); default: PLAINTEXT.",
+            convert=parse_listener_name,
         ),
         ConfigKey(
             "odradek.admin.listener",
@@ -383,6 +426,11 @@ class BrokerConfig(PropertiesConfig):
     broker_rack: str | None = None
     listeners: tuple[Endpoint, ...] = _default("listeners")
     advertised_listeners: tuple[Endpoint, ...] | None = None
+    listener_security_protocol_map: tuple[ListenerProtocol, ...] = _default(
+        "listener.security.protocol.map"
+    )
+    control_plane_listener_name: str = _default("control.plane.listener.name")
+    inter_broker_listener_name: str | None = None
     odradek_admin_listener: HostPort | None = _default("odradek.admin.listener")
     zookeeper_session_timeout_ms: int = _default("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int | None = None
@@ -449,12 +497,7 @@ class BrokerConfig(PropertiesConfig):
                 f"least socket.request.max.bytes ({self.socket_request_max_bytes}): a request "
                 f"that size could never be read"
             )
-        for endpoint in self.effective_advertised_listeners:
-            if endpoint.host in _NON_ROUTABLE:
-                raise InvalidConfigError(
-                    f"advertised.listeners cannot use the nonroutable meta-address "
-                    f"{endpoint.host}. Use a routable IP address (listener {endpoint})."
-                )
+        self._check_listeners()
         if self.log_cleaner_min_compaction_lag_ms > self.log_cleaner_max_compaction_lag_ms:
             raise InvalidConfigError(
                 f"conflict broker config setting log.cleaner.min.compaction.lag.ms "
@@ -463,10 +506,112 @@ class BrokerConfig(PropertiesConfig):
             )
         self.topic_defaults()  # any other rule a topic checks, reported now, not at first use
 
+    def _check_listeners(self) -> None:
+        """Kafka's listener rules (``KafkaConfig.validateValues``), in Kafka's order and words."""
+        protocols = dict(self.listener_security_protocol_map)
+        for key, endpoints in (
+            ("listeners", self.listeners),
+            ("advertised.listeners", self.effective_advertised_listeners),
+        ):
+            listed = ",".join(map(str, endpoints))
+            for endpoint in endpoints:
+                protocol = protocols.get(endpoint.name)
+                if protocol is None:
+                    raise InvalidConfigError(
+                        f"Error creating broker listeners from '{listed}' ({key}): No security "
+                        f"protocol defined for listener {endpoint.name}; add it to "
+                        f"listener.security.protocol.map, e.g. {endpoint.name}:PLAINTEXT"
+                    )
+                if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
+                    raise InvalidConfigError(
+                        f"Listener {endpoint} uses security protocol {protocol.name}: only "
+                        f"PLAINTEXT listeners are supported for now (no TLS or SASL yet)"
+                    )
+        names = [e.name for e in self.listeners]
+        advertised = [e.name for e in self.effective_advertised_listeners]
+        control_plane = self.control_plane_listener_name
+        if control_plane not in names:
+            raise InvalidConfigError(
+                f"control.plane.listener.name is {control_plane}, but listeners has no "
+                f"{control_plane} listener (listeners: {','.join(map(str, self.listeners))}). "
+                f"The controller's requests are served only on the control-plane listener: add "
+                f"one to listeners, e.g. listeners={','.join(map(str, self.listeners))},"
+                f"{control_plane}://127.0.0.1:9091 (with "
+                f"{control_plane}:PLAINTEXT in listener.security.protocol.map unless it is "
+                f"there), or set control.plane.listener.name to a listener kept for the "
+                f"controller"
+            )
+        inter_broker = self.effective_inter_broker_listener_name
+        for key, name in (
+            ("control.plane.listener.name", control_plane),
+            ("inter.broker.listener.name", inter_broker),
+        ):
+            if name not in protocols:
+                raise InvalidConfigError(
+                    f"Listener with name {name} defined in {key} not found in "
+                    f"listener.security.protocol.map."
+                )
+        if inter_broker not in advertised:
+            raise InvalidConfigError(
+                f"inter.broker.listener.name must be a listener name defined in "
+                f"advertised.listeners. The valid options based on currently configured "
+                f"listeners are {','.join(advertised)}"
+            )
+        if not set(advertised) <= set(names):
+            raise InvalidConfigError(
+                f"advertised.listeners listener names must be equal to or a subset of the ones "
+                f"defined in listeners. Found {','.join(advertised)}. The valid options based on "
+                f"the current configuration are {','.join(names)}"
+            )
+        for endpoint in self.effective_advertised_listeners:
+            if endpoint.host in _NON_ROUTABLE:
+                raise InvalidConfigError(
+                    f"advertised.listeners cannot use the nonroutable meta-address "
+                    f"{endpoint.host}. Use a routable IP address (listener {endpoint})."
+                )
+        if control_plane not in advertised:
+            raise InvalidConfigError(
+                f"control.plane.listener.name must be a listener name defined in "
+                f"advertised.listeners. The valid options based on currently configured "
+                f"listeners are {','.join(advertised)}"
+            )
+        if control_plane == inter_broker:
+            raise InvalidConfigError(
+                f"control.plane.listener.name, when defined, should have a different value from "
+                f"the inter broker listener name. Currently they both have the value "
+                f"{control_plane}"
+            )
+
     @property
     def effective_advertised_listeners(self) -> tuple[Endpoint, ...]:
         """What is registered in ZooKeeper; an empty host stands for this machine's name."""
         return self.listeners if self.advertised_listeners is None else self.advertised_listeners
+
+    @property
+    def effective_inter_broker_listener_name(self) -> str:
+        if self.inter_broker_listener_name is None:
+            return DEFAULT_INTER_BROKER_LISTENER_NAME
+        return self.inter_broker_listener_name
+
+    def security_protocol(self, listener_name: str) -> SecurityProtocol:
+        """The protocol of a listener of this broker (every listener has one: checked)."""
+        return dict(self.listener_security_protocol_map)[listener_name]
+
+    @property
+    def listener_table(self) -> tuple[Listener, ...]:
+        """One ``Listener`` per entry of ``listeners``, in order, with its protocol and role."""
+        return tuple(
+            Listener(
+                endpoint.name,
+                self.security_protocol(endpoint.name),
+                endpoint.host,
+                endpoint.port,
+                ListenerRole.CONTROL_PLANE
+                if endpoint.name == self.control_plane_listener_name
+                else ListenerRole.CLIENT,
+            )
+            for endpoint in self.listeners
+        )
 
     @property
     def effective_log_dirs(self) -> tuple[str, ...]:

@@ -4,7 +4,9 @@ In Kafka's ZooKeeper mode the controller is a role inside a broker; Odradek runs
 process, so it has its own small table. Keys keep Kafka's names where Kafka has them
 (``zookeeper.*`` and the controller and leader-balancing keys of ``KafkaConfig``); the ZooKeeper
 and admin listener rows are the broker's rows, so both processes parse them alike (only the admin
-port's default differs, so a broker and a controller on one machine do not collide). The id is
+port's default differs, so a broker and a controller on one machine do not collide). So is
+``control.plane.listener.name``: the controller sends its requests to the endpoint each broker
+registered under that listener name, which must match the brokers' setting. The id is
 ``controller.id`` (Kafka's KRaft controllers use ``node.id``): it names the holder of the
 ``/controller`` node.
 
@@ -42,6 +44,10 @@ CONTROLLER_KEYS: Mapping[str, ConfigKey] = {
         BROKER_KEYS["zookeeper.session.timeout.ms"],
         BROKER_KEYS["zookeeper.connection.timeout.ms"],
         dataclasses.replace(BROKER_KEYS["odradek.admin.listener"], default="127.0.0.1:9645"),
+        dataclasses.replace(
+            BROKER_KEYS["control.plane.listener.name"],
+            doc="The brokers' listener this controller sends its requests to; as the brokers'.",
+        ),
         ConfigKey(
             "controller.socket.timeout.ms",
             _T.INT,
@@ -90,6 +96,7 @@ class ControllerConfig(PropertiesConfig):
     zookeeper_session_timeout_ms: int = _default("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int | None = None
     odradek_admin_listener: HostPort | None = _default("odradek.admin.listener")
+    control_plane_listener_name: str = _default("control.plane.listener.name")
     controller_socket_timeout_ms: int = _default("controller.socket.timeout.ms")
     auto_leader_rebalance_enable: bool = _default("auto.leader.rebalance.enable")
     leader_imbalance_per_broker_percentage: int = _default("leader.imbalance.per.broker.percentage")

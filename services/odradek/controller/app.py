@@ -29,7 +29,12 @@ class ControllerApp:
             session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
             connect_timeout_s=timeout_ms / 1000,
         )
-        self.controller = Controller(self.zk, config.controller_id, metrics=self.metrics)
+        self.controller = Controller(
+            self.zk,
+            config.controller_id,
+            metrics=self.metrics,
+            control_plane_listener_name=config.control_plane_listener_name,
+        )
         self.admin: AdminServer | None = None
         self.loop_monitor = EventLoopMonitor(self.common)
         self.stopped = asyncio.Event()

@@ -7,6 +7,11 @@ that fails (connection refused, timeout) is retried on a new connection, with a 
 until it is answered or the broker leaves the live set; a broker that comes back gets the full
 state again from the controller, so nothing queued for a dead broker needs keeping.
 
+Each connection goes to the broker's control-plane endpoint: the one its registration lists
+under ``control.plane.listener.name`` (brokers serve the controller's requests nowhere else). A
+broker that registered no such endpoint cannot be controlled: it gets no queue, and an error is
+logged naming the setting to align.
+
 Runs on the controller's event loop.
 """
 
@@ -20,7 +25,8 @@ from typing import Any
 
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
-from odradek.zk.paths import BrokerInfo
+from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
+from odradek.zk.paths import BrokerInfo, Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +46,17 @@ async def _connect(host: str, port: int) -> BrokerConnection:
     )
 
 
+def control_plane_endpoint(info: BrokerInfo, listener_name: str) -> Endpoint | None:
+    """The endpoint a broker registered for ``listener_name``, if any."""
+    return next((e for e in info.endpoints if e.listener_name == listener_name), None)
+
+
 class _BrokerQueue:
-    def __init__(self, broker_id: int, info: BrokerInfo, connect: Connect, on_response: OnResponse):
+    def __init__(
+        self, broker_id: int, endpoint: Endpoint, connect: Connect, on_response: OnResponse
+    ):
         self.broker_id = broker_id
-        self.endpoint = info.endpoints[0]
+        self.endpoint = endpoint
         self.connect = connect
         self.on_response = on_response
         self.queue: asyncio.Queue[Any] = asyncio.Queue(QUEUE_MAX_REQUESTS)
@@ -89,24 +102,39 @@ class _BrokerQueue:
 
 class ControllerChannels:
     def __init__(
-        self, connect: Connect = _connect, on_response: OnResponse = lambda broker, r: None
+        self,
+        control_plane_listener_name: str = CONTROL_PLANE_LISTENER_NAME,
+        connect: Connect = _connect,
+        on_response: OnResponse = lambda broker, r: None,
     ):
+        self.control_plane_listener_name = control_plane_listener_name
         self.connect = connect
         self.on_response = on_response
         self._queues: dict[int, _BrokerQueue] = {}
 
     async def set_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
         """Open queues for new live brokers, drop those of brokers that left (or moved)."""
+        endpoints = {
+            broker_id: control_plane_endpoint(info, self.control_plane_listener_name)
+            for broker_id, info in brokers.items()
+        }
         for broker_id in list(self._queues):
             queue = self._queues[broker_id]
-            info = brokers.get(broker_id)
-            if info is None or info.endpoints[0] != queue.endpoint:
+            if endpoints.get(broker_id) != queue.endpoint:
                 del self._queues[broker_id]
                 await queue.close()
-        for broker_id, info in brokers.items():
-            if broker_id not in self._queues:
+        for broker_id, endpoint in endpoints.items():
+            if endpoint is None:
+                log.error(
+                    "broker %d registered no %s endpoint (it has %s): the controller cannot send "
+                    "it requests; set control.plane.listener.name alike on brokers and controllers",
+                    broker_id,
+                    self.control_plane_listener_name,
+                    [e.connection_string() for e in brokers[broker_id].endpoints],
+                )
+            elif broker_id not in self._queues:
                 self._queues[broker_id] = _BrokerQueue(
-                    broker_id, info, self.connect, self.on_response
+                    broker_id, endpoint, self.connect, self.on_response
                 )
 
     def send(self, broker_id: int, request: Any) -> None:

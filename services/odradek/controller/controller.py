@@ -11,25 +11,34 @@ time, in order, on its event loop (Kafka's ControllerEventManager):
 - brokers changed (``/brokers/ids``): a departed broker's partitions get a new leader from the
   ISR (``placement.elect_leader_offline``; none if no ISR replica is live, unless unclean
   election is enabled); an arriving broker gets the full state, leads again what nobody could
-  take over, and takes back the partitions it is the preferred leader of.
-- topics created (``/brokers/topics``) or grown: initialise their new partitions.
+  take over, and takes back the partitions it is the preferred leader of. A broker whose broker
+  epoch changed (it registered again: a new session, or a restart quicker than this event) is
+  treated as arriving: it gets the full state, under its new epoch.
+- topics created (``/brokers/topics``) or grown: initialise their new partitions; their replicas
+  are new (LeaderAndIsr ``is_new``), so a broker creates them on a healthy log dir even while
+  another of its log dirs is offline.
 - topics to delete (``/admin/delete_topics``): StopReplica with delete to every live replica,
   UpdateMetadata so caches forget them, then the topic's znodes go.
 
 Every state written to ZooKeeper is fenced by the controller epoch (``store``), and every request
-to brokers carries it, so a deposed controller can neither write nor be obeyed. A leader epoch
-grows by one at every leader change. If the session is lost the controller steps down at once
-and a new election starts.
+to brokers carries it, so a deposed controller can neither write nor be obeyed. Every request
+also carries the receiving broker's epoch (the czxid of its registration), so a broker never
+applies what was decided for an earlier incarnation of it. A leader epoch grows by one at every
+leader change. If the session is lost the controller steps down at once and a new election
+starts. Pending events are coalesced per key and never dropped (``events``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
+from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.controller import requests
 from odradek.controller.channel import ControllerChannels
+from odradek.controller.events import EventQueue
 from odradek.controller.model import NO_LEADER, ClusterModel, TopicPartition
 from odradek.controller.placement import (
     elect_leader_offline,
@@ -43,10 +52,6 @@ from odradek.zk.paths import PartitionState
 
 log = logging.getLogger(__name__)
 
-EVENT_QUEUE_MAX = 10_000
-
-Event = tuple[str, Callable[[], Awaitable[None]]]
-
 
 class Controller:
     def __init__(
@@ -57,15 +62,18 @@ class Controller:
         channels: ControllerChannels | None = None,
         metrics: ControllerMetrics | None = None,
         unclean_leader_election: Callable[[str], bool] = lambda topic: False,
+        control_plane_listener_name: str = CONTROL_PLANE_LISTENER_NAME,
     ):
         self.zk = zk
         self.controller_id = controller_id
+        self.control_plane_listener_name = control_plane_listener_name
         self.store = ControllerStore(zk)
-        self.channels = channels or ControllerChannels()
+        self.channels = channels or ControllerChannels(control_plane_listener_name)
         self.metrics = metrics
         self.unclean_leader_election = unclean_leader_election
         self.model: ClusterModel | None = None
-        self.events: asyncio.Queue[Event] = asyncio.Queue(EVENT_QUEUE_MAX)
+        self.events = EventQueue()
+        self._election_events = itertools.count()  # each election event has a key of its own
         self.loop: asyncio.AbstractEventLoop | None = None
         self.election = ControllerElection(
             zk, controller_id, on_elect=self._elected, on_resign=self._resigned
@@ -106,17 +114,18 @@ class Controller:
             log.exception("controller event %s failed", name)
 
     def _enqueue(self, name: str, action: Callable[[], Awaitable[None]]) -> None:
+        """Queue an event from any thread; one already pending under ``name`` absorbs it."""
         if self.loop is None:
             return
-        self.loop.call_soon_threadsafe(self.events.put_nowait, (name, action))
+        self.loop.call_soon_threadsafe(self.events.put, name, action)
 
     # -- election ------------------------------------------------------------------------
 
     def _elected(self, epoch: int) -> None:
-        self._enqueue("elected", lambda: self._on_elected(epoch))
+        self._enqueue(f"elected #{next(self._election_events)}", lambda: self._on_elected(epoch))
 
     def _resigned(self, reason: str) -> None:
-        self._enqueue("resigned", self._step_down)
+        self._enqueue(f"resigned #{next(self._election_events)}", self._step_down)
 
     async def _step_down(self) -> None:
         if self.model is not None:
@@ -131,7 +140,7 @@ class Controller:
     def _on_session(self, event: SessionEvent, session_id: int | None) -> None:
         if event == SessionEvent.RECONNECTED and self.model is not None:
             # kazoo dropped the watches with the connection: read everything again.
-            self._enqueue("reconnected", self._refresh_all)
+            self._enqueue("refresh", self._refresh_all)
 
     async def _on_elected(self, epoch: int) -> None:
         zk_version = self.election.epoch_zk_version
@@ -146,7 +155,8 @@ class Controller:
 
     async def _refresh_all(self) -> None:
         model = self._active()
-        model.brokers = await self.store.live_brokers(watch=self._watch("brokers"))
+        live = await self.store.live_brokers(watch=self._watch("brokers"))
+        model.set_brokers(live)
         await self.channels.set_brokers(model.brokers)
         model.topics.clear()
         for topic in await self.store.topic_names(watch=self._watch("topics")):
@@ -187,9 +197,14 @@ class Controller:
         model = self.model
         live = await self.store.live_brokers(watch=self._watch("brokers"))
         departed = set(model.brokers) - set(live)
-        arrived = set(live) - set(model.brokers)
-        model.brokers = live
-        await self.channels.set_brokers(live)
+        bounced = {
+            b for b in set(live) & set(model.brokers) if live[b].epoch != model.broker_epochs[b]
+        }
+        arrived = (set(live) - set(model.brokers)) | bounced
+        if bounced:
+            log.info("brokers registered again (new broker epochs): %s", sorted(bounced))
+        model.set_brokers(live)
+        await self.channels.set_brokers(model.brokers)
         if departed:
             log.info("brokers left: %s", sorted(departed))
             await self._elect_leaders(
@@ -250,7 +265,9 @@ class Controller:
                 if mine:
                     self.channels.send(
                         broker_id,
-                        requests.stop_replica(model, self.controller_id, mine, delete=True),
+                        requests.stop_replica(
+                            model, self.controller_id, broker_id, mine, delete=True
+                        ),
                     )
             if partitions:
                 self._send_update_metadata(model.live_broker_ids, partitions, deleted=True)
@@ -277,7 +294,8 @@ class Controller:
             )
             await self.store.write_state(model, tp, state)
         if fresh:
-            self._send_leader_and_isr(fresh)
+            # Kafka's NewReplica state: these replicas exist nowhere yet.
+            self._send_leader_and_isr(fresh, new=True)
             self._send_update_metadata(model.live_broker_ids, fresh)
 
     async def _elect_leaders(self, partitions: list[TopicPartition]) -> None:
@@ -346,18 +364,26 @@ class Controller:
         for broker_id in brokers:
             mine = [tp for tp in all_partitions if broker_id in model.replicas(tp)]
             if mine:
-                self.channels.send(
-                    broker_id, requests.leader_and_isr(model, self.controller_id, broker_id, mine)
-                )
+                self.channels.send(broker_id, self._leader_and_isr(broker_id, mine))
 
-    def _send_leader_and_isr(self, partitions: list[TopicPartition]) -> None:
+    def _leader_and_isr(
+        self, broker_id: int, partitions: list[TopicPartition], *, new: bool = False
+    ) -> requests.LeaderAndIsrRequest:
+        return requests.leader_and_isr(
+            self._active(),
+            self.controller_id,
+            broker_id,
+            partitions,
+            new=new,
+            control_plane_listener_name=self.control_plane_listener_name,
+        )
+
+    def _send_leader_and_isr(self, partitions: list[TopicPartition], *, new: bool = False) -> None:
         model = self._active()
         for broker_id in model.live_broker_ids:
             mine = [tp for tp in partitions if broker_id in model.replicas(tp)]
             if mine:
-                self.channels.send(
-                    broker_id, requests.leader_and_isr(model, self.controller_id, broker_id, mine)
-                )
+                self.channels.send(broker_id, self._leader_and_isr(broker_id, mine, new=new))
 
     def _send_update_metadata(
         self, brokers: Iterable[int], partitions: list[TopicPartition], *, deleted: bool = False
@@ -365,7 +391,7 @@ class Controller:
         model = self._active()
         request = requests.update_metadata(model, self.controller_id, partitions, deleted=deleted)
         for broker_id in brokers:
-            self.channels.send(broker_id, request)
+            self.channels.send(broker_id, requests.addressed_to(request, model, broker_id))
 
     def _update_gauges(self) -> None:
         if self.metrics is not None and self.model is not None:

@@ -6,15 +6,18 @@ changes, right after the matching ZooKeeper write succeeded. Invariants:
 - every partition of a known topic has a state (leader, leader epoch, ISR) once initialised;
 - a leader is either -1 (none: every replica in the ISR is down) or a live broker;
 - a partition's leader epoch grows by one at every leader change, never otherwise;
-- ``state_versions`` holds each state znode's version, for compare-and-set writes.
+- ``state_versions`` holds each state znode's version, for compare-and-set writes;
+- ``broker_epochs`` holds each live broker's epoch (the czxid of its registration), the value
+  every request to that broker carries.
 """
 
 from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from odradek.zk.paths import BrokerInfo, PartitionState, TopicAssignment
 
@@ -30,11 +33,19 @@ def topic_uuid(topic_id: str | None) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
 
 
+class BrokerRegistration(NamedTuple):
+    """A live broker's ``/brokers/ids/<id>``: what it holds, and its czxid (the broker epoch)."""
+
+    info: BrokerInfo
+    epoch: int
+
+
 @dataclass
 class ClusterModel:
     epoch: int
     epoch_zk_version: int
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    broker_epochs: dict[int, int] = field(default_factory=dict)
     topics: dict[str, TopicAssignment] = field(default_factory=dict)
     states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
     state_versions: dict[TopicPartition, int] = field(default_factory=dict)
@@ -43,6 +54,10 @@ class ClusterModel:
     @property
     def live_broker_ids(self) -> set[int]:
         return set(self.brokers)
+
+    def set_brokers(self, live: Mapping[int, BrokerRegistration]) -> None:
+        self.brokers = {b: registration.info for b, registration in live.items()}
+        self.broker_epochs = {b: registration.epoch for b, registration in live.items()}
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         return tuple(self.topics[tp[0]].partitions[tp[1]])

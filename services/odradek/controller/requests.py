@@ -1,13 +1,19 @@
 """The controller's requests to brokers, built from its model (pure functions).
 
-Each carries the controller's id and epoch; a broker refuses one older than the newest epoch it
-has seen. LeaderAndIsr tells a broker what it leads or follows; UpdateMetadata tells every broker
-the live brokers and each partition's leader and ISR (what Metadata answers come from); a
-partition being deleted is announced with leader -2, as Kafka does, so caches drop it.
+Each carries the controller's id and epoch, and the receiving broker's epoch; a broker refuses
+one older than the newest controller epoch it has seen, and one that does not carry its current
+broker epoch. LeaderAndIsr tells a broker what it leads or follows, with ``is_new`` for replicas
+of partitions being created (Kafka's NewReplica state: the broker may create their logs on any
+healthy log dir); UpdateMetadata tells every broker the live brokers, each with all of its
+endpoints, and each partition's leader and ISR (what Metadata answers come from); a partition
+being deleted is announced with leader -2, as Kafka does, so caches drop it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME, SecurityProtocol
 from odradek.controller.model import LEADER_DURING_DELETE, ClusterModel, TopicPartition, topic_uuid
 from odradek.protocol.interbroker import (
     LeaderAndIsrLiveLeader,
@@ -23,10 +29,10 @@ from odradek.protocol.interbroker import (
     UpdateMetadataRequest,
     UpdateMetadataTopicState,
 )
+from odradek.zk.paths import Endpoint
 
 LEADER_AND_ISR_TYPE_ZK_CONTROLLER = 0  # "unknown": what Kafka's ZooKeeper controller sends
 LEADER_EPOCH_DURING_DELETE = -2  # StopReplica for a deleted topic: stops whatever epoch
-PLAINTEXT = 0  # SecurityProtocol id
 
 
 def _by_topic(partitions: list[TopicPartition]) -> dict[str, list[int]]:
@@ -37,8 +43,20 @@ def _by_topic(partitions: list[TopicPartition]) -> dict[str, list[int]]:
 
 
 def leader_and_isr(
-    model: ClusterModel, controller_id: int, broker_id: int, partitions: list[TopicPartition]
+    model: ClusterModel,
+    controller_id: int,
+    broker_id: int,
+    partitions: list[TopicPartition],
+    *,
+    new: bool = False,
+    control_plane_listener_name: str = CONTROL_PLANE_LISTENER_NAME,
 ) -> LeaderAndIsrRequest:
+    """``broker_id``'s states of ``partitions``; ``new``: replicas of partitions being created.
+
+    ``live_leaders`` name each leader's first endpoint that is not its control plane (Kafka
+    names the inter-broker one, a broker setting this process does not have); nothing reads
+    them before replication.
+    """
     topic_states = []
     leaders = set()
     for topic, indexes in _by_topic(partitions).items():
@@ -55,7 +73,7 @@ def leader_and_isr(
                     isr=tuple(state.isr),
                     partition_epoch=model.state_versions.get((topic, index), 0),
                     replicas=model.replicas((topic, index)),
-                    is_new=False,
+                    is_new=new,
                 )
             )
         topic_states.append(
@@ -66,21 +84,29 @@ def leader_and_isr(
             )
         )
     live_leaders = tuple(
-        LeaderAndIsrLiveLeader(
-            broker_id=leader,
-            host_name=model.brokers[leader].endpoints[0].host,
-            port=model.brokers[leader].endpoints[0].port,
-        )
+        LeaderAndIsrLiveLeader(broker_id=leader, host_name=endpoint.host, port=endpoint.port)
         for leader in sorted(leaders)
         if leader in model.brokers
+        for endpoint in _data_plane_endpoint(model, leader, control_plane_listener_name)
     )
     return LeaderAndIsrRequest(
         controller_id=controller_id,
         controller_epoch=model.epoch,
+        broker_epoch=model.broker_epochs[broker_id],
         type_=LEADER_AND_ISR_TYPE_ZK_CONTROLLER,
         topic_states=tuple(topic_states),
         live_leaders=live_leaders,
     )
+
+
+def _data_plane_endpoint(
+    model: ClusterModel, broker_id: int, control_plane_listener_name: str
+) -> list[Endpoint]:
+    """The broker's first endpoint that is not its control plane, as a list of zero or one."""
+    for endpoint in model.brokers[broker_id].endpoints:
+        if endpoint.listener_name != control_plane_listener_name:
+            return [endpoint]
+    return []
 
 
 def update_metadata(
@@ -124,7 +150,7 @@ def update_metadata(
                     port=e.port,
                     host=e.host,
                     listener=e.listener_name,
-                    security_protocol=PLAINTEXT,
+                    security_protocol=SecurityProtocol[e.security_protocol],
                 )
                 for e in info.endpoints
             ),
@@ -140,12 +166,25 @@ def update_metadata(
     )
 
 
+def addressed_to(
+    request: UpdateMetadataRequest, model: ClusterModel, broker_id: int
+) -> UpdateMetadataRequest:
+    """The same UpdateMetadata, carrying ``broker_id``'s broker epoch (built once, sent to all)."""
+    return dataclasses.replace(request, broker_epoch=model.broker_epochs[broker_id])
+
+
 def stop_replica(
-    model: ClusterModel, controller_id: int, partitions: list[TopicPartition], *, delete: bool
+    model: ClusterModel,
+    controller_id: int,
+    broker_id: int,
+    partitions: list[TopicPartition],
+    *,
+    delete: bool,
 ) -> StopReplicaRequest:
     return StopReplicaRequest(
         controller_id=controller_id,
         controller_epoch=model.epoch,
+        broker_epoch=model.broker_epochs[broker_id],
         topic_states=tuple(
             StopReplicaTopicState(
                 topic_name=topic,

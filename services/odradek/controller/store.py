@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from odradek.controller.model import ClusterModel, TopicPartition
+from odradek.controller.model import BrokerRegistration, ClusterModel, TopicPartition
 from odradek.zk.client import (
     CheckOp,
     CreateOp,
@@ -55,13 +55,15 @@ class ControllerStore:
 
     # -- reads ---------------------------------------------------------------------------
 
-    async def live_brokers(self, watch: WatchCallback | None) -> dict[int, BrokerInfo]:
+    async def live_brokers(self, watch: WatchCallback | None) -> dict[int, BrokerRegistration]:
+        """Each registered broker with its broker epoch (the czxid of its znode, as Kafka's)."""
         brokers = {}
         for name in await self.zk.achildren(BROKER_IDS_PATH, watch=watch):
             broker_id = broker_id_from_name(name)
             try:
-                data, _ = await self.zk.aget(broker_path(broker_id))
-                brokers[broker_id] = BrokerInfo.decode(data, broker_path(broker_id))
+                data, stat = await self.zk.aget(broker_path(broker_id))
+                info = BrokerInfo.decode(data, broker_path(broker_id))
+                brokers[broker_id] = BrokerRegistration(info, stat.czxid)
             except NoNodeError:
                 continue  # gone between the listing and the read
             except ZkDataError as e:

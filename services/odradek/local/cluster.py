@@ -2,16 +2,27 @@
 
 ``up`` starts them detached (their own sessions, output to log files in the data directory),
 waits until a broker's Metadata lists every broker, and records what it started in
-``<data-dir>/cluster.json``: role, id, pid, addresses, data directory, log file. ``status`` reads
-that file and checks each pid; ``down`` stops everything by pid (SIGTERM, then SIGKILL after a
-grace period): brokers first, so they shut down cleanly while ZooKeeper is still there, then the
-controllers, then ZooKeeper. ``up`` on a directory whose processes still run starts nothing.
+``<data-dir>/cluster.json``: role, id, pid, addresses, data directory, log file, and what
+identifies the process (``ProcessIdentity``: its start time and command line, from /proc).
+``status`` reads that file and checks each process; ``down`` stops everything by pid (SIGTERM,
+then SIGKILL after a grace period): brokers first, so they shut down cleanly while ZooKeeper is
+still there, then the controllers, then ZooKeeper. ``up`` on a directory whose processes still
+run starts nothing.
+
+PIDs are reused: a pid in ``cluster.json`` may belong to another process by now (after a reboot,
+or once the member died). So a member counts as running, and is signalled, only if the process
+with its pid has the start time and command line recorded when it was started; any other
+process is left alone, with a warning.
+
+Each broker has two listeners: ``PLAINTEXT`` for clients (its ``address``, and the bootstrap
+servers) and ``CONTROL_PLANE`` for the controller's requests (``control_plane``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -20,18 +31,61 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
+from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.local.zookeeper import ZooKeeperProcess, free_loopback_port
 from odradek.protocol import schemas
+
+log = logging.getLogger(__name__)
 
 STATE_FILE = "cluster.json"
 READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 15.0
 POLL_INTERVAL_S = 0.2
 CONTROLLER_ID_BASE = 1000  # controller ids stay apart from broker ids
+IDENTIFY_TIMEOUT_S = 5.0  # for a just-started process's command line to appear
+IDENTIFY_POLL_S = 0.005
 ZK_CHROOT = "/odradek"
+
+
+class ProcessIdentity(NamedTuple):
+    """What tells a process from a later one with the same pid: start time and command line.
+
+    The start time (in clock ticks after boot) alone tells them apart: a pid is reused only
+    after the kernel went through every other one, never within one tick. The command line
+    also guards against a state file copied from another boot.
+    """
+
+    start_ticks: int  # /proc/<pid>/stat field 22
+    cmdline: tuple[str, ...]  # empty while the process is still in exec(), or for a zombie
+
+    @classmethod
+    def of(cls, pid: int) -> ProcessIdentity | None:
+        """The identity of the process ``pid`` now; None if there is none (or not readable)."""
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        # The command name (field 2) is in parentheses and may hold spaces or parentheses.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return cls(int(fields[19]), tuple(a.decode() for a in cmdline.split(b"\0")[:-1]))
+
+    @classmethod
+    def of_started(cls, pid: int) -> ProcessIdentity | None:
+        """The identity of a process just started: its command line appears once exec is done.
+
+        Popen returns when exec has begun; the kernel sets the new command line a little later.
+        """
+        deadline = time.monotonic() + IDENTIFY_TIMEOUT_S
+        identity = cls.of(pid)
+        while identity is not None and not identity.cmdline and time.monotonic() < deadline:
+            time.sleep(IDENTIFY_POLL_S)
+            identity = cls.of(pid)
+        return identity
 
 
 @dataclass
@@ -43,6 +97,24 @@ class Member:
     admin: str | None
     data_dir: str
     log: str
+    control_plane: str | None = None  # a broker's CONTROL_PLANE listener, host:port
+    # ProcessIdentity at start, as JSON; a member without one is never signalled.
+    start_ticks: int | None = None
+    cmdline: list[str] | None = None
+
+    def identify(self) -> None:
+        """Record the identity of the process now running with ``pid`` (just started)."""
+        identity = ProcessIdentity.of_started(self.pid)
+        if identity is not None:
+            self.start_ticks, self.cmdline = identity.start_ticks, list(identity.cmdline)
+
+    def is_ours(self) -> bool:
+        """Whether the process with ``pid`` is alive and is the one this member started."""
+        if not pid_alive(self.pid) or self.start_ticks is None or self.cmdline is None:
+            return False
+        return ProcessIdentity.of(self.pid) == ProcessIdentity(
+            self.start_ticks, tuple(self.cmdline)
+        )
 
 
 @dataclass
@@ -110,7 +182,7 @@ def up(
     """
     data_dir = data_dir.absolute()
     existing = ClusterState.read(data_dir)
-    if existing is not None and any(pid_alive(m.pid) for m in existing.members):
+    if existing is not None and any(m.is_ours() for m in existing.members):
         return existing, False
     data_dir.mkdir(parents=True, exist_ok=True)
 
@@ -129,6 +201,7 @@ def up(
             str(zookeeper.log_path),
         )
     ]
+    members[0].identify()
     state = ClusterState(str(data_dir), connect, "", members)
     state.write(data_dir)  # so `down` can clean up even if the rest fails
 
@@ -151,11 +224,13 @@ def up(
         members.append(
             Member("controller", controller_id, pid, "", admin, str(log_path.parent), str(log_path))
         )
+        members[-1].identify()
         state.write(data_dir)
 
     addresses = []
     for broker_id in range(1, brokers + 1):
         port, admin = free_loopback_port(), f"127.0.0.1:{free_loopback_port()}"
+        control_plane = f"127.0.0.1:{free_loopback_port()}"
         broker_dir = data_dir / f"broker-{broker_id}"
         log_dirs = ",".join(str(broker_dir / f"disk-{d}") for d in range(2))
         log_path = broker_dir / "broker.log"
@@ -167,7 +242,8 @@ def up(
                 "--override",
                 f"zookeeper.connect={connect}",
                 "--override",
-                f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                f"listeners=PLAINTEXT://127.0.0.1:{port},"
+                f"{CONTROL_PLANE_LISTENER_NAME}://{control_plane}",
                 "--override",
                 f"log.dirs={log_dirs}",
                 "--override",
@@ -178,8 +254,18 @@ def up(
         )
         addresses.append(f"127.0.0.1:{port}")
         members.append(
-            Member("broker", broker_id, pid, addresses[-1], admin, str(broker_dir), str(log_path))
+            Member(
+                "broker",
+                broker_id,
+                pid,
+                addresses[-1],
+                admin,
+                str(broker_dir),
+                str(log_path),
+                control_plane=control_plane,
+            )
         )
+        members[-1].identify()
         state.bootstrap_servers = ",".join(addresses)
         state.write(data_dir)
 
@@ -194,7 +280,7 @@ async def _wait_for_brokers(state: ClusterState, expected: int) -> None:
     metadata_request = schemas.request_schema(3, 1)(topics=())
     last_error = "no answer yet"
     while time.monotonic() < deadline:
-        dead = [m for m in state.members if not pid_alive(m.pid)]
+        dead = [m for m in state.members if not m.is_ours()]
         if dead:
             raise RuntimeError(
                 f"{dead[0].role} {dead[0].id} exited during start-up; see {dead[0].log}"
@@ -211,23 +297,51 @@ async def _wait_for_brokers(state: ClusterState, expected: int) -> None:
     raise TimeoutError(f"cluster not ready after {READY_TIMEOUT_S} s: {last_error}")
 
 
+def _signal(member: Member, signum: int, *, quiet: bool = False) -> bool:
+    """Send ``signum`` to the member's process if it is still the one it started; True if sent.
+
+    Through a pidfd: once the identity is checked, the signal reaches that process or none,
+    even if it exits and its pid is reused in between.
+    """
+    try:
+        pidfd = os.pidfd_open(member.pid)
+    except ProcessLookupError:
+        return False
+    try:
+        if not member.is_ours():
+            if not quiet and pid_alive(member.pid):
+                log.warning(
+                    "not signalling pid %d: it is not the %s %d this cluster started (the pid "
+                    "was reused, or the state file predates process identities)",
+                    member.pid,
+                    member.role,
+                    member.id,
+                )
+            return False
+        signal.pidfd_send_signal(pidfd, signum)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        os.close(pidfd)
+
+
 def down(data_dir: Path) -> list[Member]:
-    """Stop every member by pid, brokers first; returns those that needed SIGKILL."""
+    """Stop every member by pid, brokers first; returns those that needed SIGKILL.
+
+    A pid whose process is not the one the member started (``Member.is_ours``) is skipped with
+    a warning: that pid was reused by something else.
+    """
     state = ClusterState.read(data_dir.absolute())
     if state is None:
         return []
     order = {"broker": 0, "controller": 1, "zookeeper": 2}
     killed = []
     for role in sorted(order, key=order.get):
-        group = [m for m in state.members if m.role == role and pid_alive(m.pid)]
-        for member in group:
-            os.kill(member.pid, signal.SIGTERM)
+        group = [m for m in state.members if m.role == role and _signal(m, signal.SIGTERM)]
         deadline = time.monotonic() + STOP_GRACE_S
-        while time.monotonic() < deadline and any(pid_alive(m.pid) for m in group):
+        while time.monotonic() < deadline and any(m.is_ours() for m in group):
             time.sleep(POLL_INTERVAL_S)
-        for member in group:
-            if pid_alive(member.pid):
-                os.kill(member.pid, signal.SIGKILL)
-                killed.append(member)
+        killed.extend(m for m in group if _signal(m, signal.SIGKILL, quiet=True))
     (data_dir.absolute() / STATE_FILE).unlink(missing_ok=True)
     return killed

@@ -131,6 +131,7 @@ class BrokerMetrics:
     connections_closed: Counter
     request_memory_used: Gauge
     requests_queued: Gauge
+    refused_controller_requests: Counter
     topic_labels_max: int = TOPIC_LABELS_MAX
     api_labels_max: int = API_LABELS_MAX
     _topics: dict[str, _TopicSeries] = field(default_factory=dict, repr=False)
@@ -319,7 +320,10 @@ def broker_metrics(
         ),
         offline_log_dirs=gauge("offline_log_dirs", "Entries of log.dirs that have failed."),
         connections=Gauge(
-            f"{NAMESPACE}_connections", "Open client connections.", registry=registry
+            f"{NAMESPACE}_connections",
+            "Open connections, per listener.",
+            ["listener"],
+            registry=registry,
         ),
         connections_closed=Counter(
             f"{NAMESPACE}_connections_closed",
@@ -334,6 +338,13 @@ def broker_metrics(
         requests_queued=gauge(
             "requests_queued",
             "Requests read and not yet handled, all connections (bounded by queued.max.requests).",
+        ),
+        refused_controller_requests=Counter(
+            f"{prefix}_refused_controller_requests_total",
+            "Controller requests (LeaderAndIsr, StopReplica, UpdateMetadata) that arrived on a "
+            "client listener and were refused with CLUSTER_AUTHORIZATION_FAILED, per API.",
+            ["api"],
+            registry=registry,
         ),
         topic_labels_max=topic_labels_max,
         api_labels_max=api_labels_max,

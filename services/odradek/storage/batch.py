@@ -243,6 +243,18 @@ def set_log_append_time(buffer: bytearray | memoryview, position: int, timestamp
     _CRC.pack_into(buffer, position + CRC_OFFSET, crc)
 
 
+def set_max_timestamp(buffer: bytearray | memoryview, position: int, timestamp_ms: int) -> None:
+    """Correct a batch's ``max_timestamp`` to its records' (as Kafka's validator does).
+
+    A producer's header may claim any maximum; retention and the time index judge a segment by
+    it, so the broker stores the true one. The field is inside the CRC, which is recomputed.
+    """
+    _MAX_TIMESTAMP.pack_into(buffer, position + MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    (_, size) = read_prefix(buffer, position)
+    crc = crc32c(memoryview(buffer)[position + ATTRIBUTES_OFFSET : position + size])
+    _CRC.pack_into(buffer, position + CRC_OFFSET, crc)
+
+
 def with_delete_horizon(batch: bytes) -> bytes:
     """The batch with the delete-horizon attribute bit set (KIP-534) and its CRC recomputed.
 

@@ -18,6 +18,10 @@ leader sent it) against a topic's configuration and returns what the log should 
 - the topic's record rules, from what the walk found: a key on every record of a compacted
   topic, timestamps within ``message.timestamp.*.max.ms`` (Kafka skips records without a
   timestamp, -1, and so does this); then re-encoding for ``compression.type``;
+- a CreateTime batch whose header claims another ``max_timestamp`` than its records' largest is
+  stored with the true one, as Kafka's validator sets it: retention and the time index judge a
+  segment by that field, so a lying producer could otherwise keep a segment forever or have it
+  deleted at once;
 - ``message.timestamp.type=LogAppendTime`` stamps every batch with the broker's time.
 
 Errors are Kafka's: the record format broken is INVALID_RECORD (Kafka's reader throws
@@ -45,6 +49,7 @@ from odradek.storage.batch import (
     check_producer_batch,
     iter_batches,
     set_log_append_time,
+    set_max_timestamp,
 )
 from odradek.storage.compression import Compression
 from odradek.storage.records import decode_records, reencode_batch
@@ -99,12 +104,22 @@ def validate_records(
         return ValidatedRecords(EMPTY, (), origin)
     batches = list(iter_batches(view))
     _check_batches(batches, len(view), config, origin)
+    max_timestamps: list[tuple[int, int]] = []  # (position, the records' true maximum)
     for position, header in batches:
         walker = walk_batch(
             view, position, header, exact_offsets=origin != AppendOrigin.REPLICATION
         )
         if not header.is_control:
             _check_record_rules(walker, position, header, config, now_ms)
+            if origin != AppendOrigin.REPLICATION and not header.is_log_append_time:
+                actual = walker.max_timestamp if walker.max_timestamp_record >= 0 else NO_TIMESTAMP
+                if actual != header.max_timestamp:
+                    max_timestamps.append((position, actual))
+    if max_timestamps:  # a header claiming another maximum than its records': store the truth
+        view = memoryview(bytearray(view))
+        for position, actual in max_timestamps:
+            set_max_timestamp(view, position, actual)
+        batches = list(iter_batches(view))
     if _needs_reencoding(config, batches):
         view = _reencode(view, batches, Compression.from_name(config.compression_type))
         batches = list(iter_batches(view))

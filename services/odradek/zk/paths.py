@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import ClassVar, NamedTuple, Self
 
+from odradek.config.endpoints import SecurityProtocol
 from odradek.zk.codec import (
     INT32_MAX,
     INT64_MAX,
@@ -177,7 +178,7 @@ class ClusterId:
 
 # --- /brokers/ids/<id> -----------------------------------------------------------------------
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SECURITY_PROTOCOLS = tuple(protocol.name for protocol in SecurityProtocol)
 # Kafka's EndPoint uriParseExp: LISTENER://host:port, the host in brackets when it is IPv6.
 _ENDPOINT = re.compile(
     r"(?P<listener>[A-Za-z0-9_]+)://\[?(?P<host>[0-9a-zA-Z\-%._:]*)\]?:(?P<port>[0-9]+)"

@@ -5,6 +5,12 @@ death from the node's deletion. ``BrokerRegistrar`` creates it, and creates it a
 the client reports a NEW session (the old session's ephemerals are gone, or go when the server
 expires it).
 
+Broker epoch: as in Kafka, the czxid of the node (the ZooKeeper transaction that created it),
+so it grows at every registration. After each registration the registrar reads the node's stat
+and records the epoch (``broker_epoch``, and ``on_registered(epoch)``); the controller reads
+the same stat and puts the epoch in its requests, which the broker checks
+(``broker/controller_requests.py``).
+
 Creating follows Kafka's "checked ephemeral" rules:
 
 - NODE_EXISTS owned by our own session: a retried create that had succeeded; done.
@@ -58,12 +64,13 @@ class BrokerRegistrar:
         clock: Callable[[], float] = time.monotonic,
         wall_clock_ms: Callable[[], int] = _wall_clock_ms,
         on_failure: Callable[[Exception], None] | None = None,
+        on_registered: Callable[[int], None] | None = None,
     ) -> None:
         """``info.timestamp_ms`` is replaced by ``wall_clock_ms()`` at each registration.
 
         ``on_failure`` hears about a failed re-registration after a new session (a broker would
-        usually shut down: it is invisible to the controller). ``conflict_wait_s`` defaults to
-        1.5 session timeouts.
+        usually shut down: it is invisible to the controller). ``on_registered`` hears the broker
+        epoch of each registration. ``conflict_wait_s`` defaults to 1.5 session timeouts.
         """
         self.zk = zk
         self.broker_id = broker_id
@@ -75,10 +82,12 @@ class BrokerRegistrar:
         self._clock = clock
         self._wall_clock_ms = wall_clock_ms
         self._on_failure = on_failure
+        self._on_registered = on_registered
         self._lock = asyncio.Lock()
         self._active = False
         self._tasks: set[asyncio.Task] = set()
         self.registered_session_id: int | None = None
+        self.broker_epoch: int | None = None  # the czxid of the node of the last registration
 
     @property
     def registered(self) -> bool:
@@ -163,14 +172,18 @@ class BrokerRegistrar:
             features=self._info.features,
         )
         session_id = self.zk.session_id
-        try:
+        with contextlib.suppress(NodeExistsError):  # maybe ours (a retried create): look
             await self.zk.acreate(self.path, info.encode(), ephemeral=True, make_parents=True)
-        except NodeExistsError:
-            stat = await self.zk.aexists(self.path)
-            if stat is None or stat.ephemeralOwner != self.zk.session_id:
-                return False  # gone meanwhile (try again) or someone else's
+        stat = await self.zk.aexists(self.path)
+        if stat is None or stat.ephemeralOwner != session_id:
+            return False  # gone meanwhile (try again) or someone else's
         self.registered_session_id = session_id
-        log.info("broker %d registered at %s", self.broker_id, self.path)
+        self.broker_epoch = stat.czxid
+        log.info(
+            "broker %d registered at %s with broker epoch %d", self.broker_id, self.path, stat.czxid
+        )
+        if self._on_registered is not None:
+            self._on_registered(stat.czxid)
         return True
 
     async def _wait_for_deletion(self, timeout_s: float) -> None:

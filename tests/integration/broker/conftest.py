@@ -16,7 +16,7 @@ import pytest
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.metadata_cache import (
-    BrokerEndpoint,
+    LiveBroker,
     MetadataCache,
     PartitionMetadata,
     TopicMetadata,
@@ -24,6 +24,7 @@ from odradek.broker.metadata_cache import (
 from odradek.broker.partition import PartitionState
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.server import BrokerServer
+from odradek.config.endpoints import HostPort, Listener, ListenerRole, SecurityProtocol
 from odradek.config.topic import TopicConfig
 from odradek.observability.metrics import broker_metrics, new_registry
 from odradek.storage.manager import LogManager
@@ -31,10 +32,20 @@ from odradek.storage.manager import LogManager
 BROKER_ID = 1
 TOPIC = "events"
 PARTITIONS = 3
+CLIENT_LISTENER = Listener(
+    "PLAINTEXT", SecurityProtocol.PLAINTEXT, "127.0.0.1", 0, ListenerRole.CLIENT
+)
+CONTROL_PLANE_LISTENER = Listener(
+    "CONTROL_PLANE", SecurityProtocol.PLAINTEXT, "127.0.0.1", 0, ListenerRole.CONTROL_PLANE
+)
 
 
 class RunningBroker:
-    """A broker server on its own event loop thread, stopped in ``close``."""
+    """A broker's two servers on their own event loop thread, stopped in ``close``.
+
+    ``port`` is the client listener's (on ``host``, with ``server_options`` for its limits),
+    ``control_port`` the control plane's.
+    """
 
     topic = TOPIC  # the topic it leads, with ``partitions`` partitions
     partitions = PARTITIONS
@@ -48,11 +59,13 @@ class RunningBroker:
         self.registry = new_registry()
         self.metrics = broker_metrics(self.registry)
         self.context = BrokerContext(BROKER_ID, self.replicas, self.metadata, self.metrics)
-        self.server = BrokerServer(self.context, **server_options)
+        self.server = BrokerServer(self.context, CLIENT_LISTENER, **server_options)
+        self.control_plane = BrokerServer(self.context, CONTROL_PLANE_LISTENER)
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.host = host
         self.port = self.call(self.server.start(host, 0))
+        self.control_port = self.call(self.control_plane.start("127.0.0.1", 0))
         self.call_sync(self._lead_topic)
 
     def call(self, coroutine):
@@ -65,7 +78,7 @@ class RunningBroker:
         return self.call(run())
 
     def _lead_topic(self) -> None:
-        self.metadata.update_brokers([BrokerEndpoint(BROKER_ID, self.host, self.port)])
+        self.metadata.update_brokers([self.live_broker()])
         partitions = {}
         for p in range(PARTITIONS):
             state = PartitionState(
@@ -75,12 +88,20 @@ class RunningBroker:
             partitions[p] = PartitionMetadata(p, BROKER_ID, 0, (BROKER_ID,), (BROKER_ID,))
         self.metadata.update_topic(TopicMetadata(TOPIC, uuid.uuid4(), partitions))
 
+    def live_broker(self, rack: str | None = None) -> LiveBroker:
+        endpoints = {
+            CLIENT_LISTENER.name: HostPort(self.host, self.port),
+            CONTROL_PLANE_LISTENER.name: HostPort("127.0.0.1", self.control_port),
+        }
+        return LiveBroker(BROKER_ID, endpoints, rack)
+
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
     def close(self) -> None:
         self.call(self.server.stop())
+        self.call(self.control_plane.stop())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         self.log_manager.shutdown()

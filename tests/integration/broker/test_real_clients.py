@@ -1,8 +1,9 @@
 """Unmodified Kafka clients produce to and consume from the broker's server over loopback.
 
-The broker's server, handlers, replica manager and logs are the real ones, on their own event
-loop thread; only leadership is handed out by the test, as the controller will do through
-LeaderAndIsr and UpdateMetadata.
+The broker's servers (a client listener and the control-plane listener, as a broker process
+runs them), handlers, replica manager and logs are the real ones, on their own event loop
+thread; only leadership is handed out by the test, as the controller does through LeaderAndIsr
+and UpdateMetadata.
 """
 
 from __future__ import annotations

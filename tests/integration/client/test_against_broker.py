@@ -116,7 +116,7 @@ def test_versions_metadata_produce_and_fetch_over_one_connection(broker, kafka_b
         conn = await BrokerConnection.open("127.0.0.1", broker.port, client_id="client-test")
         async with conn:
             # the broker advertises the APIs it has handlers for
-            assert await conn.negotiate_versions() == broker.context.served_versions
+            assert await conn.negotiate_versions() == broker.server.served_versions
             assert all(
                 conn.api_versions[key] == SUPPORTED_VERSIONS[key]
                 for key in (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH)

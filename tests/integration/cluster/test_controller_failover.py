@@ -192,7 +192,7 @@ def _broker_args(member, state: ClusterState) -> list[str]:
         "--override",
         f"zookeeper.connect={state.zookeeper_connect}",
         "--override",
-        f"listeners=PLAINTEXT://{member.address}",
+        f"listeners=PLAINTEXT://{member.address},CONTROL_PLANE://{member.control_plane}",
         "--override",
         f"log.dirs={log_dirs}",
         "--override",

@@ -95,12 +95,13 @@ def closed_counts(member) -> dict[str, float]:
     return counts
 
 
-def open_connections(member) -> float:
+def open_connections(member, listener: str = "PLAINTEXT") -> float:
+    """Open connections on the broker's client listener, from its own gauge."""
     with urllib.request.urlopen(f"http://{member.admin}/metrics", timeout=5) as response:
         text = response.read().decode()
     for family in text_string_to_metric_families(text):
         if family.name == "odradek_connections":
-            return family.samples[0].value
+            return next(s.value for s in family.samples if s.labels["listener"] == listener)
     raise AssertionError("no odradek_connections")
 
 

@@ -105,6 +105,29 @@ def test_the_node_is_created_again_after_a_forced_session_expiry(
     asyncio.run(scenario())
 
 
+def test_the_broker_epoch_is_the_nodes_czxid_and_grows_with_each_registration(
+    make_client, expire_session
+) -> None:
+    """Kafka's broker epoch: the registration's czxid, learned again after a new session."""
+    zk = make_client()
+    heard: list[int] = []
+
+    async def scenario() -> None:
+        registrar = BrokerRegistrar(zk, 6, INFO, on_registered=heard.append)
+        await registrar.register()
+        first = (await zk.aexists(broker_path(6))).czxid
+        assert registrar.broker_epoch == first and heard == [first]
+        old_session = zk.session_id
+        await asyncio.to_thread(expire_session, zk)
+        await _until_registered_in_a_new_session(registrar, old_session, 5.0)
+        second = (await zk.aexists(broker_path(6))).czxid
+        assert second > first
+        assert registrar.broker_epoch == second and heard == [first, second]
+        await registrar.deregister()
+
+    asyncio.run(scenario())
+
+
 def test_reregistration_waits_for_the_old_sessions_node_to_expire(make_client) -> None:
     """When kazoo gives up a session the server still holds, the registrar waits it out."""
     zk = make_client()

@@ -64,7 +64,9 @@ KAFKA_NULL_DEFAULTS = {
     "log.retention.ms",
     "log.retention.minutes",
     "log.flush.interval.ms",
+    "inter.broker.listener.name",
 }
+CONTROL_PLANE = Endpoint("CONTROL_PLANE", "127.0.0.1", 9091)
 
 
 def broker(**props: object) -> BrokerConfig:
@@ -81,7 +83,14 @@ def test_defaults_are_kafkas():
     for name in KAFKA_NULL_DEFAULTS - {"log.dirs"}:
         assert name not in props, name
     assert config.broker_id == 0
-    assert config.listeners == (Endpoint("PLAINTEXT", "127.0.0.1", 9092),)
+    # Not Kafka's: a control-plane listener by default, for the controller's requests only.
+    assert config.listeners == (Endpoint("PLAINTEXT", "127.0.0.1", 9092), CONTROL_PLANE)
+    assert config.control_plane_listener_name == "CONTROL_PLANE"
+    assert config.effective_inter_broker_listener_name == "PLAINTEXT"
+    assert props["listener.security.protocol.map"] == (
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,"
+        "CONTROL_PLANE:PLAINTEXT"
+    )
     assert config.odradek_admin_listener == HostPort("127.0.0.1", 9644)
     assert config.max_connections == 1000
     assert config.odradek_connection_max_inflight_requests == 100
@@ -93,6 +102,7 @@ def test_every_key_is_documented_and_ours_are_prefixed():
     kafka_names = set(KAFKA_DEFAULTS) | KAFKA_NULL_DEFAULTS
     kafka_names |= {"broker.id", "zookeeper.connect", "listeners", "max.connections"}
     kafka_names |= {"queued.max.request.bytes"}  # Kafka's key, with a finite default here
+    kafka_names |= {"listener.security.protocol.map", "control.plane.listener.name"}
     for key in BROKER_KEYS.values():
         assert key.doc, key.name
         assert key.name in kafka_names or key.name.startswith("odradek."), key.name
@@ -114,8 +124,8 @@ def test_a_server_properties_file(tmp_path):
             broker.id=1
             broker.rack = rack-a
 
-            listeners=PLAINTEXT://127.0.0.1:19092
-            advertised.listeners: PLAINTEXT://broker-1:19092
+            listeners=PLAINTEXT://127.0.0.1:19092,CONTROL_PLANE://127.0.0.1:19091
+            advertised.listeners: PLAINTEXT://broker-1:19092,CONTROL_PLANE://broker-1:19091
             log.dirs=/disks/0/odradek,\\
                      /disks/1/odradek
             zookeeper.connect=127.0.0.1:2181,127.0.0.1:2182/odradek
@@ -128,8 +138,14 @@ def test_a_server_properties_file(tmp_path):
     config = BrokerConfig.load(path)
     assert config.broker_id == 1
     assert config.broker_rack == "rack-a"
-    assert config.listeners == (Endpoint("PLAINTEXT", "127.0.0.1", 19092),)
-    assert config.effective_advertised_listeners == (Endpoint("PLAINTEXT", "broker-1", 19092),)
+    assert config.listeners == (
+        Endpoint("PLAINTEXT", "127.0.0.1", 19092),
+        Endpoint("CONTROL_PLANE", "127.0.0.1", 19091),
+    )
+    assert config.effective_advertised_listeners == (
+        Endpoint("PLAINTEXT", "broker-1", 19092),
+        Endpoint("CONTROL_PLANE", "broker-1", 19091),
+    )
     assert config.effective_log_dirs == ("/disks/0/odradek", "/disks/1/odradek")
     assert config.zookeeper_connect == "127.0.0.1:2181,127.0.0.1:2182/odradek"
     assert config.num_partitions == 3
@@ -209,7 +225,6 @@ def test_log_dir_is_accepted_and_log_dirs_wins():
         ),
         ("compression.type", "brotli", "String must be one of: uncompressed, zstd, lz4"),
         ("log.message.timestamp.type", "createtime", "String must be one of: CreateTime"),
-        ("listeners", "SSL://h:9093", "only PLAINTEXT listeners are supported for now"),
         ("advertised.listeners", "h:9092", "expected NAME://host:port"),
         ("log.dirs", " , ", "at least one directory is required"),
         ("log.dirs", "/a,/b,/a/", "directory /a is listed twice"),
@@ -380,19 +395,26 @@ def test_compaction_lag_conflict_names_the_broker_keys():
 
 
 def test_advertised_listeners_default_to_listeners_and_must_be_routable():
-    config = broker(listeners="PLAINTEXT://:9092")
+    config = broker(listeners="PLAINTEXT://:9092,CONTROL_PLANE://:9091")
     assert config.advertised_listeners is None
-    assert config.effective_advertised_listeners == (Endpoint("PLAINTEXT", "", 9092),)
+    assert config.effective_advertised_listeners == (
+        Endpoint("PLAINTEXT", "", 9092),
+        Endpoint("CONTROL_PLANE", "", 9091),
+    )
     for bad in (
-        {"listeners": "PLAINTEXT://0.0.0.0:9092"},
-        {"advertised_listeners": "PLAINTEXT://[::]:1"},
+        {"listeners": "PLAINTEXT://0.0.0.0:9092,CONTROL_PLANE://b1:9091"},
+        {"advertised_listeners": "PLAINTEXT://[::]:1,CONTROL_PLANE://b1:9091"},
     ):
         with pytest.raises(InvalidConfigError, match="cannot use the nonroutable meta-address"):
             broker(**bad)
     config = broker(
-        listeners="PLAINTEXT://0.0.0.0:9092", advertised_listeners="PLAINTEXT://b1:9092"
+        listeners="PLAINTEXT://0.0.0.0:9092,CONTROL_PLANE://0.0.0.0:9091",
+        advertised_listeners="PLAINTEXT://b1:9092,CONTROL_PLANE://b1:9091",
     )
-    assert config.effective_advertised_listeners == (Endpoint("PLAINTEXT", "b1", 9092),)
+    assert config.effective_advertised_listeners == (
+        Endpoint("PLAINTEXT", "b1", 9092),
+        Endpoint("CONTROL_PLANE", "b1", 9091),
+    )
 
 
 def test_empty_rack_means_no_rack():
@@ -407,28 +429,37 @@ def test_building_by_hand_validates_and_the_result_is_frozen():
         "zk:2181",
         ("/a", "/b"),
     )
-    assert config.listeners == (Endpoint("PLAINTEXT", "127.0.0.1", 9092),)
+    assert config.listeners == (Endpoint("PLAINTEXT", "127.0.0.1", 9092), CONTROL_PLANE)
     with pytest.raises(InvalidConfigError, match="broker.id"):
         BrokerConfig(broker_id=-1, zookeeper_connect="zk", log_dirs=("/a",))
     with pytest.raises(InvalidConfigError, match='"log.dirs"'):
         BrokerConfig(broker_id=1, zookeeper_connect="zk")
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.broker_id = 4  # type: ignore[misc]
-    moved = dataclasses.replace(config, listeners="PLAINTEXT://127.0.0.1:0")
-    assert moved.effective_advertised_listeners == (Endpoint("PLAINTEXT", "127.0.0.1", 0),)
+    moved = dataclasses.replace(
+        config, listeners="PLAINTEXT://127.0.0.1:0,CONTROL_PLANE://127.0.0.1:0"
+    )
+    assert moved.effective_advertised_listeners == (
+        Endpoint("PLAINTEXT", "127.0.0.1", 0),
+        Endpoint("CONTROL_PLANE", "127.0.0.1", 0),
+    )
     assert hash(moved) == hash(dataclasses.replace(config, listeners=moved.listeners))
 
 
 def test_properties_round_trip():
     config = broker(
         broker_rack="r",
-        advertised_listeners="PLAINTEXT://[::1]:9092",
+        advertised_listeners="PLAINTEXT://[::1]:9092,CONTROL_PLANE://[::1]:9091",
+        listener_security_protocol_map="PLAINTEXT:PLAINTEXT,control_plane:plaintext",
+        inter_broker_listener_name="plaintext",
         log_retention_minutes="5",
         log_cleanup_policy="compact,delete",
         odradek_admin_listener="",
     )
     props = config.to_properties()
     assert props["odradek.admin.listener"] == ""
-    assert props["advertised.listeners"] == "PLAINTEXT://[::1]:9092"
+    assert props["advertised.listeners"] == "PLAINTEXT://[::1]:9092,CONTROL_PLANE://[::1]:9091"
+    assert props["listener.security.protocol.map"] == "PLAINTEXT:PLAINTEXT,CONTROL_PLANE:PLAINTEXT"
+    assert props["inter.broker.listener.name"] == "PLAINTEXT"
     assert "log.retention.ms" not in props
     assert BrokerConfig.from_properties(props) == config

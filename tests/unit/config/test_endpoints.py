@@ -1,4 +1,4 @@
-"""Listeners, host:port addresses and ZooKeeper connect strings parse as Kafka and ZooKeeper do."""
+"""Listeners, protocol maps, addresses and ZooKeeper connect strings parse as Kafka does."""
 
 from __future__ import annotations
 
@@ -7,9 +7,14 @@ import pytest
 from odradek.config.endpoints import (
     Endpoint,
     HostPort,
+    ListenerProtocol,
+    SecurityProtocol,
     ZooKeeperConnect,
     parse_address,
+    parse_advertised_listeners,
+    parse_listener_name,
     parse_listeners,
+    parse_security_protocol_map,
     parse_zookeeper_connect,
 )
 from odradek.errors import InvalidConfigError
@@ -27,6 +32,9 @@ from odradek.errors import InvalidConfigError
         ("PLAINTEXT://[::1]:9092", Endpoint("PLAINTEXT", "::1", 9092)),
         ("PLAINTEXT://[fe80::1%eth0]:1", Endpoint("PLAINTEXT", "fe80::1%eth0", 1)),
         (" PLAINTEXT://localhost:0 ,", Endpoint("PLAINTEXT", "localhost", 0)),
+        # Names are any of letters, digits and _ (Kafka's listener names), upper-cased.
+        ("control_plane://h:9091", Endpoint("CONTROL_PLANE", "h", 9091)),
+        ("SSL://h:9093", Endpoint("SSL", "h", 9093)),
     ],
 )
 def test_listener_parsing(text, endpoint):
@@ -43,19 +51,16 @@ def test_listener_str_brackets_ipv6():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (
-            "SSL://h:9093",
-            "Invalid value SSL://h:9093 for configuration listeners: only PLAINTEXT listeners "
-            "are supported for now (no TLS or SASL yet), not SSL",
-        ),
-        ("SASL_PLAINTEXT://h:9093", "only PLAINTEXT listeners are supported for now"),
-        ("INTERNAL://h:9093", "not INTERNAL"),
         ("h:9092", "expected NAME://host:port, for example PLAINTEXT://127.0.0.1:9092"),
         ("PLAINTEXT://h", "expected NAME://host:port"),
         ("PLAINTEXT://h:port", "expected NAME://host:port"),
         ("PLAINTEXT://::1:9092", "expected NAME://host:port"),
         ("PLAINTEXT://h:65536", "port must be between 0 and 65535"),
         ("PLAINTEXT://a:1,plaintext://b:2", "each listener must have a different name: PLAINTEXT"),
+        ("IN-SIDE://a:1", "expected NAME://host:port"),
+        ("A://h:9092,B://h:9092", "each listener must have a different port"),
+        ("A://127.0.0.1:9092,B://10.0.0.1:9092", "each listener must have a different port"),
+        ("A://127.0.0.1:1,B://[::1]:1,C://[::2]:1", "unless exactly one listener has an IPv4"),
         ("", "at least one listener is required"),
         (" , ", "at least one listener is required"),
     ],
@@ -64,6 +69,52 @@ def test_bad_listeners(text, message):
     with pytest.raises(InvalidConfigError, match="for configuration listeners") as raised:
         parse_listeners("listeners", text)
     assert message in str(raised.value)
+
+
+def test_ports_may_repeat_only_where_kafka_allows_it():
+    # Port 0 never collides; an IPv4 and an IPv6 address may share a port.
+    assert len(parse_listeners("listeners", "A://h:0,B://h:0")) == 2
+    assert len(parse_listeners("listeners", "A://127.0.0.1:9092,B://[::1]:9092")) == 2
+    # Advertised listeners may share a port (a proxy in front), names stay unique.
+    assert len(parse_advertised_listeners("advertised.listeners", "A://h:9092,B://h:9092")) == 2
+    with pytest.raises(InvalidConfigError, match="different name"):
+        parse_advertised_listeners("advertised.listeners", "A://h:1,a://h:2")
+
+
+def test_security_protocol_maps_parse_as_kafkas_csv_map():
+    parsed = parse_security_protocol_map(
+        "m", " client : plaintext , CONTROL_PLANE:PLAINTEXT,SSL:ssl"
+    )
+    assert parsed == (
+        ListenerProtocol("CLIENT", SecurityProtocol.PLAINTEXT),
+        ListenerProtocol("CONTROL_PLANE", SecurityProtocol.PLAINTEXT),
+        ListenerProtocol("SSL", SecurityProtocol.SSL),
+    )
+    assert ",".join(map(str, parsed)) == "CLIENT:PLAINTEXT,CONTROL_PLANE:PLAINTEXT,SSL:SSL"
+    assert parse_security_protocol_map("m", parsed) == parsed
+    assert parse_security_protocol_map("m", "") == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("CLIENT", "expected LISTENER_NAME:SECURITY_PROTOCOL"),
+        (":PLAINTEXT", "expected LISTENER_NAME:SECURITY_PROTOCOL"),
+        ("CLIENT:TLS", "invalid security protocol `TLS`"),
+        ("CLIENT:PLAINTEXT,client:SSL", "listener CLIENT is mapped twice"),
+    ],
+)
+def test_bad_security_protocol_maps(text, message):
+    with pytest.raises(InvalidConfigError, match="for configuration m") as raised:
+        parse_security_protocol_map("m", text)
+    assert message in str(raised.value)
+
+
+def test_listener_names():
+    assert parse_listener_name("n", " control_plane ") == "CONTROL_PLANE"
+    for bad in ("", "A B", "a-b"):
+        with pytest.raises(InvalidConfigError, match="a listener name is letters, digits and _"):
+            parse_listener_name("n", bad)
 
 
 def test_listeners_of_the_wrong_type():

@@ -74,10 +74,10 @@ def test_gauges_start_at_zero_and_are_set_directly():
         assert sample(registry, f"odradek_broker_{name}") == 0
     metrics.partitions.set(12)
     metrics.leader_partitions.set(4)
-    metrics.connections.inc()
+    metrics.connections.labels(listener="PLAINTEXT").inc()
     assert sample(registry, "odradek_broker_partitions") == 12
     assert sample(registry, "odradek_broker_leader_partitions") == 4
-    assert sample(registry, "odradek_connections") == 1
+    assert sample(registry, "odradek_connections", listener="PLAINTEXT") == 1
 
 
 def test_topics_beyond_the_budget_share_the_overflow_series():
@@ -188,6 +188,7 @@ def test_every_metric_has_help_text_and_the_odradek_prefix():
         "odradek_broker_requests_queued",
         "odradek_event_loop_lag_seconds",
         "odradek_event_loop_lag_last_seconds",
+        "odradek_broker_refused_controller_requests",
         "odradek_controller_active",
         "odradek_controller_epoch",
         "odradek_controller_live_brokers",

@@ -26,6 +26,7 @@ from odradek.storage.batch import (
     CRC_OFFSET,
     HEADER_SIZE,
     HEADER_STRUCT,
+    MAX_TIMESTAMP_OFFSET,
     BatchHeader,
     compute_crc,
 )
@@ -421,3 +422,31 @@ def test_random_bytes_never_crash_validation():
         for origin in (AppendOrigin.CLIENT, AppendOrigin.REPLICATION):
             with contextlib.suppress(InvalidRecordError, CorruptRecordError):
                 validate(data, origin)
+
+
+# -- max_timestamp is the records' ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+@pytest.mark.parametrize("claimed", [T0 + 10**12, T0 - 10**9, -1])
+def test_a_header_lying_about_its_max_timestamp_is_stored_with_the_truth(make_log, codec, claimed):
+    section = record(0, timestamp_delta=5) + record(1, timestamp_delta=42) + record(2)
+    data = bytearray(batch(section, count=3, codec=CODECS[codec]))
+    struct.pack_into(">q", data, MAX_TIMESTAMP_OFFSET, claimed)
+    struct.pack_into(">I", data, CRC_OFFSET, compute_crc(data))
+    validated = validate(bytes(data))
+    [(_, header)] = validated.batches
+    assert header.max_timestamp == T0 + 42
+    assert compute_crc(validated.records) == header.crc  # still a valid batch
+    log = make_log()
+    log.append(bytes(data))
+    assert log.segments()[-1].max_timestamp == T0 + 42  # what retention and the time index see
+    stored = DefaultRecordBatch(next(log.batches())[1])
+    assert stored.validate_crc()
+    assert [r.timestamp for r in stored] == [T0 + 5, T0 + 42, T0]
+
+
+def test_a_batch_telling_its_true_max_timestamp_is_not_copied():
+    data = kafka_batch(count=5)
+    validated = validate(data)
+    assert validated.records.obj is data  # untouched: still the caller's buffer

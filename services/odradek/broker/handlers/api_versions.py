@@ -1,7 +1,9 @@
-"""ApiVersions (18): the versions this broker serves (the KIP-511 fallback is the server's).
+"""ApiVersions (18): the versions this listener serves (the KIP-511 fallback is the server's).
 
-Only APIs with a handler are advertised: clients turn features on from this list (kafka-python
-3.x uses the idempotent producer if InitProducerId is there), so it must not promise more.
+Only what the request's listener serves is advertised (``handlers.served_versions``): clients
+turn features on from this list (kafka-python 3.x uses the idempotent producer if
+InitProducerId is there), so it must not promise more, and a client listener does not list the
+controller's APIs.
 """
 
 from __future__ import annotations
@@ -18,4 +20,4 @@ API_KEY = ApiKey.API_VERSIONS
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not client_software_is_valid(request):
         return build_api_versions_response(ctx.api_version, ErrorCode.invalid_request)
-    return build_api_versions_response(ctx.api_version, versions=ctx.broker.served_versions)
+    return build_api_versions_response(ctx.api_version, versions=ctx.served_versions)

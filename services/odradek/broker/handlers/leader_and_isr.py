@@ -1,9 +1,10 @@
 """LeaderAndIsr (4): the controller tells this broker which partitions it leads or follows.
 
-A request from an older controller epoch is refused whole: STALE_CONTROLLER_EPOCH at the top and
-for every partition, as Kafka answers it. Otherwise each partition state is applied by
-``controller_requests.become_leader_or_follower`` and answers with its own error code, grouped
-by topic id (v5+ responses name topics by id).
+A request with another broker epoch (STALE_BROKER_EPOCH) or from an older controller epoch
+(STALE_CONTROLLER_EPOCH) is refused whole: the error at the top and for every partition, as
+Kafka's ``getErrorResponse`` answers (``error_response``, also the answer on a client listener).
+Otherwise each partition state is applied by ``controller_requests.become_leader_or_follower``
+and answers with its own error code, grouped by topic id (v5+ responses name topics by id).
 """
 
 from __future__ import annotations
@@ -25,10 +26,14 @@ API_KEY = ApiKey.LEADER_AND_ISR
 
 async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
     broker = ctx.broker
+    if not await controller_requests.accept_broker_epoch(
+        broker, request.broker_epoch, "LeaderAndIsr"
+    ):
+        return error_response(request, ErrorCode.stale_broker_epoch)
     if not controller_requests.accept_controller_epoch(
         broker, request.controller_epoch, "LeaderAndIsr"
     ):
-        return _every_partition_fails(request, ErrorCode.stale_controller_epoch)
+        return error_response(request, ErrorCode.stale_controller_epoch)
     topics = []
     for topic in request.topic_states:
         if broker.topic_configs is not None:
@@ -56,7 +61,8 @@ async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAnd
     return LeaderAndIsrResponse(error_code=ErrorCode.none, topics=tuple(topics))
 
 
-def _every_partition_fails(request: LeaderAndIsrRequest, error: ErrorCode) -> LeaderAndIsrResponse:
+def error_response(request: LeaderAndIsrRequest, error: ErrorCode) -> LeaderAndIsrResponse:
+    """``error`` at the top and for every partition of the request."""
     return LeaderAndIsrResponse(
         error_code=error,
         topics=tuple(

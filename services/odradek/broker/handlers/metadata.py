@@ -1,4 +1,10 @@
-"""Metadata (3): brokers, controller and topic partitions, from the broker's metadata cache."""
+"""Metadata (3): brokers, controller and topic partitions, from the broker's metadata cache.
+
+Brokers are listed with their address on the listener the request came in on (Kafka's rule);
+a broker without an endpoint on that listener is left out. The broker named controller is the
+lowest one listed: the controller is its own process here, not a broker, but admin clients send
+CreateTopics & co. to the node named controller, and any broker serves them.
+"""
 
 from __future__ import annotations
 
@@ -67,16 +73,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_authorized_operations=-2147483648,
             )
         )
+    listed = cache.brokers_on(ctx.listener.name)
     brokers = tuple(
-        build(broker_type, node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-        for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+        build(broker_type, node_id=b.broker_id, host=address.host, port=address.port, rack=b.rack)
+        for b, address in listed
     )
     return build(
         response_type,
         throttle_time=NO_THROTTLE,
         brokers=brokers,
         cluster_id=cache.cluster_id,
-        controller_id=cache.controller_id,
+        controller_id=min((b.broker_id for b, _ in listed), default=-1),
         topics=tuple(topics),
         cluster_authorized_operations=-2147483648,
     )

@@ -1,8 +1,10 @@
 """StopReplica (5): stop hosting partitions, deleting their logs when the controller says so.
 
-A request from an older controller epoch answers STALE_CONTROLLER_EPOCH with no partition errors
-and changes nothing (as Kafka). Otherwise each partition is stopped by
-``controller_requests.stop_replica`` and answers with its own error code.
+A request with another broker epoch (STALE_BROKER_EPOCH) or from an older controller epoch
+(STALE_CONTROLLER_EPOCH) answers that error with no partition errors and changes nothing (as
+Kafka's handler). Otherwise each partition is stopped by ``controller_requests.stop_replica`` and
+answers with its own error code. ``error_response`` (Kafka's ``getErrorResponse``, the answer on
+a client listener) names the error at the top and for every partition.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ API_KEY = ApiKey.STOP_REPLICA
 
 async def handle(ctx: RequestContext, request: StopReplicaRequest) -> StopReplicaResponse:
     broker = ctx.broker
+    if not await controller_requests.accept_broker_epoch(
+        broker, request.broker_epoch, "StopReplica"
+    ):
+        return StopReplicaResponse(error_code=ErrorCode.stale_broker_epoch, partition_errors=())
     if not controller_requests.accept_controller_epoch(
         broker, request.controller_epoch, "StopReplica"
     ):
@@ -45,3 +51,17 @@ async def handle(ctx: RequestContext, request: StopReplicaRequest) -> StopReplic
             )
     ctx.broker.replica_manager.update_gauges(ctx.broker.metrics)
     return StopReplicaResponse(error_code=ErrorCode.none, partition_errors=tuple(errors))
+
+
+def error_response(request: StopReplicaRequest, error: ErrorCode) -> StopReplicaResponse:
+    """``error`` at the top and for every partition of the request."""
+    return StopReplicaResponse(
+        error_code=error,
+        partition_errors=tuple(
+            StopReplicaPartitionError(
+                topic_name=topic.topic_name, partition_index=p.partition_index, error_code=error
+            )
+            for topic in request.topic_states
+            for p in topic.partition_states
+        ),
+    )

@@ -1,17 +1,18 @@
 """UpdateMetadata (6): the controller's view of live brokers and partition leaders, cached.
 
-A request from an older controller epoch answers STALE_CONTROLLER_EPOCH and changes nothing
-(Kafka raises ControllerMovedException, whose code that is). Otherwise
-``controller_requests.update_metadata`` replaces the broker list and merges the partition
-states; Metadata requests are answered from that cache. Each live broker is kept with its
-endpoint on this broker's listener (PLAINTEXT without a configuration), else its first one.
+A request with another broker epoch answers STALE_BROKER_EPOCH, one from an older controller
+epoch STALE_CONTROLLER_EPOCH (Kafka raises ControllerMovedException, whose code that is); both
+change nothing. Otherwise ``controller_requests.update_metadata`` replaces the broker list and
+merges the partition states; Metadata requests are answered from that cache. Each live broker is
+kept with every endpoint it has, by listener name; Metadata picks the request's listener.
 """
 
 from __future__ import annotations
 
 from odradek.broker import controller_requests
 from odradek.broker.context import RequestContext
-from odradek.broker.metadata_cache import BrokerEndpoint, PartitionMetadata
+from odradek.broker.metadata_cache import LiveBroker, PartitionMetadata
+from odradek.config.endpoints import HostPort
 from odradek.errors import ErrorCode
 from odradek.protocol.apis import ApiKey
 from odradek.protocol.interbroker import (
@@ -25,16 +26,15 @@ API_KEY = ApiKey.UPDATE_METADATA
 
 async def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
     broker = ctx.broker
+    if not await controller_requests.accept_broker_epoch(
+        broker, request.broker_epoch, "UpdateMetadata"
+    ):
+        return error_response(request, ErrorCode.stale_broker_epoch)
     if not controller_requests.accept_controller_epoch(
         broker, request.controller_epoch, "UpdateMetadata"
     ):
-        return UpdateMetadataResponse(error_code=ErrorCode.stale_controller_epoch)
-    listener = controller_requests.listener_name(broker)
-    brokers = [
-        endpoint
-        for endpoint in (_endpoint(b, listener) for b in request.live_brokers)
-        if endpoint is not None
-    ]
+        return error_response(request, ErrorCode.stale_controller_epoch)
+    brokers = [_live_broker(b) for b in request.live_brokers]
     topics = [
         controller_requests.TopicUpdate(
             name=topic.topic_name,
@@ -57,8 +57,11 @@ async def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateM
     return UpdateMetadataResponse(error_code=ErrorCode.none)
 
 
-def _endpoint(live: UpdateMetadataBroker, listener: str) -> BrokerEndpoint | None:
-    if not live.endpoints:
-        return None
-    chosen = next((e for e in live.endpoints if e.listener == listener), live.endpoints[0])
-    return BrokerEndpoint(live.id_, chosen.host, chosen.port, live.rack)
+def error_response(request: UpdateMetadataRequest, error: ErrorCode) -> UpdateMetadataResponse:
+    """The response has only a top-level error."""
+    return UpdateMetadataResponse(error_code=error)
+
+
+def _live_broker(live: UpdateMetadataBroker) -> LiveBroker:
+    endpoints = {e.listener.upper(): HostPort(e.host, e.port) for e in live.endpoints}
+    return LiveBroker(live.id_, endpoints, live.rack)

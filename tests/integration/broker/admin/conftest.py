@@ -1,7 +1,8 @@
 """Fixtures for the admin APIs: a real ZooKeeper per module, real broker servers, a chroot per test.
 
-``AdminBroker`` is the broker's server, handlers, replica manager and logs on their own event
-loop thread, with a ZooKeeper session and a ``BrokerConfig`` in its context. It registers itself
+``AdminBroker`` is the broker's servers (one per listener of its configuration: the client
+listener and the control plane), handlers, replica manager and logs on their own event loop
+thread, with a ZooKeeper session and a ``BrokerConfig`` in its context. It registers itself
 in ``/brokers/ids`` (its real address) and tells its metadata cache that it is the controller, so
 clients send it their admin requests. ``fake_broker`` registers more brokers that only exist in
 ZooKeeper, so placement has several to choose from. There is no controller: topics never get
@@ -25,7 +26,7 @@ import pytest
 from odradek.broker.admin.producer_ids import ProducerIdManager
 from odradek.broker.context import BrokerContext
 from odradek.broker.metadata_cache import (
-    BrokerEndpoint,
+    LiveBroker,
     MetadataCache,
     PartitionMetadata,
     TopicMetadata,
@@ -34,6 +35,7 @@ from odradek.broker.partition import PartitionState
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.server import BrokerServer
 from odradek.config.broker import BrokerConfig
+from odradek.config.endpoints import HostPort
 from odradek.protocol.codec import decode_response, encode_request
 from odradek.storage.manager import LogManager
 from odradek.zk.client import ZkClient
@@ -115,18 +117,21 @@ class AdminBroker:
             zk=self.zk,
             producer_ids=ProducerIdManager(self.zk, broker_id),
         )
-        self.server = BrokerServer(self.context)
+        # One server per listener of the configuration, as the broker process runs them.
+        self.servers = [BrokerServer(self.context, x) for x in self.config.listener_table]
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.port = self.call(self.server.start("127.0.0.1", 0))
-        info = BrokerInfo(endpoints=(Endpoint("PLAINTEXT", "127.0.0.1", self.port),))
-        self.zk.create(broker_path(broker_id), info.encode(), ephemeral=True)
-        self.call_sync(
-            lambda: self.metadata.update_brokers(
-                [BrokerEndpoint(broker_id, "127.0.0.1", self.port)]
-            )
+        ports = {
+            server.listener.name: self.call(server.start("127.0.0.1", 0)) for server in self.servers
+        }
+        self.port = ports["PLAINTEXT"]
+        info = BrokerInfo(
+            endpoints=tuple(Endpoint(name, "127.0.0.1", port) for name, port in ports.items())
         )
+        self.zk.create(broker_path(broker_id), info.encode(), ephemeral=True)
+        endpoints = {name: HostPort("127.0.0.1", port) for name, port in ports.items()}
+        self.call_sync(lambda: self.metadata.update_brokers([LiveBroker(broker_id, endpoints)]))
 
     @property
     def bootstrap(self) -> str:
@@ -161,7 +166,8 @@ class AdminBroker:
     def close(self) -> None:
         if self.loop.is_closed():
             return
-        self.call(self.server.stop())
+        for server in self.servers:
+            self.call(server.stop())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         self.loop.close()

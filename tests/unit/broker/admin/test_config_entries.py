@@ -87,7 +87,7 @@ def test_broker_rows_are_read_only_and_static_when_set(broker):
     assert (partitions.value, partitions.source) == ("1", Source.DEFAULT_CONFIG)
     unset = rows["log.retention.ms"]
     assert (unset.value, unset.source, unset.synonyms) == (None, Source.DEFAULT_CONFIG, ())
-    assert rows["listeners"].value == "PLAINTEXT://127.0.0.1:9092"
+    assert rows["listeners"].value == "PLAINTEXT://127.0.0.1:9092,CONTROL_PLANE://127.0.0.1:9091"
     assert rows["listeners"].source == Source.DEFAULT_CONFIG
 
 
