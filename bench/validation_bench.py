@@ -36,9 +36,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
-
 import odradek.storage.validator as validator_module
+from log_bench import build_batch  # the same batches as the storage benchmark
 from odradek.config.topic import TopicConfig
 from odradek.storage.batch import HEADER_SIZE, BatchHeader
 from odradek.storage.compression import decompress_chunks
@@ -46,27 +45,9 @@ from odradek.storage.log import Log
 from odradek.storage.walker import walk_batch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-VALUE_BYTES = 1024
-TIMESTAMP_MS = 1_763_769_600_000
 SIZES = {"16 KiB": 15, "1 MiB": 1000}  # records per batch (1 MiB: below max.message.bytes)
 CODECS = {"none": 0, "lz4": 3}
 POOL_BATCHES = 32  # distinct batches, cycled
-
-
-def build_batch(records_count: int, codec: int, rng: random.Random) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=codec,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 30,
-    )
-    for i in range(records_count):
-        value = rng.randbytes(VALUE_BYTES // 2).hex().encode()
-        builder.append(i, TIMESTAMP_MS, None, value, [])
-    return bytes(builder.build())
 
 
 @contextlib.contextmanager

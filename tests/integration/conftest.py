@@ -1,13 +1,19 @@
-"""Fixtures for tests with real processes: one ZooKeeper server per module, a chroot per test."""
+"""Fixtures for tests with real processes: one ZooKeeper server per module, a chroot per test,
+and whole clusters of processes (``local_cluster``)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from odradek.local import cluster
+from odradek.local.cluster import ClusterState, pid_alive
 from odradek.local.zookeeper import ZooKeeperProcess
 
 TICK_TIME_MS = 200  # short ticks: sessions expire within seconds in tests
@@ -30,3 +36,25 @@ def hosts(zookeeper: ZooKeeperProcess, request: pytest.FixtureRequest) -> str:
     """A connect string with a chroot of this test's own, so tests never see each other."""
     name = re.sub(r"[^A-Za-z0-9_-]", "_", request.node.name)[:60]
     return f"{zookeeper.connect_string}/{name}-{uuid.uuid4().hex[:8]}"
+
+
+@contextlib.contextmanager
+def _running_cluster(data_dir: Path, **options: Any) -> Iterator[ClusterState]:
+    state, started = cluster.up(data_dir, **options)
+    assert started, f"a cluster was already running in {data_dir}"
+    try:
+        yield state
+    finally:
+        cluster.down(data_dir)
+        alive = [f"{m.role} {m.id} (pid {m.pid})" for m in state.members if pid_alive(m.pid)]
+        assert not alive, f"still running after down: {alive}"
+
+
+@pytest.fixture(scope="session")
+def local_cluster() -> Callable[..., contextlib.AbstractContextManager[ClusterState]]:
+    """``with local_cluster(data_dir, brokers=3, controllers=1, broker_overrides={...}):``
+
+    ZooKeeper, controllers and brokers as real processes on 127.0.0.1 (``odradek local up``),
+    stopped by PID at the end (``odradek local down``), which must leave none of them running.
+    """
+    return _running_cluster

@@ -53,7 +53,7 @@ from typing import NamedTuple
 from odradek.errors import KafkaStorageError
 from odradek.storage.batch import DELETE_HORIZON_MASK, BatchHeader, with_delete_horizon
 from odradek.storage.log import Log, wall_clock_ms
-from odradek.storage.records import Record, decode_records, encode_batch, reencode_batch
+from odradek.storage.records import Record, decode_records, reencode_batch
 from odradek.storage.segment import LogSegment, SegmentReader
 
 log = logging.getLogger(__name__)
@@ -449,19 +449,4 @@ def _encode(header: BatchHeader, records: list[Record], horizon_ms: int | None) 
     """
     if horizon_ms is None:
         return reencode_batch(header, records)
-    return with_delete_horizon(
-        encode_batch(
-            records,
-            base_offset=header.base_offset,
-            compression=header.compression,
-            log_append_time=header.is_log_append_time,
-            producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence,
-            partition_leader_epoch=header.partition_leader_epoch,
-            is_transactional=header.is_transactional,
-            last_offset_delta=header.last_offset_delta,
-            base_timestamp=horizon_ms,
-            max_timestamp=header.max_timestamp if header.is_log_append_time else None,
-        )
-    )
+    return with_delete_horizon(reencode_batch(header, records, base_timestamp=horizon_ms))

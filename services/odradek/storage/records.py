@@ -356,14 +356,19 @@ def encode_batch(
 
 
 def reencode_batch(
-    header: BatchHeader, records: Sequence[Record], compression: Compression | None = None
+    header: BatchHeader,
+    records: Sequence[Record],
+    compression: Compression | None = None,
+    *,
+    base_timestamp: int | None = None,
 ) -> bytes:
     """``records`` as a new batch that keeps ``header``'s identity.
 
     Kept: base and last offset (so a producer's sequence numbers still line up), producer id,
     epoch and base sequence, partition leader epoch, transactional flag, timestamp type (and the
     broker's timestamp for ``LogAppendTime``). The codec is the header's unless ``compression``
-    names another. Used by the cleaner (fewer records) and by ``compression.type`` (new codec).
+    names another. Used by the cleaner (fewer records; ``base_timestamp`` for a delete horizon)
+    and by ``compression.type`` (new codec).
     """
     return encode_batch(
         records,
@@ -376,6 +381,7 @@ def reencode_batch(
         partition_leader_epoch=header.partition_leader_epoch,
         is_transactional=header.is_transactional,
         last_offset_delta=header.last_offset_delta,
+        base_timestamp=base_timestamp,
         max_timestamp=header.max_timestamp if header.is_log_append_time else None,
     )
 

@@ -20,8 +20,7 @@ from kio.schema.metadata.v1.request import MetadataRequestTopic
 
 from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
-from odradek.local import cluster
-from odradek.local.cluster import ClusterState, Member, pid_alive
+from odradek.local.cluster import ClusterState, Member
 from odradek.protocol import schemas
 from odradek.protocol.interbroker import (
     StopReplicaPartitionState,
@@ -38,15 +37,9 @@ CONTROLLER_APIS = {4, 5, 6}
 
 
 @pytest.fixture(scope="module")
-def running(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("control-plane")
-    state, started = cluster.up(data_dir, brokers=2, controllers=1)
-    assert started
-    try:
+def running(tmp_path_factory, local_cluster):
+    with local_cluster(tmp_path_factory.mktemp("control-plane"), brokers=2) as state:
         yield state
-    finally:
-        cluster.down(data_dir)
-        assert not any(pid_alive(m.pid) for m in state.members)
 
 
 def _wait(condition, what: str, timeout_s: float = WAIT_S):

@@ -20,8 +20,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
-from odradek.local import cluster
-from odradek.local.cluster import ClusterState, pid_alive
+from odradek.local.cluster import ClusterState
 
 pytestmark = pytest.mark.integration
 
@@ -29,13 +28,10 @@ WAIT_S = 30.0
 
 
 @pytest.fixture(scope="module")
-def running(tmp_path_factory):
+def running(tmp_path_factory, local_cluster):
     data_dir = tmp_path_factory.mktemp("cluster")
-    state, started = cluster.up(data_dir, brokers=3, controllers=2)
-    assert started
-    yield data_dir, state
-    cluster.down(data_dir)
-    assert not any(pid_alive(m.pid) for m in state.members)
+    with local_cluster(data_dir, brokers=3, controllers=2) as state:
+        yield data_dir, state
 
 
 def _wait(condition, what: str, timeout_s: float = WAIT_S):

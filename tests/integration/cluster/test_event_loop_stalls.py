@@ -27,8 +27,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from prometheus_client.parser import text_string_to_metric_families
 
-from odradek.local import cluster
-from odradek.local.cluster import pid_alive
 from odradek.protocol.codec import decode_response, encode_request
 from odradek.protocol.framing import encode_frame
 from odradek.protocol.schemas import request_schema
@@ -44,18 +42,9 @@ DELETE_BYTES = 256 * MIB
 WAIT_S = 60.0
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("stalls")
-    state, started = cluster.up(
-        data_dir, brokers=1, controllers=1, broker_overrides={"message.max.bytes": str(80 * MIB)}
-    )
-    assert started
-    try:
-        yield next(m for m in state.members if m.role == "broker"), state.bootstrap_servers
-    finally:
-        cluster.down(data_dir)
-        assert not any(pid_alive(m.pid) for m in state.members)
+@pytest.fixture
+def broker(hardened_broker):
+    return hardened_broker
 
 
 class Prober:

@@ -1,14 +1,15 @@
 """A broker process under hostile connections keeps its memory bounded and its real clients
 served, and closes idle, slow and vanished connections.
 
-One broker and a controller run as real processes (``odradek local up``) with small limits:
-``queued.max.request.bytes`` 128 MiB, ``connections.max.idle.ms`` 3 s and
-``odradek.socket.request.receive.timeout.ms`` 6 s. From this process, hundreds of connections
-then announce 100 MiB requests and send a little of them, fill the request memory pool and
-wait, trickle requests a byte at a time, or connect, send and reset in a loop. Meanwhile the
-broker's resident memory is read from ``/proc/<pid>/status`` and a confluent-kafka producer
-measures its round trips. The bound on memory growth is the pool plus every connection's read
-buffer plus slack for the interpreter, far below what announced sizes would cost (250 x 100 MiB).
+One broker and a controller run as real processes (``odradek local up``, the package's
+``hardened_broker``) with small limits: ``queued.max.request.bytes`` 128 MiB,
+``connections.max.idle.ms`` 3 s and ``odradek.socket.request.receive.timeout.ms`` 6 s. From
+this process, hundreds of connections then announce 100 MiB requests and send a little of them,
+fill the request memory pool and wait, trickle requests a byte at a time, or connect, send and
+reset in a loop. Meanwhile the broker's resident memory is read from ``/proc/<pid>/status`` and
+a confluent-kafka producer measures its round trips. The bound on memory growth is the pool
+plus every connection's read buffer plus slack for the interpreter, far below what announced
+sizes would cost (250 x 100 MiB).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from odradek.local import cluster
 from odradek.local.cluster import pid_alive
 from odradek.protocol.codec import encode_request
 from odradek.protocol.framing import encode_frame
@@ -38,9 +38,8 @@ from odradek.protocol.schemas import request_schema
 pytestmark = pytest.mark.integration
 
 MIB = 1024 * 1024
-POOL_BYTES = 128 * MIB
+POOL_BYTES = 128 * MIB  # as the hardened_broker fixture configures it
 IDLE_MS = 3_000
-RECEIVE_TIMEOUT_MS = 6_000
 HUGE = 100 * MIB  # announced by every attacking frame: socket.request.max.bytes
 PARTIAL_FRAMES = 250  # connections that announce HUGE and send 1 KiB of it
 POOL_FILLERS = 40  # connections that send 200 KiB of a HUGE frame (a first buffer, then wait)
@@ -54,25 +53,9 @@ LATENCY_P99_MAX_S = 0.25  # a produce round trip under attack (2 ms without, 14 
 WAIT_S = 30.0
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("hostile")
-    state, started = cluster.up(
-        data_dir,
-        brokers=1,
-        controllers=1,
-        broker_overrides={
-            "queued.max.request.bytes": str(POOL_BYTES),
-            "connections.max.idle.ms": str(IDLE_MS),
-            "odradek.socket.request.receive.timeout.ms": str(RECEIVE_TIMEOUT_MS),
-        },
-    )
-    assert started
-    try:
-        yield next(m for m in state.members if m.role == "broker"), state.bootstrap_servers
-    finally:
-        cluster.down(data_dir)
-        assert not any(pid_alive(m.pid) for m in state.members)
+@pytest.fixture
+def broker(hardened_broker):
+    return hardened_broker
 
 
 def rss_bytes(pid: int) -> int:

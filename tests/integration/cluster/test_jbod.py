@@ -15,9 +15,6 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from odradek.local import cluster
-from odradek.local.cluster import pid_alive
-
 pytestmark = pytest.mark.integration
 
 WAIT_S = 30.0
@@ -25,17 +22,12 @@ PARTITIONS = 3
 
 
 @pytest.fixture
-def running(tmp_path):
+def running(tmp_path, local_cluster):
     broker_dir = tmp_path / "broker-1"
     broker_dir.mkdir()
     (broker_dir / "disk-1").write_text("not a directory: this disk is gone\n")
-    state, started = cluster.up(tmp_path, brokers=1, controllers=1)
-    assert started
-    try:
+    with local_cluster(tmp_path, brokers=1) as state:
         yield state
-    finally:
-        cluster.down(tmp_path)
-        assert not any(pid_alive(m.pid) for m in state.members)
 
 
 def test_a_new_topic_is_created_and_served_on_the_healthy_dir(running):

@@ -31,8 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
-from odradek.local import cluster
-from odradek.local.cluster import ClusterState, Member, pid_alive
+from odradek.local.cluster import ClusterState, Member
 from odradek.protocol import schemas
 from odradek.storage.batch import iter_batches
 
@@ -41,16 +40,9 @@ POLL_S = 0.1
 
 
 @pytest.fixture(scope="package")
-def cluster_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterState]:
-    data_dir = tmp_path_factory.mktemp("compat-cluster")
-    state, started = cluster.up(data_dir, brokers=3, controllers=1)
-    assert started
-    try:
+def cluster_state(tmp_path_factory, local_cluster) -> Iterator[ClusterState]:
+    with local_cluster(tmp_path_factory.mktemp("compat-cluster"), brokers=3) as state:
         yield state
-    finally:
-        cluster.down(data_dir)
-        alive = [f"{m.role} {m.id} (pid {m.pid})" for m in state.members if pid_alive(m.pid)]
-        assert not alive, f"still running after down: {alive}"
 
 
 @pytest.fixture(scope="package")
