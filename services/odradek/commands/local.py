@@ -56,11 +56,15 @@ def run_status(args: argparse.Namespace) -> int:
             json.dumps({"bootstrap_servers": state.bootstrap_servers, "processes": rows}, indent=2)
         )
         return 0
-    print(f"{'role':<11} {'id':>5} {'pid':>7} {'alive':<6} {'address':<22} {'admin':<22} data dir")
+    print(
+        f"{'role':<11} {'id':>5} {'pid':>7} {'alive':<6} {'address':<22} "
+        f"{'control plane':<22} {'admin':<22} data dir"
+    )
     for row in rows:
         print(
             f"{row['role']:<11} {row['id']:>5} {row['pid']:>7} {str(row['alive']):<6} "
-            f"{row['address'] or '-':<22} {row['admin'] or '-':<22} {row['data_dir']}"
+            f"{row['address'] or '-':<22} {row.get('control_plane') or '-':<22} "
+            f"{row['admin'] or '-':<22} {row['data_dir']}"
         )
     print(f"bootstrap servers: {state.bootstrap_servers}")
     return 0
