@@ -108,7 +108,7 @@ class BrokerApp:
             ),
         )
         await asyncio.to_thread(self.log_manager.load)
-        self.log_manager.start()
+        self.log_manager.start(cleaner=config.log_cleaner_enable)
 
         self.workers = Workers()
         context = BrokerContext(

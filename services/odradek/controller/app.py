@@ -7,6 +7,7 @@ import logging
 import signal
 
 from odradek.config.controller import ControllerConfig
+from odradek.controller.channel import ControllerChannels
 from odradek.controller.controller import Controller
 from odradek.observability.admin_server import AdminServer, start_admin_server
 from odradek.observability.loop_monitor import EventLoopMonitor
@@ -34,6 +35,10 @@ class ControllerApp:
             config.controller_id,
             metrics=self.metrics,
             control_plane_listener_name=config.control_plane_listener_name,
+            channels=ControllerChannels(
+                config.control_plane_listener_name,
+                request_timeout_s=config.controller_socket_timeout_ms / 1000,
+            ),
         )
         self.admin: AdminServer | None = None
         self.loop_monitor = EventLoopMonitor(self.common)

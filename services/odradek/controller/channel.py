@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -33,16 +34,18 @@ log = logging.getLogger(__name__)
 RETRY_BACKOFF_S_FIRST = 0.1
 RETRY_BACKOFF_S_MAX = 2.0
 QUEUE_MAX_REQUESTS = 10_000  # per broker; the controller's own output, bounded all the same
-REQUEST_TIMEOUT_S = 30.0  # controller.socket.timeout.ms
+REQUEST_TIMEOUT_S = 30.0  # controller.socket.timeout.ms's default
 SEND_ATTEMPTS_MAX = 1000  # then the request is dropped: at RETRY_BACKOFF_S_MAX, about 30 min
 
 Connect = Callable[[str, int], Awaitable[BrokerConnection]]
 OnResponse = Callable[[int, Any], None]
 
 
-async def _connect(host: str, port: int) -> BrokerConnection:
+async def _connect(
+    host: str, port: int, *, request_timeout_s: float = REQUEST_TIMEOUT_S
+) -> BrokerConnection:
     return await BrokerConnection.open(
-        host, port, client_id="odradek-controller", request_timeout_s=REQUEST_TIMEOUT_S
+        host, port, client_id="odradek-controller", request_timeout_s=request_timeout_s
     )
 
 
@@ -104,11 +107,13 @@ class ControllerChannels:
     def __init__(
         self,
         control_plane_listener_name: str = CONTROL_PLANE_LISTENER_NAME,
-        connect: Connect = _connect,
+        connect: Connect | None = None,
         on_response: OnResponse = lambda broker, r: None,
+        *,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
     ):
         self.control_plane_listener_name = control_plane_listener_name
-        self.connect = connect
+        self.connect = connect or functools.partial(_connect, request_timeout_s=request_timeout_s)
         self.on_response = on_response
         self._queues: dict[int, _BrokerQueue] = {}
 

@@ -337,11 +337,18 @@ class LogManager:
             except OSError as e:
                 self._mark_offline(log_dir, f"cannot write checkpoints: {e}")
 
-    def start(self) -> None:
-        """Run upkeep and compaction on background threads."""
+    def start(self, *, cleaner: bool = True) -> None:
+        """Run upkeep, and compaction unless ``cleaner`` is off, on background threads.
+
+        ``log.cleaner.enable=false`` turns compaction off, as in Kafka: compacted topics then
+        keep every record.
+        """
         self._upkeep = threading.Thread(target=self._run_upkeep, name="log-upkeep", daemon=True)
         self._upkeep.start()
-        self.cleaner.start()
+        if cleaner:
+            self.cleaner.start()
+        else:
+            log.warning("log.cleaner.enable is false: compacted topics will not be compacted")
 
     def _run_upkeep(self) -> None:
         due = {"flush": 0, "retention": 0, "checkpoint": 0}

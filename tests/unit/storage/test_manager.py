@@ -414,3 +414,20 @@ def test_an_existing_replica_is_not_recreated_while_a_dir_is_offline(tmp_path):
         manager.get_or_create_log("orders", 0, is_new=False)
     assert manager.get_or_create_log("orders", 1).directory.parent == dirs[0].absolute()
     manager.shutdown()
+
+
+def test_log_cleaner_enable_false_starts_no_cleaner(tmp_path):
+    manager = LogManager([tmp_path / "disk-0"])
+    manager.load()
+    manager.start(cleaner=False)
+    try:
+        assert manager.cleaner._thread is None  # nothing compacts
+    finally:
+        manager.shutdown()
+    enabled = LogManager([tmp_path / "disk-1"])
+    enabled.load()
+    enabled.start()
+    try:
+        assert enabled.cleaner._thread is not None and enabled.cleaner._thread.is_alive()
+    finally:
+        enabled.shutdown()
