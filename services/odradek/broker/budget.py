@@ -27,7 +27,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from odradek.protocol.framing import FrameBuffers
+
 UNBOUNDED = -1  # e.g. queued.max.request.bytes = -1: no bound, as Kafka's default
+IDLE_FRAME_BUFFER_BYTES = 32 * 1024 * 1024  # large requests' buffers kept for reuse, at most
 
 
 class Budget:
@@ -88,11 +91,17 @@ class Budget:
 
 @dataclass(frozen=True, slots=True)
 class RequestBudgets:
-    """The two budgets of one broker, shared by the servers of all its listeners."""
+    """The two budgets of one broker, shared by the servers of all its listeners, and the
+    recycled buffers of large requests (``protocol.framing.FrameBuffers``)."""
 
     memory: Budget  # queued.max.request.bytes
     slots: Budget  # queued.max.requests
+    frame_buffers: FrameBuffers
 
     @classmethod
     def of(cls, *, queued_max_request_bytes: int, queued_max_requests: int) -> RequestBudgets:
-        return cls(Budget(queued_max_request_bytes), Budget(queued_max_requests))
+        return cls(
+            Budget(queued_max_request_bytes),
+            Budget(queued_max_requests),
+            FrameBuffers(idle_bytes_max=IDLE_FRAME_BUFFER_BYTES),
+        )

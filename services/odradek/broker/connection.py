@@ -84,6 +84,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             max_frame_bytes=server.max_frame_bytes,
             read_buffer_bytes=server.read_buffer_bytes,
             memory=server.request_memory,
+            buffers=server.frame_buffers,
         )
         self.queue: deque[Frame] = deque()
         self.queued_pooled_bytes = 0  # request memory held by the frames in ``queue``
@@ -215,17 +216,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.frame_ready.clear()
                     await self.frame_ready.wait()
                     continue
-                frame = self.queue.popleft()
-                self.queued_pooled_bytes -= frame.pooled_bytes
+                data, pooled_bytes, buffer = self.queue.popleft()
+                self.queued_pooled_bytes -= pooled_bytes
                 self.server.request_slots.release(1)
                 self.busy = True
                 try:
                     self.take_frames()  # room in the queue: maybe read again
-                    await self._answer(frame)
+                    await self._answer(data)
                 finally:
                     self.busy = False
                     self.last_activity = self.loop.time()
-                    self.server.request_memory.release(frame.pooled_bytes)
+                    self.server.request_memory.release(pooled_bytes)
+                    # Every view of the frame must be gone for its buffer to be reused: ours
+                    # here, and the request's (FrameBuffers checks that no other is alive).
+                    del data
+                    self.server.frame_buffers.give_back(buffer)
+                    buffer = None
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug in this loop itself: never leave the client hanging
@@ -237,9 +243,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.server.request_slots.release(1)
             self.queue.clear()
 
-    async def _answer(self, frame: Frame) -> None:
+    async def _answer(self, frame: memoryview) -> None:
         try:
-            parts = await self.server.handle(frame.data, self)
+            parts = await self.server.handle(frame, self)
             if parts is None or self.closed:
                 return
             await self._write(parts)

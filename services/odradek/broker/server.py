@@ -118,6 +118,7 @@ class BrokerServer:
             )
         self.request_memory = budgets.memory
         self.request_slots = budgets.slots
+        self.frame_buffers = budgets.frame_buffers
         self.connections: set[KafkaConnection] = set()
         self.workers: set[asyncio.Task[None]] = set()  # one per connection, until it finishes
         self._server: asyncio.Server | None = None

@@ -17,8 +17,10 @@ Memory, the point of this design (Kafka's ``socket.request.max.bytes`` and
   whole-size buffer of a frame above ``MAPPED_FRAME_MIN_BYTES`` is an anonymous memory map,
   whose pages the kernel provides only as received bytes land in them: its resident memory
   follows what arrived, and no single step faults in tens of megabytes at once (which took the
-  event loop 80 ms for a 64 MiB frame). Smaller ones are ordinary ``bytearray`` objects, which
-  the allocator recycles from earlier frames without page faults.
+  event loop 80 ms for a 64 MiB frame). Smaller ones are ``bytearray`` objects recycled from
+  earlier frames (``FrameBuffers``): a steady stream of 1 MB produce requests would otherwise
+  make the allocator map, zero and fault in a fresh megabyte for each (a quarter of a broker's
+  busy time, measured with py-spy).
 - Memory is reserved from a ``MemoryBudget`` (the broker's memory pool) before it is used, in
   two steps: the first buffer, then, once it is full, the rest of the frame at once. A frame
   thus holds either a first buffer or everything it needs, never a part it cannot finish with,
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+import sys
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
@@ -99,10 +102,65 @@ UNBOUNDED: MemoryBudget = _Unbounded()
 
 
 class Frame(NamedTuple):
-    """One whole frame (size prefix removed) and the budget bytes it holds until released."""
+    """One whole frame (size prefix removed) and the budget bytes it holds until released.
+
+    ``buffer`` is the recycled buffer ``data`` is a view of, for ``FrameBuffers.give_back``
+    once the request is done with (None for small frames and memory maps).
+    """
 
     data: memoryview
     pooled_bytes: int = 0
+    buffer: bytearray | None = None
+
+
+class FrameBuffers:
+    """Buffers of large frames (up to ``MAPPED_FRAME_MIN_BYTES``), recycled between frames.
+
+    ``take(size)`` gives a ``bytearray`` of at least ``size`` bytes, in power-of-two classes
+    from ``LARGE_FRAME_FIRST_BYTES``; ``give_back`` keeps it for a later frame of its class if
+    nothing refers to it any more (no view of it is alive: a memoryview holds a reference to
+    its ``bytearray``, so the reference count tells) and fewer than ``idle_bytes_max`` bytes
+    are kept idle. The memory of idle buffers is bounded by that, besides the request budget.
+    Shared by the connections of one event loop; not thread-safe.
+    """
+
+    def __init__(self, idle_bytes_max: int = 0):
+        self.idle_bytes_max = idle_bytes_max
+        self.idle_bytes = 0
+        self._idle: dict[int, list[bytearray]] = {}
+
+    @staticmethod
+    def capacity_for(size: int) -> int:
+        """The power of two at or above ``size``, and at least ``LARGE_FRAME_FIRST_BYTES``."""
+        return max(LARGE_FRAME_FIRST_BYTES, 1 << (size - 1).bit_length())
+
+    def take(self, size: int) -> bytearray:
+        capacity = self.capacity_for(size)
+        idle = self._idle.get(capacity)
+        if idle:
+            self.idle_bytes -= capacity
+            return idle.pop()
+        return bytearray(capacity)
+
+    def give_back(self, buffer: bytearray | None) -> None:
+        if buffer is None:
+            return
+        capacity = len(buffer)
+        # A free buffer has the caller's, this parameter's and getrefcount's argument's
+        # references. More means a view of it (or another holder) is alive: never write to it.
+        if sys.getrefcount(buffer) > _REFERENCES_OF_A_FREE_BUFFER:
+            return
+        if capacity != self.capacity_for(capacity) or capacity >= MAPPED_FRAME_MIN_BYTES:
+            return
+        if self.idle_bytes + capacity > self.idle_bytes_max:
+            return
+        self._idle.setdefault(capacity, []).append(buffer)
+        self.idle_bytes += capacity
+
+
+# Inside ``give_back``: the caller's one reference (a local variable, with every other holder
+# gone: see ``KafkaConnection``), the parameter, and getrefcount's argument.
+_REFERENCES_OF_A_FREE_BUFFER = 3
 
 
 class FrameDecoder:
@@ -115,6 +173,7 @@ class FrameDecoder:
         min_frame_bytes: int = REQUEST_HEADER_MIN_BYTES,
         read_buffer_bytes: int = DEFAULT_READ_BUFFER_BYTES,
         memory: MemoryBudget = UNBOUNDED,
+        buffers: FrameBuffers | None = None,
     ):
         if not 0 <= min_frame_bytes <= max_frame_bytes <= _INT32_MAX:
             raise ValueError("need 0 <= min_frame_bytes <= max_frame_bytes < 2**31")
@@ -123,6 +182,7 @@ class FrameDecoder:
         self.max_frame_bytes = max_frame_bytes
         self.min_frame_bytes = min_frame_bytes
         self.memory = memory
+        self.buffers = buffers if buffers is not None else FrameBuffers()
         self._scratch = bytearray(read_buffer_bytes)
         self._start = 0  # first byte of the scratch buffer not yet cut into a frame
         self._end = 0  # end of the bytes received into the scratch buffer
@@ -131,6 +191,7 @@ class FrameDecoder:
         self._frame: bytearray | mmap.mmap | None = None
         self._frame_size = 0
         self._frame_filled = 0
+        self._frame_limit = 0  # how far into the buffer this frame may be received for now
         self._reserved = 0  # budget bytes held for that frame: its first buffer, or all of it
         self._waiting_for_memory = False
         self._failed: InvalidFrameError | None = None
@@ -174,9 +235,9 @@ class FrameDecoder:
         if self._failed is not None:
             raise self._failed
         if self._frame is not None:
-            if self._frame_filled == len(self._frame) < self._frame_size:  # reserved: grow
-                self._frame = self._whole_frame_buffer(self._frame, self._frame_size)
-            return memoryview(self._frame)[self._frame_filled :]
+            if self._frame_filled == self._frame_limit < self._frame_size == self._reserved:
+                self._grow_to_whole_frame()  # the first part is in and the rest is reserved
+            return memoryview(self._frame)[self._frame_filled : self._frame_limit]
         if self._end == len(self._scratch) and self._start > 0:
             self._compact()
         return memoryview(self._scratch)[self._end :]
@@ -187,7 +248,7 @@ class FrameDecoder:
             raise self._failed
         if self._frame is not None:
             self._frame_filled += nbytes
-            if self._frame_filled == len(self._frame) and self._reserved < self._frame_size:
+            if self._frame_filled == self._frame_limit and self._reserved < self._frame_size:
                 self._reserve_rest()
         else:
             self._end += nbytes
@@ -208,7 +269,10 @@ class FrameDecoder:
         if self._frame is not None:
             if self._frame_filled < self._frame_size:
                 return None
-            frame = Frame(memoryview(self._frame).toreadonly(), self._reserved)
+            buffer, size = self._frame, self._frame_size
+            data = memoryview(buffer)[:size].toreadonly()
+            recycled = buffer if isinstance(buffer, bytearray) else None
+            frame = Frame(data, self._reserved, recycled)
             self._frame, self._frame_size, self._frame_filled, self._reserved = None, 0, 0, 0
             return frame
         available = self._end - self._start
@@ -254,7 +318,9 @@ class FrameDecoder:
         if self._reserved:
             self.memory.release(self._reserved)
             self._reserved = 0
-        self._frame = None
+        buffer, self._frame = self._frame, None
+        if isinstance(buffer, bytearray):
+            self.buffers.give_back(buffer)
         self._waiting_for_memory = False
         self._closed = True
 
@@ -270,10 +336,11 @@ class FrameDecoder:
             return
         self._waiting_for_memory = False
         self._reserved = first
-        frame = bytearray(first)
+        frame = self.buffers.take(first)
         begin = self._start + SIZE_PREFIX_BYTES
         frame[:received] = self._scratch[begin : self._end]
         self._frame, self._frame_size, self._frame_filled = frame, size, received
+        self._frame_limit = first  # what is reserved so far: receive no further
         self._start = self._end = 0
         if received == first < size:
             self._reserve_rest()
@@ -287,14 +354,15 @@ class FrameDecoder:
         else:
             self._waiting_for_memory = True
 
-    @staticmethod
-    def _whole_frame_buffer(first: bytearray, size: int) -> bytearray | mmap.mmap:
-        """A buffer of the frame's ``size`` holding the ``first`` part (see the module)."""
+    def _grow_to_whole_frame(self) -> None:
+        """Move the first part of a reserved frame into a buffer of its whole size."""
+        size, filled = self._frame_size, self._frame_filled
         whole: bytearray | mmap.mmap = (
-            mmap.mmap(-1, size) if size >= MAPPED_FRAME_MIN_BYTES else bytearray(size)
+            mmap.mmap(-1, size) if size >= MAPPED_FRAME_MIN_BYTES else self.buffers.take(size)
         )
-        whole[: len(first)] = first
-        return whole
+        whole[:filled] = memoryview(self._frame)[:filled]
+        first, self._frame, self._frame_limit = self._frame, whole, size
+        self.buffers.give_back(first)
 
     def _compact(self) -> None:
         remaining = self._end - self._start

@@ -16,6 +16,7 @@ from odradek.protocol.errors import InvalidFrameError, InvalidRequestError
 from odradek.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     LARGE_FRAME_FIRST_BYTES,
+    FrameBuffers,
     FrameDecoder,
     encode_frame,
 )
@@ -206,3 +207,62 @@ def test_encode_frame_counts_file_regions_and_copies_nothing():
     parts = encode_frame([body, region, b"tail"])
     assert parts[0] == struct.pack(">i", 4 + 4096 + 4)
     assert parts[1] is body and parts[2] is region
+
+
+def test_frame_buffers_are_recycled_only_when_no_view_of_them_is_alive():
+    buffers = FrameBuffers(idle_bytes_max=4 << 20)
+    first = buffers.take(600_000)
+    assert len(first) == 1 << 20  # power-of-two classes
+    view = memoryview(first)[:10]
+    buffers.give_back(first)
+    assert buffers.idle_bytes == 0  # a view is alive: kept out of the pool
+    del view
+    buffers.give_back(first)
+    assert buffers.idle_bytes == 1 << 20
+    again = buffers.take(700_000)
+    assert again is first and buffers.idle_bytes == 0
+    buffers.give_back(bytearray(1000))  # not of a class: never pooled
+    assert buffers.idle_bytes == 0
+
+
+def test_idle_frame_buffers_are_bounded():
+    buffers = FrameBuffers(idle_bytes_max=LARGE_FRAME_FIRST_BYTES)
+    held = [buffers.take(LARGE_FRAME_FIRST_BYTES) for _ in range(3)]
+    for _ in range(3):
+        buffer = held.pop()
+        buffers.give_back(buffer)
+        del buffer
+    assert buffers.idle_bytes == LARGE_FRAME_FIRST_BYTES
+
+
+def test_a_steady_stream_of_large_frames_reuses_one_buffer():
+    buffers = FrameBuffers(idle_bytes_max=8 << 20)
+    decoder = FrameDecoder(buffers=buffers)
+    payload = bytes(range(256)) * 3000  # 768,000 bytes: a produce request's size
+    seen = set()
+    for _ in range(5):
+        [frame] = drive_frames(decoder, wire([payload]))
+        assert bytes(frame.data) == payload
+        seen.add(id(frame.buffer))
+        data, _, buffer = frame
+        del frame, data
+        buffers.give_back(buffer)
+        del buffer
+    assert len(seen) == 1
+
+
+def drive_frames(decoder: FrameDecoder, stream: bytes) -> list:
+    frames, position = [], 0
+    view = memoryview(stream)
+    for _ in range(100_000):
+        while (frame := decoder.next_frame()) is not None:
+            frames.append(frame)
+        if position == len(view):
+            return frames
+        target = decoder.get_buffer()
+        count = min(len(target), len(view) - position)
+        target[:count] = view[position : position + count]
+        del target
+        position += count
+        decoder.buffer_updated(count)
+    raise AssertionError("no progress")
