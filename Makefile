@@ -6,11 +6,12 @@ PYTHON := $(VENV)/bin/python
 # Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
 LINT_PATHS := $(wildcard services tests bench)
 
-.PHONY: help setup demo test lint bench bench-cluster clean
+.PHONY: help setup demo test soak lint bench bench-cluster clean
 
 help:
 	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream"
 	@echo "make test    install everything, then lint and run all tests"
+	@echo "make soak    the slow scenarios at length: the fuzz over several seeds, hostile clients, crashes"
 	@echo "make setup   install system packages and .venv only"
 	@echo "make lint    ruff check and the import-layer contracts"
 	@echo "make bench   storage benchmark"
@@ -27,6 +28,19 @@ test: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/lint-imports
 	$(PYTHON) -m pytest
+
+# The fuzz with many more cases, once per seed (each run prints how to replay it), then the other
+# slow scenarios: hostile connections against a broker process, and writers killed mid-append.
+SOAK_SEEDS ?= 1 2 3 4 5
+SOAK_FUZZ_CASES ?= 3000
+SOAK_FUZZ_TIME_S ?= 1800
+SOAK_TIMEOUT_S ?= 3600
+soak: setup
+	set -e; for seed in $(SOAK_SEEDS); do \
+		ODRADEK_FUZZ_SEED=$$seed ODRADEK_FUZZ_CASES=$(SOAK_FUZZ_CASES) ODRADEK_FUZZ_TIME_S=$(SOAK_FUZZ_TIME_S) \
+		$(PYTHON) -m pytest -p no:cacheprovider --timeout=$(SOAK_TIMEOUT_S) -s -m fuzz tests/integration/fuzz; \
+	done
+	$(PYTHON) -m pytest -p no:cacheprovider tests/integration/cluster tests/crash
 
 lint: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)

@@ -20,7 +20,7 @@ Per connection, as Kafka's SocketServer does it:
   the first attempt in the log instead of racing it.
 - Nothing a request does can hang the connection silently: any failure while decoding, handling
   or encoding closes it, with a log line and a count in ``odradek_connections_closed_total``
-  labelled with the reason (``CloseReason``).
+  labelled with the reason (``CloseReason``): once per connection, for the first reason.
 - ``connections.max.idle.ms`` closes a connection with nothing to do and nothing received for
   that long (half-open ones included; TCP keepalive is on as well), and
   ``odradek.socket.request.receive.timeout.ms`` one whose request has been arriving for that
@@ -95,6 +95,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.worker: asyncio.Task[None] | None = None
         self.peer = "?"
         self.closed = False
+        self.close_reason: CloseReason | None = None  # counted once, by ``close_for``
         self.busy = False  # a request is being handled or its response written
         self.last_activity = self.loop.time()
         self.receiving_since: float | None = None  # when the frame now arriving began
@@ -107,7 +108,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = str(transport.get_extra_info("peername"))
         if not self.server.accept(self):
             self.closed = True
-            self.server.connection_closed(CloseReason.TOO_MANY_CONNECTIONS)
+            self.close_reason = CloseReason.TOO_MANY_CONNECTIONS
+            self.server.connection_closed(self.close_reason)
             log.warning(
                 "refusing %s: max.connections (%d) reached", self.peer, self.server.max_connections
             )
@@ -306,9 +308,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return None
 
     def close_for(self, reason: CloseReason, message: str) -> None:
-        """Close, with a log line and a count of ``reason``."""
-        if self.closed and (self.transport is None or self.transport.is_closing()):
+        """Close, with a log line and a count of ``reason``, unless already closed for one.
+
+        A failed decoder fails again each time frames are taken (after every request still
+        queued), and a request may fail after its client left: the first reason is the one.
+        """
+        if self.close_reason is not None:
             return
+        self.close_reason = reason
         level = (
             logging.ERROR
             if reason in _BUGS

@@ -82,3 +82,6 @@ class MetadataCache:
 
     def topic(self, name: str) -> TopicMetadata | None:
         return self.topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)

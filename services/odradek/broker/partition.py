@@ -5,7 +5,6 @@ rules of the data path:
 
 - Only the leader takes produce requests; anything else answers NOT_LEADER_OR_FOLLOWER.
 - A leader epoch only grows: state carrying an older epoch than the current one is ignored.
-- A producer's record set is one batch (Kafka's rule since Produce v3), else INVALID_RECORD.
 - ``acks=all`` needs at least ``min.insync.replicas`` replicas in the ISR *before* the append,
   else NOT_ENOUGH_REPLICAS and nothing is written.
 - The high watermark is the smallest log end offset across the ISR. With this broker alone in
@@ -29,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from odradek.broker.workers import Workers
-from odradek.errors import InvalidRecordError, NotEnoughReplicasError, NotLeaderOrFollowerError
+from odradek.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
 from odradek.storage.log import Log, LogAppendInfo
 from odradek.storage.validator import AppendOrigin, ValidatedRecords
 
@@ -91,11 +90,6 @@ class Partition:
             )
         else:
             validated = self.log.validate(records, origin=AppendOrigin.CLIENT)
-        if len(validated.batches) > 1:  # Kafka's ProduceRequest rule for magic 2 (Produce v3+)
-            raise InvalidRecordError(
-                f"a produce request may carry exactly one record batch per partition, "
-                f"not {len(validated.batches)}"
-            )
         async with self._appending:
             self._check_can_append(acks)  # the controller may have moved it meanwhile
             epoch = self.state.leader_epoch

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from odradek.errors import ErrorCode, OdradekError
 
-__all__ = ["CorruptCheckpointError", "OffsetCheckpointFile"]
+__all__ = ["CorruptCheckpointError", "OffsetCheckpointFile", "is_legal_topic"]
 
 VERSION = 0
 TOPIC_NAME_LENGTH_MAX = 249
@@ -41,6 +41,11 @@ _TOPIC = re.compile(rf"[a-zA-Z0-9._-]{{1,{TOPIC_NAME_LENGTH_MAX}}}")
 _INTEGER = re.compile(r"-?[0-9]+")
 _PARTITION_MAX = 2**31 - 1
 _OFFSET_MIN, _OFFSET_MAX = -(2**63), 2**63 - 1
+
+
+def is_legal_topic(name: object) -> bool:
+    """Whether ``name`` passes Kafka's ``Topic.validate`` (and can name files here)."""
+    return isinstance(name, str) and bool(_TOPIC.fullmatch(name)) and name not in (".", "..")
 
 
 class CorruptCheckpointError(OdradekError):

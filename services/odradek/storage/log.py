@@ -81,6 +81,7 @@ from odradek.errors import (
     UnknownTopicOrPartitionError,
 )
 from odradek.storage.batch import BatchHeader
+from odradek.storage.checkpoint import is_legal_topic
 from odradek.storage.executors import StorageExecutors
 from odradek.storage.index import CorruptIndexError
 from odradek.storage.producer_state import ProducerSnapshot, ProducerStateManager
@@ -118,6 +119,11 @@ def wall_clock_ms() -> int:
 
 
 def log_directory_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>``; raises ``ValueError`` for a name Kafka's rules refuse or a
+    negative partition, which would name a directory elsewhere (``../x``) or one that loading
+    does not recognise (callers validate first: this is the last guard before ``mkdir``)."""
+    if not is_legal_topic(topic) or partition < 0:
+        raise ValueError(f"no log directory for topic {topic!r} partition {partition}")
     return f"{topic}-{partition}"
 
 

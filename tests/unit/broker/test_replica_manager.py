@@ -235,12 +235,3 @@ def test_flush_messages_is_fsynced_off_the_loop_and_answered_after(
     asyncio.run(scenario())
     assert fsync_threads and loop_thread not in fsync_threads
     assert other.log.recovery_point == 0
-
-
-def test_a_produce_record_set_is_one_batch(manager, kafka_batch):
-    partition = lead(manager)
-    two = records(kafka_batch) + records(kafka_batch)
-    result = produce(manager, 1, {("t", 0): two})[("t", 0)]
-    assert result.error == ErrorCode.invalid_record
-    assert "exactly one record batch" in result.error_message
-    assert partition.log.log_end_offset == 0

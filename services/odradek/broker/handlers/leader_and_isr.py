@@ -5,11 +5,18 @@ A request with another broker epoch (STALE_BROKER_EPOCH) or from an older contro
 Kafka's ``getErrorResponse`` answers (``error_response``, also the answer on a client listener).
 Otherwise each partition state is applied by ``controller_requests.become_leader_or_follower``
 and answers with its own error code, grouped by topic id (v5+ responses name topics by id).
+
+A topic name Kafka refuses (``Topic.validate``) is INVALID_TOPIC_EXCEPTION for each of its
+partitions, and a negative partition UNKNOWN_TOPIC_OR_PARTITION, before anything is read or
+created: such a name is no path to build a log directory from (``../x`` would be one outside the
+log dirs).
 """
 
 from __future__ import annotations
 
 from odradek.broker import controller_requests
+from odradek.broker.admin.errors import InvalidTopicError
+from odradek.broker.admin.validation import validate_topic_name
 from odradek.broker.context import RequestContext
 from odradek.broker.partition import PartitionState
 from odradek.errors import ErrorCode
@@ -19,6 +26,7 @@ from odradek.protocol.interbroker import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     LeaderAndIsrTopicError,
+    LeaderAndIsrTopicState,
 )
 
 API_KEY = ApiKey.LEADER_AND_ISR
@@ -36,10 +44,23 @@ async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAnd
         return error_response(request, ErrorCode.stale_controller_epoch)
     topics = []
     for topic in request.topic_states:
+        try:
+            validate_topic_name(topic.topic_name)
+        except InvalidTopicError:
+            topics.append(_topic_fails(topic, ErrorCode.invalid_topic_exception))
+            continue
         if broker.topic_configs is not None:
             await broker.topic_configs.ensure(topic.topic_name)
         errors = []
         for p in topic.partition_states:
+            if p.partition_index < 0:
+                errors.append(
+                    LeaderAndIsrPartitionError(
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.unknown_topic_or_partition,
+                    )
+                )
+                continue
             state = PartitionState(
                 leader=p.leader,
                 leader_epoch=p.leader_epoch,
@@ -65,14 +86,15 @@ def error_response(request: LeaderAndIsrRequest, error: ErrorCode) -> LeaderAndI
     """``error`` at the top and for every partition of the request."""
     return LeaderAndIsrResponse(
         error_code=error,
-        topics=tuple(
-            LeaderAndIsrTopicError(
-                topic_id=topic.topic_id,
-                partition_errors=tuple(
-                    LeaderAndIsrPartitionError(partition_index=p.partition_index, error_code=error)
-                    for p in topic.partition_states
-                ),
-            )
-            for topic in request.topic_states
+        topics=tuple(_topic_fails(topic, error) for topic in request.topic_states),
+    )
+
+
+def _topic_fails(topic: LeaderAndIsrTopicState, error: ErrorCode) -> LeaderAndIsrTopicError:
+    return LeaderAndIsrTopicError(
+        topic_id=topic.topic_id,
+        partition_errors=tuple(
+            LeaderAndIsrPartitionError(partition_index=p.partition_index, error_code=error)
+            for p in topic.partition_states
         ),
     )

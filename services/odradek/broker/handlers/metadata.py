@@ -4,6 +4,12 @@ Brokers are listed with their address on the listener the request came in on (Ka
 a broker without an endpoint on that listener is left out. The broker named controller is the
 lowest one listed: the controller is its own process here, not a broker, but admin clients send
 CreateTopics & co. to the node named controller, and any broker serves them.
+
+Topics are named, or (v12+) given by topic id, as Kafka 3.x's ``handleTopicMetadataRequest``:
+an id the broker does not know is UNKNOWN_TOPIC_ID, with a null name. Versions 10 and 11 carry
+the fields but may not use them: a null name or a topic id there makes the whole request
+INVALID_REQUEST, answered as Kafka's ``MetadataRequest.getErrorResponse`` answers it (each topic
+with the error, a null name as "", no brokers).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 
 API_KEY = ApiKey.METADATA
+TOPIC_IDS_VERSION = 12  # the first version whose requests may name topics by id
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -29,25 +36,25 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if (
         request.topics is None or not request.topics and ctx.api_version == 0
     ):  # null: every topic (v1+); v0 sends an empty list for that
-        names = sorted(cache.topics)
+        wanted = [(name, None) for name in sorted(cache.topics)]
     else:
-        names = [t.name for t in request.topics]
+        wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
+        if ctx.api_version < TOPIC_IDS_VERSION and any(
+            name is None or topic_id is not None for name, topic_id in wanted
+        ):
+            return _invalid_request(response_type, topic_type, wanted)
 
     topics = []
-    for name in names:
-        topic = cache.topic(name) if name is not None else None
+    for name, topic_id in wanted:
+        if topic_id is not None:
+            topic = cache.topic_by_id(topic_id)
+            if topic is None:
+                topics.append(_unknown(topic_type, ErrorCode.unknown_topic_id, None, topic_id))
+                continue
+        else:
+            topic = cache.topic(name) if name is not None else None
         if topic is None:
-            topics.append(
-                build(
-                    topic_type,
-                    error_code=ErrorCode.unknown_topic_or_partition,
-                    name=name,
-                    topic_id=None,
-                    is_internal=False,
-                    partitions=(),
-                    topic_authorized_operations=-2147483648,
-                )
-            )
+            topics.append(_unknown(topic_type, ErrorCode.unknown_topic_or_partition, name, None))
             continue
         partitions = tuple(
             build(
@@ -85,5 +92,34 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=cache.cluster_id,
         controller_id=min((b.broker_id for b, _ in listed), default=-1),
         topics=tuple(topics),
+        cluster_authorized_operations=-2147483648,
+    )
+
+
+def _unknown(topic_type: type[Any], error: ErrorCode, name: str | None, topic_id: Any) -> Any:
+    return build(
+        topic_type,
+        error_code=error,
+        name=name,
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=-2147483648,
+    )
+
+
+def _invalid_request(
+    response_type: type[Any], topic_type: type[Any], wanted: list[tuple[str | None, Any]]
+) -> Any:
+    return build(
+        response_type,
+        throttle_time=NO_THROTTLE,
+        brokers=(),
+        cluster_id=None,
+        controller_id=-1,
+        topics=tuple(
+            _unknown(topic_type, ErrorCode.invalid_request, name or "", topic_id)
+            for name, topic_id in wanted
+        ),
         cluster_authorized_operations=-2147483648,
     )

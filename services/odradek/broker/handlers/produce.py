@@ -1,4 +1,10 @@
-"""Produce (0): append each partition's record set as leader; no answer at all for acks=0."""
+"""Produce (0): append each partition's record set as leader; no answer at all for acks=0.
+
+Before anything is appended, each partition's record set must be what Kafka's
+``ProduceRequest.validateRecords`` requires of every version served (3+): exactly one whole
+record batch, of magic 2. Anything else (no batch, two batches, an old message set) is
+INVALID_RECORD for that partition, as Kafka answers it; the other partitions are appended.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,11 @@ from typing import Any
 
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.broker.replica_manager import ProduceResult
+from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.storage.batch import LOG_OVERHEAD, MAGIC
 
 API_KEY = ApiKey.PRODUCE
 
@@ -19,7 +28,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
         for topic in request.topic_data
         for partition in topic.partition_data
     }
-    results = await ctx.broker.replica_manager.append_records(request.acks, entries)
+    refused = {
+        tp: ProduceResult(ErrorCode.invalid_record, error_message=problem)
+        for tp, records in entries.items()
+        if (problem := _not_one_batch(records, ctx.api_version)) is not None
+    }
+    results = await ctx.broker.replica_manager.append_records(
+        request.acks, {tp: records for tp, records in entries.items() if tp not in refused}
+    )
+    results.update(refused)
     metrics = ctx.broker.metrics
     if metrics is not None:
         for (topic, _), result in results.items():
@@ -56,3 +73,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
             )
         responses.append(build(topic_type, name=topic.name, partition_responses=tuple(partitions)))
     return build(response_type, responses=tuple(responses), throttle_time=NO_THROTTLE)
+
+
+_MAGIC_OFFSET = 16  # base_offset, batch_length, partition_leader_epoch, then magic
+
+
+def _not_one_batch(records: bytes | memoryview, version: int) -> str | None:
+    """Why ``records`` is not exactly one whole batch of magic 2 (Kafka's words), or None."""
+    size = len(records)
+    first = 0  # bytes of the first batch, as its header says
+    if size >= LOG_OVERHEAD:
+        first = LOG_OVERHEAD + int.from_bytes(records[8:LOG_OVERHEAD], "big", signed=True)
+    prefix = f"Produce requests with version {version}"
+    if size <= _MAGIC_OFFSET or not _MAGIC_OFFSET < first <= size:
+        return f"{prefix} must have at least one record batch per partition"
+    if records[_MAGIC_OFFSET] != MAGIC:
+        return f"{prefix} are only allowed to contain record batches with magic version {MAGIC}"
+    if first != size:
+        return f"{prefix} are only allowed to contain exactly one record batch per partition"
+    return None

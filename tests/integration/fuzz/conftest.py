@@ -1,0 +1,176 @@
+"""The fuzz's target: a real cluster (ZooKeeper, a controller, two brokers) with topics to hurt.
+
+``odradek local up`` starts the processes once for this directory; the teardown stops them by
+pid (``odradek local down``) and checks that none survived. Topics are created through the admin
+API (confluent-kafka's AdminClient): a plain one with three partitions, a compacted one with
+small segments (so the cleaner really runs), one that recompresses to lz4, one with
+LogAppendTime, three scratch topics that CreateTopics and DeleteTopics may name, and the control
+topic that no case names (the real client's). Retention is checked every few seconds, so a
+retention setting a case changes takes effect during the run.
+
+Each broker's client listener and its control-plane listener are ``Target``s, each serving what
+its own ApiVersions advertises (the control plane: LeaderAndIsr, StopReplica, UpdateMetadata).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).parent))  # the ``fuzzing`` package (importlib mode)
+
+from fuzzing.strategies import Pools  # noqa: E402
+from fuzzing.traffic import Target  # noqa: E402
+
+from odradek.client.connection import BrokerConnection  # noqa: E402
+from odradek.local import cluster  # noqa: E402
+from odradek.local.cluster import ClusterState, Member, pid_alive  # noqa: E402
+from odradek.protocol import schemas  # noqa: E402
+
+BROKERS = 2
+MAX_FRAME_BYTES = 16 * 1024 * 1024  # socket.request.max.bytes: the fuzz's frames are smaller
+POOL_BYTES = 2 * MAX_FRAME_BYTES  # queued.max.request.bytes
+BROKER_OVERRIDES = {
+    "socket.request.max.bytes": str(MAX_FRAME_BYTES),
+    "queued.max.request.bytes": str(POOL_BYTES),
+    "log.retention.check.interval.ms": "5000",
+}
+# Watched topics: name -> (partitions, configs). No name contains another, nor "compact".
+TOPICS = {
+    "fuzz-plain": (3, {}),
+    "fuzz-keyed": (
+        1,
+        {
+            "cleanup.policy": "compact",
+            "segment.bytes": "16384",
+            "min.cleanable.dirty.ratio": "0.01",
+        },
+    ),
+    "fuzz-lz4": (2, {"compression.type": "lz4"}),
+    "fuzz-logtime": (1, {"message.timestamp.type": "LogAppendTime"}),
+}
+COMPACTED = ("fuzz-keyed",)
+SCRATCH_TOPICS = ("fuzz-scratch-0", "fuzz-scratch-1", "fuzz-scratch-2")
+CONTROL_TOPIC = "odradek-control"
+WAIT_S = 60.0
+
+
+@dataclass(frozen=True)
+class FuzzCluster:
+    state: ClusterState
+    brokers: tuple[Member, ...]
+    targets: tuple[Target, ...]
+    bootstrap: str
+    watched_topics: tuple[str, ...] = tuple(TOPICS)
+    compacted: tuple[str, ...] = COMPACTED
+    control_topic: str = CONTROL_TOPIC
+    pool_bytes: int = POOL_BYTES
+
+
+async def _advertised(host: str, port: int) -> dict[int, tuple[int, int]]:
+    """What a listener's ApiVersions (v3) says it serves."""
+    request = schemas.request_schema(18, 3)(
+        client_software_name="odradek-fuzz", client_software_version="1.0.0"
+    )
+    async with await BrokerConnection.open(host, port, connect_timeout_s=5) as connection:
+        response = await connection.send(request, timeout_s=10)
+    return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+
+def _create_topics(bootstrap: str) -> dict[tuple[str, int], int]:
+    """Create every topic; returns the leader of each partition once all have one."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    wanted = {
+        **{name: spec for name, spec in TOPICS.items()},
+        **{name: (1, {}) for name in (*SCRATCH_TOPICS, CONTROL_TOPIC)},
+    }
+    futures = admin.create_topics(
+        [NewTopic(name, count, 1, config=configs) for name, (count, configs) in wanted.items()]
+    )
+    for future in futures.values():
+        future.result(timeout=WAIT_S)
+    deadline = time.monotonic() + WAIT_S
+    while True:  # until every partition has a leader, as a client sees it
+        metadata = admin.list_topics(timeout=10)
+        led = all(
+            name in metadata.topics
+            and len(metadata.topics[name].partitions) == count
+            and all(p.leader >= 0 for p in metadata.topics[name].partitions.values())
+            for name, (count, _) in wanted.items()
+        )
+        if led:
+            return {
+                (name, p.id): p.leader
+                for name in wanted
+                for p in metadata.topics[name].partitions.values()
+            }
+        if time.monotonic() > deadline:
+            raise AssertionError(f"topics not led after {WAIT_S} s")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="package")
+def fuzz_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzCluster]:
+    data_dir = tmp_path_factory.mktemp("fuzz-cluster")
+    try:
+        state, started = cluster.up(
+            data_dir, brokers=BROKERS, controllers=1, broker_overrides=BROKER_OVERRIDES
+        )
+    except BaseException:
+        cluster.down(data_dir)  # what started before the failure
+        raise
+    try:
+        assert started
+        brokers = tuple(m for m in state.members if m.role == "broker")
+        leaders = _create_topics(state.bootstrap_servers)
+        targets = []
+        for member in brokers:
+            pools = Pools(
+                topics=tuple(TOPICS),
+                led=tuple(
+                    sorted(
+                        tp
+                        for tp, leader in leaders.items()
+                        if leader == member.id and tp[0] in TOPICS
+                    )
+                ),
+                scratch_topics=SCRATCH_TOPICS,
+                partitions=max(count for count, _ in TOPICS.values()),
+                broker_ids=tuple(m.id for m in brokers),
+                max_frame_bytes=MAX_FRAME_BYTES,
+                base_time_ms=0,  # the test sets the run's clock
+                share=3,  # most cases go to clients' listeners, where the data is
+            )
+            host, port = member.address.rsplit(":", 1)
+            served = asyncio.run(_advertised(host, int(port)))
+            targets.append(Target(f"broker {member.id} client", host, int(port), served, pools))
+        for member in brokers:
+            # The control plane trusts its sender (no authentication yet): its cases may
+            # rightly stop or delete partitions, so they name only the scratch topics. Their
+            # broker epochs are drawn at random: almost all are refused as stale, which still
+            # runs every byte through the decoder and the epoch and name checks.
+            host, port = member.control_plane.rsplit(":", 1)
+            served = asyncio.run(_advertised(host, int(port)))
+            pools = Pools(
+                topics=SCRATCH_TOPICS,
+                led=(),
+                scratch_topics=SCRATCH_TOPICS,
+                partitions=1,
+                broker_ids=tuple(m.id for m in brokers),
+                max_frame_bytes=MAX_FRAME_BYTES,
+                base_time_ms=0,
+            )
+            name = f"broker {member.id} control plane"
+            targets.append(Target(name, host, int(port), served, pools))
+        yield FuzzCluster(state, brokers, tuple(targets), state.bootstrap_servers)
+    finally:
+        cluster.down(data_dir)
+        alive = [f"{m.role} {m.id} (pid {m.pid})" for m in state.members if pid_alive(m.pid)]
+        assert not alive, f"still running after down: {alive}"

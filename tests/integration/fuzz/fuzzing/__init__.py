@@ -1,0 +1,17 @@
+"""The broker fuzz's machinery, kept apart from the test that drives it.
+
+- ``frames``: a request encoded with a map of where each field's bytes are (checked against
+  kio's writer), so a case can be mutated field by field;
+- ``batches``: record sets, valid (kafka-python's builder, every codec) and broken (lying
+  counts with a recomputed CRC, bad checksums, garbage and bombs behind a codec);
+- ``strategies``: Hypothesis strategies that build requests for every served API and version
+  from kio's schemas, and rounds of them over several connections;
+- ``mutations``: changes to an encoded request at the field level and at the byte level;
+- ``session``: one run: rounds played, invariants checked every batch, the evidence kept;
+- ``traffic``: sends rounds of cases over raw sockets to a broker's listeners and records what
+  came back;
+- ``invariants``: what must still hold after a batch of cases (processes, memory, logs on disk,
+  log end offsets, a real client, the broker's own evidence).
+
+Test support only; nothing here is imported by the broker.
+"""

@@ -1,0 +1,291 @@
+"""One fuzz run: plays rounds, checks the invariants after every batch, and keeps the evidence.
+
+``FuzzSession.play`` sends a round (``traffic.play``), judges its answers (``traffic.judge``)
+and books what was sent and acknowledged (``invariants.Ledger``); once ``check_every`` cases
+have gone out since the last check, ``check`` runs every invariant. The first failure is kept
+(``failure``) and nothing more is sent: the test raises it after the Hypothesis loop, so
+Hypothesis never replays a round against a cluster that has already changed.
+
+A failure names the problems, the seed and clock to replay the run, and the cases of the batch
+that led to it (description, and bytes as hex, in full in a file beside the cluster's data). A
+handler or encoder failure counted by the broker is pinned to its case by sending the batch's
+cases that lost their connection again, one at a time, watching the count (at most
+``PINPOINT_CASES_MAX`` of them).
+
+Used from the test's thread only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import traceback
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer
+
+from fuzzing import invariants
+from fuzzing.strategies import Case, Round
+from fuzzing.traffic import Outcome, Target, judge, play
+from odradek.local.cluster import Member
+from odradek.protocol.apis import ApiKey
+
+__all__ = ["Limits", "FuzzSession"]
+
+BUG_REASONS = ("handler_error", "encode_error", "write_error")  # CloseReason values that are bugs
+PINPOINT_CASES_MAX = 30
+HEX_SHOWN_BYTES = 2048
+
+
+@dataclass(frozen=True)
+class Limits:
+    cases_max: int
+    time_budget_s: float
+    check_every: int
+    rss_growth_max: int  # bytes above the largest broker's resident memory at the start
+    fds_max: int
+
+
+class FuzzSession:
+    """One run against ``targets``; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        members: Sequence[Member],
+        targets: Sequence[Target],
+        bootstrap: str,
+        watched_topics: Sequence[str],
+        compacted: Sequence[str],
+        control_topic: str,
+        limits: Limits,
+        replay: str,
+        evidence_dir: Path,
+    ):
+        self.members = list(members)
+        self.brokers = [m for m in members if m.role == "broker"]
+        self.targets = list(targets)
+        self.bootstrap = bootstrap
+        self.watched = list(watched_topics)
+        self.control_topic = control_topic
+        self.limits = limits
+        self.replay = replay
+        self.evidence_dir = evidence_dir
+        self.ledger = invariants.Ledger(watched_topics, compacted)
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fuzz-watermarks"})
+        self.rss_max = self.limits.rss_growth_max + max(
+            invariants.rss_bytes(m.pid) for m in self.brokers
+        )
+        self.closed = {m.id: invariants.closed_reasons(m) for m in self.brokers}
+        self.logged = [m for m in members if m.role in ("broker", "controller")]
+        self.log_positions = {m.log: Path(m.log).stat().st_size for m in self.logged}
+        self.sampler = invariants.MemorySampler(m.pid for m in self.brokers)
+        self.started = time.monotonic()
+        self.window: list[Outcome] = []
+        self.sent: set[bytes] = set()  # digests of the frames sent
+        self.cases = 0
+        self.rounds = 0
+        self.checks = 0
+        self.checked_at = 0
+        self.failure: str | None = None
+        self.stats: Counter[str] = Counter()
+        self.peak_rss = 0
+
+    def __enter__(self) -> FuzzSession:
+        self.sampler.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sampler.__exit__(*exc)
+        self.consumer.close()
+
+    def wants_more(self) -> bool:
+        return (
+            self.failure is None
+            and self.cases < self.limits.cases_max
+            and time.monotonic() - self.started < self.limits.time_budget_s
+        )
+
+    # -- playing ---------------------------------------------------------------------------
+
+    def play(self, round_: Round) -> None:
+        """Send ``round_`` and judge it; any exception is kept as the failure (see above)."""
+        try:
+            self._play(round_)
+        except Exception:
+            self._fail([f"the fuzz itself failed:\n{traceback.format_exc()}"])
+
+    def _play(self, round_: Round) -> None:
+        round_ = self._unseen(round_)
+        if not round_.cases:
+            return
+        outcomes, _ = play(round_, self.targets)
+        for outcome in outcomes:
+            outcome.round = self.rounds
+        findings, acks = judge(outcomes)
+        self.ledger.record(outcomes, acks)
+        self.stats["acknowledged appends"] += len(acks)
+        self.stats["acknowledged records"] += sum(ack.count for ack in acks)
+        self.window += outcomes
+        self.cases += len(outcomes)
+        self.rounds += 1
+        for outcome in outcomes:
+            self._count(outcome)
+        if findings:
+            self._fail(findings)
+        elif self.cases - self.checked_at >= self.limits.check_every:
+            self._check()
+
+    def _unseen(self, round_: Round) -> Round:
+        """``round_`` without the cases already sent: Hypothesis draws many cases again (it
+        reuses and splices earlier draws), and the same bytes twice find nothing new."""
+        kept = []
+        for case, connection in zip(round_.cases, round_.connection_of, strict=True):
+            digest = hashlib.blake2b(case.frame, digest_size=16).digest()
+            if digest not in self.sent:
+                self.sent.add(digest)
+                kept.append((case, connection))
+        self.stats["repeats not sent"] += len(round_.cases) - len(kept)
+        return Round(
+            tuple(case for case, _ in kept),
+            tuple(connection for _, connection in kept),
+            round_.pipelined,
+        )
+
+    def _count(self, outcome: Outcome) -> None:
+        case = outcome.case
+        kind = "mutated" if case.mutated else "well-formed"
+        self.stats[f"{ApiKey(case.api_key).name} {kind}"] += 1
+        if outcome.response is not None:
+            self.stats["answered"] += 1
+        elif outcome.closed_before_answer:
+            self.stats["connection closed"] += 1
+        else:
+            self.stats["no answer"] += 1
+
+    # -- checking --------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Every invariant (see ``invariants``); fails the session on the first problems."""
+        try:
+            self._check()
+        except Exception:
+            self._fail([f"checking failed:\n{traceback.format_exc()}"])
+
+    def _check(self) -> None:
+        self.checks += 1
+        self.checked_at = self.cases
+        problems = invariants.processes(self.members)
+        if problems:
+            self._fail(problems)
+            return
+        peaks = self.sampler.take_peaks()
+        self.peak_rss = max([self.peak_rss, *peaks.values()])
+        problems += invariants.resources(self.brokers, peaks, self.rss_max, self.limits.fds_max)
+        problems += self._broker_evidence()
+        disk, trouble = invariants.scan_logs(self.brokers, self.ledger.compacted)
+        problems += trouble
+        marks, trouble = invariants.watermarks(self.consumer, self.watched)
+        problems += trouble + self.ledger.check(marks, disk)
+        problems += invariants.client_round_trip(self.bootstrap, self.control_topic)
+        self.stats["segments on disk"] = sum(p.segments for p in disk.values())
+        if problems:
+            self._fail(problems)
+        else:
+            self.window = []
+        elapsed = time.monotonic() - self.started
+        print(
+            f"fuzz: check {self.checks} after {self.cases} cases, {elapsed:.0f} s: "
+            f"{len(problems)} problem(s)",
+            flush=True,
+        )
+
+    def _broker_evidence(self) -> list[str]:
+        problems = []
+        closes: Counter[str] = Counter()
+        for member in self.brokers:
+            closed = invariants.closed_reasons(member)
+            before = self.closed[member.id]
+            bugs = {r: closed.get(r, 0) - before.get(r, 0) for r in BUG_REASONS}
+            closes.update({f"closed by the brokers: {r}": int(n) for r, n in closed.items()})
+            errors = self._new_errors(member)
+            if any(bugs.values()):
+                culprit = self._pinpoint(member)
+                problems.append(
+                    f"broker {member.id} closed connections for bugs {bugs}; "
+                    f"{culprit}; its log says:\n" + "\n".join(errors[:60])
+                )
+            elif errors:
+                problems.append(f"broker {member.id} logged errors:\n" + "\n".join(errors[:60]))
+            self.closed[member.id] = closed
+        for key, total in closes.items():  # totals so far, not increments
+            self.stats[key] = total
+        for member in self.logged:
+            if member.role != "broker" and (errors := self._new_errors(member)):
+                problems.append(
+                    f"{member.role} {member.id} logged errors:\n" + "\n".join(errors[:60])
+                )
+        return problems
+
+    def _new_errors(self, member: Member) -> list[str]:
+        errors, self.log_positions[member.log] = invariants.new_errors(
+            member, self.log_positions[member.log]
+        )
+        return errors
+
+    def _pinpoint(self, member: Member) -> str:
+        """Send the window's cases that lost their connection again, one by one."""
+        suspects = [o.case for o in self.window if o.response is None][:PINPOINT_CASES_MAX]
+        for case in suspects:
+            before = invariants.closed_reasons(member)
+            play(Round((case,), (0,), (False,)), self.targets)
+            after = invariants.closed_reasons(member)
+            if any(after.get(r, 0) > before.get(r, 0) for r in BUG_REASONS):
+                return f"replayed alone, this case reproduces it: {_show(case)}"
+        return f"no single case of {len(suspects)} reproduced it alone"
+
+    # -- failing ---------------------------------------------------------------------------
+
+    def _fail(self, problems: list[str]) -> None:
+        path = self.evidence_dir / f"fuzz-failure-{int(time.time())}.txt"
+        with path.open("w") as out:
+            for outcome in self.window:
+                out.write(f"{_where(outcome)} {outcome.case.description}\n{outcome.case.hex()}\n\n")
+        shown = "\n".join(f"  {_where(o)}\n{_show(o.case)}" for o in self.window[-20:])
+        self.failure = (
+            f"fuzz found {len(problems)} problem(s) after {self.cases} cases "
+            f"({self.rounds} rounds, check {self.checks}):\n- "
+            + "\n- ".join(problems)
+            + f"\n\nreplay: {self.replay}\nthe batch's {len(self.window)} cases, in full: {path}"
+            + f"\nits last {min(20, len(self.window))} cases:\n{shown}"
+        )
+
+    def summary(self) -> str:
+        elapsed = time.monotonic() - self.started
+        lines = [
+            f"{self.cases} cases in {self.rounds} rounds, {self.checks} checks, {elapsed:.1f} s; "
+            f"peak broker RSS {self.peak_rss >> 20} MiB (bound {self.rss_max >> 20} MiB)"
+        ]
+        lines += [f"  {key}: {value}" for key, value in sorted(self.stats.items())]
+        return "\n".join(lines)
+
+
+def _where(outcome: Outcome) -> str:
+    """Which round and connection a case went on, and what came back."""
+    answer = (
+        "answered"
+        if outcome.response is not None
+        else "closed"
+        if outcome.closed_before_answer
+        else "no answer"
+    )
+    return f"round {outcome.round} connection {outcome.connection} ({answer}):"
+
+
+def _show(case: Case) -> str:
+    data = case.frame[:HEX_SHOWN_BYTES].hex()
+    more = f"... ({len(case.frame)} bytes)" if len(case.frame) > HEX_SHOWN_BYTES else ""
+    return f"  [{case.description}]\n    {data}{more}"
