@@ -261,8 +261,9 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
         ConfigKey(
             "auto.create.topics.enable",
             _T.BOOLEAN,
-            True,
-            "Whether Metadata for an unknown topic creates it.",
+            False,
+            "Whether Metadata for an unknown topic creates it. Not implemented yet: only false "
+            "is accepted (Kafka's default is true); create topics with CreateTopics.",
         ),
         ConfigKey(
             "delete.topic.enable",
@@ -498,6 +499,12 @@ class BrokerConfig(PropertiesConfig):
                 f"that size could never be read"
             )
         self._check_listeners()
+        if self.auto_create_topics_enable:
+            raise InvalidConfigError(
+                "auto.create.topics.enable=true is not implemented yet: Metadata never creates "
+                "topics. Create them with CreateTopics (odradek topics create, an AdminClient) "
+                "and leave auto.create.topics.enable false."
+            )
         if self.log_cleaner_min_compaction_lag_ms > self.log_cleaner_max_compaction_lag_ms:
             raise InvalidConfigError(
                 f"conflict broker config setting log.cleaner.min.compaction.lag.ms "

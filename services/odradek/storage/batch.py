@@ -194,10 +194,17 @@ def check_producer_batch(header: BatchHeader) -> None:
     """Rules a batch fresh from a producer must follow (compacted logs may break them later).
 
     A producer numbers the records of a batch 0..n-1, so the count and the last offset delta
-    agree, and a batch always holds at least one record.
+    agree, and a batch always holds at least one record. A batch with a producer id (an
+    idempotent or transactional producer's) carries a sequence number: Kafka's LogValidator
+    refuses a negative one ("Invalid sequence number").
     """
     if header.records_count <= 0:
         raise InvalidRecordError("a produced record batch must hold at least one record")
+    if header.has_producer_id and header.base_sequence < 0:
+        raise InvalidRecordError(
+            f"invalid sequence number {header.base_sequence} in a record batch with producer "
+            f"id {header.producer_id}"
+        )
     if header.last_offset_delta != header.records_count - 1:
         raise InvalidRecordError(
             f"record batch has {header.records_count} records but last_offset_delta "

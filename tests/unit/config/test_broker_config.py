@@ -22,7 +22,6 @@ KAFKA_DEFAULTS = {
     "connections.max.idle.ms": "600000",
     "num.partitions": "1",
     "default.replication.factor": "1",
-    "auto.create.topics.enable": "true",
     "delete.topic.enable": "true",
     "min.insync.replicas": "1",
     "unclean.leader.election.enable": "false",
@@ -94,6 +93,8 @@ def test_defaults_are_kafkas():
     assert config.odradek_admin_listener == HostPort("127.0.0.1", 9644)
     assert config.max_connections == 1000
     assert config.odradek_connection_max_inflight_requests == 100
+    # Kafka's default is true; Odradek does not create topics from Metadata (yet), so false.
+    assert config.auto_create_topics_enable is False
     # Kafka's default is -1 (no bound): Odradek bounds request memory by default.
     assert config.queued_max_request_bytes == 256 * 1024 * 1024
 
@@ -102,10 +103,16 @@ def test_every_key_is_documented_and_ours_are_prefixed():
     kafka_names = set(KAFKA_DEFAULTS) | KAFKA_NULL_DEFAULTS
     kafka_names |= {"broker.id", "zookeeper.connect", "listeners", "max.connections"}
     kafka_names |= {"queued.max.request.bytes"}  # Kafka's key, with a finite default here
+    kafka_names |= {"auto.create.topics.enable"}  # Kafka's key; false until implemented
     kafka_names |= {"listener.security.protocol.map", "control.plane.listener.name"}
     for key in BROKER_KEYS.values():
         assert key.doc, key.name
         assert key.name in kafka_names or key.name.startswith("odradek."), key.name
+
+
+def test_auto_create_topics_enable_true_is_refused_until_it_is_honoured():
+    with pytest.raises(InvalidConfigError, match="auto.create.topics.enable=true is not"):
+        broker(auto_create_topics_enable="true")
 
 
 @pytest.mark.parametrize("pool", [0, 1024])

@@ -242,3 +242,12 @@ def test_last_sequence_wraps_as_kafka_does(base_sequence, last_offset_delta, las
         last_offset_delta=last_offset_delta,
     )
     assert header.last_sequence == last_sequence
+
+
+def test_a_producer_id_without_a_sequence_number_is_refused():
+    """Kafka's LogValidator: a batch from an idempotent producer must carry a sequence."""
+    header = BatchHeader(0, 100, -1, 2, 0, 0, 0, 0, 0, 7, 0, -1, 1)
+    with pytest.raises(InvalidRecordError, match="invalid sequence number -1"):
+        check_producer_batch(header)
+    check_producer_batch(header._replace(base_sequence=0))
+    check_producer_batch(header._replace(producer_id=-1))  # not idempotent: no sequence needed
