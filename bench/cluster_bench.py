@@ -764,6 +764,7 @@ def run_all(brokers: list[Broker], args: argparse.Namespace, profiler: Profiler)
         Scenario(size, codec, args.records_100 if size == 100 else args.records_1k)
         for size in (100, 1024)
         for codec in ("none", "lz4")
+        if f"{label(size).replace(' ', '')}-{codec}" in args.scenarios
     ]
     pools = {size: make_pool(size, args.seed) for size in (100, 1024)}
     phases: list[Phase] = []
@@ -1065,7 +1066,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--e2e-fetch-wait-ms",
-        type=lambda text: [int(x) for x in text.split(",")],
+        type=lambda text: [int(x) for x in text.split(",") if x],
         default=[500, 10],
         help="end-to-end: the consumer's fetch.wait.max.ms, one scenario each (default 500,10)",
     )
@@ -1079,6 +1080,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--phase-timeout", type=float, default=60.0, help="seconds at most for one phase"
     )
     parser.add_argument("--only", choices=("odradek", "tansu"), help="run against one broker")
+    parser.add_argument(
+        "--scenarios",
+        type=lambda text: set(text.split(",")),
+        default={"100B-none", "100B-lz4", "1KiB-none", "1KiB-lz4"},
+        help="produce/consume scenarios to run (default all: 100B-none,100B-lz4,1KiB-none,"
+        "1KiB-lz4); --e2e-fetch-wait-ms '' runs no end-to-end scenario",
+    )
     parser.add_argument(
         "--baseline",
         metavar="REV",

@@ -39,7 +39,7 @@ def test_a_compressed_batch_of_any_size_goes_to_a_thread(workers, kafka_batch, c
 
 
 def test_large_sets_reencoding_topics_and_many_batches_go_to_a_thread(workers, kafka_batch):
-    large = kafka_batch([(b"k", b"v" * 1000)] * 70)
+    large = kafka_batch([(b"k", b"v" * 1000)] * (OFFLOAD_MIN_BYTES // 1000 + 10))
     assert len(large) >= OFFLOAD_MIN_BYTES and workers.must_offload(large, DEFAULT)
     tiny = kafka_batch([(b"k", b"v")])
     assert workers.must_offload(tiny, TopicConfig(compression_type="lz4"))
