@@ -223,7 +223,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.server.request_slots.release(1)
                 self.busy = True
                 try:
-                    self.take_frames()  # room in the queue: maybe read again
+                    if self.decoder.buffered_bytes or not self.decoder.wants_input:
+                        self.take_frames()  # room in the queue: take what waits, read again
                     await self._answer(data)
                 finally:
                     self.busy = False

@@ -16,7 +16,6 @@ Runs on the broker's event loop only.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -171,19 +170,18 @@ class ReplicaManager:
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's record set as leader; one result per partition.
 
-        Partitions are appended concurrently: the validation of one may run on a worker thread
-        while another is written.
+        Partitions are appended one after the other, each awaited directly: most appends never
+        yield (validation inline, a write to the page cache), and a task per partition would cost
+        two more turns of the event loop per request, measured at a third of a small produce
+        request's cost. A partition whose validation goes to a worker thread yields there.
         """
         if acks not in (0, 1, -1):
             error = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {acks}")
             return {tp: ProduceResult(error.error_code, error_message=str(error)) for tp in entries}
-        appended = await asyncio.gather(
-            *(
-                self._append(topic, index, records, acks)
-                for (topic, index), records in entries.items()
-            )
-        )
-        return dict(zip(entries, appended, strict=True))
+        return {
+            (topic, index): await self._append(topic, index, records, acks)
+            for (topic, index), records in entries.items()
+        }
 
     async def _append(
         self, topic: str, index: int, records: bytes | memoryview, acks: int
