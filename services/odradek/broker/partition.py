@@ -27,8 +27,9 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from odradek.broker.workers import Workers
+from odradek.broker.workers import INLINE_DECOMPRESSED_MAX_BYTES, Placement, Workers
 from odradek.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
+from odradek.storage.compression import DecompressionLimitError
 from odradek.storage.log import Log, LogAppendInfo
 from odradek.storage.validator import AppendOrigin, ValidatedRecords
 
@@ -80,16 +81,11 @@ class Partition:
         """Append a producer's record set; raises the Kafka error a produce answer carries.
 
         Validation of a large or compressed record set runs on ``workers`` (off the event loop;
-        ``Workers.must_offload`` decides); leadership and the ISR are checked before it and again
+        ``Workers.placement`` decides); leadership and the ISR are checked before it and again
         after, since the controller may have moved the partition meanwhile.
         """
         self._check_can_append(acks)
-        if workers is not None and workers.must_offload(records, self.log.config):
-            validated = await workers.validate(
-                self.log.validate, records, origin=AppendOrigin.CLIENT
-            )
-        else:
-            validated = self.log.validate(records, origin=AppendOrigin.CLIENT)
+        validated = await self._validate(records, workers)
         async with self._appending:
             self._check_can_append(acks)  # the controller may have moved it meanwhile
             epoch = self.state.leader_epoch
@@ -106,6 +102,25 @@ class Partition:
             self._advance_high_watermark()
         self._wake_fetchers()
         return info
+
+    async def _validate(
+        self, records: bytes | memoryview, workers: Workers | None
+    ) -> ValidatedRecords:
+        """Validate where ``workers`` says: on the loop, bounded on the loop, or on a thread."""
+        log, client = self.log, AppendOrigin.CLIENT
+        if workers is None:
+            return log.validate(records, origin=client)
+        placement = workers.placement(records, log.config)
+        if placement is Placement.INLINE:
+            return log.validate(records, origin=client)
+        if placement is Placement.INLINE_BOUNDED:
+            try:
+                return log.validate(
+                    records, origin=client, max_decompressed_bytes=INLINE_DECOMPRESSED_MAX_BYTES
+                )
+            except DecompressionLimitError:
+                pass  # it expands further: validated again with the real limit, off the loop
+        return await workers.validate(log.validate, records, origin=client)
 
     async def _append_on_writer_thread(
         self, validated: ValidatedRecords, leader_epoch: int, workers: Workers

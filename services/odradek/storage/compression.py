@@ -56,6 +56,7 @@ from odradek.errors import CorruptRecordError
 
 __all__ = [
     "MAX_DECOMPRESSED_BYTES",
+    "DecompressionLimitError",
     "Compression",
     "compress",
     "decompress",
@@ -152,6 +153,14 @@ def compress(codec: Compression, data: _BytesLike) -> bytes:
     return bytes(_COMPRESSORS[codec].compress(data))
 
 
+class DecompressionLimitError(CorruptRecordError):
+    """Data that decompresses past the ``max_size`` it was given (CORRUPT_MESSAGE).
+
+    A caller that tried a small bound first (validation on the event loop) catches it and tries
+    again, elsewhere, with the real one.
+    """
+
+
 def decompress(
     codec: Compression, data: _BytesLike, *, max_size: int = MAX_DECOMPRESSED_BYTES
 ) -> bytes:
@@ -185,7 +194,7 @@ def decompress_chunks(
         for piece in pieces:
             total += len(piece)
             if total > max_size:
-                raise CorruptRecordError(
+                raise DecompressionLimitError(
                     f"{codec.name} data decompresses to more than {max_size} bytes "
                     f"(the limit on a batch's records section)"
                 )
@@ -413,7 +422,7 @@ def _decompress_snappy_block(data: _BytesLike, max_size: int, before: int = 0) -
     # bytes the blocks before this one decompressed to.
     size = cramjam.snappy.decompress_raw_len(data)
     if before + size > max_size:
-        raise CorruptRecordError(
+        raise DecompressionLimitError(
             f"snappy data decompresses to more than {max_size} bytes (a block states {size})"
         )
     return bytes(cramjam.snappy.decompress_raw(data))

@@ -82,6 +82,7 @@ from odradek.errors import (
 )
 from odradek.storage.batch import BatchHeader
 from odradek.storage.checkpoint import is_legal_topic
+from odradek.storage.compression import MAX_DECOMPRESSED_BYTES
 from odradek.storage.executors import StorageExecutors
 from odradek.storage.index import CorruptIndexError
 from odradek.storage.producer_state import ProducerSnapshot, ProducerStateManager
@@ -351,14 +352,24 @@ class Log:
     # -- appending -----------------------------------------------------------------------
 
     def validate(
-        self, records: bytes | bytearray | memoryview, *, origin: str = AppendOrigin.CLIENT
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        origin: str = AppendOrigin.CLIENT,
+        max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
     ) -> ValidatedRecords:
         """Validate a record set against this log's configuration (``validator``).
 
         Safe on any thread: it reads only the configuration and the clock, so a caller may run
         it off the thread that appends. Raises as ``validate_records`` does.
         """
-        return validate_records(records, self.config, origin=origin, now_ms=self.clock())
+        return validate_records(
+            records,
+            self.config,
+            origin=origin,
+            now_ms=self.clock(),
+            max_decompressed_bytes=max_decompressed_bytes,
+        )
 
     def append(
         self,

@@ -51,7 +51,7 @@ from odradek.storage.batch import (
     set_log_append_time,
     set_max_timestamp,
 )
-from odradek.storage.compression import Compression
+from odradek.storage.compression import MAX_DECOMPRESSED_BYTES, Compression
 from odradek.storage.records import decode_records, reencode_batch
 from odradek.storage.walker import RecordWalker, walk_batch
 
@@ -93,8 +93,12 @@ def validate_records(
     *,
     origin: str = AppendOrigin.CLIENT,
     now_ms: int,
+    max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
 ) -> ValidatedRecords:
     """Validate ``records`` for a log with ``config``; see the module docstring.
+
+    ``max_decompressed_bytes`` bounds what one compressed batch may expand to; a caller may pass
+    a smaller bound to try cheap validation first (``DecompressionLimitError`` then says so).
 
     Raises ``CorruptRecordError``, ``InvalidRecordError``, ``RecordTooLargeError`` or
     ``InvalidTimestampError``; an empty record set is valid and holds no batches.
@@ -107,7 +111,11 @@ def validate_records(
     max_timestamps: list[tuple[int, int]] = []  # (position, the records' true maximum)
     for position, header in batches:
         walker = walk_batch(
-            view, position, header, exact_offsets=origin != AppendOrigin.REPLICATION
+            view,
+            position,
+            header,
+            exact_offsets=origin != AppendOrigin.REPLICATION,
+            max_decompressed_bytes=max_decompressed_bytes,
         )
         if not header.is_control:
             _check_record_rules(walker, position, header, config, now_ms)

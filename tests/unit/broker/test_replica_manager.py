@@ -235,3 +235,44 @@ def test_flush_messages_is_fsynced_off_the_loop_and_answered_after(
     asyncio.run(scenario())
     assert fsync_threads and loop_thread not in fsync_threads
     assert other.log.recovery_point == 0
+
+
+def test_a_small_compressed_batch_that_expands_far_is_validated_on_a_thread(tmp_path, kafka_batch):
+    """Tried on the loop with a 1 MiB bound, it expands past it: validated again off the loop,
+    with the real limit, and appended; a small one that stays small never leaves the loop."""
+    from odradek.broker.workers import INLINE_DECOMPRESSED_MAX_BYTES, Workers
+
+    async def scenario():
+        log_manager = LogManager([tmp_path / "disk-0"])
+        log_manager.load()
+        workers = Workers()
+        replicas = ReplicaManager(BROKER, log_manager, workers=workers)
+        offloaded = []
+        real_validate = workers.validate
+
+        async def spy(fn, *args, **kwargs):
+            offloaded.append(len(args[0]))
+            return await real_validate(fn, *args, **kwargs)
+
+        workers.validate = spy
+        try:
+            partition = lead(replicas)
+            expanding = kafka_batch(
+                [(b"k%d" % i, b"\x00" * 100_000) for i in range(30)], codec=3
+            )  # 3 MB of zeros in a few KiB of lz4
+            assert len(expanding) < 64 * 1024
+            assert INLINE_DECOMPRESSED_MAX_BYTES < 30 * 100_000
+            small = kafka_batch([(b"k", b"v" * 100)], codec=3)
+            results = [
+                await replicas.append_records(1, {("t", 0): records})
+                for records in (small, expanding)
+            ]
+            return results, offloaded, partition.log.log_end_offset
+        finally:
+            workers.shutdown()
+            log_manager.shutdown()
+
+    results, offloaded, log_end_offset = asyncio.run(scenario())
+    assert [r[("t", 0)].error for r in results] == [ErrorCode.none, ErrorCode.none]
+    assert log_end_offset == 31
+    assert len(offloaded) == 1  # only the expanding one went to a thread

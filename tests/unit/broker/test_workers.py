@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 
 import pytest
 
-from odradek.broker.workers import INLINE_BATCHES_MAX, OFFLOAD_MIN_BYTES, Workers
+from odradek.broker.workers import (
+    COMPRESSED_INLINE_MAX_BYTES,
+    INLINE_BATCHES_MAX,
+    OFFLOAD_MIN_BYTES,
+    Placement,
+    Workers,
+)
 from odradek.config.topic import TopicConfig
+from odradek.storage.compression import Compression
+from odradek.storage.records import Record, encode_batch
 
 DEFAULT = TopicConfig()
 
@@ -30,12 +39,18 @@ def test_small_uncompressed_record_sets_are_validated_inline(workers, kafka_batc
 
 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
-def test_a_compressed_batch_of_any_size_goes_to_a_thread(workers, kafka_batch, codec):
+def test_a_small_compressed_batch_is_tried_on_the_loop_with_a_bound(workers, kafka_batch, codec):
     small = kafka_batch([(b"k", b"v" * 200)], codec=codec)
-    assert len(small) < 1024 and workers.must_offload(small, DEFAULT)
+    assert len(small) < 1024
+    assert workers.placement(small, DEFAULT) is Placement.INLINE_BOUNDED
     # Behind an uncompressed batch too: every header is read, not only the first.
     behind = kafka_batch([(b"k", b"v")]) + small
-    assert workers.must_offload(behind, DEFAULT)
+    assert workers.placement(behind, DEFAULT) is Placement.INLINE_BOUNDED
+    # Our encoder keeps the codec even when it does not help (kafka-python's may not).
+    records = [Record(i, 0, b"k", os.urandom(400).hex().encode()) for i in range(400)]
+    large = encode_batch(records, base_offset=0, compression=Compression(codec))
+    assert len(large) >= COMPRESSED_INLINE_MAX_BYTES
+    assert workers.placement(large, DEFAULT) is Placement.THREAD
 
 
 def test_large_sets_reencoding_topics_and_many_batches_go_to_a_thread(workers, kafka_batch):
