@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import random
 import shutil
 import signal
 import socket
@@ -88,11 +89,44 @@ def find_classpath() -> str:
     )
 
 
+PORT_RANGE_LOW = 10_000
+PORT_RANGE_HIGH = 32_768  # Linux's default ephemeral range starts here
+PORT_ATTEMPTS_MAX = 200
+_handed_out: set[int] = set()
+_random = random.SystemRandom()
+
+
 def free_loopback_port() -> int:
-    """Return a TCP port that was free on 127.0.0.1 a moment ago (the OS picked it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
+    """Return a TCP port that was free on 127.0.0.1 a moment ago, for a process to listen on.
+
+    Chosen at random below the kernel's ephemeral range (``ip_local_port_range``), never twice
+    by this process: a port the OS picks from that range for a bind to port 0 may be picked
+    again, for another listener or as the source port of an outgoing connection, before the
+    process it was meant for binds it (seen: a broker's admin port taken in the meantime).
+    """
+    low = min(_ephemeral_range_start(), PORT_RANGE_HIGH)
+    for _ in range(PORT_ATTEMPTS_MAX):
+        port = _random.randrange(PORT_RANGE_LOW, low)
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((LOOPBACK, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise OSError(
+        f"no free port on {LOOPBACK} in [{PORT_RANGE_LOW}, {low}) after {PORT_ATTEMPTS_MAX} tries"
+    )
+
+
+def _ephemeral_range_start() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return PORT_RANGE_HIGH
 
 
 def four_letter_word(
