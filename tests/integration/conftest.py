@@ -40,9 +40,13 @@ def hosts(zookeeper: ZooKeeperProcess, request: pytest.FixtureRequest) -> str:
 
 @contextlib.contextmanager
 def _running_cluster(data_dir: Path, **options: Any) -> Iterator[ClusterState]:
-    state, started = cluster.up(data_dir, **options)
-    assert started, f"a cluster was already running in {data_dir}"
     try:
+        state, started = cluster.up(data_dir, **options)
+    except BaseException:
+        cluster.down(data_dir)  # whatever started before the failure
+        raise
+    try:
+        assert started, f"a cluster was already running in {data_dir}"
         yield state
     finally:
         cluster.down(data_dir)
