@@ -105,6 +105,7 @@ class BrokerApp:
             intervals=ManagerIntervals(
                 retention_check_ms=config.log_retention_check_interval_ms,
                 checkpoint_ms=config.log_flush_offset_checkpoint_interval_ms,
+                high_watermark_checkpoint_ms=config.replica_high_watermark_checkpoint_interval_ms,
             ),
         )
         await asyncio.to_thread(self.log_manager.load)

@@ -281,6 +281,13 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             minimum=1,
         ),
         ConfigKey(
+            "replica.high.watermark.checkpoint.interval.ms",
+            _T.LONG,
+            5000,
+            "How often each log directory's high-watermark checkpoint is written.",
+            minimum=1,
+        ),
+        ConfigKey(
             "log.dirs",
             _T.LIST,
             None,
@@ -453,6 +460,9 @@ class BrokerConfig(PropertiesConfig):
     min_insync_replicas: int = _default("min.insync.replicas")
     unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
     replica_lag_time_max_ms: int = _default("replica.lag.time.max.ms")
+    replica_high_watermark_checkpoint_interval_ms: int = _default(
+        "replica.high.watermark.checkpoint.interval.ms"
+    )
     log_dirs: tuple[str, ...] | None = None
     log_dir: str | None = None
     message_max_bytes: int = _default("message.max.bytes")

@@ -33,7 +33,13 @@ from pathlib import Path
 
 from odradek.errors import ErrorCode, OdradekError
 
-__all__ = ["CorruptCheckpointError", "OffsetCheckpointFile", "is_legal_topic"]
+__all__ = [
+    "CorruptCheckpointError",
+    "OffsetCheckpointFile",
+    "is_legal_topic",
+    "parse_header",
+    "replace_file_in",
+]
 
 VERSION = 0
 TOPIC_NAME_LENGTH_MAX = 249
@@ -101,17 +107,7 @@ class OffsetCheckpointFile:
             _fsync_directory(self.path.parent)
 
     def _parse(self, lines: list[str]) -> dict[tuple[str, int], int]:
-        if not lines:
-            raise CorruptCheckpointError(self.path, 0, "empty file")
-        if lines[0].strip() != str(VERSION):
-            raise CorruptCheckpointError(self.path, 1, f"unknown version {lines[0]!r}")
-        if len(lines) < 2 or not _INTEGER.fullmatch(lines[1].strip()):
-            raise CorruptCheckpointError(self.path, 2, "missing number of entries")
-        expected = int(lines[1])
-        if expected != len(lines) - 2:
-            raise CorruptCheckpointError(
-                self.path, 2, f"expected {expected} entries but found {len(lines) - 2}"
-            )
+        parse_header(self.path, lines)
         entries: dict[tuple[str, int], int] = {}
         for number, line in enumerate(lines[2:], start=3):
             fields = line.split()
@@ -144,6 +140,48 @@ class OffsetCheckpointFile:
                 raise ValueError(f"illegal offset for a checkpoint: {offset!r}")
             lines.append(f"{topic} {partition} {offset}")
         return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def parse_header(path: Path, lines: list[str]) -> None:
+    """Check a checkpoint's version line and entry count (any file of Kafka's ``CheckpointFile``
+    format: version 0, the number of entries, one entry a line)."""
+    if not lines:
+        raise CorruptCheckpointError(path, 0, "empty file")
+    if lines[0].strip() != str(VERSION):
+        raise CorruptCheckpointError(path, 1, f"unknown version {lines[0]!r}")
+    if len(lines) < 2 or not _INTEGER.fullmatch(lines[1].strip()):
+        raise CorruptCheckpointError(path, 2, "missing number of entries")
+    expected = int(lines[1])
+    if expected != len(lines) - 2:
+        raise CorruptCheckpointError(
+            path, 2, f"expected {expected} entries but found {len(lines) - 2}"
+        )
+
+
+def replace_file_in(directory_fd: int, name: str, content: bytes) -> None:
+    """Replace ``name`` in the directory open as ``directory_fd`` with ``content``, atomically
+    and durably: ``<name>.tmp`` written and fsynced, renamed onto ``name``, directory fsynced.
+
+    Through the directory's descriptor rather than its path, so a write racing with the
+    directory's rename (a partition's deletion) lands in the renamed directory, never in a new
+    one that took the old name.
+    """
+    tmp_name = name + ".tmp"
+    try:
+        fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=directory_fd)
+        try:
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp_name, name, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name, dir_fd=directory_fd)
+        raise
+    os.fsync(directory_fd)
 
 
 def _is_int(value: object) -> bool:

@@ -81,10 +81,11 @@ from odradek.errors import (
     UnknownTopicOrPartitionError,
 )
 from odradek.storage.batch import BatchHeader
-from odradek.storage.checkpoint import is_legal_topic
+from odradek.storage.checkpoint import CorruptCheckpointError, is_legal_topic
 from odradek.storage.compression import MAX_DECOMPRESSED_BYTES
 from odradek.storage.executors import StorageExecutors
 from odradek.storage.index import CorruptIndexError
+from odradek.storage.leader_epoch import LeaderEpochCheckpointFile, LeaderEpochFileCache
 from odradek.storage.producer_state import ProducerSnapshot, ProducerStateManager
 from odradek.storage.records import decode_records
 from odradek.storage.segment import (
@@ -160,6 +161,8 @@ class PreparedAppend:
     log_append_time_ms: int
     buffers: list[bytes | memoryview] = field(default_factory=list)
     assigned: list[tuple[int, BatchHeader]] = field(default_factory=list)
+    # (partition_leader_epoch written, base offset) of each batch starting a higher epoch.
+    epoch_starts: list[tuple[int, int]] = field(default_factory=list)
     next_offset: int = -1
     max_timestamp: int = -1
     offset_of_max_timestamp: int = -1
@@ -253,13 +256,97 @@ class Log:
             self.recovery_point = self.log_end_offset
         else:
             self.recovery_point = min(max(recovery_point, 0), self.log_end_offset)
-        self.high_watermark = self.log_end_offset
+        # Restored from replication-offset-checkpoint; without it nothing is known to be
+        # committed (a follower must not claim its whole log). A leader alone in its ISR moves
+        # it to its LEO itself.
+        self.high_watermark = self.log_start_offset
         if high_watermark is not None:
             self.update_high_watermark(high_watermark)
         self.producer_state = ProducerStateManager(self.directory)
         self.producer_state.load(self.log_start_offset, self.log_end_offset, self._headers_from)
+        self.leader_epoch_cache = self._load_leader_epoch_cache()
 
     # -- loading and recovery ------------------------------------------------------------
+
+    def _load_leader_epoch_cache(self) -> LeaderEpochFileCache:
+        """The leader-epoch cache, from ``leader-epoch-checkpoint`` checked against the batches.
+
+        The file is written off the appending thread, so a crash can leave it behind the log:
+        entries past the LEO (truncated away by recovery, or by a replica's truncation the file
+        had not seen), or epochs appended since. So each entry must match the batch holding its
+        start offset, else the cache is rebuilt from every batch header; then the log after the
+        latest entry is searched for newer epochs. A missing or corrupt file means a rebuild.
+        Writes the file at once (on the loading thread) if it had to change.
+        """
+        checkpoint = LeaderEpochCheckpointFile(self.directory)
+        try:
+            entries = checkpoint.read()
+            corrupt = False
+        except CorruptCheckpointError as e:
+            log.warning("rebuilding the leader epoch cache from the log: %s", e)
+            entries, corrupt = None, True
+        # A missing file with no epoch in the log stays missing: a new log writes nothing.
+        cache = LeaderEpochFileCache(checkpoint, entries or (), written=not corrupt)
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        if entries is not None and not all(
+            self._epoch_starts_at(e.epoch, e.start_offset) for e in cache.entries()
+        ):
+            log.warning(
+                "%s: leader-epoch-checkpoint disagrees with the log's batches: rebuilding it",
+                self.directory.name,
+            )
+            entries = None
+        if entries is None:
+            cache.clear()
+            for base_offset, header in self._headers_from(self.log_start_offset):
+                _assign_epoch(cache, header.partition_leader_epoch, base_offset)
+        else:
+            self._find_newer_epochs(cache)
+        try:
+            cache.flush()
+        except OSError as e:
+            checkpoint.close()
+            self._io_error(e)
+        return cache
+
+    def _batch_holding(self, offset: int) -> BatchHeader | None:
+        """The header of the batch holding ``offset`` (or the next one, past a gap)."""
+        return next((header for _, header in self._headers_from(offset)), None)
+
+    def _epoch_starts_at(self, epoch: int, start_offset: int) -> bool:
+        """Whether the batch holding ``start_offset`` was written in ``epoch``."""
+        holding = self._batch_holding(start_offset)
+        return holding is not None and holding.partition_leader_epoch == epoch
+
+    def _find_newer_epochs(self, cache: LeaderEpochFileCache) -> None:
+        """Assign the epochs after the cache's latest entry, found by bisecting the log.
+
+        Batches' epochs never decrease along a log (each leader stamps its own, newer, epoch;
+        followers copy them), so where the next higher epoch starts is a binary search over
+        offsets: a few index lookups per epoch, not a scan of every header since the latest
+        entry (an epoch may have lasted the whole log).
+        """
+        latest = cache.latest_entry()
+        low = self.log_start_offset if latest is None else latest.start_offset
+        epoch = -1 if latest is None else latest.epoch
+        while low < self.log_end_offset:
+            # The smallest offset whose batch is newer than ``epoch`` lies in [low, high].
+            high = self.log_end_offset
+            while low < high:
+                middle = (low + high) // 2
+                holding = self._batch_holding(middle)
+                if holding is None:
+                    high = middle
+                elif holding.partition_leader_epoch > epoch:
+                    high = min(middle, holding.base_offset)
+                else:
+                    low = holding.last_offset + 1
+            first = self._batch_holding(low)
+            if first is None or first.partition_leader_epoch <= epoch:
+                return
+            _assign_epoch(cache, first.partition_leader_epoch, first.base_offset)
+            epoch, low = first.partition_leader_epoch, first.last_offset + 1
 
     def _new_segment(self, base_offset: int, *, active: bool, suffix: str = "") -> LogSegment:
         return LogSegment(
@@ -487,8 +574,11 @@ class Log:
             prepared.segment.publish(prepared.assigned, prepared.position, prepared.valid_bytes)
             for base_offset, header in prepared.assigned:
                 self.producer_state.update(base_offset, header)
+            epochs_changed = False
+            for epoch, base_offset in prepared.epoch_starts:
+                epochs_changed |= self.leader_epoch_cache.assign(epoch, base_offset)
             self.log_end_offset = prepared.next_offset
-            return LogAppendInfo(
+            info = LogAppendInfo(
                 first_offset=prepared.assigned[0][0],
                 last_offset=prepared.next_offset - 1,
                 max_timestamp=prepared.max_timestamp,
@@ -502,6 +592,9 @@ class Log:
                     prepared.next_offset - self.recovery_point >= self.config.flush_messages
                 ),
             )
+        if epochs_changed:
+            self._write_leader_epoch_checkpoint_in_background()
+        return info
 
     def _assign_offsets(
         self, validated: ValidatedRecords, leader_epoch: int | None
@@ -524,6 +617,8 @@ class Log:
                 base_offset = next_offset
             next_offset = base_offset + header.last_offset_delta + 1
             epoch = header.partition_leader_epoch if leader_epoch is None else leader_epoch
+            if epoch >= 0 and (not prepared.epoch_starts or epoch > prepared.epoch_starts[-1][0]):
+                prepared.epoch_starts.append((epoch, base_offset))
             prepared.buffers.append(_LOG_PREFIX.pack(base_offset, header.batch_length, epoch))
             prepared.buffers.append(
                 view[position + _LOG_PREFIX.size : position + header.size_in_bytes]
@@ -688,6 +783,54 @@ class Log:
                     return TimestampAndOffset(record.timestamp, record.offset)
         return None
 
+    # -- leader epochs -------------------------------------------------------------------
+
+    @property
+    def latest_epoch(self) -> int | None:
+        """The newest leader epoch the log holds an entry for; None if none."""
+        return self.leader_epoch_cache.latest_epoch()
+
+    def assign_epoch_start_offset(self, epoch: int, offset: int) -> None:
+        """A new leader's epoch starts at ``offset`` (its LEO), before it appends anything.
+
+        Kafka's ``maybeAssignEpochStartOffset``: the leader answers OffsetForLeaderEpoch for its
+        own epoch even before its first append. Ignored for an epoch not newer than the latest.
+        """
+        with self._lock:
+            self._check_online()
+            changed = self.leader_epoch_cache.assign(epoch, offset)
+        if changed:
+            self._write_leader_epoch_checkpoint_in_background()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: ``(epoch, end offset)`` as ``LeaderEpochFileCache.end_offset_for``
+        answers it, against the current LEO."""
+        with self._lock:
+            self._check_online()
+            return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    def write_leader_epoch_checkpoint(self) -> None:
+        """Write ``leader-epoch-checkpoint`` if the cache changed since it was last written.
+
+        Blocks on the disk: storage threads only (housekeeping, upkeep, shutdown), never under
+        the lock. An I/O error takes the log offline.
+        """
+        if self.deleted or self.offline:
+            return
+        try:
+            self.leader_epoch_cache.flush()
+        except OSError as e:
+            if not self.deleted:  # else the directory went with the partition
+                self.report_io_error(e)
+
+    def _write_leader_epoch_checkpoint_in_background(self) -> None:
+        """Kafka writes the file at each change; here the housekeeping thread does, after the
+        lock is released (with inline executors, on this thread). The cache changes rarely:
+        at a new leader epoch, a truncation, a move of the log start."""
+        # RuntimeError: the executor is shut down (the broker is stopping); ``close`` writes it.
+        with contextlib.suppress(RuntimeError):
+            self.executors.housekeeping.submit(self.write_leader_epoch_checkpoint)
+
     # -- offsets moved by others ---------------------------------------------------------
 
     def update_high_watermark(self, offset: int) -> int:
@@ -708,7 +851,11 @@ class Log:
         with self._lock:
             self.log_start_offset = max(self.log_start_offset, offset)
             self.recovery_point = max(self.recovery_point, self.log_start_offset)
-            return self.log_start_offset
+            changed = self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            log_start_offset = self.log_start_offset
+        if changed:
+            self._write_leader_epoch_checkpoint_in_background()
+        return log_start_offset
 
     def truncate_to(self, offset: int) -> None:
         """Remove every offset >= ``offset`` (a follower diverging from its new leader)."""
@@ -743,7 +890,10 @@ class Log:
             self.recovery_point = min(self.recovery_point, offset)
             self.producer_state.truncate(offset)
             self.producer_state.load(self.log_start_offset, offset, self._headers_from)
+            epochs_changed = self.leader_epoch_cache.truncate_from_end(offset)
         self._delete_due_files_in_background()
+        if epochs_changed:
+            self._write_leader_epoch_checkpoint_in_background()
 
     # -- retention -----------------------------------------------------------------------
 
@@ -787,8 +937,11 @@ class Log:
                 self._view = _Segments.of(segments[count:])
                 self.log_start_offset = max(self.log_start_offset, segments[count].base_offset)
                 self.producer_state.delete_snapshots_below(self.log_start_offset)
+            epochs_changed = self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         if count:
             self._delete_due_files_in_background()
+        if epochs_changed:
+            self._write_leader_epoch_checkpoint_in_background()
         return count
 
     def _schedule_delete(self, segment: LogSegment) -> None:
@@ -1064,8 +1217,11 @@ class Log:
                 snapshot = self.producer_state.capture_snapshot()
             try:  # durable, so outside the lock (module docstring, rule 1)
                 self.producer_state.write_snapshot(snapshot, durable=True)
+                self.leader_epoch_cache.flush()
             except OSError as e:
+                self.leader_epoch_cache.close()
                 self._io_error(e)
+        self.leader_epoch_cache.close()
         with self._lock:
             self.delete_expired_files(force=True)
             for segment in self._view.segments:
@@ -1096,6 +1252,7 @@ class Log:
                 raise RuntimeError(f"{self.directory} must be detached before its files go")
             segments = list(self._view.segments) + [s for _, s in self._pending_deletes]
             self._pending_deletes = []
+        self.leader_epoch_cache.close()  # waits for a write in progress into the directory
         for segment in segments:
             segment.close_handles()
         shutil.rmtree(self.directory)
@@ -1110,6 +1267,13 @@ class Log:
             f"Log({self.directory.name}, log_start_offset={self.log_start_offset}, "
             f"log_end_offset={self.log_end_offset}, segments={len(self._view.segments)})"
         )
+
+
+def _assign_epoch(cache: LeaderEpochFileCache, epoch: int, start_offset: int) -> None:
+    """A batch written in ``epoch`` starts at ``start_offset``: a new epoch if it is newer
+    (batches without an epoch, -1, as written before leader epochs, count for none)."""
+    if epoch >= 0:
+        cache.assign(epoch, start_offset)
 
 
 def _settle(waiters: list[Future[None]], outcome: BaseException | None) -> None:

@@ -6,7 +6,10 @@ Kafka, these files of its own::
     recovery-point-offset-checkpoint   offsets below which each log is known to be on disk
     log-start-offset-checkpoint        each log's start offset (moved by retention, DeleteRecords)
     cleaner-offset-checkpoint          each compacted log's first dirty offset
+    replication-offset-checkpoint      each log's high watermark
     .kafka_cleanshutdown               present only between a clean shutdown and the next start
+
+(and, in each partition directory, ``leader-epoch-checkpoint``: ``leader_epoch``).
 
 Rules:
 - A new partition goes to the online directory holding the fewest partitions (ties: the first
@@ -18,6 +21,10 @@ Rules:
   exist (``is_new=False``) is then refused rather than recreated empty elsewhere.
 - ``.kafka_cleanshutdown`` is removed once a directory's logs are loaded, so a crash after that
   makes the next start recover them.
+- The high watermark is written every ``replica.high.watermark.checkpoint.interval.ms`` and at a
+  clean shutdown, and restored at load (clamped to the log). A log with no entry starts with its
+  high watermark at its log start offset: nothing of a restarting follower's log counts as
+  committed until its leader says so (a leader alone in its ISR moves it to its LEO itself).
 
 Threading: ``get_log``, ``get_or_create_log`` and ``delete_log`` run on the broker's event loop
 and never wait for the disk. ``start()`` runs the upkeep (flushes, retention, checkpoints) on one
@@ -55,6 +62,7 @@ log = logging.getLogger(__name__)
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
 
@@ -68,6 +76,7 @@ class ManagerIntervals:
     flush_check_ms: int = 1_000  # log.flush.scheduler.interval.ms (checks flush.ms)
     retention_check_ms: int = 300_000  # log.retention.check.interval.ms
     checkpoint_ms: int = 60_000  # log.flush.offset.checkpoint.interval.ms
+    high_watermark_checkpoint_ms: int = 5_000  # replica.high.watermark.checkpoint.interval.ms
 
 
 def parse_log_directory_name(name: str) -> TopicPartition | None:
@@ -124,6 +133,7 @@ class LogManager:
         recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
         cleaner_offsets = self._read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
+        high_watermarks = self._read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
         entries = sorted(log_dir.iterdir())
         if not clean and any(parse_log_directory_name(e.name) for e in entries):
             log.warning("%s was not shut down cleanly: recovering its logs", log_dir)
@@ -140,6 +150,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=start_offsets.get(tp, 0),
                 cleaner_checkpoint=cleaner_offsets.get(tp, 0),
+                high_watermark=high_watermarks.get(tp),
                 clean_shutdown=clean,
                 clock=self.clock,
                 on_io_error=self._on_io_error,
@@ -313,8 +324,7 @@ class LogManager:
                     pass
         return deleted
 
-    def write_checkpoints(self) -> None:
-        """Persist recovery points, log start offsets and cleaner offsets, per online dir."""
+    def _logs_by_online_dir(self) -> dict[Path, list[tuple[TopicPartition, Log]]]:
         with self._lock:
             by_dir: dict[Path, list[tuple[TopicPartition, Log]]] = {
                 d: [] for d in self.log_dirs if d not in self.offline_dirs
@@ -323,7 +333,24 @@ class LogManager:
                 log_dir = self._log_dir_of[tp]
                 if log_dir in by_dir:
                     by_dir[log_dir].append((tp, each))
-        for log_dir, entries in by_dir.items():
+        return by_dir
+
+    def write_high_watermark_checkpoints(self) -> None:
+        """Persist every log's high watermark (``replication-offset-checkpoint``), per online
+        dir: Kafka's ``ReplicaManager.checkpointHighWatermarks``."""
+        for log_dir, entries in self._logs_by_online_dir().items():
+            try:
+                OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
+                    {tp: each.high_watermark for tp, each in entries}
+                )
+            except OSError as e:
+                self._mark_offline(log_dir, f"cannot write checkpoints: {e}")
+
+    def write_checkpoints(self) -> None:
+        """Persist recovery points, log start offsets, cleaner offsets and high watermarks,
+        per online dir."""
+        self.write_high_watermark_checkpoints()
+        for log_dir, entries in self._logs_by_online_dir().items():
             try:
                 OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
                     {tp: each.recovery_point for tp, each in entries}
@@ -351,16 +378,18 @@ class LogManager:
             log.warning("log.cleaner.enable is false: compacted topics will not be compacted")
 
     def _run_upkeep(self) -> None:
-        due = {"flush": 0, "retention": 0, "checkpoint": 0}
+        due = {"flush": 0, "retention": 0, "checkpoint": 0, "high_watermark": 0}
         periods = {
             "flush": self.intervals.flush_check_ms,
             "retention": self.intervals.retention_check_ms,
             "checkpoint": self.intervals.checkpoint_ms,
+            "high_watermark": self.intervals.high_watermark_checkpoint_ms,
         }
         jobs = {
             "flush": self.flush_due,
             "retention": self.enforce_retention,
             "checkpoint": self.write_checkpoints,
+            "high_watermark": self.write_high_watermark_checkpoints,
         }
         while not self._stop.is_set():
             now = self.clock()

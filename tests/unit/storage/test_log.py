@@ -26,6 +26,7 @@ from odradek.errors import (
     RecordTooLargeError,
 )
 from odradek.storage.batch import BatchHeader, iter_batches
+from odradek.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from odradek.storage.log import Log, TimestampAndOffset
 from odradek.storage.segment import LogSegment
 
@@ -76,6 +77,15 @@ def _crash(log: Log, tmp_path: Path) -> Path:
     copy = tmp_path / "crashed" / log.directory.name
     shutil.copytree(log.directory, copy)
     return copy
+
+
+def _segment_files(directory: Path) -> list[Path]:
+    """The segments' files: not producer snapshots, not the leader-epoch checkpoint."""
+    return [
+        p
+        for p in directory.iterdir()
+        if p.suffix != ".snapshot" and p.name != LEADER_EPOCH_CHECKPOINT
+    ]
 
 
 def _snapshot(directory: Path) -> dict[str, bytes]:
@@ -643,7 +653,7 @@ def test_deleted_files_go_after_file_delete_delay_and_slices_stay_readable(make_
     fetched = log.read(0, 1 << 20).records
     data = fetched.read_bytes()
     assert log.delete_old_segments() == 2
-    names = sorted(p.name for p in log.directory.iterdir() if p.suffix != ".snapshot")
+    names = sorted(p.name for p in _segment_files(log.directory))
     # Producer state snapshots before the new log start offset go with the segments.
     assert [p.name for p in log.directory.glob("*.snapshot")] == [f"{6:020d}.snapshot"]
     assert names == sorted(
@@ -1010,7 +1020,7 @@ def test_a_swap_segment_is_completed_at_open(make_log, kafka_batch, reopen, old_
     again = reopen(log, recovery_point=0)
     assert [s.base_offset for s in again.segments()] == [0, 12]
     assert list(again.batches()) == survivors + batches[6:]
-    assert sorted(p.name for p in log.directory.iterdir() if p.suffix != ".snapshot") == sorted(
+    assert sorted(p.name for p in _segment_files(log.directory)) == sorted(
         f"{base:020d}{suffix}" for base in (0, 12) for suffix in (".log", ".index", ".timeindex")
     )
     assert again.log_end_offset == 14

@@ -223,15 +223,23 @@ def test_flush_messages_leaves_the_fsync_to_a_flush_thread(tmp_path, kafka_batch
         log = storage.get_or_create_log(TOPIC, 0)
         recorder.logs.append(log)
         infos = [log.append_validated(log.validate(kafka_batch([(b"k", b"v")]))) for _ in range(3)]
-        assert recorder.calls == [] and log.recovery_point == 0
+        this_thread = threading.current_thread().name
+        assert not [path for t, path in recorder.calls if t == this_thread or ".log" in path]
+        assert log.recovery_point == 0
         assert all(info.flush_before_ack for info in infos)
 
         done = [log.flush_in_background() for _ in infos]
         for future in done:
             future.result(WAIT_S)
         assert log.recovery_point == log.log_end_offset == 3
-        threads = {thread for thread, _ in recorder.calls}
-        assert threads and all(t.startswith("odradek-flush") for t in threads)
+        # The segments on a flush thread; the leader-epoch checkpoint (epoch 0 came with the
+        # first batch) on the housekeeping thread; nothing on this one.
+        segments = {thread for thread, path in recorder.calls if path.endswith(".log")}
+        assert segments and all(t.startswith("odradek-flush") for t in segments)
+        others = {t for t, _ in recorder.calls if not t.startswith("odradek-flush")}
+        assert others <= {"odradek-housekeeping_0"}
+        epoch_checkpoint = {str(log.directory), str(log.directory / "leader-epoch-checkpoint.tmp")}
+        assert all(path in epoch_checkpoint for t, path in recorder.calls if t in others)
         assert recorder.under_lock == []
     finally:
         storage.shutdown()
@@ -338,7 +346,9 @@ def test_delete_log_returns_at_once_and_never_flushes(manager, kafka_batch, reco
 
     assert removed_by == ["odradek-housekeeping_0"]
     assert not [p for p in old_directory.parent.iterdir() if p.name.endswith("-delete")]
-    assert recorder.calls == [], "deleting a partition flushed it"
+    # The only fsyncs: the new log's leader-epoch checkpoint, written at its first batch.
+    epoch_checkpoint = {str(again.directory), str(again.directory / "leader-epoch-checkpoint.tmp")}
+    assert {path for _, path in recorder.calls} <= epoch_checkpoint, "deleting it flushed it"
     assert storage.offline_dirs == {}
 
 
