@@ -12,8 +12,20 @@ Offsets and their invariants, all enforced here:
   Everything a reader can see lies in whole batches below ``log_end_offset``.
 - ``recovery_point``: every byte below it is on disk (fsynced). After an unclean shutdown only
   segments from the one holding the recovery point are re-validated.
-- ``high_watermark`` is a hook for replication: the broker moves it (for now to the LEO after each
-  append); consumers read below it and retention never deletes data above it.
+- ``high_watermark``: the broker's partition moves it (the smallest LEO in the ISR); consumers
+  read below it and retention never deletes data above it. Restored at load from the log
+  manager's ``replication-offset-checkpoint``; without an entry it starts at the log start
+  offset, never at the LEO (a restarting follower must not claim its whole log committed).
+- ``leader_epoch_cache`` (``leader_epoch``): where each leader epoch starts. Every published
+  batch whose ``partition_leader_epoch`` (as written) is above the latest epoch adds an entry
+  at its base offset; ``assign_epoch_start_offset`` adds a new leader's; ``truncate_to`` cuts it
+  from the end, a moving log start (retention, ``DeleteRecords``) from the start; compaction
+  leaves it alone. Changed under ``self._lock`` (memory only); its file
+  ``leader-epoch-checkpoint`` is written on the housekeeping thread after each change and at
+  ``close``, never under the lock or on the appending thread. So the file may lag the log after
+  a crash: loading checks each entry against the batch holding its start offset (any mismatch:
+  rebuilt from every batch header, as with a missing or corrupt file), then finds newer epochs
+  by bisecting the log after the latest entry (epochs never decrease along a log).
 
 Threads, and what each may run:
 
@@ -27,8 +39,8 @@ Threads, and what each may run:
 - the log manager's upkeep thread: ``flush`` / ``flush_if_due``, ``delete_old_segments``,
   ``delete_expired_files``.
 - the storage flush threads (``executors``): ``flush``, submitted by ``flush_in_background``.
-- the storage housekeeping thread: producer-state snapshots taken at a roll, and
-  ``delete_files`` of a detached log.
+- the storage housekeeping thread: producer-state snapshots taken at a roll,
+  ``write_leader_epoch_checkpoint``, and ``delete_files`` of a detached log.
 - the cleaner thread: ``segments``, ``segment_reader``, ``replace_segments``,
   ``report_io_error``.
 - at shutdown, after all of the above stopped: ``close``.
