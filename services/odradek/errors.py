@@ -27,6 +27,9 @@ __all__ = [
     "NotEnoughReplicasError",
     "InvalidRequiredAcksError",
     "FencedLeaderEpochError",
+    "UnknownLeaderEpochError",
+    "NotEnoughReplicasAfterAppendError",
+    "RequestTimedOutError",
 ]
 
 
@@ -110,3 +113,22 @@ class FencedLeaderEpochError(OdradekError):
     """A request carries a leader epoch older than the partition's."""
 
     error_code = ErrorCode.fenced_leader_epoch
+
+
+class UnknownLeaderEpochError(OdradekError):
+    """A request carries a leader epoch newer than the partition's (this broker is behind)."""
+
+    error_code = ErrorCode.unknown_leader_epoch
+
+
+class NotEnoughReplicasAfterAppendError(OdradekError):
+    """``acks=all``: written, but the ISR fell below ``min.insync.replicas`` before it was
+    replicated; the producer retries (with idempotence, without duplicates)."""
+
+    error_code = ErrorCode.not_enough_replicas_after_append
+
+
+class RequestTimedOutError(OdradekError):
+    """``acks=all``: the ISR did not replicate the append within the request's timeout."""
+
+    error_code = ErrorCode.request_timed_out

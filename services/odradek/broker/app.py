@@ -25,15 +25,17 @@ import uuid
 from dataclasses import dataclass
 
 from odradek.broker.admin.producer_ids import ProducerIdManager
+from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.budget import RequestBudgets
 from odradek.broker.context import BrokerContext
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.server import BrokerServer
 from odradek.broker.topic_configs import TopicConfigs
 from odradek.broker.workers import Workers
 from odradek.config.broker import BrokerConfig
-from odradek.config.endpoints import Listener
+from odradek.config.endpoints import HostPort, Listener
 from odradek.config.topic import TopicConfig
 from odradek.observability.admin_server import AdminServer, start_admin_server
 from odradek.observability.loop_monitor import EventLoopMonitor
@@ -44,6 +46,7 @@ from odradek.observability.metrics import (
 )
 from odradek.storage.manager import LogManager, ManagerIntervals
 from odradek.zk.client import SessionEvent, ZkClient
+from odradek.zk.election import read_controller
 from odradek.zk.errors import NodeExistsError, NoNodeError
 from odradek.zk.paths import (
     CLUSTER_ID_PATH,
@@ -86,6 +89,10 @@ class BrokerApp:
         self.registrar: BrokerRegistrar | None = None
         self.topic_configs: TopicConfigs | None = None
         self.workers: Workers | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.alter_partition: AlterPartitionManager | None = None
+        self._isr_expiration: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
         self.loop_monitor = EventLoopMonitor(self.common)
         self.stopped = asyncio.Event()
 
@@ -112,17 +119,61 @@ class BrokerApp:
         self.log_manager.start(cleaner=config.log_cleaner_enable)
 
         self.workers = Workers()
+        metadata = MetadataCache(cluster_id)
+        inter_broker_listener = config.effective_inter_broker_listener_name
+
+        def leader_endpoint(broker_id: int) -> HostPort | None:
+            broker = metadata.brokers.get(broker_id)
+            return broker.endpoint(inter_broker_listener) if broker is not None else None
+
+        def topic_id(topic: str) -> uuid.UUID | None:
+            cached = metadata.topic(topic)
+            return cached.topic_id if cached is not None else None
+
+        self.fetchers = ReplicaFetcherManager(
+            config.broker_id,
+            leader_endpoint=leader_endpoint,
+            settings=FetcherSettings(
+                num_fetchers=config.num_replica_fetchers,
+                max_bytes=config.replica_fetch_max_bytes,
+                response_max_bytes=config.replica_fetch_response_max_bytes,
+                wait_max_ms=config.replica_fetch_wait_max_ms,
+                min_bytes=config.replica_fetch_min_bytes,
+                backoff_ms=config.replica_fetch_backoff_ms,
+                socket_timeout_ms=config.replica_socket_timeout_ms,
+            ),
+            workers=self.workers,
+            metrics=self.metrics,
+        )
+        self.alter_partition = AlterPartitionManager(
+            config.broker_id,
+            broker_epoch=lambda: context.broker_epoch,
+            topic_id=topic_id,
+            find_controller=self._find_controller,
+            metrics=self.metrics,
+            on_change=lambda: context.replica_manager.update_gauges(self.metrics),
+        )
+        replica_manager = ReplicaManager(
+            config.broker_id,
+            self.log_manager,
+            workers=self.workers,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            isr_changes=self.alter_partition,
+            fetchers=self.fetchers,
+        )
         context = BrokerContext(
             broker_id=config.broker_id,
-            replica_manager=ReplicaManager(
-                config.broker_id, self.log_manager, workers=self.workers
-            ),
-            metadata=MetadataCache(cluster_id),
+            replica_manager=replica_manager,
+            metadata=metadata,
             metrics=self.metrics,
             config=config,
             zk=self.zk,
             topic_configs=self.topic_configs,
             producer_ids=ProducerIdManager(self.zk, config.broker_id),
+        )
+        self.alter_partition.start()
+        self._isr_expiration = asyncio.get_running_loop().create_task(
+            replica_manager.run_isr_expiration(self._stopping), name="isr-expiration"
         )
         budgets = RequestBudgets.of(
             queued_max_request_bytes=config.queued_max_request_bytes,
@@ -228,7 +279,13 @@ class BrokerApp:
         log.error("lost the broker registration and could not renew it: %s; stopping", error)
         self.stopped.set()
 
+    async def _find_controller(self) -> HostPort | None:
+        """The active controller's listener, for AlterPartition (None while there is none)."""
+        found = await read_controller(self.zk)
+        return found[0].endpoint if found is not None else None
+
     async def stop(self) -> None:
+        self._stopping.set()
         if self.registrar is not None:
             try:
                 await self.registrar.deregister()
@@ -238,6 +295,12 @@ class BrokerApp:
             await server.stop()
         if self.admin is not None:
             await self.admin.stop()
+        if self._isr_expiration is not None:
+            await self._isr_expiration
+        if self.fetchers is not None:
+            await self.fetchers.close()
+        if self.alter_partition is not None:
+            await self.alter_partition.close()
         if self.workers is not None:
             await asyncio.to_thread(self.workers.shutdown)
         if self.log_manager is not None:

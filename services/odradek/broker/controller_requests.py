@@ -27,9 +27,9 @@ with a stricter broker epoch, checked first:
   not naming this broker UNKNOWN_TOPIC_OR_PARTITION, and a log on an offline directory (or that
   cannot be created) KAFKA_STORAGE_ERROR. A replica the controller marks new (``is_new``) is
   created on a healthy directory even while another is offline; one that should exist is not
-  recreated while a directory is offline (it may be there). Leader or follower, the broker hosts
-  the log; only the leader takes produce and fetch (``Partition`` enforces it) until replication
-  lands.
+  recreated while a directory is offline (it may be there). The leader epoch fence is the
+  partition's own (``Partition.make_leader`` / ``make_follower``); a follower then fetches from
+  its leader (``replica_fetcher``).
 - **StopReplica, per partition.** Stopped if its leader epoch is above ours, or the sentinel -1
   (no epoch) or -2 (topic deletion); else FENCED_LEADER_EPOCH. A partition the broker does not
   host is stopped too, so a deleted topic's leftover log goes even after a restart.
@@ -134,16 +134,6 @@ def become_leader_or_follower(
     hosted = replicas.partitions.get((topic, partition))
     if hosted is not None and hosted.log.offline:
         return ErrorCode.kafka_storage_error
-    current_epoch = hosted.state.leader_epoch if hosted is not None else -1
-    if state.leader_epoch <= current_epoch:
-        log.info(
-            "ignoring the state of %s-%d: leader epoch %d, ours %d",
-            topic,
-            partition,
-            state.leader_epoch,
-            current_epoch,
-        )
-        return ErrorCode.stale_controller_epoch
     if replicas.broker_id not in state.replicas:
         log.warning(
             "ignoring the state of %s-%d: broker %d is not among its replicas %s",
@@ -155,13 +145,21 @@ def become_leader_or_follower(
         return ErrorCode.unknown_topic_or_partition
     config = replicas.log_manager.topic_config(topic)
     try:
-        replicas.become_leader_or_follower(topic, partition, state, config, is_new=is_new)
+        applied = replicas.become_leader_or_follower(topic, partition, state, config, is_new=is_new)
     except OdradekError as e:
         log.error("cannot host %s-%d: %s", topic, partition, e)
         return e.error_code
     except OSError as e:
         log.error("cannot host %s-%d: %s", topic, partition, e)
         return ErrorCode.kafka_storage_error
+    if not applied:
+        log.info(
+            "ignoring the state of %s-%d: leader epoch %d is not above ours",
+            topic,
+            partition,
+            state.leader_epoch,
+        )
+        return ErrorCode.stale_controller_epoch
     return ErrorCode.none
 
 

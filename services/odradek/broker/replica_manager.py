@@ -1,35 +1,57 @@
-"""The partitions one broker hosts, and the produce, fetch and offset operations on them.
+"""The partitions one broker hosts: routing requests to them, and the delayed operations.
 
-Request handlers decode a request, call one method here with plain values, and encode what it
-returns; the rules live here and in ``Partition``. Every per-partition failure becomes that
-partition's Kafka error code in the result (never an exception out of a request), so one bad
-partition does not fail the others.
+The replica rules live in ``Partition``; this module finds the partition a request names, turns
+every per-partition failure into that partition's Kafka error code (never an exception out of a
+request, so one bad partition does not fail the others) and runs what waits:
 
-Fetch long-polling follows Kafka: read every partition; answer at once if anything failed, if
-``min_bytes`` are there or ``max_wait_ms`` is 0; otherwise wait until an append lands on one of
-the partitions or the wait runs out, then read again. The response holds at most ``max_bytes``
-across partitions, but the first partition with data always returns its first batch whole
-(KIP-74), so a consumer can always make progress.
+- **Delayed produce** (Kafka's produce purgatory). An ``acks=all`` request is appended to every
+  partition first, then waits until each partition's high watermark passes its batch, for at
+  most the request's ``timeout_ms``; a partition still waiting then answers REQUEST_TIMED_OUT
+  (its records stay in the log: the producer retries, and idempotence drops the duplicate).
+  Waiting never blocks anything else: it is an await on futures the partitions complete.
+- **Delayed fetch** (long-polling, as Kafka): read every partition; answer at once if anything
+  failed, if ``min_bytes`` are there or ``max_wait_ms`` is 0; otherwise wait until one of the
+  partitions may have more (a consumer: its high watermark moved; a follower: its log grew) or
+  the wait runs out, then read again. The response holds at most ``max_bytes`` across
+  partitions, but the first partition with data always returns its first batch whole (KIP-74).
+- **Leadership changes** from the controller go to the partition (``make_leader`` /
+  ``make_follower``, which fence stale epochs) and then to the replica fetchers: a follower
+  fetches from its new leader, a leader stops fetching.
+- **ISR expiry**: ``run_isr_expiration`` asks every led partition, every half
+  ``replica.lag.time.max.ms``, to drop followers that stopped catching up.
 
 Runs on the broker's event loop only.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
-from odradek.broker.partition import Partition, PartitionState, wait_for_any
+from odradek.broker.partition import (
+    ACKS_ALL,
+    NO_EPOCH,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    IsrChangeSender,
+    Partition,
+    PartitionState,
+    wait_for_any,
+    wall_clock_ms,
+)
 from odradek.broker.workers import Workers
 from odradek.config.topic import TopicConfig
 from odradek.errors import (
     ErrorCode,
     InvalidRequiredAcksError,
-    NotLeaderOrFollowerError,
     OdradekError,
     OffsetOutOfRangeError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
 from odradek.observability.metrics import BrokerMetrics
@@ -37,12 +59,22 @@ from odradek.storage.log import LATEST_TIMESTAMP
 from odradek.storage.manager import LogManager
 from odradek.storage.segment import FileSlice
 
+__all__ = [
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
+    "FetchPartitionRequest",
+    "FetchResult",
+    "OffsetResult",
+    "ProduceResult",
+    "ReplicaFetchers",
+    "ReplicaManager",
+]
+
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
 FETCH_ROUNDS_MAX = 1000  # bounds the long-poll loop even if wake-ups keep bringing no data
+DEFAULT_PRODUCE_TIMEOUT_MS = 30_000  # request.timeout.ms's default, for callers without one
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +94,9 @@ class FetchPartitionRequest:
     partition: int
     fetch_offset: int
     max_bytes: int
+    current_leader_epoch: int = NO_EPOCH
+    last_fetched_epoch: int = NO_EPOCH
+    log_start_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +108,7 @@ class FetchResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: FileSlice | None = None
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset), for a follower
 
     @property
     def size(self) -> int:
@@ -84,6 +120,15 @@ class OffsetResult:
     error: ErrorCode = ErrorCode.none
     timestamp: int = -1
     offset: int = -1
+    leader_epoch: int = -1
+
+
+class ReplicaFetchers(Protocol):
+    """Where followers' partitions are fetched from (``replica_fetcher.ReplicaFetcherManager``)."""
+
+    def add_partition(self, partition: Partition) -> None: ...
+
+    def remove_partition(self, topic: str, index: int) -> None: ...
 
 
 def _error_of(exc: Exception, what: str) -> tuple[ErrorCode, str]:
@@ -102,13 +147,22 @@ class ReplicaManager:
         log_manager: LogManager,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        clock_ms: Callable[[], int] = wall_clock_ms,
         workers: Workers | None = None,
+        replica_lag_time_max_ms: int = 30_000,
+        isr_changes: IsrChangeSender | None = None,
+        fetchers: ReplicaFetchers | None = None,
     ):
         self.broker_id = broker_id
         self.workers = workers  # None: everything runs inline (tests)
         self.log_manager = log_manager
         self.monotonic = monotonic
+        self.clock_ms = clock_ms
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.isr_changes = isr_changes  # None: no controller to ask (tests without a cluster)
+        self.fetchers = fetchers  # None: nothing to fetch from (tests without a cluster)
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.waiting_fetches = 0
 
     # -- leadership, from the controller -------------------------------------------------
 
@@ -120,22 +174,49 @@ class ReplicaManager:
         config: TopicConfig,
         *,
         is_new: bool = True,
-    ) -> Partition:
-        """Host the partition with ``state``; a stale leader epoch leaves ours in place."""
-        existing = self.partitions.get((topic, partition))
-        if existing is not None:
-            existing.log.update_config(config)
-            existing.apply_state(state)
-            return existing
-        partition_log = self.log_manager.get_or_create_log(topic, partition, config, is_new=is_new)
-        hosted = Partition(topic, partition, self.broker_id, partition_log, state)
-        hosted.apply_state(state)
-        self.partitions[(topic, partition)] = hosted
-        return hosted
+    ) -> bool:
+        """Lead or follow with ``state``; False if its leader epoch is stale (nothing changed).
+
+        The log is created (or opened) first if this broker does not host the partition yet.
+        """
+        hosted = self.partitions.get((topic, partition))
+        if hosted is None:
+            partition_log = self.log_manager.get_or_create_log(
+                topic, partition, config, is_new=is_new
+            )
+            hosted = Partition(
+                topic,
+                partition,
+                self.broker_id,
+                partition_log,
+                replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                isr_changes=self.isr_changes,
+                clock_ms=self.clock_ms,
+            )
+            self.partitions[(topic, partition)] = hosted
+        else:
+            hosted.log.update_config(config)
+        if state.leader == self.broker_id:
+            if not hosted.make_leader(state):
+                return False
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(topic, partition)
+            return True
+        if not hosted.make_follower(state):
+            return False
+        if self.fetchers is not None:
+            self.fetchers.remove_partition(topic, partition)
+            if state.leader >= 0:
+                self.fetchers.add_partition(hosted)
+        return True
 
     def stop_replica(self, topic: str, partition: int, *, delete: bool) -> None:
         """Stop hosting; with ``delete`` remove the log too (topic deletion, reassignment)."""
-        self.partitions.pop((topic, partition), None)
+        hosted = self.partitions.pop((topic, partition), None)
+        if self.fetchers is not None:
+            self.fetchers.remove_partition(topic, partition)
+        if hosted is not None:
+            hosted.stop()
         if delete:
             self.log_manager.delete_log(topic, partition)
 
@@ -150,55 +231,117 @@ class ReplicaManager:
     def leader_partitions(self) -> Iterable[Partition]:
         return (p for p in self.partitions.values() if p.is_leader)
 
+    async def run_isr_expiration(self, stop: asyncio.Event) -> None:
+        """Every half ``replica.lag.time.max.ms``, drop lagging followers from led ISRs."""
+        interval_s = self.replica_lag_time_max_ms / 2 / 1000
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval_s)
+            for partition in list(self.leader_partitions()):
+                try:
+                    partition.maybe_shrink_isr()
+                except Exception:
+                    log.exception("ISR expiry of %s failed", partition.name)
+
     def update_gauges(self, metrics: BrokerMetrics | None) -> None:
-        """Partition counts for the metrics: hosted, led, under-replicated, offline."""
+        """Partition counts for the metrics: hosted, led, under-replicated, offline, ..."""
         if metrics is None:
             return
-        led = [p for p in self.partitions.values() if p.is_leader]
+        led = list(self.leader_partitions())
         metrics.partitions.set(len(self.partitions))
         metrics.leader_partitions.set(len(led))
         metrics.under_replicated_partitions.set(
             sum(1 for p in led if len(p.state.isr) < len(p.state.replicas))
         )
+        metrics.under_min_isr_partitions.set(
+            sum(1 for p in led if len(p.state.isr) < p.log.config.min_insync_replicas)
+        )
         metrics.offline_partitions.set(len(self.log_manager.offline_partitions()))
         metrics.offline_log_dirs.set(len(self.log_manager.offline_dirs))
+        metrics.purgatory_size.labels("produce").set(sum(p.waiting_produces for p in led))
+        metrics.purgatory_size.labels("fetch").set(self.waiting_fetches)
 
     # -- produce -------------------------------------------------------------------------
 
     async def append_records(
-        self, acks: int, entries: Mapping[TopicPartition, bytes | memoryview]
+        self,
+        acks: int,
+        entries: Mapping[TopicPartition, bytes | memoryview],
+        *,
+        timeout_ms: int = DEFAULT_PRODUCE_TIMEOUT_MS,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's record set as leader; one result per partition.
 
         Partitions are appended one after the other, each awaited directly: most appends never
         yield (validation inline, a write to the page cache), and a task per partition would cost
         two more turns of the event loop per request, measured at a third of a small produce
-        request's cost. A partition whose validation goes to a worker thread yields there.
+        request's cost. With ``acks=all`` the answer then waits for replication (the module
+        docstring); ``acks`` 0 and 1 are answered once the leader appended.
         """
-        if acks not in (0, 1, -1):
+        if acks not in (0, 1, ACKS_ALL):
             error = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {acks}")
             return {tp: ProduceResult(error.error_code, error_message=str(error)) for tp in entries}
-        return {
-            (topic, index): await self._append(topic, index, records, acks)
-            for (topic, index), records in entries.items()
-        }
+        results: dict[TopicPartition, ProduceResult] = {}
+        waiting: dict[TopicPartition, asyncio.Future[None]] = {}
+        for (topic, index), records in entries.items():
+            result, partition, next_offset = await self._append(topic, index, records, acks)
+            results[(topic, index)] = result
+            if acks == ACKS_ALL and partition is not None and result.error == ErrorCode.none:
+                waiting[(topic, index)] = partition.wait_for_high_watermark(next_offset)
+        if waiting:
+            await self._await_replication(results, waiting, timeout_ms)
+        return results
 
     async def _append(
         self, topic: str, index: int, records: bytes | memoryview, acks: int
-    ) -> ProduceResult:
+    ) -> tuple[ProduceResult, Partition | None, int]:
+        """The partition's result, the partition, and the offset its HW must reach."""
+        partition = None
         try:
             partition = self.get_partition(topic, index)
             info = await partition.append_as_leader(records, acks, self.workers)
         except Exception as e:  # each partition answers for itself
             code, message = _error_of(e, f"produce to {topic}-{index}")
-            return ProduceResult(code, error_message=message)
-        return ProduceResult(
+            return ProduceResult(code, error_message=message), None, -1
+        result = ProduceResult(
             base_offset=info.first_offset,
             log_append_time_ms=info.log_append_time_ms,
             log_start_offset=info.log_start_offset,
-            records_count=info.records_count,
+            records_count=info.records_count,  # 0 for a producer's retry (a duplicate)
             valid_bytes=info.valid_bytes,
         )
+        return result, partition, info.last_offset + 1
+
+    async def _await_replication(
+        self,
+        results: dict[TopicPartition, ProduceResult],
+        waiting: dict[TopicPartition, asyncio.Future[None]],
+        timeout_ms: int,
+    ) -> None:
+        """The delayed produce: each waiting partition's outcome, or REQUEST_TIMED_OUT."""
+        pending = [w for w in waiting.values() if not w.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=max(timeout_ms, 0) / 1000)
+        for tp, waiter in waiting.items():
+            result = results[tp]
+            if not waiter.done():
+                waiter.cancel()
+                error: Exception | None = RequestTimedOutError(
+                    f"{tp[0]}-{tp[1]}: not replicated to the ISR within {timeout_ms} ms"
+                )
+            else:
+                error = waiter.exception()
+            if error is not None:
+                code, message = _error_of(error, f"produce to {tp[0]}-{tp[1]}")
+                results[tp] = ProduceResult(
+                    code,
+                    base_offset=result.base_offset,
+                    log_start_offset=result.log_start_offset,
+                    error_message=message,
+                )
+            else:
+                # Counted as produced once acknowledged (metrics), as before replication.
+                results[tp] = result
 
     # -- fetch ---------------------------------------------------------------------------
 
@@ -210,89 +353,146 @@ class ReplicaManager:
         min_bytes: int,
         max_bytes: int,
         isolation_level: int = READ_UNCOMMITTED,
+        replica_id: int = -1,
     ) -> list[FetchResult]:
         """Read the partitions, long-polling up to ``max_wait_ms`` for ``min_bytes``."""
         deadline = self.monotonic() + max(max_wait_ms, 0) / 1000
-        results = self._read_all(requests, max_bytes, isolation_level)
-        for _ in range(FETCH_ROUNDS_MAX):
-            remaining_s = deadline - self.monotonic()
-            if (
-                remaining_s <= 0
-                or any(r.error != ErrorCode.none for r in results)
-                or sum(r.size for r in results) >= max(min_bytes, 1)
-            ):
-                break
-            waiting = [self.partitions[(r.topic, r.partition)] for r in requests]
-            if not await wait_for_any(waiting, remaining_s):
-                break
-            results = self._read_all(requests, max_bytes, isolation_level)
+        results = self._read_all(requests, max_bytes, isolation_level, replica_id)
+        self.waiting_fetches += 1
+        try:
+            for _ in range(FETCH_ROUNDS_MAX):
+                remaining_s = deadline - self.monotonic()
+                if (
+                    remaining_s <= 0
+                    or any(r.error != ErrorCode.none or r.diverging_epoch for r in results)
+                    or sum(r.size for r in results) >= max(min_bytes, 1)
+                ):
+                    break
+                waiting = [
+                    hosted
+                    for r in requests
+                    if (hosted := self.partitions.get((r.topic, r.partition))) is not None
+                ]
+                if not await wait_for_any(waiting, remaining_s, for_follower=replica_id >= 0):
+                    break
+                results = self._read_all(requests, max_bytes, isolation_level, replica_id)
+        finally:
+            self.waiting_fetches -= 1
         return results
 
     def _read_all(
-        self, requests: list[FetchPartitionRequest], max_bytes: int, isolation_level: int
+        self,
+        requests: list[FetchPartitionRequest],
+        max_bytes: int,
+        isolation_level: int,
+        replica_id: int,
     ) -> list[FetchResult]:
         budget = max_bytes
         results = []
         for request in requests:
-            result = self._read(request, budget, isolation_level, min_one=budget == max_bytes)
+            result = self._read(
+                request, budget, isolation_level, replica_id, min_one=budget == max_bytes
+            )
             budget = max(budget - result.size, 0)
             results.append(result)
         return results
 
     def _read(
-        self, request: FetchPartitionRequest, budget: int, isolation_level: int, min_one: bool
+        self,
+        request: FetchPartitionRequest,
+        budget: int,
+        isolation_level: int,
+        replica_id: int,
+        min_one: bool,
     ) -> FetchResult:
         topic, index = request.topic, request.partition
         try:
-            hosted = self.get_partition(topic, index)
-            if not hosted.is_leader:
-                raise NotLeaderOrFollowerError(
-                    f"broker {self.broker_id} does not lead {topic}-{index}"
-                )
-            partition_log = hosted.log
-            upper = partition_log.high_watermark  # = last stable offset until transactions
-            info = partition_log.read(
+            read = self.get_partition(topic, index).read(
                 request.fetch_offset,
                 min(request.max_bytes, budget),
-                max_offset=upper,
+                replica_id=replica_id,
+                current_leader_epoch=request.current_leader_epoch,
+                last_fetched_epoch=request.last_fetched_epoch,
+                isolation_level=isolation_level,
                 min_one_message=min_one,
-            )
-            return FetchResult(
-                topic,
-                index,
-                high_watermark=info.high_watermark,
-                last_stable_offset=info.high_watermark,
-                log_start_offset=info.log_start_offset,
-                records=info.records,
             )
         except Exception as e:
             code, _ = _error_of(e, f"fetch from {topic}-{index}")
             return FetchResult(topic, index, error=code)
+        return FetchResult(
+            topic,
+            index,
+            high_watermark=read.high_watermark,
+            last_stable_offset=read.last_stable_offset,
+            log_start_offset=read.log_start_offset,
+            records=read.records,
+            diverging_epoch=read.diverging_epoch,
+        )
 
     # -- offsets -------------------------------------------------------------------------
 
     def list_offsets(
-        self, topic: str, partition: int, timestamp: int, isolation_level: int = READ_UNCOMMITTED
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        isolation_level: int = READ_UNCOMMITTED,
+        *,
+        replica_id: int = -1,
+        current_leader_epoch: int = NO_EPOCH,
     ) -> OffsetResult:
-        """ListOffsets for one partition: -2 earliest, -1 latest, -3 max timestamp, or a time."""
+        """ListOffsets for one partition: -2 earliest, -1 latest, -3 max timestamp, or a time.
+
+        Consumers (``replica_id`` -1) ask the leader and see offsets below the high watermark; a
+        replica may ask any replica and sees its whole log.
+        """
         try:
             hosted = self.get_partition(topic, partition)
+            hosted.check_leader_epoch(current_leader_epoch)
             partition_log = hosted.log
-            upper = partition_log.high_watermark
+            if replica_id < 0:
+                hosted.check_leader()
+                upper = partition_log.high_watermark
+            else:
+                upper = partition_log.log_end_offset
             found = partition_log.offset_for_timestamp(timestamp, max_offset=upper)
             if found is None:
                 return OffsetResult(timestamp=-1, offset=-1)
             if timestamp == LATEST_TIMESTAMP:
-                return OffsetResult(timestamp=-1, offset=upper)
-            return OffsetResult(timestamp=found.timestamp, offset=found.offset)
+                return OffsetResult(
+                    timestamp=-1, offset=upper, leader_epoch=hosted.state.leader_epoch
+                )
+            epoch = partition_log.leader_epoch_cache.epoch_for_offset(found.offset)
+            return OffsetResult(
+                timestamp=found.timestamp,
+                offset=found.offset,
+                leader_epoch=-1 if epoch is None else epoch,
+            )
         except Exception as e:
             code, _ = _error_of(e, f"list offsets of {topic}-{partition}")
             return OffsetResult(error=code)
 
-    def delete_records(self, topic: str, partition: int, offset: int) -> OffsetResult:
-        """DeleteRecords: move the log start offset (-1 means the high watermark)."""
+    def last_offset_for_leader_epoch(
+        self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
+    ) -> OffsetResult:
+        """OffsetForLeaderEpoch: ``offset`` is the end offset of ``leader_epoch`` (or the
+        largest epoch below it, then named in ``leader_epoch``)."""
         try:
-            partition_log = self.get_partition(topic, partition).log
+            epoch, end_offset = self.get_partition(topic, partition).last_offset_for_leader_epoch(
+                current_leader_epoch, leader_epoch
+            )
+        except Exception as e:
+            code, _ = _error_of(e, f"offset for leader epoch of {topic}-{partition}")
+            return OffsetResult(error=code)
+        return OffsetResult(offset=end_offset, leader_epoch=epoch)
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> OffsetResult:
+        """DeleteRecords: move the log start offset (-1 means the high watermark), on the
+        leader; followers follow the leader's log start offset as they fetch."""
+        try:
+            hosted = self.get_partition(topic, partition)
+            hosted.check_leader()
+            partition_log = hosted.log
             target = partition_log.high_watermark if offset == -1 else offset
             if target < 0:
                 raise OffsetOutOfRangeError(f"cannot delete records before offset {offset}")

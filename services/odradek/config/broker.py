@@ -288,6 +288,57 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             minimum=1,
         ),
         ConfigKey(
+            "num.replica.fetchers",
+            _T.INT,
+            1,
+            "Fetchers (connections) per leader broker that copy its partitions to this one.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "replica.fetch.max.bytes",
+            _T.INT,
+            1048576,
+            "Bytes a follower asks for per partition and fetch (a larger first batch still "
+            "comes whole).",
+            minimum=0,
+        ),
+        ConfigKey(
+            "replica.fetch.response.max.bytes",
+            _T.INT,
+            10485760,
+            "Bytes a follower asks for per fetch, all partitions together.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "replica.fetch.wait.max.ms",
+            _T.INT,
+            500,
+            "How long a follower's fetch waits at the leader for new records; keep it below "
+            "replica.lag.time.max.ms.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "replica.fetch.min.bytes",
+            _T.INT,
+            1,
+            "Bytes a follower's fetch waits for at the leader before it is answered.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "replica.fetch.backoff.ms",
+            _T.INT,
+            1000,
+            "Pause of a follower's fetcher after a failed fetch.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "replica.socket.timeout.ms",
+            _T.INT,
+            30000,
+            "Timeout of a follower's fetch requests, on top of replica.fetch.wait.max.ms.",
+            minimum=1,
+        ),
+        ConfigKey(
             "log.dirs",
             _T.LIST,
             None,
@@ -463,6 +514,13 @@ class BrokerConfig(PropertiesConfig):
     replica_high_watermark_checkpoint_interval_ms: int = _default(
         "replica.high.watermark.checkpoint.interval.ms"
     )
+    num_replica_fetchers: int = _default("num.replica.fetchers")
+    replica_fetch_max_bytes: int = _default("replica.fetch.max.bytes")
+    replica_fetch_response_max_bytes: int = _default("replica.fetch.response.max.bytes")
+    replica_fetch_wait_max_ms: int = _default("replica.fetch.wait.max.ms")
+    replica_fetch_min_bytes: int = _default("replica.fetch.min.bytes")
+    replica_fetch_backoff_ms: int = _default("replica.fetch.backoff.ms")
+    replica_socket_timeout_ms: int = _default("replica.socket.timeout.ms")
     log_dirs: tuple[str, ...] | None = None
     log_dir: str | None = None
     message_max_bytes: int = _default("message.max.bytes")
@@ -509,6 +567,12 @@ class BrokerConfig(PropertiesConfig):
                 f"that size could never be read"
             )
         self._check_listeners()
+        if self.replica_fetch_wait_max_ms > self.replica_lag_time_max_ms:
+            raise InvalidConfigError(
+                f"replica.fetch.wait.max.ms ({self.replica_fetch_wait_max_ms}) should always be "
+                f"less than or equal to replica.lag.time.max.ms ({self.replica_lag_time_max_ms}) "
+                f"to prevent frequent changes in ISR"
+            )
         if self.auto_create_topics_enable:
             raise InvalidConfigError(
                 "auto.create.topics.enable=true is not implemented yet: Metadata never creates "

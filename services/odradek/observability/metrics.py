@@ -25,6 +25,7 @@ in one assignment, so a scrape never sees two states at once even when kazoo's t
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -132,16 +133,42 @@ class BrokerMetrics:
     request_memory_used: Gauge
     requests_queued: Gauge
     refused_controller_requests: Counter
+    under_min_isr_partitions: Gauge
+    isr_shrinks: Counter
+    isr_expands: Counter
+    purgatory_size: Gauge
+    replica_max_lag: Gauge
+    replica_lag: Gauge
     topic_labels_max: int = TOPIC_LABELS_MAX
     api_labels_max: int = API_LABELS_MAX
     _topics: dict[str, _TopicSeries] = field(default_factory=dict, repr=False)
     _apis: dict[str, _ApiSeries] = field(default_factory=dict, repr=False)
     _topic_budget: _LabelBudget = field(init=False, repr=False)
     _api_budget: _LabelBudget = field(init=False, repr=False)
+    _partition_budget: _LabelBudget = field(init=False, repr=False)
+    _replica_lags: dict[tuple[str, int], int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._topic_budget = _LabelBudget(self.topic_labels_max)
         self._api_budget = _LabelBudget(self.api_labels_max)
+        self._partition_budget = _LabelBudget(self.topic_labels_max)
+
+    def set_replica_lag(self, topic: str, partition: int, lag: int) -> None:
+        """A followed partition's lag in offsets behind its leader's high watermark."""
+        self._replica_lags[(topic, partition)] = lag
+        label = self._partition_budget.admit(f"{topic}-{partition}")
+        if label != OVERFLOW_LABEL:
+            self.replica_lag.labels(topic=topic, partition=str(partition)).set(lag)
+        self.replica_max_lag.set(max(self._replica_lags.values()))
+
+    def forget_replica_lag(self, topic: str, partition: int) -> None:
+        """The partition is no longer followed here: its series goes."""
+        if self._replica_lags.pop((topic, partition), None) is None:
+            return
+        if self._partition_budget.release(f"{topic}-{partition}"):
+            with contextlib.suppress(KeyError):
+                self.replica_lag.remove(topic, str(partition))
+        self.replica_max_lag.set(max(self._replica_lags.values(), default=0))
 
     def record_produce(self, topic: str, *, bytes_in: int, messages_in: int) -> None:
         """Count what a Produce request appended to ``topic`` (batch bytes, records)."""
@@ -344,6 +371,36 @@ def broker_metrics(
             "Controller requests (LeaderAndIsr, StopReplica, UpdateMetadata) that arrived on a "
             "client listener and were refused with CLUSTER_AUTHORIZATION_FAILED, per API.",
             ["api"],
+            registry=registry,
+        ),
+        under_min_isr_partitions=gauge(
+            "under_min_isr_partitions",
+            "Partitions led here whose ISR is below min.insync.replicas (acks=all refused).",
+        ),
+        isr_shrinks=Counter(
+            f"{prefix}_isr_shrinks",
+            "ISR shrinks this broker proposed as leader and the controller committed.",
+            registry=registry,
+        ),
+        isr_expands=Counter(
+            f"{prefix}_isr_expands",
+            "ISR expansions this broker proposed as leader and the controller committed.",
+            registry=registry,
+        ),
+        purgatory_size=Gauge(
+            f"{prefix}_purgatory_size",
+            "Requests waiting: produce (acks=all, for replication) and fetch (long polls).",
+            ["operation"],
+            registry=registry,
+        ),
+        replica_max_lag=gauge(
+            "replica_max_lag",
+            "Largest lag, in offsets, of a partition this broker follows behind its leader's HW.",
+        ),
+        replica_lag=Gauge(
+            f"{prefix}_replica_lag",
+            "Lag in offsets of each partition this broker follows, behind its leader's HW.",
+            ["topic", "partition"],
             registry=registry,
         ),
         topic_labels_max=topic_labels_max,

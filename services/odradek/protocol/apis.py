@@ -12,12 +12,13 @@ speak, within what kio 0.6.5 has, and no higher than what the broker implements:
   tiered-storage offsets and a timeout.
 - Metadata 0-12; 13 only adds a top-level error for a Kafka 4 client feature (rebootstrap).
 - InitProducerId 0-4; v5+ belong to Kafka 4's transactions v2 and two-phase commit.
+- OffsetForLeaderEpoch 2-4 (v2 is librdkafka's KIP-320 version; v3 adds replica_id).
 - ApiVersions 0-4 (kio has 4), the admin APIs at kio's full range.
 kafka-python infers a broker version from what is advertised (Produce 11 reads as Kafka 3.8) and
 turns features on from that: keep that in mind before raising a maximum.
 
 Not served yet (the table grows as the broker learns them): FindCoordinator and the group APIs,
-OffsetCommit/OffsetFetch, the transaction APIs, OffsetForLeaderEpoch, DescribeCluster, SASL. The
+OffsetCommit/OffsetFetch, the transaction APIs, DescribeCluster, SASL. The
 controller-to-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) are not
 in kio 0.6.5; ``interbroker`` declares them from Kafka 3.x's schemas, one version each.
 
@@ -71,6 +72,7 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
@@ -93,6 +95,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.DELETE_TOPICS: (1, 6),
         ApiKey.DELETE_RECORDS: (0, 2),
         ApiKey.INIT_PRODUCER_ID: (0, 4),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.CREATE_PARTITIONS: (0, 3),

@@ -907,6 +907,37 @@ class Log:
         if epochs_changed:
             self._write_leader_epoch_checkpoint_in_background()
 
+    def batch_start_at_or_below(self, offset: int) -> int:
+        """``offset``, or the base offset of the batch holding it if it is inside one: where a
+        truncation to ``offset`` may cut (a replica keeps or drops whole batches)."""
+        for base_offset, _ in self._headers_from(offset):
+            return min(base_offset, offset)
+        return offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and continue with an empty log at ``offset`` (a follower whose
+        leader's log starts beyond this one's end: Kafka's ``truncateFullyAndStartAt``)."""
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"cannot start a log at offset {offset}")
+        with self._lock:
+            self._check_online()
+            self._truncations += 1
+            for segment in self._view.segments:
+                self._schedule_delete(segment)
+            # Only after the renames: the new segment may take a deleted one's file names.
+            active = self._new_segment(offset, active=True)
+            active.offset_index.make_writable()
+            active.time_index.make_writable()
+            self._view = _Segments.of([active])
+            self._position_cache = None
+            self.log_start_offset = self.log_end_offset = offset
+            self.high_watermark = self.recovery_point = offset
+            self.producer_state.truncate(-1)  # every snapshot: none describes the new log
+            self.producer_state.load(offset, offset, self._headers_from)
+            self.leader_epoch_cache.clear()
+        self._delete_due_files_in_background()
+        self._write_leader_epoch_checkpoint_in_background()
+
     # -- retention -----------------------------------------------------------------------
 
     def delete_old_segments(self) -> int:

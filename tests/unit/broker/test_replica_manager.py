@@ -30,7 +30,8 @@ def manager(tmp_path):
 
 def lead(replicas: ReplicaManager, topic="t", partition=0, epoch=0, isr=(BROKER,), **config):
     state = PartitionState(leader=BROKER, leader_epoch=epoch, isr=tuple(isr), replicas=(BROKER,))
-    return replicas.become_leader_or_follower(topic, partition, state, TopicConfig(**config))
+    replicas.become_leader_or_follower(topic, partition, state, TopicConfig(**config))
+    return replicas.get_partition(topic, partition)
 
 
 def produce(replicas: ReplicaManager, acks: int, entries):

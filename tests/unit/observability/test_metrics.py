@@ -171,6 +171,12 @@ def test_every_metric_has_help_text_and_the_odradek_prefix():
     }
     # Counter families are named without "_total"; their samples carry it.
     assert set(ours) == {
+        "odradek_broker_under_min_isr_partitions",
+        "odradek_broker_isr_expands",
+        "odradek_broker_isr_shrinks",
+        "odradek_broker_purgatory_size",
+        "odradek_broker_replica_max_lag",
+        "odradek_broker_replica_lag",
         "odradek_broker_bytes_in",
         "odradek_broker_bytes_out",
         "odradek_broker_messages_in",

@@ -21,7 +21,13 @@ API_KEY = ApiKey.FETCH
 async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = [
         FetchPartitionRequest(
-            topic.topic, partition.partition, partition.fetch_offset, partition.partition_max_bytes
+            topic.topic,
+            partition.partition,
+            partition.fetch_offset,
+            partition.partition_max_bytes,
+            current_leader_epoch=getattr(partition, "current_leader_epoch", -1),
+            last_fetched_epoch=getattr(partition, "last_fetched_epoch", -1),
+            log_start_offset=getattr(partition, "log_start_offset", -1),
         )
         for topic in request.topics
         for partition in topic.partitions
@@ -32,6 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         min_bytes=request.min_bytes,
         max_bytes=getattr(request, "max_bytes", 0x7FFFFFFF),
         isolation_level=getattr(request, "isolation_level", 0),
+        replica_id=request.replica_id,
     )
     metrics = ctx.broker.metrics
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
@@ -55,6 +62,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 log_start_offset=result.log_start_offset,
                 aborted_transactions=(),
                 preferred_read_replica=-1,
+                **_diverging(partition_type, result.diverging_epoch),
                 # Never null: Kafka writes an empty record set, and librdkafka 2.0 (Debian's
                 # kcat) rejects a null one as "invalid MessageSetSize -1".
                 records=b"" if result.records is None else result.records,
@@ -70,3 +78,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for name, partitions in by_topic.items()
         ),
     )
+
+
+def _diverging(partition_type: Any, diverging: tuple[int, int] | None) -> dict[str, Any]:
+    """The ``diverging_epoch`` field (v12+) when the leader found the follower diverging."""
+    if diverging is None or "diverging_epoch" not in partition_type.__dataclass_fields__:
+        return {}
+    epoch_type = partition_type.__dataclass_fields__["diverging_epoch"].type
+    return {"diverging_epoch": epoch_type(epoch=diverging[0], end_offset=diverging[1])}

@@ -1,4 +1,9 @@
-"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or the offset at a time."""
+"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or the offset at a time.
+
+Consumers ask the leader (below the high watermark); a replica (``replica_id`` >= 0) may ask
+any replica and sees its log end. Each answer names the leader epoch of the offset found (v4+),
+and ``current_leader_epoch`` is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+"""
 
 from __future__ import annotations
 
@@ -23,7 +28,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for partition in topic.partitions:
             found = replicas.list_offsets(
-                topic.name, partition.partition_index, partition.timestamp, isolation
+                topic.name,
+                partition.partition_index,
+                partition.timestamp,
+                isolation,
+                replica_id=request.replica_id,
+                current_leader_epoch=getattr(partition, "current_leader_epoch", -1),
             )
             partitions.append(
                 build(
@@ -32,7 +42,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     error_code=found.error,
                     timestamp=found.timestamp,
                     offset=found.offset,
-                    leader_epoch=-1,
+                    leader_epoch=found.leader_epoch,
                 )
             )
         topics.append(build(topic_type, name=topic.name, partitions=tuple(partitions)))

@@ -34,7 +34,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
         if (problem := _not_one_batch(records, ctx.api_version)) is not None
     }
     results = await ctx.broker.replica_manager.append_records(
-        request.acks, {tp: records for tp, records in entries.items() if tp not in refused}
+        request.acks,
+        {tp: records for tp, records in entries.items() if tp not in refused},
+        timeout_ms=int(request.timeout.total_seconds() * 1000),
     )
     results.update(refused)
     metrics = ctx.broker.metrics

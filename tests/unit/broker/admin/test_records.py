@@ -28,7 +28,8 @@ def replicas(tmp_path):
 
 def host(replicas, topic, partition=0, leader=BROKER, **config):
     state = PartitionState(leader=leader, leader_epoch=0, isr=(leader,), replicas=(leader,))
-    return replicas.become_leader_or_follower(topic, partition, state, TopicConfig(**config))
+    replicas.become_leader_or_follower(topic, partition, state, TopicConfig(**config))
+    return replicas.get_partition(topic, partition)
 
 
 def fill(replicas, kafka_batch, topic, n=10):
