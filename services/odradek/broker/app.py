@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from odradek.broker.admin.producer_ids import ProducerIdManager
 from odradek.broker.budget import RequestBudgets
 from odradek.broker.context import BrokerContext
+from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.server import BrokerServer
@@ -122,6 +123,7 @@ class BrokerApp:
             zk=self.zk,
             topic_configs=self.topic_configs,
             producer_ids=ProducerIdManager(self.zk, config.broker_id),
+            fetch_sessions=FetchSessionCache.of(config),
         )
         budgets = RequestBudgets.of(
             queued_max_request_bytes=config.queued_max_request_bytes,

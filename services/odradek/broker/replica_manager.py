@@ -58,10 +58,20 @@ class ProduceResult:
 
 @dataclass(frozen=True, slots=True)
 class FetchPartitionRequest:
+    """One partition of a Fetch: where to read, how much, and the fetcher's view (KIP-320).
+
+    ``current_leader_epoch`` is the leader epoch the fetcher believes current (-1: unknown);
+    ``last_fetched_epoch`` the epoch of the last batch it holds, for divergence (-1: none);
+    ``log_start_offset`` a follower's own log start offset (-1 for consumers).
+    """
+
     topic: str
     partition: int
     fetch_offset: int
     max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +83,8 @@ class FetchResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: FileSlice | None = None
+    # (epoch, end_offset): the fetcher's log diverges from ours after end_offset (KIP-320).
+    diverging_epoch: tuple[int, int] | None = None
 
     @property
     def size(self) -> int:
@@ -210,8 +222,12 @@ class ReplicaManager:
         min_bytes: int,
         max_bytes: int,
         isolation_level: int = READ_UNCOMMITTED,
+        replica_id: int = -1,
     ) -> list[FetchResult]:
-        """Read the partitions, long-polling up to ``max_wait_ms`` for ``min_bytes``."""
+        """Read the partitions, long-polling up to ``max_wait_ms`` for ``min_bytes``.
+
+        ``replica_id`` is the fetching broker's id, -1 for a consumer.
+        """
         deadline = self.monotonic() + max(max_wait_ms, 0) / 1000
         results = self._read_all(requests, max_bytes, isolation_level)
         for _ in range(FETCH_ROUNDS_MAX):

@@ -281,6 +281,20 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             minimum=1,
         ),
         ConfigKey(
+            "max.incremental.fetch.session.cache.slots",
+            _T.INT,
+            1000,
+            "Incremental fetch sessions (KIP-227) kept at once; 0: fetches are sessionless.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "odradek.max.incremental.fetch.session.cache.partitions",
+            _T.INT,
+            100000,
+            "Partitions cached across all fetch sessions, up to ~700 B each (Kafka: no bound).",
+            minimum=0,
+        ),
+        ConfigKey(
             "log.dirs",
             _T.LIST,
             None,
@@ -453,6 +467,12 @@ class BrokerConfig(PropertiesConfig):
     min_insync_replicas: int = _default("min.insync.replicas")
     unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
     replica_lag_time_max_ms: int = _default("replica.lag.time.max.ms")
+    max_incremental_fetch_session_cache_slots: int = _default(
+        "max.incremental.fetch.session.cache.slots"
+    )
+    odradek_max_incremental_fetch_session_cache_partitions: int = _default(
+        "odradek.max.incremental.fetch.session.cache.partitions"
+    )
     log_dirs: tuple[str, ...] | None = None
     log_dir: str | None = None
     message_max_bytes: int = _default("message.max.bytes")

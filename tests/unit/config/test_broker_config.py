@@ -26,6 +26,7 @@ KAFKA_DEFAULTS = {
     "min.insync.replicas": "1",
     "unclean.leader.election.enable": "false",
     "replica.lag.time.max.ms": "30000",
+    "max.incremental.fetch.session.cache.slots": "1000",
     "message.max.bytes": "1048588",
     "compression.type": "producer",
     "log.segment.bytes": "1073741824",
