@@ -31,6 +31,7 @@ ROUND_RETRIES_MAX = 3  # a round needs at most: an error answer, then a full fet
 @dataclass
 class LeaderPartition:
     high_watermark: int = 0
+    last_stable_offset: int = 0  # lags the high watermark until "stabilise"
     log_start_offset: int = 0
     failing: bool = False
 
@@ -46,7 +47,7 @@ class LeaderPartition:
             request.topic,
             request.partition,
             high_watermark=self.high_watermark,
-            last_stable_offset=self.high_watermark,
+            last_stable_offset=self.last_stable_offset,
             log_start_offset=self.log_start_offset,
             records=slice_,
         )
@@ -124,6 +125,8 @@ def test_an_incremental_session_reads_what_a_sessionless_fetch_would(steps, seed
             wanted[key] = replace(wanted[key], current_leader_epoch=amount)
         elif action == "append":
             partition.high_watermark += amount
+        elif action == "stabilise":
+            partition.last_stable_offset = partition.high_watermark
         elif action == "truncate_start":
             partition.log_start_offset = min(
                 partition.log_start_offset + amount, partition.high_watermark

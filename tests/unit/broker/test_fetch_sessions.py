@@ -1,4 +1,4 @@
-"""The broker's fetch session cache keeps KIP-227's rules: contexts, errors, changes, eviction, bounds."""
+"""The broker's fetch session cache keeps KIP-227's rules: contexts, errors, eviction, bounds."""
 
 from __future__ import annotations
 
@@ -123,18 +123,19 @@ def test_incremental_fetch_reads_the_session_and_answers_only_what_changed():
 @pytest.mark.parametrize(
     "change",
     [
+        {"hw": 11, "lso": 10},
         {"lso": 9},
         {"log_start": 3},
         {"error": ErrorCode.not_leader_or_follower},
         {"diverging_epoch": (3, 7)},
     ],
-    ids=["last_stable_offset", "log_start_offset", "error", "diverging_epoch"],
+    ids=["high_watermark", "last_stable_offset", "log_start_offset", "error", "diverging_epoch"],
 )
 def test_each_kind_of_change_is_answered(change):
     sessions = cache()
     part = want("a", 0)
     session_id = open_session(sessions, [part], hw=10)
-    answer = incremental(sessions, session_id, 1).respond([result(part, 10, **change)])
+    answer = incremental(sessions, session_id, 1).respond([result(part, **{"hw": 10, **change})])
     assert len(answer.results) == 1
 
 
@@ -142,7 +143,8 @@ def test_after_an_error_the_partition_is_answered_again_once_it_is_gone():
     sessions = cache()
     part = want("a", 0)
     session_id = open_session(sessions, [part], hw=10)
-    failed = FetchResult("a", 0, error=ErrorCode.not_leader_or_follower)
+    # An error answer that still carries the offsets it had.
+    failed = result(part, 10, error=ErrorCode.not_leader_or_follower)
     assert incremental(sessions, session_id, 1).respond([failed]).results == [failed]
     # The same state as before the error is news to the fetcher, which saw only the error.
     assert len(incremental(sessions, session_id, 2).respond([result(part, 10)]).results) == 1
