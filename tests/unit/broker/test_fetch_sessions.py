@@ -20,6 +20,7 @@ from odradek.broker.fetch_sessions import (
     next_epoch,
 )
 from odradek.broker.replica_manager import FetchPartitionRequest, FetchResult
+from odradek.config.broker import BrokerConfig
 from odradek.errors import ErrorCode
 from odradek.storage.segment import FileSlice
 
@@ -348,3 +349,21 @@ def test_a_hostile_client_opening_sessions_cannot_grow_the_cache_past_its_bounds
         assert sessions.total_partitions == sum(
             len(s.partitions) for s in sessions.sessions.values()
         )
+
+
+def test_the_cache_is_sized_by_the_brokers_keys():
+    config = BrokerConfig.from_properties(
+        {
+            "broker.id": 1,
+            "zookeeper.connect": "127.0.0.1:2181",
+            "log.dirs": "/var/lib/odradek",
+            "max.incremental.fetch.session.cache.slots": "3",
+            "odradek.max.incremental.fetch.session.cache.partitions": "50",
+        }
+    )
+    sized = FetchSessionCache.of(config)
+    assert (sized.max_slots, sized.max_partitions) == (3, 50)
+    assert (FetchSessionCache.of().max_slots, FetchSessionCache.of().max_partitions) == (
+        1000,
+        100_000,
+    )
