@@ -41,11 +41,10 @@ from typing import Any
 from odradek.broker.fetch_sessions import (
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
-    TopicPartition,
     is_full,
     next_epoch,
 )
-from odradek.broker.replica_manager import FetchPartitionRequest
+from odradek.broker.replica_manager import FetchPartitionRequest, TopicPartition
 from odradek.errors import ErrorCode
 
 log = logging.getLogger(__name__)

@@ -66,14 +66,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from odradek.broker.replica_manager import FetchPartitionRequest, FetchResult
+from odradek.broker.replica_manager import FetchPartitionRequest, FetchResult, TopicPartition
 from odradek.config.broker import BROKER_KEYS, BrokerConfig
 from odradek.errors import ErrorCode
 from odradek.zk.paths import TOPIC_NAME_LENGTH_MAX
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 Wanted = dict[TopicPartition, FetchPartitionRequest]  # a request's partitions, by partition
 
 INVALID_SESSION_ID = 0  # "no session", in requests and answers
