@@ -28,6 +28,7 @@ from odradek.broker.admin.producer_ids import ProducerIdManager
 from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.budget import RequestBudgets
 from odradek.broker.context import BrokerContext
+from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
@@ -170,6 +171,7 @@ class BrokerApp:
             zk=self.zk,
             topic_configs=self.topic_configs,
             producer_ids=ProducerIdManager(self.zk, config.broker_id),
+            fetch_sessions=FetchSessionCache.of(config),
         )
         self.alter_partition.start()
         self._isr_expiration = asyncio.get_running_loop().create_task(

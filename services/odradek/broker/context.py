@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from odradek.broker.admin.producer_ids import ProducerIdManager
+from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.topic_configs import TopicConfigs
@@ -34,6 +35,8 @@ class BrokerContext:
     # the registrar at each (re-)registration; None until then. Controller requests must carry
     # it (controller_requests.accept_broker_epoch).
     broker_epoch: int | None = None
+    # KIP-227 sessions of the fetchers of this broker's partitions, sized by the config.
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache.of)
 
 
 @dataclass(frozen=True, slots=True)

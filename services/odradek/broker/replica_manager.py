@@ -90,6 +90,13 @@ class ProduceResult:
 
 @dataclass(frozen=True, slots=True)
 class FetchPartitionRequest:
+    """One partition of a Fetch: where to read, how much, and the fetcher's view (KIP-320).
+
+    ``current_leader_epoch`` is the leader epoch the fetcher believes current (-1: unknown);
+    ``last_fetched_epoch`` the epoch of the last batch it holds, for divergence (-1: none);
+    ``log_start_offset`` a follower's own log start offset (-1 for consumers).
+    """
+
     topic: str
     partition: int
     fetch_offset: int
@@ -355,7 +362,10 @@ class ReplicaManager:
         isolation_level: int = READ_UNCOMMITTED,
         replica_id: int = -1,
     ) -> list[FetchResult]:
-        """Read the partitions, long-polling up to ``max_wait_ms`` for ``min_bytes``."""
+        """Read the partitions, long-polling up to ``max_wait_ms`` for ``min_bytes``.
+
+        ``replica_id`` is the fetching broker's id, -1 for a consumer.
+        """
         deadline = self.monotonic() + max(max_wait_ms, 0) / 1000
         results = self._read_all(requests, max_bytes, isolation_level, replica_id)
         self.waiting_fetches += 1

@@ -339,6 +339,20 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             minimum=1,
         ),
         ConfigKey(
+            "max.incremental.fetch.session.cache.slots",
+            _T.INT,
+            1000,
+            "Incremental fetch sessions (KIP-227) kept at once; 0: fetches are sessionless.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "odradek.max.incremental.fetch.session.cache.partitions",
+            _T.INT,
+            100000,
+            "Partitions cached across all fetch sessions, up to ~700 B each (Kafka: no bound).",
+            minimum=0,
+        ),
+        ConfigKey(
             "log.dirs",
             _T.LIST,
             None,
@@ -521,6 +535,12 @@ class BrokerConfig(PropertiesConfig):
     replica_fetch_min_bytes: int = _default("replica.fetch.min.bytes")
     replica_fetch_backoff_ms: int = _default("replica.fetch.backoff.ms")
     replica_socket_timeout_ms: int = _default("replica.socket.timeout.ms")
+    max_incremental_fetch_session_cache_slots: int = _default(
+        "max.incremental.fetch.session.cache.slots"
+    )
+    odradek_max_incremental_fetch_session_cache_partitions: int = _default(
+        "odradek.max.incremental.fetch.session.cache.partitions"
+    )
     log_dirs: tuple[str, ...] | None = None
     log_dir: str | None = None
     message_max_bytes: int = _default("message.max.bytes")

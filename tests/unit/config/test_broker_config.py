@@ -34,6 +34,7 @@ KAFKA_DEFAULTS = {
     "replica.fetch.min.bytes": "1",
     "replica.fetch.backoff.ms": "1000",
     "replica.socket.timeout.ms": "30000",
+    "max.incremental.fetch.session.cache.slots": "1000",
     "message.max.bytes": "1048588",
     "compression.type": "producer",
     "log.segment.bytes": "1073741824",

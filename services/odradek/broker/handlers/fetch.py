@@ -1,7 +1,9 @@
 """Fetch (1): long-poll read; records go out as file regions for ``sendfile``, never copied.
 
-Sessions (KIP-227) are not kept: every answer has session id 0, which tells clients to send
-full fetch requests, as Kafka allows.
+The request's session fields pick a fetch context (``broker/fetch_sessions.py``, KIP-227): the
+context says which partitions to read (a full fetch's own, or every partition of an incremental
+fetch's session) and which of the results to answer (all, or only those that changed). Fetch
+v4-6 have no session fields and are always sessionless.
 """
 
 from __future__ import annotations
@@ -9,49 +11,74 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.context import RequestContext
+from odradek.broker.fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.broker.replica_manager import FetchPartitionRequest
-from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 
 API_KEY = ApiKey.FETCH
+TOPIC_IDS_MIN_VERSION = 13  # Fetch v13+ names topics by id (not served yet)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    wanted = [
-        FetchPartitionRequest(
-            topic.topic,
-            partition.partition,
-            partition.fetch_offset,
-            partition.partition_max_bytes,
-            current_leader_epoch=getattr(partition, "current_leader_epoch", -1),
-            last_fetched_epoch=getattr(partition, "last_fetched_epoch", -1),
-            log_start_offset=getattr(partition, "log_start_offset", -1),
-        )
-        for topic in request.topics
-        for partition in topic.partitions
-    ]
-    results = await ctx.broker.replica_manager.fetch(
-        wanted,
-        max_wait_ms=int(request.max_wait.total_seconds() * 1000),
-        min_bytes=request.min_bytes,
-        max_bytes=getattr(request, "max_bytes", 0x7FFFFFFF),
-        isolation_level=getattr(request, "isolation_level", 0),
-        replica_id=request.replica_id,
+    replica_id = getattr(request, "replica_id", -1)
+    context = ctx.broker.fetch_sessions.new_context(
+        getattr(request, "session_id", INVALID_SESSION_ID),
+        getattr(request, "session_epoch", FINAL_EPOCH),
+        (
+            FetchPartitionRequest(
+                topic.topic,
+                partition.partition,
+                partition.fetch_offset,
+                partition.partition_max_bytes,
+                current_leader_epoch=getattr(partition, "current_leader_epoch", -1),
+                last_fetched_epoch=getattr(partition, "last_fetched_epoch", -1),
+                log_start_offset=getattr(partition, "log_start_offset", -1),
+            )
+            for topic in request.topics
+            for partition in topic.partitions
+        ),
+        [
+            (topic.topic, index)
+            for topic in getattr(request, "forgotten_topics_data", ())
+            for index in topic.partitions
+        ],
+        privileged=replica_id >= 0,
+        uses_topic_ids=ctx.api_version >= TOPIC_IDS_MIN_VERSION,
     )
+    wanted = context.partitions
+    results = []
+    if wanted:  # a session error reads nothing and answers at once, as Kafka does
+        results = await ctx.broker.replica_manager.fetch(
+            wanted,
+            max_wait_ms=int(request.max_wait.total_seconds() * 1000),
+            min_bytes=request.min_bytes,
+            max_bytes=getattr(request, "max_bytes", 0x7FFFFFFF),
+            isolation_level=getattr(request, "isolation_level", 0),
+            replica_id=replica_id,
+        )
+    answer = context.respond(results)
+
     metrics = ctx.broker.metrics
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     topic_type = element_type(response_type, "responses")
     partition_type = element_type(topic_type, "partitions")
+    epoch_type = partition_type.__dataclass_fields__.get("diverging_epoch")
     by_topic: dict[str, list[Any]] = {}
     offsets = {(r.topic, r.partition): r.fetch_offset for r in wanted}
-    for result in results:
+    for result in answer.results:
         if metrics is not None and result.records is not None and result.size:
             # Records leave by sendfile, unread: count the offsets the slice spans (records
             # removed by compaction inside it are counted too).
             sent = result.records.next_offset - offsets[(result.topic, result.partition)]
             metrics.record_fetch(result.topic, bytes_out=result.size, messages_out=max(sent, 0))
+        diverging = {}
+        if result.diverging_epoch is not None and epoch_type is not None:
+            epoch, end_offset = result.diverging_epoch
+            diverging["diverging_epoch"] = build(
+                epoch_type.type, epoch=epoch, end_offset=end_offset
+            )
         by_topic.setdefault(result.topic, []).append(
             build(
                 partition_type,
@@ -62,27 +89,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 log_start_offset=result.log_start_offset,
                 aborted_transactions=(),
                 preferred_read_replica=-1,
-                **_diverging(partition_type, result.diverging_epoch),
                 # Never null: Kafka writes an empty record set, and librdkafka 2.0 (Debian's
                 # kcat) rejects a null one as "invalid MessageSetSize -1".
                 records=b"" if result.records is None else result.records,
+                **diverging,
             )
         )
     return build(
         response_type,
         throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        session_id=0,
+        error_code=answer.error,
+        session_id=answer.session_id,
         responses=tuple(
             build(topic_type, topic=name, partitions=tuple(partitions))
             for name, partitions in by_topic.items()
         ),
     )
-
-
-def _diverging(partition_type: Any, diverging: tuple[int, int] | None) -> dict[str, Any]:
-    """The ``diverging_epoch`` field (v12+) when the leader found the follower diverging."""
-    if diverging is None or "diverging_epoch" not in partition_type.__dataclass_fields__:
-        return {}
-    epoch_type = partition_type.__dataclass_fields__["diverging_epoch"].type
-    return {"diverging_epoch": epoch_type(epoch=diverging[0], end_offset=diverging[1])}
