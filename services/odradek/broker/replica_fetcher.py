@@ -3,7 +3,9 @@
 A partition this broker follows is fetched from its leader by one of ``num.replica.fetchers``
 fetchers per leader broker (chosen by a hash of the partition, so a partition stays on one
 fetcher). Each fetcher is one asyncio task with one connection to the leader's inter-broker
-listener, sending Fetch requests with ``replica_id`` = this broker, for every partition it holds:
+listener, sending Fetch requests with ``replica_id`` = this broker, for every partition it holds,
+in an incremental fetch session (KIP-227, ``fetch_session_client``: only partitions whose fetch
+state changed are sent, only partitions with news come back):
 
 - the fetch offset is the follower's log end offset (LEO); ``current_leader_epoch`` the epoch
   the controller gave it, so a leader with another epoch refuses (FENCED_LEADER_EPOCH: we are
@@ -44,7 +46,9 @@ from typing import Any
 from kio.schema.fetch.v12 import request as fetch_request
 from kio.schema.list_offsets.v4 import request as list_request
 
+from odradek.broker.fetch_session_client import FetchedPartition, FetchSessionHandler
 from odradek.broker.partition import NO_EPOCH, UNDEFINED_EPOCH, Partition
+from odradek.broker.replica_manager import FetchPartitionRequest
 from odradek.broker.workers import Workers
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
@@ -57,7 +61,6 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 FETCH_VERSION = 12  # the last Fetch version naming topics, with diverging_epoch (KIP-595)
 READ_UNCOMMITTED = 0
-FINAL_SESSION_EPOCH = -1  # no fetch session: every request is a full one
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,7 @@ class ReplicaFetcher:
         self.workers = workers
         self.metrics = metrics
         self.states: dict[TopicPartition, FetchState] = {}
+        self.session = FetchSessionHandler(leader_id)
         self.connection: BrokerConnection | None = None
         self._changed = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(
@@ -184,6 +188,7 @@ class ReplicaFetcher:
                     e,
                     backoff_s,
                 )
+                self.session.handle_error()
                 await self._disconnect()
                 await asyncio.sleep(backoff_s)
             except asyncio.CancelledError:
@@ -203,23 +208,41 @@ class ReplicaFetcher:
         return self.connection
 
     def _build_request(self) -> tuple[Any, dict[TopicPartition, FetchState]]:
-        """A full Fetch of every partition, and the states it was built from (copies)."""
+        """The next Fetch (full or incremental, the session decides), and the states it was
+        built from (copies, to recognise stale answers)."""
         sent: dict[TopicPartition, FetchState] = {}
-        topics: dict[str, list[Any]] = {}
+        wanted = []
         for key, state in self.states.items():
             partition_log = state.partition.log
             sent[key] = FetchState(state.partition, state.leader_epoch, state.fetch_offset)
             latest_epoch = partition_log.latest_epoch
-            topics.setdefault(key[0], []).append(
-                fetch_request.FetchPartition(
-                    partition=key[1],
+            wanted.append(
+                FetchPartitionRequest(
+                    key[0],
+                    key[1],
+                    state.fetch_offset,
+                    self.settings.max_bytes,
                     current_leader_epoch=state.leader_epoch,
-                    fetch_offset=state.fetch_offset,
                     last_fetched_epoch=NO_EPOCH if latest_epoch is None else latest_epoch,
                     log_start_offset=partition_log.log_start_offset,
-                    partition_max_bytes=self.settings.max_bytes,
                 )
             )
+        data = self.session.build(wanted)
+        topics: dict[str, list[Any]] = {}
+        for partition in data.to_send:
+            topics.setdefault(partition.topic, []).append(
+                fetch_request.FetchPartition(
+                    partition=partition.partition,
+                    current_leader_epoch=partition.current_leader_epoch,
+                    fetch_offset=partition.fetch_offset,
+                    last_fetched_epoch=partition.last_fetched_epoch,
+                    log_start_offset=partition.log_start_offset,
+                    partition_max_bytes=partition.max_bytes,
+                )
+            )
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in data.to_forget:
+            forgotten.setdefault(topic, []).append(index)
         request = fetch_request.FetchRequest(
             cluster_id=None,
             replica_id=self.broker_id,
@@ -227,44 +250,57 @@ class ReplicaFetcher:
             min_bytes=self.settings.min_bytes,
             max_bytes=self.settings.response_max_bytes,
             isolation_level=READ_UNCOMMITTED,
-            session_id=0,
-            session_epoch=FINAL_SESSION_EPOCH,
+            session_id=data.session_id,
+            session_epoch=data.session_epoch,
             topics=tuple(
                 fetch_request.FetchTopic(topic=name, partitions=tuple(partitions))
                 for name, partitions in topics.items()
             ),
-            forgotten_topics_data=(),
+            forgotten_topics_data=tuple(
+                fetch_request.ForgottenTopic(topic=name, partitions=tuple(indexes))
+                for name, indexes in forgotten.items()
+            ),
             rack_id="",
         )
         return request, sent
 
     async def _process(self, response: Any, sent: dict[TopicPartition, FetchState]) -> None:
-        if response.error_code != ErrorCode.none:
-            raise _FetchFailed(f"Fetch answered {response.error_code.name}")
+        fetched = self.session.handle_response(response)
+        if fetched is None:
+            # Dropped (a session error or an answer that does not fit the session): the next
+            # request is a full one.
+            log.info(
+                "broker %d: fetch from leader %d answered %s; restarting the fetch session",
+                self.broker_id,
+                self.leader_id,
+                response.error_code.name,
+            )
+            await asyncio.sleep(self.settings.backoff_ms / 1000)
+            return
         backoff = False
-        for topic in response.responses:
-            for data in topic.partitions:
-                key = (topic.topic, data.partition_index)
-                before = sent.get(key)
-                current = self.states.get(key)
-                if before is None or current is None or current != before:
-                    continue  # the state changed while the request was out: stale
-                try:
-                    backoff |= await self._apply(current, data)
-                except OdradekError as e:
-                    log.warning("%s-%d: cannot apply fetched data: %s", *key, e)
-                    backoff = True
+        for key, data in fetched.items():
+            if not data.in_response:
+                continue  # an incremental answer left it out: nothing new
+            before = sent.get(key)
+            current = self.states.get(key)
+            if before is None or current is None or current != before:
+                continue  # the state changed while the request was out: stale
+            try:
+                backoff |= await self._apply(current, data)
+            except OdradekError as e:
+                log.warning("%s-%d: cannot apply fetched data: %s", *key, e)
+                backoff = True
         if backoff:
             await asyncio.sleep(self.settings.backoff_ms / 1000)
 
-    async def _apply(self, state: FetchState, data: Any) -> bool:
+    async def _apply(self, state: FetchState, data: FetchedPartition) -> bool:
         """Apply one partition's answer; True if the fetcher should back off."""
         partition = state.partition
-        error = data.error_code
+        error = data.error
         if error == ErrorCode.none:
             diverging = data.diverging_epoch
-            if diverging is not None and diverging.epoch >= 0 and diverging.end_offset >= 0:
-                offset = truncation_offset(partition, diverging.epoch, diverging.end_offset)
+            if diverging is not None:
+                offset = truncation_offset(partition, *diverging)
                 await partition.truncate_to(offset)
                 state.fetch_offset = partition.log.log_end_offset
                 return False
@@ -349,10 +385,6 @@ class ReplicaFetcher:
             answer = response.topics[0].partitions[0]
             found.append(answer.offset if answer.error_code == ErrorCode.none else None)
         return found[0], found[1]
-
-
-class _FetchFailed(ClientError):
-    """The whole Fetch was refused: retried like a lost connection."""
 
 
 def fetcher_id_of(topic: str, index: int, num_fetchers: int) -> int:
