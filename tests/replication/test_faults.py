@@ -53,7 +53,7 @@ BROKER_OVERRIDES = {
 CONTROLLER_OVERRIDES = {"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
 WAIT_S = 30.0  # the longest any step waits for the cluster to converge
 READ_TIMEOUT_S = 30.0
-ISR_WAIT_S = 15.0  # restarted followers catch up within replica.lag.time.max.ms and a fetch
+ISR_WAIT_S = 10.0  # restarted followers catch up within replica.lag.time.max.ms and a fetch
 POLL_S = 0.2
 
 
@@ -67,6 +67,7 @@ class Run:
     state: ClusterState
     history: History
     topic: str
+    brokers: int = BROKERS
     started_s: float = field(default_factory=time.monotonic)
 
     def event(self, what: str) -> None:
@@ -129,12 +130,12 @@ def _wait(condition: Callable[[], object], what: str, timeout_s: float = WAIT_S)
 
 
 @contextlib.contextmanager
-def replicated_cluster(data_dir: Path, **options) -> Iterator[ClusterState]:
+def replicated_cluster(data_dir: Path, brokers: int, **options) -> Iterator[ClusterState]:
     """``odradek local up`` with its replication defaults, stopped by pid at the end."""
     try:
         state, started = cluster.up(
             data_dir,
-            brokers=BROKERS,
+            brokers=brokers,
             controllers=2,
             broker_overrides={**BROKER_OVERRIDES, **options.pop("broker_overrides", {})},
             controller_overrides=CONTROLLER_OVERRIDES,
@@ -159,6 +160,7 @@ def run_scenario(
     seed: int,
     fault: Callable[[Run], None],
     *,
+    brokers: int = BROKERS,
     cluster_options: dict | None = None,
 ) -> None:
     """Cluster, topic, workload, ``fault``, heal, full read; then the checker and the replicas."""
@@ -167,19 +169,21 @@ def run_scenario(
     topic = f"faults-{seed}"
     config = WorkloadConfig(topic, partitions=PARTITIONS, duration_s_max=45.0)
     history = History(seed, replay=f"ODRADEK_FAULT_SEEDS={seed}")
-    with replicated_cluster(data_dir, **(cluster_options or {})) as state:
+    with replicated_cluster(data_dir, brokers, **(cluster_options or {})) as state:
         described = create_topic(state.bootstrap_servers, config)
-        # `odradek local up`'s defaults reach new topics.
-        assert {len(r) for r in described["replicas"].values()} == {3}, described
-        assert described["min.insync.replicas"] == 2, described
-        run = Run(seed, rng, data_dir, state, history, topic)
+        # `odradek local up`'s defaults reach new topics: 3 replicas, min.insync.replicas 2.
+        defaults = cluster.replication_defaults(brokers)
+        replication_factor = int(defaults["default.replication.factor"])
+        assert {len(r) for r in described["replicas"].values()} == {replication_factor}
+        assert described["min.insync.replicas"] == int(defaults["min.insync.replicas"])
+        run = Run(seed, rng, data_dir, state, history, topic, brokers)
         producers = Producers(state.bootstrap_servers, history, config, run.started_s)
         producers.start()
         run.event("producing")
         try:
-            run.pause(2.0, 4.0)
+            run.pause(1.5, 3.0)
             fault(run)
-            run.pause(2.0, 3.0)  # producing on the healed cluster
+            run.pause(1.5, 2.5)  # producing on the healed cluster
         finally:
             producers.stop()
         run.event(f"stopped producing after {sum(producers.sent)} records")
@@ -219,7 +223,7 @@ def _wait_for_full_isr(run: Run) -> str | None:
         return {p: s and s.leader >= 0 and s.isr for p, s in enumerate(states)}
 
     try:
-        _wait(lambda: all(isr and len(isr) == BROKERS for isr in isrs().values()), "", ISR_WAIT_S)
+        _wait(lambda: all(i and len(i) == run.brokers for i in isrs().values()), "", ISR_WAIT_S)
     except AssertionError:
         missing = f"no full ISR {ISR_WAIT_S} s after the faults healed: {isrs()}"
         run.event(missing)
@@ -302,13 +306,25 @@ def cut_off_a_broker(run: Run, victim: int, namespace: NetworkNamespace) -> None
     run.event(f"cutting broker {victim} off: its link from {namespace.name} goes down")
     namespace.cut()
     try:
-        run.pause(SESSION_TIMEOUT_MS / 1000 + 2, SESSION_TIMEOUT_MS / 1000 + 5)
+        run.pause(SESSION_TIMEOUT_MS / 1000 + 1, SESSION_TIMEOUT_MS / 1000 + 3)
     finally:
         namespace.heal()
         run.event("link restored")
 
 
+def no_fault(run: Run) -> None:
+    run.pause(2.0, 3.0)
+
+
 # --- the tests ------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_a_correct_log_passes_the_checker_and_the_replica_comparison(tmp_path):
+    """The control: one broker, one replica, no fault. Its log is correct, so the workload,
+    the final read, the checker and the comparison must all agree that nothing went wrong
+    (a checker that fails everything proves nothing either)."""
+    run_scenario(tmp_path, 1, no_fault, brokers=1)
 
 
 @NO_REPLICATION
