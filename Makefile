@@ -11,7 +11,7 @@ LINT_PATHS := $(wildcard services tests bench)
 help:
 	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream"
 	@echo "make test    install everything, then lint and run all tests"
-	@echo "make soak    the slow scenarios at length: the fuzz over several seeds, hostile clients, crashes"
+	@echo "make soak    the slow scenarios at length: the fuzz over several seeds, hostile clients, crashes, replication faults over more seeds"
 	@echo "make setup   install system packages and .venv only"
 	@echo "make lint    ruff check and the import-layer contracts"
 	@echo "make bench   storage benchmark"
@@ -30,8 +30,10 @@ test: setup
 	$(PYTHON) -m pytest
 
 # The fuzz with many more cases, once per seed (each run prints how to replay it), then the other
-# slow scenarios: hostile connections against a broker process, and writers killed mid-append.
+# slow scenarios: hostile connections against a broker process, writers killed mid-append, and
+# the replication fault scenarios over more seeds than CI's two (each prints its seed first).
 SOAK_SEEDS ?= 1 2 3 4 5
+SOAK_FAULT_SEEDS ?= 1 2 3 4 5 6 7 8
 SOAK_FUZZ_CASES ?= 3000
 SOAK_FUZZ_TIME_S ?= 1800
 SOAK_TIMEOUT_S ?= 3600
@@ -41,6 +43,7 @@ soak: setup
 		$(PYTHON) -m pytest -p no:cacheprovider --timeout=$(SOAK_TIMEOUT_S) -s -m fuzz tests/integration/fuzz; \
 	done
 	$(PYTHON) -m pytest -p no:cacheprovider tests/integration/cluster tests/crash
+	ODRADEK_FAULT_SEEDS="$(SOAK_FAULT_SEEDS)" $(PYTHON) -m pytest -p no:cacheprovider -rxX -m fault tests/replication
 
 lint: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)

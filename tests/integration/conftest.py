@@ -17,6 +17,10 @@ from odradek.local.cluster import ClusterState, pid_alive
 from odradek.local.zookeeper import ZooKeeperProcess
 
 TICK_TIME_MS = 200  # short ticks: sessions expire within seconds in tests
+# `odradek local up` gives new topics 3 replicas and min.insync.replicas 2; the tests here
+# that do not test replication pin one replica, so each keeps its cluster small and quick.
+# A test that wants replication says so in its broker_overrides.
+UNREPLICATED = {"default.replication.factor": "1", "min.insync.replicas": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +44,7 @@ def hosts(zookeeper: ZooKeeperProcess, request: pytest.FixtureRequest) -> str:
 
 @contextlib.contextmanager
 def _running_cluster(data_dir: Path, **options: Any) -> Iterator[ClusterState]:
+    options["broker_overrides"] = {**UNREPLICATED, **(options.get("broker_overrides") or {})}
     try:
         state, started = cluster.up(data_dir, **options)
     except BaseException:
@@ -60,5 +65,6 @@ def local_cluster() -> Callable[..., contextlib.AbstractContextManager[ClusterSt
 
     ZooKeeper, controllers and brokers as real processes on 127.0.0.1 (``odradek local up``),
     stopped by PID at the end (``odradek local down``), which must leave none of them running.
+    New topics get one replica (``UNREPLICATED``) unless ``broker_overrides`` say otherwise.
     """
     return _running_cluster

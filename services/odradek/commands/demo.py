@@ -1,9 +1,11 @@
 """``odradek demo``: the README's main job: a local cluster, a topic, a stream in and out.
 
 It brings up (or finds running) the loopback cluster of ``odradek local up``, creates a topic
-spread over every broker, produces a sample stream with confluent-kafka (librdkafka, the client
-most Kafka users run), consumes it back, checks every record arrived, and prints what it
-measured. The cluster keeps running afterwards for a look around; ``odradek local down`` stops it.
+spread over every broker and replicated on the cluster's default (3 replicas, with
+``min.insync.replicas`` 2), produces a sample stream with confluent-kafka (librdkafka, the client
+most Kafka users run) with ``acks=all`` (a record is acknowledged once every in-sync replica has
+it), consumes it back, checks every record arrived, and prints what it measured. The cluster
+keeps running afterwards for a look around; ``odradek local down`` stops it.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def create_topic(bootstrap: str) -> None:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     if TOPIC not in admin.list_topics(timeout=10).topics:
-        future = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC]
+        # No replication factor given: the brokers' default.replication.factor applies.
+        future = admin.create_topics([NewTopic(TOPIC, PARTITIONS)])[TOPIC]
         future.result(timeout=10)
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
@@ -78,10 +81,22 @@ def create_topic(bootstrap: str) -> None:
             and all(p.leader >= 0 for p in topic.partitions.values())
         ):
             leaders = sorted({p.leader for p in topic.partitions.values()})
-            say(f"topic {TOPIC}: {PARTITIONS} partitions led by brokers {leaders}")
+            replicas = max(len(p.replicas) for p in topic.partitions.values())
+            say(
+                f"topic {TOPIC}: {PARTITIONS} partitions led by brokers {leaders}, "
+                f"{replicas} replicas each, min.insync.replicas {min_insync_replicas(admin)}"
+            )
             return
         time.sleep(0.2)
     raise TimeoutError(f"topic {TOPIC} has no leaders after {WAIT_S} s")
+
+
+def min_insync_replicas(admin) -> str:
+    from confluent_kafka.admin import ConfigResource
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, TOPIC)
+    configs = admin.describe_configs([resource])[resource].result(timeout=10)
+    return configs["min.insync.replicas"].value
 
 
 def produce(bootstrap: str, count: int, size: int) -> tuple[int, int]:
@@ -119,7 +134,8 @@ def produce(bootstrap: str, count: int, size: int) -> tuple[int, int]:
     if remaining or failures:
         raise TimeoutError(f"{remaining} records undelivered, {len(failures)} failed")
     say(
-        f"produced {count} records of {size} B (acks=all, lz4) in {elapsed:.2f} s: "
+        f"produced {count} records of {size} B (acks=all: each acknowledged once every "
+        f"in-sync replica had it; lz4) in {elapsed:.2f} s: "
         f"{count / elapsed:,.0f} records/s, {count * size / elapsed / 1e6:.1f} MB/s"
     )
     return count, checksum

@@ -42,6 +42,12 @@ def run_up(args: argparse.Namespace) -> int:
     what = "started" if started else "already running"
     print(f"cluster {what}: {len(state.members)} processes, data in {state.data_dir}")
     print(f"bootstrap servers: {state.bootstrap_servers}")
+    overrides = state.broker_overrides
+    if "default.replication.factor" in overrides:
+        print(
+            f"new topics: replication factor {overrides['default.replication.factor']}, "
+            f"min.insync.replicas {overrides['min.insync.replicas']} (acks=all waits for the ISR)"
+        )
     return 0
 
 

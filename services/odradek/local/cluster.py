@@ -16,6 +16,16 @@ process is left alone, with a warning.
 
 Each broker has two listeners: ``PLAINTEXT`` for clients (its ``address``, and the bootstrap
 servers) and ``CONTROL_PLANE`` for the controller's requests (``control_plane``).
+
+New topics get ``default.replication.factor`` 3 and ``min.insync.replicas`` 2 (Kafka's usual
+production choice: one broker may be lost while ``acks=all`` writes go on), or as many replicas as
+there are brokers in a smaller cluster (``replication_defaults``); callers may pin other values.
+
+For fault tests: ``kill`` signals one member by its pid, ``restart_broker`` starts a stopped
+broker again with the same configuration and data, ``partition_state`` and ``active_controller``
+read who leads from ZooKeeper, and ``up(host=..., broker_netns=...)`` places the cluster on a
+veth address and runs chosen brokers inside network namespaces (``ip netns exec``) so a test can
+cut one off. Each process is still started, identified and stopped by its own pid.
 """
 
 from __future__ import annotations
@@ -33,11 +43,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from kazoo.client import KazooClient
+
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
-from odradek.local.zookeeper import ZooKeeperProcess, free_loopback_port
+from odradek.local.zookeeper import LOOPBACK, ZooKeeperProcess, free_loopback_port
 from odradek.protocol import schemas
+from odradek.zk.paths import ControllerInfo, PartitionState, partition_state_path
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +62,10 @@ CONTROLLER_ID_BASE = 1000  # controller ids stay apart from broker ids
 IDENTIFY_TIMEOUT_S = 5.0  # for a just-started process's command line to appear
 IDENTIFY_POLL_S = 0.005
 ZK_CHROOT = "/odradek"
+ZK_CONNECT_TIMEOUT_S = 10.0
+LOG_DIRS_PER_BROKER = 2  # <broker dir>/disk-0, disk-1: every local cluster runs JBOD
+REPLICATION_FACTOR_DEFAULT = 3
+MIN_INSYNC_REPLICAS_DEFAULT = 2
 
 
 class ProcessIdentity(NamedTuple):
@@ -75,14 +92,20 @@ class ProcessIdentity(NamedTuple):
         return cls(int(fields[19]), tuple(a.decode() for a in cmdline.split(b"\0")[:-1]))
 
     @classmethod
-    def of_started(cls, pid: int) -> ProcessIdentity | None:
+    def of_started(cls, pid: int, argv: list[str] | None = None) -> ProcessIdentity | None:
         """The identity of a process just started: its command line appears once exec is done.
 
         Popen returns when exec has begun; the kernel sets the new command line a little later.
+        With ``argv``, waits for that command line: a process started through a launcher that
+        execs it in turn (``ip netns exec``) shows the launcher's first.
         """
         deadline = time.monotonic() + IDENTIFY_TIMEOUT_S
+
+        def settled(identity: ProcessIdentity) -> bool:
+            return identity.cmdline == tuple(argv) if argv else bool(identity.cmdline)
+
         identity = cls.of(pid)
-        while identity is not None and not identity.cmdline and time.monotonic() < deadline:
+        while identity is not None and not settled(identity) and time.monotonic() < deadline:
             time.sleep(IDENTIFY_POLL_S)
             identity = cls.of(pid)
         return identity
@@ -101,10 +124,11 @@ class Member:
     # ProcessIdentity at start, as JSON; a member without one is never signalled.
     start_ticks: int | None = None
     cmdline: list[str] | None = None
+    netns: str | None = None  # the network namespace it runs in; None: this one
 
-    def identify(self) -> None:
+    def identify(self, argv: list[str] | None = None) -> None:
         """Record the identity of the process now running with ``pid`` (just started)."""
-        identity = ProcessIdentity.of_started(self.pid)
+        identity = ProcessIdentity.of_started(self.pid, argv)
         if identity is not None:
             self.start_ticks, self.cmdline = identity.start_ticks, list(identity.cmdline)
 
@@ -123,6 +147,11 @@ class ClusterState:
     zookeeper_connect: str
     bootstrap_servers: str
     members: list[Member] = field(default_factory=list)
+    # Every broker's configuration beyond its own addresses, so a broker restarts as it was.
+    broker_overrides: dict[str, str] = field(default_factory=dict)
+
+    def member(self, role: str, member_id: int) -> Member:
+        return next(m for m in self.members if m.role == role and m.id == member_id)
 
     @classmethod
     def read(cls, data_dir: Path) -> ClusterState | None:
@@ -155,11 +184,21 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
-def _spawn(args: list[str], log_path: Path) -> int:
+def _command(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "odradek.cli", *args]
+
+
+def _spawn(args: list[str], log_path: Path, netns: str | None = None) -> int:
+    """Start ``odradek <args>`` detached; inside network namespace ``netns`` if given.
+
+    ``ip netns exec`` enters the namespace and execs the command: the pid stays the one
+    returned here, and the command line becomes ``_command(args)`` once that exec is done.
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    launcher = ["ip", "netns", "exec", netns] if netns else []
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "odradek.cli", *args],
+            [*launcher, *_command(args)],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -168,17 +207,62 @@ def _spawn(args: list[str], log_path: Path) -> int:
     return process.pid
 
 
+def replication_defaults(brokers: int) -> dict[str, str]:
+    """``default.replication.factor`` and ``min.insync.replicas`` for a cluster of ``brokers``.
+
+    3 and 2 from three brokers up; a smaller cluster gets a replica on every broker and a
+    minimum one below that (at least 1), so that it too survives the loss of one broker.
+    """
+    replication_factor = max(1, min(REPLICATION_FACTOR_DEFAULT, brokers))
+    min_insync = max(1, min(MIN_INSYNC_REPLICAS_DEFAULT, replication_factor - 1))
+    return {
+        "default.replication.factor": str(replication_factor),
+        "min.insync.replicas": str(min_insync),
+    }
+
+
+def broker_log_dirs(member: Member) -> list[Path]:
+    """A local broker's ``log.dirs``, in order."""
+    return [Path(member.data_dir) / f"disk-{d}" for d in range(LOG_DIRS_PER_BROKER)]
+
+
+def _broker_args(member: Member, state: ClusterState) -> list[str]:
+    log_dirs = ",".join(str(d) for d in broker_log_dirs(member))
+    return [
+        "broker",
+        "--override",
+        f"broker.id={member.id}",
+        "--override",
+        f"zookeeper.connect={state.zookeeper_connect}",
+        "--override",
+        f"listeners=PLAINTEXT://{member.address},"
+        f"{CONTROL_PLANE_LISTENER_NAME}://{member.control_plane}",
+        "--override",
+        f"log.dirs={log_dirs}",
+        "--override",
+        f"odradek.admin.listener={member.admin}",
+        *(f"--override={key}={value}" for key, value in state.broker_overrides.items()),
+    ]
+
+
 def up(
     data_dir: Path,
     *,
     brokers: int = 3,
     controllers: int = 1,
     broker_overrides: Mapping[str, str] | None = None,
+    controller_overrides: Mapping[str, str] | None = None,
+    zookeeper_tick_time_ms: int | None = None,
+    host: str = LOOPBACK,
+    broker_netns: Mapping[int, tuple[str, str]] | None = None,
 ) -> tuple[ClusterState, bool]:
     """Start the cluster (or find it running); returns its state and whether it was started.
 
     ``broker_overrides`` are ``server.properties`` keys given to every broker after the
-    cluster's own (so they win).
+    cluster's own (``replication_defaults`` among them), so they win; ``controller_overrides``
+    likewise for the controllers. ZooKeeper and the brokers listen on ``host`` (controllers'
+    and brokers' admin servers stay on 127.0.0.1); ``broker_netns`` maps a broker id to
+    ``(network namespace, address)``: that broker runs inside the namespace, on that address.
     """
     data_dir = data_dir.absolute()
     existing = ClusterState.read(data_dir)
@@ -186,23 +270,25 @@ def up(
         return existing, False
     data_dir.mkdir(parents=True, exist_ok=True)
 
-    zookeeper = ZooKeeperProcess(data_dir / "zookeeper")
+    tick = {} if zookeeper_tick_time_ms is None else {"tick_time_ms": zookeeper_tick_time_ms}
+    zookeeper = ZooKeeperProcess(data_dir / "zookeeper", host=host, **tick)
     zookeeper.start()
     zookeeper.wait_ready()
-    connect = f"127.0.0.1:{zookeeper.port}{ZK_CHROOT}"
+    connect = f"{host}:{zookeeper.port}{ZK_CHROOT}"
     members = [
         Member(
             "zookeeper",
             0,
             zookeeper.pid,
-            f"127.0.0.1:{zookeeper.port}",
+            f"{host}:{zookeeper.port}",
             None,
             str(zookeeper.data_dir),
             str(zookeeper.log_path),
         )
     ]
     members[0].identify()
-    state = ClusterState(str(data_dir), connect, "", members)
+    overrides = {**replication_defaults(brokers), **(broker_overrides or {})}
+    state = ClusterState(str(data_dir), connect, "", members, overrides)
     state.write(data_dir)  # so `down` can clean up even if the rest fails
 
     for n in range(controllers):
@@ -218,6 +304,7 @@ def up(
                 f"zookeeper.connect={connect}",
                 "--override",
                 f"odradek.admin.listener={admin}",
+                *(f"--override={k}={v}" for k, v in (controller_overrides or {}).items()),
             ],
             log_path,
         )
@@ -229,48 +316,36 @@ def up(
 
     addresses = []
     for broker_id in range(1, brokers + 1):
-        port, admin = free_loopback_port(), f"127.0.0.1:{free_loopback_port()}"
-        control_plane = f"127.0.0.1:{free_loopback_port()}"
+        netns, address = (broker_netns or {}).get(broker_id, (None, host))
+        admin_host = address if netns else LOOPBACK  # reachable from here
         broker_dir = data_dir / f"broker-{broker_id}"
-        log_dirs = ",".join(str(broker_dir / f"disk-{d}") for d in range(2))
-        log_path = broker_dir / "broker.log"
-        pid = _spawn(
-            [
-                "broker",
-                "--override",
-                f"broker.id={broker_id}",
-                "--override",
-                f"zookeeper.connect={connect}",
-                "--override",
-                f"listeners=PLAINTEXT://127.0.0.1:{port},"
-                f"{CONTROL_PLANE_LISTENER_NAME}://{control_plane}",
-                "--override",
-                f"log.dirs={log_dirs}",
-                "--override",
-                f"odradek.admin.listener={admin}",
-                *(f"--override={key}={value}" for key, value in (broker_overrides or {}).items()),
-            ],
-            log_path,
+        member = Member(
+            "broker",
+            broker_id,
+            0,
+            f"{address}:{free_loopback_port()}",
+            f"{admin_host}:{free_loopback_port()}",
+            str(broker_dir),
+            str(broker_dir / "broker.log"),
+            control_plane=f"{address}:{free_loopback_port()}",
+            netns=netns,
         )
-        addresses.append(f"127.0.0.1:{port}")
-        members.append(
-            Member(
-                "broker",
-                broker_id,
-                pid,
-                addresses[-1],
-                admin,
-                str(broker_dir),
-                str(log_path),
-                control_plane=control_plane,
-            )
-        )
-        members[-1].identify()
+        _start_broker(member, state)
+        addresses.append(member.address)
+        members.append(member)
         state.bootstrap_servers = ",".join(addresses)
         state.write(data_dir)
 
     asyncio.run(_wait_for_brokers(state, brokers))
     return state, True
+
+
+def _start_broker(member: Member, state: ClusterState) -> None:
+    """Start the broker ``member`` describes; records its new pid and identity in ``member``."""
+    args = _broker_args(member, state)
+    member.pid = _spawn(args, Path(member.log), member.netns)
+    member.start_ticks = member.cmdline = None
+    member.identify(_command(args))
 
 
 async def _wait_for_brokers(state: ClusterState, expected: int) -> None:
@@ -324,6 +399,75 @@ def _signal(member: Member, signum: int, *, quiet: bool = False) -> bool:
         return False
     finally:
         os.close(pidfd)
+
+
+def kill(member: Member, signum: int = signal.SIGKILL) -> bool:
+    """Send ``signum`` to one member, by its pid, if it is still the process it started."""
+    return _signal(member, signum)
+
+
+def restart_broker(data_dir: Path, broker_id: int) -> Member:
+    """Start broker ``broker_id`` again (it must not be running): same addresses, data and
+    configuration; waits until it serves Metadata. The state file gets its new pid."""
+    data_dir = data_dir.absolute()
+    state = ClusterState.read(data_dir)
+    if state is None:
+        raise RuntimeError(f"no cluster in {data_dir}")
+    member = state.member("broker", broker_id)
+    if member.is_ours():
+        raise RuntimeError(f"broker {broker_id} is still running (pid {member.pid})")
+    _start_broker(member, state)
+    state.write(data_dir)
+    asyncio.run(_wait_for_broker(member))
+    return member
+
+
+async def _wait_for_broker(member: Member) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    host, port = member.address.rsplit(":", 1)
+    last_error = "no answer yet"
+    while time.monotonic() < deadline:
+        if not member.is_ours():
+            raise RuntimeError(f"broker {member.id} exited during start-up; see {member.log}")
+        try:
+            async with await BrokerConnection.open(host, int(port), connect_timeout_s=2) as conn:
+                await conn.send(schemas.request_schema(3, 1)(topics=()), timeout_s=2)
+                return
+        except (ClientError, OSError) as e:
+            last_error = str(e)
+        await asyncio.sleep(POLL_INTERVAL_S)
+    raise TimeoutError(f"broker {member.id} not serving after {READY_TIMEOUT_S} s: {last_error}")
+
+
+def _zookeeper(state: ClusterState) -> KazooClient:
+    client = KazooClient(state.zookeeper_connect, timeout=ZK_CONNECT_TIMEOUT_S)
+    client.start(timeout=ZK_CONNECT_TIMEOUT_S)
+    return client
+
+
+def partition_state(state: ClusterState, topic: str, partition: int) -> PartitionState | None:
+    """Leader, leader epoch and ISR of a partition as the controller last wrote them."""
+    client = _zookeeper(state)
+    try:
+        path = partition_state_path(topic, partition)
+        if not client.exists(path):
+            return None
+        return PartitionState.decode(client.get(path)[0], path)
+    finally:
+        client.stop()
+        client.close()
+
+
+def active_controller(state: ClusterState) -> int | None:
+    """The id of the controller that holds ``/controller`` now; None between two."""
+    client = _zookeeper(state)
+    try:
+        if not client.exists(ControllerInfo.PATH):
+            return None
+        return ControllerInfo.decode(client.get(ControllerInfo.PATH)[0]).controller_id
+    finally:
+        client.stop()
+        client.close()
 
 
 def down(data_dir: Path) -> list[Member]:

@@ -10,10 +10,11 @@ A ``ZooKeeperProcess`` owns one directory::
     <base_dir>/data/            ZooKeeper's dataDir (snapshots and transaction logs)
     <base_dir>/zookeeper.log    the server's stdout and stderr
 
-It listens on 127.0.0.1 only, with the admin HTTP server off (it would take port 8080). Readiness
-is the ``srvr`` four-letter command answering "Zookeeper version": it is the only four-letter
-command Debian's ZooKeeper enables by default, and it answers "not currently serving requests"
-until the server is up.
+It listens on 127.0.0.1 only (or on the one ``host`` address it is given, such as a veth's
+address for brokers in network namespaces of a fault test), with the admin HTTP server off (it
+would take port 8080). Readiness is the ``srvr`` four-letter command answering "Zookeeper
+version": it is the only four-letter command Debian's ZooKeeper enables by default, and it
+answers "not currently serving requests" until the server is up.
 
 Every wait is bounded in time and in count. A ``ZooKeeperProcess`` is not thread-safe: one owner
 starts and stops it.
@@ -130,15 +131,19 @@ def _ephemeral_range_start() -> int:
 
 
 def four_letter_word(
-    port: int, command: str = "srvr", timeout_s: float = FOUR_LETTER_TIMEOUT_S
+    port: int,
+    command: str = "srvr",
+    timeout_s: float = FOUR_LETTER_TIMEOUT_S,
+    *,
+    host: str = LOOPBACK,
 ) -> str:
-    """Send a four-letter command to ZooKeeper on 127.0.0.1:port and return its whole reply.
+    """Send a four-letter command to ZooKeeper on host:port and return its whole reply.
 
     Raises ``OSError`` if nothing listens there or the server does not answer in time.
     """
     chunks: list[bytes] = []
     received = 0
-    with socket.create_connection((LOOPBACK, port), timeout=timeout_s) as sock:
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
         sock.sendall(command.encode("ascii"))
         # The server closes the connection after its reply; the size cap bounds the loop.
         while received < FOUR_LETTER_REPLY_BYTES_MAX:
@@ -151,7 +156,7 @@ def four_letter_word(
 
 
 class ZooKeeperProcess:
-    """One standalone ZooKeeper server on 127.0.0.1, owning ``base_dir``.
+    """One standalone ZooKeeper server on 127.0.0.1 (or ``host``), owning ``base_dir``.
 
     Use ``start()`` then ``wait_ready()``, and ``stop()`` in a ``finally`` (or use it as a context
     manager, which does all three).
@@ -165,6 +170,7 @@ class ZooKeeperProcess:
         classpath: str | None = None,
         java: str | None = None,
         tick_time_ms: int = 2000,
+        host: str = LOOPBACK,
     ) -> None:
         self.base_dir = Path(base_dir)
         self.data_dir = self.base_dir / "data"
@@ -174,6 +180,7 @@ class ZooKeeperProcess:
         self._classpath = classpath
         self._java = java
         self.tick_time_ms = tick_time_ms
+        self.host = host
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
 
@@ -192,7 +199,7 @@ class ZooKeeperProcess:
 
     @property
     def connect_string(self) -> str:
-        return f"{LOOPBACK}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def is_running(self) -> bool:
         return self._process is not None and self._process.poll() is None
@@ -203,7 +210,7 @@ class ZooKeeperProcess:
                 f"tickTime={self.tick_time_ms}",
                 f"dataDir={self.data_dir}",
                 f"clientPort={self.port}",
-                f"clientPortAddress={LOOPBACK}",
+                f"clientPortAddress={self.host}",
                 "admin.enableServer=false",
                 "",
             ]
@@ -248,7 +255,7 @@ class ZooKeeperProcess:
                     f"ZooKeeper exited with code {self._process.returncode}:\n{self.log_tail()}"
                 )
             try:
-                last_reply = four_letter_word(self.port, "srvr")
+                last_reply = four_letter_word(self.port, "srvr", host=self.host)
             except OSError as exc:
                 last_reply = f"{type(exc).__name__}: {exc}"
             else:

@@ -22,7 +22,9 @@ COMMAND_TIMEOUT_S = 60
 def workdir(tmp_path_factory):
     """A directory whose ``var/local`` holds a running cluster, as after `odradek local up`."""
     root = tmp_path_factory.mktemp("cli")
-    state, started = cluster.up(root / "var" / "local", brokers=2)
+    # One replica per partition (not `local up`'s default): these tests are about the commands.
+    unreplicated = {"default.replication.factor": "1", "min.insync.replicas": "1"}
+    state, started = cluster.up(root / "var" / "local", brokers=2, broker_overrides=unreplicated)
     assert started
     yield root
     cluster.down(root / "var" / "local")

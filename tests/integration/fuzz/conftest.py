@@ -41,6 +41,10 @@ BROKER_OVERRIDES = {
     "socket.request.max.bytes": str(MAX_FRAME_BYTES),
     "queued.max.request.bytes": str(POOL_BYTES),
     "log.retention.check.interval.ms": "5000",
+    # The scratch topics that cases create take the broker's default: one replica, as the
+    # watched topics have (replication is not what the fuzz tests).
+    "default.replication.factor": "1",
+    "min.insync.replicas": "1",
 }
 # Watched topics: name -> (partitions, configs). No name contains another, nor "compact".
 TOPICS = {
