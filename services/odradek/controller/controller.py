@@ -324,11 +324,20 @@ class Controller:
         fresh = [
             tp for tp in partitions if model.partition_states.get(tp) is PartitionState.NON_EXISTENT
         ]
-        PartitionStateMachine.to_new(model, fresh)
+        # A partition whose state znode exists already (its creation was under way when the
+        # previous controller died) keeps that state; its replicas are told, as new ones.
+        PartitionStateMachine.adopt(model, fresh)
         replicas = ReplicaStateMachine.replicas_of(model, fresh)
         ReplicaStateMachine.move(model, replicas, ReplicaState.NEW)
         batch = self._batch()
-        await self.partition_machine.to_online(model, fresh, batch)
+        for tp in fresh:
+            if tp in model.states:
+                batch.add_leader_and_isr(model.replicas(tp), tp, new=True)
+                batch.add_update_metadata(model.brokers, [tp])
+        pending = (PartitionState.NEW, PartitionState.OFFLINE)
+        await self.partition_machine.to_online(
+            model, [tp for tp in fresh if model.partition_states.get(tp) in pending], batch
+        )
         ReplicaStateMachine.to_online(model, [r for r in replicas if r[1] in model.brokers], batch)
         await self.replica_machine.to_offline(
             model, [r for r in replicas if r[1] not in model.brokers], batch

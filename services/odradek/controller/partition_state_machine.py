@@ -75,26 +75,22 @@ class PartitionStateMachine:
         """Each known partition's state from what ZooKeeper holds (Kafka's
         ``initializePartitionState``): no state znode: New; a live leader: Online; else Offline."""
         model.partition_states.clear()
-        for tp in model.partitions():
-            state = model.states.get(tp)
-            if state is None:
-                phase = PartitionState.NEW
-            elif state.leader in model.brokers:
-                phase = PartitionState.ONLINE
-            else:
-                phase = PartitionState.OFFLINE
-            model.partition_states.put(tp, PartitionState.NEW)
-            if phase is not PartitionState.NEW:
-                model.partition_states.put(tp, phase)
-
-    # -- transitions ---------------------------------------------------------------------
+        PartitionStateMachine.adopt(model, list(model.partitions()))
 
     @staticmethod
-    def to_new(model: ClusterModel, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
-        moved = model.partition_states.legal(partitions, PartitionState.NEW)
-        for tp in moved:
+    def adopt(model: ClusterModel, partitions: Iterable[TopicPartition]) -> None:
+        """NonExistent partitions enter the state their loaded leader and ISR say: New without
+        one (it is initialised later), Online with a live leader, Offline otherwise."""
+        for tp in model.partition_states.legal(partitions, PartitionState.NEW):
             model.partition_states.put(tp, PartitionState.NEW)
-        return moved
+            state = model.states.get(tp)
+            if state is not None:
+                live = state.leader in model.brokers
+                model.partition_states.put(
+                    tp, PartitionState.ONLINE if live else PartitionState.OFFLINE
+                )
+
+    # -- transitions ---------------------------------------------------------------------
 
     @staticmethod
     def to_offline(

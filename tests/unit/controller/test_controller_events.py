@@ -328,3 +328,26 @@ def test_watch_events_fired_together_run_once(harness):
         assert harness.model.live_broker_ids == {1, 2, 3}
 
     run(scenario())
+
+
+def test_a_new_topic_whose_state_znode_exists_keeps_that_state(harness):
+    async def scenario():
+        await harness.start()
+        # The previous controller wrote the state, then died before telling the brokers.
+        harness.store.states[(T, 0)] = (LeaderAndIsr(2, 3, (2, 3), 1), 4)
+        harness.channel.take()
+        harness.store.create_topic(T, {0: (1, 2, 3)})
+        await harness.settle()
+        assert harness.state(T, 0) == (LeaderAndIsr(2, 3, (2, 3), 1), 4)
+        assert harness.model.partition_states.get((T, 0)) is PartitionState.ONLINE
+        lai = _leader_and_isr(harness.channel, harness.channel.take())
+        assert sorted(b for b, _ in lai) == [1, 2, 3]
+        state = partition_states(lai[0][1])[(T, 0)]
+        assert (state.leader, state.leader_epoch, state.partition_epoch, state.is_new) == (
+            2,
+            3,
+            4,
+            True,
+        )
+
+    run(scenario())
