@@ -10,6 +10,11 @@ registered under that listener name, which must match the brokers' setting. The 
 ``controller.id`` (Kafka's KRaft controllers use ``node.id``): it names the holder of the
 ``/controller`` node.
 
+``listeners`` is the controller's own Kafka-protocol listener (brokers send it AlterPartition),
+exactly one ``NAME://host:port`` with a host brokers can reach (it is published in
+``/controller``); port 0 takes any free port. ``unclean.leader.election.enable`` is the default
+for topics that do not override it, as the broker key of the same name in Kafka's controller.
+
 Same file format, loader and guarantees as ``BrokerConfig`` (see ``properties.py``): build it with
 ``ControllerConfig.load(path, overrides)``; a ``ControllerConfig`` that exists is valid.
 """
@@ -22,13 +27,17 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from odradek.config.broker import BROKER_KEYS
-from odradek.config.endpoints import HostPort
+from odradek.config.endpoints import Endpoint, HostPort, parse_listeners
 from odradek.config.keys import REQUIRED, ConfigKey, ConfigType
 from odradek.config.properties import PropertiesConfig
+from odradek.errors import InvalidConfigError
 
 __all__ = ["CONTROLLER_KEYS", "ControllerConfig"]
 
 _T = ConfigType
+
+CONTROLLER_LISTENER_NAME = "CONTROLLER"  # Kafka's KRaft controllers' conventional name
+DEFAULT_CONTROLLER_LISTENERS = f"{CONTROLLER_LISTENER_NAME}://127.0.0.1:9093"
 
 CONTROLLER_KEYS: Mapping[str, ConfigKey] = {
     k.name: k
@@ -43,6 +52,15 @@ CONTROLLER_KEYS: Mapping[str, ConfigKey] = {
         BROKER_KEYS["zookeeper.connect"],
         BROKER_KEYS["zookeeper.session.timeout.ms"],
         BROKER_KEYS["zookeeper.connection.timeout.ms"],
+        ConfigKey(
+            "listeners",
+            _T.LIST,
+            DEFAULT_CONTROLLER_LISTENERS,
+            "The controller's own listener, NAME://host:port (one): brokers send AlterPartition "
+            "there; published in /controller. Port 0: any free port.",
+            convert=parse_listeners,
+        ),
+        BROKER_KEYS["unclean.leader.election.enable"],
         dataclasses.replace(BROKER_KEYS["odradek.admin.listener"], default="127.0.0.1:9645"),
         dataclasses.replace(
             BROKER_KEYS["control.plane.listener.name"],
@@ -95,6 +113,8 @@ class ControllerConfig(PropertiesConfig):
     zookeeper_connect: str
     zookeeper_session_timeout_ms: int = _default("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int | None = None
+    listeners: tuple[Endpoint, ...] = _default("listeners")
+    unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
     odradek_admin_listener: HostPort | None = _default("odradek.admin.listener")
     control_plane_listener_name: str = _default("control.plane.listener.name")
     controller_socket_timeout_ms: int = _default("controller.socket.timeout.ms")
@@ -103,6 +123,22 @@ class ControllerConfig(PropertiesConfig):
     leader_imbalance_check_interval_seconds: int = _default(
         "leader.imbalance.check.interval.seconds"
     )
+
+    def _check(self) -> None:
+        if len(self.listeners) != 1:
+            raise InvalidConfigError(
+                "listeners: the controller serves exactly one listener, got "
+                f"{','.join(map(str, self.listeners)) or 'none'}"
+            )
+        if not self.listeners[0].host:
+            raise InvalidConfigError(
+                f"listeners: {self.listeners[0]} has no host; the controller publishes it in "
+                "/controller for brokers, so give one they can reach (e.g. 127.0.0.1)"
+            )
+
+    @property
+    def listener(self) -> Endpoint:
+        return self.listeners[0]
 
     @property
     def effective_zookeeper_connection_timeout_ms(self) -> int:

@@ -1,4 +1,10 @@
-"""The controller process: a ZooKeeper session, the controller, metrics, until SIGTERM."""
+"""The controller process: a ZooKeeper session, the controller, its listener, metrics, until
+SIGTERM.
+
+Wiring only: the ZooKeeper store and the per-broker channels are built here and given to the
+``Controller``; its listener (``server``) is bound before the election starts, so the endpoint
+published in ``/controller`` is the bound one (``listeners`` may ask for port 0).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +15,13 @@ import signal
 from odradek.config.controller import ControllerConfig
 from odradek.controller.channel import ControllerChannels
 from odradek.controller.controller import Controller
+from odradek.controller.server import ControllerServer
+from odradek.controller.store import ControllerStore
 from odradek.observability.admin_server import AdminServer, start_admin_server
 from odradek.observability.loop_monitor import EventLoopMonitor
 from odradek.observability.metrics import common_metrics, controller_metrics, new_registry
 from odradek.zk.client import SessionEvent, ZkClient
+from odradek.zk.election import ControllerElection
 from odradek.zk.paths import PERSISTENT_PATHS
 
 log = logging.getLogger(__name__)
@@ -31,15 +40,18 @@ class ControllerApp:
             connect_timeout_s=timeout_ms / 1000,
         )
         self.controller = Controller(
-            self.zk,
             config.controller_id,
-            metrics=self.metrics,
-            control_plane_listener_name=config.control_plane_listener_name,
-            channels=ControllerChannels(
+            ControllerStore(self.zk),
+            ControllerChannels(
                 config.control_plane_listener_name,
                 request_timeout_s=config.controller_socket_timeout_ms / 1000,
             ),
+            metrics=self.metrics,
+            unclean_leader_election_enable=config.unclean_leader_election_enable,
+            control_plane_listener_name=config.control_plane_listener_name,
         )
+        self.server = ControllerServer(self.controller.alter_partition)
+        self.port: int | None = None  # the listener's bound port
         self.admin: AdminServer | None = None
         self.loop_monitor = EventLoopMonitor(self.common)
         self.stopped = asyncio.Event()
@@ -72,10 +84,22 @@ class ControllerApp:
             self.admin = await start_admin_server(
                 admin.host, admin.port, self.registry, ready=self._not_ready_reasons
             )
+        listener = self.config.listener
+        self.port = await self.server.start(listener.host, listener.port)
+        log.info("controller listener %s://%s:%d", listener.name, listener.host, self.port)
+        self.controller.election = ControllerElection(
+            self.zk,
+            self.config.controller_id,
+            on_elect=self.controller.elected,
+            on_resign=self.controller.resigned,
+            endpoint=(listener.host, self.port),
+        )
+        self.zk.add_session_listener(self.controller.on_session, loop=loop)
         log.info("controller %d campaigning", self.config.controller_id)
         try:
             await self.controller.run(self.stopped)
         finally:
+            await self.server.stop()
             if self.admin is not None:
                 await self.admin.stop()
             await self.zk.aclose()

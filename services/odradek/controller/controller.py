@@ -2,30 +2,37 @@
 
 Several controller processes may run; the one holding ``/controller`` is active, with an epoch
 one above its predecessor's (``zk.election``). Everything it does is an event processed one at a
-time, in order, on its event loop (Kafka's ControllerEventManager):
+time, in order, on its event loop (Kafka's ControllerEventManager); watches, session changes,
+the election and AlterPartition requests only enqueue events. Pending watch events are coalesced
+per key and never dropped (``events``).
 
-- elected: load brokers, topics and partition states from ZooKeeper (the source of truth), give
-  every partition without a state a leader (the first live replica of its assignment), re-elect
-  partitions whose leader is gone, then send every live broker UpdateMetadata and its
-  LeaderAndIsr.
-- brokers changed (``/brokers/ids``): a departed broker's partitions get a new leader from the
-  ISR (``placement.elect_leader_offline``; none if no ISR replica is live, unless unclean
-  election is enabled); an arriving broker gets the full state, leads again what nobody could
-  take over, and takes back the partitions it is the preferred leader of. A broker whose broker
-  epoch changed (it registered again: a new session, or a restart quicker than this event) is
-  treated as arriving: it gets the full state, under its new epoch.
-- topics created (``/brokers/topics``) or grown: initialise their new partitions; their replicas
-  are new (LeaderAndIsr ``is_new``), so a broker creates them on a healthy log dir even while
-  another of its log dirs is offline.
-- topics to delete (``/admin/delete_topics``): StopReplica with delete to every live replica,
-  UpdateMetadata so caches forget them, then the topic's znodes go.
+The rules are Kafka's state machines (``partition_state_machine``, ``replica_state_machine``,
+with the legal transitions of ``states``); this module says which transitions each event makes:
 
-Every state written to ZooKeeper is fenced by the controller epoch (``store``), and every request
-to brokers carries it, so a deposed controller can neither write nor be obeyed. Every request
-also carries the receiving broker's epoch (the czxid of its registration), so a broker never
-applies what was decided for an earlier incarnation of it. A leader epoch grows by one at every
-leader change. If the session is lost the controller steps down at once and a new election
-starts. Pending events are coalesced per key and never dropped (``events``).
+- elected (Kafka's ``onControllerFailover``): load brokers, topics and partition states; each
+  partition's state from ZooKeeper (New, Online, Offline), each replica's from its broker's
+  liveness; New and Offline partitions -> Online; every live broker gets UpdateMetadata and its
+  LeaderAndIsr; pending deletions proceed.
+- brokers changed: a broker that left (``onBrokerFailure``): the partitions it led -> Offline,
+  then New and Offline partitions -> Online (a leader from the ISR; unclean only if the topic
+  allows), then its replicas -> Offline (it leaves every ISR). A broker that arrived
+  (``onBrokerStartup``): UpdateMetadata to all, its replicas -> Online (LeaderAndIsr), New and
+  Offline partitions -> Online, then leadership of its preferred partitions back. A broker whose
+  broker epoch changed (it registered again: a new session, or a restart quicker than this event)
+  is both: it left, and it arrived, as Kafka handles a bounced broker.
+- topics created or grown (``onNewPartitionCreation``): partitions and replicas -> New, then
+  -> Online: LeaderAndIsr with ``is_new`` to the replicas.
+- topics to delete: partitions -> Offline, replicas -> Offline -> DeletionStarted (StopReplica
+  with delete) or DeletionIneligible (dead broker), UpdateMetadata with leader -2 to all, the
+  znodes go, then everything -> NonExistent.
+- AlterPartition from a leader (KIP-497, ``alter_partition``): checked against the model,
+  written with a conditional write, answered with the new ISR and partition epoch; UpdateMetadata
+  to every live broker (no LeaderAndIsr: an ISR change is not a leader change).
+
+Its store, channel and election are given to it (``ports``), so unit tests run every event
+against an in-memory store and a recording channel. Every state write is fenced by the controller
+epoch (``FencedError``: the controller steps down), every request carries the controller epoch
+and the receiving broker's epoch. Runs on one event loop; other threads only enqueue.
 """
 
 from __future__ import annotations
@@ -34,58 +41,73 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
 
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
-from odradek.controller import requests
-from odradek.controller.channel import ControllerChannels
+from odradek.controller import alter_partition as ap
+from odradek.controller.batch import RequestBatch
 from odradek.controller.events import EventQueue
-from odradek.controller.model import NO_LEADER, ClusterModel, TopicPartition
-from odradek.controller.placement import (
-    elect_leader_offline,
-    elect_preferred_leader,
-)
-from odradek.controller.store import ControllerStore, FencedError
+from odradek.controller.model import ClusterModel, TopicPartition
+from odradek.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
+from odradek.controller.ports import Channel, FencedError, StaleStateVersionError, Store
+from odradek.controller.replica_state_machine import ReplicaStateMachine
+from odradek.controller.states import PartitionState, ReplicaState
+from odradek.errors import ErrorCode
 from odradek.observability.metrics import ControllerMetrics
-from odradek.zk.client import SessionEvent, WatchEvent, ZkClient
-from odradek.zk.election import ControllerElection
-from odradek.zk.paths import PartitionState
+from odradek.zk.client import SessionEvent, WatchEvent
 
 log = logging.getLogger(__name__)
+
+PENDING_EVENTS_RUN_MAX = 10_000  # process_pending's bound (tests): more means a runaway loop
+
+
+class Election(Protocol):
+    """What the controller reads of its election (``zk.election.ControllerElection``)."""
+
+    @property
+    def epoch(self) -> int | None: ...
+
+    @property
+    def epoch_zk_version(self) -> int | None: ...
+
+    def start(self) -> None: ...
+
+    async def resign(self) -> None: ...
 
 
 class Controller:
     def __init__(
         self,
-        zk: ZkClient,
         controller_id: int,
+        store: Store,
+        channel: Channel,
         *,
-        channels: ControllerChannels | None = None,
         metrics: ControllerMetrics | None = None,
-        unclean_leader_election: Callable[[str], bool] = lambda topic: False,
+        unclean_leader_election_enable: bool = False,
         control_plane_listener_name: str = CONTROL_PLANE_LISTENER_NAME,
     ):
-        self.zk = zk
         self.controller_id = controller_id
-        self.control_plane_listener_name = control_plane_listener_name
-        self.store = ControllerStore(zk)
-        self.channels = channels or ControllerChannels(control_plane_listener_name)
+        self.store = store
+        self.channel = channel
         self.metrics = metrics
-        self.unclean_leader_election = unclean_leader_election
+        self.control_plane_listener_name = control_plane_listener_name
+        self.partition_machine = PartitionStateMachine(
+            store, unclean_leader_election_enable=unclean_leader_election_enable, metrics=metrics
+        )
+        self.replica_machine = ReplicaStateMachine(store)
+        self.election: Election | None = None  # set by whoever wires the election
         self.model: ClusterModel | None = None
         self.events = EventQueue()
-        self._election_events = itertools.count()  # each election event has a key of its own
+        self._event_ids = itertools.count()  # events that must never coalesce
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.election = ControllerElection(
-            zk, controller_id, on_elect=self._elected, on_resign=self._resigned
-        )
 
     # -- running -------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Campaign, then process events until ``stop`` is set."""
+        """Campaign (if an election is wired), then process events until ``stop`` is set."""
         self.loop = asyncio.get_running_loop()
-        self.zk.add_session_listener(self._on_session, loop=self.loop)
-        self.election.start()
+        if self.election is not None:
+            self.election.start()
         stopping = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
@@ -100,9 +122,24 @@ class Controller:
                 await self._process(name, action)
         finally:
             stopping.cancel()
-            if self.election.is_controller:
+            if self.election is not None:
                 await self.election.resign()
-            await self.channels.close()
+            await self.channel.close()
+
+    async def process_pending(self) -> int:
+        """Run every event pending now and those they queue (tests drive the controller so)."""
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        ran = 0
+        await asyncio.sleep(0)  # let call_soon_threadsafe puts land
+        while len(self.events):
+            if ran >= PENDING_EVENTS_RUN_MAX:
+                raise RuntimeError(f"more than {PENDING_EVENTS_RUN_MAX} events in a row")
+            name, action = await self.events.get()
+            await self._process(name, action)
+            ran += 1
+            await asyncio.sleep(0)
+        return ran
 
     async def _process(self, name: str, action: Callable[[], Awaitable[None]]) -> None:
         try:
@@ -119,13 +156,24 @@ class Controller:
             return
         self.loop.call_soon_threadsafe(self.events.put, name, action)
 
-    # -- election ------------------------------------------------------------------------
+    # -- election and session ------------------------------------------------------------
 
-    def _elected(self, epoch: int) -> None:
-        self._enqueue(f"elected #{next(self._election_events)}", lambda: self._on_elected(epoch))
+    def elected(self, epoch: int) -> None:
+        """The election's ``on_elect``."""
+        self._enqueue(f"elected #{next(self._event_ids)}", lambda: self._on_elected(epoch))
 
-    def _resigned(self, reason: str) -> None:
-        self._enqueue(f"resigned #{next(self._election_events)}", self._step_down)
+    def resigned(self, reason: str) -> None:
+        """The election's ``on_resign``."""
+        self._enqueue(f"resigned #{next(self._event_ids)}", self._step_down)
+
+    def on_session(self, event: SessionEvent, session_id: int | None) -> None:
+        if event == SessionEvent.RECONNECTED and self.model is not None:
+            # kazoo dropped the watches with the connection: read everything again.
+            self._enqueue("refresh", self._refresh_all)
+
+    @property
+    def active(self) -> bool:
+        return self.model is not None
 
     async def _step_down(self) -> None:
         if self.model is not None:
@@ -133,18 +181,14 @@ class Controller:
                 "controller %d stepping down from epoch %d", self.controller_id, self.model.epoch
             )
         self.model = None
-        await self.channels.set_brokers({})
+        await self.channel.set_brokers({})
         if self.metrics is not None:
             self.metrics.active.set(0)
 
-    def _on_session(self, event: SessionEvent, session_id: int | None) -> None:
-        if event == SessionEvent.RECONNECTED and self.model is not None:
-            # kazoo dropped the watches with the connection: read everything again.
-            self._enqueue("refresh", self._refresh_all)
-
     async def _on_elected(self, epoch: int) -> None:
-        zk_version = self.election.epoch_zk_version
-        if zk_version is None or self.election.epoch != epoch:
+        election = self.election
+        zk_version = election.epoch_zk_version if election is not None else None
+        if zk_version is None or election is None or election.epoch != epoch:
             return  # lost again before this event ran
         log.info("controller %d is active with epoch %d", self.controller_id, epoch)
         self.model = ClusterModel(epoch, zk_version)
@@ -153,24 +197,17 @@ class Controller:
             self.metrics.epoch.set(epoch)
         await self._refresh_all()
 
-    async def _refresh_all(self) -> None:
-        model = self._active()
-        live = await self.store.live_brokers(watch=self._watch("brokers"))
-        model.set_brokers(live)
-        await self.channels.set_brokers(model.brokers)
-        model.topics.clear()
-        for topic in await self.store.topic_names(watch=self._watch("topics")):
-            await self._load_topic(topic)
-        await self._initialise_new_partitions(list(model.partitions()))
-        await self._elect_leaders(model.offline_partitions())
-        self._send_full_state(model.live_broker_ids)
-        await self._on_deletions()
-        self._update_gauges()
-
     def _active(self) -> ClusterModel:
         if self.model is None:
             raise FencedError("not the active controller")
         return self.model
+
+    def _batch(self) -> RequestBatch:
+        return RequestBatch(
+            self._active(),
+            self.controller_id,
+            control_plane_listener_name=self.control_plane_listener_name,
+        )
 
     # -- watches -------------------------------------------------------------------------
 
@@ -182,7 +219,7 @@ class Controller:
         }
 
         def fired(event: WatchEvent) -> None:
-            if what == "topic":
+            if what == "topic" and topic is not None:
                 self._enqueue(f"topic {topic}", lambda: self._on_topic_change(topic))
             else:
                 self._enqueue(what, actions[what])
@@ -191,35 +228,77 @@ class Controller:
 
     # -- events --------------------------------------------------------------------------
 
+    async def _refresh_all(self) -> None:
+        model = self._active()
+        model.set_brokers(await self.store.live_brokers(watch=self._watch("brokers")))
+        await self.channel.set_brokers(model.brokers)
+        model.topics.clear()
+        model.states.clear()
+        model.state_versions.clear()
+        for topic in await self.store.topic_names(watch=self._watch("topics")):
+            await self._load_topic(topic)
+        PartitionStateMachine.initialise(model)
+        ReplicaStateMachine.initialise(model)
+        batch = self._batch()
+        await self._online_partition_state_change(batch)
+        self._full_state(batch, model.brokers)
+        batch.send(self.channel)
+        await self._on_deletions()
+        self._update_gauges()
+
     async def _on_brokers_change(self) -> None:
         if self.model is None:
             return
         model = self.model
         live = await self.store.live_brokers(watch=self._watch("brokers"))
-        departed = set(model.brokers) - set(live)
-        bounced = {
-            b for b in set(live) & set(model.brokers) if live[b].epoch != model.broker_epochs[b]
-        }
-        arrived = (set(live) - set(model.brokers)) | bounced
+        known = set(model.brokers)
+        bounced = {b for b in set(live) & known if live[b].epoch != model.broker_epochs[b]}
+        departed = (known - set(live)) | bounced
+        arrived = (set(live) - known) | bounced
         if bounced:
             log.info("brokers registered again (new broker epochs): %s", sorted(bounced))
-        model.set_brokers(live)
-        await self.channels.set_brokers(model.brokers)
+        batch = self._batch()
         if departed:
             log.info("brokers left: %s", sorted(departed))
-            await self._elect_leaders(
-                [
-                    tp
-                    for tp in model.partitions()
-                    if model.states.get(tp) and model.states[tp].leader in departed
-                ]
-            )
+            model.set_brokers({b: r for b, r in live.items() if b not in bounced})
+            await self.channel.set_brokers(model.brokers)
+            await self._on_brokers_failure(departed, batch)
+        model.set_brokers(live)
+        await self.channel.set_brokers(model.brokers)
         if arrived:
             log.info("brokers arrived: %s", sorted(arrived))
-            self._send_full_state(arrived)
-            await self._elect_leaders(model.offline_partitions())
-            await self._return_preferred_leaders(arrived)
+            await self._on_brokers_startup(arrived, batch)
+        batch.send(self.channel)
         self._update_gauges()
+
+    async def _on_brokers_failure(self, departed: set[int], batch: RequestBatch) -> None:
+        model = self._active()
+        led = [tp for tp, s in model.states.items() if s.leader in departed]
+        PartitionStateMachine.to_offline(model, led)
+        await self._online_partition_state_change(batch)
+        replicas = [
+            r
+            for r in ReplicaStateMachine.replicas_on(model, departed)
+            if r[0][0] not in model.deleting
+        ]
+        await self.replica_machine.to_offline(model, replicas, batch)
+        batch.add_update_metadata(model.brokers, [])  # the live brokers changed
+
+    async def _on_brokers_startup(self, arrived: set[int], batch: RequestBatch) -> None:
+        model = self._active()
+        self._full_state(batch, set())
+        replicas = ReplicaStateMachine.replicas_on(model, arrived)
+        ReplicaStateMachine.to_online(model, replicas, batch)
+        await self._online_partition_state_change(batch)
+        preferred = [
+            tp
+            for tp in model.partitions()
+            if model.replicas(tp)[0] in arrived
+            and model.partition_states.get(tp) is PartitionState.ONLINE
+        ]
+        await self.partition_machine.to_online(
+            model, preferred, batch, strategy=ElectionStrategy.PREFERRED
+        )
 
     async def _on_topics_change(self) -> None:
         if self.model is None:
@@ -229,16 +308,41 @@ class Controller:
         created = [t for t in names if t not in model.topics]
         for topic in created:
             await self._load_topic(topic)
-        new_partitions = [tp for t in created if t in model.topics for tp in model.partitions(t)]
-        await self._initialise_new_partitions(new_partitions)
-        self._update_gauges()
+        await self._new_partitions(
+            [tp for t in created if t in model.topics for tp in model.partitions(t)]
+        )
 
     async def _on_topic_change(self, topic: str) -> None:
         """A topic's assignment changed: CreatePartitions added partitions."""
         if self.model is None or topic not in self.model.topics:
             return
         await self._load_topic(topic)
-        await self._initialise_new_partitions(list(self.model.partitions(topic)))
+        await self._new_partitions(list(self.model.partitions(topic)))
+
+    async def _new_partitions(self, partitions: list[TopicPartition]) -> None:
+        model = self._active()
+        fresh = [
+            tp for tp in partitions if model.partition_states.get(tp) is PartitionState.NON_EXISTENT
+        ]
+        # A partition whose state znode exists already (its creation was under way when the
+        # previous controller died) keeps that state; its replicas are told, as new ones.
+        PartitionStateMachine.adopt(model, fresh)
+        replicas = ReplicaStateMachine.replicas_of(model, fresh)
+        ReplicaStateMachine.move(model, replicas, ReplicaState.NEW)
+        batch = self._batch()
+        for tp in fresh:
+            if tp in model.states:
+                batch.add_leader_and_isr(model.replicas(tp), tp, new=True)
+                batch.add_update_metadata(model.brokers, [tp])
+        pending = (PartitionState.NEW, PartitionState.OFFLINE)
+        await self.partition_machine.to_online(
+            model, [tp for tp in fresh if model.partition_states.get(tp) in pending], batch
+        )
+        ReplicaStateMachine.to_online(model, [r for r in replicas if r[1] in model.brokers], batch)
+        await self.replica_machine.to_offline(
+            model, [r for r in replicas if r[1] not in model.brokers], batch
+        )
+        batch.send(self.channel)
         self._update_gauges()
 
     async def _load_topic(self, topic: str) -> None:
@@ -260,138 +364,139 @@ class Controller:
         for topic in await self.store.topics_to_delete(watch=self._watch("deletions")):
             partitions = list(model.partitions(topic)) if topic in model.topics else []
             log.info("deleting topic %s (%d partitions)", topic, len(partitions))
-            for broker_id in model.live_broker_ids:
-                mine = [tp for tp in partitions if broker_id in model.replicas(tp)]
-                if mine:
-                    self.channels.send(
-                        broker_id,
-                        requests.stop_replica(
-                            model, self.controller_id, broker_id, mine, delete=True
-                        ),
-                    )
+            model.deleting.add(topic)
+            batch = self._batch()
+            PartitionStateMachine.to_offline(model, partitions)
+            replicas = ReplicaStateMachine.replicas_of(model, partitions)
+            await self.replica_machine.to_offline(model, replicas, batch)
+            live = [r for r in replicas if r[1] in model.brokers]
+            ReplicaStateMachine.to_deletion_started(model, live, batch)
+            ReplicaStateMachine.move(
+                model,
+                [r for r in replicas if r[1] not in model.brokers],
+                ReplicaState.DELETION_INELIGIBLE,
+            )
             if partitions:
-                self._send_update_metadata(model.live_broker_ids, partitions, deleted=True)
+                batch.add_deleted_partitions(model.brokers, partitions)
+            batch.send(self.channel)
             await self.store.delete_topic(model, topic)
+            # A deletion does not wait for the brokers' StopReplica answers (yet).
+            ReplicaStateMachine.move(model, live, ReplicaState.DELETION_SUCCESSFUL)
+            ReplicaStateMachine.move(model, live, ReplicaState.NON_EXISTENT)
+            for replica in replicas:
+                model.replica_states.forget(replica)
+            PartitionStateMachine.to_non_existent(model, partitions)
             model.topics.pop(topic, None)
+            model.deleting.discard(topic)
             for tp in partitions:
                 model.states.pop(tp, None)
                 model.state_versions.pop(tp, None)
         self._update_gauges()
 
-    # -- leadership ----------------------------------------------------------------------
+    # -- AlterPartition ------------------------------------------------------------------
 
-    async def _initialise_new_partitions(self, partitions: Iterable[TopicPartition]) -> None:
-        model = self._active()
-        fresh = [tp for tp in partitions if tp not in model.states]
-        for tp in fresh:
-            replicas = model.replicas(tp)
-            live = [r for r in replicas if r in model.brokers]
-            state = PartitionState(
-                leader=live[0] if live else NO_LEADER,
-                leader_epoch=0,
-                isr=tuple(live) if live else tuple(replicas),
-                controller_epoch=model.epoch,
+    async def alter_partition(self, request: Any) -> Any:
+        """Answer an AlterPartition request, decided as an event in order with the others.
+
+        Called by the controller's listener on the controller's event loop."""
+        if self.model is None:
+            return ap.error_response(request, ErrorCode.not_controller)
+        answered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        async def decide() -> None:
+            try:
+                response = await self._on_alter_partition(request)
+            except FencedError:
+                answered.set_result(ap.error_response(request, ErrorCode.not_controller))
+                raise
+            except BaseException:
+                answered.set_result(ap.error_response(request, ErrorCode.unknown_server_error))
+                raise
+            answered.set_result(response)
+
+        self.events.put(f"alter partition #{next(self._event_ids)}", decide)
+        return await answered
+
+    async def _on_alter_partition(self, request: Any) -> Any:
+        model = self.model
+        if model is None:
+            return ap.error_response(request, ErrorCode.not_controller)
+        error = ap.check_broker(model, int(request.broker_id), int(request.broker_epoch))
+        if error is not ErrorCode.none:
+            log.info(
+                "refusing AlterPartition from broker %d: broker epoch %d is not the live one (%s)",
+                request.broker_id,
+                request.broker_epoch,
+                model.broker_epochs.get(int(request.broker_id)),
             )
-            await self.store.write_state(model, tp, state)
-        if fresh:
-            # Kafka's NewReplica state: these replicas exist nowhere yet.
-            self._send_leader_and_isr(fresh, new=True)
-            self._send_update_metadata(model.live_broker_ids, fresh)
+            return ap.error_response(request, error)
+        results = []
+        batch = self._batch()
+        for proposed in ap.proposals(request):
+            results.append(await self._alter_one(model, int(request.broker_id), proposed, batch))
+        batch.send(self.channel)
+        return ap.build_response(request.__version__, ErrorCode.none, results)
 
-    async def _elect_leaders(self, partitions: list[TopicPartition]) -> None:
-        """New leaders for partitions whose leader is not live (clean unless the topic allows)."""
-        model = self._active()
-        changed = []
-        for tp in partitions:
-            current = model.states.get(tp)
-            if current is None or current.leader in model.brokers:
-                continue
-            election = elect_leader_offline(
-                list(model.replicas(tp)),
-                list(current.isr),
-                model.live_broker_ids,
-                self.unclean_leader_election(tp[0]),
+    async def _alter_one(
+        self, model: ClusterModel, broker_id: int, proposed: ap.ProposedIsr, batch: RequestBatch
+    ) -> ap.PartitionResult:
+        def result(error: ErrorCode, tp: TopicPartition | None = None) -> ap.PartitionResult:
+            if error is not ErrorCode.none or tp is None:
+                return ap.PartitionResult(proposed.topic_id, proposed.partition_index, error)
+            return ap.PartitionResult(
+                proposed.topic_id,
+                proposed.partition_index,
+                error,
+                model.states[tp],
+                model.state_versions[tp],
             )
-            if election.leader is None:
-                if current.leader != NO_LEADER:
-                    await self._write(tp, current, NO_LEADER, current.isr)
-                    changed.append(tp)
-                continue
-            if election.unclean:
-                log.warning("unclean leader election for %s-%d: %d", *tp, election.leader)
-            await self._write(tp, current, election.leader, tuple(election.isr))
-            changed.append(tp)
-        if changed:
-            self._send_leader_and_isr(changed)
-            self._send_update_metadata(model.live_broker_ids, changed)
 
-    async def _return_preferred_leaders(self, arrived: set[int]) -> None:
-        model = self._active()
-        changed = []
-        for tp in model.partitions():
-            current = model.states.get(tp)
-            preferred = model.replicas(tp)[0]
-            if current is None or preferred not in arrived or current.leader == preferred:
-                continue
-            election = elect_preferred_leader(
-                list(model.replicas(tp)), list(current.isr), model.live_broker_ids
+        tp = ap.resolve(model, proposed)
+        if isinstance(tp, ErrorCode):
+            return result(tp)
+        decided = ap.check_partition(model, broker_id, tp, proposed)
+        if isinstance(decided, ErrorCode):
+            log.info(
+                "AlterPartition from broker %d for %s-%d refused: %s", broker_id, *tp, decided.name
             )
-            if election.leader is not None:
-                await self._write(tp, current, election.leader, tuple(election.isr))
-                changed.append(tp)
-        if changed:
-            self._send_leader_and_isr(changed)
-            self._send_update_metadata(model.live_broker_ids, changed)
-
-    async def _write(
-        self, tp: TopicPartition, current: PartitionState, leader: int, isr: tuple[int, ...]
-    ) -> None:
-        model = self._active()
-        state = PartitionState(
-            leader=leader,
-            leader_epoch=current.leader_epoch + 1,
-            isr=isr,
-            controller_epoch=model.epoch,
-        )
-        await self.store.write_state(model, tp, state)
-
-    # -- requests ------------------------------------------------------------------------
-
-    def _send_full_state(self, brokers: Iterable[int]) -> None:
-        model = self._active()
-        all_partitions = [tp for tp in model.partitions() if tp in model.states]
-        self._send_update_metadata(model.live_broker_ids, all_partitions)
-        for broker_id in brokers:
-            mine = [tp for tp in all_partitions if broker_id in model.replicas(tp)]
-            if mine:
-                self.channels.send(broker_id, self._leader_and_isr(broker_id, mine))
-
-    def _leader_and_isr(
-        self, broker_id: int, partitions: list[TopicPartition], *, new: bool = False
-    ) -> requests.LeaderAndIsrRequest:
-        return requests.leader_and_isr(
-            self._active(),
-            self.controller_id,
+            return result(decided)
+        if decided is model.states[tp]:
+            return result(ErrorCode.none, tp)
+        try:
+            await self.store.write_state(model, tp, decided)
+        except StaleStateVersionError as e:
+            log.warning("AlterPartition for %s-%d: %s", *tp, e)
+            loaded = await self.store.partition_state(tp)
+            if loaded is not None:
+                model.states[tp], model.state_versions[tp] = loaded
+            return result(ErrorCode.invalid_update_version)
+        log.info(
+            "ISR of %s-%d is now %s (partition epoch %d), as leader %d asked",
+            *tp,
+            list(decided.isr),
+            model.state_versions[tp],
             broker_id,
-            partitions,
-            new=new,
-            control_plane_listener_name=self.control_plane_listener_name,
         )
+        batch.add_update_metadata(model.brokers, [tp])
+        return result(ErrorCode.none, tp)
 
-    def _send_leader_and_isr(self, partitions: list[TopicPartition], *, new: bool = False) -> None:
-        model = self._active()
-        for broker_id in model.live_broker_ids:
-            mine = [tp for tp in partitions if broker_id in model.replicas(tp)]
-            if mine:
-                self.channels.send(broker_id, self._leader_and_isr(broker_id, mine, new=new))
+    # -- helpers -------------------------------------------------------------------------
 
-    def _send_update_metadata(
-        self, brokers: Iterable[int], partitions: list[TopicPartition], *, deleted: bool = False
-    ) -> None:
+    async def _online_partition_state_change(self, batch: RequestBatch) -> None:
         model = self._active()
-        request = requests.update_metadata(model, self.controller_id, partitions, deleted=deleted)
-        for broker_id in brokers:
-            self.channels.send(broker_id, requests.addressed_to(request, model, broker_id))
+        candidates = self.partition_machine.online_state_change_candidates(model)
+        await self.partition_machine.to_online(model, candidates, batch)
+
+    def _full_state(self, batch: RequestBatch, leader_and_isr_to: Iterable[int]) -> None:
+        """UpdateMetadata of every partition to every live broker; LeaderAndIsr of its
+        partitions to each of ``leader_and_isr_to``."""
+        model = self._active()
+        with_state = [tp for tp in model.partitions() if tp in model.states]
+        batch.add_update_metadata(model.brokers, with_state)
+        for broker_id in leader_and_isr_to:
+            for tp in with_state:
+                if broker_id in model.replicas(tp):
+                    batch.add_leader_and_isr([broker_id], tp)
 
     def _update_gauges(self) -> None:
         if self.metrics is not None and self.model is not None:

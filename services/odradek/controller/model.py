@@ -8,7 +8,10 @@ changes, right after the matching ZooKeeper write succeeded. Invariants:
 - a partition's leader epoch grows by one at every leader change, never otherwise;
 - ``state_versions`` holds each state znode's version, for compare-and-set writes;
 - ``broker_epochs`` holds each live broker's epoch (the czxid of its registration), the value
-  every request to that broker carries.
+  every request to that broker carries;
+- ``partition_states`` and ``replica_states`` are Kafka's state machines' views (``states``):
+  a partition is Online exactly when its leader is live, New until its first leader and ISR are
+  written; a replica on a live broker is New or Online, on a dead one Offline.
 """
 
 from __future__ import annotations
@@ -19,9 +22,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from odradek.zk.paths import BrokerInfo, PartitionState, TopicAssignment
+from odradek.controller.states import PartitionState as PartitionPhase
+from odradek.controller.states import ReplicaState, StateTable
+from odradek.zk.paths import BrokerInfo, TopicAssignment
+from odradek.zk.paths import PartitionState as LeaderAndIsr
 
 TopicPartition = tuple[str, int]
+PartitionReplica = tuple[TopicPartition, int]  # Kafka's PartitionAndReplica
 NO_LEADER = -1
 LEADER_DURING_DELETE = -2  # UpdateMetadata's marker for a partition being deleted, as Kafka's
 
@@ -47,9 +54,15 @@ class ClusterModel:
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     broker_epochs: dict[int, int] = field(default_factory=dict)
     topics: dict[str, TopicAssignment] = field(default_factory=dict)
-    states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     state_versions: dict[TopicPartition, int] = field(default_factory=dict)
     deleting: set[str] = field(default_factory=set)
+    partition_states: StateTable[TopicPartition, PartitionPhase] = field(
+        default_factory=lambda: StateTable(PartitionPhase.NON_EXISTENT, "partition")
+    )
+    replica_states: StateTable[PartitionReplica, ReplicaState] = field(
+        default_factory=lambda: StateTable(ReplicaState.NON_EXISTENT, "replica")
+    )
 
     @property
     def live_broker_ids(self) -> set[int]:
@@ -77,3 +90,7 @@ class ClusterModel:
     def offline_partitions(self) -> list[TopicPartition]:
         live = self.live_broker_ids
         return [tp for tp, s in self.states.items() if s.leader not in live]
+
+    def topic_id_names(self) -> dict[uuid.UUID, str]:
+        """Each known topic's id (as the protocol carries it) to its name."""
+        return {topic_uuid(a.topic_id): name for name, a in self.topics.items() if a.topic_id}

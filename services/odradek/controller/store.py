@@ -6,7 +6,7 @@ znode's expected version). If another controller has been elected since, the che
 nothing is written: a deposed controller cannot overwrite its successor (no split brain).
 
 Watches are registered by the caller's callbacks; kazoo fires each once, so every read that
-must keep watching passes its callback again.
+must keep watching passes its callback again. This is the production ``ports.Store``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import contextlib
 import logging
 
 from odradek.controller.model import BrokerRegistration, ClusterModel, TopicPartition
+from odradek.controller.ports import FencedError, StaleStateVersionError
 from odradek.zk.client import (
     CheckOp,
     CreateOp,
@@ -23,13 +24,14 @@ from odradek.zk.client import (
     WatchCallback,
     ZkClient,
 )
-from odradek.zk.errors import NodeExistsError, NoNodeError, ZkDataError
+from odradek.zk.errors import BadVersionError, NodeExistsError, NoNodeError, ZkDataError
 from odradek.zk.paths import (
     BROKER_IDS_PATH,
     CONTROLLER_EPOCH_PATH,
     DELETE_TOPICS_PATH,
     TOPICS_PATH,
     BrokerInfo,
+    EntityConfig,
     PartitionState,
     TopicAssignment,
     broker_id_from_name,
@@ -45,8 +47,7 @@ from odradek.zk.paths import (
 log = logging.getLogger(__name__)
 
 
-class FencedError(Exception):
-    """A write was refused because another controller was elected meanwhile."""
+__all__ = ["ControllerStore", "FencedError", "StaleStateVersionError"]
 
 
 class ControllerStore:
@@ -90,6 +91,15 @@ class ControllerStore:
     async def topics_to_delete(self, watch: WatchCallback | None) -> list[str]:
         return sorted(await self.zk.achildren(DELETE_TOPICS_PATH, watch=watch))
 
+    async def topic_config(self, topic: str) -> dict[str, str]:
+        """The topic's overrides (``/config/topics/<topic>``), read when they are needed, as
+        Kafka's controller reads ``unclean.leader.election.enable`` at election time."""
+        try:
+            data, _ = await self.zk.aget(topic_config_path(topic))
+        except NoNodeError:
+            return {}
+        return dict(EntityConfig.decode(data, topic_config_path(topic)).config)
+
     # -- fenced writes -------------------------------------------------------------------
 
     def _fence(self, model: ClusterModel) -> CheckOp:
@@ -119,6 +129,10 @@ class ControllerStore:
         except Exception as e:
             if await self._fenced(model):
                 raise FencedError(f"controller epoch {model.epoch} was superseded") from e
+            if isinstance(e, BadVersionError):
+                raise StaleStateVersionError(
+                    f"{path} is no longer at version {version}: written by someone else"
+                ) from e
             raise
         model.states[tp] = state
         model.state_versions[tp] = 0 if version is None else version + 1

@@ -15,7 +15,8 @@ with its pid has the start time and command line recorded when it was started; a
 process is left alone, with a warning.
 
 Each broker has two listeners: ``PLAINTEXT`` for clients (its ``address``, and the bootstrap
-servers) and ``CONTROL_PLANE`` for the controller's requests (``control_plane``).
+servers) and ``CONTROL_PLANE`` for the controller's requests (``control_plane``). Each controller
+has its own listener on a port of its own (its ``address``), where brokers send AlterPartition.
 
 New topics get ``default.replication.factor`` 3 and ``min.insync.replicas`` 2 (Kafka's usual
 production choice: one broker may be lost while ``acks=all`` writes go on), or as many replicas as
@@ -294,6 +295,7 @@ def up(
     for n in range(controllers):
         controller_id = CONTROLLER_ID_BASE + n
         admin = f"127.0.0.1:{free_loopback_port()}"
+        address = f"127.0.0.1:{free_loopback_port()}"
         log_path = data_dir / f"controller-{controller_id}" / "controller.log"
         pid = _spawn(
             [
@@ -304,12 +306,22 @@ def up(
                 f"zookeeper.connect={connect}",
                 "--override",
                 f"odradek.admin.listener={admin}",
+                "--override",
+                f"listeners=CONTROLLER://{address}",
                 *(f"--override={k}={v}" for k, v in (controller_overrides or {}).items()),
             ],
             log_path,
         )
         members.append(
-            Member("controller", controller_id, pid, "", admin, str(log_path.parent), str(log_path))
+            Member(
+                "controller",
+                controller_id,
+                pid,
+                address,
+                admin,
+                str(log_path.parent),
+                str(log_path),
+            )
         )
         members[-1].identify()
         state.write(data_dir)

@@ -240,6 +240,7 @@ class ControllerMetrics:
     epoch: Gauge
     live_brokers: Gauge
     offline_partitions: Gauge
+    unclean_leader_elections: Counter
 
 
 class _StateSetCollector(Collector):
@@ -424,6 +425,12 @@ def controller_metrics(registry: CollectorRegistry) -> ControllerMetrics:
         live_brokers=gauge("live_brokers", "Brokers registered in ZooKeeper."),
         offline_partitions=gauge(
             "offline_partitions", "Partitions without a live leader, cluster-wide."
+        ),
+        unclean_leader_elections=Counter(
+            f"{prefix}_unclean_leader_elections",
+            "Leaders elected from outside the ISR (unclean.leader.election.enable): records "
+            "only the ISR had may be lost (Kafka's UncleanLeaderElectionsPerSec).",
+            registry=registry,
         ),
     )
 

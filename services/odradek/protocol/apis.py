@@ -77,6 +77,7 @@ class ApiKey(enum.IntEnum):
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION = 56  # served by the controller's listener, not by brokers
 
 
 SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
@@ -114,8 +115,11 @@ def _check_table() -> None:
 _check_table()
 
 
-def is_supported(api_key: int, api_version: int) -> bool:
-    versions = SUPPORTED_VERSIONS.get(api_key)
+def is_supported(
+    api_key: int, api_version: int, table: Mapping[int, tuple[int, int]] = SUPPORTED_VERSIONS
+) -> bool:
+    """Whether ``table`` (the broker's, unless a server with its own passes it) serves it."""
+    versions = table.get(api_key)
     return versions is not None and versions[0] <= api_version <= versions[1]
 
 

@@ -20,6 +20,7 @@ Bodies are kio's schema dataclasses. Pure functions; safe from any thread.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from odradek.errors import ErrorCode
@@ -71,12 +72,15 @@ def _view(frame: bytes | bytearray | memoryview) -> memoryview:
     return view if view.readonly else view.toreadonly()
 
 
-def decode_request(frame: bytes | bytearray | memoryview) -> DecodedRequest:
+def decode_request(
+    frame: bytes | bytearray | memoryview,
+    supported: Mapping[int, tuple[int, int]] = apis.SUPPORTED_VERSIONS,
+) -> DecodedRequest:
     """A request frame (without its size prefix). Raises ``InvalidRequestError`` or
-    ``UnsupportedVersionError``."""
+    ``UnsupportedVersionError`` (for what ``supported``, the broker's table by default, lacks)."""
     view = _view(frame)
     header = parse_request_header(view)
-    if not apis.is_supported(header.api_key, header.api_version):
+    if not apis.is_supported(header.api_key, header.api_version, supported):
         raise UnsupportedVersionError(
             f"api key {header.api_key} v{header.api_version} is not served", header
         )

@@ -3,7 +3,7 @@
 Winning is one ZooKeeper transaction, as in Kafka's
 ``KafkaZkClient.registerControllerAndIncrementControllerEpoch``:
 
-    create /controller (ephemeral, {"brokerid": id})
+    create /controller (ephemeral, {"brokerid": id, "host": h, "port": p})
     set    /controller_epoch = epoch + 1   if its znode version is still the one just read
            (or create it as "1" when it does not exist yet)
 
@@ -23,6 +23,9 @@ Stepping down:
 - ``/controller`` deleted or owned by someone else: resign and campaign again.
 - ``resign()``: delete ``/controller`` if ours, resign, stop campaigning.
 
+The winner's ``/controller`` also names its listener (``endpoint``: host and port), where brokers
+send it AlterPartition; ``zk.controller_locator`` finds it for them.
+
 Every ``on_elect(epoch)`` is followed by exactly one ``on_resign(reason)`` before the next
 ``on_elect``. Both run on the event loop that called ``start()``; they must not block. The
 campaign loop is loop-confined; ``is_controller``, ``epoch`` and ``epoch_zk_version`` may be read
@@ -38,7 +41,15 @@ import threading
 import time
 from collections.abc import Callable
 
-from odradek.zk.client import CreateOp, SessionEvent, SetDataOp, WatchEvent, ZkClient, ZkState
+from odradek.zk.client import (
+    CreateOp,
+    SessionEvent,
+    SetDataOp,
+    WatchCallback,
+    WatchEvent,
+    ZkClient,
+    ZkState,
+)
 from odradek.zk.errors import (
     BadVersionError,
     NodeExistsError,
@@ -73,8 +84,14 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-async def read_controller(zk: ZkClient) -> tuple[ControllerInfo, int] | None:
-    """The active controller and its epoch, or ``None`` if there is none right now."""
+async def read_controller(
+    zk: ZkClient, watch: WatchCallback | None = None
+) -> tuple[ControllerInfo, int] | None:
+    """The active controller (with its listener's host and port, ``ControllerInfo.endpoint``)
+    and its epoch, or ``None`` if there is none right now. ``watch`` fires once when
+    ``/controller`` is next created, changed or deleted (also when it is absent now)."""
+    if watch is not None and await zk.aexists(CONTROLLER_PATH, watch=watch) is None:
+        return None
     try:
         data, _ = await zk.aget(CONTROLLER_PATH)
         epoch_data, _ = await zk.aget(CONTROLLER_EPOCH_PATH)
@@ -95,9 +112,11 @@ class ControllerElection:
         on_resign: Callable[[str], None] | None = None,
         wall_clock_ms: Callable[[], int] = _wall_clock_ms,
         recheck_interval_s: float = RECHECK_INTERVAL_S,
+        endpoint: tuple[str, int] | None = None,
     ) -> None:
         self.zk = zk
         self.controller_id = controller_id
+        self.endpoint = endpoint  # the controller's listener, published in /controller
         self._on_elect = on_elect
         self._on_resign = on_resign
         self._wall_clock_ms = wall_clock_ms
@@ -266,7 +285,8 @@ class ControllerElection:
 
     async def _race(self, generation: int) -> None:
         """Try to create /controller and bump the epoch in one transaction."""
-        info = ControllerInfo(self.controller_id, self._wall_clock_ms())
+        host, port = self.endpoint if self.endpoint is not None else (None, None)
+        info = ControllerInfo(self.controller_id, self._wall_clock_ms(), host, port)
         for _ in range(RACE_ATTEMPTS_MAX):
             try:
                 data, epoch_stat = await self.zk.aget(CONTROLLER_EPOCH_PATH)

@@ -459,35 +459,57 @@ class PartitionState:
 
 @dataclass(frozen=True, slots=True)
 class ControllerInfo:
-    """The active controller: ``{"version":1,"brokerid":1000,"timestamp":"1700000000000"}``.
+    """The active controller::
+
+        {"version":1,"brokerid":1000,"timestamp":"1700000000000","host":"127.0.0.1","port":9093}
 
     In Odradek the controller is its own process with its own id; the JSON keeps Kafka's
-    ``brokerid`` key. ``decode`` also reads Kafka 3.4+'s version 2 (with
-    ``kraftControllerEpoch``, ignored here).
+    ``brokerid`` key. ``host`` and ``port`` are Odradek's: where the controller's own listener
+    serves brokers' requests (AlterPartition). Kafka's readers ignore fields they do not know, and
+    a node without them (written by an older controller, or by Kafka) decodes with ``host`` None.
+    ``decode`` also reads Kafka 3.4+'s version 2 (with ``kraftControllerEpoch``, ignored here).
     """
 
     controller_id: int
     timestamp_ms: int = 0
+    host: str | None = None
+    port: int | None = None
 
     PATH: ClassVar[str] = CONTROLLER_PATH
     VERSION: ClassVar[int] = 1
 
+    def __post_init__(self) -> None:
+        if (self.host is None) != (self.port is None):
+            raise ValueError("a controller endpoint needs both host and port")
+
+    @property
+    def endpoint(self) -> tuple[str, int] | None:
+        """``(host, port)`` of the controller's listener, or None if it published none."""
+        if self.host is None or self.port is None:
+            return None
+        return self.host, self.port
+
     def encode(self) -> bytes:
-        return encode_json(
-            {
-                "version": self.VERSION,
-                "brokerid": self.controller_id,
-                "timestamp": str(self.timestamp_ms),
-            }
-        )
+        value: dict[str, object] = {
+            "version": self.VERSION,
+            "brokerid": self.controller_id,
+            "timestamp": str(self.timestamp_ms),
+        }
+        if self.host is not None:
+            value["host"] = self.host
+            value["port"] = self.port
+        return encode_json(value)
 
     @classmethod
     def decode(cls, data: bytes, path: str = CONTROLLER_PATH) -> Self:
         obj = JsonObject.parse(data, path)
         obj.version(1, 2)
+        host = obj.string("host", default=None)
         return cls(
             controller_id=obj.integer("brokerid", lo=0),
             timestamp_ms=obj.decimal_string("timestamp", default=0, lo=0),
+            host=host,
+            port=None if host is None else obj.integer("port", lo=1, hi=65535),
         )
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from odradek.controller.channel import ControllerChannels
 from odradek.controller.controller import Controller
+from odradek.controller.store import ControllerStore
 from odradek.zk.client import WatchEvent, WatchKind, ZkClient
 
 TOPICS = 25_000  # distinct keys, more than any fixed bound the queue might have had
@@ -31,7 +33,8 @@ async def _drain(queue) -> list[str]:
 
 def test_a_flood_of_watch_events_from_another_thread_loses_none():
     loop = asyncio.new_event_loop()
-    controller = Controller(ZkClient("127.0.0.1:1"), 1000)  # never started: no I/O here
+    # Never started: no I/O here.
+    controller = Controller(1000, ControllerStore(ZkClient("127.0.0.1:1")), ControllerChannels())
     controller.loop = loop
     changed = WatchEvent(WatchKind.CHANGED, "/brokers/topics")
 

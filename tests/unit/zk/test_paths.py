@@ -257,6 +257,24 @@ def test_controller_znodes() -> None:
         b'{"version":2,"brokerid":102,"timestamp":"1707278204217","kraftControllerEpoch":-1}'
     )
     assert ControllerInfo.decode(kraft_migration).controller_id == 102
+    assert ControllerInfo.decode(sample).endpoint is None  # Kafka's, or an older controller's
+
+
+def test_the_controller_znode_publishes_the_controllers_listener() -> None:
+    info = ControllerInfo(1000, 1603608219071, "127.0.0.1", 9093)
+    encoded = info.encode()
+    assert json.loads(encoded) == {
+        "version": 1,
+        "brokerid": 1000,
+        "timestamp": "1603608219071",
+        "host": "127.0.0.1",
+        "port": 9093,
+    }
+    assert ControllerInfo.decode(encoded) == info and info.endpoint == ("127.0.0.1", 9093)
+    with pytest.raises(ZkDataError, match="port"):
+        ControllerInfo.decode(b'{"version":1,"brokerid":0,"host":"h"}')
+    with pytest.raises(ZkDataError, match="port"):
+        ControllerInfo.decode(b'{"version":1,"brokerid":0,"host":"h","port":70000}')
     assert ControllerEpoch.decode(b"1") == ControllerEpoch(1)
     assert ControllerEpoch(42).encode() == b"42"
 
