@@ -47,7 +47,7 @@ from odradek.observability.metrics import (
 )
 from odradek.storage.manager import LogManager, ManagerIntervals
 from odradek.zk.client import SessionEvent, ZkClient
-from odradek.zk.election import read_controller
+from odradek.zk.controller_locator import ControllerLocator
 from odradek.zk.errors import NodeExistsError, NoNodeError
 from odradek.zk.paths import (
     CLUSTER_ID_PATH,
@@ -60,6 +60,8 @@ from odradek.zk.paths import Endpoint as ZkEndpoint
 from odradek.zk.registration import BrokerRegistrar
 
 log = logging.getLogger(__name__)
+
+FIND_CONTROLLER_S = 5.0  # AlterPartition waits this long for an active controller, then retries
 
 
 def new_cluster_id() -> str:
@@ -93,6 +95,7 @@ class BrokerApp:
         self.fetchers: ReplicaFetcherManager | None = None
         self.alter_partition: AlterPartitionManager | None = None
         self._isr_expiration: asyncio.Task[None] | None = None
+        self.controller_locator: ControllerLocator | None = None
         self._stopping = asyncio.Event()
         self.loop_monitor = EventLoopMonitor(self.common)
         self.stopped = asyncio.Event()
@@ -173,6 +176,8 @@ class BrokerApp:
             producer_ids=ProducerIdManager(self.zk, config.broker_id),
             fetch_sessions=FetchSessionCache.of(config),
         )
+        self.controller_locator = ControllerLocator(self.zk)
+        await self.controller_locator.start()
         self.alter_partition.start()
         self._isr_expiration = asyncio.get_running_loop().create_task(
             replica_manager.run_isr_expiration(self._stopping), name="isr-expiration"
@@ -283,8 +288,11 @@ class BrokerApp:
 
     async def _find_controller(self) -> HostPort | None:
         """The active controller's listener, for AlterPartition (None while there is none)."""
-        found = await read_controller(self.zk)
-        return found[0].endpoint if found is not None else None
+        endpoint = self.controller_locator.endpoint if self.controller_locator else None
+        if endpoint is None and self.controller_locator is not None:
+            with contextlib.suppress(TimeoutError):  # a new election takes a moment
+                endpoint = await self.controller_locator.wait_for_endpoint(FIND_CONTROLLER_S)
+        return HostPort(*endpoint) if endpoint is not None else None
 
     async def stop(self) -> None:
         self._stopping.set()
@@ -303,6 +311,8 @@ class BrokerApp:
             await self.fetchers.close()
         if self.alter_partition is not None:
             await self.alter_partition.close()
+        if self.controller_locator is not None:
+            await self.controller_locator.stop()
         if self.workers is not None:
             await asyncio.to_thread(self.workers.shutdown)
         if self.log_manager is not None:

@@ -295,7 +295,7 @@ def up(
     for n in range(controllers):
         controller_id = CONTROLLER_ID_BASE + n
         admin = f"127.0.0.1:{free_loopback_port()}"
-        address = f"127.0.0.1:{free_loopback_port()}"
+        address = f"{host}:{free_loopback_port()}"
         log_path = data_dir / f"controller-{controller_id}" / "controller.log"
         pid = _spawn(
             [
