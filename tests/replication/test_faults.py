@@ -38,9 +38,6 @@ from odradek.local.cluster import ClusterState, pid_alive
 pytestmark = [pytest.mark.integration, pytest.mark.fault]
 
 SEEDS = [int(s) for s in os.environ.get("ODRADEK_FAULT_SEEDS", "1 2").split()]
-NO_REPLICATION = pytest.mark.xfail(
-    strict=False, reason="replication lands in issue 7: followers hold nothing yet"
-)
 
 PARTITIONS = 3
 BROKERS = 3
@@ -201,14 +198,21 @@ def run_scenario(
             if m.role == "broker"
         ]
         comparisons.append(
-            compare_replicas(topic, partition, replicas, high_watermark=ends.get(partition))
+            compare_replicas(
+                topic,
+                partition,
+                replicas,
+                high_watermark=ends.get(partition),
+                all_in_sync=isr_missing is None,
+            )
         )
         print(comparisons[-1].report(), flush=True)
     assert analysis.valid, f"seed {seed}: the history is not valid:\n{analysis.report()}"
     assert all(c.identical for c in comparisons), "\n".join(c.report() for c in comparisons)
     acked_end = {p: 0 for p in range(PARTITIONS)}
     for ack in history.acks:
-        acked_end[ack.partition] = max(acked_end[ack.partition], ack.offset + 1)
+        if ack.offset is not None:
+            acked_end[ack.partition] = max(acked_end[ack.partition], ack.offset + 1)
     uncovered = {c.partition: c.bound for c in comparisons if c.bound < acked_end[c.partition]}
     assert not uncovered, f"replicas compared below acknowledged offsets: {uncovered} {acked_end}"
     assert isr_missing is None, isr_missing
@@ -327,42 +331,36 @@ def test_a_correct_log_passes_the_checker_and_the_replica_comparison(tmp_path):
     run_scenario(tmp_path, 1, no_fault, brokers=1)
 
 
-@NO_REPLICATION
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_kill_9_the_partition_leader(tmp_path, seed):
     run_scenario(tmp_path, seed, kill_the_leader)
 
 
-@NO_REPLICATION
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_kill_9_the_active_controller(tmp_path, seed):
     run_scenario(tmp_path, seed, kill_the_active_controller)
 
 
-@NO_REPLICATION
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_kill_9_two_brokers_one_after_the_other(tmp_path, seed):
     run_scenario(tmp_path, seed, kill_two_brokers)
 
 
-@NO_REPLICATION
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_leader_paused_past_its_session_is_fenced(tmp_path, seed):
     run_scenario(tmp_path, seed, pause_the_leader_past_its_session)
 
 
-@NO_REPLICATION
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_broker_restarted_with_a_torn_log_tail(tmp_path, seed):
     run_scenario(tmp_path, seed, tear_the_log_tail)
 
 
-@NO_REPLICATION
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_broker_cut_off_by_the_network(tmp_path, seed):

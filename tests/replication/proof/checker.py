@@ -64,7 +64,7 @@ class Ack:
     """A write the producer was told is committed at ``partition``/``offset``."""
 
     partition: int
-    offset: int
+    offset: int | None  # None: acknowledged without an offset (see ``analyze``)
     value: bytes
     ack_time_s: float  # seconds since the workload started
 
@@ -227,7 +227,12 @@ class Analysis:
 
 def analyze(history: History) -> Analysis:
     """Check ``history``; see the module docstring for what each anomaly means."""
-    acks = sorted(history.acks, key=lambda a: (a.partition, a.offset, a.value))
+    # librdkafka may acknowledge a record without its offset (an idempotent producer's retry
+    # the broker found already written): such an ack counts for lost/unread by value only.
+    acks = sorted(
+        history.acks,
+        key=lambda a: (a.partition, -1 if a.offset is None else a.offset, a.value),
+    )
     reads = sorted(history.reads, key=lambda r: (r.partition, r.offset, r.value, r.reader))
     read_values = {r.value for r in reads}
     known = history.sent | {a.value for a in acks}
@@ -235,6 +240,8 @@ def analyze(history: History) -> Analysis:
     places: dict[bytes, set[tuple[int, int]]] = defaultdict(set)  # value -> (partition, offset)
     at_offset: dict[tuple[int, int], set[bytes]] = defaultdict(set)
     for item in (*acks, *reads):
+        if item.offset is None:
+            continue
         places[item.value].add((item.partition, item.offset))
         at_offset[item.partition, item.offset].add(item.value)
 
@@ -255,8 +262,16 @@ def analyze(history: History) -> Analysis:
                 read=len({r.offset for r in p_reads}),
                 horizon=horizon,
                 end=end,
-                lost=tuple(a for a in never_read if end is not None or a.offset < horizon),
-                unread=tuple(a for a in never_read if end is None and a.offset >= horizon),
+                lost=tuple(
+                    a
+                    for a in never_read
+                    if end is not None or (a.offset is not None and a.offset < horizon)
+                ),
+                unread=tuple(
+                    a
+                    for a in never_read
+                    if end is None and (a.offset is None or a.offset >= horizon)
+                ),
                 duplicated=_duplicated(partition, places),
                 inconsistent_offsets=tuple(
                     (offset, tuple(sorted(values)))

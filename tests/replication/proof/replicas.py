@@ -119,14 +119,21 @@ def compare_replicas(
     replicas: Sequence[ReplicaLog],
     *,
     high_watermark: int | None = None,
+    all_in_sync: bool = False,
 ) -> ReplicaComparison:
     """Compare every replica with the first, batch by batch, below the bound (see above).
 
     ``high_watermark`` is the caller's own view (a consumer's), used when no replica has a
-    checkpoint, and as a ceiling otherwise.
+    checkpoint, and as a ceiling otherwise. With ``all_in_sync`` (every replica was in the ISR
+    when the cluster stopped) the bound is the highest high watermark known instead: every ISR
+    member holds everything below the leader's, while a follower's own checkpoint lags it by
+    the fetch that would have told it.
     """
     checkpointed = [r.high_watermark for r in replicas if r.high_watermark is not None]
-    if checkpointed:
+    if all_in_sync and (checkpointed or high_watermark is not None):
+        known = checkpointed + ([high_watermark] if high_watermark is not None else [])
+        bound, bound_from = max(known), "highest high watermark, every replica in the ISR"
+    elif checkpointed:
         bound, bound_from = min(checkpointed), "lowest checkpointed high watermark"
         if high_watermark is not None and high_watermark < bound:
             bound, bound_from = high_watermark, "high watermark seen by the consumer"
