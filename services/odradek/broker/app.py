@@ -180,7 +180,7 @@ class BrokerApp:
         await self.controller_locator.start()
         self.alter_partition.start()
         self._isr_expiration = asyncio.get_running_loop().create_task(
-            replica_manager.run_isr_expiration(self._stopping), name="isr-expiration"
+            replica_manager.run_isr_expiration(self._stopping, self.metrics), name="isr-expiration"
         )
         budgets = RequestBudgets.of(
             queued_max_request_bytes=config.queued_max_request_bytes,

@@ -74,6 +74,7 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 FETCH_ROUNDS_MAX = 1000  # bounds the long-poll loop even if wake-ups keep bringing no data
+GAUGES_INTERVAL_S = 1.0
 DEFAULT_PRODUCE_TIMEOUT_MS = 30_000  # request.timeout.ms's default, for callers without one
 
 
@@ -238,12 +239,20 @@ class ReplicaManager:
     def leader_partitions(self) -> Iterable[Partition]:
         return (p for p in self.partitions.values() if p.is_leader)
 
-    async def run_isr_expiration(self, stop: asyncio.Event) -> None:
-        """Every half ``replica.lag.time.max.ms``, drop lagging followers from led ISRs."""
-        interval_s = self.replica_lag_time_max_ms / 2 / 1000
+    async def run_isr_expiration(
+        self, stop: asyncio.Event, metrics: BrokerMetrics | None = None
+    ) -> None:
+        """Every half ``replica.lag.time.max.ms``, drop lagging followers from led ISRs; every
+        ``GAUGES_INTERVAL_S``, refresh the partition gauges (ISRs and waiters change often)."""
+        expiry_interval_s = self.replica_lag_time_max_ms / 2 / 1000
+        next_expiry_s = self.monotonic() + expiry_interval_s
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), interval_s)
+                await asyncio.wait_for(stop.wait(), min(GAUGES_INTERVAL_S, expiry_interval_s))
+            self.update_gauges(metrics)
+            if self.monotonic() < next_expiry_s:
+                continue
+            next_expiry_s = self.monotonic() + expiry_interval_s
             for partition in list(self.leader_partitions()):
                 try:
                     partition.maybe_shrink_isr()

@@ -203,6 +203,8 @@ class PartitionStateMachine:
             )
             if self.metrics is not None:
                 self.metrics.unclean_leader_elections.inc()
+        elif self.metrics is not None and strategy is not ElectionStrategy.PREFERRED:
+            self.metrics.clean_leader_elections.inc()
         state = LeaderAndIsr(
             leader=election.leader,
             leader_epoch=current.leader_epoch + 1,

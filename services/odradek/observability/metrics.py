@@ -241,6 +241,7 @@ class ControllerMetrics:
     live_brokers: Gauge
     offline_partitions: Gauge
     unclean_leader_elections: Counter
+    clean_leader_elections: Counter
 
 
 class _StateSetCollector(Collector):
@@ -430,6 +431,12 @@ def controller_metrics(registry: CollectorRegistry) -> ControllerMetrics:
             f"{prefix}_unclean_leader_elections",
             "Leaders elected from outside the ISR (unclean.leader.election.enable): records "
             "only the ISR had may be lost (Kafka's UncleanLeaderElectionsPerSec).",
+            registry=registry,
+        ),
+        clean_leader_elections=Counter(
+            f"{prefix}_clean_leader_elections",
+            "Leaders elected from the ISR after a leader was lost (Kafka's "
+            "LeaderElectionRateAndTimeMs count).",
             registry=registry,
         ),
     )

@@ -172,6 +172,7 @@ def test_every_metric_has_help_text_and_the_odradek_prefix():
     # Counter families are named without "_total"; their samples carry it.
     assert set(ours) == {
         "odradek_broker_under_min_isr_partitions",
+        "odradek_controller_clean_leader_elections",
         "odradek_broker_isr_expands",
         "odradek_broker_isr_shrinks",
         "odradek_broker_purgatory_size",
