@@ -38,7 +38,6 @@ from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
 from odradek.config.endpoints import HostPort
 from odradek.errors import ErrorCode
-from odradek.observability.metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +75,6 @@ class AlterPartitionManager:
         topic_id: Callable[[str], uuid.UUID | None],
         find_controller: FindController,
         connect: Connect = _connect,
-        metrics: BrokerMetrics | None = None,
         on_change: Callable[[], None] = lambda: None,
     ):
         self.broker_id = broker_id
@@ -84,7 +82,6 @@ class AlterPartitionManager:
         self.topic_id = topic_id
         self.find_controller = find_controller
         self.connect = connect
-        self.metrics = metrics
         self.on_change = on_change
         self.queued: dict[TopicPartition, tuple[Partition, IsrProposal]] = {}
         self._wake = asyncio.Event()
@@ -240,16 +237,9 @@ class AlterPartitionManager:
                 answered.add(key)
                 partition, proposal = entry
                 if data.error_code == ErrorCode.none:
-                    taken = partition.isr_change_committed(
+                    partition.isr_change_committed(
                         proposal, tuple(data.isr), data.leader_epoch, data.partition_epoch
                     )
-                    if taken and self.metrics is not None:
-                        counter = (
-                            self.metrics.isr_expands
-                            if proposal.expanding
-                            else (self.metrics.isr_shrinks)
-                        )
-                        counter.inc()
                 else:
                     partition.isr_change_failed(proposal, data.error_code.name)
         for key, (partition, proposal) in batch.items():

@@ -154,7 +154,6 @@ class BrokerApp:
             broker_epoch=lambda: context.broker_epoch,
             topic_id=topic_id,
             find_controller=self._find_controller,
-            metrics=self.metrics,
             on_change=lambda: context.replica_manager.update_gauges(self.metrics),
         )
         replica_manager = ReplicaManager(
@@ -164,6 +163,7 @@ class BrokerApp:
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             isr_changes=self.alter_partition,
             fetchers=self.fetchers,
+            metrics=self.metrics,
         )
         context = BrokerContext(
             broker_id=config.broker_id,

@@ -148,6 +148,8 @@ class Partition:
     state: PartitionState = NOT_HOSTED_YET
     replica_lag_time_max_ms: int = 30_000
     isr_changes: IsrChangeSender | None = None
+    # Called with True when a committed ISR grew, False when it shrank (the metrics).
+    on_isr_change: Callable[[bool], None] | None = None
     clock_ms: Callable[[], int] = wall_clock_ms
     followers: dict[int, FollowerState] = field(default_factory=dict)
     pending_isr: IsrProposal | None = None
@@ -450,10 +452,36 @@ class Partition:
             return False
         if partition_epoch < self.state.partition_epoch:
             return False
-        self.state = replace(self.state, isr=tuple(isr), partition_epoch=partition_epoch)
-        log.info("%s: ISR is now %s (partition epoch %d)", self.name, list(isr), partition_epoch)
+        self._take_isr(tuple(isr), partition_epoch, "committed")
+        return True
+
+    def _take_isr(self, isr: tuple[int, ...], partition_epoch: int, how: str) -> None:
+        before = set(self.state.isr)
+        self.state = replace(self.state, isr=isr, partition_epoch=partition_epoch)
+        log.info(
+            "%s: ISR is now %s (%s, partition epoch %d)", self.name, list(isr), how, partition_epoch
+        )
+        if self.on_isr_change is not None and set(isr) != before:
+            self.on_isr_change(set(isr) > before)
         self._maybe_increment_high_watermark()
         self._complete_waiters()
+
+    def adopt_committed_isr(
+        self, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int
+    ) -> bool:
+        """The controller's state for this leader's own epoch, from UpdateMetadata: taken if its
+        partition epoch is newer. Within one leader epoch only this leader's AlterPartition
+        changes the ISR, so this is a commit whose answer never arrived (a lost connection);
+        without it the leader's next proposal would carry a stale partition epoch forever."""
+        if (
+            not self.is_leader
+            or leader_epoch != self.state.leader_epoch
+            or partition_epoch <= self.state.partition_epoch
+            or self.broker_id not in isr
+        ):
+            return False
+        self.pending_isr = None
+        self._take_isr(tuple(isr), partition_epoch, "from the controller's metadata")
         return True
 
     def isr_change_failed(self, proposal: IsrProposal, reason: str) -> None:

@@ -160,6 +160,7 @@ class ReplicaManager:
         replica_lag_time_max_ms: int = 30_000,
         isr_changes: IsrChangeSender | None = None,
         fetchers: ReplicaFetchers | None = None,
+        metrics: BrokerMetrics | None = None,
     ):
         self.broker_id = broker_id
         self.workers = workers  # None: everything runs inline (tests)
@@ -169,6 +170,7 @@ class ReplicaManager:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.isr_changes = isr_changes  # None: no controller to ask (tests without a cluster)
         self.fetchers = fetchers  # None: nothing to fetch from (tests without a cluster)
+        self.metrics = metrics
         self.partitions: dict[TopicPartition, Partition] = {}
         self.waiting_fetches = 0
 
@@ -199,6 +201,7 @@ class ReplicaManager:
                 partition_log,
                 replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                 isr_changes=self.isr_changes,
+                on_isr_change=self._count_isr_change,
                 clock_ms=self.clock_ms,
             )
             self.partitions[(topic, partition)] = hosted
@@ -217,6 +220,10 @@ class ReplicaManager:
             if state.leader >= 0:
                 self.fetchers.add_partition(hosted)
         return True
+
+    def _count_isr_change(self, expanded: bool) -> None:
+        if self.metrics is not None:
+            (self.metrics.isr_expands if expanded else self.metrics.isr_shrinks).inc()
 
     def stop_replica(self, topic: str, partition: int, *, delete: bool) -> None:
         """Stop hosting; with ``delete`` remove the log too (topic deletion, reassignment)."""

@@ -67,6 +67,17 @@ def create_topic(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = admin.list_topics(timeout=10).topics.get(TOPIC)
+    if existing is not None and existing.partitions:
+        replicas = min(len(p.replicas) for p in existing.partitions.values())
+        if replicas < int(min_insync_replicas(admin)):
+            # Left by an older demo with fewer replicas: acks=all could never succeed on it.
+            say(
+                f"topic {TOPIC} has {replicas} replicas, fewer than min.insync.replicas: "
+                "recreating it"
+            )
+            admin.delete_topics([TOPIC])[TOPIC].result(timeout=10)
+            _wait_until_gone(admin)
     if TOPIC not in admin.list_topics(timeout=10).topics:
         # No replication factor given: the brokers' default.replication.factor applies.
         future = admin.create_topics([NewTopic(TOPIC, PARTITIONS)])[TOPIC]
@@ -89,6 +100,14 @@ def create_topic(bootstrap: str) -> None:
             return
         time.sleep(0.2)
     raise TimeoutError(f"topic {TOPIC} has no leaders after {WAIT_S} s")
+
+
+def _wait_until_gone(admin) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while TOPIC in admin.list_topics(timeout=10).topics:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {TOPIC} still exists {WAIT_S} s after its deletion")
+        time.sleep(0.2)
 
 
 def min_insync_replicas(admin) -> str:

@@ -326,3 +326,20 @@ def test_fetch_long_polls_follow_the_kind_of_fetcher(manager, kafka_batch):
         assert read.size > 0 and read.high_watermark == 3
 
     asyncio.run(scenario())
+
+
+def test_a_commit_whose_answer_was_lost_is_taken_from_the_controllers_metadata(
+    manager, sender, clock
+):
+    partition = lead(manager, epoch=2)
+    follower_fetch(partition, F1, 0)
+    clock.now_ms += 20_000
+    partition.maybe_shrink_isr()
+    _, proposal = sender.proposals[-1]
+    # The controller committed it (partition epoch 3) but the answer never came.
+    assert not partition.adopt_committed_isr(1, proposal.isr, 3)  # another leader epoch
+    assert not partition.adopt_committed_isr(2, proposal.isr, 2)  # not newer
+    assert partition.adopt_committed_isr(2, proposal.isr, 3)
+    assert partition.state.isr == proposal.isr and partition.state.partition_epoch == 3
+    assert partition.pending_isr is None
+    assert not partition.isr_change_committed(proposal, proposal.isr, 2, 3)  # late answer

@@ -4,7 +4,9 @@ A request with another broker epoch answers STALE_BROKER_EPOCH, one from an olde
 epoch STALE_CONTROLLER_EPOCH (Kafka raises ControllerMovedException, whose code that is); both
 change nothing. Otherwise ``controller_requests.update_metadata`` replaces the broker list and
 merges the partition states; Metadata requests are answered from that cache. Each live broker is
-kept with every endpoint it has, by listener name; Metadata picks the request's listener.
+kept with every endpoint it has, by listener name; Metadata picks the request's listener. A
+partition this broker leads takes a newer ISR of its own leader epoch from it
+(``Partition.adopt_committed_isr``: an AlterPartition commit whose answer was lost).
 """
 
 from __future__ import annotations
@@ -54,6 +56,12 @@ async def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateM
         for topic in request.topic_states
     ]
     controller_requests.update_metadata(broker.metadata, brokers, topics)
+    replicas = broker.replica_manager
+    for topic in request.topic_states:
+        for p in topic.partition_states:
+            hosted = replicas.partitions.get((topic.topic_name, p.partition_index))
+            if hosted is not None:
+                hosted.adopt_committed_isr(p.leader_epoch, tuple(p.isr), p.zk_version)
     return UpdateMetadataResponse(error_code=ErrorCode.none)
 
 
