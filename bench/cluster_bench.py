@@ -44,15 +44,27 @@ and the best round is shown; the end-to-end scenarios run once. The default run 
 minutes.
 
 Usage: ``.venv/bin/python bench/cluster_bench.py [--repeat 2] [--records-100 N] [--records-1k N]
-[--rate 5000] [--e2e-seconds 10] [--e2e-fetch-wait-ms 500,10] [--only odradek|tansu]
-[--baseline REV] [--json PATH]`` (``make bench-cluster`` installs ``.[bench]`` first).
-``--profile DIR`` records
-the Odradek broker with ``py-spy`` during each of its phases and prints where its busy time went
-(it slows the broker: not for the figures); ``--hold`` keeps both brokers up after the run until
-Enter is pressed. Every loop is bounded by ``--phase-timeout``; every process started is stopped
-by pid at the end, on error too. ``--baseline REV`` runs an earlier revision of Odradek as a
-third broker in the same rounds (checked out with ``git worktree``), to measure what a change
-cost or gained against the same machine state.
+[--rate 5000] [--e2e-seconds 10] [--e2e-fetch-wait-ms 500,10] [--only odradek|tansu] [--baseline
+REV] [--replicated] [--json PATH]`` (``make bench-cluster`` installs ``.[bench]`` first).
+``--profile DIR`` records the Odradek broker with ``py-spy`` during each of its phases and prints
+where its busy time went (it slows the broker: not for the figures); ``--hold`` keeps both brokers
+up after the run until Enter is pressed. Every loop is bounded by ``--phase-timeout``; every process
+started is stopped by pid at the end, on error too. ``--baseline REV`` runs an earlier revision of
+Odradek as a third broker in the same rounds (checked out with ``git worktree``), to measure what a
+change cost or gained against the same machine state.
+
+``--replicated`` (``make bench-replication``) runs the replication comparison of issue 7
+instead, without Tansu: two Odradek clusters at the same time, each with 1 controller and its
+ZooKeeper, one with 1 broker (topics with 1 replica: the unreplicated figures) and one with 3
+brokers (topics with 3 replicas and ``min.insync.replicas`` 2), all on 127.0.0.1. Every phase
+has its own 1-partition topic and starts once its ISR is full. Scenarios: produce 1 KiB
+records (``--records-1k``, no compression) with acks=1 and with acks=all, ``--repeat`` rounds
+with the two clusters taking turns (the order flips each round), best round shown; then the
+end-to-end scenario with acks=all, once per ``--e2e-fetch-wait-ms``. For the 3-broker cluster
+the broker CPU is every broker's (leader and followers: what replication costs in all) and the
+leader's alone (the leader is read from the topic's metadata). It prints the ratios of issue 7:
+acks=all RF=3 produce throughput over unreplicated (RF=1, acks=1, as Kafka's 2014 benchmark
+compared them), target at least 0.5; and end-to-end p99 RF=3 over RF=1, target below 2.
 """
 
 from __future__ import annotations
@@ -87,6 +99,7 @@ POOL_BYTES = 16 << 20  # distinct values per size: far more than one batch holds
 START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 10.0
 CONSUME_BATCH = 10_000
+HIGH_WATERMARK_POLL_S = 0.01
 E2E_WARMUP_S = 1.0
 _STAMP = struct.Struct(">q")
 
@@ -132,8 +145,15 @@ class Broker:
     def stop(self) -> None:
         raise NotImplementedError
 
+    def pids(self) -> dict[int, int]:
+        """Broker id to pid of every broker process this target runs (one, but for a cluster)."""
+        return {0: self.pid}
+
     def cpu(self) -> float:
-        return cpu_seconds(self.pid)
+        return sum(self.cpu_by_broker().values())
+
+    def cpu_by_broker(self) -> dict[int, float]:
+        return {broker_id: cpu_seconds(pid) for broker_id, pid in self.pids().items()}
 
     def requests(self) -> dict[str, float]:
         """Requests answered so far, per API, where the broker tells (Odradek's /metrics)."""
@@ -144,22 +164,32 @@ class Broker:
 
 
 class OdradekBroker(Broker):
-    """``odradek local up`` with one broker and one controller, in a directory of its own."""
+    """``odradek local up`` with one controller and ``brokers`` brokers (default one), in a
+    directory of its own. With several brokers, ``pid`` and ``log`` are the first broker's; the
+    CPU time and the requests are every broker's, added up (``cpu_by_broker`` keeps them apart).
+    """
 
     name = "odradek"
 
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, brokers: int = 1, name: str = "odradek"):
         self.data_dir = data_dir
+        self.brokers = brokers
+        self.name = name
         self.started = False
 
     def start(self) -> None:
         from odradek.local import cluster
 
         self.started = True  # even a failed up() leaves processes for down() to stop
-        state, _ = cluster.up(self.data_dir, brokers=1, controllers=1)
-        broker = next(m for m in state.members if m.role == "broker")
-        self.bootstrap, self.pid = state.bootstrap_servers, broker.pid
-        self.log, self.admin = broker.log, broker.admin
+        state, _ = cluster.up(self.data_dir, brokers=self.brokers, controllers=1)
+        members = [m for m in state.members if m.role == "broker"]
+        self.broker_pids = {m.id: m.pid for m in members}
+        self.admins = [m.admin for m in members]
+        self.bootstrap, self.pid = state.bootstrap_servers, members[0].pid
+        self.log, self.admin = members[0].log, members[0].admin
+
+    def pids(self) -> dict[int, int]:
+        return self.broker_pids
 
     def stop(self) -> None:
         if self.started:
@@ -169,16 +199,20 @@ class OdradekBroker(Broker):
             self.started = False
 
     def describe(self) -> str:
-        return f"odradek broker pid {self.pid} on {self.bootstrap}, log {self.log}"
+        if len(self.broker_pids) == 1:
+            return f"odradek broker pid {self.pid} on {self.bootstrap}, log {self.log}"
+        pids = ", ".join(f"{broker_id}: {pid}" for broker_id, pid in self.broker_pids.items())
+        return f"{self.name}: odradek brokers (id: pid) {pids} on {self.bootstrap}, {self.data_dir}"
 
     def requests(self) -> dict[str, float]:
         counts: dict[str, float] = {}
-        with urllib.request.urlopen(f"http://{self.admin}/metrics", timeout=5) as response:
-            for line in response.read().decode().splitlines():
-                if line.startswith("odradek_requests_total{"):
-                    labels, _, value = line.rpartition(" ")
-                    api = labels.split('api="', 1)[1].split('"', 1)[0]
-                    counts[api] = counts.get(api, 0.0) + float(value)
+        for admin in self.admins:
+            with urllib.request.urlopen(f"http://{admin}/metrics", timeout=5) as response:
+                for line in response.read().decode().splitlines():
+                    if line.startswith("odradek_requests_total{"):
+                        labels, _, value = line.rpartition(" ")
+                        api = labels.split('api="', 1)[1].split('"', 1)[0]
+                        counts[api] = counts.get(api, 0.0) + float(value)
         return counts
 
 
@@ -194,7 +228,7 @@ class BaselineBroker(OdradekBroker):
     name = "baseline"
 
     def __init__(self, revision: str, work_dir: Path):
-        super().__init__(work_dir / "baseline-data")
+        super().__init__(work_dir / "baseline-data", name="baseline")
         self.revision = revision
         self.source = work_dir / "baseline-src"
         self.env = {**os.environ, "PYTHONPATH": str(self.source / "services")}
@@ -211,6 +245,7 @@ class BaselineBroker(OdradekBroker):
         broker = next(m for m in state["members"] if m["role"] == "broker")
         self.bootstrap, self.pid = state["bootstrap_servers"], broker["pid"]
         self.log, self.admin = broker["log"], broker["admin"]
+        self.broker_pids, self.admins = {broker["id"]: broker["pid"]}, [broker["admin"]]
 
     def _local(self, *args: str) -> None:
         subprocess.run(
@@ -307,11 +342,21 @@ class TansuBroker(Broker):
         return f"tansu pid {self.pid} on {self.bootstrap}, log {self.log_path}"
 
 
-def create_topic(broker: Broker, topic: str, timeout_s: float) -> None:
-    """A 1-partition topic, then wait until its metadata names a leader."""
+def create_topic(
+    broker: Broker,
+    topic: str,
+    timeout_s: float,
+    replication_factor: int = 1,
+    config: dict[str, str] | None = None,
+) -> int:
+    """A 1-partition topic, then wait until its metadata names a leader and a full ISR (every
+    replica in sync, so that ``acks=all`` is not timed while followers catch up); returns the
+    leader's broker id."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     futures = admin.create_topics(
-        [NewTopic(topic, 1, 1)], request_timeout=timeout_s, operation_timeout=timeout_s
+        [NewTopic(topic, 1, replication_factor, config=config or {})],
+        request_timeout=timeout_s,
+        operation_timeout=timeout_s,
     )
     futures[topic].result(timeout_s)
     deadline = time.monotonic() + timeout_s
@@ -319,10 +364,17 @@ def create_topic(broker: Broker, topic: str, timeout_s: float) -> None:
         metadata = admin.list_topics(topic, timeout=5)
         found = metadata.topics.get(topic)
         partition = None if found is None or found.error else found.partitions.get(0)
-        if partition is not None and partition.leader >= 0 and partition.error is None:
-            return
+        if (
+            partition is not None
+            and partition.leader >= 0
+            and partition.error is None
+            and len(partition.isrs) >= replication_factor
+        ):
+            return partition.leader
         time.sleep(0.1)
-    raise TimeoutError(f"{broker.name}: topic {topic} has no leader after {timeout_s} s")
+    raise TimeoutError(
+        f"{broker.name}: topic {topic} has no leader or no full ISR after {timeout_s} s"
+    )
 
 
 # -- the workload ----------------------------------------------------------------------------
@@ -357,6 +409,23 @@ class Phase:
     timed_out: bool = False
     latency_ms: dict[str, float] = field(default_factory=dict)
     broker_requests: dict[str, int] = field(default_factory=dict)  # Odradek only
+    # Per broker id (several for a replicated cluster); broker_cpu_s is their sum.
+    broker_cpu_by_id_s: dict[int, float] = field(default_factory=dict)
+    acks: str = "1"
+    replication_factor: int = 1
+    leader: int | None = None  # broker id of the partition's leader, where known
+    # Produce with --replicated: seconds until the high watermark reached the last acknowledged
+    # record (every in-sync replica has it). The broker CPU is measured over this span.
+    replicated_s: float | None = None
+
+    @property
+    def leader_cpu_s(self) -> float:
+        """The leader's CPU time alone (the whole broker CPU when the leader is not known)."""
+        return self.broker_cpu_by_id_s.get(self.leader, self.broker_cpu_s)
+
+    @property
+    def leader_cpu_s_per_m(self) -> float:
+        return self.leader_cpu_s / self.records * 1e6 if self.records else float("nan")
 
     @property
     def records_s(self) -> float:
@@ -376,6 +445,7 @@ class Phase:
             "records_s": round(self.records_s, 1),
             "mb_s": round(self.mb_s, 2),
             "broker_cpu_s_per_million_records": round(self.cpu_s_per_m, 3),
+            "leader_cpu_s_per_million_records": round(self.leader_cpu_s_per_m, 3),
         }
 
 
@@ -387,13 +457,15 @@ class Meter:
 
     def __enter__(self) -> Meter:
         self.requests0 = self.broker.requests()  # before the CPU reading: it costs the broker
-        self.cpu0, self.client0 = self.broker.cpu(), _own_cpu()
+        self.cpu0, self.client0 = self.broker.cpu_by_broker(), _own_cpu()
         self.t0 = time.perf_counter()
         return self
 
     def stop(self) -> None:
         self.seconds = time.perf_counter() - self.t0
-        self.broker_cpu = self.broker.cpu() - self.cpu0
+        cpu = self.broker.cpu_by_broker()
+        self.broker_cpu_by_id = {b: cpu[b] - self.cpu0.get(b, 0.0) for b in cpu}
+        self.broker_cpu = sum(self.broker_cpu_by_id.values())
         self.client_cpu = _own_cpu() - self.client0
         after = self.broker.requests()
         self.requests = {
@@ -412,10 +484,12 @@ def _own_cpu() -> float:
     return t.user + t.system
 
 
-def producer_config(bootstrap: str, codec: str, linger_ms: int) -> dict[str, object]:
+def producer_config(
+    bootstrap: str, codec: str, linger_ms: int, acks: str = "1"
+) -> dict[str, object]:
     return {
         "bootstrap.servers": bootstrap,
-        "acks": 1,
+        "acks": acks,
         "compression.type": codec,
         "linger.ms": linger_ms,
         "batch.size": 1_000_000,
@@ -437,16 +511,49 @@ def consumer_config(bootstrap: str) -> dict[str, object]:
     }
 
 
+def wait_for_high_watermark(bootstrap: str, topic: str, offset: int, timeout_s: float) -> bool:
+    """Poll the partition's high watermark (ListOffsets) until it reaches ``offset``."""
+    consumer = Consumer(consumer_config(bootstrap))
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            _, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, 0), timeout=max(0.1, min(5.0, deadline - time.monotonic()))
+            )
+            if high >= offset:
+                return True
+            time.sleep(HIGH_WATERMARK_POLL_S)
+        return False
+    finally:
+        consumer.close()
+
+
 def produce_phase(
-    broker: Broker, topic: str, pool: list[bytes], count: int, codec: str, timeout_s: float
+    broker: Broker,
+    topic: str,
+    pool: list[bytes],
+    count: int,
+    codec: str,
+    timeout_s: float,
+    acks: str = "1",
+    until_replicated: bool = False,
 ) -> Phase:
+    """Produce ``count`` records; the clock stops when the last is acknowledged.
+
+    ``until_replicated``: the broker CPU is measured on until the high watermark reaches the
+    last acknowledged record, so that with acks=1 the followers' work, which goes on after the
+    acknowledgements, counts too (``Phase.replicated_s`` says when that was).
+    """
     errors = [0]
+    first_error: list[str] = []
 
     def on_delivery(err: object, _msg: object) -> None:
         if err is not None:
             errors[0] += 1
+            if not first_error:
+                first_error.append(str(err))
 
-    config = producer_config(broker.bootstrap, codec, linger_ms=5)
+    config = producer_config(broker.bootstrap, codec, linger_ms=5, acks=acks)
     producer = Producer({**config, "on_delivery": on_delivery})
     producer.list_topics(topic, timeout=10)  # connected, metadata known: not timed
     produce, poll, size = producer.produce, producer.poll, len(pool)
@@ -467,11 +574,22 @@ def produce_phase(
                     timed_out = True
                     break
         left = producer.flush(max(1.0, deadline - time.monotonic()))
+        acknowledged_s = time.perf_counter() - meter.t0
+        replicated_s = None
+        if until_replicated:
+            acknowledged = sent - left - errors[0]
+            if not wait_for_high_watermark(
+                broker.bootstrap, topic, acknowledged, max(1.0, deadline - time.monotonic())
+            ):
+                timed_out = True
+            replicated_s = time.perf_counter() - meter.t0
         meter.stop()
     if left:
         timed_out = True
         producer.purge()
         producer.flush(5)
+    if first_error:
+        print(f"  {broker.name}: {errors[0]:,} failed deliveries, the first: {first_error[0]}")
     return Phase(
         broker.name,
         f"produce {label(len(pool[0]))} {codec}",
@@ -479,12 +597,15 @@ def produce_phase(
         len(pool[0]),
         codec,
         sent - left - errors[0],
-        meter.seconds,
+        acknowledged_s,
         meter.broker_cpu,
         meter.client_cpu,
         errors=errors[0],
         timed_out=timed_out,
         broker_requests=meter.requests,
+        broker_cpu_by_id_s=meter.broker_cpu_by_id,
+        acks=acks,
+        replicated_s=replicated_s,
     )
 
 
@@ -521,6 +642,7 @@ def consume_phase(
         errors=errors,
         timed_out=got < count,
         broker_requests=meter.requests,
+        broker_cpu_by_id_s=meter.broker_cpu_by_id,
     )
 
 
@@ -533,6 +655,7 @@ def e2e_phase(
     linger_ms: int,
     fetch_wait_ms: int,
     timeout_s: float,
+    acks: str = "1",
 ) -> Phase:
     """Records at ``rate`` per second while a consumer thread reads them; latency per record."""
     record_bytes = len(pool[0])
@@ -560,12 +683,15 @@ def e2e_phase(
             latencies_ns.append(now - _STAMP.unpack_from(value)[0])
 
     errors = [0]
+    first_error: list[str] = []
 
     def on_delivery(err: object, _msg: object) -> None:
         if err is not None:
             errors[0] += 1
+            if not first_error:
+                first_error.append(str(err))
 
-    config = producer_config(broker.bootstrap, "none", linger_ms=linger_ms)
+    config = producer_config(broker.bootstrap, "none", linger_ms=linger_ms, acks=acks)
     producer = Producer({**config, "on_delivery": on_delivery})
     producer.list_topics(topic, timeout=10)
     reader = threading.Thread(target=read, name="e2e-consumer", daemon=True)
@@ -604,6 +730,8 @@ def e2e_phase(
         stop.set()
         reader.join(5)
         consumer.close()
+    if first_error:
+        print(f"  {broker.name}: {errors[0]:,} failed deliveries, the first: {first_error[0]}")
     counted = sorted(latencies_ns[warmup:])
     latency = {}
     if counted:
@@ -628,6 +756,8 @@ def e2e_phase(
         timed_out=timed_out,
         latency_ms=latency,
         broker_requests=meter.requests,
+        broker_cpu_by_id_s=meter.broker_cpu_by_id,
+        acks=acks,
     )
 
 
@@ -771,22 +901,7 @@ def run_all(brokers: list[Broker], args: argparse.Namespace, profiler: Profiler)
 
     def note(phase: Phase) -> None:
         phases.append(phase)
-        flag = " TIMED OUT" if phase.timed_out else ""
-        extra = ""
-        if phase.kind == "e2e":
-            lat = phase.latency_ms
-            extra = f", p50 {lat.get('p50', 0):.2f} ms p99 {lat.get('p99', 0):.2f} ms"
-        if phase.broker_requests:
-            count = sum(phase.broker_requests.values())
-            per = phase.broker_cpu_s / count * 1e6 if count else 0.0
-            apis = " ".join(f"{api} {n:,}" for api, n in sorted(phase.broker_requests.items()))
-            extra += f"; requests: {apis} ({per:,.0f} us CPU each)"
-        print(
-            f"  {phase.broker:8} {phase.scenario:34} {phase.records:>9,} rec in "
-            f"{phase.seconds:6.2f} s: {phase.records_s:>10,.0f} rec/s {phase.mb_s:7.1f} MB/s, "
-            f"broker CPU {phase.broker_cpu_s:5.2f} s{extra}{flag}",
-            flush=True,
-        )
+        print_phase(phase)
 
     for repetition in range(args.repeat):
         order = brokers if repetition % 2 == 0 else brokers[::-1]
@@ -834,7 +949,110 @@ def run_all(brokers: list[Broker], args: argparse.Namespace, profiler: Profiler)
     return phases
 
 
+# The replicated comparison (--replicated): the single-broker cluster and the 3-broker one.
+UNREPLICATED = "odradek"
+REPLICATED = "odradek-rf3"
+REPLICATED_BROKERS = 3
+REPLICATED_TOPIC_CONFIG = {"min.insync.replicas": "2"}
+REPLICATED_ACKS = ("1", "all")
+REPLICATED_RECORD_BYTES = 1024
+# Issue 7's targets: acks=all RF=3 against unreplicated, throughput and end-to-end p99.
+REPLICATED_THROUGHPUT_TARGET = 0.5  # at least
+REPLICATED_P99_TARGET = 2.0  # below
+
+
+def run_replicated(
+    brokers: list[Broker], args: argparse.Namespace, profiler: Profiler
+) -> list[Phase]:
+    """Issue 7: 1 KiB produce with acks=1 and acks=all, ``--repeat`` rounds, then end-to-end
+    latency with acks=all once per ``--e2e-fetch-wait-ms``, on every target in ``brokers``.
+
+    A target with several brokers gets topics with as many replicas (and
+    ``min.insync.replicas`` 2); a single broker gets 1 replica. Within a scenario the targets
+    take turns and the order flips every round, as in ``run_all``. Each phase has its own topic,
+    and it starts only once the topic's ISR is full.
+    """
+    pool = make_pool(REPLICATED_RECORD_BYTES, args.seed)
+    phases: list[Phase] = []
+
+    def topic_for(broker: Broker, topic: str) -> int:
+        replicas = len(broker.pids())
+        config = REPLICATED_TOPIC_CONFIG if replicas > 1 else None
+        return create_topic(broker, topic, args.phase_timeout, replicas, config)
+
+    def note(phase: Phase, broker: Broker, leader: int) -> None:
+        phase.replication_factor, phase.leader = len(broker.pids()), leader
+        phases.append(phase)
+        print_phase(phase, name_width=len(REPLICATED), scenario_width=42)
+
+    for repetition in range(args.repeat):
+        order = brokers if repetition % 2 == 0 else brokers[::-1]
+        for acks in REPLICATED_ACKS:
+            for broker in order:
+                topic = f"bench-replicated-acks-{acks}-r{repetition}"
+                leader = topic_for(broker, topic)
+                with profiler.around(broker, f"produce 1 KiB acks={acks} r{repetition}"):
+                    phase = produce_phase(
+                        broker,
+                        topic,
+                        pool,
+                        args.records_1k,
+                        "none",
+                        args.phase_timeout,
+                        acks,
+                        until_replicated=True,
+                    )
+                phase.scenario = f"produce {label(REPLICATED_RECORD_BYTES)} acks={acks}"
+                note(phase, broker, leader)
+    for fetch_wait_ms in args.e2e_fetch_wait_ms:
+        for broker in brokers:
+            topic = f"bench-replicated-e2e-{fetch_wait_ms}"
+            leader = topic_for(broker, topic)
+            with profiler.around(broker, f"e2e acks=all fetch.wait {fetch_wait_ms}"):
+                phase = e2e_phase(
+                    broker,
+                    topic,
+                    pool,
+                    args.rate,
+                    args.e2e_seconds,
+                    args.e2e_linger_ms,
+                    fetch_wait_ms,
+                    args.phase_timeout + args.e2e_seconds,
+                    acks="all",
+                )
+            phase.scenario += " acks=all"
+            note(phase, broker, leader)
+    return phases
+
+
 # -- reporting -------------------------------------------------------------------------------
+
+
+def print_phase(phase: Phase, name_width: int = 8, scenario_width: int = 34) -> None:
+    """One line per phase as it ends, so a long run shows progress."""
+    flag = " TIMED OUT" if phase.timed_out else ""
+    extra = ""
+    if phase.errors:
+        extra += f", {phase.errors:,} errors"
+    if phase.kind == "e2e":
+        lat = phase.latency_ms
+        extra += f", p50 {lat.get('p50', 0):.2f} ms p99 {lat.get('p99', 0):.2f} ms"
+    if phase.replicated_s is not None:
+        extra += f", replicated in {phase.replicated_s:.2f} s"
+    if len(phase.broker_cpu_by_id_s) > 1:
+        extra += f", leader {phase.leader} CPU {phase.leader_cpu_s:.2f} s"
+    if phase.broker_requests:
+        count = sum(phase.broker_requests.values())
+        per = phase.broker_cpu_s / count * 1e6 if count else 0.0
+        apis = " ".join(f"{api} {n:,}" for api, n in sorted(phase.broker_requests.items()))
+        extra += f"; requests: {apis} ({per:,.0f} us CPU each)"
+    print(
+        f"  {phase.broker:{name_width}} {phase.scenario:{scenario_width}} "
+        f"{phase.records:>9,} rec in "
+        f"{phase.seconds:6.2f} s: {phase.records_s:>10,.0f} rec/s {phase.mb_s:7.1f} MB/s, "
+        f"broker CPU {phase.broker_cpu_s:5.2f} s{extra}{flag}",
+        flush=True,
+    )
 
 
 def best(phases: list[Phase], broker: str, scenario: str) -> Phase | None:
@@ -921,6 +1139,160 @@ def print_baseline(revision: str, rows: list[dict[str, object]]) -> None:
         elif "p99_ms" in row:
             ours, old = row["p99_ms"]
             print(f"{row['scenario']:34}  p99 {ours:.2f} ms against {old:.2f} ms")
+
+
+def summarise_replicated(
+    phases: list[Phase],
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """One row per scenario (unreplicated, replicated, ratio = replicated / unreplicated), and
+    issue 7's targets.
+
+    The throughput target compares acks=all on RF=3 with the unreplicated broker's acks=1, as
+    Kafka's 2014 benchmark did (no replication against 3x synchronous replication); the ratio
+    against the unreplicated broker's acks=all is in the rows too. The latency target compares
+    end-to-end p99, acks=all on both.
+    """
+    rows, targets = [], []
+    for scenario in dict.fromkeys(p.scenario for p in phases):
+        single = best(phases, UNREPLICATED, scenario)
+        replicated = best(phases, REPLICATED, scenario)
+        any_phase = single or replicated
+        row: dict[str, object] = {"scenario": scenario, "kind": any_phase.kind}
+        for name, phase in ((UNREPLICATED, single), (REPLICATED, replicated)):
+            if phase is not None:
+                row[name] = phase.as_dict()
+        if single and replicated:
+            if any_phase.kind == "e2e" and single.latency_ms and replicated.latency_ms:
+                row["ratio_p50"] = replicated.latency_ms["p50"] / single.latency_ms["p50"]
+                row["ratio_p99"] = replicated.latency_ms["p99"] / single.latency_ms["p99"]
+                ratio = row["ratio_p99"]
+                targets.append(
+                    {
+                        "target": f"{scenario}: p99 RF=3 / RF=1 < {REPLICATED_P99_TARGET:g}",
+                        "value": ratio,
+                        "met": ratio < REPLICATED_P99_TARGET
+                        and not (replicated.timed_out or replicated.errors),
+                    }
+                )
+            elif single.records_s:
+                row["ratio"] = replicated.records_s / single.records_s
+        rows.append(row)
+    label_1k = label(REPLICATED_RECORD_BYTES)
+    unreplicated = best(phases, UNREPLICATED, f"produce {label_1k} acks=1")
+    replicated_all = best(phases, REPLICATED, f"produce {label_1k} acks=all")
+    if unreplicated and replicated_all and unreplicated.records_s:
+        ratio = replicated_all.records_s / unreplicated.records_s
+        targets.insert(
+            0,
+            {
+                "target": f"produce {label_1k}: acks=all RF=3 / unreplicated (RF=1, acks=1) "
+                f">= {REPLICATED_THROUGHPUT_TARGET:g}",
+                "value": ratio,
+                "met": ratio >= REPLICATED_THROUGHPUT_TARGET
+                and not (replicated_all.timed_out or replicated_all.errors),
+            },
+        )
+    return rows, targets
+
+
+def print_replicated(header: dict[str, object], rows: list[dict], targets: list[dict]) -> None:
+    print()
+    print(f"odradek replication benchmark (issue 7), {header['date']}")
+    print(f"command: {header['command']}")
+    print(f"source: {header['source']}")
+    m = header["machine"]
+    print(
+        f"machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['memory_gib']} GiB, Python "
+        f"{m['python']}, Linux {m['kernel']}, librdkafka {header['librdkafka']}"
+    )
+    print(f"load average before/after: {header['load_before']} / {header['load_after']}")
+    print(
+        f"RF=1: 1 broker, topics with 1 replica; RF=3: {REPLICATED_BROKERS} brokers, topics with "
+        f"{REPLICATED_BROKERS} replicas and min.insync.replicas "
+        f"{REPLICATED_TOPIC_CONFIG['min.insync.replicas']}; 1 partition each"
+    )
+    print(
+        f"best of {header['repeat']}; MB = 10^6 value bytes; CPU = broker CPU seconds per "
+        "million records (RF=3: all brokers, and the leader alone), counted until every replica "
+        "had the records; behind = seconds from the last acknowledgement until the high "
+        "watermark reached it; ratio = RF=3 / RF=1"
+    )
+    print()
+    head = (
+        f"{'scenario':24}{'RF=1 rec/s':>12}{'MB/s':>8}{'CPU':>7}"
+        f"{'RF=3 rec/s':>12}{'MB/s':>8}{'CPU all':>9}{'leader':>8}{'behind':>8}{'ratio':>8}"
+    )
+    print(head)
+    print("-" * len(head))
+    for row in rows:
+        if row["kind"] == "e2e":
+            continue
+        cells = [f"{row['scenario']:24}"]
+        single, replicated = row.get(UNREPLICATED), row.get(REPLICATED)
+        if single is None:
+            cells.append(f"{'-':>12}{'-':>8}{'-':>7}")
+        else:
+            mark = "*" if single["timed_out"] or single["errors"] else ""
+            cells.append(
+                f"{single['records_s']:>11,.0f}{mark:1}{single['mb_s']:>8.1f}"
+                f"{single['broker_cpu_s_per_million_records']:>7.2f}"
+            )
+        if replicated is None:
+            cells.append(f"{'-':>12}{'-':>8}{'-':>9}{'-':>8}{'-':>8}")
+        else:
+            mark = "*" if replicated["timed_out"] or replicated["errors"] else ""
+            behind = replicated["replicated_s"]
+            behind_cell = "-" if behind is None else f"{behind - replicated['seconds']:.2f}"
+            cells.append(
+                f"{replicated['records_s']:>11,.0f}{mark:1}{replicated['mb_s']:>8.1f}"
+                f"{replicated['broker_cpu_s_per_million_records']:>9.2f}"
+                f"{replicated['leader_cpu_s_per_million_records']:>8.2f}{behind_cell:>8}"
+            )
+        cells.append(f"{row['ratio']:>8.2f}" if "ratio" in row else f"{'-':>8}")
+        print("".join(cells))
+    for row in rows:
+        if row["kind"] != "e2e":
+            continue
+        print()
+        print(
+            f"{row['scenario']} (latency in ms; CPU = broker CPU s per million records, "
+            "all brokers and the leader alone)"
+        )
+        print(
+            f"{'':10}{'p50':>8}{'p99':>8}{'p99.9':>8}{'max':>8}{'records':>9}"
+            f"{'CPU all':>9}{'leader':>8}"
+        )
+        for name, title in ((UNREPLICATED, "RF=1"), (REPLICATED, "RF=3")):
+            phase = row.get(name)
+            if phase is None:
+                continue
+            lat = phase["latency_ms"] or {"p50": 0, "p99": 0, "p999": 0, "max": 0}
+            mark = " TIMED OUT" if phase["timed_out"] else ""
+            mark += f" {phase['errors']:,} errors" if phase["errors"] else ""
+            print(
+                f"{title:10}{lat['p50']:>8.2f}{lat['p99']:>8.2f}{lat['p999']:>8.2f}"
+                f"{lat['max']:>8.1f}{phase['records']:>9,}"
+                f"{phase['broker_cpu_s_per_million_records']:>9.1f}"
+                f"{phase['leader_cpu_s_per_million_records']:>8.1f}{mark}"
+            )
+        if "ratio_p99" in row:
+            print(f"{'ratio':10}{row['ratio_p50']:>8.2f}{row['ratio_p99']:>8.2f}")
+    if any(
+        p["timed_out"] or p["errors"]
+        for r in rows
+        for k in (UNREPLICATED, REPLICATED)
+        if (p := r.get(k))
+    ):
+        print(
+            "* did not finish within --phase-timeout, or deliveries failed: the rate is of what "
+            "was acknowledged"
+        )
+    if targets:
+        print()
+        print("targets (issue 7, 1 KiB records, one partition):")
+        for t in targets:
+            value = "-" if t["value"] is None else f"{t['value']:.2f}"
+            print(f"  {'met    ' if t['met'] else 'NOT met'}  {t['target']} (ratio {value})")
 
 
 def _target(name: str, ratio: object, need: float, ours: Phase, theirs: Phase) -> dict:
@@ -1107,9 +1479,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--hold", action="store_true", help="keep the brokers up after the run until Enter"
     )
+    parser.add_argument(
+        "--replicated",
+        action="store_true",
+        help="instead of the comparison with Tansu, the replication comparison (issue 7): a "
+        f"1-broker Odradek (RF=1) against a {REPLICATED_BROKERS}-broker one (RF=3, "
+        "min.insync.replicas 2), 1 KiB produce with acks=1 and acks=all (--records-1k, "
+        "--repeat rounds) and end-to-end latency with acks=all (--rate, --e2e-*)",
+    )
     args = parser.parse_args(argv)
     if min(args.records_100, args.records_1k, args.rate, args.repeat) < 1:
         parser.error("counts, --rate and --repeat must be positive")
+    if args.replicated and (args.only or args.baseline or args.tansu):
+        parser.error("--replicated runs Odradek alone: no --only, --baseline or --tansu")
     return args
 
 
@@ -1120,7 +1502,7 @@ def _raise_on_sigterm(signum: int, _frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     tansu_binary = None
-    if args.only != "odradek":
+    if args.only != "odradek" and not args.replicated:
         tansu_binary = find_tansu(args.tansu)
         if tansu_binary is None:
             print(
@@ -1133,7 +1515,10 @@ def main(argv: list[str] | None = None) -> int:
     args.dir.mkdir(parents=True, exist_ok=True)
     work_dir = Path(tempfile.mkdtemp(prefix="cluster-bench-", dir=args.dir))
     brokers: list[Broker] = []
-    if args.only != "tansu":
+    if args.replicated:
+        brokers.append(OdradekBroker(work_dir / UNREPLICATED, name=UNREPLICATED))
+        brokers.append(OdradekBroker(work_dir / REPLICATED, REPLICATED_BROKERS, REPLICATED))
+    elif args.only != "tansu":
         brokers.append(OdradekBroker(work_dir / "odradek"))
     if tansu_binary is not None:
         brokers.append(TansuBroker(tansu_binary, work_dir))
@@ -1163,11 +1548,17 @@ def main(argv: list[str] | None = None) -> int:
         profiler = Profiler(args.profile)
         if args.profile:
             args.profile.mkdir(parents=True, exist_ok=True)
-        phases = run_all(brokers, args, profiler)
+        phases = (run_replicated if args.replicated else run_all)(brokers, args, profiler)
         header["load_after"] = _load_average()
-        header["broker_rss_mib"] = {b.name: round(rss_mib(b.pid), 1) for b in brokers}
-        rows, targets = summarise(phases)
-        print_table(header, rows, targets)
+        header["broker_rss_mib"] = {
+            b.name: round(sum(rss_mib(pid) for pid in b.pids().values()), 1) for b in brokers
+        }
+        if args.replicated:
+            rows, targets = summarise_replicated(phases)
+            print_replicated(header, rows, targets)
+        else:
+            rows, targets = summarise(phases)
+            print_table(header, rows, targets)
         baseline_rows = summarise_baseline(phases) if args.baseline else []
         if baseline_rows:
             print_baseline(args.baseline, baseline_rows)
