@@ -6,11 +6,19 @@ Per connection, as Kafka's SocketServer does it:
   buffers (``protocol.framing``), so a Produce request's records reach ``Log.append`` as a view
   of the bytes the kernel wrote. Large frames take their memory from the broker's request memory
   budget (``queued.max.request.bytes``) as their bytes arrive, never what a size prefix announces.
-- Requests are handled one at a time, in arrival order, so responses leave in request order. At
-  most ``max_inflight`` whole frames (and at most ``socket.request.max.bytes`` of large ones) wait
-  behind the one being handled, and all connections together hold at most
-  ``queued.max.requests``; past those limits the connection stops taking frames out of its read
-  buffer, and once that is full, stops reading its socket (back-pressure, nothing dropped).
+- Requests are handled one at a time, in arrival order, and responses leave in request order. One
+  kind of answer may wait while the next request is handled: an ``acks=all`` produce whose
+  records are appended and wait for replication (the handler returns a future of the answer,
+  ``DeferredAnswer``). Its answer joins the ordered ``answers`` queue, written by the
+  ``_write_answers`` task as each completes; any later answer waits behind it. So a producer's
+  requests are appended in the order sent while their replication overlaps, instead of each
+  waiting for the previous one's replication (which would bound a connection's throughput to one
+  request per replication round trip). At most ``MAX_WAITING_ANSWERS`` wait; then the connection
+  handles nothing more until the oldest is written. At most ``max_inflight`` whole frames (and
+  at most ``socket.request.max.bytes`` of large ones) wait behind the one being handled, and all
+  connections together hold at most ``queued.max.requests``; past those limits the connection
+  stops taking frames out of its read buffer, and once that is full, stops reading its socket
+  (back-pressure, nothing dropped).
 - A response is written as its parts: buffers with one ``transport.write``, record regions of
   segment files with ``loop.sendfile(..., fallback=False)``, so fetched records never enter
   Python. A sendfile that sends fewer bytes than the frame announced (the segment was truncated
@@ -46,6 +54,10 @@ if TYPE_CHECKING:
     from odradek.broker.server import BrokerServer
 
 log = logging.getLogger(__name__)
+
+# Answers of one connection that may wait for replication at once (librdkafka and the Java
+# client keep at most 5 requests in flight per connection with idempotence).
+MAX_WAITING_ANSWERS = 8
 
 
 class CloseReason(enum.StrEnum):
@@ -97,6 +109,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.closed = False
         self.close_reason: CloseReason | None = None  # counted once, by ``close_for``
         self.busy = False  # a request is being handled or its response written
+        # Answers not yet written, in request order: each a future of the response's parts.
+        self.answers: deque[asyncio.Future[list | None]] = deque()
+        self.answers_written = asyncio.Event()
+        self.answer_writer: asyncio.Task[None] | None = None
         self.last_activity = self.loop.time()
         self.receiving_since: float | None = None  # when the frame now arriving began
 
@@ -146,6 +162,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.server.request_slots.cancel(self._slots_released)
         self.writable.set()
         self.frame_ready.set()
+        self.answers_written.set()
 
     def pause_writing(self) -> None:
         self.writable.clear()
@@ -241,6 +258,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("closing %s: connection worker failed", self.peer)
             self.close_for(CloseReason.HANDLER_ERROR, "connection worker failed")
         finally:
+            if self.closed and self.answer_writer is not None and not self.answer_writer.done():
+                # Nothing can be written any more: what waits is dropped, not awaited.
+                for answer in self.answers:
+                    answer.cancel()
             for frame in self.queue:  # only when cancelled: give back what the queue held
                 self.server.request_memory.release(frame.pooled_bytes)
                 self.server.request_slots.release(1)
@@ -249,6 +270,48 @@ class KafkaConnection(asyncio.BufferedProtocol):
     async def _answer(self, frame: memoryview) -> None:
         try:
             parts = await self.server.handle(frame, self)
+        except CloseConnection as e:
+            self.close_for(e.reason, str(e))
+            return
+        if isinstance(parts, asyncio.Future):  # an answer that waits (acks=all): see the module
+            await self._queue_answer(parts)
+            return
+        if self.answers:  # earlier answers still wait: this one leaves after them
+            done: asyncio.Future[list | None] = self.loop.create_future()
+            done.set_result(parts)
+            await self._queue_answer(done)
+            return
+        await self._send_answer(parts)
+
+    async def _queue_answer(self, answer: asyncio.Future[list | None]) -> None:
+        self.answers.append(answer)
+        if self.answer_writer is None or self.answer_writer.done():
+            self.answer_writer = asyncio.ensure_future(self._write_answers())
+        while len(self.answers) >= MAX_WAITING_ANSWERS and not self.closed:
+            self.answers_written.clear()
+            await self.answers_written.wait()
+
+    async def _write_answers(self) -> None:
+        """Write queued answers in request order, each once it is complete."""
+        while self.answers:
+            answer = self.answers[0]
+            try:
+                parts = await answer
+            except CloseConnection as e:
+                self.close_for(e.reason, str(e))
+                parts = None
+            except asyncio.CancelledError:
+                parts = None
+                if not answer.cancelled():
+                    raise
+            self.answers.popleft()
+            await self._send_answer(parts)
+            self.last_activity = self.loop.time()
+            self.answers_written.set()
+        self.answers_written.set()
+
+    async def _send_answer(self, parts: list | None) -> None:
+        try:
             if parts is None or self.closed:
                 return
             await self._write(parts)
@@ -301,6 +364,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return CloseReason.RECEIVE_TIMEOUT
         if (
             not self.busy
+            and not self.answers
             and not self.queue
             and since is None
             and now - self.last_activity > self.server.idle_timeout_s

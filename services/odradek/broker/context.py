@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from odradek.broker.admin.producer_ids import ProducerIdManager
 from odradek.broker.fetch_sessions import FetchSessionCache
@@ -55,3 +56,13 @@ class RequestContext:
     @property
     def api_version(self) -> int:
         return self.header.api_version
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredAnswer:
+    """What a handler returns when its work is done but its answer must wait (an ``acks=all``
+    produce waiting for replication): the connection handles the next request meanwhile and
+    writes this answer, in request order, once ``response`` completes (``broker.connection``).
+    ``response`` must not hold views of the request's frame: that buffer is reused."""
+
+    response: Awaitable[Any]

@@ -29,9 +29,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from odradek.broker.partition import (
     ACKS_ALL,
@@ -301,9 +301,31 @@ class ReplicaManager:
         request's cost. With ``acks=all`` the answer then waits for replication (the module
         docstring); ``acks`` 0 and 1 are answered once the leader appended.
         """
+        results, replication = await self.append_records_then_wait(
+            acks, entries, timeout_ms=timeout_ms
+        )
+        return results if replication is None else await replication
+
+    async def append_records_then_wait(
+        self,
+        acks: int,
+        entries: Mapping[TopicPartition, bytes | memoryview],
+        *,
+        timeout_ms: int = DEFAULT_PRODUCE_TIMEOUT_MS,
+    ) -> tuple[
+        dict[TopicPartition, ProduceResult],
+        Coroutine[Any, Any, dict[TopicPartition, ProduceResult]] | None,
+    ]:
+        """``append_records`` in two steps: append now, and (for ``acks=all`` with something
+        appended) a coroutine that waits for replication and returns the final results. The
+        Produce handler answers with it later, while its connection's next request is appended
+        (``DeferredAnswer``)."""
         if acks not in (0, 1, ACKS_ALL):
             error = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {acks}")
-            return {tp: ProduceResult(error.error_code, error_message=str(error)) for tp in entries}
+            refused = {
+                tp: ProduceResult(error.error_code, error_message=str(error)) for tp in entries
+            }
+            return refused, None
         results: dict[TopicPartition, ProduceResult] = {}
         waiting: dict[TopicPartition, asyncio.Future[None]] = {}
         for (topic, index), records in entries.items():
@@ -311,9 +333,9 @@ class ReplicaManager:
             results[(topic, index)] = result
             if acks == ACKS_ALL and partition is not None and result.error == ErrorCode.none:
                 waiting[(topic, index)] = partition.wait_for_high_watermark(next_offset)
-        if waiting:
-            await self._await_replication(results, waiting, timeout_ms)
-        return results
+        if not waiting:
+            return results, None
+        return results, self._await_replication(results, waiting, timeout_ms)
 
     async def _append(
         self, topic: str, index: int, records: bytes | memoryview, acks: int
@@ -340,7 +362,7 @@ class ReplicaManager:
         results: dict[TopicPartition, ProduceResult],
         waiting: dict[TopicPartition, asyncio.Future[None]],
         timeout_ms: int,
-    ) -> None:
+    ) -> dict[TopicPartition, ProduceResult]:
         """The delayed produce: each waiting partition's outcome, or REQUEST_TIMED_OUT."""
         pending = [w for w in waiting.values() if not w.done()]
         if pending:
@@ -363,8 +385,8 @@ class ReplicaManager:
                     error_message=message,
                 )
             else:
-                # Counted as produced once acknowledged (metrics), as before replication.
                 results[tp] = result
+        return results
 
     # -- fetch ---------------------------------------------------------------------------
 

@@ -34,10 +34,11 @@ import asyncio
 import logging
 import select
 import time
+from collections.abc import Awaitable
 
 from odradek.broker.budget import UNBOUNDED, RequestBudgets
 from odradek.broker.connection import CloseConnection, CloseReason, KafkaConnection
-from odradek.broker.context import BrokerContext, RequestContext
+from odradek.broker.context import BrokerContext, DeferredAnswer, RequestContext
 from odradek.broker.handlers import CONTROLLER_APIS, ERROR_RESPONSES, HANDLERS, served_versions
 from odradek.config.endpoints import Listener
 from odradek.errors import ErrorCode
@@ -45,6 +46,7 @@ from odradek.protocol.apis import ApiKey, api_versions_fallback
 from odradek.protocol.codec import decode_request, encode_response_parts
 from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from odradek.protocol.framing import DEFAULT_MAX_FRAME_BYTES, DEFAULT_READ_BUFFER_BYTES
+from odradek.protocol.header import RequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -188,8 +190,11 @@ class BrokerServer:
 
     # -- requests ------------------------------------------------------------------------
 
-    async def handle(self, frame: memoryview, connection: KafkaConnection) -> list | None:
-        """One request frame to the response's parts, or None for no answer (acks=0).
+    async def handle(
+        self, frame: memoryview, connection: KafkaConnection
+    ) -> list | asyncio.Future[list | None] | None:
+        """One request frame to the response's parts, or None for no answer (acks=0), or a
+        future of them for an answer that waits (``DeferredAnswer``).
 
         Raises ``CloseConnection`` when the request cannot be answered; see the module.
         """
@@ -219,6 +224,24 @@ class BrokerServer:
                 CloseReason.NOT_ON_LISTENER,
                 f"api key {header.api_key} is not served on listener {self.listener.name}",
             )
+        if isinstance(response, DeferredAnswer):
+            return asyncio.ensure_future(self._finish(header, response.response, started))
+        return self._encode(header, response, started)
+
+    async def _finish(
+        self, header: RequestHeader, deferred: Awaitable[object], started: float
+    ) -> list | None:
+        """A deferred answer's parts, once it is complete (see ``DeferredAnswer``)."""
+        try:
+            response = await deferred
+        except Exception as e:
+            log.exception("handler for api key %d failed", header.api_key)
+            raise CloseConnection(
+                CloseReason.HANDLER_ERROR, f"handler for api key {header.api_key} failed: {e!r}"
+            ) from e
+        return self._encode(header, response, started)
+
+    def _encode(self, header: RequestHeader, response: object, started: float) -> list | None:
         metrics = self.context.metrics
         if metrics is not None:
             name = "".join(w.capitalize() for w in ApiKey(header.api_key).name.split("_"))

@@ -1,5 +1,9 @@
 """Produce (0): append each partition's record set as leader; no answer at all for acks=0.
 
+With ``acks=all`` the records are appended at once and the answer waits for replication as a
+``DeferredAnswer``: the connection goes on with its next request meanwhile, and writes the
+answers in request order. Records are counted in the metrics once acknowledged.
+
 Before anything is appended, each partition's record set must be what Kafka's
 ``ProduceRequest.validateRecords`` requires of every version served (3+): exactly one whole
 record batch, of magic 2. Anything else (no batch, two batches, an old message set) is
@@ -8,10 +12,11 @@ INVALID_RECORD for that partition, as Kafka answers it; the other partitions are
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Any
 
-from odradek.broker.context import RequestContext
+from odradek.broker.context import DeferredAnswer, RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.broker.replica_manager import ProduceResult
 from odradek.errors import ErrorCode
@@ -23,6 +28,7 @@ API_KEY = ApiKey.PRODUCE
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any | None:
+    acks = request.acks
     entries = {
         (topic.name, partition.index): b"" if partition.records is None else partition.records
         for topic in request.topic_data
@@ -33,34 +39,62 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
         for tp, records in entries.items()
         if (problem := _not_one_batch(records, ctx.api_version)) is not None
     }
-    results = await ctx.broker.replica_manager.append_records(
+    results, replication = await ctx.broker.replica_manager.append_records_then_wait(
         request.acks,
         {tp: records for tp, records in entries.items() if tp not in refused},
         timeout_ms=int(request.timeout.total_seconds() * 1000),
     )
     results.update(refused)
+    # Only names and indexes from here on: a deferred answer must hold no view of the frame.
+    order = [
+        (topic.name, [partition.index for partition in topic.partition_data])
+        for topic in request.topic_data
+    ]
+    del request, entries
+    if replication is not None:  # acks=all: answered once replicated, see DeferredAnswer
+        return DeferredAnswer(_answer_when_replicated(ctx, order, results, replication))
+    return _answer(ctx, acks_zero=acks == 0, order=order, results=results)
+
+
+async def _answer_when_replicated(
+    ctx: RequestContext,
+    order: list[tuple[str, list[int]]],
+    results: dict[tuple[str, int], ProduceResult],
+    replication: Awaitable[dict[tuple[str, int], ProduceResult]],
+) -> Any:
+    results.update(await replication)
+    return _answer(ctx, acks_zero=False, order=order, results=results)
+
+
+def _answer(
+    ctx: RequestContext,
+    *,
+    acks_zero: bool,
+    order: list[tuple[str, list[int]]],
+    results: dict[tuple[str, int], ProduceResult],
+) -> Any | None:
     metrics = ctx.broker.metrics
     if metrics is not None:
         for (topic, _), result in results.items():
-            if result.records_count:
+            if result.records_count and result.error == ErrorCode.none:
                 metrics.record_produce(
                     topic, bytes_in=result.valid_bytes, messages_in=result.records_count
                 )
-    if request.acks == 0:
+    if acks_zero:
         return None  # Kafka sends no response to acks=0
 
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     topic_type = element_type(response_type, "responses")
     partition_type = element_type(topic_type, "partition_responses")
     responses = []
-    for topic in request.topic_data:
+    for name, indexes in order:
         partitions = []
-        for partition in topic.partition_data:
-            result = results[(topic.name, partition.index)]
+        for index in indexes:
+            result = results[(name, index)]
             partitions.append(
                 build(
                     partition_type,
-                    index=partition.index,
+                    index=index,
                     error_code=result.error,
                     base_offset=result.base_offset,
                     log_append_time=(
@@ -73,7 +107,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
                     error_message=result.error_message,
                 )
             )
-        responses.append(build(topic_type, name=topic.name, partition_responses=tuple(partitions)))
+        responses.append(build(topic_type, name=name, partition_responses=tuple(partitions)))
     return build(response_type, responses=tuple(responses), throttle_time=NO_THROTTLE)
 
 
