@@ -23,7 +23,11 @@ state changed are sent, only partitions with news come back):
   and goes on at the leader's log start offset;
 - each request long-polls (``replica.fetch.wait.max.ms``, ``replica.fetch.min.bytes``); a
   partition returns at most ``replica.fetch.max.bytes``, a response ``replica.fetch.response.
-  max.bytes``; a failed connection is retried after ``replica.fetch.backoff.ms``.
+  max.bytes``; a failed connection is retried after ``replica.fetch.backoff.ms``, and so is a
+  partition's error, except the ones a leader gives while it has not yet applied the
+  controller's latest request (UNKNOWN_TOPIC_OR_PARTITION for a new partition,
+  UNKNOWN_LEADER_EPOCH for a new epoch), retried after ``LEADER_NOT_READY_RETRY_S``: a new
+  topic's followers would otherwise hold back its first acks=all writes by a whole backoff.
 
 A response is applied to a partition only if the partition's fetch state is still the one the
 request was built from (same leader epoch, same offset): a LeaderAndIsr or a truncation in
@@ -59,6 +63,9 @@ from odradek.observability.metrics import BrokerMetrics
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+# Answers that mean the leader has not applied the controller's latest request yet.
+LEADER_NOT_READY = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_leader_epoch})
+LEADER_NOT_READY_RETRY_S = 0.05
 FETCH_VERSION = 12  # the last Fetch version naming topics, with diverging_epoch (KIP-595)
 READ_UNCOMMITTED = 0
 
@@ -277,7 +284,7 @@ class ReplicaFetcher:
             )
             await asyncio.sleep(self.settings.backoff_ms / 1000)
             return
-        backoff = False
+        pause_s = 0.0
         for key, data in fetched.items():
             if not data.in_response:
                 continue  # an incremental answer left it out: nothing new
@@ -286,15 +293,15 @@ class ReplicaFetcher:
             if before is None or current is None or current != before:
                 continue  # the state changed while the request was out: stale
             try:
-                backoff |= await self._apply(current, data)
+                pause_s = max(pause_s, await self._apply(current, data))
             except OdradekError as e:
                 log.warning("%s-%d: cannot apply fetched data: %s", *key, e)
-                backoff = True
-        if backoff:
-            await asyncio.sleep(self.settings.backoff_ms / 1000)
+                pause_s = self.settings.backoff_ms / 1000
+        if pause_s:
+            await asyncio.sleep(pause_s)
 
-    async def _apply(self, state: FetchState, data: FetchedPartition) -> bool:
-        """Apply one partition's answer; True if the fetcher should back off."""
+    async def _apply(self, state: FetchState, data: FetchedPartition) -> float:
+        """Apply one partition's answer; how long the fetcher should pause after (seconds)."""
         partition = state.partition
         error = data.error
         if error == ErrorCode.none:
@@ -303,12 +310,12 @@ class ReplicaFetcher:
                 offset = truncation_offset(partition, *diverging)
                 await partition.truncate_to(offset)
                 state.fetch_offset = partition.log.log_end_offset
-                return False
+                return 0.0
             records = data.records
             if records:
                 info = await partition.append_as_follower(records, self.workers)
                 if info is None:
-                    return False  # it became leader meanwhile: its fetch state goes soon
+                    return 0.0  # it became leader meanwhile: its fetch state goes soon
             state.fetch_offset = partition.log.log_end_offset
             if data.log_start_offset > partition.log.log_start_offset:
                 partition.log.advance_log_start_offset(
@@ -318,19 +325,24 @@ class ReplicaFetcher:
             if self.metrics is not None:
                 lag = max(data.high_watermark - partition.log.log_end_offset, 0)
                 self.metrics.set_replica_lag(partition.topic, partition.index, lag)
-            return False
+            return 0.0
         if error == ErrorCode.offset_out_of_range:
             await self._reset_out_of_range(state)
-            return False
+            return 0.0
         if error in (ErrorCode.fenced_leader_epoch, ErrorCode.not_leader_or_follower):
             # We are behind the controller's news: stop until a LeaderAndIsr says more.
             log.info("%s: leader %d answered %s", partition.name, self.leader_id, error.name)
             self.remove(state.key)
-            return False
+            return 0.0
+        if error in LEADER_NOT_READY:
+            # The leader has not applied the controller's news yet (a new partition, a new
+            # epoch): it will within moments, so ask again soon, not after a whole backoff.
+            log.debug("%s: leader %d answered %s", partition.name, self.leader_id, error.name)
+            return min(LEADER_NOT_READY_RETRY_S, self.settings.backoff_ms / 1000)
         log.info(
             "%s: leader %d answered %s; backing off", partition.name, self.leader_id, error.name
         )
-        return True
+        return self.settings.backoff_ms / 1000
 
     async def _reset_out_of_range(self, state: FetchState) -> None:
         """The fetch offset is outside the leader's log: ask where it starts and ends."""
