@@ -1195,17 +1195,22 @@ def summarise_replicated(
     return rows, targets
 
 
-def print_replicated(header: dict[str, object], rows: list[dict], targets: list[dict]) -> None:
+def print_run_header(header: dict[str, object], title: str, source: str) -> None:
+    """When, what, from which source and on which machine a run was made."""
     print()
-    print(f"odradek replication benchmark (issue 7), {header['date']}")
+    print(f"{title}, {header['date']}")
     print(f"command: {header['command']}")
-    print(f"source: {header['source']}")
+    print(f"source: {source}")
     m = header["machine"]
     print(
         f"machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['memory_gib']} GiB, Python "
         f"{m['python']}, Linux {m['kernel']}, librdkafka {header['librdkafka']}"
     )
     print(f"load average before/after: {header['load_before']} / {header['load_after']}")
+
+
+def print_replicated(header: dict[str, object], rows: list[dict], targets: list[dict]) -> None:
+    print_run_header(header, "odradek replication benchmark (issue 7)", f"{header['source']}")
     print(
         f"RF=1: 1 broker, topics with 1 replica; RF=3: {REPLICATED_BROKERS} brokers, topics with "
         f"{REPLICATED_BROKERS} replicas and min.insync.replicas "
@@ -1301,16 +1306,11 @@ def _target(name: str, ratio: object, need: float, ours: Phase, theirs: Phase) -
 
 
 def print_table(header: dict[str, object], rows: list[dict], targets: list[dict]) -> None:
-    print()
-    print(f"odradek cluster benchmark, {header['date']}")
-    print(f"command: {header['command']}")
-    print(f"source: {header['source']}; tansu: {header['tansu_version']}")
-    m = header["machine"]
-    print(
-        f"machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['memory_gib']} GiB, Python "
-        f"{m['python']}, Linux {m['kernel']}, librdkafka {header['librdkafka']}"
+    print_run_header(
+        header,
+        "odradek cluster benchmark",
+        f"{header['source']}; tansu: {header['tansu_version']}",
     )
-    print(f"load average before/after: {header['load_before']} / {header['load_after']}")
     print(
         f"best of {header['repeat']}; MB = 10^6 value bytes; CPU = broker CPU seconds per "
         "million records; ratio = Odradek / Tansu"
