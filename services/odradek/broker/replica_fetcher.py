@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from kio.schema.fetch.v12 import request as fetch_request
+from kio.schema.fetch.v12 import request as fetch_request  # the last version naming topics
 from kio.schema.list_offsets.v4 import request as list_request
 
 from odradek.broker.fetch_session_client import FetchedPartition, FetchSessionHandler
@@ -66,7 +66,6 @@ TopicPartition = tuple[str, int]
 # Answers that mean the leader has not applied the controller's latest request yet.
 LEADER_NOT_READY = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_leader_epoch})
 LEADER_NOT_READY_RETRY_S = 0.05
-FETCH_VERSION = 12  # the last Fetch version naming topics, with diverging_epoch (KIP-595)
 READ_UNCOMMITTED = 0
 
 
