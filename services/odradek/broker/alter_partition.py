@@ -16,6 +16,8 @@ The answer goes back to the partition (``isr_change_committed`` / ``isr_change_f
   INVALID_UPDATE_VERSION; INELIGIBLE_REPLICA; ...) fails that proposal: the partition proposes
   again at its next check, with whatever state it has then. A zombie leader therefore never gets
   its shrink committed.
+- A refusal of the whole request other than these (an unsupported version, ...) fails every
+  proposal it carried, as a partition-level error does.
 - STALE_BROKER_EPOCH: the request carried an epoch from before this broker registered again; it
   is retried with the current one.
 
@@ -178,11 +180,18 @@ class AlterPartitionManager:
         if request is None:
             return True
         response = await connection.send(request)
-        if response.error_code != ErrorCode.none:
-            log.info("AlterPartition answered %s", response.error_code.name)
-            if response.error_code == ErrorCode.not_controller:
+        error = response.error_code
+        if error != ErrorCode.none:
+            log.info("AlterPartition answered %s", error.name)
+            if error == ErrorCode.not_controller:
                 await self._disconnect()
-            return response.error_code not in RETRIABLE
+            if error in RETRIABLE:
+                return False
+            # Refused whole: every proposal fails, so that its partition proposes again later
+            # (a proposal left pending would block that partition's ISR changes for good).
+            for partition, proposal in batch.values():
+                partition.isr_change_failed(proposal, error.name)
+            return True
         self._apply(response, batch, by_id)
         return True
 
