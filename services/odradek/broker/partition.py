@@ -117,10 +117,6 @@ class IsrProposal:
     partition_epoch: int
     expanding: bool
 
-    @property
-    def kind(self) -> str:
-        return "expand" if self.expanding else "shrink"
-
 
 class IsrChangeSender(Protocol):
     """Sends a proposal to the controller; later calls ``isr_change_committed`` or ``_failed``."""

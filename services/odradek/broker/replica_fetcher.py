@@ -51,7 +51,7 @@ from kio.schema.fetch.v12 import request as fetch_request  # the last version na
 from kio.schema.list_offsets.v4 import request as list_request
 
 from odradek.broker.fetch_session_client import FetchedPartition, FetchSessionHandler
-from odradek.broker.partition import NO_EPOCH, UNDEFINED_EPOCH, Partition
+from odradek.broker.partition import NO_EPOCH, READ_UNCOMMITTED, UNDEFINED_EPOCH, Partition
 from odradek.broker.replica_manager import FetchPartitionRequest
 from odradek.broker.workers import Workers
 from odradek.client.connection import BrokerConnection
@@ -59,6 +59,7 @@ from odradek.client.errors import ClientError
 from odradek.config.endpoints import HostPort
 from odradek.errors import ErrorCode, OdradekError
 from odradek.observability.metrics import BrokerMetrics
+from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,6 @@ TopicPartition = tuple[str, int]
 # Answers that mean the leader has not applied the controller's latest request yet.
 LEADER_NOT_READY = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_leader_epoch})
 LEADER_NOT_READY_RETRY_S = 0.05
-READ_UNCOMMITTED = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,7 +374,7 @@ class ReplicaFetcher:
         if connection is None:
             return None, None
         found: list[int | None] = []
-        for timestamp in (-2, -1):
+        for timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
             response = await connection.send(
                 list_request.ListOffsetsRequest(
                     replica_id=self.broker_id,
