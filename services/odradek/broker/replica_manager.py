@@ -406,26 +406,27 @@ class ReplicaManager:
         """
         deadline = self.monotonic() + max(max_wait_ms, 0) / 1000
         results = self._read_all(requests, max_bytes, isolation_level, replica_id)
-        self.waiting_fetches += 1
-        try:
-            for _ in range(FETCH_ROUNDS_MAX):
-                remaining_s = deadline - self.monotonic()
-                if (
-                    remaining_s <= 0
-                    or any(r.error != ErrorCode.none or r.diverging_epoch for r in results)
-                    or sum(r.size for r in results) >= max(min_bytes, 1)
-                ):
-                    break
-                waiting = [
-                    hosted
-                    for r in requests
-                    if (hosted := self.partitions.get((r.topic, r.partition))) is not None
-                ]
-                if not await wait_for_any(waiting, remaining_s, for_follower=replica_id >= 0):
-                    break
-                results = self._read_all(requests, max_bytes, isolation_level, replica_id)
-        finally:
-            self.waiting_fetches -= 1
+        for _ in range(FETCH_ROUNDS_MAX):
+            remaining_s = deadline - self.monotonic()
+            if (
+                remaining_s <= 0
+                or any(r.error != ErrorCode.none or r.diverging_epoch for r in results)
+                or sum(r.size for r in results) >= max(min_bytes, 1)
+            ):
+                break
+            waiting = [
+                hosted
+                for r in requests
+                if (hosted := self.partitions.get((r.topic, r.partition))) is not None
+            ]
+            self.waiting_fetches += 1  # the fetch purgatory: fetches that wait, not all
+            try:
+                woken = await wait_for_any(waiting, remaining_s, for_follower=replica_id >= 0)
+            finally:
+                self.waiting_fetches -= 1
+            if not woken:
+                break
+            results = self._read_all(requests, max_bytes, isolation_level, replica_id)
         return results
 
     def _read_all(
