@@ -28,6 +28,7 @@ from odradek.broker.admin.producer_ids import ProducerIdManager
 from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.budget import RequestBudgets
 from odradek.broker.context import BrokerContext
+from odradek.broker.controller_link import ControllerLink
 from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
@@ -94,6 +95,7 @@ class BrokerApp:
         self.workers: Workers | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.alter_partition: AlterPartitionManager | None = None
+        self.controller_link: ControllerLink | None = None
         self._isr_expiration: asyncio.Task[None] | None = None
         self.controller_locator: ControllerLocator | None = None
         self._stopping = asyncio.Event()
@@ -178,6 +180,7 @@ class BrokerApp:
         )
         self.controller_locator = ControllerLocator(self.zk)
         await self.controller_locator.start()
+        self.controller_link = context.controller = ControllerLink(self._find_controller)
         self.alter_partition.start()
         self._isr_expiration = asyncio.get_running_loop().create_task(
             replica_manager.run_isr_expiration(self._stopping, self.metrics), name="isr-expiration"
@@ -287,7 +290,7 @@ class BrokerApp:
         self.stopped.set()
 
     async def _find_controller(self) -> HostPort | None:
-        """The active controller's listener, for AlterPartition (None while there is none)."""
+        """The active controller's listener (None while there is none)."""
         endpoint = self.controller_locator.endpoint if self.controller_locator else None
         if endpoint is None and self.controller_locator is not None:
             with contextlib.suppress(TimeoutError):  # a new election takes a moment
@@ -311,6 +314,8 @@ class BrokerApp:
             await self.fetchers.close()
         if self.alter_partition is not None:
             await self.alter_partition.close()
+        if self.controller_link is not None:
+            await self.controller_link.close()
         if self.controller_locator is not None:
             await self.controller_locator.stop()
         if self.workers is not None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.broker.admin.producer_ids import ProducerIdManager
+from odradek.broker.controller_link import ControllerLink
 from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
@@ -38,6 +39,8 @@ class BrokerContext:
     broker_epoch: int | None = None
     # KIP-227 sessions of the fetchers of this broker's partitions, sized by the config.
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache.of)
+    # Requests to the active controller (forwarded admin requests, ControlledShutdown).
+    controller: ControllerLink | None = None
 
 
 @dataclass(frozen=True, slots=True)

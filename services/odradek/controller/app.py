@@ -50,7 +50,7 @@ class ControllerApp:
             unclean_leader_election_enable=config.unclean_leader_election_enable,
             control_plane_listener_name=config.control_plane_listener_name,
         )
-        self.server = ControllerServer(self.controller.alter_partition)
+        self.server = ControllerServer(self.controller.handlers())
         self.port: int | None = None  # the listener's bound port
         self.admin: AdminServer | None = None
         self.loop_monitor = EventLoopMonitor(self.common)

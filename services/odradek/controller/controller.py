@@ -51,9 +51,11 @@ from odradek.controller.model import ClusterModel, TopicPartition
 from odradek.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
 from odradek.controller.ports import Channel, FencedError, StaleStateVersionError, Store
 from odradek.controller.replica_state_machine import ReplicaStateMachine
+from odradek.controller.server import Served
 from odradek.controller.states import PartitionState, ReplicaState
 from odradek.errors import ErrorCode
 from odradek.observability.metrics import ControllerMetrics
+from odradek.protocol.apis import ApiKey
 from odradek.zk.client import SessionEvent, WatchEvent
 
 log = logging.getLogger(__name__)
@@ -395,27 +397,49 @@ class Controller:
 
     # -- AlterPartition ------------------------------------------------------------------
 
-    async def alter_partition(self, request: Any) -> Any:
-        """Answer an AlterPartition request, decided as an event in order with the others.
+    def handlers(self) -> dict[int, Served]:
+        """What the controller's listener serves (``server``): api key -> versions, handler."""
+        return {ApiKey.ALTER_PARTITION: Served((2, 3), self.alter_partition)}
 
-        Called by the controller's listener on the controller's event loop."""
+    async def decide(
+        self,
+        name: str,
+        decision: Callable[[], Awaitable[Any]],
+        refusal: Callable[[ErrorCode], Any],
+    ) -> Any:
+        """Run ``decision`` as an event, in order with the others, and return its answer.
+
+        A controller that is not active, or steps down meanwhile, answers ``refusal``
+        (NOT_CONTROLLER); a decision that fails (a bug) answers UNKNOWN_SERVER_ERROR. Called by
+        the listener's handlers on the controller's event loop."""
         if self.model is None:
-            return ap.error_response(request, ErrorCode.not_controller)
+            return refusal(ErrorCode.not_controller)
         answered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
-        async def decide() -> None:
+        async def run() -> None:
+            if self.model is None:
+                answered.set_result(refusal(ErrorCode.not_controller))
+                return
             try:
-                response = await self._on_alter_partition(request)
+                response = await decision()
             except FencedError:
-                answered.set_result(ap.error_response(request, ErrorCode.not_controller))
+                answered.set_result(refusal(ErrorCode.not_controller))
                 raise
             except BaseException:
-                answered.set_result(ap.error_response(request, ErrorCode.unknown_server_error))
+                answered.set_result(refusal(ErrorCode.unknown_server_error))
                 raise
             answered.set_result(response)
 
-        self.events.put(f"alter partition #{next(self._event_ids)}", decide)
+        self.events.put(f"{name} #{next(self._event_ids)}", run)
         return await answered
+
+    async def alter_partition(self, request: Any) -> Any:
+        """Answer an AlterPartition request (KIP-497)."""
+        return await self.decide(
+            "alter partition",
+            lambda: self._on_alter_partition(request),
+            lambda error: ap.error_response(request, error),
+        )
 
     async def _on_alter_partition(self, request: Any) -> Any:
         model = self.model

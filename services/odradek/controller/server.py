@@ -1,15 +1,18 @@
-"""The controller's own Kafka-protocol listener: brokers send it AlterPartition here.
+"""The controller's own Kafka-protocol listener: brokers send it AlterPartition and the requests
+only the controller can decide here.
 
 Kafka's ZooKeeper-mode controller lives inside a broker and receives AlterPartition on the
 broker's listeners; Odradek's controller is its own process, so it listens on its own
 (``listeners`` of ``odradek controller``, one endpoint; its host and port are published in
-``/controller`` for brokers to find, see ``zk.election``). It serves:
+``/controller`` for brokers to find, see ``zk.election``). Brokers forward to it what clients
+ask of "the controller" (ElectLeaders, the reassignment APIs). It serves:
 
-- ApiVersions (v0-4), listing only what this listener serves (``SUPPORTED_VERSIONS``); a version
+- ApiVersions (v0-4), listing only what this listener serves (``supported_versions``); a version
   above ours gets the KIP-511 answer (error 35 in a v0 body), as the broker's listeners;
-- AlterPartition (v2-3, API 56), handed to ``Controller.alter_partition``, which decides it as an
-  event in order with the controller's others (a controller that is not active answers
-  NOT_CONTROLLER).
+- the APIs of its ``handlers`` table (api key -> versions and an async handler), built by the
+  controller (``Controller.handlers``): AlterPartition (v2-3, API 56) and the others; each is
+  decided as an event in order with the controller's others (a controller that is not active
+  answers NOT_CONTROLLER).
 
 Anything else closes the connection, as Kafka closes one for an API or version its listener does
 not serve: another API key, an unsupported version, a header or body that does not parse, a size
@@ -34,7 +37,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from odradek.errors import ErrorCode
 from odradek.protocol.apis import (
@@ -49,16 +52,21 @@ from odradek.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, enco
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
-    {ApiKey.API_VERSIONS: (0, 4), ApiKey.ALTER_PARTITION: (2, 3)}
-)
+API_VERSIONS_RANGE = (0, 4)
 MAX_FRAME_BYTES = DEFAULT_MAX_FRAME_BYTES  # socket.request.max.bytes, as the brokers'
 MAX_CONNECTIONS = 1000  # max.connections: brokers need one each
 IDLE_TIMEOUT_S = 600.0  # connections.max.idle.ms
 READ_CHUNK_BYTES = 65_536
 STOP_GRACE_S = 5.0
 
-AlterPartition = Callable[[Any], Awaitable[Any]]
+Handler = Callable[[Any], Awaitable[Any]]
+
+
+class Served(NamedTuple):
+    """One API the listener serves: its version range (inclusive) and its handler."""
+
+    versions: tuple[int, int]
+    handler: Handler
 
 
 class _Close(Exception):
@@ -68,13 +76,17 @@ class _Close(Exception):
 class ControllerServer:
     def __init__(
         self,
-        alter_partition: AlterPartition,
+        handlers: Mapping[int, Served],
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
     ):
-        self.alter_partition = alter_partition
+        self.handlers = dict(handlers)
+        self.supported_versions: Mapping[int, tuple[int, int]] = MappingProxyType(
+            {ApiKey.API_VERSIONS: API_VERSIONS_RANGE}
+            | {key: served.versions for key, served in handlers.items()}
+        )
         self.max_frame_bytes = max_frame_bytes
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s
@@ -150,7 +162,7 @@ class ControllerServer:
     async def _handle(self, frame: memoryview, peer: str) -> list:
         """One request to its response's parts (size prefix included); ``_Close`` otherwise."""
         try:
-            header, request = decode_request(frame, SUPPORTED_VERSIONS)
+            header, request = decode_request(frame, self.supported_versions)
         except UnsupportedVersionError as e:
             if e.header.api_key == ApiKey.API_VERSIONS:
                 return encode_frame(encode_response_parts(e.header, api_versions_fallback()))
@@ -162,8 +174,8 @@ class ControllerServer:
                 ErrorCode.none if client_software_is_valid(request) else ErrorCode.invalid_request
             )
             response = build_api_versions_response(
-                header.api_version, error, versions=SUPPORTED_VERSIONS
+                header.api_version, error, versions=self.supported_versions
             )
         else:
-            response = await self.alter_partition(request)
+            response = await self.handlers[header.api_key].handler(request)
         return encode_frame(encode_response_parts(header, response))

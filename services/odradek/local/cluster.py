@@ -126,6 +126,8 @@ class Member:
     start_ticks: int | None = None
     cmdline: list[str] | None = None
     netns: str | None = None  # the network namespace it runs in; None: this one
+    # A broker's own server.properties keys (broker.rack, ...), after the cluster's.
+    overrides: dict[str, str] = field(default_factory=dict)
 
     def identify(self, argv: list[str] | None = None) -> None:
         """Record the identity of the process now running with ``pid`` (just started)."""
@@ -243,6 +245,7 @@ def _broker_args(member: Member, state: ClusterState) -> list[str]:
         "--override",
         f"odradek.admin.listener={member.admin}",
         *(f"--override={key}={value}" for key, value in state.broker_overrides.items()),
+        *(f"--override={key}={value}" for key, value in member.overrides.items()),
     ]
 
 
@@ -256,6 +259,7 @@ def up(
     zookeeper_tick_time_ms: int | None = None,
     host: str = LOOPBACK,
     broker_netns: Mapping[int, tuple[str, str]] | None = None,
+    racks: Mapping[int, str] | None = None,
 ) -> tuple[ClusterState, bool]:
     """Start the cluster (or find it running); returns its state and whether it was started.
 
@@ -264,6 +268,7 @@ def up(
     likewise for the controllers. ZooKeeper and the brokers listen on ``host`` (controllers'
     and brokers' admin servers stay on 127.0.0.1); ``broker_netns`` maps a broker id to
     ``(network namespace, address)``: that broker runs inside the namespace, on that address.
+    ``racks`` gives brokers their ``broker.rack``.
     """
     data_dir = data_dir.absolute()
     existing = ClusterState.read(data_dir)
@@ -326,30 +331,75 @@ def up(
         members[-1].identify()
         state.write(data_dir)
 
-    addresses = []
     for broker_id in range(1, brokers + 1):
         netns, address = (broker_netns or {}).get(broker_id, (None, host))
-        admin_host = address if netns else LOOPBACK  # reachable from here
-        broker_dir = data_dir / f"broker-{broker_id}"
-        member = Member(
-            "broker",
-            broker_id,
-            0,
-            f"{address}:{free_loopback_port()}",
-            f"{admin_host}:{free_loopback_port()}",
-            str(broker_dir),
-            str(broker_dir / "broker.log"),
-            control_plane=f"{address}:{free_loopback_port()}",
-            netns=netns,
-        )
-        _start_broker(member, state)
-        addresses.append(member.address)
-        members.append(member)
-        state.bootstrap_servers = ",".join(addresses)
-        state.write(data_dir)
+        _new_broker(state, broker_id, address, netns=netns, rack=(racks or {}).get(broker_id))
 
     asyncio.run(_wait_for_brokers(state, brokers))
     return state, True
+
+
+def _new_broker(
+    state: ClusterState, broker_id: int, address: str, *, netns: str | None, rack: str | None
+) -> Member:
+    """Start a broker that was never part of the cluster, and record it in the state file."""
+    data_dir = Path(state.data_dir)
+    admin_host = address if netns else LOOPBACK  # reachable from here
+    broker_dir = data_dir / f"broker-{broker_id}"
+    member = Member(
+        "broker",
+        broker_id,
+        0,
+        f"{address}:{free_loopback_port()}",
+        f"{admin_host}:{free_loopback_port()}",
+        str(broker_dir),
+        str(broker_dir / "broker.log"),
+        control_plane=f"{address}:{free_loopback_port()}",
+        netns=netns,
+        overrides={} if rack is None else {"broker.rack": rack},
+    )
+    _start_broker(member, state)
+    state.members.append(member)
+    state.bootstrap_servers = ",".join(m.address for m in state.members if m.role == "broker")
+    state.write(data_dir)
+    return member
+
+
+def add_broker(data_dir: Path, broker_id: int | None = None, *, rack: str | None = None) -> Member:
+    """Start one more broker (the next free id unless given) on the cluster's host; waits until
+    it serves Metadata. It holds no replica until partitions are moved to it."""
+    data_dir = data_dir.absolute()
+    state = ClusterState.read(data_dir)
+    if state is None:
+        raise RuntimeError(f"no cluster in {data_dir}")
+    taken = {m.id for m in state.members if m.role == "broker"}
+    broker_id = broker_id if broker_id is not None else max(taken, default=0) + 1
+    if broker_id in taken:
+        raise RuntimeError(f"broker {broker_id} is already part of the cluster")
+    host = state.zookeeper_connect.rsplit(":", 1)[0]
+    member = _new_broker(state, broker_id, host, netns=None, rack=rack)
+    asyncio.run(_wait_for_broker(member))
+    return member
+
+
+def stop_broker(data_dir: Path, broker_id: int, *, forget: bool = False) -> Member:
+    """Stop one broker with SIGTERM (its controlled shutdown), SIGKILL after ``STOP_GRACE_S``;
+    ``forget`` also removes it from the state file (a broker taken out of the cluster)."""
+    data_dir = data_dir.absolute()
+    state = ClusterState.read(data_dir)
+    if state is None:
+        raise RuntimeError(f"no cluster in {data_dir}")
+    member = state.member("broker", broker_id)
+    if _signal(member, signal.SIGTERM):
+        deadline = time.monotonic() + STOP_GRACE_S
+        while time.monotonic() < deadline and member.is_ours():
+            time.sleep(POLL_INTERVAL_S)
+        _signal(member, signal.SIGKILL, quiet=True)
+    if forget:
+        state.members.remove(member)
+        state.bootstrap_servers = ",".join(m.address for m in state.members if m.role == "broker")
+        state.write(data_dir)
+    return member
 
 
 def _start_broker(member: Member, state: ClusterState) -> None:

@@ -26,7 +26,7 @@ async def _serving(harness, *, with_topic: bool = True):
     await harness.start()
     topic_id = harness.store.create_topic("t", {0: (1, 2)}) if with_topic else None
     await harness.settle()
-    server = ControllerServer(harness.controller.alter_partition)
+    server = ControllerServer(harness.controller.handlers())
     port = await server.start("127.0.0.1", 0)
     # The controller's events run as they would in ``run``.
     stop = asyncio.Event()
