@@ -1,12 +1,14 @@
 """The broker process: its parts wired together, started in order, stopped in reverse.
 
 Start-up: ZooKeeper session (and the persistent paths, and the cluster id, created by the first
-broker as Kafka does); topic configurations; the logs of every log dir (recovering them after an
-unclean shutdown); one Kafka server per listener (``config.listener_table``: the client
-listeners and the control-plane listener, which alone serves the controller's requests); the
-admin HTTP server; and last the ephemeral ``/brokers/ids/<id>`` registration listing every
-advertised listener, so the controller only sees a broker that can already serve. The
-registration's czxid is the broker epoch the controller's requests must carry.
+broker as Kafka does); topic configurations, then the dynamic broker configs (the replication
+throttle rates, applied to the two ``ReplicationQuotas``); the logs of every log dir
+(recovering them after an unclean shutdown); one Kafka server per listener
+(``config.listener_table``: the client listeners and the control-plane listener, which alone
+serves the controller's requests); the admin HTTP server; and last the ephemeral
+``/brokers/ids/<id>`` registration listing every advertised listener, so the controller only
+sees a broker that can already serve. The registration's czxid is the broker epoch the
+controller's requests must carry.
 Shutdown reverses that: deregister first, so the controller moves leadership away while the
 logs are still open, then stop serving, then close the logs cleanly (the clean-shutdown marker).
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 
 from odradek.broker.admin.producer_ids import ProducerIdManager
 from odradek.broker.alter_partition import AlterPartitionManager
+from odradek.broker.broker_configs import BrokerConfigs
 from odradek.broker.budget import RequestBudgets
 from odradek.broker.context import BrokerContext
 from odradek.broker.controller_link import ControllerLink
@@ -33,6 +36,7 @@ from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.broker.server import BrokerServer
 from odradek.broker.topic_configs import TopicConfigs
 from odradek.broker.workers import Workers
@@ -45,6 +49,7 @@ from odradek.observability.metrics import (
     broker_metrics,
     common_metrics,
     new_registry,
+    replication_quota_metrics,
 )
 from odradek.storage.manager import LogManager, ManagerIntervals
 from odradek.zk.client import SessionEvent, ZkClient
@@ -82,6 +87,7 @@ class BrokerApp:
         self.registry = new_registry()
         self.common = common_metrics(self.registry)
         self.metrics = broker_metrics(self.registry)
+        self.quotas = ReplicationQuotas.of(config, replication_quota_metrics(self.registry))
         self.zk = ZkClient(
             config.zookeeper_connect,
             session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
@@ -92,6 +98,7 @@ class BrokerApp:
         self.admin: AdminServer | None = None
         self.registrar: BrokerRegistrar | None = None
         self.topic_configs: TopicConfigs | None = None
+        self.broker_configs: BrokerConfigs | None = None
         self.workers: Workers | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.alter_partition: AlterPartitionManager | None = None
@@ -110,8 +117,15 @@ class BrokerApp:
         await self.zk.aensure_paths(PERSISTENT_PATHS)
         cluster_id = await self._cluster_id()
 
-        self.topic_configs = TopicConfigs(self.zk, config.topic_defaults(), self._config_changed)
+        self.broker_configs = BrokerConfigs(self.zk, config.broker_id, self.quotas.update)
+        self.topic_configs = TopicConfigs(
+            self.zk,
+            config.topic_defaults(),
+            self._config_changed,
+            entity_handlers={"brokers": self.broker_configs.refresh},
+        )
         await self.topic_configs.start()
+        await self.broker_configs.start()  # after: a change from now on has its notification
         self.log_manager = LogManager(
             config.effective_log_dirs,
             topic_config=self.topic_configs.get,
@@ -150,6 +164,7 @@ class BrokerApp:
             ),
             workers=self.workers,
             metrics=self.metrics,
+            quota=self.quotas.follower,
         )
         self.alter_partition = AlterPartitionManager(
             config.broker_id,
@@ -166,6 +181,7 @@ class BrokerApp:
             isr_changes=self.alter_partition,
             fetchers=self.fetchers,
             metrics=self.metrics,
+            leader_quota=self.quotas.leader,
         )
         context = BrokerContext(
             broker_id=config.broker_id,

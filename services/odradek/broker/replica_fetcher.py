@@ -29,6 +29,13 @@ state changed are sent, only partitions with news come back):
   UNKNOWN_LEADER_EPOCH for a new epoch), retried after ``LEADER_NOT_READY_RETRY_S``: a new
   topic's followers would otherwise hold back its first acks=all writes by a whole backoff.
 
+Follower replication throttle (KIP-73): a partition that ``follower.replication.throttled.replicas``
+lists on this broker is left out of the next Fetch while it is not in sync (its last answer had
+not caught up with the leader's high watermark, or none came yet) and the follower quota is over
+``follower.replication.throttled.rate``; every byte fetched for a listed partition is recorded
+(``broker/replication_quota.py``). With every partition held back the fetcher sends nothing and
+waits ``replica.fetch.backoff.ms`` (or until a partition is added), as Kafka's does.
+
 A response is applied to a partition only if the partition's fetch state is still the one the
 request was built from (same leader epoch, same offset): a LeaderAndIsr or a truncation in
 between makes it stale, and it is dropped.
@@ -43,7 +50,7 @@ import contextlib
 import logging
 import zlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -53,6 +60,7 @@ from kio.schema.list_offsets.v4 import request as list_request
 from odradek.broker.fetch_session_client import FetchedPartition, FetchSessionHandler
 from odradek.broker.partition import NO_EPOCH, READ_UNCOMMITTED, UNDEFINED_EPOCH, Partition
 from odradek.broker.replica_manager import FetchPartitionRequest
+from odradek.broker.replication_quota import ReplicationQuota
 from odradek.broker.workers import Workers
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
@@ -89,6 +97,10 @@ class FetchState:
     partition: Partition
     leader_epoch: int
     fetch_offset: int
+    # Offsets behind the leader's HW after the last answer that brought records (or the first
+    # answer; None: none yet). 0 is Kafka's "in sync" for the follower throttle. Not part of
+    # the staleness check.
+    lag: int | None = field(default=None, compare=False)
 
     @property
     def key(self) -> TopicPartition:
@@ -129,9 +141,11 @@ class ReplicaFetcher:
         connect: Connect,
         workers: Workers | None,
         metrics: BrokerMetrics | None,
+        quota: ReplicationQuota | None = None,
     ):
         self.broker_id = broker_id
         self.leader_id = leader_id
+        self.quota = quota  # the follower side's; None: never throttled
         self.fetcher_id = fetcher_id
         self.leader_endpoint = leader_endpoint
         self.settings = settings
@@ -180,7 +194,13 @@ class ReplicaFetcher:
                 if connection is None:
                     await asyncio.sleep(backoff_s)
                     continue
-                request, sent = self._build_request()
+                built = self._build_request()
+                if built is None:  # every partition held back by the throttle
+                    self._changed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._changed.wait(), backoff_s)
+                    continue
+                request, sent = built
                 wait_s = self.settings.wait_max_ms / 1000
                 response = await connection.send(
                     request, timeout_s=self.settings.socket_timeout_ms / 1000 + wait_s
@@ -213,12 +233,16 @@ class ReplicaFetcher:
         self.connection = await self.connect(address.host, address.port)
         return self.connection
 
-    def _build_request(self) -> tuple[Any, dict[TopicPartition, FetchState]]:
+    def _build_request(self) -> tuple[Any, dict[TopicPartition, FetchState]] | None:
         """The next Fetch (full or incremental, the session decides), and the states it was
-        built from (copies, to recognise stale answers)."""
+        built from (copies, to recognise stale answers); None when there is nothing to send."""
         sent: dict[TopicPartition, FetchState] = {}
         wanted = []
         for key, state in self.states.items():
+            if self.quota is not None and self.quota.should_throttle(
+                state.partition.log.config, key[1], in_sync=state.lag == 0
+            ):
+                continue
             partition_log = state.partition.log
             sent[key] = FetchState(state.partition, state.leader_epoch, state.fetch_offset)
             latest_epoch = partition_log.latest_epoch
@@ -234,6 +258,8 @@ class ReplicaFetcher:
                 )
             )
         data = self.session.build(wanted)
+        if not data.session_partitions and not data.to_forget:
+            return None
         topics: dict[str, list[Any]] = {}
         for partition in data.to_send:
             topics.setdefault(partition.topic, []).append(
@@ -315,7 +341,13 @@ class ReplicaFetcher:
                 info = await partition.append_as_follower(records, self.workers)
                 if info is None:
                     return 0.0  # it became leader meanwhile: its fetch state goes soon
+                if self.quota is not None and self.quota.is_throttled(
+                    partition.log.config, partition.index
+                ):
+                    self.quota.record(memoryview(records).nbytes)
             state.fetch_offset = partition.log.log_end_offset
+            if records or state.lag is None:
+                state.lag = max(data.high_watermark - partition.log.log_end_offset, 0)
             if data.log_start_offset > partition.log.log_start_offset:
                 partition.log.advance_log_start_offset(
                     min(data.log_start_offset, partition.log.high_watermark)
@@ -415,9 +447,11 @@ class ReplicaFetcherManager:
         workers: Workers | None = None,
         metrics: BrokerMetrics | None = None,
         connect: Connect | None = None,
+        quota: ReplicationQuota | None = None,
     ):
         self.broker_id = broker_id
         self.leader_endpoint = leader_endpoint
+        self.quota = quota
         self.settings = settings
         self.workers = workers
         self.metrics = metrics
@@ -448,6 +482,7 @@ class ReplicaFetcherManager:
                 connect=self.connect,
                 workers=self.workers,
                 metrics=self.metrics,
+                quota=self.quota,
             )
             self.fetchers[key] = fetcher
         fetcher.add(partition)

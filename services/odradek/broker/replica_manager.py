@@ -17,6 +17,10 @@ request, so one bad partition does not fail the others) and runs what waits:
 - **Leadership changes** from the controller go to the partition (``make_leader`` /
   ``make_follower``, which fence stale epochs) and then to the replica fetchers: a follower
   fetches from its new leader, a leader stops fetching.
+- **Leader replication throttle** (KIP-73): a follower out of the ISR fetching a partition that
+  ``leader.replication.throttled.replicas`` lists here gets no records for it while the leader
+  quota is over ``leader.replication.throttled.rate`` (its offsets still go out); the bytes sent
+  for listed partitions are recorded once the fetch is answered (``broker/replication_quota.py``).
 - **ISR expiry**: ``run_isr_expiration`` asks every led partition, every half
   ``replica.lag.time.max.ms``, to drop followers that stopped catching up.
 
@@ -44,6 +48,7 @@ from odradek.broker.partition import (
     wait_for_any,
     wall_clock_ms,
 )
+from odradek.broker.replication_quota import ReplicationQuota
 from odradek.broker.workers import Workers
 from odradek.config.topic import TopicConfig
 from odradek.errors import (
@@ -161,8 +166,10 @@ class ReplicaManager:
         isr_changes: IsrChangeSender | None = None,
         fetchers: ReplicaFetchers | None = None,
         metrics: BrokerMetrics | None = None,
+        leader_quota: ReplicationQuota | None = None,
     ):
         self.broker_id = broker_id
+        self.leader_quota = leader_quota  # None: never throttled (tests)
         self.workers = workers  # None: everything runs inline (tests)
         self.log_manager = log_manager
         self.monotonic = monotonic
@@ -427,7 +434,22 @@ class ReplicaManager:
             if not woken:
                 break
             results = self._read_all(requests, max_bytes, isolation_level, replica_id)
+        if replica_id >= 0 and self.leader_quota is not None:
+            self._record_throttled(results, self.leader_quota)
         return results
+
+    def _record_throttled(self, results: list[FetchResult], quota: ReplicationQuota) -> None:
+        """Kafka counts every throttled partition's bytes sent to a follower, in sync or not."""
+        sent = 0
+        for result in results:
+            hosted = self.partitions.get((result.topic, result.partition))
+            if (
+                result.size
+                and hosted is not None
+                and quota.is_throttled(hosted.log.config, result.partition)
+            ):
+                sent += result.size
+        quota.record(sent)
 
     def _read_all(
         self,
@@ -456,7 +478,8 @@ class ReplicaManager:
     ) -> FetchResult:
         topic, index = request.topic, request.partition
         try:
-            read = self.get_partition(topic, index).read(
+            hosted = self.get_partition(topic, index)
+            read = hosted.read(
                 request.fetch_offset,
                 min(request.max_bytes, budget),
                 replica_id=replica_id,
@@ -468,13 +491,23 @@ class ReplicaManager:
         except Exception as e:
             code, _ = _error_of(e, f"fetch from {topic}-{index}")
             return FetchResult(topic, index, error=code)
+        records = read.records
+        if (
+            records is not None
+            and replica_id >= 0
+            and self.leader_quota is not None
+            and self.leader_quota.should_throttle(
+                hosted.log.config, index, in_sync=replica_id in hosted.state.isr
+            )
+        ):
+            records = None  # read (the follower's fetch state moved), but not sent: throttled
         return FetchResult(
             topic,
             index,
             high_watermark=read.high_watermark,
             last_stable_offset=read.last_stable_offset,
             log_start_offset=read.log_start_offset,
-            records=read.records,
+            records=records,
             diverging_epoch=read.diverging_epoch,
         )
 

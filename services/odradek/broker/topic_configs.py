@@ -6,6 +6,10 @@ it (AlterConfigs writes one after changing the overrides). A changed configurati
 ``on_change`` so the topic's logs apply it. An override that fails validation (written by a
 newer or foreign tool) is logged and the topic keeps its previous configuration.
 
+Notifications for other entities go to the handler registered for their type in
+``entity_handlers`` (``brokers``: ``broker_configs.BrokerConfigs.refresh``), with the entity's
+name; types without a handler are skipped, as before.
+
 kazoo drops watches when a connection drops; after a reconnect the notifications are read again,
 so a change made meanwhile is not missed (a notification is processed once: by sequence number).
 
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from odradek.config.topic import TopicConfig
 from odradek.errors import InvalidConfigError
@@ -42,10 +46,12 @@ class TopicConfigs:
         zk: ZkClient,
         defaults: TopicConfig,
         on_change: Callable[[str, TopicConfig], None] = lambda topic, config: None,
+        entity_handlers: Mapping[str, Callable[[str], Awaitable[None]]] | None = None,
     ):
         self.zk = zk
         self.defaults = defaults
         self.on_change = on_change
+        self.entity_handlers = dict(entity_handlers or {})
         self._configs: dict[str, TopicConfig] = {}
         self._read: set[str] = set()  # topics whose overrides were read at least once
         self._last_change = -1
@@ -117,6 +123,8 @@ class TopicConfigs:
                 entity_type, _, entity_name = notification.entity_path.partition("/")
                 if entity_type == "topics":
                     await self.refresh(entity_name)
+                elif (handler := self.entity_handlers.get(entity_type)) is not None:
+                    await handler(entity_name)
 
     def _on_watch(self, event: WatchEvent) -> None:
         asyncio.ensure_future(self._check_changes())

@@ -339,6 +339,20 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             minimum=1,
         ),
         ConfigKey(
+            "replication.quota.window.num",
+            _T.INT,
+            11,
+            "Number of samples the replication throttles measure their rates over.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "replication.quota.window.size.seconds",
+            _T.INT,
+            1,
+            "Time span of each sample of the replication throttles' rates.",
+            minimum=1,
+        ),
+        ConfigKey(
             "max.incremental.fetch.session.cache.slots",
             _T.INT,
             1000,
@@ -445,6 +459,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
 }
 
 # Topic key -> the broker keys that give its default, first set wins, with the factor to ms.
+# A key with none keeps its topic default (Kafka's ServerTopicConfigSynonyms leaves it out).
 TOPIC_CONFIG_SYNONYMS: Mapping[str, tuple[tuple[str, int], ...]] = {
     "cleanup.policy": (("log.cleanup.policy", 1),),
     "compression.type": (("compression.type", 1),),
@@ -452,7 +467,9 @@ TOPIC_CONFIG_SYNONYMS: Mapping[str, tuple[tuple[str, int], ...]] = {
     "file.delete.delay.ms": (("log.segment.delete.delay.ms", 1),),
     "flush.messages": (("log.flush.interval.messages", 1),),
     "flush.ms": (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
+    "follower.replication.throttled.replicas": (),  # no broker default, as in Kafka
     "index.interval.bytes": (("log.index.interval.bytes", 1),),
+    "leader.replication.throttled.replicas": (),
     "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
     "max.message.bytes": (("message.max.bytes", 1),),
     "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
@@ -480,7 +497,7 @@ if set(TOPIC_CONFIG_SYNONYMS) != set(CONFIG_KEYS) or any(
     for synonyms in TOPIC_CONFIG_SYNONYMS.values()
     for name, _ in synonyms
 ):
-    raise RuntimeError("every topic key needs broker synonyms, the last one with a default")
+    raise RuntimeError("every topic key needs an entry; broker synonyms end with a default")
 
 
 def _default(name: str) -> object:
@@ -535,6 +552,8 @@ class BrokerConfig(PropertiesConfig):
     replica_fetch_min_bytes: int = _default("replica.fetch.min.bytes")
     replica_fetch_backoff_ms: int = _default("replica.fetch.backoff.ms")
     replica_socket_timeout_ms: int = _default("replica.socket.timeout.ms")
+    replication_quota_window_num: int = _default("replication.quota.window.num")
+    replication_quota_window_size_seconds: int = _default("replication.quota.window.size.seconds")
     max_incremental_fetch_session_cache_slots: int = _default(
         "max.incremental.fetch.session.cache.slots"
     )
@@ -745,7 +764,9 @@ class BrokerConfig(PropertiesConfig):
 
     def topic_defaults(self) -> TopicConfig:
         """The configuration of a topic that overrides nothing, as Kafka's ``LogConfig``."""
-        props = {name: self._synonym(name) for name in TOPIC_CONFIG_SYNONYMS}
+        props = {
+            name: self._synonym(name) for name, names in TOPIC_CONFIG_SYNONYMS.items() if names
+        }
         props["retention.ms"] = self.effective_log_retention_ms
         return TopicConfig.from_properties(props)
 

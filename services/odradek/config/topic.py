@@ -35,6 +35,7 @@ from odradek.config.keys import INT_MIN as INT_MIN
 from odradek.config.keys import LONG_MAX, ConfigKey, ConfigType, Value
 from odradek.config.keys import LONG_MIN as LONG_MIN
 from odradek.config.keys import invalid_value as _invalid
+from odradek.config.throttle import THROTTLED_REPLICAS_KEYS
 from odradek.errors import InvalidConfigError
 
 __all__ = [
@@ -105,6 +106,7 @@ CONFIG_KEYS: Mapping[str, ConfigKey] = {
             "Maximum time a message stays in the log before an fsync.",
             minimum=0,
         ),
+        THROTTLED_REPLICAS_KEYS[0],  # follower.replication.throttled.replicas (throttle.py)
         ConfigKey(
             "index.interval.bytes",
             _T.INT,
@@ -112,6 +114,7 @@ CONFIG_KEYS: Mapping[str, ConfigKey] = {
             "Bytes of log between two entries of the offset index.",
             minimum=0,
         ),
+        THROTTLED_REPLICAS_KEYS[1],  # leader.replication.throttled.replicas (throttle.py)
         ConfigKey(
             "max.compaction.lag.ms",
             _T.LONG,
@@ -240,7 +243,13 @@ class TopicConfig:
     file_delete_delay_ms: int = _default("file.delete.delay.ms")
     flush_messages: int = _default("flush.messages")
     flush_ms: int = _default("flush.ms")
+    follower_replication_throttled_replicas: tuple[str, ...] = _default(
+        "follower.replication.throttled.replicas"
+    )
     index_interval_bytes: int = _default("index.interval.bytes")
+    leader_replication_throttled_replicas: tuple[str, ...] = _default(
+        "leader.replication.throttled.replicas"
+    )
     max_compaction_lag_ms: int = _default("max.compaction.lag.ms")
     max_message_bytes: int = _default("max.message.bytes")
     message_timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")

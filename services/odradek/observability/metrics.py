@@ -300,6 +300,23 @@ class CommonMetrics:
         self._zookeeper_session_state.set(str(state).lower())
 
 
+@dataclass(eq=False)
+class ReplicationQuotaMetrics:
+    """The replication throttles of a broker (KIP-73), one series per ``side``: leader, follower.
+
+    ``throttled_bytes``: bytes replicated for throttled partitions (what the quota counts: sent
+    as leader, fetched as follower); ``held_back``: times a throttled partition was left out
+    because its side was over its rate; ``rate``: the measured rate (Kafka's ``byte-rate`` of
+    ``LeaderReplication`` / ``FollowerReplication``), read from the quota at each scrape;
+    ``rate_limit``: the rate in force (9.2e18, Long.MAX_VALUE, when unthrottled).
+    """
+
+    throttled_bytes: Counter
+    held_back: Counter
+    rate: Gauge
+    rate_limit: Gauge
+
+
 def new_registry() -> CollectorRegistry:
     """An empty registry for one service; never prometheus_client's global ``REGISTRY``."""
     return CollectorRegistry(auto_describe=True)
@@ -437,6 +454,41 @@ def controller_metrics(registry: CollectorRegistry) -> ControllerMetrics:
             f"{prefix}_clean_leader_elections",
             "Leaders elected from the ISR after a leader was lost (Kafka's "
             "LeaderElectionRateAndTimeMs count).",
+            registry=registry,
+        ),
+    )
+
+
+def replication_quota_metrics(registry: CollectorRegistry) -> ReplicationQuotaMetrics:
+    """Register a broker's replication throttle metrics on ``registry``."""
+    prefix = f"{NAMESPACE}_replication"
+    return ReplicationQuotaMetrics(
+        throttled_bytes=Counter(
+            f"{prefix}_throttled_bytes_total",
+            "Bytes replicated for partitions listed in *.replication.throttled.replicas, per "
+            "side: sent to followers by this leader, fetched from leaders by this follower.",
+            ["side"],
+            registry=registry,
+        ),
+        held_back=Counter(
+            f"{prefix}_throttled_partitions_held_back_total",
+            "Times a throttled partition was held back because its side was over its rate: "
+            "left out of a follower's Fetch answer (leader), of a Fetch request (follower).",
+            ["side"],
+            registry=registry,
+        ),
+        rate=Gauge(
+            f"{prefix}_throttled_bytes_per_second",
+            "Rate of the throttled partitions' replication, per side, over the quota's windows "
+            "(replication.quota.window.num x replication.quota.window.size.seconds).",
+            ["side"],
+            registry=registry,
+        ),
+        rate_limit=Gauge(
+            f"{prefix}_throttled_rate_limit_bytes_per_second",
+            "leader.replication.throttled.rate and follower.replication.throttled.rate in force "
+            "(9223372036854775807: unthrottled).",
+            ["side"],
             registry=registry,
         ),
     )

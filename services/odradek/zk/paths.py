@@ -59,6 +59,8 @@ ISR_CHANGE_PREFIX = "isr_change_"
 
 # Kafka's ConfigType names: /config/<type>/<entity>.
 CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
+# Kafka's ConfigEntityName.Default: /config/brokers/<default> holds every broker's defaults.
+BROKER_DEFAULT_ENTITY = "<default>"
 
 # What Kafka's KafkaZkClient.createTopLevelPaths creates at start-up (those Odradek uses).
 PERSISTENT_PATHS = (
@@ -125,6 +127,16 @@ def entity_config_path(entity_type: str, entity_name: str) -> str:
 
 def topic_config_path(topic: str) -> str:
     return entity_config_path("topics", validate_topic_name(topic))
+
+
+def broker_config_entity(broker_id: int | None) -> str:
+    """The entity name of a broker's dynamic configs; None: the cluster-wide default."""
+    return BROKER_DEFAULT_ENTITY if broker_id is None else str(check_id("broker id", broker_id))
+
+
+def broker_config_path(broker_id: int | None) -> str:
+    """``/config/brokers/<id>``, or ``/config/brokers/<default>`` for None."""
+    return entity_config_path("brokers", broker_config_entity(broker_id))
 
 
 def delete_topic_path(topic: str) -> str:

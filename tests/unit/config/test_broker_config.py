@@ -34,6 +34,8 @@ KAFKA_DEFAULTS = {
     "replica.fetch.min.bytes": "1",
     "replica.fetch.backoff.ms": "1000",
     "replica.socket.timeout.ms": "30000",
+    "replication.quota.window.num": "11",
+    "replication.quota.window.size.seconds": "1",
     "max.incremental.fetch.session.cache.slots": "1000",
     "message.max.bytes": "1048588",
     "compression.type": "producer",
@@ -385,8 +387,16 @@ def test_topic_defaults_map_each_broker_key(broker_key, value, topic_key, expect
     }
 
 
+# Topic keys that no broker key gives a default to (Kafka's ServerTopicConfigSynonyms).
+WITHOUT_BROKER_SYNONYM = {
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+}
+
+
 def test_the_mapping_covers_every_topic_key_and_every_synonym():
-    assert {topic for _, _, topic, _ in TOPIC_MAPPING} == set(CONFIG_KEYS)
+    assert {topic for _, _, topic, _ in TOPIC_MAPPING} == set(CONFIG_KEYS) - WITHOUT_BROKER_SYNONYM
+    assert {k for k, names in TOPIC_CONFIG_SYNONYMS.items() if not names} == WITHOUT_BROKER_SYNONYM
     synonyms = {name for names in TOPIC_CONFIG_SYNONYMS.values() for name, _ in names}
     assert {b for b, _, _, _ in TOPIC_MAPPING} == synonyms
     assert broker().topic_defaults() == DEFAULT_TOPIC_CONFIG
@@ -394,6 +404,8 @@ def test_the_mapping_covers_every_topic_key_and_every_synonym():
 
 def test_topic_rows_share_bounds_and_documentation():
     for topic_key, synonyms in TOPIC_CONFIG_SYNONYMS.items():
+        if not synonyms:
+            continue
         name, factor = synonyms[0]
         if factor == 1:
             row, topic_row = BROKER_KEYS[name], CONFIG_KEYS[topic_key]

@@ -32,7 +32,9 @@ KAFKA_DEFAULTS = {
     "file.delete.delay.ms": "60000",
     "flush.messages": "9223372036854775807",
     "flush.ms": "9223372036854775807",
+    "follower.replication.throttled.replicas": "",
     "index.interval.bytes": "4096",
+    "leader.replication.throttled.replicas": "",
     "max.compaction.lag.ms": "9223372036854775807",
     "max.message.bytes": "1048588",
     "message.timestamp.after.max.ms": "9223372036854775807",
@@ -286,6 +288,9 @@ def _valid_value(key: ConfigKey) -> st.SearchStrategy:
         return st.integers(low if key.minimum is None else key.minimum, high)
     if key.type is ConfigType.DOUBLE:
         return st.floats(key.minimum, key.maximum, allow_nan=False)
+    if key.type is ConfigType.LIST and not key.choices:  # *.replication.throttled.replicas
+        replica = st.builds("{}:{}".format, st.integers(0, 99), st.integers(0, 99))
+        return st.one_of(st.just(("*",)), st.lists(replica, max_size=3).map(tuple))
     if key.type is ConfigType.LIST:
         return st.lists(st.sampled_from(key.choices), max_size=3).map(tuple)
     return st.sampled_from(key.choices)

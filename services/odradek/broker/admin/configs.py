@@ -18,9 +18,9 @@ bad value INVALID_REQUEST ("Invalid config value for resource ConfigResource(typ
 name='t'): Invalid value ..."). AlterConfigs replaces all of a topic's overrides;
 IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT to them.
 
-Broker resources: DescribeConfigs answers this broker's static configuration; there are no
-dynamic broker configurations yet, so altering one is INVALID_REQUEST, as Kafka answers for a
-key that cannot be changed dynamically.
+Broker resources (a broker id, or "" for the cluster-wide default) are the dynamic broker
+configs, stored in ``/config/brokers/<id>`` and ``/config/brokers/<default>``: only the
+replication throttle rates can be changed; ``broker_configs.py`` describes and writes them.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from odradek.broker.admin import broker_configs
 from odradek.broker.admin.config_entries import (
     ConfigDescription,
     describe_broker_config,
@@ -180,7 +181,7 @@ class ConfigAdmin:
                     config, overrides = await self._topic_config(resource.name)
                     rows = describe_topic_config(config, overrides, self.config, **flags)
                 elif resource.resource_type == ResourceType.BROKER:
-                    rows = self._broker_rows(resource.name, flags)
+                    rows = await self._broker_rows(resource.name, flags)
                 else:
                     raise AdminRequestError(
                         f"Unsupported resource type: {_type_name(resource.resource_type)}"
@@ -202,13 +203,20 @@ class ConfigAdmin:
         config = TopicConfig.from_properties(overrides, self.defaults)
         return config, overrides
 
-    def _broker_rows(self, name: str, flags: dict) -> list[ConfigDescription]:
-        if name == "":
-            return []  # the cluster-wide dynamic defaults: there are none
-        self._check_broker_id(name, describing=True)
+    async def _broker_rows(self, name: str, flags: dict) -> list[ConfigDescription]:
+        if name != "":
+            self._check_broker_id(name, describing=True)
         if self.config is None:
-            return []
-        return describe_broker_config(self.config, **flags)
+            return []  # a broker without a configuration (tests): nothing to list
+        own: dict[str, str] = {}
+        default: dict[str, str] = {}
+        if self.zk is not None:  # None: a broker without a cluster (tests), nothing set
+            default, _ = await broker_configs.read_dynamic_configs(self.zk, None)
+            own, _ = await broker_configs.read_dynamic_configs(self.zk, self.broker_id)
+        if name == "":
+            return broker_configs.describe_dynamic_rows(None, default, **flags)
+        static = describe_broker_config(self.config, **flags)
+        return static + broker_configs.describe_dynamic_rows(own, default, **flags)
 
     def _check_broker_id(self, name: str, *, describing: bool) -> None:
         try:
@@ -254,12 +262,10 @@ class ConfigAdmin:
         try:
             if incremental:
                 _check_operations(resource.ops)
-                changes = len(resource.ops)
             else:
                 nulls = [name for name, value in resource.configs if value is None]
                 if nulls:
                     raise AdminRequestError(f"Null value not supported for : {','.join(nulls)}")
-                changes = len(resource.configs)
             if resource.resource_type == ResourceType.TOPIC:
                 compute = (
                     _incremental(resource, self.defaults)
@@ -268,15 +274,21 @@ class ConfigAdmin:
                 )
                 await self._write_overrides(resource.name, compute, validate_only)
             elif resource.resource_type == ResourceType.BROKER:
+                broker_id = None
                 if resource.name != "":
                     self._check_broker_id(resource.name, describing=False)
-                if changes:
-                    names = [op.name for op in resource.ops] or [n for n, _ in resource.configs]
-                    raise AdminRequestError(
-                        f"Invalid config value for resource {resource}: Cannot update these "
-                        f"configs dynamically: {', '.join(names)} (Odradek has no dynamic "
-                        "broker configurations yet)"
+                    broker_id = self.broker_id
+                compute = (
+                    broker_configs.altered(
+                        resource,
+                        [(op.name, AlterOp(op.op).name, op.value) for op in resource.ops],
                     )
+                    if incremental
+                    else broker_configs.replaced(resource, resource.configs)
+                )
+                await broker_configs.write_dynamic_configs(
+                    self._zk(), broker_id, compute, validate_only
+                )
             else:
                 raise AdminRequestError(
                     "AlterConfigs is only supported for topics and brokers, but resource type "
