@@ -29,8 +29,7 @@ import asyncio
 import time
 from typing import Any
 
-from odradek.broker.context import BrokerContext
-from odradek.broker.controller_link import ControllerUnavailableError
+from odradek.broker.controller_link import ControllerLink, ControllerUnavailableError
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.controller import elect_leaders as el
 from odradek.controller.model import NO_LEADER, TopicPartition
@@ -40,7 +39,13 @@ LEADER_WAIT_POLL_S = 0.05
 CONTROLLER_TIMEOUT_MS_MIN = 5_000
 
 
-async def elect_leaders(broker: BrokerContext, request: Any) -> Any:
+async def elect_leaders(
+    controller: ControllerLink | None,
+    metadata: MetadataCache,
+    request: Any,
+    *,
+    controller_timeout_ms_min: int = CONTROLLER_TIMEOUT_MS_MIN,
+) -> Any:
     """The answer to a client's ElectLeaders request (see the module docstring)."""
     version = request.__version__
     try:
@@ -49,7 +54,7 @@ async def elect_leaders(broker: BrokerContext, request: Any) -> Any:
         return el.error_response(request, ErrorCode.invalid_request, str(e))
     timeout_s = max(0.0, asked.timeout_ms / 1000)
     deadline = time.monotonic() + timeout_s
-    if broker.controller is None:
+    if controller is None:
         return el.error_response(request, ErrorCode.not_controller, "No controller link")
     forwarded = el.request_of(
         max(version, el.FIRST_VERSION_WITH_ELECTION_TYPE),
@@ -58,13 +63,13 @@ async def elect_leaders(broker: BrokerContext, request: Any) -> Any:
         asked.timeout_ms,
     )
     try:
-        answer = await broker.controller.send(
-            forwarded, timeout_s=max(timeout_s, CONTROLLER_TIMEOUT_MS_MIN / 1000)
+        answer = await controller.send(
+            forwarded, timeout_s=max(timeout_s, controller_timeout_ms_min / 1000)
         )
     except ControllerUnavailableError as e:
         return el.error_response(request, ErrorCode.request_timed_out, str(e))
     outcomes = el.outcomes_of(answer)
-    await _wait_for_leaders(broker.metadata, outcomes, asked.election_type, deadline)
+    await _wait_for_leaders(metadata, outcomes, asked.election_type, deadline)
     return el.build_response(version, outcomes, error=el.top_level_error(answer))
 
 

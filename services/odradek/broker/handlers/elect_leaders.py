@@ -14,7 +14,7 @@ API_KEY = ApiKey.ELECT_LEADERS
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return await elect_leaders(ctx.broker, request)
+    return await elect_leaders(ctx.broker.controller, ctx.broker.metadata, request)
 
 
 def error_response(request: Any, error: ErrorCode) -> Any:
