@@ -17,13 +17,14 @@ from odradek.commands import (
     consume,
     controller,
     demo,
+    leaders,
     local,
     produce,
     storage_demo,
     topics,
 )
 
-COMMANDS = (demo, storage_demo, broker, controller, local, topics, produce, consume)
+COMMANDS = (demo, storage_demo, broker, controller, local, topics, leaders, produce, consume)
 
 
 def build_parser() -> argparse.ArgumentParser:

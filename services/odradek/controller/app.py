@@ -4,11 +4,17 @@ SIGTERM.
 Wiring only: the ZooKeeper store and the per-broker channels are built here and given to the
 ``Controller``; its listener (``server``) is bound before the election starts, so the endpoint
 published in ``/controller`` is the bound one (``listeners`` may ask for port 0).
+
+The controller has no clock of its own: the timers live here and only enqueue events. With
+``auto.leader.rebalance.enable`` one task calls ``Controller.check_leader_balance`` every
+``leader.imbalance.check.interval.seconds`` (Kafka's auto-leader-rebalance-task); a controller that
+is not active ignores the event.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 
@@ -49,6 +55,7 @@ class ControllerApp:
             metrics=self.metrics,
             unclean_leader_election_enable=config.unclean_leader_election_enable,
             control_plane_listener_name=config.control_plane_listener_name,
+            leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
         )
         self.server = ControllerServer(self.controller.handlers())
         self.port: int | None = None  # the listener's bound port
@@ -70,6 +77,12 @@ class ControllerApp:
         if (lagging := self.loop_monitor.not_ready_reason()) is not None:
             reasons.append(lagging)
         return reasons
+
+    async def _check_leader_balance_periodically(self) -> None:
+        interval_s = self.config.leader_imbalance_check_interval_seconds
+        while True:
+            await asyncio.sleep(interval_s)
+            self.controller.check_leader_balance()
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -96,9 +109,16 @@ class ControllerApp:
         )
         self.zk.add_session_listener(self.controller.on_session, loop=loop)
         log.info("controller %d campaigning", self.config.controller_id)
+        rebalancing = None
+        if self.config.auto_leader_rebalance_enable:
+            rebalancing = asyncio.create_task(self._check_leader_balance_periodically())
         try:
             await self.controller.run(self.stopped)
         finally:
+            if rebalancing is not None:
+                rebalancing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await rebalancing
             await self.server.stop()
             if self.admin is not None:
                 await self.admin.stop()

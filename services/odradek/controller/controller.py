@@ -28,6 +28,10 @@ with the legal transitions of ``states``); this module says which transitions ea
 - AlterPartition from a leader (KIP-497, ``alter_partition``): checked against the model,
   written with a conditional write, answered with the new ISR and partition epoch; UpdateMetadata
   to every live broker (no LeaderAndIsr: an ISR change is not a leader change).
+- leader balance (``leader_balance``): ElectLeaders (preferred or unclean, forwarded by a
+  broker) and the periodic automatic preferred replica election (``check_leader_balance``,
+  enqueued by the process's timer when ``auto.leader.rebalance.enable``): Online -> Online with
+  the PREFERRED or UNCLEAN strategy; LeaderAndIsr and UpdateMetadata as for any election.
 
 Its store, channel and election are given to it (``ports``), so unit tests run every event
 against an in-memory store and a recording channel. Every state write is fenced by the controller
@@ -45,6 +49,8 @@ from typing import Any, Protocol
 
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.controller import alter_partition as ap
+from odradek.controller import elect_leaders as el
+from odradek.controller import leader_balance
 from odradek.controller.batch import RequestBatch
 from odradek.controller.events import EventQueue
 from odradek.controller.model import ClusterModel, TopicPartition
@@ -55,7 +61,7 @@ from odradek.controller.server import Served
 from odradek.controller.states import PartitionState, ReplicaState
 from odradek.errors import ErrorCode
 from odradek.observability.metrics import ControllerMetrics
-from odradek.protocol.apis import ApiKey
+from odradek.protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from odradek.zk.client import SessionEvent, WatchEvent
 
 log = logging.getLogger(__name__)
@@ -87,8 +93,10 @@ class Controller:
         metrics: ControllerMetrics | None = None,
         unclean_leader_election_enable: bool = False,
         control_plane_listener_name: str = CONTROL_PLANE_LISTENER_NAME,
+        leader_imbalance_per_broker_percentage: int = 10,
     ):
         self.controller_id = controller_id
+        self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
         self.store = store
         self.channel = channel
         self.metrics = metrics
@@ -186,6 +194,7 @@ class Controller:
         await self.channel.set_brokers({})
         if self.metrics is not None:
             self.metrics.active.set(0)
+            self.metrics.preferred_replica_imbalance.set(0)
 
     async def _on_elected(self, epoch: int) -> None:
         election = self.election
@@ -399,7 +408,12 @@ class Controller:
 
     def handlers(self) -> dict[int, Served]:
         """What the controller's listener serves (``server``): api key -> versions, handler."""
-        return {ApiKey.ALTER_PARTITION: Served((2, 3), self.alter_partition)}
+        return {
+            ApiKey.ALTER_PARTITION: Served((2, 3), self.alter_partition),
+            ApiKey.ELECT_LEADERS: Served(
+                SUPPORTED_VERSIONS[ApiKey.ELECT_LEADERS], self.elect_leaders
+            ),
+        }
 
     async def decide(
         self,
@@ -504,6 +518,56 @@ class Controller:
         batch.add_update_metadata(model.brokers, [tp])
         return result(ErrorCode.none, tp)
 
+    # -- leader balance ------------------------------------------------------------------
+
+    async def elect_leaders(self, request: Any) -> Any:
+        """Answer an ElectLeaders request (forwarded by a broker)."""
+        return await self.decide(
+            "elect leaders",
+            lambda: self._on_elect_leaders(request),
+            lambda error: el.error_response(request, error),
+        )
+
+    async def _on_elect_leaders(self, request: Any) -> Any:
+        model = self._active()
+        try:
+            asked = el.parse(request)
+        except el.InvalidElectionRequest as e:
+            return el.error_response(request, ErrorCode.invalid_request, str(e))
+        batch = self._batch()
+        outcomes = await leader_balance.elect(
+            model, self.partition_machine, asked.partitions, asked.election_type, batch
+        )
+        batch.send(self.channel)
+        self._update_gauges()
+        return el.build_response(
+            request.__version__, outcomes, all_partitions=asked.partitions is None
+        )
+
+    def check_leader_balance(self) -> None:
+        """Kafka's AutoPreferredReplicaLeaderElection event; the process's timer calls it."""
+        self._enqueue("auto leader rebalance", self._on_check_leader_balance)
+
+    async def _on_check_leader_balance(self) -> None:
+        if self.model is None:
+            return
+        model = self.model
+        candidates = leader_balance.rebalance_candidates(
+            model, self.leader_imbalance_per_broker_percentage, self._being_reassigned
+        )
+        if candidates:
+            batch = self._batch()
+            await leader_balance.elect(
+                model, self.partition_machine, candidates, el.ElectionType.PREFERRED, batch
+            )
+            batch.send(self.channel)
+        self._update_gauges()
+
+    def _being_reassigned(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is being reassigned (KIP-455): the automatic rebalance leaves it to
+        the reassignment. None is, until the controller reassigns."""
+        return False
+
     # -- helpers -------------------------------------------------------------------------
 
     async def _online_partition_state_change(self, batch: RequestBatch) -> None:
@@ -526,3 +590,4 @@ class Controller:
         if self.metrics is not None and self.model is not None:
             self.metrics.live_brokers.set(len(self.model.brokers))
             self.metrics.offline_partitions.set(len(self.model.offline_partitions()))
+            self.metrics.preferred_replica_imbalance.set(leader_balance.imbalance_count(self.model))

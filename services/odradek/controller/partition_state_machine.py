@@ -15,6 +15,8 @@ one is logged and skipped. The transitions that do work:
   true for the topic (its override in ``/config/topics``, else the controller's default), which
   is logged as a warning and counted (``unclean_leader_elections``): records the ISR had may be
   lost. Otherwise the partition stays (or becomes) Offline.
+  ``UNCLEAN``: as ``OFFLINE``, but a live replica outside the ISR may be chosen whatever the
+  topic says (an operator's ElectLeaders); logged and counted the same way.
   ``PREFERRED``: the first replica of the assignment, if it is live and in the ISR.
   Every new leader bumps the leader epoch by one; LeaderAndIsr goes to the live replicas,
   UpdateMetadata to every live broker.
@@ -46,6 +48,9 @@ UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 class ElectionStrategy(enum.Enum):
     OFFLINE = "offline"  # the leader died, or the partition had none
     PREFERRED = "preferred"  # leadership back to the first replica of the assignment
+    # OFFLINE with unclean election allowed whatever the topic says: an operator asked for it
+    # (ElectLeaders with election type UNCLEAN; Kafka's ``allowUnclean = AdminClientTriggered``).
+    UNCLEAN = "unclean"
 
 
 def unclean_enabled(topic_config: Mapping[str, str], default: bool) -> bool:
@@ -179,16 +184,22 @@ class PartitionStateMachine:
         else:
             election = elect_leader_offline(replicas, list(current.isr), live, False)
             if election.leader is None and any(r in live for r in replicas):
-                # No ISR replica is live: only the topic's setting may allow another one.
-                config = await self.store.topic_config(tp[0])
-                if unclean_enabled(config, self.unclean_leader_election_enable):
+                # No ISR replica is live: only the topic's setting (or an operator asking for
+                # an unclean election) may allow another one.
+                allowed = strategy is ElectionStrategy.UNCLEAN
+                if not allowed:
+                    config = await self.store.topic_config(tp[0])
+                    allowed = unclean_enabled(config, self.unclean_leader_election_enable)
+                if allowed:
                     election = elect_leader_offline(replicas, list(current.isr), live, True)
         if election.leader is None:
             log.warning(
-                "partition %s-%d stays offline: no live replica in its ISR %s "
-                "(unclean.leader.election.enable is off)",
+                "partition %s-%d stays offline: no live replica in its ISR %s (%s)",
                 *tp,
                 list(current.isr),
+                "no live replica at all"
+                if not any(r in live for r in replicas)
+                else "unclean.leader.election.enable is off",
             )
             if model.partition_states.get(tp) is not PartitionState.OFFLINE:
                 model.partition_states.put(tp, PartitionState.OFFLINE)

@@ -240,6 +240,7 @@ class ControllerMetrics:
     epoch: Gauge
     live_brokers: Gauge
     offline_partitions: Gauge
+    preferred_replica_imbalance: Gauge
     unclean_leader_elections: Counter
     clean_leader_elections: Counter
 
@@ -443,6 +444,11 @@ def controller_metrics(registry: CollectorRegistry) -> ControllerMetrics:
         live_brokers=gauge("live_brokers", "Brokers registered in ZooKeeper."),
         offline_partitions=gauge(
             "offline_partitions", "Partitions without a live leader, cluster-wide."
+        ),
+        preferred_replica_imbalance=gauge(
+            "preferred_replica_imbalance",
+            "Partitions led by another replica than their preferred (first) one, topics being "
+            "deleted aside (Kafka's PreferredReplicaImbalanceCount).",
         ),
         unclean_leader_elections=Counter(
             f"{prefix}_unclean_leader_elections",

@@ -13,7 +13,8 @@ speak, within what kio 0.6.5 has, and no higher than what the broker implements:
 - Metadata 0-12; 13 only adds a top-level error for a Kafka 4 client feature (rebootstrap).
 - InitProducerId 0-4; v5+ belong to Kafka 4's transactions v2 and two-phase commit.
 - OffsetForLeaderEpoch 2-4 (v2 is librdkafka's KIP-320 version; v3 adds replica_id).
-- ApiVersions 0-4 (kio has 4), the admin APIs at kio's full range.
+- ApiVersions 0-4 (kio has 4), the admin APIs at kio's full range; ElectLeaders 0-2 too (the
+  broker forwards it to the controller's listener, which serves the same range).
 kafka-python infers a broker version from what is advertised (Produce 11 reads as Kafka 3.8) and
 turns features on from that: keep that in mind before raising a maximum.
 
@@ -76,6 +77,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
+    ELECT_LEADERS = 43  # forwarded by brokers to the controller's listener
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION = 56  # served by the controller's listener, not by brokers
 
@@ -100,6 +102,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.CREATE_PARTITIONS: (0, 3),
+        ApiKey.ELECT_LEADERS: (0, 2),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     }
 )

@@ -200,6 +200,7 @@ def test_every_metric_has_help_text_and_the_odradek_prefix():
         "odradek_controller_epoch",
         "odradek_controller_live_brokers",
         "odradek_controller_offline_partitions",
+        "odradek_controller_preferred_replica_imbalance",
         "odradek_controller_unclean_leader_elections",
         "odradek_zookeeper_session_state",
         "odradek_build_info",

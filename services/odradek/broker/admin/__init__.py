@@ -13,6 +13,7 @@ IncrementalAlterConfigs, and an answer means "written", not "live": clients retr
 - ``configs``: ``ConfigAdmin`` (describe, alter, incrementally alter) over ZooKeeper.
 - ``records``: DeleteRecords on the partitions this broker leads.
 - ``producer_ids``: ``ProducerIdManager``, blocks of producer ids reserved in ZooKeeper.
+- ``leader_election``: ElectLeaders, forwarded to the controller (which alone elects).
 
 Every operation answers per item (topic, resource, partition) with a Kafka error code and a
 message; nothing here raises into a request handler. All of it runs on the broker's event loop.

@@ -1,0 +1,185 @@
+"""ElectLeaders (API 43, v0-2) on the wire: what a request asks, and the answers built for it.
+
+Pure functions of kio's dataclasses, shared by the controller (which decides the elections,
+``leader_balance``) and the broker (which forwards a client's request to the controller and
+answers it, ``broker.admin.leader_election``). The rules are Kafka's:
+
+- v0 has no ``election_type``: it is a preferred election (Kafka's ``ElectLeadersRequest
+  .electionType``); v1 adds the election type and a top-level error code. An election type other
+  than PREFERRED (0) or UNCLEAN (1) is INVALID_REQUEST for the whole request, as Kafka's
+  controller refuses it.
+- ``topic_partitions`` null means every partition of the cluster; a partition named twice is
+  elected once (Kafka reads the request as a set).
+- A whole-request refusal (NOT_CONTROLLER, REQUEST_TIMED_OUT, INVALID_REQUEST) is Kafka's
+  ``getErrorResponse``: the top-level error (v1+), and the same error for every partition the
+  request named (none when it named none, i.e. asked for every partition).
+- Results are grouped by topic in the order the request named them; with a null request the
+  partitions that needed no election are left out of the answer (Kafka's broker filters
+  ELECTION_NOT_NEEDED from an all-partitions answer).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, NamedTuple
+
+from odradek.controller.model import TopicPartition
+from odradek.errors import ErrorCode
+from odradek.protocol import schemas
+from odradek.protocol.apis import ApiKey
+
+API_KEY = ApiKey.ELECT_LEADERS
+FIRST_VERSION_WITH_ELECTION_TYPE = 1
+
+
+class ElectionType(enum.IntEnum):
+    """Kafka's ``ElectionType`` byte."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+class Outcome(NamedTuple):
+    """One partition's answer: an error code (``none`` once elected) and Kafka's message."""
+
+    error: ErrorCode
+    message: str | None = None
+
+
+ELECTED = Outcome(ErrorCode.none)
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionAsked:
+    """What an ElectLeaders request asks, whatever its version."""
+
+    election_type: ElectionType
+    partitions: tuple[TopicPartition, ...] | None  # None: every partition
+    timeout_ms: int
+
+
+class InvalidElectionRequest(Exception):
+    """The request cannot be served at all (an unknown election type)."""
+
+
+def parse(request: Any) -> ElectionAsked:
+    """The request's election type, partitions (deduplicated, in order) and timeout."""
+    if request.__version__ < FIRST_VERSION_WITH_ELECTION_TYPE:
+        election_type = ElectionType.PREFERRED
+    else:
+        try:
+            election_type = ElectionType(int(request.election_type))
+        except ValueError as e:
+            raise InvalidElectionRequest(
+                f"Unknown election type {int(request.election_type)}"
+            ) from e
+    partitions = None if request.topic_partitions is None else tuple(named_partitions(request))
+    return ElectionAsked(election_type, partitions, timeout_ms(request))
+
+
+def timeout_ms(request: Any) -> int:
+    return int(request.timeout.total_seconds() * 1000)
+
+
+def named_partitions(request: Any) -> list[TopicPartition]:
+    """Every partition the request names, in order (none when it asks for all)."""
+    if request.topic_partitions is None:
+        return []
+    return list(
+        dict.fromkeys(
+            (topic.topic, int(p)) for topic in request.topic_partitions for p in topic.partitions
+        )
+    )
+
+
+def build_response(
+    version: int,
+    outcomes: Mapping[TopicPartition, Outcome],
+    *,
+    error: ErrorCode = ErrorCode.none,
+    all_partitions: bool = False,
+) -> Any:
+    """An ElectLeadersResponse of ``version`` with each partition's outcome, by topic."""
+    response_type = schemas.response_schema(API_KEY, version)
+    topic_type = _element(response_type, "replica_election_results")
+    partition_type = _element(topic_type, "partition_result")
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), outcome in outcomes.items():
+        if all_partitions and outcome.error is ErrorCode.election_not_needed:
+            continue
+        by_topic.setdefault(topic, []).append(
+            partition_type(
+                partition_id=partition, error_code=outcome.error, error_message=outcome.message
+            )
+        )
+    fields: dict[str, Any] = {
+        "throttle_time": timedelta(0),
+        "replica_election_results": tuple(
+            topic_type(topic=topic, partition_result=tuple(results))
+            for topic, results in by_topic.items()
+        ),
+    }
+    if version >= FIRST_VERSION_WITH_ELECTION_TYPE:
+        fields["error_code"] = error
+    return response_type(**fields)
+
+
+def error_response(request: Any, error: ErrorCode, message: str | None = None) -> Any:
+    """Kafka's ``getErrorResponse``: ``error`` at the top (v1+) and for every named partition."""
+    outcomes = {tp: Outcome(error, message) for tp in named_partitions(request)}
+    return build_response(request.__version__, outcomes, error=error)
+
+
+def outcomes_of(response: Any) -> dict[TopicPartition, Outcome]:
+    """Each partition's outcome in an ElectLeadersResponse of any version."""
+    return {
+        (topic.topic, int(p.partition_id)): Outcome(ErrorCode(p.error_code), p.error_message)
+        for topic in response.replica_election_results
+        for p in topic.partition_result
+    }
+
+
+def top_level_error(response: Any) -> ErrorCode:
+    return ErrorCode(getattr(response, "error_code", ErrorCode.none))
+
+
+def request_of(
+    version: int,
+    election_type: ElectionType,
+    partitions: Iterable[TopicPartition] | None,
+    timeout_ms: int,
+) -> Any:
+    """An ElectLeadersRequest of ``version`` (v0 only for PREFERRED)."""
+    if version < FIRST_VERSION_WITH_ELECTION_TYPE and election_type is not ElectionType.PREFERRED:
+        raise ValueError("ElectLeaders v0 only elects preferred leaders")
+    request_type = schemas.request_schema(API_KEY, version)
+    topic_type = _element(request_type, "topic_partitions")
+    topic_partitions = None
+    if partitions is not None:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        topic_partitions = tuple(
+            topic_type(topic=topic, partitions=tuple(ids)) for topic, ids in by_topic.items()
+        )
+    fields: dict[str, Any] = {
+        "topic_partitions": topic_partitions,
+        "timeout": timedelta(milliseconds=timeout_ms),
+    }
+    if version >= FIRST_VERSION_WITH_ELECTION_TYPE:
+        fields["election_type"] = int(election_type)
+    return request_type(**fields)
+
+
+def _element(cls: type[Any], field_name: str) -> type[Any]:
+    """The class of the elements of a ``tuple[X, ...] | None`` field."""
+    hint = cls.__dataclass_fields__[field_name].type
+    args = getattr(hint, "__args__", ())
+    for arg in args:
+        inner = getattr(arg, "__args__", None)
+        if inner:
+            return inner[0]
+    return args[0]
