@@ -28,6 +28,10 @@ with the legal transitions of ``states``); this module says which transitions ea
 - AlterPartition from a leader (KIP-497, ``alter_partition``): checked against the model,
   written with a conditional write, answered with the new ISR and partition epoch; UpdateMetadata
   to every live broker (no LeaderAndIsr: an ISR change is not a leader change).
+- ControlledShutdown from a broker about to stop (``controlled_shutdown``): it is recorded as
+  shutting down (never a leader or a new ISR member again until it leaves or registers anew),
+  the partitions it leads get another leader from their ISR, those it follows lose it from their
+  ISR (StopReplica without delete to it); the answer lists what it still leads.
 
 Its store, channel and election are given to it (``ports``), so unit tests run every event
 against an in-memory store and a recording channel. Every state write is fenced by the controller
@@ -45,6 +49,7 @@ from typing import Any, Protocol
 
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.controller import alter_partition as ap
+from odradek.controller import controlled_shutdown as cs
 from odradek.controller.batch import RequestBatch
 from odradek.controller.events import EventQueue
 from odradek.controller.model import ClusterModel, TopicPartition
@@ -399,7 +404,10 @@ class Controller:
 
     def handlers(self) -> dict[int, Served]:
         """What the controller's listener serves (``server``): api key -> versions, handler."""
-        return {ApiKey.ALTER_PARTITION: Served((2, 3), self.alter_partition)}
+        return {
+            ApiKey.ALTER_PARTITION: Served((2, 3), self.alter_partition),
+            ApiKey.CONTROLLED_SHUTDOWN: Served((3, 3), self.controlled_shutdown),
+        }
 
     async def decide(
         self,
@@ -504,6 +512,28 @@ class Controller:
         batch.add_update_metadata(model.brokers, [tp])
         return result(ErrorCode.none, tp)
 
+    # -- ControlledShutdown --------------------------------------------------------------
+
+    async def controlled_shutdown(self, request: Any) -> Any:
+        """Answer a ControlledShutdown request (``controlled_shutdown``)."""
+        return await self.decide(
+            "controlled shutdown", lambda: self._on_controlled_shutdown(request), cs.response
+        )
+
+    async def _on_controlled_shutdown(self, request: Any) -> Any:
+        batch = self._batch()
+        answer = await cs.decide(
+            self._active(),
+            request,
+            self.partition_machine,
+            self.replica_machine,
+            batch,
+            self.metrics,
+        )
+        batch.send(self.channel)
+        self._update_gauges()
+        return answer
+
     # -- helpers -------------------------------------------------------------------------
 
     async def _online_partition_state_change(self, batch: RequestBatch) -> None:
@@ -526,3 +556,4 @@ class Controller:
         if self.metrics is not None and self.model is not None:
             self.metrics.live_brokers.set(len(self.model.brokers))
             self.metrics.offline_partitions.set(len(self.model.offline_partitions()))
+            self.metrics.shutting_down_brokers.set(len(self.model.shutting_down))
