@@ -159,12 +159,14 @@ def run_scenario(
     *,
     brokers: int = BROKERS,
     cluster_options: dict | None = None,
+    duration_s_max: float = 45.0,
 ) -> None:
-    """Cluster, topic, workload, ``fault``, heal, full read; then the checker and the replicas."""
+    """Cluster, topic, workload, ``fault``, heal, full read; then the checker and the replicas.
+    The producers stop after ``duration_s_max`` at the latest: a long fault needs it longer."""
     print(f"\nseed {seed}: repeat with ODRADEK_FAULT_SEEDS={seed}", flush=True)
     rng = random.Random(seed)
     topic = f"faults-{seed}"
-    config = WorkloadConfig(topic, partitions=PARTITIONS, duration_s_max=45.0)
+    config = WorkloadConfig(topic, partitions=PARTITIONS, duration_s_max=duration_s_max)
     history = History(seed, replay=f"ODRADEK_FAULT_SEEDS={seed}")
     with replicated_cluster(data_dir, brokers, **(cluster_options or {})) as state:
         described = create_topic(state.bootstrap_servers, config)

@@ -12,6 +12,15 @@ controller's requests must carry.
 Shutdown reverses that: deregister first, so the controller moves leadership away while the
 logs are still open, then stop serving, then close the logs cleanly (the clean-shutdown marker).
 
+SIGTERM (what process managers and Kubernetes send) first runs a controlled shutdown when
+``controlled.shutdown.enable`` is true (``controlled_shutdown``: the controller moves this
+broker's leaderships to other in-sync replicas and takes it out of the ISRs, retried within
+``controlled.shutdown.max.retries``; the broker stops anyway afterwards). SIGINT stops at once,
+without it (a fast stop: the controller reacts to the deregistration instead, as to a crash that
+closed its logs cleanly), and cuts a controlled shutdown in progress short. ``odradek local
+down`` stops whole clusters with SIGINT: with every broker going, leadership has nowhere to go.
+A lost registration stops the broker without one too (the controller no longer knows it).
+
 Until the controller tells it otherwise (LeaderAndIsr, UpdateMetadata) a broker hosts nothing
 and its metadata cache is empty.
 """
@@ -26,6 +35,7 @@ import signal
 import uuid
 from dataclasses import dataclass
 
+from odradek.broker import controlled_shutdown
 from odradek.broker.admin.producer_ids import ProducerIdManager
 from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.broker_configs import BrokerConfigs
@@ -108,6 +118,9 @@ class BrokerApp:
         self._stopping = asyncio.Event()
         self.loop_monitor = EventLoopMonitor(self.common)
         self.stopped = asyncio.Event()
+        self.context: BrokerContext | None = None
+        self._controlled = False  # the stop asked for a controlled shutdown (SIGTERM)
+        self._controlled_shutdown: asyncio.Future[controlled_shutdown.Result] | None = None
 
     async def start(self) -> BoundAddresses:
         config = self.config
@@ -194,6 +207,7 @@ class BrokerApp:
             producer_ids=ProducerIdManager(self.zk, config.broker_id),
             fetch_sessions=FetchSessionCache.of(config),
         )
+        self.context = context
         self.controller_locator = ControllerLocator(self.zk)
         await self.controller_locator.start()
         self.controller_link = context.controller = ControllerLink(self._find_controller)
@@ -341,12 +355,52 @@ class BrokerApp:
         await self.zk.aclose()
         await self.loop_monitor.stop()
 
+    def request_stop(self, *, controlled: bool) -> None:
+        """Stop serving (``run`` returns): SIGTERM with ``controlled``, SIGINT without (which
+        also cuts a controlled shutdown in progress short)."""
+        if not self.stopped.is_set():
+            self._controlled = controlled
+        elif not controlled and self._controlled_shutdown is not None:
+            self._controlled_shutdown.cancel()
+        self.stopped.set()
+
+    async def run_controlled_shutdown(self) -> controlled_shutdown.Result | None:
+        """Ask the controller to move what this broker holds (``controlled_shutdown``); None
+        when disabled, or when there is no controller link (not started)."""
+        config, context = self.config, self.context
+        if not config.controlled_shutdown_enable or context is None or context.controller is None:
+            return None
+        self._controlled_shutdown = asyncio.ensure_future(
+            controlled_shutdown.controlled_shutdown(
+                context.controller,
+                config.broker_id,
+                lambda: context.broker_epoch,
+                controlled_shutdown.Settings(
+                    max_retries=config.controlled_shutdown_max_retries,
+                    retry_backoff_ms=config.controlled_shutdown_retry_backoff_ms,
+                    request_timeout_ms=config.controller_socket_timeout_ms,
+                ),
+            )
+        )
+        await asyncio.wait({self._controlled_shutdown})
+        if self._controlled_shutdown.cancelled():
+            log.warning("controlled shutdown cut short (SIGINT): stopping now")
+            return None
+        return self._controlled_shutdown.result()
+
     async def run(self) -> None:
-        """Start, serve until SIGTERM/SIGINT (or a lost registration), then stop cleanly."""
+        """Start, serve until SIGTERM/SIGINT (or a lost registration), then stop cleanly;
+        SIGTERM runs a controlled shutdown first (see the module docstring)."""
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, self.stopped.set)
+        loop.add_signal_handler(signal.SIGTERM, lambda: self.request_stop(controlled=True))
+        loop.add_signal_handler(signal.SIGINT, lambda: self.request_stop(controlled=False))
         await self.start()
         await self.stopped.wait()
-        log.info("broker %d shutting down", self.config.broker_id)
+        log.info(
+            "broker %d shutting down%s",
+            self.config.broker_id,
+            " (controlled)" if self._controlled and self.config.controlled_shutdown_enable else "",
+        )
+        if self._controlled:
+            await self.run_controlled_shutdown()
         await self.stop()

@@ -1,4 +1,5 @@
-"""``odradek local up|status|down``: a whole cluster on 127.0.0.1 (``odradek.local.cluster``)."""
+"""``odradek local up|status|restart|down``: a whole cluster on 127.0.0.1
+(``odradek.local.cluster``; ``restart --rolling`` is ``odradek.local.rolling``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from odradek.local import cluster
+from odradek.local import cluster, rolling
 from odradek.local.cluster import ClusterState
 
 DEFAULT_DATA_DIR = Path("var/local")
@@ -25,6 +26,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     status.add_argument("--json", action="store_true")
     status.set_defaults(handler=run_status)
+    restart = actions.add_parser(
+        "restart", help="restart the brokers: --rolling, one at a time, each back in sync first"
+    )
+    restart.add_argument(
+        "--rolling",
+        action="store_true",
+        help="SIGTERM (controlled shutdown), start, wait for no under-replicated partition",
+    )
+    restart.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    restart.add_argument(
+        "--isr-timeout-s",
+        type=float,
+        default=rolling.ISR_TIMEOUT_S,
+        help="longest wait for the replicas to be in sync, before and after each broker",
+    )
+    restart.set_defaults(handler=run_restart)
     stop = actions.add_parser("down", help="stop every process of the cluster")
     stop.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     stop.set_defaults(handler=run_down)
@@ -73,6 +90,33 @@ def run_status(args: argparse.Namespace) -> int:
             f"{row['admin'] or '-':<22} {row['data_dir']}"
         )
     print(f"bootstrap servers: {state.bootstrap_servers}")
+    return 0
+
+
+def run_restart(args: argparse.Namespace) -> int:
+    if not args.rolling:
+        print("odradek local restart: only --rolling is implemented (one broker at a time)")
+        return 2
+    if ClusterState.read(args.data_dir.absolute()) is None:
+        print(f"no cluster in {args.data_dir}")
+        return 1
+    if args.isr_timeout_s <= 0:
+        print("odradek local restart: --isr-timeout-s must be positive")
+        return 2
+    try:
+        reports = rolling.rolling_restart(
+            args.data_dir,
+            on_progress=lambda progress: print(f"odradek local restart: {progress}", flush=True),
+            isr_timeout_s=args.isr_timeout_s,
+        )
+    except (rolling.RollingRestartError, RuntimeError, TimeoutError, OSError) as e:
+        print(f"odradek local restart: {e}")
+        return 1
+    killed = [r.broker_id for r in reports if r.killed]
+    print(
+        f"odradek local restart: {len(reports)} brokers restarted one at a time"
+        + (f"; killed after the grace period: {killed}" if killed else "")
+    )
     return 0
 
 

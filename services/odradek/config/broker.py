@@ -271,6 +271,38 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             True,
             "Whether DeleteTopics may delete topics.",
         ),
+        # Kafka declares the two numbers below without bounds; a negative count (no attempt at
+        # all) or backoff (Thread.sleep throws at shutdown) is refused here, at start.
+        ConfigKey(
+            "controlled.shutdown.enable",
+            _T.BOOLEAN,
+            True,
+            "Whether SIGTERM first asks the controller to move this broker's leaderships and "
+            "take it out of the ISRs (ControlledShutdown) before it stops.",
+        ),
+        ConfigKey(
+            "controlled.shutdown.max.retries",
+            _T.INT,
+            3,
+            "ControlledShutdown attempts while partitions remain or no controller answers; "
+            "then the broker stops anyway.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "controlled.shutdown.retry.backoff.ms",
+            _T.LONG,
+            5000,
+            "Pause between two ControlledShutdown attempts.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "controller.socket.timeout.ms",
+            _T.INT,
+            30000,
+            "How long one request to the controller (ControlledShutdown) may take, finding the "
+            "controller included.",
+            minimum=1,
+        ),
         _topic_row("min.insync.replicas", "min.insync.replicas"),
         _topic_row("unclean.leader.election.enable", "unclean.leader.election.enable"),
         ConfigKey(
@@ -539,6 +571,10 @@ class BrokerConfig(PropertiesConfig):
     default_replication_factor: int = _default("default.replication.factor")
     auto_create_topics_enable: bool = _default("auto.create.topics.enable")
     delete_topic_enable: bool = _default("delete.topic.enable")
+    controlled_shutdown_enable: bool = _default("controlled.shutdown.enable")
+    controlled_shutdown_max_retries: int = _default("controlled.shutdown.max.retries")
+    controlled_shutdown_retry_backoff_ms: int = _default("controlled.shutdown.retry.backoff.ms")
+    controller_socket_timeout_ms: int = _default("controller.socket.timeout.ms")
     min_insync_replicas: int = _default("min.insync.replicas")
     unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
     replica_lag_time_max_ms: int = _default("replica.lag.time.max.ms")

@@ -16,9 +16,11 @@ that may be written, with the checks and error codes of Kafka's ZooKeeper-mode c
 - ``partition_epoch`` must equal the state znode's version (INVALID_UPDATE_VERSION: the leader
   has not seen the latest state yet);
 - the proposed ISR must include the leader (INVALID_REQUEST, as Kafka's KRaft controller) and
-  hold only assigned replicas on live brokers; with v3's ``new_isr_with_epochs``, each broker
-  epoch that is not -1 ("unknown") must be that broker's live registration's (INELIGIBLE_REPLICA
-  otherwise);
+  hold only assigned replicas on live brokers, none of them shutting down but the leader itself
+  (Kafka refuses brokers in controlled shutdown, KIP-841; the leader is let through so that a
+  partition it could not hand over may still grow its ISR and move at the next attempt); with
+  v3's ``new_isr_with_epochs``, each broker epoch that is not -1 ("unknown") must be that
+  broker's live registration's (INELIGIBLE_REPLICA otherwise);
 - ``leader_recovery_state``: RECOVERING with more than one ISR member, or RECOVERED back to
   RECOVERING, is INVALID_REQUEST.
 
@@ -131,6 +133,8 @@ def check_partition(
     replicas = model.replicas(tp)
     for index, member in enumerate(proposed.new_isr):
         if member not in replicas or member not in model.brokers:
+            return ErrorCode.ineligible_replica
+        if member in model.shutting_down and member != broker_id:
             return ErrorCode.ineligible_replica
         if proposed.broker_epochs is not None:
             epoch = proposed.broker_epochs[index]

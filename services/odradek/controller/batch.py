@@ -39,7 +39,7 @@ class RequestBatch:
         self.update_metadata_wanted = False  # even with no partition: the live brokers changed
         self.update_metadata_partitions: dict[TopicPartition, None] = {}  # ordered set
         self.deleted_partitions: dict[TopicPartition, None] = {}
-        self.stop_replica: dict[int, dict[TopicPartition, None]] = {}
+        self.stop_replica: dict[int, dict[TopicPartition, bool]] = {}  # -> delete_partition
 
     def add_leader_and_isr(
         self, brokers: Iterable[int], tp: TopicPartition, *, new: bool = False
@@ -65,9 +65,12 @@ class RequestBatch:
         self.update_metadata_brokers.update(b for b in brokers if b in self.model.brokers)
         self.deleted_partitions.update(dict.fromkeys(partitions))
 
-    def add_stop_replica(self, broker_id: int, tp: TopicPartition) -> None:
+    def add_stop_replica(self, broker_id: int, tp: TopicPartition, *, delete: bool = True) -> None:
+        """StopReplica for ``tp`` to ``broker_id``; ``delete``: its log goes too (a deletion),
+        else the broker only stops hosting it (Kafka's OfflineReplica). A delete sticks."""
         if broker_id in self.model.brokers:
-            self.stop_replica.setdefault(broker_id, {})[tp] = None
+            mine = self.stop_replica.setdefault(broker_id, {})
+            mine[tp] = mine.get(tp, False) or delete
 
     def send(self, channel: Channel) -> None:
         model = self.model
@@ -87,12 +90,15 @@ class RequestBatch:
                         ),
                     )
         for broker_id, stopped in sorted(self.stop_replica.items()):
-            channel.send(
-                broker_id,
-                requests.stop_replica(
-                    model, self.controller_id, broker_id, list(stopped), delete=True
-                ),
-            )
+            for delete in (True, False):
+                chosen = [tp for tp, deleting in stopped.items() if deleting is delete]
+                if chosen:
+                    channel.send(
+                        broker_id,
+                        requests.stop_replica(
+                            model, self.controller_id, broker_id, chosen, delete=delete
+                        ),
+                    )
         for partitions, deleted in (
             (list(self.deleted_partitions), True),
             ([tp for tp in self.update_metadata_partitions if tp in model.states], False),

@@ -32,6 +32,10 @@ with the legal transitions of ``states``); this module says which transitions ea
   broker) and the periodic automatic preferred replica election (``check_leader_balance``,
   enqueued by the process's timer when ``auto.leader.rebalance.enable``): Online -> Online with
   the PREFERRED or UNCLEAN strategy; LeaderAndIsr and UpdateMetadata as for any election.
+- ControlledShutdown from a broker about to stop (``controlled_shutdown``): it is recorded as
+  shutting down (never a leader or a new ISR member again until it leaves or registers anew),
+  the partitions it leads get another leader from their ISR, those it follows lose it from their
+  ISR (StopReplica without delete to it); the answer lists what it still leads.
 
 Its store, channel and election are given to it (``ports``), so unit tests run every event
 against an in-memory store and a recording channel. Every state write is fenced by the controller
@@ -49,6 +53,7 @@ from typing import Any, Protocol
 
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.controller import alter_partition as ap
+from odradek.controller import controlled_shutdown as cs
 from odradek.controller import elect_leaders as el
 from odradek.controller import leader_balance
 from odradek.controller.batch import RequestBatch
@@ -413,6 +418,7 @@ class Controller:
             ApiKey.ELECT_LEADERS: Served(
                 SUPPORTED_VERSIONS[ApiKey.ELECT_LEADERS], self.elect_leaders
             ),
+            ApiKey.CONTROLLED_SHUTDOWN: Served((3, 3), self.controlled_shutdown),
         }
 
     async def decide(
@@ -568,6 +574,28 @@ class Controller:
         the reassignment. None is, until the controller reassigns."""
         return False
 
+    # -- ControlledShutdown --------------------------------------------------------------
+
+    async def controlled_shutdown(self, request: Any) -> Any:
+        """Answer a ControlledShutdown request (``controlled_shutdown``)."""
+        return await self.decide(
+            "controlled shutdown", lambda: self._on_controlled_shutdown(request), cs.response
+        )
+
+    async def _on_controlled_shutdown(self, request: Any) -> Any:
+        batch = self._batch()
+        answer = await cs.decide(
+            self._active(),
+            request,
+            self.partition_machine,
+            self.replica_machine,
+            batch,
+            self.metrics,
+        )
+        batch.send(self.channel)
+        self._update_gauges()
+        return answer
+
     # -- helpers -------------------------------------------------------------------------
 
     async def _online_partition_state_change(self, batch: RequestBatch) -> None:
@@ -591,3 +619,4 @@ class Controller:
             self.metrics.live_brokers.set(len(self.model.brokers))
             self.metrics.offline_partitions.set(len(self.model.offline_partitions()))
             self.metrics.preferred_replica_imbalance.set(leader_balance.imbalance_count(self.model))
+            self.metrics.shutting_down_brokers.set(len(self.model.shutting_down))

@@ -11,7 +11,12 @@ changes, right after the matching ZooKeeper write succeeded. Invariants:
   every request to that broker carries;
 - ``partition_states`` and ``replica_states`` are Kafka's state machines' views (``states``):
   a partition is Online exactly when its leader is live, New until its first leader and ISR are
-  written; a replica on a live broker is New or Online, on a dead one Offline.
+  written; a replica on a live broker is New or Online, on a dead one Offline;
+- ``shutting_down`` (Kafka's ``shuttingDownBrokerIds``) holds the live brokers that asked for a
+  controlled shutdown with their current broker epoch; a broker leaves it when it deregisters or
+  registers again (a new epoch). ``live_broker_ids`` excludes them (Kafka's ``liveBrokerIds``), so
+  no election makes one a leader and no ISR change adds one; ``brokers`` still lists them (they
+  serve until they stop, and still get the controller's requests).
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ class ClusterModel:
     states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     state_versions: dict[TopicPartition, int] = field(default_factory=dict)
     deleting: set[str] = field(default_factory=set)
+    shutting_down: set[int] = field(default_factory=set)
     partition_states: StateTable[TopicPartition, PartitionPhase] = field(
         default_factory=lambda: StateTable(PartitionPhase.NON_EXISTENT, "partition")
     )
@@ -66,9 +72,16 @@ class ClusterModel:
 
     @property
     def live_broker_ids(self) -> set[int]:
-        return set(self.brokers)
+        """Brokers that may lead and join ISRs: registered and not shutting down."""
+        return set(self.brokers) - self.shutting_down
 
     def set_brokers(self, live: Mapping[int, BrokerRegistration]) -> None:
+        # A shutting-down broker that left, or came back with a new epoch, is no longer one.
+        self.shutting_down = {
+            b
+            for b in self.shutting_down
+            if b in live and live[b].epoch == self.broker_epochs.get(b)
+        }
         self.brokers = {b: registration.info for b, registration in live.items()}
         self.broker_epochs = {b: registration.epoch for b, registration in live.items()}
 
@@ -88,7 +101,7 @@ class ClusterModel:
         return [tp for tp, state in self.states.items() if state.leader == broker_id]
 
     def offline_partitions(self) -> list[TopicPartition]:
-        live = self.live_broker_ids
+        live = set(self.brokers)  # a shutting-down leader still serves its partitions
         return [tp for tp, s in self.states.items() if s.leader not in live]
 
     def topic_id_names(self) -> dict[uuid.UUID, str]:

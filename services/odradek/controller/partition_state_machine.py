@@ -18,6 +18,10 @@ one is logged and skipped. The transitions that do work:
   ``UNCLEAN``: as ``OFFLINE``, but a live replica outside the ISR may be chosen whatever the
   topic says (an operator's ElectLeaders); logged and counted the same way.
   ``PREFERRED``: the first replica of the assignment, if it is live and in the ISR.
+  ``CONTROLLED_SHUTDOWN`` (Kafka's ControlledShutdownPartitionLeaderElectionStrategy): the first
+  replica of the assignment that is live, in the ISR and not shutting down; the ISR loses the
+  shutting-down brokers. With no such replica the partition keeps its leader (it is still
+  serving) and stays Online; ``controlled_shutdown`` reports it.
   Every new leader bumps the leader epoch by one; LeaderAndIsr goes to the live replicas,
   UpdateMetadata to every live broker.
 - -> Offline, -> NonExistent: only the state (the writes are the replica state machine's and the
@@ -34,7 +38,11 @@ from collections.abc import Iterable, Mapping
 
 from odradek.controller.batch import RequestBatch
 from odradek.controller.model import ClusterModel, TopicPartition
-from odradek.controller.placement import elect_leader_offline, elect_preferred_leader
+from odradek.controller.placement import (
+    elect_leader_for_controlled_shutdown,
+    elect_leader_offline,
+    elect_preferred_leader,
+)
 from odradek.controller.ports import Store
 from odradek.controller.states import PartitionState
 from odradek.observability.metrics import ControllerMetrics
@@ -51,6 +59,7 @@ class ElectionStrategy(enum.Enum):
     # OFFLINE with unclean election allowed whatever the topic says: an operator asked for it
     # (ElectLeaders with election type UNCLEAN; Kafka's ``allowUnclean = AdminClientTriggered``).
     UNCLEAN = "unclean"
+    CONTROLLED_SHUTDOWN = "controlled shutdown"  # off brokers about to stop
 
 
 def unclean_enabled(topic_config: Mapping[str, str], default: bool) -> bool:
@@ -148,7 +157,8 @@ class PartitionStateMachine:
         self, model: ClusterModel, tp: TopicPartition, batch: RequestBatch
     ) -> bool:
         replicas = model.replicas(tp)
-        live = [r for r in replicas if r in model.brokers]
+        eligible = model.live_broker_ids  # not a broker that is shutting down
+        live = [r for r in replicas if r in eligible]
         if not live:
             log.error(
                 "partition %s-%d stays New: none of its replicas %s is on a live broker",
@@ -181,6 +191,12 @@ class PartitionStateMachine:
             election = elect_preferred_leader(replicas, list(current.isr), live)
             if election.leader is None or election.leader == current.leader:
                 return False
+        elif strategy is ElectionStrategy.CONTROLLED_SHUTDOWN:
+            election = elect_leader_for_controlled_shutdown(
+                replicas, list(current.isr), live, model.shutting_down
+            )
+            if election.leader is None:
+                return False  # its leader stays and serves; the caller reports it
         else:
             election = elect_leader_offline(replicas, list(current.isr), live, False)
             if election.leader is None and any(r in live for r in replicas):
@@ -214,7 +230,7 @@ class PartitionStateMachine:
             )
             if self.metrics is not None:
                 self.metrics.unclean_leader_elections.inc()
-        elif self.metrics is not None and strategy is not ElectionStrategy.PREFERRED:
+        elif self.metrics is not None and strategy is ElectionStrategy.OFFLINE:
             self.metrics.clean_leader_elections.inc()
         state = LeaderAndIsr(
             leader=election.leader,

@@ -4,10 +4,12 @@
 waits until a broker's Metadata lists every broker, and records what it started in
 ``<data-dir>/cluster.json``: role, id, pid, addresses, data directory, log file, and what
 identifies the process (``ProcessIdentity``: its start time and command line, from /proc).
-``status`` reads that file and checks each process; ``down`` stops everything by pid (SIGTERM,
-then SIGKILL after a grace period): brokers first, so they shut down cleanly while ZooKeeper is
-still there, then the controllers, then ZooKeeper. ``up`` on a directory whose processes still
-run starts nothing.
+``status`` reads that file and checks each process; ``down`` stops everything by pid (SIGINT
+for brokers, SIGTERM for the others, then SIGKILL after a grace period): brokers first, so they
+shut down cleanly while ZooKeeper is still there, then the controllers, then ZooKeeper. Brokers
+get SIGINT, their stop without a controlled shutdown: with every broker going there is nowhere to
+move leadership, and the last one would wait out all its attempts. ``stop_broker`` uses SIGTERM
+(a controlled shutdown). ``up`` on a directory whose processes still run starts nothing.
 
 PIDs are reused: a pid in ``cluster.json`` may belong to another process by now (after a reboot,
 or once the member died). So a member counts as running, and is signalled, only if the process
@@ -382,8 +384,10 @@ def add_broker(data_dir: Path, broker_id: int | None = None, *, rack: str | None
     return member
 
 
-def stop_broker(data_dir: Path, broker_id: int, *, forget: bool = False) -> Member:
-    """Stop one broker with SIGTERM (its controlled shutdown), SIGKILL after ``STOP_GRACE_S``;
+def stop_broker(
+    data_dir: Path, broker_id: int, *, forget: bool = False, grace_s: float = STOP_GRACE_S
+) -> Member:
+    """Stop one broker with SIGTERM (its controlled shutdown), SIGKILL after ``grace_s``;
     ``forget`` also removes it from the state file (a broker taken out of the cluster)."""
     data_dir = data_dir.absolute()
     state = ClusterState.read(data_dir)
@@ -391,7 +395,7 @@ def stop_broker(data_dir: Path, broker_id: int, *, forget: bool = False) -> Memb
         raise RuntimeError(f"no cluster in {data_dir}")
     member = state.member("broker", broker_id)
     if _signal(member, signal.SIGTERM):
-        deadline = time.monotonic() + STOP_GRACE_S
+        deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline and member.is_ours():
             time.sleep(POLL_INTERVAL_S)
         _signal(member, signal.SIGKILL, quiet=True)
@@ -542,9 +546,11 @@ def down(data_dir: Path) -> list[Member]:
     if state is None:
         return []
     order = {"broker": 0, "controller": 1, "zookeeper": 2}
+    stop_signal = {"broker": signal.SIGINT}  # no controlled shutdown: see the module docstring
     killed = []
     for role in sorted(order, key=order.get):
-        group = [m for m in state.members if m.role == role and _signal(m, signal.SIGTERM)]
+        signum = stop_signal.get(role, signal.SIGTERM)
+        group = [m for m in state.members if m.role == role and _signal(m, signum)]
         deadline = time.monotonic() + STOP_GRACE_S
         while time.monotonic() < deadline and any(m.is_ours() for m in group):
             time.sleep(POLL_INTERVAL_S)

@@ -243,6 +243,9 @@ class ControllerMetrics:
     preferred_replica_imbalance: Gauge
     unclean_leader_elections: Counter
     clean_leader_elections: Counter
+    controlled_shutdowns: Counter
+    controlled_shutdown_unmoved_partitions: Counter
+    shutting_down_brokers: Gauge
 
 
 class _StateSetCollector(Collector):
@@ -461,6 +464,22 @@ def controller_metrics(registry: CollectorRegistry) -> ControllerMetrics:
             "Leaders elected from the ISR after a leader was lost (Kafka's "
             "LeaderElectionRateAndTimeMs count).",
             registry=registry,
+        ),
+        controlled_shutdowns=Counter(
+            f"{prefix}_controlled_shutdowns",
+            "ControlledShutdown requests decided (each attempt of a stopping broker counts).",
+            registry=registry,
+        ),
+        controlled_shutdown_unmoved_partitions=Counter(
+            f"{prefix}_controlled_shutdown_unmoved_partitions",
+            "Partitions a stopping broker still led after its ControlledShutdown: no other "
+            "in-sync replica could take them (counted at every attempt; the controller's log "
+            "names them).",
+            registry=registry,
+        ),
+        shutting_down_brokers=gauge(
+            "shutting_down_brokers",
+            "Live brokers in controlled shutdown: never elected leader or added to an ISR.",
         ),
     )
 

@@ -1,4 +1,5 @@
-"""`odradek topics|produce|consume`, run as real processes against a real two-broker cluster."""
+"""`odradek topics|produce|consume|local restart --rolling`, run as real processes against a real
+two-broker cluster."""
 
 from __future__ import annotations
 
@@ -160,3 +161,22 @@ def test_errors_exit_non_zero_with_the_brokers_message(workdir):
 def test_without_a_cluster_the_user_is_told_what_to_do(tmp_path):
     error = failed(tmp_path, "topics", "list")
     assert "--bootstrap-server" in error and "odradek local up" in error
+
+
+def test_local_restart_rolling_restarts_each_broker_and_records_survive(workdir):
+    ok(workdir, "topics", "create", "rolled", "--partitions", "2")
+    ok(workdir, "produce", "rolled", "--num-records", "100", "--acks", "all")
+    before = cluster.ClusterState.read(workdir / "var" / "local")
+    refused = odradek(workdir, "local", "restart")
+    assert refused.returncode == 2 and "only --rolling" in refused.stdout
+    result = ok(workdir, "local", "restart", "--rolling")
+    for broker_id in (1, 2):
+        assert f"broker {broker_id} stopped" in result.stdout
+        assert f"broker {broker_id} in-sync" in result.stdout
+    assert "2 brokers restarted one at a time" in result.stdout
+    after = cluster.ClusterState.read(workdir / "var" / "local")
+    pids = {m.id: m.pid for m in before.members if m.role == "broker"}
+    assert all(m.pid != pids[m.id] and m.is_ours() for m in after.members if m.role == "broker")
+    consumed = ok(workdir, "consume", "rolled", "--from-beginning", "--max-messages", "100",
+                  "--timeout-ms", "10000", "--quiet")  # fmt: skip
+    assert re.search(r"^100 records", consumed.stderr, re.M), consumed.stderr

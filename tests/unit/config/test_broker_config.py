@@ -25,6 +25,10 @@ KAFKA_DEFAULTS = {
     "delete.topic.enable": "true",
     "min.insync.replicas": "1",
     "unclean.leader.election.enable": "false",
+    "controlled.shutdown.enable": "true",
+    "controlled.shutdown.max.retries": "3",
+    "controlled.shutdown.retry.backoff.ms": "5000",
+    "controller.socket.timeout.ms": "30000",
     "replica.lag.time.max.ms": "30000",
     "replica.high.watermark.checkpoint.interval.ms": "5000",
     "num.replica.fetchers": "1",
@@ -119,6 +123,20 @@ def test_every_key_is_documented_and_ours_are_prefixed():
     for key in BROKER_KEYS.values():
         assert key.doc, key.name
         assert key.name in kafka_names or key.name.startswith("odradek."), key.name
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "controlled_shutdown_max_retries",
+        "controlled_shutdown_retry_backoff_ms",
+        "controller_socket_timeout_ms",
+    ],
+)
+def test_controlled_shutdown_numbers_below_their_bound_are_refused(key):
+    with pytest.raises(InvalidConfigError, match=key.replace("_", ".")):
+        broker(**{key: -1})
+    assert getattr(broker(**{key: 7}), key) == 7
 
 
 def test_auto_create_topics_enable_true_is_refused_until_it_is_honoured():

@@ -62,6 +62,7 @@ def test_api_versions_lists_only_what_the_controller_serves(harness):
                 ApiKey.API_VERSIONS: (0, 4),
                 ApiKey.ALTER_PARTITION: (2, 3),
                 ApiKey.ELECT_LEADERS: (0, 2),
+                ApiKey.CONTROLLED_SHUTDOWN: (3, 3),
             }
         finally:
             await _stop(server, stop, runner)

@@ -173,6 +173,9 @@ def test_every_metric_has_help_text_and_the_odradek_prefix():
     assert set(ours) == {
         "odradek_broker_under_min_isr_partitions",
         "odradek_controller_clean_leader_elections",
+        "odradek_controller_controlled_shutdowns",
+        "odradek_controller_controlled_shutdown_unmoved_partitions",
+        "odradek_controller_shutting_down_brokers",
         "odradek_broker_isr_expands",
         "odradek_broker_isr_shrinks",
         "odradek_broker_purgatory_size",
