@@ -242,6 +242,9 @@ class ControllerMetrics:
     offline_partitions: Gauge
     unclean_leader_elections: Counter
     clean_leader_elections: Counter
+    reassigning_partitions: Gauge
+    reassignments_completed: Counter
+    reassignments_cancelled: Counter
 
 
 class _StateSetCollector(Collector):
@@ -437,6 +440,23 @@ def controller_metrics(registry: CollectorRegistry) -> ControllerMetrics:
             f"{prefix}_clean_leader_elections",
             "Leaders elected from the ISR after a leader was lost (Kafka's "
             "LeaderElectionRateAndTimeMs count).",
+            registry=registry,
+        ),
+        reassigning_partitions=gauge(
+            "reassigning_partitions",
+            "Partitions being reassigned (KIP-455: with adding or removing replicas), as Kafka's "
+            "ReassigningPartitions.",
+        ),
+        reassignments_completed=Counter(
+            f"{prefix}_reassignments_completed",
+            "Partition reassignments finished: the target replicas in sync, the removed ones "
+            "deleted.",
+            registry=registry,
+        ),
+        reassignments_cancelled=Counter(
+            f"{prefix}_reassignments_cancelled",
+            "Partition reassignments cancelled (AlterPartitionReassignments with null "
+            "replicas): back to the original replicas.",
             registry=registry,
         ),
     )

@@ -52,13 +52,18 @@ async def _closed_by_server(port: int, frame: bytes) -> bool:
         writer.close()
 
 
-def test_api_versions_lists_api_versions_and_alter_partition_only(harness):
+def test_api_versions_lists_exactly_what_the_controller_serves(harness):
     async def scenario():
         server, port, _, stop, runner = await _serving(harness, with_topic=False)
         try:
             async with await BrokerConnection.open("127.0.0.1", port) as connection:
                 versions = await connection.negotiate_versions()
-            assert dict(versions) == {ApiKey.API_VERSIONS: (0, 4), ApiKey.ALTER_PARTITION: (2, 3)}
+            assert dict(versions) == {
+                ApiKey.API_VERSIONS: (0, 4),
+                ApiKey.ALTER_PARTITION: (2, 3),
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+                ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+            }
         finally:
             await _stop(server, stop, runner)
 
