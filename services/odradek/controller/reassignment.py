@@ -12,6 +12,7 @@ change, a broker coming back, a controller elected):
 - U. The new assignment goes to ZooKeeper and the model (``Store.write_assignment``); replicas
   of the previous RS that the new one lacks (the AR of a replaced or cancelled reassignment) are
   stopped: Offline (out of the ISR) -> DeletionStarted (StopReplica with delete) -> NonExistent.
+  If the leader was one of them, the first replica of the new RS live and in the ISR leads.
 - A, while TRS is not all in the ISR: the leader epoch is bumped (same leader and ISR) and
   LeaderAndIsr with RS goes to RS: the leader tracks the new replicas as followers; AR replicas
   that do not exist yet -> New, with LeaderAndIsr ``is_new``: they create their log and fetch.
@@ -238,6 +239,10 @@ class Reassignments:
             await self.store.write_assignment(model, tp[0], {tp[1]: new})
             unneeded = [r for r in current.replicas if r not in new.replicas]
             await self._stop_replicas(model, tp, unneeded, batch)
+            if model.states[tp].leader not in model.brokers:
+                # The leader was one of them (an added replica that had taken over): a leader
+                # from what remains, before anything else is sent (Kafka would leave none).
+                await self._elect_from_target(model, tp, new.replicas, batch)
         if not is_complete(model, tp, new):
             await self._bump_leader_epoch(model, tp, batch)
             self._start_new_replicas(model, tp, new.adding, batch)

@@ -357,6 +357,22 @@ def test_a_new_target_replaces_the_one_in_progress(harness):
     run(scenario())
 
 
+def test_a_new_target_without_the_leader_it_had_moved_to_elects_one_at_once(harness):
+    async def scenario():
+        await moving(harness)
+        await isr_change(harness, 1, (1, 2, 3, 4))
+        harness.store.unregister_broker(1)  # RS order (4,5,6,1,2,3): 4 is elected
+        await harness.settle()
+        assert harness.store.states[TP][0].leader == 4
+        assert await alter(harness, {TP: (5, 6, 2)}) == {TP: (ErrorCode.none, None)}
+        assert assignment(harness) == ReplicaAssignment((5, 6, 2, 1, 3), (5, 6), (1, 3))
+        state, _ = harness.store.states[TP]
+        # 4 is stopped; of the new RS, 2 is the first live replica in the ISR.
+        assert (state.leader, state.isr) == (2, (2, 3))
+
+    run(scenario())
+
+
 # -- resuming ----------------------------------------------------------------------------------
 
 
