@@ -36,6 +36,11 @@ with the legal transitions of ``states``); this module says which transitions ea
   shutting down (never a leader or a new ISR member again until it leaves or registers anew),
   the partitions it leads get another leader from their ISR, those it follows lose it from their
   ISR (StopReplica without delete to it); the answer lists what it still leads.
+  to every live broker (no LeaderAndIsr: an ISR change is not a leader change). For a partition
+  being reassigned, another event then finishes the reassignment if its targets are in sync.
+- reassignments (KIP-455, ``reassignment``): AlterPartitionReassignments starts, replaces or
+  cancels them; an elected controller resumes every one its znodes show; a broker holding a
+  target replica that arrives resumes those waiting for it.
 
 Its store, channel and election are given to it (``ports``), so unit tests run every event
 against an in-memory store and a recording channel. Every state write is fenced by the controller
@@ -55,12 +60,13 @@ from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.controller import alter_partition as ap
 from odradek.controller import controlled_shutdown as cs
 from odradek.controller import elect_leaders as el
-from odradek.controller import leader_balance
+from odradek.controller import leader_balance, reassignment_api
 from odradek.controller.batch import RequestBatch
 from odradek.controller.events import EventQueue
 from odradek.controller.model import ClusterModel, TopicPartition
 from odradek.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
 from odradek.controller.ports import Channel, FencedError, StaleStateVersionError, Store
+from odradek.controller.reassignment import Reassignments
 from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.controller.server import Served
 from odradek.controller.states import PartitionState, ReplicaState
@@ -110,6 +116,7 @@ class Controller:
             store, unclean_leader_election_enable=unclean_leader_election_enable, metrics=metrics
         )
         self.replica_machine = ReplicaStateMachine(store)
+        self.reassignments = Reassignments(store, self.replica_machine, metrics)
         self.election: Election | None = None  # set by whoever wires the election
         self.model: ClusterModel | None = None
         self.events = EventQueue()
@@ -260,6 +267,7 @@ class Controller:
         self._full_state(batch, model.brokers)
         batch.send(self.channel)
         await self._on_deletions()
+        await self._resume_reassignments(model.reassigning_partitions())
         self._update_gauges()
 
     async def _on_brokers_change(self) -> None:
@@ -315,6 +323,11 @@ class Controller:
         await self.partition_machine.to_online(
             model, preferred, batch, strategy=ElectionStrategy.PREFERRED
         )
+        # Reassignments waiting for a target replica on these brokers go on (Kafka's
+        # onBrokerStartup): their replicas hear the current replica set again.
+        for tp in model.reassigning_partitions():
+            if arrived & set(model.assignment(tp).target):
+                await self.reassignments.resume(model, tp, batch)
 
     async def _on_topics_change(self) -> None:
         if self.model is None:
@@ -419,6 +432,10 @@ class Controller:
                 SUPPORTED_VERSIONS[ApiKey.ELECT_LEADERS], self.elect_leaders
             ),
             ApiKey.CONTROLLED_SHUTDOWN: Served((3, 3), self.controlled_shutdown),
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: Served(
+                (0, 1), self.alter_partition_reassignments
+            ),
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: Served((0, 0), self.list_partition_reassignments),
         }
 
     async def decide(
@@ -522,6 +539,10 @@ class Controller:
             broker_id,
         )
         batch.add_update_metadata(model.brokers, [tp])
+        if model.is_reassigning(tp):
+            self._enqueue(
+                f"reassignment isr change {tp[0]}-{tp[1]}", lambda: self._on_reassignment_isr(tp)
+            )
         return result(ErrorCode.none, tp)
 
     # -- leader balance ------------------------------------------------------------------
@@ -571,8 +592,8 @@ class Controller:
 
     def _being_reassigned(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` is being reassigned (KIP-455): the automatic rebalance leaves it to
-        the reassignment. None is, until the controller reassigns."""
-        return False
+        the reassignment."""
+        return self.model is not None and self.model.is_reassigning(tp)
 
     # -- ControlledShutdown --------------------------------------------------------------
 
@@ -595,6 +616,58 @@ class Controller:
         batch.send(self.channel)
         self._update_gauges()
         return answer
+
+    # -- reassignment (KIP-455: ``reassignment``, ``reassignment_api``) -------------------
+
+    async def alter_partition_reassignments(self, request: Any) -> Any:
+        return await self.decide(
+            "alter partition reassignments",
+            lambda: self._on_alter_partition_reassignments(request),
+            lambda error: reassignment_api.alter_error_response(request, error),
+        )
+
+    async def list_partition_reassignments(self, request: Any) -> Any:
+        async def listed() -> Any:
+            return reassignment_api.list_response(request, self._active())
+
+        return await self.decide(
+            "list partition reassignments",
+            listed,
+            lambda error: reassignment_api.list_error_response(request, error),
+        )
+
+    async def _on_alter_partition_reassignments(self, request: Any) -> Any:
+        model = self._active()
+        batch = self._batch()
+        results = await self.reassignments.alter(
+            model,
+            reassignment_api.wanted(request),
+            batch,
+            deleting=await self.store.topics_to_delete(watch=None),
+            allow_replication_factor_change=reassignment_api.allow_replication_factor_change(
+                request
+            ),
+        )
+        batch.send(self.channel)
+        self._update_gauges()
+        return reassignment_api.alter_response(request, results)
+
+    async def _on_reassignment_isr(self, tp: TopicPartition) -> None:
+        """An ISR change of a partition being reassigned was committed: maybe it is done."""
+        if self.model is None:
+            return
+        batch = self._batch()
+        if await self.reassignments.maybe_complete(self.model, tp, batch):
+            batch.send(self.channel)
+            self._update_gauges()
+
+    async def _resume_reassignments(self, partitions: list[TopicPartition]) -> None:
+        model = self._active()
+        for tp in partitions:
+            batch = self._batch()
+            log.info("resuming the reassignment of %s-%d", *tp)
+            await self.reassignments.resume(model, tp, batch)
+            batch.send(self.channel)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -620,3 +693,4 @@ class Controller:
             self.metrics.offline_partitions.set(len(self.model.offline_partitions()))
             self.metrics.preferred_replica_imbalance.set(leader_balance.imbalance_count(self.model))
             self.metrics.shutting_down_brokers.set(len(self.model.shutting_down))
+            self.metrics.reassigning_partitions.set(len(self.model.reassigning_partitions()))

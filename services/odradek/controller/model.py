@@ -9,6 +9,9 @@ changes, right after the matching ZooKeeper write succeeded. Invariants:
 - ``state_versions`` holds each state znode's version, for compare-and-set writes;
 - ``broker_epochs`` holds each live broker's epoch (the czxid of its registration), the value
   every request to that broker carries;
+- ``topics`` holds each partition's full replica set RS; while a partition is reassigned
+  (KIP-455) that is the target replicas followed by the original ones, with ``adding_replicas``
+  and ``removing_replicas`` saying which are which (``reassignment``);
 - ``partition_states`` and ``replica_states`` are Kafka's state machines' views (``states``):
   a partition is Online exactly when its leader is live, New until its first leader and ISR are
   written; a replica on a live broker is New or Online, on a dead one Offline;
@@ -43,6 +46,56 @@ def topic_uuid(topic_id: str | None) -> uuid.UUID:
     if not topic_id:
         return uuid.UUID(int=0)
     return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAssignment:
+    """One partition's replicas as Kafka's controller holds them (its ``ReplicaAssignment``):
+    the full set RS and, while it is reassigned, which of them are being added (AR) and removed
+    (RR). The original replicas are RS - AR, the target ones RS - RR."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def origin(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.adding)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    def reassign_to(self, target: tuple[int, ...]) -> ReplicaAssignment:
+        """Kafka's ``reassignTo``: RS = TRS then the rest of ORS, AR = RS - ORS, RR = RS - TRS.
+        A new target for a partition already moving starts from its original replicas, so
+        ``reassign_to(origin)`` is a cancellation (nothing added or removed)."""
+        origin = self.origin
+        replicas = tuple(dict.fromkeys((*target, *origin)))
+        return ReplicaAssignment(
+            replicas,
+            tuple(r for r in replicas if r not in origin),
+            tuple(r for r in replicas if r not in target),
+        )
+
+
+def with_assignments(
+    topic: TopicAssignment, changes: Mapping[int, ReplicaAssignment]
+) -> TopicAssignment:
+    """``topic`` with the partitions of ``changes`` replaced (their adding and removing replicas
+    too; empty ones are dropped, as the znode lists only partitions being reassigned)."""
+    partitions = dict(topic.partitions)
+    adding = dict(topic.adding_replicas)
+    removing = dict(topic.removing_replicas)
+    for index, assignment in changes.items():
+        partitions[index] = assignment.replicas
+        adding[index] = assignment.adding
+        removing[index] = assignment.removing
+    return TopicAssignment(partitions, topic.topic_id, adding, removing)
 
 
 class BrokerRegistration(NamedTuple):
@@ -93,6 +146,26 @@ class ClusterModel:
         for name in names:
             for index in sorted(self.topics[name].partitions):
                 yield (name, index)
+
+    def assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        topic = self.topics[tp[0]]
+        return ReplicaAssignment(
+            tuple(topic.partitions[tp[1]]),
+            tuple(topic.adding_replicas.get(tp[1], ())),
+            tuple(topic.removing_replicas.get(tp[1], ())),
+        )
+
+    def is_reassigning(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is being reassigned (KIP-455: its assignment has adding or removing
+        replicas); operations that move leaders or replicas on their own leave it alone."""
+        assignment = self.topics.get(tp[0])
+        return assignment is not None and (
+            tp[1] in assignment.adding_replicas or tp[1] in assignment.removing_replicas
+        )
+
+    def reassigning_partitions(self) -> list[TopicPartition]:
+        """Every partition being reassigned, in topic and partition order."""
+        return [tp for tp in self.partitions() if self.is_reassigning(tp)]
 
     def partitions_on(self, broker_id: int) -> list[TopicPartition]:
         return [tp for tp in self.partitions() if broker_id in self.replicas(tp)]

@@ -10,7 +10,10 @@ Store contract (``ControllerStore``'s, and every double's): reads take an option
 fired once on the next change (ZooKeeper's one-shot watches); every write is fenced by the
 controller epoch (``FencedError`` if another controller was elected since) and is conditional on
 the state znode's version (``StaleStateVersionError`` if it moved), and on success updates the
-model's ``states`` and ``state_versions``.
+model's ``states`` and ``state_versions``. ``write_assignment`` (a reassignment) rewrites
+only the partitions it is given, on top of what the topic's znode holds (partitions added
+meanwhile are kept: the write is conditional on the znode's version, read again if it moved),
+and on success updates those partitions in the model's ``topics``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from odradek.controller.model import BrokerRegistration, ClusterModel, TopicPartition
+from odradek.controller.model import (
+    BrokerRegistration,
+    ClusterModel,
+    ReplicaAssignment,
+    TopicPartition,
+)
 from odradek.zk.client import WatchCallback
 from odradek.zk.paths import BrokerInfo, TopicAssignment
 from odradek.zk.paths import PartitionState as LeaderAndIsr
@@ -55,6 +63,10 @@ class Store(Protocol):
     ) -> None: ...
 
     async def delete_topic(self, model: ClusterModel, topic: str) -> None: ...
+
+    async def write_assignment(
+        self, model: ClusterModel, topic: str, changes: Mapping[int, ReplicaAssignment]
+    ) -> None: ...
 
 
 class Channel(Protocol):

@@ -4,9 +4,10 @@ Each carries the controller's id and epoch, and the receiving broker's epoch; a 
 one older than the newest controller epoch it has seen, and one that does not carry its current
 broker epoch. LeaderAndIsr tells a broker what it leads or follows, with ``is_new`` for replicas
 of partitions being created (Kafka's NewReplica state: the broker may create their logs on any
-healthy log dir); UpdateMetadata tells every broker the live brokers, each with all of its
-endpoints, and each partition's leader and ISR (what Metadata answers come from); a partition
-being deleted is announced with leader -2, as Kafka does, so caches drop it.
+healthy log dir) and, while a partition is reassigned, its adding and removing replicas
+(KIP-455); UpdateMetadata tells every broker the live brokers, each with all of its endpoints,
+and each partition's leader and ISR (what Metadata answers come from); a partition being deleted
+is announced with leader -2, as Kafka does, so caches drop it.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def leader_and_isr(
         states = []
         for index in indexes:
             state = model.states[(topic, index)]
+            assignment = model.assignment((topic, index))
             leaders.add(state.leader)
             states.append(
                 LeaderAndIsrPartitionState(
@@ -72,7 +74,9 @@ def leader_and_isr(
                     leader_epoch=state.leader_epoch,
                     isr=tuple(state.isr),
                     partition_epoch=model.state_versions.get((topic, index), 0),
-                    replicas=model.replicas((topic, index)),
+                    replicas=assignment.replicas,
+                    adding_replicas=assignment.adding,
+                    removing_replicas=assignment.removing,
                     is_new=new,
                 )
             )

@@ -13,8 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Mapping
 
-from odradek.controller.model import BrokerRegistration, ClusterModel, TopicPartition
+from odradek.controller.model import (
+    BrokerRegistration,
+    ClusterModel,
+    ReplicaAssignment,
+    TopicPartition,
+    with_assignments,
+)
 from odradek.controller.ports import FencedError, StaleStateVersionError
 from odradek.zk.client import (
     CheckOp,
@@ -48,6 +55,8 @@ log = logging.getLogger(__name__)
 
 
 __all__ = ["ControllerStore", "FencedError", "StaleStateVersionError"]
+
+ASSIGNMENT_WRITE_ATTEMPTS_MAX = 5  # the topic znode moved under us (CreatePartitions): reread
 
 
 class ControllerStore:
@@ -136,6 +145,31 @@ class ControllerStore:
             raise
         model.states[tp] = state
         model.state_versions[tp] = 0 if version is None else version + 1
+
+    async def write_assignment(
+        self, model: ClusterModel, topic: str, changes: Mapping[int, ReplicaAssignment]
+    ) -> None:
+        """Rewrite the partitions of ``changes`` in ``/brokers/topics/<topic>`` (see ``ports``):
+        read, merge, then a fenced write conditional on the version read."""
+        path = topic_path(topic)
+        for _ in range(ASSIGNMENT_WRITE_ATTEMPTS_MAX):
+            data, stat = await self.zk.aget(path)
+            updated = with_assignments(TopicAssignment.decode(data, path), changes)
+            try:
+                await self.zk.atransaction(
+                    [self._fence(model), SetDataOp(path, updated.encode(), stat.version)]
+                )
+            except Exception as e:
+                if await self._fenced(model):
+                    raise FencedError(f"controller epoch {model.epoch} was superseded") from e
+                if isinstance(e, BadVersionError):
+                    continue
+                raise
+            model.topics[topic] = with_assignments(model.topics[topic], changes)
+            return
+        raise StaleStateVersionError(
+            f"{path} changed {ASSIGNMENT_WRITE_ATTEMPTS_MAX} times while it was rewritten"
+        )
 
     async def _fenced(self, model: ClusterModel) -> bool:
         try:

@@ -246,6 +246,9 @@ class ControllerMetrics:
     controlled_shutdowns: Counter
     controlled_shutdown_unmoved_partitions: Counter
     shutting_down_brokers: Gauge
+    reassigning_partitions: Gauge
+    reassignments_completed: Counter
+    reassignments_cancelled: Counter
 
 
 class _StateSetCollector(Collector):
@@ -480,6 +483,23 @@ def controller_metrics(registry: CollectorRegistry) -> ControllerMetrics:
         shutting_down_brokers=gauge(
             "shutting_down_brokers",
             "Live brokers in controlled shutdown: never elected leader or added to an ISR.",
+        ),
+        reassigning_partitions=gauge(
+            "reassigning_partitions",
+            "Partitions being reassigned (KIP-455: with adding or removing replicas), as Kafka's "
+            "ReassigningPartitions.",
+        ),
+        reassignments_completed=Counter(
+            f"{prefix}_reassignments_completed",
+            "Partition reassignments finished: the target replicas in sync, the removed ones "
+            "deleted.",
+            registry=registry,
+        ),
+        reassignments_cancelled=Counter(
+            f"{prefix}_reassignments_cancelled",
+            "Partition reassignments cancelled (AlterPartitionReassignments with null "
+            "replicas): back to the original replicas.",
+            registry=registry,
         ),
     )
 

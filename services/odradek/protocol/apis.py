@@ -79,6 +79,8 @@ class ApiKey(enum.IntEnum):
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43  # forwarded by brokers to the controller's listener
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45  # forwarded to the controller
+    LIST_PARTITION_REASSIGNMENTS = 46  # forwarded to the controller
     ALTER_PARTITION = 56  # served by the controller's listener, not by brokers
 
 
@@ -104,6 +106,8 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.ELECT_LEADERS: (0, 2),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # v1: KIP-860's flag, honoured
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     }
 )
 

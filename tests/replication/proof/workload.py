@@ -64,13 +64,26 @@ def producer_config(bootstrap: str) -> dict[str, object]:
     }
 
 
-def create_topic(bootstrap: str, config: WorkloadConfig) -> dict[str, object]:
-    """Create the topic with the brokers' default replication; wait until every partition is
-    led. Returns what the cluster says of it: replicas per partition, min.insync.replicas."""
+def create_topic(
+    bootstrap: str,
+    config: WorkloadConfig,
+    replica_assignment: list[list[int]] | None = None,
+    topic_config: dict[str, str] | None = None,
+) -> dict[str, object]:
+    """Create the topic with the brokers' default replication, or on the brokers
+    ``replica_assignment`` names (one list per partition); wait until every partition is led.
+    Returns what the cluster says of it: replicas per partition, min.insync.replicas."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(config.topic, config.partitions)])[config.topic].result(
-        timeout=ADMIN_TIMEOUT_S
-    )
+    if replica_assignment is None:
+        new = NewTopic(config.topic, config.partitions, config=topic_config or {})
+    else:
+        new = NewTopic(
+            config.topic,
+            num_partitions=len(replica_assignment),  # confluent-kafka wants both, equal
+            replica_assignment=replica_assignment,
+            config=topic_config or {},
+        )
+    admin.create_topics([new])[config.topic].result(timeout=ADMIN_TIMEOUT_S)
     deadline = time.monotonic() + TOPIC_READY_TIMEOUT_S
     while True:
         topic = admin.list_topics(config.topic, timeout=ADMIN_TIMEOUT_S).topics.get(config.topic)

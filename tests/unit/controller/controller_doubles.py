@@ -17,7 +17,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from odradek.controller.controller import Controller
-from odradek.controller.model import BrokerRegistration, ClusterModel, TopicPartition
+from odradek.controller.model import (
+    BrokerRegistration,
+    ClusterModel,
+    ReplicaAssignment,
+    TopicPartition,
+    with_assignments,
+)
 from odradek.controller.ports import FencedError, StaleStateVersionError
 from odradek.zk.client import WatchEvent, WatchKind
 from odradek.zk.paths import BrokerInfo, Endpoint, TopicAssignment
@@ -50,6 +56,7 @@ class InMemoryStore:
         self.deletions: set[str] = set()
         self.epoch_zk_version = 0  # /controller_epoch's version: the fence
         self.writes: list[tuple[TopicPartition, LeaderAndIsr]] = []
+        self.assignment_writes: list[tuple[str, TopicAssignment]] = []
         self._watches: dict[str, list[Watch]] = {}
         self._czxids = itertools.count(100)
 
@@ -142,6 +149,15 @@ class InMemoryStore:
         self.writes.append((tp, state))
         model.states[tp] = state
         model.state_versions[tp] = version
+
+    async def write_assignment(
+        self, model: ClusterModel, topic: str, changes: Mapping[int, ReplicaAssignment]
+    ) -> None:
+        self._fence(model)
+        self.topics[topic] = with_assignments(self.topics[topic], changes)
+        self.assignment_writes.append((topic, self.topics[topic]))
+        model.topics[topic] = with_assignments(model.topics[topic], changes)
+        self._fire(f"topic {topic}")  # a data watch on the topic znode fires, as ZooKeeper's
 
     async def delete_topic(self, model: ClusterModel, topic: str) -> None:
         self._fence(model)

@@ -52,7 +52,7 @@ async def _closed_by_server(port: int, frame: bytes) -> bool:
         writer.close()
 
 
-def test_api_versions_lists_only_what_the_controller_serves(harness):
+def test_api_versions_lists_exactly_what_the_controller_serves(harness):
     async def scenario():
         server, port, _, stop, runner = await _serving(harness, with_topic=False)
         try:
@@ -63,6 +63,8 @@ def test_api_versions_lists_only_what_the_controller_serves(harness):
                 ApiKey.ALTER_PARTITION: (2, 3),
                 ApiKey.ELECT_LEADERS: (0, 2),
                 ApiKey.CONTROLLED_SHUTDOWN: (3, 3),
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+                ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
             }
         finally:
             await _stop(server, stop, runner)

@@ -205,6 +205,9 @@ def test_every_metric_has_help_text_and_the_odradek_prefix():
         "odradek_controller_offline_partitions",
         "odradek_controller_preferred_replica_imbalance",
         "odradek_controller_unclean_leader_elections",
+        "odradek_controller_reassigning_partitions",
+        "odradek_controller_reassignments_completed",
+        "odradek_controller_reassignments_cancelled",
         "odradek_zookeeper_session_state",
         "odradek_build_info",
     }
