@@ -14,16 +14,29 @@ from collections.abc import Sequence
 from odradek import __version__
 from odradek.commands import (
     broker,
+    cluster,
     consume,
     controller,
     demo,
     local,
     produce,
+    reassign,
     storage_demo,
     topics,
 )
 
-COMMANDS = (demo, storage_demo, broker, controller, local, topics, produce, consume)
+COMMANDS = (
+    demo,
+    storage_demo,
+    broker,
+    controller,
+    local,
+    topics,
+    produce,
+    consume,
+    reassign,
+    cluster,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

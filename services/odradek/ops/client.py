@@ -161,7 +161,7 @@ class ClusterClient:
             version = connection.pick_version(api_key, max_version)
         except NoCommonVersionError as e:
             raise UnsupportedByClusterError(
-                f"the cluster does not serve {api_name(api_key)} (UNSUPPORTED_VERSION): {e}"
+                f"the cluster does not serve {api_name(api_key)}: {e}"
             ) from e
         request = make(schemas.request_schema(api_key, version))
         return await connection.send(request, timeout_s=self.request_timeout_s)

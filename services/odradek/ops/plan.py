@@ -115,24 +115,30 @@ class Plan:
         return format_reassignment_json(self.currents())
 
     @classmethod
-    def from_json(cls, text: str, view: ClusterView) -> Plan:
+    def from_json(cls, text: str, view: ClusterView, *, check_brokers: bool = True) -> Plan:
         """The plan a reassignment JSON file asks for, from the cluster as ``view`` shows it.
 
         Raises ``PlanFormatError`` for a malformed file and ``PlanMismatchError`` when it names a
-        partition or a broker the cluster does not have (Kafka's execute checks both).
+        partition or (with ``check_brokers``) a broker the cluster does not have, as Kafka's
+        execute does; following or cancelling a plan skips the broker check, since a target
+        broker may have died since.
         """
-        return cls.from_targets(parse_reassignment_json(text), view)
+        return cls.from_targets(parse_reassignment_json(text), view, check_brokers=check_brokers)
 
     @classmethod
     def from_targets(
-        cls, targets: Mapping[TopicPartition, Iterable[int]], view: ClusterView
+        cls,
+        targets: Mapping[TopicPartition, Iterable[int]],
+        view: ClusterView,
+        *,
+        check_brokers: bool = True,
     ) -> Plan:
         missing = sorted(tp for tp in targets if tp not in view.partitions)
         if missing:
             names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
             raise PlanMismatchError(f"Topic partitions not found in the cluster: {names}")
         unknown = sorted({b for r in targets.values() for b in r} - set(view.brokers))
-        if unknown:
+        if unknown and check_brokers:
             raise PlanMismatchError(f"Unknown broker id(s) {','.join(map(str, unknown))}")
         return cls(
             tuple(

@@ -187,7 +187,7 @@ def _place_replicas(
             for b in brokers:
                 edges.append((node, ("b", b), n, 0 if b in replicas else _W_MOVE))
     flow = _solve_convex(edges, units, load, rack_of, w_balance)
-    for i, ((_, kept), members) in enumerate(classes.items()):
+    for i, members in enumerate(classes.values()):
         chosen: list[int] = []
         for rack in racks:  # grouped by rack, so dealing spreads each rack's units evenly
             for b in sorted(rack_of):

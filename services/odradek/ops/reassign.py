@@ -217,13 +217,16 @@ async def watch(
     interval_s: float = WATCH_INTERVAL_S,
     timeout_s: float = WATCH_TIMEOUT_S,
     on_report: Callable[[StatusReport], Awaitable[None] | None] | None = None,
+    clear_when_done: bool = True,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
 ) -> StatusReport:
     """``status`` every ``interval_s`` until nothing is in progress (throttles then cleared) or
     ``timeout_s`` has passed (the last report, still in progress, is returned)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        report = await status(bootstrap, plan, request_timeout_s=request_timeout_s)
+        report = await status(
+            bootstrap, plan, clear_when_done=clear_when_done, request_timeout_s=request_timeout_s
+        )
         if on_report is not None:
             result = on_report(report)
             if asyncio.iscoroutine(result):

@@ -91,10 +91,8 @@ async def set_throttles(client: ClusterClient, plan: Plan, rate_bytes_per_s: int
 
 async def clear_throttles(client: ClusterClient, topics: Iterable[str], brokers: Iterable[int]):
     """Delete the throttles of ``topics`` and the rates of ``brokers`` (live ones only)."""
-    resources = [
-        (RESOURCE_TOPIC, topic, [(LEADER_REPLICAS, OP_DELETE, None), (FOLLOWER_REPLICAS, OP_DELETE, None)])
-        for topic in sorted(set(topics))
-    ]  # fmt: skip
+    deletes = [(LEADER_REPLICAS, OP_DELETE, None), (FOLLOWER_REPLICAS, OP_DELETE, None)]
+    resources = [(RESOURCE_TOPIC, topic, deletes) for topic in sorted(set(topics))]
     if resources:
         await _alter(client, None, resources)
     for broker in sorted(set(brokers)):
