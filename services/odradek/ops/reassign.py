@@ -249,21 +249,7 @@ async def _alter_reassignments(
     timeout = timedelta(seconds=client.request_timeout_s)
 
     def make(request_type):
-        topic_type = element_type(request_type, "topics")
-        partition_type = element_type(topic_type, "partitions")
-        return build(
-            request_type,
-            timeout=timeout,
-            topics=tuple(
-                topic_type(
-                    name=topic,
-                    partitions=tuple(
-                        partition_type(partition_index=p, replicas=r) for p, r in partitions
-                    ),
-                )
-                for topic, partitions in by_topic.items()
-            ),
-        )
+        return reassignments_request(request_type, by_topic, timeout)
 
     response = await client.send_any(ALTER_PARTITION_REASSIGNMENTS, REASSIGNMENT_MAX_VERSION, make)
     if response.error_code != ErrorCode.none:
@@ -287,6 +273,29 @@ async def _alter_reassignments(
             first,
             refusals,
         )
+
+
+def reassignments_request(
+    request_type: type,
+    by_topic: dict[str, list[tuple[int, tuple[int, ...] | None]]],
+    timeout: timedelta,
+):
+    """An AlterPartitionReassignments request of ``request_type``'s version."""
+    topic_type = element_type(request_type, "topics")
+    partition_type = element_type(topic_type, "partitions")
+    return build(
+        request_type,
+        timeout=timeout,
+        topics=tuple(
+            topic_type(
+                name=topic,
+                partitions=tuple(
+                    partition_type(partition_index=p, replicas=r) for p, r in partitions
+                ),
+            )
+            for topic, partitions in by_topic.items()
+        ),
+    )
 
 
 async def _progress(

@@ -100,6 +100,29 @@ async def clear_throttles(client: ClusterClient, topics: Iterable[str], brokers:
         await _alter(client, broker, [(RESOURCE_BROKER, str(broker), configs)])
 
 
+def alter_configs_request(
+    request_type: type, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]]
+):
+    """An IncrementalAlterConfigs request of ``request_type``'s version."""
+    resource_type = element_type(request_type, "resources")
+    config_type = element_type(resource_type, "configs")
+    return build(
+        request_type,
+        validate_only=False,
+        resources=tuple(
+            resource_type(
+                resource_type=kind,
+                resource_name=name,
+                configs=tuple(
+                    config_type(name=key, config_operation=op, value=value)
+                    for key, op, value in configs
+                ),
+            )
+            for kind, name, configs in resources
+        ),
+    )
+
+
 async def _alter(
     client: ClusterClient,
     broker: int | None,
@@ -108,23 +131,7 @@ async def _alter(
     """One IncrementalAlterConfigs: to ``broker``, or to any broker when None."""
 
     def make(request_type):
-        resource_type = element_type(request_type, "resources")
-        config_type = element_type(resource_type, "configs")
-        return build(
-            request_type,
-            validate_only=False,
-            resources=tuple(
-                resource_type(
-                    resource_type=kind,
-                    resource_name=name,
-                    configs=tuple(
-                        config_type(name=key, config_operation=op, value=value)
-                        for key, op, value in configs
-                    ),
-                )
-                for kind, name, configs in resources
-            ),
-        )
+        return alter_configs_request(request_type, resources)
 
     max_version = INCREMENTAL_ALTER_CONFIGS_MAX_VERSION
     if broker is None:
