@@ -199,7 +199,8 @@ def human_bytes(n: int | None) -> str:
     raise AssertionError("unreachable")
 
 
-def print_plan(prepared: ops.PreparedPlan, out: TextIO = sys.stdout) -> None:
+def print_plan(prepared: ops.PreparedPlan, out: TextIO | None = None) -> None:
+    out = out or sys.stdout  # looked up at call time: tests and pipes replace it
     plan = prepared.plan
     for move in plan:
         kind = "reorder" if move.reorder_only else f"+{_ids(move.adding)} -{_ids(move.removing)}"
@@ -209,17 +210,22 @@ def print_plan(prepared: ops.PreparedPlan, out: TextIO = sys.stdout) -> None:
             file=out,
         )
     reorders = sum(1 for m in plan if m.reorder_only)
+    if prepared.bytes_to_move is None:
+        size = "bytes to copy unknown (the cluster does not serve DescribeLogDirs)"
+    else:
+        size = f"{human_bytes(prepared.bytes_to_move)} to copy"
     print(
         f"{len(plan)} partitions change: {plan.replica_moves} replica moves, {reorders} "
-        f"leader-only reorders; {human_bytes(prepared.bytes_to_move)} to copy",
+        f"leader-only reorders; {size}",
         file=out,
     )
 
 
 def print_report(
-    report: ops.StatusReport, out: TextIO = sys.stdout, *, only_moving: bool = False
+    report: ops.StatusReport, out: TextIO | None = None, *, only_moving: bool = False
 ) -> None:
     """Per partition (``only_moving``: only those in progress), then the totals."""
+    out = out or sys.stdout
     for p in report.partitions:
         if only_moving and p.state is not ops.PartitionState.IN_PROGRESS:
             continue

@@ -80,8 +80,11 @@ async def read_cluster(client: ClusterClient) -> ClusterView:
     )
 
 
-async def replica_sizes(client: ClusterClient, brokers: Iterable[int]) -> ReplicaSizes:
-    """Bytes of every replica on ``brokers`` that answer (see the module docstring)."""
+async def replica_sizes(
+    client: ClusterClient, brokers: Iterable[int], answered: set[int] | None = None
+) -> ReplicaSizes:
+    """Bytes of every replica on ``brokers`` that answer (see the module docstring); the ids
+    of those that answered go into ``answered`` (a replica they do not list has no bytes)."""
     sizes: ReplicaSizes = {}
     for broker_id in sorted(set(brokers)):
         try:
@@ -99,6 +102,8 @@ async def replica_sizes(client: ClusterClient, brokers: Iterable[int]) -> Replic
         top = getattr(response, "error_code", ErrorCode.none)
         if top != ErrorCode.none:
             raise ClusterRequestError(f"DescribeLogDirs to broker {broker_id}: {top.name}", top)
+        if answered is not None:
+            answered.add(broker_id)
         for result in response.results:
             if result.error_code != ErrorCode.none:
                 continue  # an offline dir: its replicas have no size to report

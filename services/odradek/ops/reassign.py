@@ -312,9 +312,10 @@ async def _progress(
             involved.update(ongoing[move.tp].replicas)
     sizes_known = True
     sizes: dict = {}
+    answered: set[int] = set()
     if involved:
         try:
-            sizes = await replica_sizes(client, involved & set(view.brokers))
+            sizes = await replica_sizes(client, involved & set(view.brokers), answered)
         except UnsupportedByClusterError:
             sizes_known = False
     leader_sizes = partition_sizes(view, sizes)
@@ -325,8 +326,9 @@ async def _progress(
             adding = ongoing[move.tp].adding
             total = leader_sizes.get(move.tp)
             copied: int | None = None
-            if total is not None and all((move.tp, b) in sizes for b in adding):
-                copied = sum(min(sizes[move.tp, b], total) for b in adding)
+            if total is not None and all(b in answered for b in adding):
+                # A broker that answered without the replica has not created it yet: 0 bytes.
+                copied = sum(min(sizes.get((move.tp, b), 0), total) for b in adding)
                 total *= len(adding)
             else:
                 total = None

@@ -100,3 +100,29 @@ def test_no_cluster_anywhere_says_how_to_name_one(tmp_path, monkeypatch, capsys)
     monkeypatch.chdir(tmp_path)  # no var/local here
     assert main(["cluster", "rebalance", "--dry-run"]) == 1
     assert "no --bootstrap-server given" in capsys.readouterr().err
+
+
+def test_progress_display_shows_bytes_and_percent(capsys):
+    from odradek import ops
+    from odradek.commands.reassign import print_plan, print_report
+
+    move = ops.PartitionMove("orders", 2, (1, 4), (3, 4))
+    other = ops.PartitionMove("orders", 3, (2, 1), (2, 3))
+    view = ops.ClusterView.build({("orders", 2): [1, 4], ("orders", 3): [2, 1]}, [1, 2, 3, 4])
+    sizes = {ops.TopicPartition("orders", 2): 4 * 1024 * 1024, ("orders", 3): 1024}
+    print_plan(ops.PreparedPlan(view, ops.Plan((move, other)), sizes))
+    out = capsys.readouterr().out
+    assert "orders-2: [1,4] -> [3,4]  (+3 -1)" in out
+    assert "2 partitions change: 2 replica moves, 0 leader-only reorders; 4.0 MiB to copy" in out
+
+    progress = ops.PartitionProgress(
+        move, ops.PartitionState.IN_PROGRESS, (1, 4, 3), (3,), 1024 * 1024, 4 * 1024 * 1024
+    )
+    done = ops.PartitionProgress(other, ops.PartitionState.DONE, (2, 3), (), 1024, 1024)
+    report = ops.StatusReport((progress, done))
+    assert progress.percent == 25.0 and not report.finished
+    print_report(report)
+    out = capsys.readouterr().out
+    assert "orders-2: in progress, adding [3]: 1.0 MiB / 4.0 MiB (25.0%)" in out
+    assert "orders-3: done [2,3]" in out
+    assert "1 of 2 partitions finished; 1.0 MiB of 4.0 MiB copied" in out
