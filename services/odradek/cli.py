@@ -14,17 +14,31 @@ from collections.abc import Sequence
 from odradek import __version__
 from odradek.commands import (
     broker,
+    cluster,
     consume,
     controller,
     demo,
     leaders,
     local,
     produce,
+    reassign,
     storage_demo,
     topics,
 )
 
-COMMANDS = (demo, storage_demo, broker, controller, local, topics, leaders, produce, consume)
+COMMANDS = (
+    demo,
+    storage_demo,
+    broker,
+    controller,
+    local,
+    topics,
+    leaders,
+    produce,
+    consume,
+    reassign,
+    cluster,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
