@@ -137,6 +137,11 @@ def _operate(args: argparse.Namespace, what: str, prepare, output: Path) -> int:
     if different:
         print(f"{len(different)} partitions did not reach their target (cancelled elsewhere?).")
         return 1
+    # A reassignment moves a leader only off a removed replica; the plan's preferred leaders
+    # (the first replicas it chose) lead once elected.
+    not_elected = run(ops.elect_preferred_leaders(bootstrap, plan.targets()))
+    for tp, error in sorted(not_elected.items()):
+        print(f"Preferred leader of {tp.topic}-{tp.partition} not elected yet: {error.name}")
     print(f"Done: {what}.")
     return 0
 

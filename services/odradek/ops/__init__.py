@@ -17,6 +17,7 @@ A typical drain::
     prepared = await prepare_drain(bootstrap, broker_id=4)
     await execute(bootstrap, prepared.plan, throttle_bytes_per_s=50_000_000)
     report = await watch(bootstrap, prepared.plan, timeout_s=3600)
+    await elect_preferred_leaders(bootstrap, prepared.plan.targets())  # leaders as planned
 """
 
 from odradek.ops.errors import (
@@ -30,6 +31,7 @@ from odradek.ops.errors import (
     ReassignmentInProgressError,
     UnsupportedByClusterError,
 )
+from odradek.ops.leaders import elect_preferred_leaders
 from odradek.ops.model import BrokerInfo, ClusterView, PartitionInfo, TopicPartition
 from odradek.ops.operations import (
     PreparedPlan,
@@ -52,6 +54,7 @@ from odradek.ops.reassign import (
 )
 
 __all__ = [
+    "elect_preferred_leaders",
     "BrokerInfo",
     "ClusterRequestError",
     "ClusterUnreachableError",
