@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 # Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
 LINT_PATHS := $(wildcard services tests bench)
 
-.PHONY: help setup demo test soak lint bench bench-cluster bench-replication clean
+.PHONY: help setup demo test soak lint bench bench-cluster bench-replication bench-drain clean
 
 help:
 	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream"
@@ -17,6 +17,7 @@ help:
 	@echo "make bench   storage benchmark"
 	@echo "make bench-cluster   Odradek against Tansu, side by side"
 	@echo "make bench-replication   Odradek with 3 replicas against 1, acks=1 and acks=all"
+	@echo "make bench-drain   time to drain a broker holding 1 GiB, throttled and not"
 	@echo "make clean   remove .venv and caches"
 
 setup:
@@ -61,6 +62,9 @@ bench-cluster: setup
 # Issue 7: a 3-broker Odradek (RF=3, min.insync.replicas 2) against a 1-broker one, same run.
 bench-replication: setup
 	$(PYTHON) bench/cluster_bench.py --replicated
+
+bench-drain: setup
+	$(PYTHON) bench/drain_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build services/*.egg-info
