@@ -70,6 +70,28 @@ TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaDescription:
+    """One log of a log dir, as DescribeLogDirs reports it (Kafka's ``ReplicaInfo``)."""
+
+    topic: str
+    partition: int
+    size_bytes: int  # the bytes of its segments on disk (Kafka's ``log.size``)
+    # A future log: how far its LEO is behind the current log's; a current log: 0 (its LEO is
+    # never behind its own high watermark).
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One entry of ``log.dirs``: online, or offline with why, and the logs it holds."""
+
+    path: Path
+    offline_reason: str | None
+    replicas: tuple[ReplicaDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ManagerIntervals:
     """How often the upkeep thread does each job (Kafka's broker settings, in ms)."""
 
@@ -110,6 +132,9 @@ class LogManager:
         self.offline_dirs: dict[Path, str] = {}
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
+        # Future logs (KIP-113): a replica's copy being made in another dir of this broker.
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, Path] = {}
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._upkeep: threading.Thread | None = None
@@ -301,6 +326,43 @@ class LogManager:
     def offline_partitions(self) -> list[TopicPartition]:
         with self._lock:
             return sorted(tp for tp, d in self._log_dir_of.items() if d in self.offline_dirs)
+
+    # -- description ---------------------------------------------------------------------
+
+    def describe_log_dirs(
+        self, wanted: Callable[[TopicPartition], bool] | None = None
+    ) -> list[LogDirDescription]:
+        """Every log dir in ``log.dirs`` order with its logs (those ``wanted`` names, or all).
+
+        Memory only (segment sizes and offsets the logs hold), so any thread may call it; an
+        offline dir is listed with its reason and no logs, as Kafka answers DescribeLogDirs.
+        """
+        with self._lock:
+            current = [(tp, each, self._log_dir_of[tp]) for tp, each in self._logs.items()]
+            futures = [
+                (tp, each, self._future_dir_of[tp]) for tp, each in self._future_logs.items()
+            ]
+            offline = dict(self.offline_dirs)
+        by_dir: dict[Path, list[ReplicaDescription]] = {d: [] for d in self.log_dirs}
+        current_ends = {tp: each.log_end_offset for tp, each, _ in current}
+        for is_future, entries in ((False, current), (True, futures)):
+            for tp, each, log_dir in entries:
+                if log_dir in offline or (wanted is not None and not wanted(tp)):
+                    continue
+                lag = 0
+                if is_future and tp in current_ends:
+                    lag = max(current_ends[tp] - each.log_end_offset, 0)
+                by_dir[log_dir].append(
+                    ReplicaDescription(tp[0], tp[1], each.size_in_bytes, lag, is_future)
+                )
+        return [
+            LogDirDescription(
+                log_dir,
+                offline.get(log_dir),
+                tuple(sorted(by_dir[log_dir], key=lambda r: (r.topic, r.partition, r.is_future))),
+            )
+            for log_dir in self.log_dirs
+        ]
 
     # -- upkeep --------------------------------------------------------------------------
 
