@@ -30,6 +30,7 @@ from odradek.broker.budget import RequestBudgets
 from odradek.broker.context import BrokerContext
 from odradek.broker.controller_link import ControllerLink
 from odradek.broker.fetch_sessions import FetchSessionCache
+from odradek.broker.log_dir_mover import LogDirMover
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
@@ -96,6 +97,7 @@ class BrokerApp:
         self.fetchers: ReplicaFetcherManager | None = None
         self.alter_partition: AlterPartitionManager | None = None
         self.controller_link: ControllerLink | None = None
+        self.log_dir_mover: LogDirMover | None = None
         self._isr_expiration: asyncio.Task[None] | None = None
         self.controller_locator: ControllerLocator | None = None
         self._stopping = asyncio.Event()
@@ -158,6 +160,7 @@ class BrokerApp:
             find_controller=self._find_controller,
             on_change=lambda: context.replica_manager.update_gauges(self.metrics),
         )
+        self.log_dir_mover = LogDirMover(self.log_manager, metrics=self.metrics)
         replica_manager = ReplicaManager(
             config.broker_id,
             self.log_manager,
@@ -166,6 +169,7 @@ class BrokerApp:
             isr_changes=self.alter_partition,
             fetchers=self.fetchers,
             metrics=self.metrics,
+            log_dir_moves=self.log_dir_mover,
         )
         context = BrokerContext(
             broker_id=config.broker_id,
@@ -312,6 +316,8 @@ class BrokerApp:
             await self._isr_expiration
         if self.fetchers is not None:
             await self.fetchers.close()
+        if self.log_dir_mover is not None:
+            await self.log_dir_mover.close()
         if self.alter_partition is not None:
             await self.alter_partition.close()
         if self.controller_link is not None:

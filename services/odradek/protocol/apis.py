@@ -104,6 +104,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         # v0 is the same as v1 on the wire, but kio starts at v1; v5 adds KIP-1066's cordoned
         # dirs, which Odradek does not have.
         ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+        ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),  # kio's (v0 is v1 without throttling semantics)
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     }
