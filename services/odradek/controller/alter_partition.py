@@ -130,7 +130,7 @@ def check_partition(
         return ErrorCode.invalid_request
     replicas = model.replicas(tp)
     for index, member in enumerate(proposed.new_isr):
-        if member not in replicas or member not in model.brokers:
+        if member not in replicas or member not in model.live_replicas(tp):
             return ErrorCode.ineligible_replica
         if proposed.broker_epochs is not None:
             epoch = proposed.broker_epochs[index]

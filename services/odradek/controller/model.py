@@ -9,6 +9,7 @@ changes, right after the matching ZooKeeper write succeeded. Invariants:
 - ``state_versions`` holds each state znode's version, for compare-and-set writes;
 - ``broker_epochs`` holds each live broker's epoch (the czxid of its registration), the value
   every request to that broker carries;
+- ``offline_replicas``: replicas of live brokers on failed log dirs; elections skip them;
 - ``partition_states`` and ``replica_states`` are Kafka's state machines' views (``states``):
   a partition is Online exactly when its leader is live, New until its first leader and ISR are
   written; a replica on a live broker is New or Online, on a dead one Offline.
@@ -57,6 +58,9 @@ class ClusterModel:
     states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     state_versions: dict[TopicPartition, int] = field(default_factory=dict)
     deleting: set[str] = field(default_factory=set)
+    # Replicas on a failed log dir of a live broker (Kafka's ``replicasOnOfflineDirs``), as its
+    # LeaderAndIsr answers said (KAFKA_STORAGE_ERROR); forgotten when the broker registers again.
+    offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
     partition_states: StateTable[TopicPartition, PartitionPhase] = field(
         default_factory=lambda: StateTable(PartitionPhase.NON_EXISTENT, "partition")
     )
@@ -71,6 +75,11 @@ class ClusterModel:
     def set_brokers(self, live: Mapping[int, BrokerRegistration]) -> None:
         self.brokers = {b: registration.info for b, registration in live.items()}
         self.broker_epochs = {b: registration.epoch for b, registration in live.items()}
+
+    def live_replicas(self, tp: TopicPartition) -> set[int]:
+        """The brokers whose replica of ``tp`` can serve: live, and not on a failed log dir
+        (Kafka's ``isReplicaOnline``)."""
+        return {b for b in self.brokers if tp not in self.offline_replicas.get(b, ())}
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         return tuple(self.topics[tp[0]].partitions[tp[1]])

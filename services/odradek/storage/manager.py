@@ -19,6 +19,11 @@ Rules:
   ``offline_partitions`` names them so leadership can move. The other directories keep working.
 - At start-up a directory that cannot be used is skipped with a warning; a replica known to
   exist (``is_new=False``) is then refused rather than recreated empty elsewhere.
+- A replica moving to another dir (AlterReplicaLogDirs, KIP-113) has, besides its log, a future
+  log ``<topic>-<partition>.<id>-future`` in the target dir (``log_dir_move``), outside ``logs``
+  (no upkeep, no cleaning); ``replace_current_with_future`` swaps it in, renaming the old log
+  ``-delete``; the old log's files go after ``file.delete.delay.ms``. ``load`` resumes future
+  logs and completes a swap a stop interrupted (see ``load``).
 - ``.kafka_cleanshutdown`` is removed once a directory's logs are loaded, so a crash after that
   makes the next start recover them.
 - The high watermark is written every ``replica.high.watermark.checkpoint.interval.ms`` and at a
