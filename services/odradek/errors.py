@@ -30,6 +30,8 @@ __all__ = [
     "UnknownLeaderEpochError",
     "NotEnoughReplicasAfterAppendError",
     "RequestTimedOutError",
+    "LogDirNotFoundError",
+    "ReplicaNotAvailableError",
 ]
 
 
@@ -132,3 +134,15 @@ class RequestTimedOutError(OdradekError):
     """``acks=all``: the ISR did not replicate the append within the request's timeout."""
 
     error_code = ErrorCode.request_timed_out
+
+
+class LogDirNotFoundError(OdradekError):
+    """A log dir named in a request is not one of this broker's ``log.dirs``."""
+
+    error_code = ErrorCode.log_dir_not_found
+
+
+class ReplicaNotAvailableError(OdradekError):
+    """The topic exists but this broker hosts no replica of the partition (yet)."""
+
+    error_code = ErrorCode.replica_not_available

@@ -43,6 +43,8 @@ from odradek.broker.budget import RequestBudgets
 from odradek.broker.context import BrokerContext
 from odradek.broker.controller_link import ControllerLink
 from odradek.broker.fetch_sessions import FetchSessionCache
+from odradek.broker.log_dir_failure import LogDirFailureHandler
+from odradek.broker.log_dir_mover import LogDirMover
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
@@ -113,6 +115,8 @@ class BrokerApp:
         self.fetchers: ReplicaFetcherManager | None = None
         self.alter_partition: AlterPartitionManager | None = None
         self.controller_link: ControllerLink | None = None
+        self.log_dir_mover: LogDirMover | None = None
+        self.log_dir_failures: LogDirFailureHandler | None = None
         self._isr_expiration: asyncio.Task[None] | None = None
         self.controller_locator: ControllerLocator | None = None
         self._stopping = asyncio.Event()
@@ -186,6 +190,7 @@ class BrokerApp:
             find_controller=self._find_controller,
             on_change=lambda: context.replica_manager.update_gauges(self.metrics),
         )
+        self.log_dir_mover = LogDirMover(self.log_manager, metrics=self.metrics)
         replica_manager = ReplicaManager(
             config.broker_id,
             self.log_manager,
@@ -195,6 +200,7 @@ class BrokerApp:
             fetchers=self.fetchers,
             metrics=self.metrics,
             leader_quota=self.quotas.leader,
+            log_dir_moves=self.log_dir_mover,
         )
         context = BrokerContext(
             broker_id=config.broker_id,
@@ -212,6 +218,20 @@ class BrokerApp:
         await self.controller_locator.start()
         self.controller_link = context.controller = ControllerLink(self._find_controller)
         self.alter_partition.start()
+
+        def stop_fetching(partitions: list[tuple[str, int]]) -> None:
+            for topic, index in partitions:
+                self.fetchers.remove_partition(topic, index)
+
+        self.log_dir_failures = LogDirFailureHandler(
+            config.broker_id,
+            self.zk,
+            self.log_manager,
+            stop_partitions=stop_fetching,
+            stop_broker=self.stopped.set,
+        )
+        self.log_dir_failures.start()
+        self.log_manager.on_dir_offline = self.log_dir_failures.dir_offline
         self._isr_expiration = asyncio.get_running_loop().create_task(
             replica_manager.run_isr_expiration(self._stopping, self.metrics), name="isr-expiration"
         )
@@ -342,6 +362,10 @@ class BrokerApp:
             await self._isr_expiration
         if self.fetchers is not None:
             await self.fetchers.close()
+        if self.log_dir_mover is not None:
+            await self.log_dir_mover.close()
+        if self.log_dir_failures is not None:
+            await self.log_dir_failures.close()
         if self.alter_partition is not None:
             await self.alter_partition.close()
         if self.controller_link is not None:

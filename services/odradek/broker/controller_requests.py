@@ -26,10 +26,13 @@ with a stricter broker epoch, checked first:
   replicas; an older or equal leader epoch answers STALE_CONTROLLER_EPOCH for that partition,
   not naming this broker UNKNOWN_TOPIC_OR_PARTITION, and a log on an offline directory (or that
   cannot be created) KAFKA_STORAGE_ERROR. A replica the controller marks new (``is_new``) is
-  created on a healthy directory even while another is offline; one that should exist is not
-  recreated while a directory is offline (it may be there). The leader epoch fence is the
-  partition's own (``Partition.make_leader`` / ``make_follower``); a follower then fetches from
-  its leader (``replica_fetcher``).
+  created on a healthy directory even while another is offline, and so is one the state leaves
+  out of the ISR (a replica whose dir failed and did not come back: the controller took it out
+  of the ISR, and it catches up from the leader before it rejoins); one that should exist and is
+  in the ISR is not recreated while a directory is offline (its data may be there): that answers
+  KAFKA_STORAGE_ERROR, the controller takes it out of the ISR and asks again. The leader epoch
+  fence is the partition's own (``Partition.make_leader`` / ``make_follower``); a follower then
+  fetches from its leader (``replica_fetcher``).
 - **StopReplica, per partition.** Stopped if its leader epoch is above ours, or the sentinel -1
   (no epoch) or -2 (topic deletion); else FENCED_LEADER_EPOCH. A partition the broker does not
   host is stopped too, so a deleted topic's leftover log goes even after a restart.
@@ -144,8 +147,15 @@ def become_leader_or_follower(
         )
         return ErrorCode.unknown_topic_or_partition
     config = replicas.log_manager.topic_config(topic)
+    # A replica out of the ISR can never be elected cleanly and joins the ISR only once it has
+    # caught up from the leader: created empty on a healthy dir even if it may be on an offline
+    # one (the dir failed and did not come back), rather than refused as Kafka's ZooKeeper mode
+    # does until an operator takes the dir out of log.dirs.
+    out_of_isr = replicas.broker_id not in state.isr and state.leader != replicas.broker_id
     try:
-        applied = replicas.become_leader_or_follower(topic, partition, state, config, is_new=is_new)
+        applied = replicas.become_leader_or_follower(
+            topic, partition, state, config, is_new=is_new or out_of_isr
+        )
     except OdradekError as e:
         log.error("cannot host %s-%d: %s", topic, partition, e)
         return e.error_code

@@ -56,7 +56,7 @@ import heapq
 import itertools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -591,6 +591,18 @@ class Partition:
         """A follower's HW: the leader's, within its own log."""
         if not self.is_leader:
             self.log.update_high_watermark(min(leader_high_watermark, self.log.log_end_offset))
+
+    async def replace_log(
+        self, catch_up: Callable[[], Awaitable[None]], replace: Callable[[], Log]
+    ) -> None:
+        """The end of a move between log dirs (KIP-113): with appends and truncations held back,
+        ``catch_up`` makes the future log equal to the current one, then ``replace`` swaps it
+        in; reads go on meanwhile (from the current log, which does not change)."""
+        async with self._appending:
+            await catch_up()
+            self.log = replace()
+        self._wake(self._log_grew)
+        self._wake(self._high_watermark_moved)
 
     async def truncate_to(self, offset: int) -> None:
         """Cut the log back to ``offset`` (a follower diverging from its leader)."""

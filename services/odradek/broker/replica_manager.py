@@ -37,6 +37,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from odradek.broker.log_dir_mover import LogDirMover
 from odradek.broker.partition import (
     ACKS_ALL,
     NO_EPOCH,
@@ -167,6 +168,7 @@ class ReplicaManager:
         fetchers: ReplicaFetchers | None = None,
         metrics: BrokerMetrics | None = None,
         leader_quota: ReplicationQuota | None = None,
+        log_dir_moves: LogDirMover | None = None,
     ):
         self.broker_id = broker_id
         self.leader_quota = leader_quota  # None: never throttled (tests)
@@ -178,6 +180,8 @@ class ReplicaManager:
         self.isr_changes = isr_changes  # None: no controller to ask (tests without a cluster)
         self.fetchers = fetchers  # None: nothing to fetch from (tests without a cluster)
         self.metrics = metrics
+        # Moves between log dirs (AlterReplicaLogDirs); None: refused (tests without one).
+        self.log_dir_moves = log_dir_moves
         self.partitions: dict[TopicPartition, Partition] = {}
         self.waiting_fetches = 0
 
@@ -212,6 +216,8 @@ class ReplicaManager:
                 clock_ms=self.clock_ms,
             )
             self.partitions[(topic, partition)] = hosted
+            if self.log_dir_moves is not None:
+                self.log_dir_moves.resume(hosted)  # a move a restart interrupted
         else:
             hosted.log.update_config(config)
         if state.leader == self.broker_id:
@@ -237,6 +243,8 @@ class ReplicaManager:
         hosted = self.partitions.pop((topic, partition), None)
         if self.fetchers is not None:
             self.fetchers.remove_partition(topic, partition)
+        if self.log_dir_moves is not None:
+            self.log_dir_moves.stop(topic, partition)
         if hosted is not None:
             hosted.stop()
         if delete:

@@ -132,7 +132,7 @@ def check_partition(
         return ErrorCode.invalid_request
     replicas = model.replicas(tp)
     for index, member in enumerate(proposed.new_isr):
-        if member not in replicas or member not in model.brokers:
+        if member not in replicas or member not in model.live_replicas(tp):
             return ErrorCode.ineligible_replica
         if member in model.shutting_down and member != broker_id:
             return ErrorCode.ineligible_replica

@@ -57,6 +57,8 @@ class ControllerApp:
             control_plane_listener_name=config.control_plane_listener_name,
             leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
         )
+        # LeaderAndIsr answers tell of replicas on failed log dirs (controller.log_dir_events).
+        self.controller.channel.on_response = self.controller.on_broker_response
         self.server = ControllerServer(self.controller.handlers())
         self.port: int | None = None  # the listener's bound port
         self.admin: AdminServer | None = None

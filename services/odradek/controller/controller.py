@@ -60,7 +60,7 @@ from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.controller import alter_partition as ap
 from odradek.controller import controlled_shutdown as cs
 from odradek.controller import elect_leaders as el
-from odradek.controller import leader_balance, reassignment_api
+from odradek.controller import leader_balance, log_dir_events, reassignment_api
 from odradek.controller.batch import RequestBatch
 from odradek.controller.events import EventQueue
 from odradek.controller.model import ClusterModel, TopicPartition
@@ -239,6 +239,7 @@ class Controller:
             "brokers": self._on_brokers_change,
             "topics": self._on_topics_change,
             "deletions": self._on_deletions,
+            "log dir events": self._on_log_dir_events,
         }
 
         def fired(event: WatchEvent) -> None:
@@ -268,6 +269,7 @@ class Controller:
         batch.send(self.channel)
         await self._on_deletions()
         await self._resume_reassignments(model.reassigning_partitions())
+        await self._on_log_dir_events()
         self._update_gauges()
 
     async def _on_brokers_change(self) -> None:
@@ -291,6 +293,7 @@ class Controller:
         await self.channel.set_brokers(model.brokers)
         if arrived:
             log.info("brokers arrived: %s", sorted(arrived))
+            log_dir_events.forget_brokers(model, arrived)
             await self._on_brokers_startup(arrived, batch)
         batch.send(self.channel)
         self._update_gauges()
@@ -420,6 +423,39 @@ class Controller:
             for tp in partitions:
                 model.states.pop(tp, None)
                 model.state_versions.pop(tp, None)
+        self._update_gauges()
+
+    # -- failed log dirs (log_dir_events) -------------------------------------------------
+
+    async def _on_log_dir_events(self) -> None:
+        if self.model is None:
+            return
+        batch = self._batch()
+        await log_dir_events.on_notifications(
+            self.model,
+            self.store,
+            batch,
+            self._watch("log dir events"),  # type: ignore[arg-type]
+        )
+        batch.send(self.channel)
+
+    def on_broker_response(self, broker_id: int, response: Any) -> None:
+        """The channel's ``on_response``: a LeaderAndIsr answer is judged as an event."""
+        if getattr(response, "__api_key__", None) == ApiKey.LEADER_AND_ISR:
+            self._enqueue(
+                f"leader and isr response #{next(self._event_ids)}",
+                lambda: self._on_leader_and_isr_response(broker_id, response),
+            )
+
+    async def _on_leader_and_isr_response(self, broker_id: int, response: Any) -> None:
+        if self.model is None:
+            return
+        batch = self._batch()
+        errors = log_dir_events.partition_errors(self.model, response)
+        await log_dir_events.on_leader_and_isr_response(
+            self.model, broker_id, errors, self.partition_machine, self.replica_machine, batch
+        )
+        batch.send(self.channel)
         self._update_gauges()
 
     # -- AlterPartition ------------------------------------------------------------------

@@ -12,6 +12,7 @@ changes, right after the matching ZooKeeper write succeeded. Invariants:
 - ``topics`` holds each partition's full replica set RS; while a partition is reassigned
   (KIP-455) that is the target replicas followed by the original ones, with ``adding_replicas``
   and ``removing_replicas`` saying which are which (``reassignment``);
+- ``offline_replicas``: replicas of live brokers on failed log dirs; elections skip them;
 - ``partition_states`` and ``replica_states`` are Kafka's state machines' views (``states``):
   a partition is Online exactly when its leader is live, New until its first leader and ISR are
   written; a replica on a live broker is New or Online, on a dead one Offline;
@@ -116,6 +117,9 @@ class ClusterModel:
     state_versions: dict[TopicPartition, int] = field(default_factory=dict)
     deleting: set[str] = field(default_factory=set)
     shutting_down: set[int] = field(default_factory=set)
+    # Replicas on a failed log dir of a live broker (Kafka's ``replicasOnOfflineDirs``), as its
+    # LeaderAndIsr answers said (KAFKA_STORAGE_ERROR); forgotten when the broker registers again.
+    offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
     partition_states: StateTable[TopicPartition, PartitionPhase] = field(
         default_factory=lambda: StateTable(PartitionPhase.NON_EXISTENT, "partition")
     )
@@ -137,6 +141,11 @@ class ClusterModel:
         }
         self.brokers = {b: registration.info for b, registration in live.items()}
         self.broker_epochs = {b: registration.epoch for b, registration in live.items()}
+
+    def live_replicas(self, tp: TopicPartition) -> set[int]:
+        """The brokers whose replica of ``tp`` can serve: live, and not on a failed log dir
+        (Kafka's ``isReplicaOnline``)."""
+        return {b for b in self.brokers if tp not in self.offline_replicas.get(b, ())}
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         return tuple(self.topics[tp[0]].partitions[tp[1]])

@@ -186,7 +186,9 @@ class PartitionStateMachine:
         if current is None:  # Online/Offline always have a state; keep the table honest
             log.error("partition %s-%d has no leader and ISR to elect from", *tp)
             return False
-        replicas, live = list(model.replicas(tp)), model.live_broker_ids
+        replicas = list(model.replicas(tp))
+        # Eligible: a live broker, not shutting down, whose replica is not on a failed log dir.
+        live = model.live_replicas(tp) & model.live_broker_ids
         if strategy is ElectionStrategy.PREFERRED:
             election = elect_preferred_leader(replicas, list(current.isr), live)
             if election.leader is None or election.leader == current.leader:

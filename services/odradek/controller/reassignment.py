@@ -368,7 +368,9 @@ class Reassignments:
     ) -> None:
         for _ in range(LEADER_EPOCH_WRITE_ATTEMPTS_MAX):
             current = model.states[tp]
-            leader = elect_reassignment_leader(target, current.isr, model.brokers)
+            leader = elect_reassignment_leader(
+                target, current.isr, model.live_replicas(tp) & model.live_broker_ids
+            )
             if leader is None:
                 log.error(
                     "no replica of %s in the ISR %s of %s-%d is live: it keeps leader %d",

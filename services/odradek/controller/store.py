@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from odradek.controller.model import (
     BrokerRegistration,
@@ -36,9 +36,11 @@ from odradek.zk.paths import (
     BROKER_IDS_PATH,
     CONTROLLER_EPOCH_PATH,
     DELETE_TOPICS_PATH,
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
     TOPICS_PATH,
     BrokerInfo,
     EntityConfig,
+    LogDirEventNotification,
     PartitionState,
     TopicAssignment,
     broker_id_from_name,
@@ -96,6 +98,30 @@ class ControllerStore:
         except NoNodeError:
             return None
         return PartitionState.decode(data, partition_state_path(*tp)), stat.version
+
+    async def log_dir_event_notifications(
+        self, watch: WatchCallback | None
+    ) -> list[tuple[str, int]]:
+        """Each ``log_dir_event_<seq>`` node's name and the broker it names, oldest first; a
+        node that does not decode is logged and skipped (and deleted with the others)."""
+        names = sorted(await self.zk.achildren(LOG_DIR_EVENT_NOTIFICATION_PATH, watch=watch))
+        found = []
+        for name in names:
+            path = f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{name}"
+            try:
+                data, _ = await self.zk.aget(path)
+                found.append((name, LogDirEventNotification.decode(data, path).broker_id))
+            except NoNodeError:
+                continue
+            except ZkDataError as e:
+                log.error("ignoring %s: %s", path, e)
+                found.append((name, -1))
+        return found
+
+    async def delete_log_dir_event_notifications(self, names: Iterable[str]) -> None:
+        for name in names:
+            with contextlib.suppress(NoNodeError):
+                await self.zk.adelete(f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{name}")
 
     async def topics_to_delete(self, watch: WatchCallback | None) -> list[str]:
         return sorted(await self.zk.achildren(DELETE_TOPICS_PATH, watch=watch))

@@ -139,6 +139,8 @@ class BrokerMetrics:
     purgatory_size: Gauge
     replica_max_lag: Gauge
     replica_lag: Gauge
+    log_dir_moves: Gauge
+    log_dir_move_bytes: Counter
     topic_labels_max: int = TOPIC_LABELS_MAX
     api_labels_max: int = API_LABELS_MAX
     _topics: dict[str, _TopicSeries] = field(default_factory=dict, repr=False)
@@ -427,6 +429,15 @@ def broker_metrics(
             f"{prefix}_replica_lag",
             "Lag in offsets of each partition this broker follows, behind its leader's HW.",
             ["topic", "partition"],
+            registry=registry,
+        ),
+        log_dir_moves=gauge(
+            "log_dir_moves",
+            "Replicas being moved between log dirs of this broker (AlterReplicaLogDirs).",
+        ),
+        log_dir_move_bytes=Counter(
+            f"{prefix}_log_dir_move_bytes",
+            "Bytes copied into future logs by moves between log dirs.",
             registry=registry,
         ),
         topic_labels_max=topic_labels_max,

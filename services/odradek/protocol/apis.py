@@ -76,6 +76,8 @@ class ApiKey(enum.IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43  # forwarded by brokers to the controller's listener
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -103,6 +105,10 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
+        # v0 is the same as v1 on the wire, but kio starts at v1; v5 adds KIP-1066's cordoned
+        # dirs, which Odradek does not have.
+        ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+        ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),  # kio's (v0 is v1 without throttling semantics)
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.ELECT_LEADERS: (0, 2),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),

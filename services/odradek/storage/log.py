@@ -34,8 +34,11 @@ Threads, and what each may run:
   between for a large record set, the appending thread starting no other append meanwhile),
   ``read``, ``roll``,
   ``truncate_to``, ``advance_log_start_offset``, ``delete_old_segments`` (DeleteRecords),
-  ``flush_in_background`` and ``detach`` (a partition's deletion). ``validate`` runs on any
-  thread (it is pure).
+  ``flush_in_background``, ``detach`` (a partition's deletion) and ``rename_dir`` (a future log
+  taking over, KIP-113). ``validate`` runs on any thread (it is pure). A future log (a copy
+  being made in another log dir, ``log_dir_move``) has its appends run on a mover thread and its
+  truncations on the event loop, one at a time: the mover hands its appending over, never
+  shares it.
 - the log manager's upkeep thread: ``flush`` / ``flush_if_due``, ``delete_old_segments``,
   ``delete_expired_files``.
 - the storage flush threads (``executors``): ``flush``, submitted by ``flush_in_background``.
@@ -248,6 +251,9 @@ class Log:
         self.deleted = False  # detached for deletion: nothing may use its files any more
         self._lock = threading.RLock()
         self._truncations = 0  # a flush that started before a truncation moves nothing
+        # The lowest offset truncated away since ``take_truncation_floor`` last asked (-1: the
+        # whole log), for a future log copied from this one (KIP-113) to drop the same offsets.
+        self._truncation_floor: int | None = None
         # The callers waiting for the flush queued and not yet started; later appends join it.
         self._queued_flush_waiters: list[Future[None]] | None = None
         self._pending_deletes: list[tuple[int, LogSegment]] = []
@@ -878,6 +884,7 @@ class Log:
                 raise OffsetOutOfRangeError(f"cannot truncate below log start {offset}")
             self._check_online()
             self._truncations += 1
+            self._note_truncation(offset)
             segments = self._view.segments
             keep = [s for s in segments if s.base_offset < offset]
             if keep:
@@ -907,6 +914,17 @@ class Log:
         if epochs_changed:
             self._write_leader_epoch_checkpoint_in_background()
 
+    def _note_truncation(self, offset: int) -> None:
+        floor = self._truncation_floor
+        self._truncation_floor = offset if floor is None else min(floor, offset)
+
+    def take_truncation_floor(self) -> int | None:
+        """The lowest offset truncated away since the last call (-1: the whole log was
+        replaced), or None; resets it. A copy of this log drops what is at or above it."""
+        with self._lock:
+            floor, self._truncation_floor = self._truncation_floor, None
+            return floor
+
     def batch_start_at_or_below(self, offset: int) -> int:
         """``offset``, or the base offset of the batch holding it if it is inside one: where a
         truncation to ``offset`` may cut (a replica keeps or drops whole batches)."""
@@ -922,6 +940,7 @@ class Log:
         with self._lock:
             self._check_online()
             self._truncations += 1
+            self._note_truncation(-1)
             for segment in self._view.segments:
                 self._schedule_delete(segment)
             # Only after the renames: the new segment may take a deleted one's file names.
@@ -1283,6 +1302,18 @@ class Log:
             self.producer_state.close()
             os.replace(self.directory, directory)
             self.directory = directory
+
+    def rename_dir(self, directory: Path) -> None:
+        """Move the log's directory to ``directory`` with its files open (a future log becoming
+        the current one, KIP-113). The appending thread, with no append in progress. Raises
+        ``OSError`` if the rename fails, ``KafkaStorageError`` if the log is offline."""
+        with self._lock:
+            self._check_online()
+            os.replace(self.directory, directory)
+            self.directory = directory
+            for segment in (*self._view.segments, *(s for _, s in self._pending_deletes)):
+                segment.relocate(directory)
+            self.producer_state.relocate(directory)
 
     def delete_files(self) -> None:
         """Close every file of a detached log and remove its directory (any thread).

@@ -19,6 +19,11 @@ Rules:
   ``offline_partitions`` names them so leadership can move. The other directories keep working.
 - At start-up a directory that cannot be used is skipped with a warning; a replica known to
   exist (``is_new=False``) is then refused rather than recreated empty elsewhere.
+- A replica moving to another dir (AlterReplicaLogDirs, KIP-113) has, besides its log, a future
+  log ``<topic>-<partition>.<id>-future`` in the target dir (``log_dir_move``), outside ``logs``
+  (no upkeep, no cleaning); ``replace_current_with_future`` swaps it in, renaming the old log
+  ``-delete``; the old log's files go after ``file.delete.delay.ms``. ``load`` resumes future
+  logs and completes a swap a stop interrupted (see ``load``).
 - ``.kafka_cleanshutdown`` is removed once a directory's logs are loaded, so a crash after that
   makes the next start recover them.
 - The high watermark is written every ``replica.high.watermark.checkpoint.interval.ms`` and at a
@@ -51,11 +56,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.config.topic import TopicConfig
-from odradek.errors import KafkaStorageError, UnknownTopicOrPartitionError
+from odradek.errors import (
+    KafkaStorageError,
+    LogDirNotFoundError,
+    UnknownTopicOrPartitionError,
+)
 from odradek.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.executors import StorageExecutors
 from odradek.storage.log import Log, log_directory_name, wall_clock_ms
+from odradek.storage.log_dir_move import future_directory_name, parse_future_directory_name
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +77,28 @@ CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaDescription:
+    """One log of a log dir, as DescribeLogDirs reports it (Kafka's ``ReplicaInfo``)."""
+
+    topic: str
+    partition: int
+    size_bytes: int  # the bytes of its segments on disk (Kafka's ``log.size``)
+    # A future log: how far its LEO is behind the current log's; a current log: 0 (its LEO is
+    # never behind its own high watermark).
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One entry of ``log.dirs``: online, or offline with why, and the logs it holds."""
+
+    path: Path
+    offline_reason: str | None
+    replicas: tuple[ReplicaDescription, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +142,14 @@ class LogManager:
         self.offline_dirs: dict[Path, str] = {}
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
+        # Future logs (KIP-113): a replica's copy being made in another dir of this broker.
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, Path] = {}
+        # Where AlterReplicaLogDirs asked a partition this broker does not host yet to go.
+        self._preferred_dirs: dict[TopicPartition, Path] = {}
+        # Logs replaced by their future logs: (due ms, log, its dir), removed by the upkeep
+        # thread after file.delete.delay.ms, so a fetch still sending their files finishes.
+        self._replaced: list[tuple[int, Log, Path]] = []
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._upkeep: threading.Thread | None = None
@@ -119,12 +159,42 @@ class LogManager:
     # -- start-up ------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Open every log in every usable directory, recovering after an unclean shutdown."""
+        """Open every log in every usable directory, recovering after an unclean shutdown.
+
+        Future logs (``-future``, a move between log dirs that a stop interrupted) are loaded
+        as future logs, for the broker to resume their copy once it hosts the partition. A
+        future log without a current log is what a stop between the two renames of a swap
+        leaves (the current log already renamed ``-delete``: the future log had caught up), so
+        it becomes the current log; but not while a dir is offline, where the current log may
+        be. A second current log of one partition (a dir that came back after its replicas were
+        re-created elsewhere) is left on disk, unused, with an error: the first in ``log.dirs``
+        order serves.
+        """
         for log_dir in self.log_dirs:
             try:
                 self._load_dir(log_dir)
             except OSError as e:
                 self._mark_offline(log_dir, f"cannot load: {e}")
+        for tp in [tp for tp in self._future_logs if tp not in self._logs]:
+            if self.offline_dirs:
+                log.warning(
+                    "future log %s has no current log, which may be on offline dirs %s: kept",
+                    self._future_logs[tp].directory,
+                    sorted(map(str, self.offline_dirs)),
+                )
+                continue
+            self._promote_future(tp)
+
+    def _promote_future(self, tp: TopicPartition) -> None:
+        future, log_dir = self._future_logs.pop(tp), self._future_dir_of.pop(tp)
+        log.warning("future log %s completes its interrupted swap", future.directory)
+        try:
+            future.rename_dir(log_dir / log_directory_name(*tp))
+        except OSError as e:
+            self._mark_offline(log_dir, f"cannot rename {future.directory.name}: {e}")
+            return
+        self._logs[tp] = future
+        self._log_dir_of[tp] = log_dir
 
     def _load_dir(self, log_dir: Path) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -141,8 +211,32 @@ class LogManager:
             if entry.is_dir() and entry.name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(entry)  # a topic deletion interrupted by a crash
                 continue
+            future_tp = parse_future_directory_name(entry.name) if entry.is_dir() else None
             tp = parse_log_directory_name(entry.name) if entry.is_dir() else None
+            if future_tp is not None:
+                if future_tp in self._future_logs:
+                    log.error("a second future log of %s-%d: removing %s", *future_tp, entry)
+                    shutil.rmtree(entry)
+                    continue
+                self._future_logs[future_tp] = Log(
+                    entry,
+                    self.topic_config(future_tp[0]),
+                    clean_shutdown=clean,
+                    clock=self.clock,
+                    on_io_error=self._on_io_error,
+                    executors=self.executors,
+                )
+                self._future_dir_of[future_tp] = log_dir
+                continue
             if tp is None:
+                continue
+            if tp in self._logs:
+                log.error(
+                    "%s-%d has a log in %s and in %s: serving the first, leaving the second",
+                    *tp,
+                    self._log_dir_of[tp],
+                    log_dir,
+                )
                 continue
             self._logs[tp] = Log(
                 entry,
@@ -209,7 +303,7 @@ class LogManager:
                     f"{topic}-{partition} is not on any online log dir and may be on an offline "
                     f"one: {', '.join(str(d) for d in self.offline_dirs)}"
                 )
-            log_dir = self._choose_dir()
+            log_dir = self._choose_dir(tp)
             try:
                 created = Log(
                     log_dir / log_directory_name(topic, partition),
@@ -225,10 +319,13 @@ class LogManager:
             self._log_dir_of[tp] = log_dir
             return created
 
-    def _choose_dir(self) -> Path:
+    def _choose_dir(self, tp: TopicPartition | None = None) -> Path:
         online = [d for d in self.log_dirs if d not in self.offline_dirs]
         if not online:
             raise KafkaStorageError("every log directory is offline")
+        preferred = self._preferred_dirs.pop(tp, None) if tp is not None else None
+        if preferred in online:
+            return preferred
         counts = {d: 0 for d in online}
         for log_dir in self._log_dir_of.values():
             if log_dir in counts:
@@ -249,9 +346,11 @@ class LogManager:
         it. An I/O error takes the log's directory offline, as Kafka does.
         """
         tp = (topic, partition)
+        self.abandon_future_log(topic, partition)
         with self._lock:
             doomed = self._logs.pop(tp, None)
             log_dir = self._log_dir_of.pop(tp, None)
+            self._preferred_dirs.pop(tp, None)
         done: Future[None] = Future()
         if doomed is None or log_dir is None:
             done.set_result(None)
@@ -274,6 +373,148 @@ class LogManager:
             self._mark_offline(log_dir, f"cannot remove {doomed.directory.name}: {e}")
             raise KafkaStorageError(f"cannot remove {doomed.directory}: {e}") from e
 
+    # -- moves between log dirs (KIP-113) -------------------------------------------------
+
+    def check_log_dir(self, path: str | os.PathLike[str]) -> Path:
+        """``path`` as one of ``log.dirs``; raises ``LogDirNotFoundError`` if it is none of
+        them, ``KafkaStorageError`` if it is offline (Kafka's ``isLogDirOnline``)."""
+        wanted = Path(path).absolute()
+        if wanted not in self.log_dirs:
+            raise LogDirNotFoundError(f"{path} is not in log.dirs")
+        if wanted in self.offline_dirs:
+            raise KafkaStorageError(f"log dir {path} is offline: {self.offline_dirs[wanted]}")
+        return wanted
+
+    def prefer_log_dir(self, topic: str, partition: int, log_dir: Path) -> None:
+        """Create the partition's log in ``log_dir`` if it is created here later (Kafka's
+        ``maybeUpdatePreferredLogDir``); forgotten once used."""
+        with self._lock:
+            if (topic, partition) not in self._logs:
+                self._preferred_dirs[(topic, partition)] = log_dir
+
+    def future_log(self, topic: str, partition: int) -> Log | None:
+        with self._lock:
+            return self._future_logs.get((topic, partition))
+
+    def future_log_dir_of(self, topic: str, partition: int) -> Path | None:
+        with self._lock:
+            return self._future_dir_of.get((topic, partition))
+
+    def future_logs_count(self) -> int:
+        with self._lock:
+            return len(self._future_logs)
+
+    def create_future_log(self, topic: str, partition: int, log_dir: Path) -> Log | None:
+        """The future log of a move of the partition's log to ``log_dir`` (an entry of
+        ``check_log_dir``): an existing one there, else a new empty one (a future log headed
+        elsewhere is abandoned first); None if the current log already is in ``log_dir``.
+
+        Refused with KAFKA_STORAGE_ERROR while any dir is offline, as Kafka does (a future log
+        of the partition may be on it). The event loop: creating a log touches little.
+        """
+        tp = (topic, partition)
+        self.get_log(topic, partition)  # raises if unknown or offline
+        with self._lock:
+            if self._log_dir_of[tp] == log_dir:
+                stale = tp in self._future_logs
+            else:
+                if self._future_dir_of.get(tp) == log_dir:
+                    return self._future_logs[tp]
+                stale = tp in self._future_logs
+        if stale:
+            self.abandon_future_log(topic, partition)
+        with self._lock:
+            if self._log_dir_of[tp] == log_dir:
+                return None
+            if self.offline_dirs:
+                raise KafkaStorageError(
+                    f"not moving {topic}-{partition} while log dirs are offline: "
+                    f"{', '.join(str(d) for d in self.offline_dirs)}"
+                )
+            try:
+                future = Log(
+                    log_dir / future_directory_name(topic, partition),
+                    self.topic_config(topic),
+                    clock=self.clock,
+                    on_io_error=self._on_io_error,
+                    executors=self.executors,
+                )
+            except OSError as e:
+                self._mark_offline(log_dir, f"cannot create a future log of {topic}-{partition}")
+                raise KafkaStorageError(f"cannot create a future log: {e}") from e
+            self._future_logs[tp] = future
+            self._future_dir_of[tp] = log_dir
+        log.info("moving %s-%d to %s: future log %s", topic, partition, log_dir, future.directory)
+        return future
+
+    def abandon_future_log(self, topic: str, partition: int) -> Future[None]:
+        """Drop the partition's future log (a cancelled or replaced move); the future completes
+        once its files are gone (on the housekeeping thread, as ``delete_log``)."""
+        tp = (topic, partition)
+        with self._lock:
+            future = self._future_logs.pop(tp, None)
+            log_dir = self._future_dir_of.pop(tp, None)
+        done: Future[None] = Future()
+        if future is None or log_dir is None:
+            done.set_result(None)
+            return done
+        renamed = future.directory.with_name(
+            f"{future.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        )
+        try:
+            future.detach(renamed)
+        except OSError as e:
+            self._mark_offline(log_dir, f"cannot delete {future.directory.name}: {e}")
+            raise KafkaStorageError(f"cannot delete {future.directory}: {e}") from e
+        return self.executors.housekeeping.submit(self._remove_detached, future, log_dir)
+
+    def replace_current_with_future(self, topic: str, partition: int) -> Log:
+        """The swap that ends a move: the future log becomes the partition's log.
+
+        The caller guarantees the two logs are equal and no append runs (it holds the
+        partition's append lock; ``adopt_offsets`` done). The current log is renamed
+        ``<name>.<id>-delete`` first, then the future log ``<topic>-<partition>`` in its dir:
+        a stop between the two leaves a ``-delete`` dir (removed at load) and a lone future log
+        (made current at load). The old log's files are closed and removed by the upkeep thread
+        after ``file.delete.delay.ms``. The event loop (two renames). Raises
+        ``KafkaStorageError`` if a rename fails (that dir goes offline).
+        """
+        tp = (topic, partition)
+        with self._lock:
+            current, source_dir = self._logs[tp], self._log_dir_of[tp]
+            future, target_dir = self._future_logs[tp], self._future_dir_of[tp]
+        renamed = current.directory.with_name(
+            f"{current.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        )
+        try:
+            current.detach(renamed)
+        except OSError as e:
+            self._mark_offline(source_dir, f"cannot rename {current.directory.name}: {e}")
+            raise KafkaStorageError(f"cannot rename {current.directory}: {e}") from e
+        with self._lock:
+            self._logs[tp], self._log_dir_of[tp] = future, target_dir
+            del self._future_logs[tp], self._future_dir_of[tp]
+            self._replaced.append(
+                (self.clock() + current.config.file_delete_delay_ms, current, source_dir)
+            )
+        try:
+            future.rename_dir(target_dir / log_directory_name(topic, partition))
+        except OSError as e:
+            self._mark_offline(target_dir, f"cannot rename {future.directory.name}: {e}")
+            raise KafkaStorageError(f"cannot rename {future.directory}: {e}") from e
+        log.info("%s-%d now lives in %s", topic, partition, target_dir)
+        return future
+
+    def remove_replaced_logs(self, *, force: bool = False) -> None:
+        """Close and remove the logs swaps replaced, once their delay passed (upkeep thread)."""
+        now = self.clock()
+        with self._lock:
+            due = [r for r in self._replaced if force or r[0] <= now]
+            self._replaced = [r for r in self._replaced if not (force or r[0] <= now)]
+        for _, replaced, log_dir in due:
+            with contextlib.suppress(KafkaStorageError):  # reported: the dir is offline
+                self._remove_detached(replaced, log_dir)
+
     # -- failures ------------------------------------------------------------------------
 
     def _on_io_error(self, failed: Log, error: OSError) -> None:
@@ -282,6 +523,9 @@ class LogManager:
         with self._lock:
             log_dir = next(
                 (d for tp, d in self._log_dir_of.items() if self._logs.get(tp) is failed), None
+            ) or next(
+                (d for tp, d in self._future_dir_of.items() if self._future_logs.get(tp) is failed),
+                None,
             )
         if log_dir is not None:
             self._mark_offline(log_dir, f"I/O error in {failed.directory.name}: {error}")
@@ -294,6 +538,9 @@ class LogManager:
             partitions = [tp for tp, d in self._log_dir_of.items() if d == log_dir]
             for tp in partitions:
                 self._logs[tp].offline = True
+            for tp, d in self._future_dir_of.items():
+                if d == log_dir:
+                    self._future_logs[tp].offline = True
         log.error("log dir %s is offline (%s); its partitions: %s", log_dir, reason, partitions)
         if self.on_dir_offline is not None:
             self.on_dir_offline(log_dir, partitions)
@@ -301,6 +548,43 @@ class LogManager:
     def offline_partitions(self) -> list[TopicPartition]:
         with self._lock:
             return sorted(tp for tp, d in self._log_dir_of.items() if d in self.offline_dirs)
+
+    # -- description ---------------------------------------------------------------------
+
+    def describe_log_dirs(
+        self, wanted: Callable[[TopicPartition], bool] | None = None
+    ) -> list[LogDirDescription]:
+        """Every log dir in ``log.dirs`` order with its logs (those ``wanted`` names, or all).
+
+        Memory only (segment sizes and offsets the logs hold), so any thread may call it; an
+        offline dir is listed with its reason and no logs, as Kafka answers DescribeLogDirs.
+        """
+        with self._lock:
+            current = [(tp, each, self._log_dir_of[tp]) for tp, each in self._logs.items()]
+            futures = [
+                (tp, each, self._future_dir_of[tp]) for tp, each in self._future_logs.items()
+            ]
+            offline = dict(self.offline_dirs)
+        by_dir: dict[Path, list[ReplicaDescription]] = {d: [] for d in self.log_dirs}
+        current_ends = {tp: each.log_end_offset for tp, each, _ in current}
+        for is_future, entries in ((False, current), (True, futures)):
+            for tp, each, log_dir in entries:
+                if log_dir in offline or (wanted is not None and not wanted(tp)):
+                    continue
+                lag = 0
+                if is_future and tp in current_ends:
+                    lag = max(current_ends[tp] - each.log_end_offset, 0)
+                by_dir[log_dir].append(
+                    ReplicaDescription(tp[0], tp[1], each.size_in_bytes, lag, is_future)
+                )
+        return [
+            LogDirDescription(
+                log_dir,
+                offline.get(log_dir),
+                tuple(sorted(by_dir[log_dir], key=lambda r: (r.topic, r.partition, r.is_future))),
+            )
+            for log_dir in self.log_dirs
+        ]
 
     # -- upkeep --------------------------------------------------------------------------
 
@@ -378,8 +662,9 @@ class LogManager:
             log.warning("log.cleaner.enable is false: compacted topics will not be compacted")
 
     def _run_upkeep(self) -> None:
-        due = {"flush": 0, "retention": 0, "checkpoint": 0, "high_watermark": 0}
+        due = {"flush": 0, "retention": 0, "checkpoint": 0, "high_watermark": 0, "replaced": 0}
         periods = {
+            "replaced": self.intervals.flush_check_ms,
             "flush": self.intervals.flush_check_ms,
             "retention": self.intervals.retention_check_ms,
             "checkpoint": self.intervals.checkpoint_ms,
@@ -390,6 +675,7 @@ class LogManager:
             "retention": self.enforce_retention,
             "checkpoint": self.write_checkpoints,
             "high_watermark": self.write_high_watermark_checkpoints,
+            "replaced": self.remove_replaced_logs,
         }
         while not self._stop.is_set():
             now = self.clock()
@@ -411,7 +697,10 @@ class LogManager:
         # Snapshots and deletions already submitted run before the logs close, and before the
         # marker says everything on disk is as a clean shutdown leaves it.
         self.executors.shutdown()
-        for each in self.logs():
+        self.remove_replaced_logs(force=True)
+        with self._lock:
+            futures = list(self._future_logs.values())
+        for each in [*self.logs(), *futures]:
             try:
                 each.close()
             except (KafkaStorageError, OSError) as e:

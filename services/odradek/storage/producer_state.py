@@ -313,6 +313,13 @@ class ProducerStateManager:
                 if snapshot_offset > offset:
                     (self.directory / snapshot_file_name(snapshot_offset)).unlink(missing_ok=True)
 
+    def relocate(self, directory: Path) -> None:
+        """The log's directory was renamed: later snapshots go there; one captured before (and
+        maybe half written under the old name) is dropped, as after a truncation."""
+        with self._files_lock:
+            self._generation += 1
+            self.directory = directory
+
     def close(self) -> None:
         """No snapshot captured before this is written any more (the partition is deleted)."""
         with self._files_lock:

@@ -448,6 +448,13 @@ class LogSegment:
         self.log_path = path(LOG_SUFFIX)
         self.suffix = suffix
 
+    def relocate(self, directory: Path) -> None:
+        """Its directory was renamed (the log moved between log dirs): the paths follow."""
+        self.directory = directory
+        self.log_path = directory / self.log_path.name
+        self.offset_index.path = directory / self.offset_index.path.name
+        self.time_index.path = directory / self.time_index.path.name
+
     def close(self) -> None:
         self._append_final_time_entry()
         self.offset_index.close()

@@ -53,9 +53,11 @@ DELETE_TOPICS_PATH = "/admin/delete_topics"
 REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 LATEST_PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
 
 CONFIG_CHANGE_PREFIX = "config_change_"
 ISR_CHANGE_PREFIX = "isr_change_"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 
 # Kafka's ConfigType names: /config/<type>/<entity>.
 CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
@@ -72,6 +74,7 @@ PERSISTENT_PATHS = (
     DELETE_TOPICS_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
     LATEST_PRODUCER_ID_BLOCK_PATH,
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
 )
 
 # Kafka's topic name rules (org.apache.kafka.common.internals.Topic).
@@ -151,6 +154,10 @@ def config_change_path_prefix() -> str:
 
 def isr_change_path_prefix() -> str:
     return f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}"
+
+
+def log_dir_event_path_prefix() -> str:
+    return f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}"
 
 
 def sequence_number(name: str, prefix: str) -> int:
@@ -681,6 +688,30 @@ class IsrChangeNotification:
         obj = JsonObject.parse(data, path)
         obj.version(1, cls.VERSION)
         return cls(tuple(_decode_topic_partition(item) for item in obj.objects("partitions")))
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirEventNotification:
+    """A broker's log dir failed (Kafka's ``LogDirEventNotificationZNode``), a sequential node
+    ``/log_dir_event_notification/log_dir_event_<seq>``::
+
+    {"version":1,"broker":1,"event":1}
+    """
+
+    broker_id: int
+    event: int = 1  # LogDirFailure, the only event Kafka defines
+
+    VERSION: ClassVar[int] = 1
+    LOG_DIR_FAILURE: ClassVar[int] = 1
+
+    def encode(self) -> bytes:
+        return encode_json({"version": self.VERSION, "broker": self.broker_id, "event": self.event})
+
+    @classmethod
+    def decode(cls, data: bytes, path: str = f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/<seq>") -> Self:
+        obj = JsonObject.parse(data, path)
+        obj.version(1, cls.VERSION)
+        return cls(obj.integer("broker", lo=0), obj.integer("event", lo=1, hi=1))
 
 
 # --- /latest_producer_id_block ---------------------------------------------------------------

@@ -54,6 +54,7 @@ class InMemoryStore:
         self.states: dict[TopicPartition, tuple[LeaderAndIsr, int]] = {}
         self.configs: dict[str, dict[str, str]] = {}
         self.deletions: set[str] = set()
+        self.log_dir_events: dict[str, int] = {}  # log_dir_event_<seq> -> broker id
         self.epoch_zk_version = 0  # /controller_epoch's version: the fence
         self.writes: list[tuple[TopicPartition, LeaderAndIsr]] = []
         self.assignment_writes: list[tuple[str, TopicAssignment]] = []
@@ -100,6 +101,11 @@ class InMemoryStore:
         self.deletions.add(topic)
         self._fire("deletions")
 
+    def notify_log_dir_failure(self, broker_id: int) -> None:
+        """A broker writes a log dir event notification (a sequential znode)."""
+        self.log_dir_events[f"log_dir_event_{len(self.log_dir_events):010d}"] = broker_id
+        self._fire("log dir events")
+
     def write_behind_the_controller(self, tp: TopicPartition, state: LeaderAndIsr) -> None:
         """Someone else writes a partition's state (its znode version moves on)."""
         _, version = self.states[tp]
@@ -131,6 +137,14 @@ class InMemoryStore:
 
     async def topic_config(self, topic: str) -> dict[str, str]:
         return dict(self.configs.get(topic, {}))
+
+    async def log_dir_event_notifications(self, watch: Watch | None) -> list[tuple[str, int]]:
+        self._arm("log dir events", watch)
+        return sorted(self.log_dir_events.items())
+
+    async def delete_log_dir_event_notifications(self, names: Any) -> None:
+        for name in names:
+            self.log_dir_events.pop(name, None)
 
     def _fence(self, model: ClusterModel) -> None:
         if model.epoch_zk_version != self.epoch_zk_version:

@@ -192,6 +192,8 @@ def test_every_metric_has_help_text_and_the_odradek_prefix():
         "odradek_broker_under_replicated_partitions",
         "odradek_broker_offline_partitions",
         "odradek_broker_offline_log_dirs",
+        "odradek_broker_log_dir_moves",
+        "odradek_broker_log_dir_move_bytes",
         "odradek_connections",
         "odradek_connections_closed",
         "odradek_broker_request_memory_used_bytes",
