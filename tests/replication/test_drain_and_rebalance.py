@@ -20,11 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from proof.checker import History, analyze
 from proof.replicas import compare_replicas, read_replica
 from proof.workload import Producers, WorkloadConfig, create_topic, read_all
@@ -90,6 +92,19 @@ def running_cluster(data_dir: Path, brokers: int, **options) -> Iterator[Cluster
         latest = ClusterState.read(data_dir) or state
         alive = [f"{m.role} {m.id}" for m in (*state.members, *latest.members) if m.is_ours()]
         assert not alive, f"still running after down: {alive}"
+
+
+def reassignment_bytes_in(member: cluster.Member) -> float:
+    """The broker's ``odradek_broker_reassignment_bytes_in_total``."""
+    with urllib.request.urlopen(f"http://{member.admin}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "odradek_broker_reassignment_bytes_in"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    )
 
 
 class Operation:
@@ -225,6 +240,9 @@ def drain_then_remove(op: Operation, broker_id: int = 4) -> None:
     assert not [p for p in after.values() if p.leader == broker_id], after
     counts = Counter(b for p in after.values() for b in p.replicas)
     assert max(counts.values()) - min(counts.values()) <= 1, counts
+    gained = {b for n, p in after.items() for b in p.replicas if b not in before[n].replicas}
+    received = {b: reassignment_bytes_in(op.state.member("broker", b)) for b in gained}
+    assert gained and all(received.values()), f"bytes moved, as counted: {received}"
     cluster.stop_broker(op.data_dir, broker_id, forget=True)
     op.state = ClusterState.read(op.data_dir) or op.state
     op.event(f"broker {broker_id} stopped and removed; replicas per broker {dict(counts)}")

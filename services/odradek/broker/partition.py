@@ -103,6 +103,8 @@ class PartitionState:
     replicas: tuple[int, ...]
     controller_epoch: int = 0
     partition_epoch: int = 0  # the state znode's version, as Kafka's zkVersion
+    # Replicas a reassignment is adding (KIP-455); their catch-up is data being moved.
+    adding_replicas: tuple[int, ...] = ()
 
 
 NOT_HOSTED_YET = PartitionState(leader=NO_LEADER, leader_epoch=-1, isr=(), replicas=())

@@ -345,6 +345,8 @@ class ReplicaFetcher:
                     partition.log.config, partition.index
                 ):
                     self.quota.record(memoryview(records).nbytes)
+                if self.metrics is not None and self.broker_id in partition.state.adding_replicas:
+                    self.metrics.reassignment_bytes.inc(memoryview(records).nbytes)
             state.fetch_offset = partition.log.log_end_offset
             if records or state.lag is None:
                 state.lag = max(data.high_watermark - partition.log.log_end_offset, 0)

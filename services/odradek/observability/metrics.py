@@ -135,6 +135,7 @@ class BrokerMetrics:
     refused_controller_requests: Counter
     under_min_isr_partitions: Gauge
     isr_shrinks: Counter
+    reassignment_bytes: Counter
     isr_expands: Counter
     purgatory_size: Gauge
     replica_max_lag: Gauge
@@ -404,6 +405,12 @@ def broker_metrics(
         under_min_isr_partitions=gauge(
             "under_min_isr_partitions",
             "Partitions led here whose ISR is below min.insync.replicas (acks=all refused).",
+        ),
+        reassignment_bytes=Counter(
+            f"{prefix}_reassignment_bytes_in",
+            "Bytes this broker copied from leaders into replicas a reassignment is adding "
+            "(KIP-455 adding_replicas): what reassignments, drains and rebalances moved.",
+            registry=registry,
         ),
         isr_shrinks=Counter(
             f"{prefix}_isr_shrinks",

@@ -178,6 +178,7 @@ def test_every_metric_has_help_text_and_the_odradek_prefix():
         "odradek_controller_shutting_down_brokers",
         "odradek_broker_isr_expands",
         "odradek_broker_isr_shrinks",
+        "odradek_broker_reassignment_bytes_in",
         "odradek_broker_purgatory_size",
         "odradek_broker_replica_max_lag",
         "odradek_broker_replica_lag",

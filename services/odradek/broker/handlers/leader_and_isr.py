@@ -68,6 +68,7 @@ async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAnd
                 replicas=tuple(p.replicas),
                 controller_epoch=p.controller_epoch,
                 partition_epoch=p.partition_epoch,
+                adding_replicas=tuple(p.adding_replicas),
             )
             error = controller_requests.become_leader_or_follower(
                 broker.replica_manager, topic.topic_name, p.partition_index, state, is_new=p.is_new
