@@ -14,8 +14,10 @@ with acks=all at a fixed ``--rate`` (records/s) to the same topic; then puts the
 broker 4 (the plan's rollback, unthrottled, not timed) for the next round. Per round it prints
 the drain time (from the AlterPartitionReassignments call to the last partition done), the
 bytes copied, the copy rate, and the producer's throughput (records acknowledged per second)
-and ack latency (p50, p99, max) before the drain (``--baseline-s``) and during it. The rounds:
-``--throttles`` (default ``50000000,0``: 50 MB/s then unthrottled; 0 means no throttle).
+and ack latency (p50, p99, max) before the drain (``--baseline-s``, after a second of warm-up)
+and during it. The rounds:
+``--throttles`` (default ``20000000,50000000,0``: 20 MB/s, 50 MB/s, then unthrottled; 0 means
+no throttle).
 
 A throttle applies to the moving replicas only (``follower.replication.throttled.replicas`` and
 ``leader.replication.throttled.replicas`` list them), so the producer's own replication is never
@@ -23,7 +25,7 @@ held back; a throttle below the rate the topic grows at would never let a move f
 why the producer here runs at a fixed rate.
 
 Usage: ``.venv/bin/python bench/drain_bench.py [--gib 1] [--partitions 30] [--rate 2000]
-[--throttles 50000000,0] [--baseline-s 5] [--timeout-s 900]`` (``make bench-drain``). Every
+[--throttles 20000000,50000000,0] [--baseline-s 5] [--timeout-s 900]`` (``make bench-drain``). Every
 process started is stopped by pid at the end, on error too; every wait is bounded.
 """
 
@@ -61,6 +63,7 @@ ADMIN_TIMEOUT_S = 30.0
 FILL_QUEUE_RECORDS = 200_000
 POLL_S = 0.2
 WATCH_INTERVAL_S = 0.5
+WARM_UP_S = 1.0
 
 
 @dataclass
@@ -249,7 +252,7 @@ def drain_round(
     producer = FixedRateProducer(bootstrap, topic, args.rate)
     producer.start()
     try:
-        time.sleep(args.baseline_s)
+        time.sleep(WARM_UP_S + args.baseline_s)  # the first second: metadata, connections
         prepared = asyncio.run(ops.prepare_drain(bootstrap, DRAINED))
         started = time.monotonic()
         asyncio.run(ops.execute(bootstrap, prepared.plan, throttle))
@@ -303,7 +306,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=30)
     parser.add_argument("--rate", type=int, default=2000, help="producer records/s meanwhile")
     parser.add_argument(
-        "--throttles", default="50000000,0", help="bytes/s per round, 0: unthrottled"
+        "--throttles", default="20000000,50000000,0", help="bytes/s per round, 0: unthrottled"
     )
     parser.add_argument("--baseline-s", type=float, default=5.0)
     parser.add_argument("--timeout-s", type=float, default=900.0)

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient
 from kafka.structs import TopicPartitionReplica
-from test_faults import PARTITIONS, Run, _wait, run_scenario
+from proof.clusters import wait_until
+from test_faults import PARTITIONS, Run, run_scenario
 
 from odradek.local import cluster
 
@@ -74,7 +75,7 @@ def move_every_replica_to_its_other_dir(run: Run) -> None:
             return True
 
         began = time.monotonic()
-        _wait(moved, "every replica in its new log dir", MOVE_WAIT_S)
+        wait_until(moved, "every replica in its new log dir", MOVE_WAIT_S)
         run.event(f"every replica moved in {time.monotonic() - began:.1f} s")
         unknown = admin.alter_replica_log_dirs(
             {TopicPartitionReplica(run.topic, 0, 1): "/nowhere/at/all"}
@@ -107,7 +108,7 @@ def fail_a_log_dir_then_restart_without_it(run: Run) -> None:
         states = [cluster.partition_state(run.state, run.topic, p) for p in on_failed]
         return all(s and s.leader not in (-1, victim) and victim not in s.isr for s in states)
 
-    _wait(moved_off, f"partitions {on_failed} led and in sync without broker {victim}")
+    wait_until(moved_off, f"partitions {on_failed} led and in sync without broker {victim}")
     run.event(f"the controller moved partitions {on_failed} off broker {victim}")
     run.pause(1.0, 2.0)  # producing to the new leaders; broker {victim} serves its other dir
     cluster.stop_broker(run.data_dir, victim)
@@ -118,7 +119,7 @@ def fail_a_log_dir_then_restart_without_it(run: Run) -> None:
         states = [cluster.partition_state(run.state, run.topic, p) for p in on_failed]
         return all(s and victim in s.isr for s in states)
 
-    _wait(back_in_sync, f"broker {victim} back in the ISR of {on_failed}")
+    wait_until(back_in_sync, f"broker {victim} back in the ISR of {on_failed}")
     healthy = next(d for d in cluster.broker_log_dirs(member) if d != failed)
     assert all((healthy / f"{run.topic}-{p}").is_dir() for p in on_failed)
     assert Path(failed).is_file(), "the failed dir must stay out of service"

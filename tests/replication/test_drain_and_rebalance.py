@@ -18,16 +18,16 @@ byte for byte up to the high watermark.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from proof.checker import History, analyze
+from proof.clusters import running_cluster, wait_until
 from proof.replicas import compare_replicas, read_replica
 from proof.workload import Producers, WorkloadConfig, create_topic, read_all
 
@@ -38,7 +38,6 @@ from odradek.local.cluster import ClusterState
 pytestmark = [pytest.mark.integration, pytest.mark.fault]
 
 PARTITIONS = 6
-ZK_TICK_MS = 500
 SESSION_TIMEOUT_MS = 10_000
 BROKER_OVERRIDES = {
     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
@@ -53,45 +52,7 @@ THROTTLE_BYTES_PER_S = 2_000_000  # well above the load (~250 KB/s), so moves fi
 PREFILL_S = 3.0
 AFTER_S = 1.5  # producing on the final placement
 WATCH_TIMEOUT_S = 90.0
-WAIT_S = 60.0
 READ_TIMEOUT_S = 30.0
-POLL_S = 0.2
-
-
-def _wait(condition: Callable[[], object], what: str, timeout_s: float = WAIT_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(POLL_S)
-
-
-@contextlib.contextmanager
-def running_cluster(data_dir: Path, brokers: int, **options) -> Iterator[ClusterState]:
-    try:
-        state, started = cluster.up(
-            data_dir,
-            brokers=brokers,
-            controllers=2,
-            broker_overrides=BROKER_OVERRIDES,
-            controller_overrides=CONTROLLER_OVERRIDES,
-            zookeeper_tick_time_ms=ZK_TICK_MS,
-            **options,
-        )
-    except BaseException:
-        cluster.down(data_dir)
-        raise
-    try:
-        assert started
-        yield state
-    finally:
-        cluster.down(data_dir)
-        latest = ClusterState.read(data_dir) or state
-        alive = [f"{m.role} {m.id}" for m in (*state.members, *latest.members) if m.is_ours()]
-        assert not alive, f"still running after down: {alive}"
 
 
 def reassignment_bytes_in(member: cluster.Member) -> float:
@@ -148,7 +109,7 @@ class Operation:
         report = asyncio.run(ops.watch(self.bootstrap, plan, timeout_s=WATCH_TIMEOUT_S))
         assert report.finished, report
         self.event("reassignments done, throttles cleared")
-        _wait(
+        wait_until(
             lambda: not asyncio.run(ops.elect_preferred_leaders(self.bootstrap, plan.targets())),
             "the planned preferred leaders elected",
         )
@@ -167,7 +128,13 @@ def run_operation(
         topic, partitions=PARTITIONS, records_per_s=250, value_bytes=512, duration_s_max=150.0
     )
     history = History(0, replay=f"pytest -k {name}")
-    with running_cluster(data_dir, brokers, **options) as state:
+    with running_cluster(
+        data_dir,
+        brokers,
+        broker_overrides=BROKER_OVERRIDES,
+        controller_overrides=CONTROLLER_OVERRIDES,
+        **options,
+    ) as state:
         described = create_topic(state.bootstrap_servers, config)
         assert {len(r) for r in described["replicas"].values()} == {3}
         op = Operation(data_dir, state, topic, history)
@@ -181,7 +148,7 @@ def run_operation(
         finally:
             producers.stop()
         op.event(f"stopped producing after {sum(producers.sent)} records")
-        final = _wait(
+        final = wait_until(
             lambda: (
                 (p := op.partitions())
                 and all(set(i.isr) == set(i.replicas) for i in p.values())

@@ -17,17 +17,17 @@ The seed picks the timings and the victims. It is printed first; a failing run r
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from proof.checker import History, analyze
+from proof.clusters import running_cluster, wait_until
 from proof.netns import NetworkNamespace, can_make_namespaces
 from proof.replicas import compare_replicas, read_replica
 from proof.workload import Producers, WorkloadConfig, create_topic, read_all
@@ -42,16 +42,13 @@ SEEDS = [int(s) for s in os.environ.get("ODRADEK_FAULT_SEEDS", "1 2").split()]
 PARTITIONS = 3
 BROKERS = 3
 SESSION_TIMEOUT_MS = 6_000  # brokers' and controllers' ZooKeeper sessions: a death shows in 6 s
-ZK_TICK_MS = 500  # ZooKeeper allows sessions of 2 to 20 ticks: 1 to 10 s
 BROKER_OVERRIDES = {
     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "replica.lag.time.max.ms": "5000",  # a dead follower leaves the ISR within 5 s
 }
 CONTROLLER_OVERRIDES = {"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
-WAIT_S = 30.0  # the longest any step waits for the cluster to converge
 READ_TIMEOUT_S = 30.0
 ISR_WAIT_S = 10.0  # restarted followers catch up within replica.lag.time.max.ms and a fetch
-POLL_S = 0.2
 
 
 @dataclass
@@ -75,7 +72,7 @@ class Run:
         time.sleep(self.rng.uniform(low_s, high_s))
 
     def leader(self, partition: int) -> int:
-        return _wait(
+        return wait_until(
             lambda: (
                 (s := cluster.partition_state(self.state, self.topic, partition))
                 and s.leader >= 0
@@ -95,7 +92,7 @@ class Run:
     def kill(self, broker_id: int) -> None:
         member = self.broker(broker_id)
         self.signal(broker_id, signal.SIGKILL)
-        _wait(lambda: not pid_alive(member.pid), f"broker {broker_id} gone")
+        wait_until(lambda: not pid_alive(member.pid), f"broker {broker_id} gone")
 
     def restart(self, broker_id: int) -> None:
         member = cluster.restart_broker(self.data_dir, broker_id)
@@ -103,7 +100,7 @@ class Run:
         self.event(f"restarted broker {broker_id} (pid {member.pid})")
 
     def wait_for_new_leader(self, partition: int, old: int) -> int:
-        leader = _wait(
+        leader = wait_until(
             lambda: (
                 (s := cluster.partition_state(self.state, self.topic, partition))
                 and s.leader not in (-1, old)
@@ -113,43 +110,6 @@ class Run:
         )
         self.event(f"partition {partition} now led by broker {leader}")
         return leader
-
-
-def _wait(condition: Callable[[], object], what: str, timeout_s: float = WAIT_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(POLL_S)
-
-
-@contextlib.contextmanager
-def replicated_cluster(data_dir: Path, brokers: int, **options) -> Iterator[ClusterState]:
-    """``odradek local up`` with its replication defaults, stopped by pid at the end."""
-    try:
-        state, started = cluster.up(
-            data_dir,
-            brokers=brokers,
-            controllers=2,
-            broker_overrides={**BROKER_OVERRIDES, **options.pop("broker_overrides", {})},
-            controller_overrides=CONTROLLER_OVERRIDES,
-            zookeeper_tick_time_ms=ZK_TICK_MS,
-            **options,
-        )
-    except BaseException:
-        cluster.down(data_dir)
-        raise
-    try:
-        assert started
-        yield state
-    finally:
-        cluster.down(data_dir)
-        latest = ClusterState.read(data_dir) or state
-        alive = [f"{m.role} {m.id}" for m in (*state.members, *latest.members) if m.is_ours()]
-        assert not alive, f"still running after down: {alive}"
 
 
 def run_scenario(
@@ -168,7 +128,14 @@ def run_scenario(
     topic = f"faults-{seed}"
     config = WorkloadConfig(topic, partitions=PARTITIONS, duration_s_max=duration_s_max)
     history = History(seed, replay=f"ODRADEK_FAULT_SEEDS={seed}")
-    with replicated_cluster(data_dir, brokers, **(cluster_options or {})) as state:
+    options = dict(cluster_options or {})
+    with running_cluster(
+        data_dir,
+        brokers,
+        broker_overrides={**BROKER_OVERRIDES, **options.pop("broker_overrides", {})},
+        controller_overrides=CONTROLLER_OVERRIDES,
+        **options,
+    ) as state:
         described = create_topic(state.bootstrap_servers, config)
         # `odradek local up`'s defaults reach new topics: 3 replicas, min.insync.replicas 2.
         defaults = cluster.replication_defaults(brokers)
@@ -229,7 +196,9 @@ def _wait_for_full_isr(run: Run) -> str | None:
         return {p: s and s.leader >= 0 and s.isr for p, s in enumerate(states)}
 
     try:
-        _wait(lambda: all(i and len(i) == run.brokers for i in isrs().values()), "", ISR_WAIT_S)
+        wait_until(
+            lambda: all(i and len(i) == run.brokers for i in isrs().values()), "", ISR_WAIT_S
+        )
     except AssertionError:
         missing = f"no full ISR {ISR_WAIT_S} s after the faults healed: {isrs()}"
         run.event(missing)
@@ -251,11 +220,11 @@ def kill_the_leader(run: Run) -> None:
 
 
 def kill_the_active_controller(run: Run) -> None:
-    active = _wait(lambda: cluster.active_controller(run.state), "an active controller")
+    active = wait_until(lambda: cluster.active_controller(run.state), "an active controller")
     member = run.state.member("controller", active)
     assert cluster.kill(member, signal.SIGKILL)
     run.event(f"SIGKILL controller {active} (pid {member.pid})")
-    successor = _wait(
+    successor = wait_until(
         lambda: (c := cluster.active_controller(run.state)) not in (None, active) and c,
         "another active controller",
     )

@@ -19,13 +19,14 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from kafka import KafkaAdminClient, TopicPartition
 from kazoo.client import KazooClient
 from proof.checker import History, analyze
+from proof.clusters import running_cluster, wait_until
 from proof.replicas import compare_replicas, read_replica
 from proof.workload import Producers, WorkloadConfig, create_topic, read_all
 
@@ -39,7 +40,6 @@ BROKERS = 6
 ORIGINAL = [1, 2, 3]
 TARGET = [4, 5, 6]
 SLOW = 6  # the target broker paused to hold the reassignment in its middle
-ZK_TICK_MS = 500  # sessions of 1 to 10 s
 BROKER_SESSION_TIMEOUT_MS = 10_000  # a paused broker keeps its registration meanwhile
 CONTROLLER_SESSION_TIMEOUT_MS = 4_000  # a killed controller is replaced within about 4 s
 BROKER_OVERRIDES = {
@@ -48,21 +48,8 @@ BROKER_OVERRIDES = {
 }
 CONTROLLER_OVERRIDES = {"zookeeper.session.timeout.ms": str(CONTROLLER_SESSION_TIMEOUT_MS)}
 PREFILL_S = 3.0  # the partition holds this much load before it moves
-WAIT_S = 60.0  # the longest any step waits for the cluster (a loaded 2-core machine)
 READ_TIMEOUT_S = 30.0
-POLL_S = 0.2
 ADMIN_TIMEOUT_MS = 30_000
-
-
-def _wait(condition: Callable[[], object], what: str, timeout_s: float = WAIT_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(POLL_S)
 
 
 class Move:
@@ -116,7 +103,7 @@ class Move:
 
     def wait_done(self, replicas: list[int]) -> None:
         """Until the znode holds ``replicas`` only and the ISR is exactly them."""
-        _wait(
+        wait_until(
             lambda: (
                 (a := self.assignment()).partitions[0] == tuple(replicas)
                 and not a.adding_replicas
@@ -139,33 +126,18 @@ class Move:
                 for d in log_dir.glob(f"{self.topic}-0*")
             ]
 
-        _wait(lambda: not leftovers(), f"the logs of {self.topic}-0 gone from {brokers}")
+        wait_until(lambda: not leftovers(), f"the logs of {self.topic}-0 gone from {brokers}")
         self.event(f"no log of {self.topic}-0 left on brokers {brokers}")
 
 
-@contextlib.contextmanager
-def six_brokers(data_dir: Path) -> Iterator[ClusterState]:
+def six_brokers(data_dir: Path) -> contextlib.AbstractContextManager[ClusterState]:
     """``odradek local up`` with six brokers and two controllers, stopped by pid at the end."""
-    try:
-        state, started = cluster.up(
-            data_dir,
-            brokers=BROKERS,
-            controllers=2,
-            broker_overrides=BROKER_OVERRIDES,
-            controller_overrides=CONTROLLER_OVERRIDES,
-            zookeeper_tick_time_ms=ZK_TICK_MS,
-        )
-    except BaseException:
-        cluster.down(data_dir)
-        raise
-    try:
-        assert started
-        yield state
-    finally:
-        cluster.down(data_dir)
-        latest = ClusterState.read(data_dir) or state
-        alive = [f"{m.role} {m.id}" for m in (*state.members, *latest.members) if m.is_ours()]
-        assert not alive, f"still running after down: {alive}"
+    return running_cluster(
+        data_dir,
+        BROKERS,
+        broker_overrides=BROKER_OVERRIDES,
+        controller_overrides=CONTROLLER_OVERRIDES,
+    )
 
 
 def run_move(data_dir: Path, name: str, scenario: Callable[[Move], list[int]]) -> None:
@@ -239,7 +211,7 @@ def cancel_in_the_middle(move: Move) -> list[int]:
                 "removing_replicas": ORIGINAL,
             }
         }, listed
-        _wait(lambda: {4, 5} <= set(move.isr()), "brokers 4 and 5 in the ISR")
+        wait_until(lambda: {4, 5} <= set(move.isr()), "brokers 4 and 5 in the ISR")
         move.event(f"ISR {list(move.isr())}: broker {SLOW} is behind, the move is half done")
         move.reassign(None)  # cancel
     finally:
@@ -252,18 +224,18 @@ def kill_the_controller_in_the_middle(move: Move) -> list[int]:
     move.signal(SLOW, signal.SIGSTOP)
     try:
         move.reassign(TARGET)
-        _wait(lambda: {4, 5} <= set(move.isr()), "brokers 4 and 5 in the ISR")
-        active = _wait(lambda: cluster.active_controller(move.state), "an active controller")
+        wait_until(lambda: {4, 5} <= set(move.isr()), "brokers 4 and 5 in the ISR")
+        active = wait_until(lambda: cluster.active_controller(move.state), "an active controller")
         member = move.state.member("controller", active)
         assert cluster.kill(member, signal.SIGKILL)
-        _wait(lambda: not pid_alive(member.pid), f"controller {active} gone")
+        wait_until(lambda: not pid_alive(member.pid), f"controller {active} gone")
         move.event(f"SIGKILL controller {active}")
         # Nobody can finish it now but the next controller: the znode still says "moving".
         assert move.assignment().adding_replicas == {0: tuple(TARGET)}
         time.sleep(1.0)
     finally:
         move.signal(SLOW, signal.SIGCONT)
-    successor = _wait(
+    successor = wait_until(
         lambda: (c := cluster.active_controller(move.state)) not in (None, active) and c,
         "another active controller",
     )

@@ -30,15 +30,15 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.alter_partition.v2 import request as alter_request
 
+from odradek.broker.controller_link import Connect, ControllerConnection, FindController
 from odradek.broker.partition import IsrProposal, Partition
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
-from odradek.config.endpoints import HostPort
 from odradek.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -58,8 +58,6 @@ RETRIABLE = frozenset(
 )
 
 TopicPartition = tuple[str, int]
-FindController = Callable[[], Awaitable[HostPort | None]]
-Connect = Callable[[str, int], Awaitable[BrokerConnection]]
 
 
 async def _connect(host: str, port: int) -> BrokerConnection:
@@ -82,13 +80,10 @@ class AlterPartitionManager:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.topic_id = topic_id
-        self.find_controller = find_controller
-        self.connect = connect
+        self.controller = ControllerConnection(find_controller, connect)
         self.on_change = on_change
         self.queued: dict[TopicPartition, tuple[Partition, IsrProposal]] = {}
         self._wake = asyncio.Event()
-        self._connection: BrokerConnection | None = None
-        self._address: HostPort | None = None
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -101,7 +96,7 @@ class AlterPartitionManager:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self._disconnect()
+        await self.controller.close()
 
     def submit(self, partition: Partition, proposal: IsrProposal) -> None:
         self.queued[(partition.topic, partition.index)] = (partition, proposal)
@@ -122,7 +117,7 @@ class AlterPartitionManager:
                 answered = await self._send(batch)
             except ClientError as e:
                 log.info("AlterPartition not answered (%s); retrying in %.1f s", e, backoff_s)
-                await self._disconnect()
+                await self.controller.close()
                 answered = False
             except asyncio.CancelledError:
                 raise
@@ -146,27 +141,10 @@ class AlterPartitionManager:
             if partition.pending_isr is proposal
         }
 
-    async def _connection_to_controller(self) -> BrokerConnection | None:
-        address = await self.find_controller()
-        if address is None:
-            return None
-        if self._connection is not None and not self._connection.closed:
-            if address == self._address:
-                return self._connection
-            await self._disconnect()
-        self._connection = await self.connect(address.host, address.port)
-        self._address = address
-        return self._connection
-
-    async def _disconnect(self) -> None:
-        if self._connection is not None:
-            await self._connection.close()
-            self._connection = None
-
     async def _send(self, batch: dict[TopicPartition, tuple[Partition, IsrProposal]]) -> bool:
         """Send one request; False if it must be sent again (nothing was decided)."""
         epoch = self.broker_epoch()
-        connection = await self._connection_to_controller()
+        connection = await self.controller.get()
         if epoch is None or connection is None:
             log.info(
                 "AlterPartition waits: no %s", "broker epoch" if epoch is None else "controller"
@@ -184,7 +162,7 @@ class AlterPartitionManager:
         if error != ErrorCode.none:
             log.info("AlterPartition answered %s", error.name)
             if error == ErrorCode.not_controller:
-                await self._disconnect()
+                await self.controller.close()
             if error in RETRIABLE:
                 return False
             # Refused whole: every proposal fails, so that its partition proposes again later

@@ -39,26 +39,55 @@ RETRY_BACKOFF_S_MAX = 1.0
 DEFAULT_TIMEOUT_S = 30.0
 
 FindController = Callable[[], Awaitable[HostPort | None]]
-Connect = Callable[[str, int, float], Awaitable[BrokerConnection]]
+Connect = Callable[[str, int], Awaitable[BrokerConnection]]
 
 
 class ControllerUnavailableError(Exception):
     """No active controller answered within the call's time."""
 
 
-async def _connect(host: str, port: int, timeout_s: float) -> BrokerConnection:
+async def _connect(host: str, port: int) -> BrokerConnection:
     return await BrokerConnection.open(
-        host, port, client_id="odradek-controller-link", request_timeout_s=timeout_s
+        host, port, client_id="odradek-controller-link", request_timeout_s=DEFAULT_TIMEOUT_S
     )
 
 
-class ControllerLink:
-    def __init__(self, find_controller: FindController, *, connect: Connect = _connect):
+class ControllerConnection:
+    """One connection to the controller ``find_controller`` names now: kept while it is open
+    and the controller the same, opened again otherwise (a new controller, a lost connection).
+    AlterPartition's sender and ``ControllerLink`` each hold one."""
+
+    def __init__(self, find_controller: FindController, connect: Connect):
         self.find_controller = find_controller
         self.connect = connect
         self._connection: BrokerConnection | None = None
         self._address: HostPort | None = None
         self._connecting = asyncio.Lock()
+
+    async def get(self) -> BrokerConnection | None:
+        """The connection to the active controller; None while no controller is known."""
+        async with self._connecting:
+            address = await self.find_controller()
+            if address is None:
+                return None
+            if self._connection is not None and not self._connection.closed:
+                if address == self._address:
+                    return self._connection
+                await self.close()
+            self._connection = await self.connect(address.host, address.port)
+            self._address = address
+            return self._connection
+
+    async def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await connection.close()
+
+
+class ControllerLink:
+    def __init__(self, find_controller: FindController, *, connect: Connect = _connect):
+        self.controller = ControllerConnection(find_controller, connect)
 
     async def send(self, request: Any, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
         """``request``'s answer from the active controller (see the module docstring)."""
@@ -70,37 +99,18 @@ class ControllerLink:
             if left_s <= 0:
                 raise ControllerUnavailableError(f"no controller answered in {timeout_s} s: {last}")
             try:
-                connection = await asyncio.wait_for(self._connection_to_controller(left_s), left_s)
+                connection = await asyncio.wait_for(self.controller.get(), left_s)
                 if connection is not None:
                     response = await connection.send(request, timeout_s=left_s)
                     if getattr(response, "error_code", ErrorCode.none) != ErrorCode.not_controller:
                         return response
                     last = "NOT_CONTROLLER"
-                    await self._disconnect()
+                    await self.controller.close()
             except (ClientError, TimeoutError, OSError) as e:
                 last = str(e) or type(e).__name__
-                await self._disconnect()
+                await self.controller.close()
             await asyncio.sleep(min(backoff_s, max(0.0, deadline - time.monotonic())))
             backoff_s = min(backoff_s * 2, RETRY_BACKOFF_S_MAX)
 
     async def close(self) -> None:
-        await self._disconnect()
-
-    async def _connection_to_controller(self, timeout_s: float) -> BrokerConnection | None:
-        async with self._connecting:
-            address = await self.find_controller()
-            if address is None:
-                return None
-            if self._connection is not None and not self._connection.closed:
-                if address == self._address:
-                    return self._connection
-                await self._disconnect()
-            self._connection = await self.connect(address.host, address.port, timeout_s)
-            self._address = address
-            return self._connection
-
-    async def _disconnect(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            with contextlib.suppress(Exception):
-                await connection.close()
+        await self.controller.close()

@@ -1,0 +1,72 @@
+"""The proofs' cluster plumbing: a cluster of real processes stopped by pid whatever happens,
+and a bounded wait for a condition on it.
+
+``running_cluster`` is ``odradek local up`` with two controllers (so that one can be killed)
+and the proofs' ZooKeeper tick; at the end ``odradek local down`` stops every member by pid,
+including brokers added or restarted meanwhile (read back from the state file), and fails the
+test if any is still running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from odradek.local import cluster
+from odradek.local.cluster import ClusterState
+
+T = TypeVar("T")
+
+ZK_TICK_MS = 500  # ZooKeeper allows sessions of 2 to 20 ticks: 1 to 10 s
+CONTROLLERS = 2
+WAIT_S = 60.0  # the longest a step waits for the cluster (a loaded 2-core machine)
+POLL_S = 0.2
+
+
+def wait_until(condition: Callable[[], T], what: str, timeout_s: float = WAIT_S) -> T:
+    """``condition()``'s first truthy result, polled every ``POLL_S``; AssertionError naming
+    ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(POLL_S)
+
+
+@contextlib.contextmanager
+def running_cluster(
+    data_dir: Path,
+    brokers: int,
+    *,
+    broker_overrides: Mapping[str, str],
+    controller_overrides: Mapping[str, str],
+    **options: Any,
+) -> Iterator[ClusterState]:
+    """``odradek local up`` (its replication defaults unless overridden), down at the end."""
+    try:
+        state, started = cluster.up(
+            data_dir,
+            brokers=brokers,
+            controllers=CONTROLLERS,
+            broker_overrides=broker_overrides,
+            controller_overrides=controller_overrides,
+            zookeeper_tick_time_ms=ZK_TICK_MS,
+            **options,
+        )
+    except BaseException:
+        cluster.down(data_dir)
+        raise
+    try:
+        assert started, f"a cluster was already running in {data_dir}"
+        yield state
+    finally:
+        cluster.down(data_dir)
+        latest = ClusterState.read(data_dir) or state
+        alive = [f"{m.role} {m.id}" for m in (*state.members, *latest.members) if m.is_ours()]
+        assert not alive, f"still running after down: {alive}"
