@@ -355,14 +355,19 @@ class LogManager:
         if doomed is None or log_dir is None:
             done.set_result(None)
             return done
+        return self._detach_and_remove(doomed, log_dir)
+
+    def _detach_and_remove(self, doomed: Log, log_dir: Path) -> Future[None]:
+        """Rename ``doomed``'s directory to ``<name>.<uuid>-delete`` now (so no later log of
+        the partition meets it), and delete its files on the housekeeping thread."""
         renamed = doomed.directory.with_name(
             f"{doomed.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         )
         try:
             doomed.detach(renamed)
         except OSError as e:
-            self._mark_offline(log_dir, f"cannot delete {topic}-{partition}: {e}")
-            raise KafkaStorageError(f"cannot delete {topic}-{partition}: {e}") from e
+            self._mark_offline(log_dir, f"cannot delete {doomed.directory.name}: {e}")
+            raise KafkaStorageError(f"cannot delete {doomed.directory.name}: {e}") from e
         return self.executors.housekeeping.submit(self._remove_detached, doomed, log_dir)
 
     def _remove_detached(self, doomed: Log, log_dir: Path) -> None:
@@ -458,15 +463,7 @@ class LogManager:
         if future is None or log_dir is None:
             done.set_result(None)
             return done
-        renamed = future.directory.with_name(
-            f"{future.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        )
-        try:
-            future.detach(renamed)
-        except OSError as e:
-            self._mark_offline(log_dir, f"cannot delete {future.directory.name}: {e}")
-            raise KafkaStorageError(f"cannot delete {future.directory}: {e}") from e
-        return self.executors.housekeeping.submit(self._remove_detached, future, log_dir)
+        return self._detach_and_remove(future, log_dir)
 
     def replace_current_with_future(self, topic: str, partition: int) -> Log:
         """The swap that ends a move: the future log becomes the partition's log.

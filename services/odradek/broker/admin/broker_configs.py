@@ -53,16 +53,25 @@ async def read_dynamic_configs(
     zk: ZkClient, broker_id: int | None
 ) -> tuple[dict[str, str], int | None]:
     """The entity's stored dynamic configs that Odradek knows, and its znode version."""
-    path = broker_config_path(broker_id)
+    return await read_entity_config(
+        zk, broker_config_path(broker_id), DYNAMIC_BROKER_KEYS, "keys that are not dynamic here"
+    )
+
+
+async def read_entity_config(
+    zk: ZkClient, path: str, known: Collection[str], unknown_are: str
+) -> tuple[dict[str, str], int | None]:
+    """The configs stored at ``path`` (``/config/<type>/<name>``) whose keys are ``known``, and
+    the znode's version (None: no znode); other keys are logged as ``unknown_are`` and left."""
     try:
         data, stat = await zk.aget(path)
     except NoNodeError:
         return {}, None
     stored = EntityConfig.decode(data, path).config
-    unknown = sorted(set(stored) - set(DYNAMIC_BROKER_KEYS))
+    unknown = sorted(set(stored) - set(known))
     if unknown:
-        log.warning("%s: ignoring keys that are not dynamic here: %s", path, unknown)
-    return {k: v for k, v in stored.items() if k in DYNAMIC_BROKER_KEYS}, stat.version
+        log.warning("%s: ignoring %s: %s", path, unknown_are, unknown)
+    return {k: v for k, v in stored.items() if k in known}, stat.version
 
 
 def describe_dynamic_rows(

@@ -231,16 +231,9 @@ class ConfigAdmin:
 
     async def _read_overrides(self, zk: ZkClient, topic: str) -> tuple[dict[str, str], int | None]:
         """The topic's stored overrides that Odradek knows, and the znode version (None: none)."""
-        path = topic_config_path(topic)
-        try:
-            data, stat = await zk.aget(path)
-        except NoNodeError:
-            return {}, None
-        stored = EntityConfig.decode(data, path).config
-        unknown = sorted(set(stored) - set(CONFIG_KEYS))
-        if unknown:
-            log.warning("%s: ignoring keys Odradek does not know: %s", path, unknown)
-        return {k: v for k, v in stored.items() if k in CONFIG_KEYS}, stat.version
+        return await broker_configs.read_entity_config(
+            zk, topic_config_path(topic), CONFIG_KEYS, "keys Odradek does not know"
+        )
 
     # --- AlterConfigs and IncrementalAlterConfigs ------------------------------------------
 
