@@ -19,7 +19,11 @@ and during it. The rounds:
 ``--throttles`` (default ``20000000,50000000,0``: 20 MB/s, 50 MB/s, then unthrottled; 0 means
 no throttle).
 
-A throttle applies to the moving replicas only (``follower.replication.throttled.replicas`` and
+Every round starts with broker 4 leading every partition (a preferred leader election after
+the rollback), so the copy has one source and a throttle, which is per broker
+(``leader.replication.throttled.rate`` on the sending broker, ``follower...`` on each receiving
+one), bounds the whole drain; with leaders spread over N brokers a drain may copy up to N times
+the rate. A throttle applies to the moving replicas only (``follower.replication.throttled.replicas`` and
 ``leader.replication.throttled.replicas`` list them), so the producer's own replication is never
 held back; a throttle below the rate the topic grows at would never let a move finish, which is
 why the producer here runs at a fixed rate.
@@ -249,6 +253,7 @@ def drain_round(
     bootstrap: str, topic: str, throttle: int | None, args: argparse.Namespace
 ) -> dict[str, object]:
     moved = asyncio.run(drained_bytes(bootstrap, topic))
+    sources = sorted({p.leader for p in read_view(bootstrap).partitions.values()})
     producer = FixedRateProducer(bootstrap, topic, args.rate)
     producer.start()
     try:
@@ -275,6 +280,7 @@ def drain_round(
         "seconds": seconds,
         "bytes": moved,
         "partitions": len(prepared.plan),
+        "sources": sources,
         "before": describe_window("producer before", before, args.baseline_s),
         "during": describe_window("producer during", during, seconds),
         "rate_before": before.acked / args.baseline_s,
@@ -285,6 +291,8 @@ def drain_round(
     asyncio.run(ops.execute(bootstrap, back))
     asyncio.run(ops.watch(bootstrap, back, interval_s=WATCH_INTERVAL_S, timeout_s=args.timeout_s))
     wait_in_sync(bootstrap, topic, args.timeout_s)
+    # Broker 4 leads every partition again, as in the first round: one source for the copy.
+    asyncio.run(ops.elect_preferred_leaders(bootstrap, back.targets()))
     return row
 
 
@@ -293,8 +301,9 @@ def print_row(row: dict[str, object]) -> None:
     label = f"throttle {throttle / 1e6:g} MB/s" if throttle else "unthrottled"
     mb = int(row["bytes"]) / 1e6
     print(
-        f"drain broker {DRAINED}, {label}: {row['partitions']} partitions, {mb:,.0f} MB in "
-        f"{row['seconds']:.1f} s ({mb / float(row['seconds']):,.1f} MB/s)"
+        f"drain broker {DRAINED}, {label}: {row['partitions']} partitions led by brokers "
+        f"{row['sources']}, {mb:,.0f} MB in {row['seconds']:.1f} s "
+        f"({mb / float(row['seconds']):,.1f} MB/s)"
     )
     print(row["before"])
     print(row["during"])
