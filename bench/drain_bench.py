@@ -23,10 +23,11 @@ Every round starts with broker 4 leading every partition (a preferred leader ele
 the rollback), so the copy has one source and a throttle, which is per broker
 (``leader.replication.throttled.rate`` on the sending broker, ``follower...`` on each receiving
 one), bounds the whole drain; with leaders spread over N brokers a drain may copy up to N times
-the rate. A throttle applies to the moving replicas only (``follower.replication.throttled.replicas`` and
-``leader.replication.throttled.replicas`` list them), so the producer's own replication is never
-held back; a throttle below the rate the topic grows at would never let a move finish, which is
-why the producer here runs at a fixed rate.
+the rate. A throttle applies to the moving replicas only (the topic's
+``*.replication.throttled.replicas`` list them), so the producer's own replication is never held
+back, though, as in Kafka, the leader counts its bytes to in-sync followers of listed partitions
+against its rate. A throttle below the rate the topic grows at would never let a move finish,
+which is why the producer here runs at a fixed rate.
 
 Usage: ``.venv/bin/python bench/drain_bench.py [--gib 1] [--partitions 30] [--rate 2000]
 [--throttles 20000000,50000000,0] [--baseline-s 5] [--timeout-s 900]`` (``make bench-drain``). Every
