@@ -609,12 +609,14 @@ class Partition:
     async def truncate_to(self, offset: int) -> None:
         """Cut the log back to ``offset`` (a follower diverging from its leader)."""
         async with self._appending:
-            if not self.is_leader and offset < self.log.log_end_offset:
+            if self.is_leader:
+                return
+            if offset < self.log.log_end_offset:
                 # Inside a batch (a leader's history batched differently): the whole batch goes,
                 # and is fetched again from the leader.
                 offset = max(self.log.batch_start_at_or_below(offset), self.log.log_start_offset)
                 log.info("%s: truncating from %d to %d", self.name, self.log.log_end_offset, offset)
-                self.log.truncate_to(offset)
+            self.log.truncate_to(offset)  # at the end: only epochs the leader never saw go
 
     async def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and continue at ``offset`` (the leader's log start is beyond)."""

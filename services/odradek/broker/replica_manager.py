@@ -228,6 +228,9 @@ class ReplicaManager:
             return True
         if not hosted.make_follower(state):
             return False
+        log.info(
+            "%s: following leader %d in epoch %d", hosted.name, state.leader, state.leader_epoch
+        )
         if self.fetchers is not None:
             self.fetchers.remove_partition(topic, partition)
             if state.leader >= 0:

@@ -876,43 +876,54 @@ class Log:
         return log_start_offset
 
     def truncate_to(self, offset: int) -> None:
-        """Remove every offset >= ``offset`` (a follower diverging from its new leader)."""
+        """Remove every offset >= ``offset`` (a follower diverging from its new leader).
+
+        An offset at or past the end removes no record, but still drops the leader epochs that
+        start at or after the end, as Kafka does: a broker that became leader and was replaced
+        before it appended anything holds an epoch its new leader never saw, and a follower that
+        kept it would name it as its last fetched epoch, be told to diverge, and truncate to the
+        same offset forever."""
         with self._lock:
             if offset >= self.log_end_offset:
-                return
-            if offset < self.log_start_offset:
-                raise OffsetOutOfRangeError(f"cannot truncate below log start {offset}")
-            self._check_online()
-            self._truncations += 1
-            self._note_truncation(offset)
-            segments = self._view.segments
-            keep = [s for s in segments if s.base_offset < offset]
-            if keep:
-                # First, so an offset inside a batch raises before any segment is deleted.
-                try:
-                    keep[-1].truncate_to(offset)
-                except OSError as e:
-                    self._io_error(e)
-            for segment in segments:
-                if segment not in keep:
-                    self._schedule_delete(segment)
-            if not keep:
-                # Only after the renames: the new segment may take a deleted one's file names.
-                keep = [self._new_segment(offset, active=True)]
-            active = keep[-1]
-            active.offset_index.make_writable()
-            active.time_index.make_writable()
-            self._view = _Segments.of(keep)
-            self._position_cache = None
-            self.log_end_offset = offset
-            self.high_watermark = min(self.high_watermark, offset)
-            self.recovery_point = min(self.recovery_point, offset)
-            self.producer_state.truncate(offset)
-            self.producer_state.load(self.log_start_offset, offset, self._headers_from)
-            epochs_changed = self.leader_epoch_cache.truncate_from_end(offset)
+                epochs_changed = self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            else:
+                epochs_changed = self._truncate_records_to(offset)
         self._delete_due_files_in_background()
         if epochs_changed:
             self._write_leader_epoch_checkpoint_in_background()
+
+    def _truncate_records_to(self, offset: int) -> bool:
+        """``truncate_to`` below the end, under the lock; True if the leader epochs changed."""
+        if offset < self.log_start_offset:
+            raise OffsetOutOfRangeError(f"cannot truncate below log start {offset}")
+        self._check_online()
+        self._truncations += 1
+        self._note_truncation(offset)
+        segments = self._view.segments
+        keep = [s for s in segments if s.base_offset < offset]
+        if keep:
+            # First, so an offset inside a batch raises before any segment is deleted.
+            try:
+                keep[-1].truncate_to(offset)
+            except OSError as e:
+                self._io_error(e)
+        for segment in segments:
+            if segment not in keep:
+                self._schedule_delete(segment)
+        if not keep:
+            # Only after the renames: the new segment may take a deleted one's file names.
+            keep = [self._new_segment(offset, active=True)]
+        active = keep[-1]
+        active.offset_index.make_writable()
+        active.time_index.make_writable()
+        self._view = _Segments.of(keep)
+        self._position_cache = None
+        self.log_end_offset = offset
+        self.high_watermark = min(self.high_watermark, offset)
+        self.recovery_point = min(self.recovery_point, offset)
+        self.producer_state.truncate(offset)
+        self.producer_state.load(self.log_start_offset, offset, self._headers_from)
+        return self.leader_epoch_cache.truncate_from_end(offset)
 
     def _note_truncation(self, offset: int) -> None:
         floor = self._truncation_floor

@@ -108,6 +108,22 @@ def test_truncation_removes_the_epochs_above_it(open_log, kafka_batch):
     assert entries(log) == [(1, 0), (5, 2)]
 
 
+def test_truncating_at_the_end_drops_an_epoch_that_never_got_a_batch(open_log, kafka_batch):
+    """A broker led epoch 6 from offset 4 and was replaced before it appended: its new leader
+    never saw epoch 6. Truncating to the end removes no record, but epoch 6 goes (as Kafka's
+    truncateTo does), so the follower's last fetched epoch is one its leader knows."""
+    log = open_log()
+    lead(log, kafka_batch, [1, 1])
+    log.assign_epoch_start_offset(6, log.log_end_offset)
+    assert log.latest_epoch == 6
+    log.truncate_to(log.log_end_offset)
+    assert entries(log) == [(1, 0)]
+    assert log.log_end_offset == 4 and log.latest_epoch == 1
+    assert checkpoint_text(log) == "0\n1\n1 0\n"
+    log.truncate_to(10)  # past the end: nothing more to drop
+    assert entries(log) == [(1, 0)] and log.log_end_offset == 4
+
+
 def test_delete_records_and_retention_move_the_first_epoch_up(open_log, kafka_batch):
     config = TopicConfig(segment_bytes=200, file_delete_delay_ms=0, retention_bytes=250)
     log = open_log(config=config)
