@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 STATE_FILE = "cluster.json"
 READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 15.0
+KILL_WAIT_S = 5.0  # for the kernel to reap a SIGKILLed member
 POLL_INTERVAL_S = 0.2
 CONTROLLER_ID_BASE = 1000  # controller ids stay apart from broker ids
 IDENTIFY_TIMEOUT_S = 5.0  # for a just-started process's command line to appear
@@ -554,6 +555,11 @@ def down(data_dir: Path) -> list[Member]:
         deadline = time.monotonic() + STOP_GRACE_S
         while time.monotonic() < deadline and any(m.is_ours() for m in group):
             time.sleep(POLL_INTERVAL_S)
-        killed.extend(m for m in group if _signal(m, signal.SIGKILL, quiet=True))
+        sigkilled = [m for m in group if _signal(m, signal.SIGKILL, quiet=True)]
+        # SIGKILL is not instant either: return only once the processes are gone.
+        deadline = time.monotonic() + KILL_WAIT_S
+        while time.monotonic() < deadline and any(pid_alive(m.pid) for m in sigkilled):
+            time.sleep(POLL_INTERVAL_S)
+        killed.extend(sigkilled)
     (data_dir.absolute() / STATE_FILE).unlink(missing_ok=True)
     return killed
