@@ -1,11 +1,13 @@
-"""Client admin requests that only the controller decides, forwarded to it unchanged.
+"""Client admin requests that only the controller decides, forwarded to it.
 
-A broker takes AlterPartitionReassignments and ListPartitionReassignments from clients on its
-client listeners and sends them, at the client's version, to the active controller
-(``ControllerLink``); the controller's answer goes back as it is. The wait is the request's own
-``timeout_ms``, bounded to [``FORWARD_TIMEOUT_S_MIN``, ``FORWARD_TIMEOUT_S_MAX``]. No active
-controller within it answers REQUEST_TIMED_OUT (retriable); a broker without a link to a
-controller (one run without a cluster) answers NOT_CONTROLLER. Runs on the broker's event loop.
+A broker takes AlterPartitionReassignments, ListPartitionReassignments and ElectLeaders from
+clients on its client listeners and sends them to the active controller (``ControllerLink``);
+the reassignment requests go unchanged, at the client's version, and their answers go back as
+they are (ElectLeaders adapts both, ``admin.leader_election``). The wait is the request's own
+``timeout_ms``, bounded to [``FORWARD_TIMEOUT_S_MIN``, ``FORWARD_TIMEOUT_S_MAX``], unless the
+caller sets it. No active controller within it answers REQUEST_TIMED_OUT (retriable); a broker
+without a link to a controller (one run without a cluster) answers NOT_CONTROLLER. Runs on the
+broker's event loop.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from odradek.broker.context import RequestContext
-from odradek.broker.controller_link import ControllerUnavailableError
+from odradek.broker.controller_link import ControllerLink, ControllerUnavailableError
 from odradek.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -32,13 +33,16 @@ def forward_timeout_s(request: Any) -> float:
     return min(max(wanted_s, FORWARD_TIMEOUT_S_MIN), FORWARD_TIMEOUT_S_MAX)
 
 
-async def forward(ctx: RequestContext, request: Any, refuse: Refuse) -> Any:
+async def forward(
+    link: ControllerLink | None, request: Any, refuse: Refuse, *, timeout_s: float | None = None
+) -> Any:
     """The controller's answer to ``request``, or ``refuse(error, message)``."""
-    link = ctx.broker.controller
     if link is None:
         return refuse(ErrorCode.not_controller, "This broker has no link to a controller.")
+    if timeout_s is None:
+        timeout_s = forward_timeout_s(request)
     try:
-        return await link.send(request, timeout_s=forward_timeout_s(request))
+        return await link.send(request, timeout_s=timeout_s)
     except ControllerUnavailableError as e:
         log.warning("forwarding %s: %s", type(request).__name__, e)
         return refuse(ErrorCode.request_timed_out, f"No active controller answered: {e}")

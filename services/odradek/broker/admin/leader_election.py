@@ -2,7 +2,7 @@
 
 Only the controller elects leaders, and Odradek's controller is its own process: the broker that
 receives ElectLeaders (clients send it to the broker Metadata names as controller) forwards it
-through ``ControllerLink`` and answers with the controller's outcomes, as Kafka's KRaft brokers
+(``forwarding``) and answers with the controller's outcomes, as Kafka's KRaft brokers
 forward it. Rules:
 
 - The request goes at the client's version, except v0, which goes as v1 with election type
@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
-from odradek.broker.controller_link import ControllerLink, ControllerUnavailableError
+from odradek.broker.controller_link import ControllerLink
+from odradek.broker.forwarding import forward
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.controller import elect_leaders as el
 from odradek.controller.model import NO_LEADER, TopicPartition
@@ -37,6 +38,12 @@ from odradek.errors import ErrorCode
 
 LEADER_WAIT_POLL_S = 0.05
 CONTROLLER_TIMEOUT_MS_MIN = 5_000
+
+
+class _Refused(NamedTuple):
+    """The request refused whole by this broker, already in the client's version."""
+
+    response: Any
 
 
 async def elect_leaders(
@@ -54,20 +61,21 @@ async def elect_leaders(
         return el.error_response(request, ErrorCode.invalid_request, str(e))
     timeout_s = max(0.0, asked.timeout_ms / 1000)
     deadline = time.monotonic() + timeout_s
-    if controller is None:
-        return el.error_response(request, ErrorCode.not_controller, "No controller link")
     forwarded = el.request_of(
         max(version, el.FIRST_VERSION_WITH_ELECTION_TYPE),
         asked.election_type,
         asked.partitions,
         asked.timeout_ms,
     )
-    try:
-        answer = await controller.send(
-            forwarded, timeout_s=max(timeout_s, controller_timeout_ms_min / 1000)
-        )
-    except ControllerUnavailableError as e:
-        return el.error_response(request, ErrorCode.request_timed_out, str(e))
+
+    answer = await forward(
+        controller,
+        forwarded,
+        lambda error, message: _Refused(el.error_response(request, error, message)),
+        timeout_s=max(timeout_s, controller_timeout_ms_min / 1000),
+    )
+    if isinstance(answer, _Refused):
+        return answer.response  # no controller answered: nothing was elected
     outcomes = el.outcomes_of(answer)
     await _wait_for_leaders(metadata, outcomes, asked.election_type, deadline)
     return el.build_response(version, outcomes, error=el.top_level_error(answer))

@@ -16,7 +16,9 @@ API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return await forward(ctx, request, lambda error, message: _refused(request, error, message))
+    return await forward(
+        ctx.broker.controller, request, lambda error, message: _refused(request, error, message)
+    )
 
 
 def error_response(request: Any, error: ErrorCode) -> Any:
