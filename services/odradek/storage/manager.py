@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from odradek.config.topic import TopicConfig
 from odradek.errors import (
@@ -218,13 +219,8 @@ class LogManager:
                     log.error("a second future log of %s-%d: removing %s", *future_tp, entry)
                     shutil.rmtree(entry)
                     continue
-                self._future_logs[future_tp] = Log(
-                    entry,
-                    self.topic_config(future_tp[0]),
-                    clean_shutdown=clean,
-                    clock=self.clock,
-                    on_io_error=self._on_io_error,
-                    executors=self.executors,
+                self._future_logs[future_tp] = self._open_log(
+                    entry, self.topic_config(future_tp[0]), clean_shutdown=clean
                 )
                 self._future_dir_of[future_tp] = log_dir
                 continue
@@ -238,7 +234,7 @@ class LogManager:
                     log_dir,
                 )
                 continue
-            self._logs[tp] = Log(
+            self._logs[tp] = self._open_log(
                 entry,
                 self.topic_config(tp[0]),
                 recovery_point=recovery_points.get(tp, 0),
@@ -246,9 +242,6 @@ class LogManager:
                 cleaner_checkpoint=cleaner_offsets.get(tp, 0),
                 high_watermark=high_watermarks.get(tp),
                 clean_shutdown=clean,
-                clock=self.clock,
-                on_io_error=self._on_io_error,
-                executors=self.executors,
             )
             self._log_dir_of[tp] = log_dir
         marker.unlink(missing_ok=True)
@@ -304,20 +297,34 @@ class LogManager:
                     f"one: {', '.join(str(d) for d in self.offline_dirs)}"
                 )
             log_dir = self._choose_dir(tp)
-            try:
-                created = Log(
-                    log_dir / log_directory_name(topic, partition),
-                    config or self.topic_config(topic),
-                    clock=self.clock,
-                    on_io_error=self._on_io_error,
-                    executors=self.executors,
-                )
-            except OSError as e:
-                self._mark_offline(log_dir, f"cannot create {topic}-{partition}: {e}")
-                raise KafkaStorageError(f"cannot create {topic}-{partition}: {e}") from e
+            created = self._create_log(
+                log_dir,
+                log_directory_name(topic, partition),
+                config or self.topic_config(topic),
+                f"{topic}-{partition}",
+            )
             self._logs[tp] = created
             self._log_dir_of[tp] = log_dir
             return created
+
+    def _open_log(self, directory: Path, config: TopicConfig, **state: Any) -> Log:
+        """A log of this manager's: its clock, its I/O error handling, its threads."""
+        return Log(
+            directory,
+            config,
+            clock=self.clock,
+            on_io_error=self._on_io_error,
+            executors=self.executors,
+            **state,
+        )
+
+    def _create_log(self, log_dir: Path, name: str, config: TopicConfig, what: str) -> Log:
+        """A new, empty log ``name`` in ``log_dir``; failing takes ``log_dir`` offline."""
+        try:
+            return self._open_log(log_dir / name, config)
+        except OSError as e:
+            self._mark_offline(log_dir, f"cannot create {what}: {e}")
+            raise KafkaStorageError(f"cannot create {what}: {e}") from e
 
     def _choose_dir(self, tp: TopicPartition | None = None) -> Path:
         online = [d for d in self.log_dirs if d not in self.offline_dirs]
@@ -436,17 +443,12 @@ class LogManager:
                     f"not moving {topic}-{partition} while log dirs are offline: "
                     f"{', '.join(str(d) for d in self.offline_dirs)}"
                 )
-            try:
-                future = Log(
-                    log_dir / future_directory_name(topic, partition),
-                    self.topic_config(topic),
-                    clock=self.clock,
-                    on_io_error=self._on_io_error,
-                    executors=self.executors,
-                )
-            except OSError as e:
-                self._mark_offline(log_dir, f"cannot create a future log of {topic}-{partition}")
-                raise KafkaStorageError(f"cannot create a future log: {e}") from e
+            future = self._create_log(
+                log_dir,
+                future_directory_name(topic, partition),
+                self.topic_config(topic),
+                f"a future log of {topic}-{partition}",
+            )
             self._future_logs[tp] = future
             self._future_dir_of[tp] = log_dir
         log.info("moving %s-%d to %s: future log %s", topic, partition, log_dir, future.directory)
