@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,6 +17,8 @@ from odradek.storage.log import Log
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 KeyValue = tuple[bytes | None, bytes | None]
+
+sys.path.insert(0, str(Path(__file__).parent))  # ``support``: helpers shared across folders
 
 
 def build_batch(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import time
 import uuid
 
 import pytest
@@ -19,6 +18,7 @@ from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -46,12 +46,7 @@ def running(tmp_path_factory, local_cluster):
 
 
 def _wait(condition, what: str):
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {WAIT_S} s waiting for {what}")
+    return wait_until(condition, what, WAIT_S)
 
 
 def _snapshot(zk: KazooClient, partition: int) -> dict:

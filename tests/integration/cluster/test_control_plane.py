@@ -28,6 +28,7 @@ from odradek.protocol.interbroker import (
     StopReplicaTopicState,
     UpdateMetadataRequest,
 )
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -43,13 +44,7 @@ def running(tmp_path_factory, local_cluster):
 
 
 def _wait(condition, what: str, timeout_s: float = WAIT_S):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    return wait_until(condition, what, timeout_s)
 
 
 def _broker(state: ClusterState, broker_id: int) -> Member:

@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.local import cluster
 from odradek.local.cluster import ClusterState
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -38,14 +39,7 @@ STOP_BOUND_S = RETRIES * (REQUEST_TIMEOUT_MS + BACKOFF_MS) / 1000 + 15.0
 
 
 def _wait(condition, what: str, timeout_s: float = WAIT_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(POLL_S)
+    return wait_until(condition, what, timeout_s, poll_s=POLL_S)
 
 
 def _create_topic(state: ClusterState, topic: str, partitions: int, replicas: int) -> None:

@@ -24,6 +24,7 @@ from odradek.controller.elect_leaders import ElectionType as WireElectionType
 from odradek.controller.elect_leaders import outcomes_of, request_of
 from odradek.errors import ErrorCode
 from odradek.local import cluster
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -55,13 +56,7 @@ def manual(tmp_path_factory, local_cluster):
 
 
 def _wait(condition, what: str, timeout_s: float = WAIT_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if result := condition():
-            return result
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(POLL_S)
+    return wait_until(condition, what, timeout_s, poll_s=POLL_S)
 
 
 def _admin(state) -> AdminClient:

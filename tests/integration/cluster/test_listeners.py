@@ -24,6 +24,7 @@ from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
 from odradek.local.zookeeper import free_loopback_port
 from odradek.protocol import schemas
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -68,13 +69,7 @@ def _metadata(port: int) -> list[tuple[int, str, int]] | None:
 
 
 def _wait(condition, what: str):
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {WAIT_S} s waiting for {what}")
+    return wait_until(condition, what, WAIT_S)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 import urllib.request
 from datetime import timedelta
 
@@ -20,6 +19,7 @@ from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
 from odradek.local import cluster
 from odradek.storage.manager import parse_log_directory_name
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -45,12 +45,7 @@ def running(tmp_path_factory, local_cluster):
 
 
 def _wait(condition, what: str, timeout_s: float = WAIT_S):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    return wait_until(condition, what, timeout_s)
 
 
 def _partition(admin):

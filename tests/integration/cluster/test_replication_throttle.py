@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
 
 from odradek.local import cluster
 from odradek.storage.manager import parse_log_directory_name
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -59,12 +60,7 @@ def running(tmp_path_factory, local_cluster):
 
 
 def _wait(condition, what: str, timeout_s: float = WAIT_S):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    return wait_until(condition, what, timeout_s)
 
 
 def _state(state):

@@ -10,33 +10,24 @@ test if any is still running.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from odradek.local import cluster
 from odradek.local.cluster import ClusterState
+from support import waiting
 
 T = TypeVar("T")
 
 ZK_TICK_MS = 500  # ZooKeeper allows sessions of 2 to 20 ticks: 1 to 10 s
 CONTROLLERS = 2
 WAIT_S = 60.0  # the longest a step waits for the cluster (a loaded 2-core machine)
-POLL_S = 0.2
 
 
 def wait_until(condition: Callable[[], T], what: str, timeout_s: float = WAIT_S) -> T:
-    """``condition()``'s first truthy result, polled every ``POLL_S``; AssertionError naming
-    ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(POLL_S)
+    """``support.waiting.wait_until``, with the proofs' bound by default."""
+    return waiting.wait_until(condition, what, timeout_s)
 
 
 @contextlib.contextmanager
