@@ -1,6 +1,6 @@
 """odradek.ops against real brokers: the view matches a real client's, DescribeLogDirs sizes,
 throttled reassignment with throttles set and cleared, cancel, CLI drain, rebalance after adding
-a broker. Skips (saying why) while the cluster answers UNSUPPORTED_VERSION for the APIs."""
+a broker."""
 
 from __future__ import annotations
 
@@ -36,7 +36,6 @@ pytestmark = pytest.mark.integration
 RACKS = {1: "a", 2: "b", 3: "a", 4: "b"}
 WAIT_S = 120.0  # reassignments on a loaded 2-core machine: generous
 COMMAND_TIMEOUT_S = 180
-LATER = "it lands with other parts of issue 8 (reassign, throttle, disks)"
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +49,6 @@ def cluster_dir(tmp_path_factory, local_cluster) -> Iterator[tuple[Path, Cluster
 @pytest.fixture(scope="module")
 def bootstrap(cluster_dir) -> str:
     return cluster_dir[1].bootstrap_servers
-
-
-def supported(coroutine):
-    """Run a library call; skip the test if the cluster does not serve an API it needs."""
-    try:
-        return asyncio.run(coroutine)
-    except ops.UnsupportedByClusterError as e:
-        pytest.skip(f"the cluster answers UNSUPPORTED_VERSION ({e}); {LATER}")
 
 
 def create_topic(bootstrap: str, partitions: int, replicas: dict[int, list[int]] | None = None):
@@ -135,7 +126,7 @@ def test_describe_log_dirs_sizes_every_replica(bootstrap):
             view = await read_cluster(client)
             return view, await replica_sizes(client, view.brokers)
 
-    view, found = supported(sizes())
+    view, found = asyncio.run(sizes())
     for tp, p in view.partitions.items():
         if tp.topic == topic:
             for broker in p.replicas:
@@ -148,7 +139,7 @@ def test_throttled_reassignment_sets_then_clears_throttles(bootstrap):
     view = asyncio.run(_view(bootstrap))
     plan = ops.Plan.from_targets({ops.TopicPartition(topic, 0): (3, 4)}, view)
     rate = 100_000_000
-    throttled = supported(ops.execute(bootstrap, plan, rate))
+    throttled = asyncio.run(ops.execute(bootstrap, plan, rate))
     assert throttled == [1, 2, 3, 4]
     # While it runs (or right after), the throttles are Kafka's keys with Kafka's values.
     topic_configs = configs(bootstrap, ResourceType.TOPIC, topic)
@@ -158,7 +149,7 @@ def test_throttled_reassignment_sets_then_clears_throttles(bootstrap):
         broker_configs = configs(bootstrap, ResourceType.BROKER, str(broker))
         assert broker_configs[LEADER_RATE].value == str(rate)
         assert broker_configs[FOLLOWER_RATE].value == str(rate)
-    report = supported(ops.watch(bootstrap, plan, interval_s=0.5, timeout_s=WAIT_S))
+    report = asyncio.run(ops.watch(bootstrap, plan, interval_s=0.5, timeout_s=WAIT_S))
     assert report.finished and report.throttles_cleared
     assert [p.state for p in report.partitions] == [ops.PartitionState.DONE]
     assert asyncio.run(_view(bootstrap)).partitions[ops.TopicPartition(topic, 0)].replicas == (
@@ -177,15 +168,15 @@ def test_cancel_restores_the_replicas_and_clears_throttles(bootstrap):
     produce(bootstrap, topic, 1_000_000)
     view = asyncio.run(_view(bootstrap))
     plan = ops.Plan.from_targets({ops.TopicPartition(topic, 0): (3, 4)}, view)
-    supported(ops.execute(bootstrap, plan, throttle_bytes_per_s=1_000))  # ~1000 s to copy
-    report = supported(ops.status(bootstrap, plan, clear_when_done=False))
+    asyncio.run(ops.execute(bootstrap, plan, throttle_bytes_per_s=1_000))  # ~1000 s to copy
+    report = asyncio.run(ops.status(bootstrap, plan, clear_when_done=False))
     assert report.partitions[0].state is ops.PartitionState.IN_PROGRESS, (
         "a 1 kB/s throttle must keep a 1 MB copy in progress"
     )
     # A second plan while this one runs is refused, as Kafka refuses it without --additional.
     with pytest.raises(ops.ReassignmentInProgressError, match="--additional"):
         asyncio.run(ops.execute(bootstrap, plan))
-    cancelled = supported(ops.cancel(bootstrap, plan))
+    cancelled = asyncio.run(ops.cancel(bootstrap, plan))
     assert cancelled == [ops.TopicPartition(topic, 0)]
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
@@ -205,7 +196,7 @@ def test_a_refused_reassignment_says_why(bootstrap):
     # bypassing the file checks, so the controller must refuse it with its own error code.
     plan = ops.Plan((ops.PartitionMove(topic, 0, view.partitions[(topic, 0)].replicas, (1, 1)),))
     with pytest.raises(ops.ClusterRequestError) as refused:
-        supported(ops.execute(bootstrap, plan))
+        asyncio.run(ops.execute(bootstrap, plan))
     assert f"{topic}-0" in refused.value.refusals
     assert refused.value.refusals[f"{topic}-0"][0].name == "invalid_replica_assignment"
 
@@ -232,8 +223,6 @@ def test_cli_plan_execute_status_and_drain(cluster_dir, bootstrap):
         root, "reassign", "execute", "--reassignment-json-file", "reassignment.json",
         "--throttle", "50000000",
     )  # fmt: skip
-    if "[UNSUPPORTED_VERSION]" in executed.stderr:
-        pytest.skip(f"the cluster answers UNSUPPORTED_VERSION: {executed.stderr.strip()}; {LATER}")
     assert executed.returncode == 0, executed.stderr
     assert "Save this to use as the --reassignment-json-file option during rollback" in (
         executed.stdout
@@ -271,8 +260,8 @@ def test_rebalance_after_adding_a_broker(cluster_dir, bootstrap):
     prepared = asyncio.run(ops.prepare_rebalance(bootstrap))
     assert prepared.plan.replica_moves > 0
     assert any(5 in m.adding for m in prepared.plan)
-    supported(ops.execute(bootstrap, prepared.plan, throttle_bytes_per_s=50_000_000))
-    report = supported(ops.watch(bootstrap, prepared.plan, interval_s=0.5, timeout_s=WAIT_S))
+    asyncio.run(ops.execute(bootstrap, prepared.plan, throttle_bytes_per_s=50_000_000))
+    report = asyncio.run(ops.watch(bootstrap, prepared.plan, interval_s=0.5, timeout_s=WAIT_S))
     assert report.finished
     assert all(p.state is ops.PartitionState.DONE for p in report.partitions)
     view = asyncio.run(_view(bootstrap))
