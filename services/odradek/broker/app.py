@@ -43,6 +43,7 @@ from odradek.broker.budget import RequestBudgets
 from odradek.broker.context import BrokerContext
 from odradek.broker.controller_link import ControllerLink
 from odradek.broker.fetch_sessions import FetchSessionCache
+from odradek.broker.group_coordinator import start_group_coordinator
 from odradek.broker.log_dir_failure import LogDirFailureHandler
 from odradek.broker.log_dir_mover import LogDirMover
 from odradek.broker.metadata_cache import MetadataCache
@@ -212,6 +213,7 @@ class BrokerApp:
             topic_configs=self.topic_configs,
             producer_ids=ProducerIdManager(self.zk, config.broker_id),
             fetch_sessions=FetchSessionCache.of(config),
+            groups=start_group_coordinator(config, replica_manager, metadata, self.workers),
         )
         self.context = context
         self.controller_locator = ControllerLocator(self.zk)
@@ -360,6 +362,8 @@ class BrokerApp:
             await self.admin.stop()
         if self._isr_expiration is not None:
             await self._isr_expiration
+        if self.context is not None and self.context.groups is not None:
+            await self.context.groups.runtime.close()
         if self.fetchers is not None:
             await self.fetchers.close()
         if self.log_dir_mover is not None:

@@ -14,6 +14,7 @@ from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.topic_configs import TopicConfigs
 from odradek.config.broker import BrokerConfig
 from odradek.config.endpoints import Listener
+from odradek.groups.coordinator import GroupCoordinator
 from odradek.observability.metrics import BrokerMetrics
 from odradek.protocol.header import RequestHeader
 from odradek.zk.client import ZkClient
@@ -41,6 +42,8 @@ class BrokerContext:
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache.of)
     # Requests to the active controller (forwarded admin requests, ControlledShutdown).
     controller: ControllerLink | None = None
+    # Consumer groups and committed offsets (None: tests that run a broker without groups).
+    groups: GroupCoordinator | None = None
 
 
 @dataclass(frozen=True, slots=True)

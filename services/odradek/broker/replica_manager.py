@@ -184,6 +184,10 @@ class ReplicaManager:
         self.log_dir_moves = log_dir_moves
         self.partitions: dict[TopicPartition, Partition] = {}
         self.waiting_fetches = 0
+        # Told of every leadership change of a hosted partition, after it is applied: (topic,
+        # partition, leader epoch when this broker now leads it, else None). The group
+        # coordinator loads and unloads its shards of __consumer_offsets with it.
+        self.leadership_listeners: list[Callable[[str, int, int | None], None]] = []
 
     # -- leadership, from the controller -------------------------------------------------
 
@@ -225,9 +229,11 @@ class ReplicaManager:
                 return False
             if self.fetchers is not None:
                 self.fetchers.remove_partition(topic, partition)
+            self._tell_leadership(topic, partition, state.leader_epoch)
             return True
         if not hosted.make_follower(state):
             return False
+        self._tell_leadership(topic, partition, None)
         log.info(
             "%s: following leader %d in epoch %d", hosted.name, state.leader, state.leader_epoch
         )
@@ -237,6 +243,13 @@ class ReplicaManager:
                 self.fetchers.add_partition(hosted)
         return True
 
+    def _tell_leadership(self, topic: str, partition: int, leader_epoch: int | None) -> None:
+        for listener in self.leadership_listeners:
+            try:
+                listener(topic, partition, leader_epoch)
+            except Exception:
+                log.exception("a leadership listener failed for %s-%d", topic, partition)
+
     def _count_isr_change(self, expanded: bool) -> None:
         if self.metrics is not None:
             (self.metrics.isr_expands if expanded else self.metrics.isr_shrinks).inc()
@@ -244,6 +257,8 @@ class ReplicaManager:
     def stop_replica(self, topic: str, partition: int, *, delete: bool) -> None:
         """Stop hosting; with ``delete`` remove the log too (topic deletion, reassignment)."""
         hosted = self.partitions.pop((topic, partition), None)
+        if hosted is not None:
+            self._tell_leadership(topic, partition, None)
         if self.fetchers is not None:
             self.fetchers.remove_partition(topic, partition)
         if self.log_dir_moves is not None:

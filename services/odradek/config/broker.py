@@ -303,6 +303,153 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             "controller included.",
             minimum=1,
         ),
+        # The group coordinator (Kafka's GroupCoordinatorConfig), read by odradek.groups.
+        ConfigKey(
+            "offsets.topic.num.partitions",
+            _T.INT,
+            50,
+            "Partitions of __consumer_offsets, fixed when it is created on first use: each "
+            "group lives in one of them, decided by its id's hash.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "offsets.topic.replication.factor",
+            _T.INT,
+            3,
+            "Replication factor of __consumer_offsets. While fewer brokers are alive the topic is "
+            "not created and FindCoordinator answers COORDINATOR_NOT_AVAILABLE.",
+            minimum=1,
+            maximum=32767,
+        ),
+        ConfigKey(
+            "offsets.topic.segment.bytes",
+            _T.INT,
+            104857600,
+            "segment.bytes of __consumer_offsets (small segments compact and load faster).",
+            minimum=1,
+        ),
+        ConfigKey(
+            "offsets.commit.timeout.ms",
+            _T.INT,
+            5000,
+            "How long a write of the coordinator (commit, group metadata) may wait for the "
+            "ISR before the request fails with a retriable error.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "offsets.retention.minutes",
+            _T.INT,
+            10080,
+            "Committed offsets of a group expire this long after it became empty (for a group "
+            "without a protocol: after the commit).",
+            minimum=1,
+        ),
+        ConfigKey(
+            "offsets.retention.check.interval.ms",
+            _T.LONG,
+            600000,
+            "How often expired offsets and empty groups are removed.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "offset.metadata.max.bytes",
+            _T.INT,
+            4096,
+            "The longest metadata string a commit may carry (else OFFSET_METADATA_TOO_LARGE).",
+            minimum=0,
+        ),
+        ConfigKey(
+            "group.min.session.timeout.ms",
+            _T.INT,
+            6000,
+            "The shortest session.timeout.ms a classic member may ask for.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "group.max.session.timeout.ms",
+            _T.INT,
+            1800000,
+            "The longest session.timeout.ms a classic member may ask for.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "group.initial.rebalance.delay.ms",
+            _T.INT,
+            3000,
+            "How long the first rebalance of an empty classic group waits for more members.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "group.max.size",
+            _T.INT,
+            2147483647,
+            "The most members a classic group may have.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "group.coordinator.rebalance.protocols",
+            _T.LIST,
+            ("classic", "consumer"),
+            "Rebalance protocols served: classic (JoinGroup/SyncGroup) and consumer (KIP-848's "
+            "ConsumerGroupHeartbeat); classic cannot be turned off.",
+            choices=("classic", "consumer"),
+        ),
+        ConfigKey(
+            "group.consumer.session.timeout.ms",
+            _T.INT,
+            45000,
+            "A consumer-protocol member that has not heartbeated for this long is removed.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "group.consumer.min.session.timeout.ms",
+            _T.INT,
+            45000,
+            "The shortest group.consumer.session.timeout.ms.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "group.consumer.max.session.timeout.ms",
+            _T.INT,
+            60000,
+            "The longest group.consumer.session.timeout.ms.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "group.consumer.heartbeat.interval.ms",
+            _T.INT,
+            5000,
+            "How often consumer-protocol members heartbeat (told in every response).",
+            minimum=1,
+        ),
+        ConfigKey(
+            "group.consumer.min.heartbeat.interval.ms",
+            _T.INT,
+            5000,
+            "The shortest group.consumer.heartbeat.interval.ms.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "group.consumer.max.heartbeat.interval.ms",
+            _T.INT,
+            15000,
+            "The longest group.consumer.heartbeat.interval.ms.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "group.consumer.assignors",
+            _T.LIST,
+            ("uniform", "range"),
+            "Server-side assignors of consumer-protocol groups; the first is the default.",
+            choices=("uniform", "range"),
+        ),
+        ConfigKey(
+            "group.consumer.max.size",
+            _T.INT,
+            2147483647,
+            "The most members a consumer-protocol group may have.",
+            minimum=1,
+        ),
         _topic_row("min.insync.replicas", "min.insync.replicas"),
         _topic_row("unclean.leader.election.enable", "unclean.leader.election.enable"),
         ConfigKey(
@@ -575,6 +722,32 @@ class BrokerConfig(PropertiesConfig):
     controlled_shutdown_max_retries: int = _default("controlled.shutdown.max.retries")
     controlled_shutdown_retry_backoff_ms: int = _default("controlled.shutdown.retry.backoff.ms")
     controller_socket_timeout_ms: int = _default("controller.socket.timeout.ms")
+    offsets_topic_num_partitions: int = _default("offsets.topic.num.partitions")
+    offsets_topic_replication_factor: int = _default("offsets.topic.replication.factor")
+    offsets_topic_segment_bytes: int = _default("offsets.topic.segment.bytes")
+    offsets_commit_timeout_ms: int = _default("offsets.commit.timeout.ms")
+    offsets_retention_minutes: int = _default("offsets.retention.minutes")
+    offsets_retention_check_interval_ms: int = _default("offsets.retention.check.interval.ms")
+    offset_metadata_max_bytes: int = _default("offset.metadata.max.bytes")
+    group_min_session_timeout_ms: int = _default("group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = _default("group.max.session.timeout.ms")
+    group_initial_rebalance_delay_ms: int = _default("group.initial.rebalance.delay.ms")
+    group_max_size: int = _default("group.max.size")
+    group_coordinator_rebalance_protocols: tuple[str, ...] = _default(
+        "group.coordinator.rebalance.protocols"
+    )
+    group_consumer_session_timeout_ms: int = _default("group.consumer.session.timeout.ms")
+    group_consumer_min_session_timeout_ms: int = _default("group.consumer.min.session.timeout.ms")
+    group_consumer_max_session_timeout_ms: int = _default("group.consumer.max.session.timeout.ms")
+    group_consumer_heartbeat_interval_ms: int = _default("group.consumer.heartbeat.interval.ms")
+    group_consumer_min_heartbeat_interval_ms: int = _default(
+        "group.consumer.min.heartbeat.interval.ms"
+    )
+    group_consumer_max_heartbeat_interval_ms: int = _default(
+        "group.consumer.max.heartbeat.interval.ms"
+    )
+    group_consumer_assignors: tuple[str, ...] = _default("group.consumer.assignors")
+    group_consumer_max_size: int = _default("group.consumer.max.size")
     min_insync_replicas: int = _default("min.insync.replicas")
     unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
     replica_lag_time_max_ms: int = _default("replica.lag.time.max.ms")

@@ -97,6 +97,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.STOP_REPLICA: (4, 4),
         ApiKey.UPDATE_METADATA: (8, 8),
         ApiKey.CONTROLLED_SHUTDOWN: (3, 3),
+        ApiKey.FIND_COORDINATOR: (0, 5),  # v6 only adds share groups (KIP-932)
         ApiKey.API_VERSIONS: (0, 4),
         ApiKey.CREATE_TOPICS: (2, 7),
         ApiKey.DELETE_TOPICS: (1, 6),

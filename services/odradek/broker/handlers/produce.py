@@ -8,6 +8,8 @@ Before anything is appended, each partition's record set must be what Kafka's
 ``ProduceRequest.validateRecords`` requires of every version served (3+): exactly one whole
 record batch, of magic 2. Anything else (no batch, two batches, an old message set) is
 INVALID_RECORD for that partition, as Kafka answers it; the other partitions are appended.
+Clients never write the internal topics (``__consumer_offsets`` is the group coordinator's):
+INVALID_TOPIC_EXCEPTION, as Kafka's ``appendToLocalLog`` answers.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from odradek.broker.context import DeferredAnswer, RequestContext
+from odradek.broker.controller_requests import INTERNAL_TOPICS
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.broker.replica_manager import ProduceResult
 from odradek.errors import ErrorCode
@@ -39,6 +42,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
         for tp, records in entries.items()
         if (problem := _not_one_batch(records, ctx.api_version)) is not None
     }
+    refused.update(
+        {
+            tp: ProduceResult(
+                ErrorCode.invalid_topic_exception,
+                error_message=f"Cannot append to internal topic {tp[0]}",
+            )
+            for tp in entries
+            if tp[0] in INTERNAL_TOPICS
+        }
+    )
     results, replication = await ctx.broker.replica_manager.append_records_then_wait(
         request.acks,
         {tp: records for tp, records in entries.items() if tp not in refused},

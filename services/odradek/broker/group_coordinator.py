@@ -1,0 +1,173 @@
+"""The group coordinator wired into the broker: its log is this broker's replicas of
+``__consumer_offsets``, its topics the metadata cache, its shards follow leadership.
+
+- ``ReplicaCoordinatorLog`` appends the runtime's batches as leader (fenced by the shard's leader
+  epoch), waits for the high watermark, and reads a partition's whole log for loading.
+- ``MetadataTopics`` answers what a group may know of topics from the metadata cache.
+- ``start_group_coordinator`` builds the coordinator and registers it with the replica manager's
+  leadership changes: leading a partition of ``__consumer_offsets`` loads its shard, following it
+  or stopping it unloads it (Kafka's ``onElection`` / ``onResignation``).
+- ``ensure_offsets_topic`` creates ``__consumer_offsets`` on first use (FindCoordinator), with
+  Kafka's settings: ``offsets.topic.num.partitions``, ``offsets.topic.replication.factor``
+  (never fewer: while fewer brokers live, the topic is not created and the group waits),
+  ``cleanup.policy=compact``, ``segment.bytes=offsets.topic.segment.bytes``.
+
+Runs on the broker's event loop; ``read_all`` runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterator
+
+from odradek.broker.admin.topics import TopicAdmin
+from odradek.broker.admin.validation import NewTopic
+from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.partition import ACKS_ALL
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.workers import Workers
+from odradek.config.broker import BrokerConfig
+from odradek.errors import ErrorCode, NotLeaderOrFollowerError, RequestTimedOutError
+from odradek.groups.config import OFFSETS_TOPIC, GroupCoordinatorConfig
+from odradek.groups.coordinator import GroupCoordinator
+from odradek.groups.runtime import CoordinatorRuntime, LoggedRecord
+from odradek.groups.shard import ShardContext, Timer
+from odradek.storage.batch import BatchHeader
+from odradek.storage.records import decode_records
+
+__all__ = [
+    "ReplicaCoordinatorLog",
+    "MetadataTopics",
+    "start_group_coordinator",
+    "ensure_offsets_topic",
+]
+
+log = logging.getLogger(__name__)
+
+CONTROL_BATCH = 0x20  # attributes bit 5: a transaction marker, not data
+
+
+class ReplicaCoordinatorLog:
+    """``CoordinatorLog`` over this broker's replicas of ``__consumer_offsets``."""
+
+    def __init__(self, replicas: ReplicaManager, workers: Workers | None = None):
+        self.replicas = replicas
+        self.workers = workers
+
+    async def append(self, partition: int, leader_epoch: int, batch: bytes) -> int:
+        hosted = self.replicas.get_partition(OFFSETS_TOPIC, partition)
+        if not hosted.is_leader or hosted.state.leader_epoch != leader_epoch:
+            raise NotLeaderOrFollowerError(
+                f"{hosted.name}: not the leader in epoch {leader_epoch} any more"
+            )
+        info = await hosted.append_as_leader(batch, ACKS_ALL, self.workers)
+        return info.last_offset + 1
+
+    async def wait_replicated(self, partition: int, offset: int, timeout_ms: int) -> None:
+        hosted = self.replicas.get_partition(OFFSETS_TOPIC, partition)
+        waiter = hosted.wait_for_high_watermark(offset)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), timeout_ms / 1000)
+        except TimeoutError:
+            waiter.cancel()
+            raise RequestTimedOutError(
+                f"{hosted.name}: not replicated to the ISR within {timeout_ms} ms"
+            ) from None
+
+    def read_all(self, partition: int) -> Iterator[LoggedRecord]:
+        hosted = self.replicas.get_partition(OFFSETS_TOPIC, partition)
+        partition_log = hosted.log
+        end = partition_log.log_end_offset
+        for _, batch in partition_log.batches(partition_log.log_start_offset):
+            header = BatchHeader.parse(batch)
+            if header.base_offset >= end:
+                break
+            if header.attributes & CONTROL_BATCH:
+                continue
+            for record in decode_records(batch):
+                yield LoggedRecord(record.offset, record.key, record.value)
+
+
+class MetadataTopics:
+    """``Topics`` from the broker's metadata cache."""
+
+    def __init__(self, metadata: MetadataCache):
+        self.metadata = metadata
+
+    def partition_count(self, topic: str) -> int | None:
+        cached = self.metadata.topic(topic)
+        return None if cached is None else len(cached.partitions)
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        cached = self.metadata.topic(topic)
+        return None if cached is None else cached.topic_id
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.metadata.topics)
+
+
+def start_group_coordinator(
+    config: BrokerConfig,
+    replicas: ReplicaManager,
+    metadata: MetadataCache,
+    workers: Workers | None = None,
+) -> GroupCoordinator:
+    group_config = GroupCoordinatorConfig.of(config)
+    topics = MetadataTopics(metadata)
+    runtime = CoordinatorRuntime(
+        ReplicaCoordinatorLog(replicas, workers),
+        lambda partition, timer: _context(partition, timer, group_config, topics, replicas),
+        write_timeout_ms=group_config.offsets_commit_timeout_ms,
+        clock_ms=replicas.clock_ms,
+    )
+
+    def leadership_changed(topic: str, partition: int, leader_epoch: int | None) -> None:
+        if topic != OFFSETS_TOPIC:
+            return
+        if leader_epoch is None:
+            runtime.on_resigned(partition)
+        else:
+            runtime.on_elected(partition, leader_epoch)
+
+    replicas.leadership_listeners.append(leadership_changed)
+    return GroupCoordinator(runtime, group_config)
+
+
+def _context(
+    partition: int,
+    timer: Timer,
+    config: GroupCoordinatorConfig,
+    topics: MetadataTopics,
+    replicas: ReplicaManager,
+) -> ShardContext:
+    return ShardContext(partition, config, timer, topics, replicas.clock_ms)
+
+
+async def ensure_offsets_topic(admin: TopicAdmin, config: GroupCoordinatorConfig) -> bool:
+    """Create ``__consumer_offsets`` unless it exists; whether it exists now.
+
+    Kafka refuses to create it with fewer live brokers than its replication factor (rather than
+    a topic that could never have the ISR it was asked for); so does this.
+    """
+    results = await admin.create_topics(
+        [
+            NewTopic(
+                name=OFFSETS_TOPIC,
+                num_partitions=config.offsets_topic_num_partitions,
+                replication_factor=config.offsets_topic_replication_factor,
+                configs=(
+                    ("cleanup.policy", "compact"),
+                    ("compression.type", "producer"),
+                    ("segment.bytes", str(config.offsets_topic_segment_bytes)),
+                ),
+            )
+        ],
+        validate_only=False,
+    )
+    result = results[0]
+    if result.error in (ErrorCode.none, ErrorCode.topic_already_exists):
+        return True
+    log.info("cannot create %s yet: %s %s", OFFSETS_TOPIC, result.error.name, result.message)
+    return False

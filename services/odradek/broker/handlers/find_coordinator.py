@@ -1,0 +1,92 @@
+"""FindCoordinator (10): which broker coordinates a group (v0-3 one key, v4+ a batch of keys).
+
+A group's coordinator is the leader of its partition of ``__consumer_offsets``
+(``groups.partitioner``), named by its endpoint on the listener the request came in on. The
+first FindCoordinator creates ``__consumer_offsets`` (``broker.group_coordinator``) and answers
+COORDINATOR_NOT_AVAILABLE until the topic and a leader are known here; clients retry. Kafka's
+answers also for a partition without a leader, or a leader without this listener.
+
+Only group keys (key type 0) are served: transaction coordinators (key type 1) come with
+transactions, and share groups (2) are not implemented: both are INVALID_REQUEST with a message,
+not a silent wrong answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.admin.topics import TopicAdmin
+from odradek.broker.context import RequestContext
+from odradek.broker.group_coordinator import ensure_offsets_topic
+from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.errors import ErrorCode
+from odradek.groups.config import OFFSETS_TOPIC
+from odradek.protocol import schemas
+from odradek.protocol.apis import ApiKey
+
+API_KEY = ApiKey.FIND_COORDINATOR
+GROUP_KEY = 0
+
+
+class _Answer:
+    __slots__ = ("error", "message", "node_id", "host", "port")
+
+    def __init__(self, error: ErrorCode, message: str | None = None, node: Any = None):
+        self.error = error
+        self.message = message
+        self.node_id, self.host, self.port = node if node is not None else (-1, "", -1)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    response_type = schemas.response_schema(API_KEY, ctx.api_version)
+    key_type = getattr(request, "key_type", GROUP_KEY)
+    if ctx.api_version < 4:
+        answer = await _find(ctx, key_type, request.key)
+        return build(
+            response_type,
+            throttle_time=NO_THROTTLE,
+            error_code=answer.error,
+            error_message=answer.message,
+            node_id=answer.node_id,
+            host=answer.host,
+            port=answer.port,
+        )
+    coordinator_type = element_type(response_type, "coordinators")
+    coordinators = []
+    for key in request.coordinator_keys:
+        answer = await _find(ctx, key_type, key)
+        coordinators.append(
+            coordinator_type(
+                key=key,
+                node_id=answer.node_id,
+                host=answer.host,
+                port=answer.port,
+                error_code=answer.error,
+                error_message=answer.message,
+            )
+        )
+    return build(response_type, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
+
+
+async def _find(ctx: RequestContext, key_type: int, key: str) -> _Answer:
+    broker = ctx.broker
+    if key_type != GROUP_KEY:
+        return _Answer(
+            ErrorCode.invalid_request,
+            f"coordinator key type {key_type} is not served: only groups (0) are",
+        )
+    groups = broker.groups
+    if groups is None:
+        return _Answer(ErrorCode.coordinator_not_available, "no group coordinator here")
+    topic = broker.metadata.topic(OFFSETS_TOPIC)
+    if topic is None:
+        async with groups.offsets_topic_creation:  # one attempt at a time
+            if broker.metadata.topic(OFFSETS_TOPIC) is None:
+                await ensure_offsets_topic(TopicAdmin(broker.zk, broker.config), groups.config)
+        return _Answer(ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC} is being created")
+    partition = topic.partitions.get(groups.partition_for(key))
+    leader = None if partition is None else broker.metadata.brokers.get(partition.leader)
+    endpoint = None if leader is None else leader.endpoint(ctx.listener.name)
+    if endpoint is None:
+        return _Answer(ErrorCode.coordinator_not_available, "the group's partition has no leader")
+    return _Answer(ErrorCode.none, None, (leader.broker_id, endpoint.host, endpoint.port))

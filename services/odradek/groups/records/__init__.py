@@ -1,0 +1,20 @@
+"""The records of ``__consumer_offsets`` (``base`` has the framing); importing this package
+registers every record type (``offsets``, ``classic``, ``consumer``)."""
+
+from odradek.groups.records.base import (
+    CoordinatorRecord,
+    UnknownRecordError,
+    decode,
+    encode_key,
+    encode_value,
+    register,
+)
+
+__all__ = [
+    "CoordinatorRecord",
+    "UnknownRecordError",
+    "decode",
+    "encode_key",
+    "encode_value",
+    "register",
+]

@@ -1,0 +1,371 @@
+"""Kafka's ``CoordinatorRuntime``: the shards this broker leads, loading, writes and timers.
+
+**Ownership.** A shard exists while this broker leads its ``__consumer_offsets`` partition: the
+broker calls ``on_elected(partition, leader_epoch)`` when it becomes leader and ``on_resigned``
+when it stops (follower, StopReplica, a dead log dir). Electing loads the shard: every record of
+the partition's log is read (in a thread) and replayed in log order; until that is done every
+operation on it is COORDINATOR_LOAD_IN_PROGRESS, and on a partition not led here
+NOT_COORDINATOR. Resigning cancels the shard's timers, answers what waits in it
+(``on_unloaded``) and drops its state. A newer leader epoch of a shard already loaded or loading
+changes nothing but the epoch its writes are fenced with (the log it read is still its log).
+
+**Writes.** ``write`` runs an operation on the shard under the shard's lock (one at a time, in
+the order asked); the operation returns a ``Result``: records to append, the response, and
+whether the records are replayed (the default) or already applied by the operation. The records
+are appended to the local log as leader, with the shard's leader epoch (a deposed leader's append
+fails: NOT_COORDINATOR), and only then replayed, still under the lock: the next operation sees
+them, and a record that failed to append was never applied. The answer waits, outside the lock,
+until the high watermark passes the records (``offsets.commit.timeout.ms``): a commit is
+acknowledged only once the ISR has it. A failed wait answers COORDINATOR_NOT_AVAILABLE; the
+records stay in the log, as in Kafka, and count once replicated (or vanish with a truncation,
+which only a leader change can bring, and that unloads the shard).
+
+**Reads** (``read``) wait until what was written before them is replicated, then run on the
+shard: an OffsetFetch never returns an offset that a failover could lose.
+
+**Timers** (``ShardContext.timer``) run their operation as a write of the shard; resigning
+cancels them.
+
+Runs on the broker's event loop. Loading reads the log in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from odradek.groups.errors import (
+    CoordinatorLoadInProgressError,
+    NotCoordinatorError,
+    coordinator_error_of,
+)
+from odradek.groups.records import base as records
+from odradek.groups.shard import GroupCoordinatorShard, ShardContext
+from odradek.storage.records import Record, encode_batch
+
+__all__ = ["CoordinatorLog", "LoggedRecord", "Result", "CoordinatorRuntime"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+REPLAY_CHUNK_RECORDS = 2000  # records replayed per turn of the event loop while loading
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedRecord:
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+class CoordinatorLog(Protocol):
+    """The ``__consumer_offsets`` partitions as the runtime uses them (the broker's replicas)."""
+
+    async def append(self, partition: int, leader_epoch: int, batch: bytes) -> int:
+        """Append ``batch`` as leader in ``leader_epoch``; the offset after its last record.
+        Raises an ``OdradekError`` (NOT_LEADER_OR_FOLLOWER when not leader in that epoch)."""
+        ...
+
+    async def wait_replicated(self, partition: int, offset: int, timeout_ms: int) -> None:
+        """Return once the high watermark reached ``offset``; raise on timeout or failure."""
+        ...
+
+    def read_all(self, partition: int) -> Iterator[LoggedRecord]:
+        """Every data record of the partition's log, in order (called in a worker thread)."""
+        ...
+
+
+@dataclass(slots=True)
+class Result(Generic[T]):
+    """What an operation did: records to write, and the answer."""
+
+    records: Sequence[records.CoordinatorRecord] = ()
+    response: T | None = None
+    # The answer comes later (a JoinGroup waiting for the rebalance): awaited after the write.
+    deferred: Awaitable[T] | None = None
+    # False: the operation applied its change itself; the records only persist it.
+    replay: bool = True
+    # Called with None once the records are replicated, or with the error that failed them.
+    on_written: Callable[[BaseException | None], None] | None = None
+
+
+class _State(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    CLOSED = "closed"
+
+
+class _ShardTimer:
+    """``Timer`` of one shard: ``loop.call_later`` handles that run a write of the shard."""
+
+    def __init__(self, runtime: CoordinatorRuntime, partition: int):
+        self._runtime = runtime
+        self._partition = partition
+        self._handles: dict[str, asyncio.TimerHandle] = {}
+
+    def schedule(self, key: str, delay_ms: int, operation: Callable[[], Any]) -> None:
+        self.cancel(key)
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._handles.pop(key, None)
+            self._runtime._spawn(self._runtime._fire(self._partition, key, operation))
+
+        self._handles[key] = loop.call_later(max(delay_ms, 0) / 1000, fire)
+
+    def cancel(self, key: str) -> None:
+        handle = self._handles.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+
+    def is_scheduled(self, key: str) -> bool:
+        return key in self._handles
+
+    def cancel_all(self) -> None:
+        for handle in self._handles.values():
+            handle.cancel()
+        self._handles.clear()
+
+
+@dataclass(slots=True)
+class _Slot:
+    """One partition this broker leads: its shard and what guards it."""
+
+    partition: int
+    leader_epoch: int
+    shard: GroupCoordinatorShard
+    timer: _ShardTimer
+    state: _State = _State.LOADING
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    written_offset: int = 0  # the offset after the last record this shard appended
+    load_task: asyncio.Task[None] | None = None
+
+
+class CoordinatorRuntime:
+    def __init__(
+        self,
+        coordinator_log: CoordinatorLog,
+        new_context: Callable[[int, _ShardTimer], ShardContext],
+        *,
+        new_shard: Callable[[ShardContext], GroupCoordinatorShard] = GroupCoordinatorShard,
+        write_timeout_ms: int = 5000,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ):
+        self.log = coordinator_log
+        self._new_context = new_context
+        self._new_shard = new_shard
+        self.write_timeout_ms = write_timeout_ms
+        self.clock_ms = clock_ms
+        self._slots: dict[int, _Slot] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- ownership -----------------------------------------------------------------------
+
+    def on_elected(self, partition: int, leader_epoch: int) -> None:
+        """This broker leads ``partition`` in ``leader_epoch``: load it unless it is loaded."""
+        slot = self._slots.get(partition)
+        if slot is not None and slot.state is not _State.CLOSED:
+            slot.leader_epoch = max(slot.leader_epoch, leader_epoch)
+            return
+        timer = _ShardTimer(self, partition)
+        shard = self._new_shard(self._new_context(partition, timer))
+        slot = _Slot(partition, leader_epoch, shard, timer)
+        self._slots[partition] = slot
+        slot.load_task = self._spawn(self._load(slot))
+
+    def on_resigned(self, partition: int, leader_epoch: int | None = None) -> None:
+        """This broker no longer leads ``partition`` (from ``leader_epoch`` on, if known)."""
+        slot = self._slots.get(partition)
+        if slot is None or (leader_epoch is not None and leader_epoch < slot.leader_epoch):
+            return
+        del self._slots[partition]
+        self._close(slot)
+
+    def _close(self, slot: _Slot) -> None:
+        was_active = slot.state is _State.ACTIVE
+        slot.state = _State.CLOSED
+        slot.timer.cancel_all()
+        if slot.load_task is not None:
+            slot.load_task.cancel()
+        if was_active:
+            try:
+                slot.shard.on_unloaded()
+            except Exception:
+                log.exception("unloading __consumer_offsets-%d failed", slot.partition)
+        log.info("group coordinator: unloaded __consumer_offsets-%d", slot.partition)
+
+    async def _load(self, slot: _Slot) -> None:
+        started = time.monotonic()
+        try:
+            loaded = await asyncio.to_thread(self._read, slot.partition)
+            count = 0
+            for chunk in _chunks(loaded, REPLAY_CHUNK_RECORDS):
+                if slot.state is _State.CLOSED:
+                    return
+                for offset, record in chunk:
+                    slot.shard.replay(record)
+                    slot.written_offset = offset + 1
+                    count += 1
+                await asyncio.sleep(0)  # let requests be served while a big log is replayed
+            if slot.state is _State.CLOSED:
+                return
+            slot.shard.context.log_end_offset = slot.written_offset
+            slot.shard.on_loaded()
+            slot.state = _State.ACTIVE
+            log.info(
+                "group coordinator: loaded __consumer_offsets-%d (epoch %d): %d records in %.0f ms",
+                slot.partition,
+                slot.leader_epoch,
+                count,
+                (time.monotonic() - started) * 1000,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # A partition that cannot be loaded serves nothing (NOT_COORDINATOR) rather than
+            # groups without their history; its log is kept for a look.
+            log.exception("group coordinator: loading __consumer_offsets-%d failed", slot.partition)
+            if self._slots.get(slot.partition) is slot:
+                del self._slots[slot.partition]
+            slot.state = _State.CLOSED
+            slot.timer.cancel_all()
+
+    def _read(self, partition: int) -> list[tuple[int, records.CoordinatorRecord]]:
+        decoded = []
+        for logged in self.log.read_all(partition):
+            if logged.key is None:
+                raise ValueError(f"a record without a key at offset {logged.offset}")
+            decoded.append((logged.offset, records.decode(logged.key, logged.value)))
+        return decoded
+
+    # -- operations ----------------------------------------------------------------------
+
+    def _slot(self, partition: int) -> _Slot:
+        slot = self._slots.get(partition)
+        if slot is None or slot.state is _State.CLOSED:
+            raise NotCoordinatorError(f"this broker does not lead __consumer_offsets-{partition}")
+        if slot.state is _State.LOADING:
+            raise CoordinatorLoadInProgressError(f"__consumer_offsets-{partition} is loading")
+        return slot
+
+    def is_active(self, partition: int) -> bool:
+        slot = self._slots.get(partition)
+        return slot is not None and slot.state is _State.ACTIVE
+
+    def active_partitions(self) -> list[int]:
+        return sorted(p for p, slot in self._slots.items() if slot.state is _State.ACTIVE)
+
+    async def write(
+        self,
+        partition: int,
+        operation: Callable[[GroupCoordinatorShard], Result[T]],
+        *,
+        timeout_ms: int | None = None,
+    ) -> T:
+        """Run ``operation`` on the shard, write its records, answer once they are replicated."""
+        slot = self._slot(partition)
+        async with slot.lock:
+            slot = self._slot(partition)  # it may have been unloaded while this waited
+            result = operation(slot.shard)
+            written = await self._append(slot, result) if result.records else None
+        if written is not None:
+            timeout = self.write_timeout_ms if timeout_ms is None else timeout_ms
+            try:
+                await self.log.wait_replicated(partition, written, timeout)
+            except Exception as e:
+                _written(result, e)
+                raise coordinator_error_of(e) from e
+        _written(result, None)
+        if result.deferred is not None:
+            return await result.deferred
+        return result.response  # type: ignore[return-value]
+
+    async def _append(self, slot: _Slot, result: Result[Any]) -> int:
+        now_ms = self.clock_ms()
+        batch = encode_batch(
+            [
+                Record(
+                    offset=i,
+                    timestamp=now_ms,
+                    key=records.encode_key(r.key),
+                    value=records.encode_value(r.value),
+                )
+                for i, r in enumerate(result.records)
+            ],
+            base_offset=0,
+        )
+        try:
+            written = await self.log.append(slot.partition, slot.leader_epoch, batch)
+        except Exception as e:
+            _written(result, e)
+            raise coordinator_error_of(e) from e
+        if slot.state is _State.CLOSED:  # resigned while appending: nobody replays it here
+            _written(result, NotCoordinatorError("resigned while writing"))
+            raise NotCoordinatorError(f"__consumer_offsets-{slot.partition} moved")
+        slot.written_offset = written
+        slot.shard.context.log_end_offset = written
+        if result.replay:
+            for record in result.records:
+                slot.shard.replay(record)
+        return written
+
+    async def read(
+        self,
+        partition: int,
+        operation: Callable[[GroupCoordinatorShard], T],
+        *,
+        timeout_ms: int | None = None,
+    ) -> T:
+        """Run ``operation`` once what the shard wrote so far is replicated."""
+        slot = self._slot(partition)
+        if slot.written_offset > 0:
+            timeout = self.write_timeout_ms if timeout_ms is None else timeout_ms
+            try:
+                await self.log.wait_replicated(partition, slot.written_offset, timeout)
+            except Exception as e:
+                raise coordinator_error_of(e) from e
+        return operation(self._slot(partition).shard)
+
+    async def _fire(self, partition: int, key: str, operation: Callable[[], Any]) -> None:
+        def run(_shard: GroupCoordinatorShard) -> Result[None]:
+            outcome = operation()
+            return outcome if isinstance(outcome, Result) else Result()
+
+        try:
+            await self.write(partition, run)
+        except (NotCoordinatorError, CoordinatorLoadInProgressError):
+            pass  # the shard went away: its timers went with it
+        except Exception:
+            log.exception("timer %s of __consumer_offsets-%d failed", key, partition)
+
+    def _spawn(self, coroutine: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def close(self) -> None:
+        for partition in list(self._slots):
+            self.on_resigned(partition)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _written(result: Result[Any], error: BaseException | None) -> None:
+    if result.on_written is not None:
+        try:
+            result.on_written(error)
+        except Exception:
+            log.exception("a coordinator write callback failed")
+
+
+def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
