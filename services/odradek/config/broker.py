@@ -806,6 +806,7 @@ class BrokerConfig(PropertiesConfig):
     def _check(self) -> None:
         if self.log_dirs is None and self.log_dir is None:
             raise missing_required("log.dirs")
+        self._check_group_coordinator()
         if self.queued_max_request_bytes == 0 or (
             0 < self.queued_max_request_bytes < self.socket_request_max_bytes
         ):
@@ -834,6 +835,38 @@ class BrokerConfig(PropertiesConfig):
                 f"log.cleaner.max.compaction.lag.ms ({self.log_cleaner_max_compaction_lag_ms})"
             )
         self.topic_defaults()  # any other rule a topic checks, reported now, not at first use
+
+    def _check_group_coordinator(self) -> None:
+        """Kafka's ``GroupCoordinatorConfig`` checks: bounds in order, classic always served."""
+        if "classic" not in self.group_coordinator_rebalance_protocols:
+            raise InvalidConfigError(
+                "group.coordinator.rebalance.protocols must contain classic (the protocol "
+                "every client can fall back to)"
+            )
+        for low, value, high in (
+            ("group.min.session.timeout.ms", None, "group.max.session.timeout.ms"),
+            (
+                "group.consumer.min.session.timeout.ms",
+                "group.consumer.session.timeout.ms",
+                "group.consumer.max.session.timeout.ms",
+            ),
+            (
+                "group.consumer.min.heartbeat.interval.ms",
+                "group.consumer.heartbeat.interval.ms",
+                "group.consumer.max.heartbeat.interval.ms",
+            ),
+        ):
+            names = [n for n in (low, value, high) if n is not None]
+            values = [getattr(self, n.replace(".", "_")) for n in names]
+            if values != sorted(values):
+                raise InvalidConfigError(
+                    " <= ".join(names) + " must hold; got " + " > ".join(map(str, values))
+                )
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise InvalidConfigError(
+                "group.consumer.heartbeat.interval.ms must be less than "
+                "group.consumer.session.timeout.ms"
+            )
 
     def _check_listeners(self) -> None:
         """Kafka's listener rules (``KafkaConfig.validateValues``), in Kafka's order and words."""

@@ -30,6 +30,27 @@ KAFKA_DEFAULTS = {
     "controlled.shutdown.retry.backoff.ms": "5000",
     "controller.socket.timeout.ms": "30000",
     "replica.lag.time.max.ms": "30000",
+    # The group coordinator's keys (Kafka 4.0's GroupCoordinatorConfig).
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.segment.bytes": "104857600",
+    "offsets.commit.timeout.ms": "5000",
+    "offsets.retention.minutes": "10080",
+    "offsets.retention.check.interval.ms": "600000",
+    "offset.metadata.max.bytes": "4096",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "group.initial.rebalance.delay.ms": "3000",
+    "group.max.size": "2147483647",
+    "group.coordinator.rebalance.protocols": "classic,consumer",
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.min.session.timeout.ms": "45000",
+    "group.consumer.max.session.timeout.ms": "60000",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.min.heartbeat.interval.ms": "5000",
+    "group.consumer.max.heartbeat.interval.ms": "15000",
+    "group.consumer.assignors": "uniform,range",
+    "group.consumer.max.size": "2147483647",
     "replica.high.watermark.checkpoint.interval.ms": "5000",
     "num.replica.fetchers": "1",
     "replica.fetch.max.bytes": "1048576",
@@ -509,3 +530,25 @@ def test_properties_round_trip():
     assert props["inter.broker.listener.name"] == "PLAINTEXT"
     assert "log.retention.ms" not in props
     assert BrokerConfig.from_properties(props) == config
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"group.coordinator.rebalance.protocols": "consumer"},
+        {"group.min.session.timeout.ms": "10000", "group.max.session.timeout.ms": "9000"},
+        {"group.consumer.session.timeout.ms": "70000"},
+        {"group.consumer.heartbeat.interval.ms": "20000"},
+        {
+            "group.consumer.min.session.timeout.ms": "1000",
+            "group.consumer.session.timeout.ms": "1000",
+            "group.consumer.min.heartbeat.interval.ms": "1000",
+            "group.consumer.heartbeat.interval.ms": "1000",
+        },
+    ],
+)
+def test_group_coordinator_settings_that_contradict_each_other_are_refused(overrides):
+    with pytest.raises(InvalidConfigError):
+        BrokerConfig.from_properties(
+            {"broker.id": "0", "zookeeper.connect": "z:2181", "log.dirs": "/d", **overrides}
+        )
