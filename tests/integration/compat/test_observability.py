@@ -174,9 +174,12 @@ def test_partition_gauges_match_the_metadata(bootstrap, served, wait_until):
     def consistent():
         metadata = admin.list_topics(timeout=10)
         led = {m.id: 0 for m in brokers}
+        hosted = {m.id: 0 for m in brokers}  # __consumer_offsets has replicas on every broker
         for described in metadata.topics.values():
             for partition in described.partitions.values():
                 led[partition.leader] += 1
+                for replica in partition.replicas:
+                    hosted[replica] += 1
         gauges = {}
         for m in brokers:
             families = scrape(m)
@@ -185,7 +188,7 @@ def test_partition_gauges_match_the_metadata(bootstrap, served, wait_until):
                 value(families, "odradek_broker_partitions"),
                 value(families, "odradek_broker_under_replicated_partitions"),
             )
-        expected = {broker_id: (float(n), float(n), 0.0) for broker_id, n in led.items()}
+        expected = {b: (float(n), float(hosted[b]), 0.0) for b, n in led.items()}
         return gauges == expected or None
 
     # Other tests may still be deleting topics: let the cluster settle, with a bound.

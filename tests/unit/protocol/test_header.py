@@ -72,7 +72,7 @@ def test_header_versions_agree_with_kafka_pythons_schemas(kafka_python):
         (ApiKey.API_VERSIONS, 32767, 2),
         (ApiKey.PRODUCE, 2, 1),  # below the range: before flexible versions
         (ApiKey.FETCH, 0, 1),
-        (ApiKey.FIND_COORDINATOR, 4, 2),  # in kio, not served
+        (ApiKey.FIND_COORDINATOR, 6, 2),  # in kio (share groups), not served
         (1000, 0, 1),  # no such API
         (-1, -1, 1),
     ],

@@ -1,0 +1,62 @@
+"""One replicated cluster for the consumer-group proofs: ZooKeeper, a controller, three brokers.
+
+``__consumer_offsets`` has three replicas (``min.insync.replicas`` 2, as every topic here), so a
+commit is acknowledged only once two brokers have it and survives ``kill -9`` of any one broker.
+The brokers' group settings are shortened for tests: the first rebalance waits 500 ms for more
+members instead of 3 s, and KIP-848 sessions may be as short as 3 s. Tests share the cluster and
+each works on a topic and groups of its own. The ``proof`` package (member processes, journal
+checks) is importable from here.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from odradek.local import cluster
+from odradek.local.cluster import ClusterState
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+GROUP_OVERRIDES = {
+    "offsets.topic.num.partitions": "6",
+    "group.initial.rebalance.delay.ms": "500",
+    "group.min.session.timeout.ms": "1000",
+    "group.consumer.min.session.timeout.ms": "3000",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.heartbeat.interval.ms": "1000",
+}
+
+
+@pytest.fixture(scope="package")
+def group_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterState]:
+    data_dir = tmp_path_factory.mktemp("group-cluster")
+    try:
+        state, started = cluster.up(data_dir, brokers=3, broker_overrides=GROUP_OVERRIDES)
+    except BaseException:
+        cluster.down(data_dir)
+        raise
+    try:
+        assert started, f"a cluster was already running in {data_dir}"
+        yield state
+    finally:
+        cluster.down(data_dir)
+        survivors = [m for m in (ClusterState.read(data_dir) or state).members if m.is_ours()]
+        assert not survivors, f"still running after down: {survivors}"
+
+
+@pytest.fixture
+def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """``unique("topic")`` -> a name no other test uses."""
+    base = re.sub(r"[^A-Za-z0-9._-]", "_", request.node.name)[:60]
+
+    def make(what: str) -> str:
+        return f"{base}-{what}-{uuid.uuid4().hex[:6]}"
+
+    return make

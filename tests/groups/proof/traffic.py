@@ -1,0 +1,152 @@
+"""Topics and records for the group proofs: create a topic and wait until it is led, produce
+acknowledged records (confluent-kafka, acks=all, idempotent), read committed offsets with a
+fresh consumer, and ask who coordinates a group. Every wait is bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.client.connection import BrokerConnection
+from odradek.protocol import schemas
+from support.waiting import wait_until
+
+ADMIN_TIMEOUT_S = 15.0
+FLUSH_TIMEOUT_S = 60.0
+
+Acked = dict[tuple[int, int], str]  # (partition, offset) -> value
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 6) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions)])[topic].result(timeout=ADMIN_TIMEOUT_S)
+
+    def led() -> bool:
+        found = admin.list_topics(topic, timeout=ADMIN_TIMEOUT_S).topics.get(topic)
+        return (
+            found is not None
+            and found.error is None
+            and len(found.partitions) == partitions
+            and all(p.leader >= 0 for p in found.partitions.values())
+        )
+
+    wait_until(led, f"{topic} led", ADMIN_TIMEOUT_S)
+
+
+def producer(bootstrap: str) -> Producer:
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 30_000,
+        }
+    )
+
+
+def produce(
+    bootstrap: str, topic: str, count: int, *, partitions: int = 6, first: int = 0
+) -> Acked:
+    """``count`` records ``first``, ``first + 1``, ... round robin over the partitions; what
+    was acknowledged (all of it, or AssertionError)."""
+    acked: Acked = {}
+    failed: list[str] = []
+
+    def report(error: Any, message: Any) -> None:
+        if error is None:
+            acked[(message.partition(), message.offset())] = message.value().decode()
+        else:
+            failed.append(str(error))
+
+    client = producer(bootstrap)
+    for i in range(first, first + count):
+        client.produce(topic, str(i).encode(), partition=i % partitions, on_delivery=report)
+        client.poll(0)
+    remaining = client.flush(FLUSH_TIMEOUT_S)
+    assert remaining == 0 and not failed, f"{remaining} unacknowledged, failures {failed[:3]}"
+    return acked
+
+
+class SteadyProducer:
+    """Produces ``rate_per_s`` records in a thread until stopped; what was acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str, rate_per_s: int, partitions: int = 6):
+        self.acked: Acked = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(bootstrap, topic, rate_per_s, partitions), daemon=True
+        )
+
+    def __enter__(self) -> SteadyProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self._stop.set()
+        self._thread.join(FLUSH_TIMEOUT_S + 5)
+
+    def _run(self, bootstrap: str, topic: str, rate_per_s: int, partitions: int) -> None:
+        client = producer(bootstrap)
+
+        def report(error: Any, message: Any) -> None:
+            if error is None:
+                with self._lock:
+                    self.acked[(message.partition(), message.offset())] = message.value().decode()
+
+        i = 0
+        started = time.monotonic()
+        while not self._stop.is_set():
+            if i < (time.monotonic() - started) * rate_per_s:
+                client.produce(topic, str(i).encode(), partition=i % partitions, on_delivery=report)
+                i += 1
+            else:
+                time.sleep(0.005)
+            client.poll(0)
+        client.flush(FLUSH_TIMEOUT_S)
+
+
+def end_offsets(acked: Acked) -> dict[int, int]:
+    ends: dict[int, int] = {}
+    for partition, offset in acked:
+        ends[partition] = max(ends.get(partition, 0), offset + 1)
+    return ends
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int = 6) -> dict[int, int]:
+    """The group's committed offsets, as a new consumer of the group reads them (OffsetFetch)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        found = consumer.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=ADMIN_TIMEOUT_S
+        )
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+
+
+def coordinator_of(bootstrap: str, group: str) -> int:
+    """The id of the broker coordinating ``group`` (FindCoordinator v3, retried while the
+    coordinator is not available)."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+
+    async def ask() -> int:
+        connection = await BrokerConnection.open(host, int(port))
+        try:
+            for _ in range(100):
+                request = schemas.request_schema(10, 3)(key=group, key_type=0)
+                response = await connection.send(request, timeout_s=ADMIN_TIMEOUT_S)
+                if response.error_code == 0:
+                    return int(response.node_id)
+                await asyncio.sleep(0.2)
+        finally:
+            await connection.close()
+        raise AssertionError(f"no coordinator for {group}")
+
+    return asyncio.run(ask())
