@@ -4,8 +4,8 @@
 commit is acknowledged only once two brokers have it and survives ``kill -9`` of any one broker.
 The brokers' group settings are shortened for tests: the first rebalance waits 500 ms for more
 members instead of 3 s, and KIP-848 sessions may be as short as 3 s. Tests share the cluster and
-each works on a topic and groups of its own. The ``proof`` package (member processes, journal
-checks) is importable from here.
+each works on a topic and groups of its own. The ``group_proof`` package (member processes,
+journal checks, traffic; named apart from the replication proofs' ``proof``) is importable.
 """
 
 from __future__ import annotations

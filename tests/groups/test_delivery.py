@@ -7,8 +7,8 @@ is consumed twice (at most once); two groups on one topic each see every record.
 from __future__ import annotations
 
 import pytest
-from proof.members import Members, assignment_now, consumed, last_commits
-from proof.traffic import committed, create_topic, end_offsets, produce
+from group_proof.members import Members, assignment_now, consumed, last_commits
+from group_proof.traffic import committed, create_topic, end_offsets, produce
 
 from support.waiting import wait_until
 
