@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 # Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
 LINT_PATHS := $(wildcard services tests bench)
 
-.PHONY: help setup demo test soak lint bench bench-cluster bench-replication bench-drain clean
+.PHONY: help setup demo test soak lint bench bench-cluster bench-replication bench-drain bench-groups clean
 
 help:
 	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream"
@@ -18,6 +18,7 @@ help:
 	@echo "make bench-cluster   Odradek against Tansu, side by side"
 	@echo "make bench-replication   Odradek with 3 replicas against 1, acks=1 and acks=all"
 	@echo "make bench-drain   time to drain a broker holding 1 GiB, throttled and not"
+	@echo "make bench-groups   rebalance time, commit throughput, group consume vs assign()"
 	@echo "make clean   remove .venv and caches"
 
 setup:
@@ -65,6 +66,10 @@ bench-replication: setup
 
 bench-drain: setup
 	$(PYTHON) bench/drain_bench.py
+
+# Issue 9: rebalance time (eager, cooperative-sticky, KIP-848), commits/s, group vs assign().
+bench-groups: setup
+	$(PYTHON) bench/groups_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build services/*.egg-info
