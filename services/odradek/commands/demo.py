@@ -4,7 +4,8 @@ It brings up (or finds running) the loopback cluster of ``odradek local up``, cr
 spread over every broker and replicated on the cluster's default (3 replicas, with
 ``min.insync.replicas`` 2), produces a sample stream with confluent-kafka (librdkafka, the client
 most Kafka users run) with ``acks=all`` (a record is acknowledged once every in-sync replica has
-it), consumes it back, checks every record arrived, and prints what it measured. The cluster
+it), consumes it back with a consumer group of three members sharing the partitions and
+committing their offsets, checks every record arrived, and prints what it measured. The cluster
 keeps running afterwards for a look around; ``odradek local down`` stops it.
 """
 
@@ -19,6 +20,7 @@ from odradek.local import cluster
 
 TOPIC = "demo-events"
 PARTITIONS = 6
+GROUP_MEMBERS = 3
 WAIT_S = 30.0
 
 
@@ -161,37 +163,59 @@ def produce(bootstrap: str, count: int, size: int) -> tuple[int, int]:
 
 
 def consume(bootstrap: str, expected: int) -> tuple[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
+    """Read the stream back with a consumer group of ``GROUP_MEMBERS`` members sharing the
+    partitions (a new group each run, so it starts from the beginning), committing what each
+    member processed; prints who held what and what the group committed."""
+    from confluent_kafka import Consumer
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "odradek-demo",  # assign() below: no group coordinator is needed
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 50,
-        }
-    )
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    group = f"odradek-demo-{int(time.time())}"
+    members = [
+        Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 50,
+            }
+        )
+        for _ in range(GROUP_MEMBERS)
+    ]
+    for member in members:
+        member.subscribe([TOPIC])
     seen: set[int] = set()
     checksum = 0
     total_bytes = 0
     started = time.monotonic()
     deadline = started + WAIT_S
     while len(seen) < expected and time.monotonic() < deadline:
-        for message in consumer.consume(10_000, timeout=0.5):
-            if message.error() is not None:
-                continue
-            value = message.value()
-            index = int(value.split(b":", 1)[0])
-            if index not in seen:
-                seen.add(index)
-                checksum ^= zlib.crc32(value)
-                total_bytes += len(value)
+        for member in members:  # librdkafka heartbeats in its own threads; polling in turn is fine
+            batch = member.consume(10_000, timeout=0.2)
+            for message in batch:
+                if message.error() is not None:
+                    continue
+                value = message.value()
+                index = int(value.split(b":", 1)[0])
+                if index not in seen:
+                    seen.add(index)
+                    checksum ^= zlib.crc32(value)
+                    total_bytes += len(value)
+            if batch:
+                member.commit(asynchronous=False)  # after processing: at least once
     elapsed = time.monotonic() - started
-    consumer.close()
+    held = [sorted(tp.partition for tp in member.assignment()) for member in members]
+    committed = members[0].committed(
+        [tp for member in members for tp in member.assignment()], timeout=10
+    )
+    for member in members:
+        member.close()
     say(
-        f"consumed {len(seen)} records from the beginning in {elapsed:.2f} s: "
+        f"consumed {len(seen)} records from the beginning in group {group} in {elapsed:.2f} s: "
         f"{len(seen) / elapsed:,.0f} records/s, {total_bytes / elapsed / 1e6:.1f} MB/s"
+    )
+    say(
+        f"  its {GROUP_MEMBERS} members held partitions {held}; committed offsets "
+        f"{ {tp.partition: tp.offset for tp in sorted(committed, key=lambda t: t.partition)} }"
     )
     return len(seen), checksum
 
