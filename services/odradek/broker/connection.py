@@ -106,6 +106,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.worker: asyncio.Task[None] | None = None
         self.peer = "?"
+        self.client_host = ""  # the client's address, as DescribeGroups reports a member's host
         self.closed = False
         self.close_reason: CloseReason | None = None  # counted once, by ``close_for``
         self.busy = False  # a request is being handled or its response written
@@ -121,7 +122,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        self.peer = str(transport.get_extra_info("peername"))
+        peername = transport.get_extra_info("peername")
+        self.peer = str(peername)
+        if isinstance(peername, tuple) and peername:
+            self.client_host = f"/{peername[0]}"
         if not self.server.accept(self):
             self.closed = True
             self.close_reason = CloseReason.TOO_MANY_CONNECTIONS

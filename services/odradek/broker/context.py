@@ -58,6 +58,8 @@ class RequestContext:
     broker: BrokerContext
     listener: Listener
     served_versions: Mapping[int, tuple[int, int]]
+    # The client's address as Kafka reports a member's host ("/127.0.0.1"), "" if unknown.
+    client_host: str = ""
 
     @property
     def api_version(self) -> int:

@@ -208,7 +208,9 @@ class BrokerServer:
         except InvalidRequestError as e:
             raise CloseConnection(CloseReason.MALFORMED_REQUEST, str(e)) from e
         if header.api_key in self.served_versions:
-            context = RequestContext(header, self.context, self.listener, self.served_versions)
+            context = RequestContext(
+                header, self.context, self.listener, self.served_versions, connection.client_host
+            )
             try:
                 response = await HANDLERS[header.api_key](context, request)
             except Exception as e:

@@ -35,9 +35,9 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from odradek.groups.errors import (
     CoordinatorLoadInProgressError,
@@ -45,6 +45,7 @@ from odradek.groups.errors import (
     coordinator_error_of,
 )
 from odradek.groups.records import base as records
+from odradek.groups.result import Result
 from odradek.groups.shard import GroupCoordinatorShard, ShardContext
 from odradek.storage.records import Record, encode_batch
 
@@ -78,20 +79,6 @@ class CoordinatorLog(Protocol):
     def read_all(self, partition: int) -> Iterator[LoggedRecord]:
         """Every data record of the partition's log, in order (called in a worker thread)."""
         ...
-
-
-@dataclass(slots=True)
-class Result(Generic[T]):
-    """What an operation did: records to write, and the answer."""
-
-    records: Sequence[records.CoordinatorRecord] = ()
-    response: T | None = None
-    # The answer comes later (a JoinGroup waiting for the rebalance): awaited after the write.
-    deferred: Awaitable[T] | None = None
-    # False: the operation applied its change itself; the records only persist it.
-    replay: bool = True
-    # Called with None once the records are replicated, or with the error that failed them.
-    on_written: Callable[[BaseException | None], None] | None = None
 
 
 class _State(enum.Enum):

@@ -68,6 +68,12 @@ class ApiKey(enum.IntEnum):
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -79,11 +85,15 @@ class ApiKey(enum.IntEnum):
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
     ELECT_LEADERS = 43  # forwarded by brokers to the controller's listener
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45  # forwarded to the controller
     LIST_PARTITION_REASSIGNMENTS = 46  # forwarded to the controller
+    OFFSET_DELETE = 47
     ALTER_PARTITION = 56  # served by the controller's listener, not by brokers
+    CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
@@ -98,6 +108,20 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.UPDATE_METADATA: (8, 8),
         ApiKey.CONTROLLED_SHUTDOWN: (3, 3),
         ApiKey.FIND_COORDINATOR: (0, 5),  # v6 only adds share groups (KIP-932)
+        # The group APIs (served once their handler module exists): v10 of OffsetCommit and
+        # OffsetFetch name topics by id, and DescribeGroups v6 adds KIP-1043's fields.
+        ApiKey.OFFSET_COMMIT: (2, 9),
+        ApiKey.OFFSET_FETCH: (1, 9),
+        ApiKey.JOIN_GROUP: (0, 9),
+        ApiKey.HEARTBEAT: (0, 4),
+        ApiKey.LEAVE_GROUP: (0, 5),
+        ApiKey.SYNC_GROUP: (0, 5),
+        ApiKey.DESCRIBE_GROUPS: (0, 5),
+        ApiKey.LIST_GROUPS: (0, 5),
+        ApiKey.DELETE_GROUPS: (0, 2),
+        ApiKey.OFFSET_DELETE: (0, 0),
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+        ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
         ApiKey.API_VERSIONS: (0, 4),
         ApiKey.CREATE_TOPICS: (2, 7),
         ApiKey.DELETE_TOPICS: (1, 6),

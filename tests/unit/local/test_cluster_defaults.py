@@ -1,5 +1,6 @@
 """Proves `odradek local up` gives new topics (and __consumer_offsets) 3 replicas and
-min.insync.replicas 2 (fewer on a smaller cluster), and that a process started through a launcher is identified once it execs."""
+min.insync.replicas 2 (fewer on a smaller cluster), and that a process started through a launcher
+is identified once it execs."""
 
 from __future__ import annotations
 

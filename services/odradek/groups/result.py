@@ -1,0 +1,30 @@
+"""What a coordinator operation returns to the runtime (``runtime.write``): records to append,
+the answer, and how the answer and the records relate. Its own module so the managers
+(``offsets``, ``classic``, ``consumer``, ``admin``) build one without importing the runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from odradek.groups.records.base import CoordinatorRecord
+
+__all__ = ["Result"]
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class Result(Generic[T]):
+    """What an operation did: records to write, and the answer."""
+
+    records: Sequence[CoordinatorRecord] = ()
+    response: T | None = None
+    # The answer comes later (a JoinGroup waiting for the rebalance): awaited after the write.
+    deferred: Awaitable[T] | None = None
+    # False: the operation applied its change itself; the records only persist it.
+    replay: bool = True
+    # Called with None once the records are replicated, or with the error that failed them.
+    on_written: Callable[[BaseException | None], None] | None = None
