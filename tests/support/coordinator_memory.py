@@ -1,0 +1,60 @@
+"""The coordinator runtime's log port in memory, for unit tests of the group coordinator:
+appends, a high watermark that moves (or not), and loading from the same records."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Iterator
+
+from odradek.errors import NotLeaderOrFollowerError, RequestTimedOutError
+from odradek.groups.runtime import CoordinatorRuntime, LoggedRecord
+from odradek.storage.records import decode_records
+
+__all__ = ["MemoryLog", "in_loop", "loaded"]
+
+
+class MemoryLog:
+    """The log port in memory: a list of records per partition and a high watermark."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, list[LoggedRecord]] = {}
+        self.high_watermark: dict[int, int] = {}
+        self.leader_epoch: dict[int, int] = {}
+        self.replicate = True  # False: the HW does not move (an ISR that does not fetch)
+
+    async def append(self, partition: int, leader_epoch: int, batch: bytes) -> int:
+        if self.leader_epoch.get(partition) != leader_epoch:
+            raise NotLeaderOrFollowerError("deposed")
+        log = self.records.setdefault(partition, [])
+        for record in decode_records(batch):
+            log.append(LoggedRecord(len(log), record.key, record.value))
+        if self.replicate:
+            self.high_watermark[partition] = len(log)
+        return len(log)
+
+    async def wait_replicated(self, partition: int, offset: int, timeout_ms: int) -> None:
+        if self.high_watermark.get(partition, 0) < offset:
+            await asyncio.sleep(timeout_ms / 1000)
+            raise RequestTimedOutError("not replicated")
+
+    def read_all(self, partition: int) -> Iterator[LoggedRecord]:
+        return iter(list(self.records.get(partition, [])))
+
+
+def in_loop(test):
+    """Run an async test in a fresh event loop (the project runs asyncio tests this way)."""
+
+    @functools.wraps(test)
+    def run() -> None:
+        asyncio.run(asyncio.wait_for(test(), 10))
+
+    return run
+
+
+async def loaded(runtime: CoordinatorRuntime, partition: int) -> None:
+    for _ in range(100):
+        if runtime.is_active(partition):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"partition {partition} never loaded")
