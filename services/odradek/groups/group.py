@@ -10,16 +10,44 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from odradek.groups.records.base import CoordinatorRecord
 
-__all__ = ["GroupType", "Group"]
+__all__ = ["GroupType", "MemberDescription", "GroupDescription", "Group"]
 
 
 class GroupType(enum.Enum):
     CLASSIC = "classic"
     CONSUMER = "consumer"
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    """One member as DescribeGroups reports it."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    # Classic members: the chosen protocol's metadata and the SyncGroup assignment, opaque.
+    # Consumer-protocol members: Kafka's ConsumerProtocolSubscription and
+    # ConsumerProtocolAssignment encodings of their subscription and assignment, so that tools
+    # that know only DescribeGroups read them as they read a classic consumer's.
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """A group as DescribeGroups reports it (ConsumerGroupDescribe has its own, richer form)."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_name: str
+    members: tuple[MemberDescription, ...]
 
 
 class Group(Protocol):
@@ -38,6 +66,8 @@ class Group(Protocol):
         ...
 
     def is_empty(self) -> bool: ...
+
+    def describe(self) -> GroupDescription: ...
 
     def validate_offset_commit(
         self, member_id: str, group_instance_id: str | None, generation_or_epoch: int
