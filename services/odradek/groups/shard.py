@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from odradek.groups.classic.manager import ClassicGroupManager
 from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.group import Group
 from odradek.groups.records.base import CoordinatorRecord
@@ -91,6 +92,8 @@ class GroupCoordinatorShard:
         self.groups: dict[str, Group] = {}
         self._managers: list[Manager] = []
         self._replayers: dict[type, Callable[[CoordinatorRecord], None]] = {}
+        self.classic = ClassicGroupManager(context, self.groups)
+        self._add(self.classic)
 
     def _add(self, manager: Manager) -> None:
         self._managers.append(manager)
