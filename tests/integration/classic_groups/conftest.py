@@ -17,6 +17,8 @@ import pytest
 from odradek.local.cluster import ClusterState
 
 sys.path.insert(0, str(Path(__file__).parent))  # classic_wire
+# group_proof: member processes of the three client libraries (tests/groups)
+sys.path.insert(0, str(Path(__file__).parents[2] / "groups"))
 
 CLASSIC_OVERRIDES = {
     "offsets.topic.replication.factor": "1",
