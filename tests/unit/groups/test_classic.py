@@ -439,3 +439,101 @@ async def test_unloading_answers_what_waits() -> None:
     answer = await waiting
     assert answer.error == ErrorCode.not_coordinator
     await runtime.close()
+
+
+@in_loop
+async def test_the_initial_delay_waits_again_while_members_keep_arriving() -> None:
+    runtime, _ = await start(config=replace(CONFIG, group_initial_rebalance_delay_ms=100))
+    first = asyncio.ensure_future(join_new(runtime))
+    await asyncio.sleep(0.07)
+    second = asyncio.ensure_future(join_new(runtime))  # within the delay: wait once more
+    await asyncio.sleep(0.07)
+    assert not first.done()  # 140 ms > one delay: the second arrival extended it
+    a, b = await asyncio.gather(first, second)
+    assert a.generation_id == b.generation_id == 1
+    await runtime.close()
+
+
+@in_loop
+async def test_a_failed_write_of_the_assignment_fails_the_sync_and_rebalances() -> None:
+    runtime, log = await start()
+    a, b = await asyncio.gather(join_new(runtime), join_new(runtime))
+    leader, follower = (a, b) if a.leader == a.member_id else (b, a)
+    follower_sync = asyncio.ensure_future(sync(runtime, follower.member_id, 1))
+    await asyncio.sleep(0.01)
+    log.replicate = False  # the ISR does not take the record: the write times out
+    with pytest.raises(Exception) as failed:
+        await sync(runtime, leader.member_id, 1, {leader.member_id: b"L"})
+    assert failed.value.error_code == ErrorCode.coordinator_not_available
+    assert (await follower_sync).error == ErrorCode.coordinator_not_available
+    await asyncio.sleep(0.05)
+    assert group_of(runtime).state_name() == "PreparingRebalance"
+    await runtime.close()
+
+
+@in_loop
+async def test_a_follower_that_never_syncs_is_removed() -> None:
+    runtime, _ = await start()
+    a, b = await asyncio.gather(
+        join_new(runtime, rebalance_ms=150), join_new(runtime, rebalance_ms=150)
+    )
+    leader = a if a.leader == a.member_id else b
+    await sync(runtime, leader.member_id, 1, {})
+    for _ in range(50):  # the follower never syncs: removed, the group rebalances
+        await asyncio.sleep(0.02)
+        if await heartbeat(runtime, leader.member_id, 1) == ErrorCode.rebalance_in_progress:
+            break
+    again = await join(runtime, request(leader.member_id, rebalance_ms=150))
+    assert again.generation_id == 2
+    assert [m.member_id for m in again.members] == [leader.member_id]
+    await runtime.close()
+
+
+@in_loop
+async def test_the_leader_rejoining_a_stable_group_rebalances_it() -> None:
+    runtime, _ = await start()
+    joined = await join_new(runtime)
+    await sync(runtime, joined.member_id, 1)
+    again = await join(runtime, request(joined.member_id))
+    assert again.generation_id == 2 and again.members  # a new generation for the leader
+    await runtime.close()
+
+
+@in_loop
+async def test_commits_wait_while_the_group_completes_its_rebalance() -> None:
+    runtime, _ = await start()
+    joined = await join_new(runtime)
+    group = group_of(runtime)
+    with pytest.raises(GroupError) as busy:
+        group.validate_offset_commit(joined.member_id, None, 1)
+    assert busy.value.error_code == ErrorCode.rebalance_in_progress
+    await runtime.close()
+
+
+class _ConsumerGroup:
+    """Stands for a KIP-848 group in the shared namespace."""
+
+    group_id = GROUP
+    type = GroupType.CONSUMER
+
+
+@in_loop
+async def test_a_consumer_protocol_group_id_is_not_a_classic_group() -> None:
+    runtime, _ = await start()
+    runtime._slots[0].shard.groups[GROUP] = _ConsumerGroup()  # type: ignore[assignment]
+    assert (await join(runtime, request())).error == ErrorCode.group_id_not_found
+    assert await heartbeat(runtime, "m", 1) == ErrorCode.group_id_not_found
+    assert (await sync(runtime, "m", 1)).error == ErrorCode.group_id_not_found
+    await runtime.close()
+
+
+@in_loop
+async def test_a_static_leader_rejoining_with_v9_skips_the_assignment() -> None:
+    runtime, _ = await start()
+    old = await join(runtime, request(instance="i-1"))
+    await sync(runtime, old.member_id, 1, {old.member_id: b"A"}, "i-1")
+    v9 = replace(request(instance="i-1"), supports_skip_assignment=True)
+    new = await join(runtime, v9)
+    assert new.skip_assignment and [m.member_id for m in new.members] == [new.member_id]
+    assert new.generation_id == 1
+    await runtime.close()
