@@ -240,7 +240,7 @@ class ClassicGroupManager:
             is_new=True,
         )
         future = self._new_join_future(member)
-        if group.in_state(S.PREPARING_REBALANCE) and group.generation_id == 0:
+        if group.in_state(S.PREPARING_REBALANCE) and group.previous_state is S.EMPTY:
             group.new_member_added = True
         group.add(member)
         self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
@@ -266,6 +266,7 @@ class ClassicGroupManager:
         rebalance (the group's record names the new id)."""
         assert request.group_instance_id is not None
         self.context.timer.cancel(_heartbeat_key(group, old_id))
+        leader_before = group.leader_id
         group.replace_static_member(request.group_instance_id, old_id, new_id)
         member = group.members[new_id]
         old = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
@@ -282,16 +283,19 @@ class ClassicGroupManager:
                 future = self._new_join_future(member)
                 records = self._prepare_rebalance(group, f"static member {new_id} changed")
                 return Result(records=records, deferred=future, replay=False)
-            leader_skips = group.is_leader(new_id) and request.supports_skip_assignment
+            # Before v9 the answer names the leader as it was: a restarted static leader then
+            # acts as a follower and does not assign again (an assignment from a leader that
+            # knows no member's subscription would make it rejoin). v9 tells it to skip.
+            skips = group.is_leader(new_id) and request.supports_skip_assignment
             answer = JoinAnswer(
                 error=ErrorCode.none,
                 member_id=new_id,
                 generation_id=group.generation_id,
                 protocol_type=group.protocol_type(),
                 protocol_name=group.protocol_name,
-                leader=group.leader_id or "",
-                members=group.joined_members() if leader_skips else (),
-                skip_assignment=leader_skips,
+                leader=(group.leader_id if skips else leader_before) or "",
+                members=group.joined_members() if skips else (),
+                skip_assignment=skips,
             )
             instance_id = request.group_instance_id
 
@@ -303,6 +307,8 @@ class ClassicGroupManager:
                 group.replace_static_member(instance_id, new_id, old_id)
                 member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
                 member.client_id, member.client_host = old_client
+                self.context.timer.cancel(_heartbeat_key(group, new_id))
+                self._schedule_heartbeat(group, member, member.session_timeout_ms)
 
             return Result(
                 records=[group.record()], response=answer, replay=False, on_written=written
