@@ -538,3 +538,21 @@ async def test_a_static_leader_rejoining_with_v9_skips_the_assignment() -> None:
     assert new.skip_assignment and [m.member_id for m in new.members] == [new.member_id]
     assert new.generation_id == 1
     await runtime.close()
+
+
+@in_loop
+async def test_a_group_loaded_over_its_max_size_rebalances_down_to_it() -> None:
+    runtime, log = await start()
+    leader, follower = await stable_group_of_two(runtime)
+    await runtime.close()
+    smaller, _ = await start(log, replace(CONFIG, group_max_size=1))
+    group = group_of(smaller)
+    assert group.state_name() == "PreparingRebalance"
+    first = asyncio.ensure_future(join(smaller, request(leader.member_id)))
+    await asyncio.sleep(0.01)
+    refused = await join(smaller, request(follower.member_id))
+    assert refused.error == ErrorCode.group_max_size_reached
+    answer = await first  # the follower did not rejoin: removed at the rebalance timeout
+    assert answer.error == ErrorCode.none and answer.generation_id == 2
+    assert list(group.members) == [leader.member_id]
+    await smaller.close()

@@ -88,6 +88,9 @@ class ClassicGroupManager:
         for group in self._classic_groups():
             for member in group.members.values():
                 self._schedule_heartbeat(group, member, member.session_timeout_ms)
+            if len(group.members) > self.config.group_max_size:
+                # group.max.size was lowered: rebalance; only that many may rejoin.
+                self._prepare_rebalance(group, f"loaded with {len(group.members)} members")
 
     def on_unloaded(self) -> None:
         for group in self._classic_groups():
@@ -172,11 +175,18 @@ class ClassicGroupManager:
         return self._join_existing_member(group, request)
 
     def _accepts_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
+        """``group.max.size``: while the group rebalances, members that already rejoined count;
+        otherwise its members do (Kafka's ``acceptJoiningMember``)."""
+        limit = self.config.group_max_size
         if group.in_state(S.EMPTY, S.DEAD):
             return True
-        if member_id in group.members or member_id in group.pending_members:
-            return True
-        return len(group.members) < self.config.group_max_size
+        member = group.members.get(member_id)
+        if group.in_state(S.PREPARING_REBALANCE):
+            joined = sum(1 for m in group.members.values() if m.awaiting_join)
+            return (member is not None and member.awaiting_join) or joined < limit
+        return (
+            member is not None or member_id in group.pending_members or (len(group.members) < limit)
+        )
 
     def _join_new_member(self, group: ClassicGroup, request: JoinRequest) -> Result[JoinAnswer]:
         member_id = f"{request.client_id}-{uuid.uuid4()}"
@@ -244,7 +254,9 @@ class ClassicGroupManager:
             group.new_member_added = True
         group.add(member)
         self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        records = self._rebalance_or_complete_join(group, f"{member_id} joined")
+        records = self._rebalance_or_complete_join(
+            group, f"{member_id} joined (client reason: {request.reason})"
+        )
         return Result(records=records, deferred=future, replay=False)
 
     def _update_member(
@@ -255,7 +267,9 @@ class ClassicGroupManager:
         member.session_timeout_ms = request.session_timeout_ms
         member.complete_join(JoinAnswer.failed(ErrorCode.rebalance_in_progress, member.member_id))
         future = self._new_join_future(member)
-        records = self._rebalance_or_complete_join(group, f"{member.member_id} rejoined")
+        records = self._rebalance_or_complete_join(
+            group, f"{member.member_id} rejoined (client reason: {request.reason})"
+        )
         return Result(records=records, deferred=future, replay=False)
 
     def _replace_static_member(
