@@ -556,3 +556,19 @@ async def test_a_group_loaded_over_its_max_size_rebalances_down_to_it() -> None:
     assert answer.error == ErrorCode.none and answer.generation_id == 2
     assert list(group.members) == [leader.member_id]
     await smaller.close()
+
+
+@in_loop
+async def test_heartbeats_while_completing_and_a_pending_member_leaving() -> None:
+    runtime, _ = await start()
+    joined = await join_new(runtime)
+    assert group_of(runtime).state_name() == "CompletingRebalance"
+    assert await heartbeat(runtime, joined.member_id, 1) == ErrorCode.none
+    await sync(runtime, joined.member_id, 1)
+    pending = await join(runtime, request())
+    assert pending.error == ErrorCode.member_id_required
+    (left,) = await leave(runtime, LeaveMember(pending.member_id, None))
+    assert left.error == ErrorCode.none
+    assert not group_of(runtime).pending_members
+    assert group_of(runtime).state_name() == "Stable"
+    await runtime.close()
