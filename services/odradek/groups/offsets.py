@@ -60,6 +60,8 @@ __all__ = [
 ]
 
 EXPIRY_TIMER = "offsets-expiry"
+# The most tombstones one expiry run writes (one batch), unless one group alone has more.
+MAX_EXPIRED_RECORDS = 1000
 NO_OFFSET = -1
 TopicPartition = tuple[str, int]
 
@@ -246,11 +248,17 @@ class OffsetMetadataManager:
         self.context.timer.schedule(EXPIRY_TIMER, interval, self.expire)
 
     def expire(self) -> Result[None]:
-        """The timer's operation: expired offsets, and empty groups left without offsets."""
-        self._schedule_expiry()
-        return Result(records=self.expired_records())
+        """The timer's operation: expired offsets, and empty groups left without offsets; at
+        most about ``MAX_EXPIRED_RECORDS`` records a run, the next run at once if more are due."""
+        records, more = self.expired_records()
+        if more:
+            self.context.timer.schedule(EXPIRY_TIMER, 0, self.expire)
+        else:
+            self._schedule_expiry()
+        return Result(records=records)
 
-    def expired_records(self) -> list[CoordinatorRecord]:
+    def expired_records(self) -> tuple[list[CoordinatorRecord], bool]:
+        """The tombstones due now, group by group, and whether groups were left for later."""
         now = self.context.clock_ms()
         retention = self.context.config.offsets_retention_ms
         records: list[CoordinatorRecord] = []
@@ -262,6 +270,8 @@ class OffsetMetadataManager:
                 since = self._empty_since.setdefault(group_id, now)
             else:
                 self._empty_since.pop(group_id, None)
+            if len(records) >= MAX_EXPIRED_RECORDS:
+                return records, True
             expired = []
             for (topic, partition), offset in sorted(offsets.items()):
                 if group is not None and not group.is_empty() and group.is_subscribed_to(topic):
@@ -279,7 +289,7 @@ class OffsetMetadataManager:
                 self._empty_since.pop(group_id, None)
         for group_id in set(self._empty_since) - set(self._groups):
             del self._empty_since[group_id]
-        return records
+        return records, False
 
 
 def _tombstone(group_id: str, topic: str, partition: int) -> CoordinatorRecord:

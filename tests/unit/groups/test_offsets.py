@@ -12,6 +12,7 @@ from typing import ClassVar
 import pytest
 
 from odradek.errors import ErrorCode
+from odradek.groups import offsets as offsets_module
 from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.errors import CoordinatorNotAvailableError, GroupError
 from odradek.groups.group import GroupType
@@ -513,3 +514,20 @@ def test_the_manager_is_the_shards():
     clock = Clock()
     shard, _ = expiring_shard(clock)
     assert isinstance(shard.offsets, OffsetMetadataManager)
+
+
+def test_an_expiry_run_writes_a_bounded_batch_and_continues_at_once(monkeypatch):
+    monkeypatch.setattr(offsets_module, "MAX_EXPIRED_RECORDS", 2)
+    clock = Clock()
+    shard, timer = expiring_shard(clock)
+    for group in ("a", "b", "c"):
+        commits = [PartitionCommit("orders", 0, 1)]
+        apply(shard, shard.offsets.commit_offsets(group, "", None, -1, commits))
+    clock.now_ms += 10 * MINUTE_MS
+    assert len(apply(shard, shard.offsets.expire())) == 2
+    assert timer.scheduled[EXPIRY_TIMER][0] == 0  # more are due: the next run at once
+    assert apply(shard, shard.offsets.expire()) == [
+        CoordinatorRecord(OffsetCommitKey("c", "orders", 0), None)
+    ]
+    assert timer.scheduled[EXPIRY_TIMER][0] == 1000
+    assert shard.offsets.group_ids() == set()
