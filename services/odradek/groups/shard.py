@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.group import Group
+from odradek.groups.offsets import OffsetMetadataManager
 from odradek.groups.records.base import CoordinatorRecord
 
 __all__ = ["Manager", "ShardContext", "Timer", "Topics", "GroupCoordinatorShard"]
@@ -91,6 +92,8 @@ class GroupCoordinatorShard:
         self.groups: dict[str, Group] = {}
         self._managers: list[Manager] = []
         self._replayers: dict[type, Callable[[CoordinatorRecord], None]] = {}
+        self.offsets = OffsetMetadataManager(context, self.groups)
+        self._add(self.offsets)
 
     def _add(self, manager: Manager) -> None:
         self._managers.append(manager)
