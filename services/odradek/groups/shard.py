@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from odradek.groups.classic.manager import ClassicGroupManager
 from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.group import Group
 from odradek.groups.offsets import OffsetMetadataManager
@@ -94,6 +95,8 @@ class GroupCoordinatorShard:
         self._replayers: dict[type, Callable[[CoordinatorRecord], None]] = {}
         self.offsets = OffsetMetadataManager(context, self.groups)
         self._add(self.offsets)
+        self.classic = ClassicGroupManager(context, self.groups)
+        self._add(self.classic)
 
     def _add(self, manager: Manager) -> None:
         self._managers.append(manager)
