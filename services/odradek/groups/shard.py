@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from odradek.groups.config import GroupCoordinatorConfig
+from odradek.groups.consumer.manager import ConsumerGroupManager
 from odradek.groups.group import Group
 from odradek.groups.records.base import CoordinatorRecord
 
@@ -91,6 +92,8 @@ class GroupCoordinatorShard:
         self.groups: dict[str, Group] = {}
         self._managers: list[Manager] = []
         self._replayers: dict[type, Callable[[CoordinatorRecord], None]] = {}
+        self.consumer = ConsumerGroupManager(context, self.groups)
+        self._add(self.consumer)
 
     def _add(self, manager: Manager) -> None:
         self._managers.append(manager)
