@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from odradek.groups.classic.manager import ClassicGroupManager
 from odradek.groups.config import GroupCoordinatorConfig
+from odradek.groups.consumer.manager import ConsumerGroupManager
 from odradek.groups.group import Group
 from odradek.groups.offsets import OffsetMetadataManager
 from odradek.groups.records.base import CoordinatorRecord
@@ -97,6 +98,8 @@ class GroupCoordinatorShard:
         self._add(self.offsets)
         self.classic = ClassicGroupManager(context, self.groups)
         self._add(self.classic)
+        self.consumer = ConsumerGroupManager(context, self.groups)
+        self._add(self.consumer)
 
     def _add(self, manager: Manager) -> None:
         self._managers.append(manager)
