@@ -134,6 +134,22 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
     return {tp.partition: tp.offset for tp in found}
 
 
+def scraped_lag(state: ClusterState, group: str, topic: str, partition: int) -> float | None:
+    """``odradek_group_consumer_lag`` of one partition at the (only) broker, once sampled."""
+    broker = next(m for m in state.members if m.role == "broker")
+    series = (
+        f'odradek_group_consumer_lag{{group="{group}",partition="{partition}",topic="{topic}"}}'
+    )
+    deadline = time.monotonic() + 30  # sampled every 5 s
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"http://{broker.admin}/metrics", timeout=10) as answer:
+            for line in answer.read().decode().splitlines():
+                if line.startswith(series + " "):
+                    return float(line.split()[-1])
+        time.sleep(0.5)
+    return None
+
+
 # -- without any group ------------------------------------------------------------------------
 
 
@@ -163,7 +179,7 @@ def test_the_lag_metric_is_exported(cluster_dir):
 def test_a_simple_consumers_group_lists_describes_and_deletes(
     cluster_dir, bootstrap, needs_commits
 ):
-    root, _ = cluster_dir
+    root, state = cluster_dir
     topic = topic_with_records(bootstrap)
     group = f"simple-{uuid.uuid4().hex[:6]}"
     commit_simple(bootstrap, group, {(topic, 0): 5, (topic, 1): RECORDS})
@@ -199,6 +215,7 @@ def test_a_simple_consumers_group_lists_describes_and_deletes(
     assert rows[(topic, "0")][3:6] == ["5", str(RECORDS), str(RECORDS - 5)]
     assert rows[(topic, "1")][3:6] == [str(RECORDS), str(RECORDS), "0"]
     assert f"total lag {RECORDS - 5}" in shown.stdout
+    assert scraped_lag(state, group, topic, 0) == RECORDS - 5
 
     deleted = odradek(root, "groups", "delete", "--group", group, "--bootstrap-server", bootstrap)
     assert deleted.returncode == 0, deleted.stderr
@@ -309,15 +326,7 @@ def test_a_live_group_describes_members_and_refuses_delete_and_reset(
         )
         assert reset.returncode == 1 and "NON_EMPTY_GROUP" in reset.stderr
 
-        broker = next(m for m in state.members if m.role == "broker")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with urllib.request.urlopen(f"http://{broker.admin}/metrics", timeout=10) as answer:
-                text = answer.read().decode()
-            if f'odradek_group_consumer_lag{{group="{group}"' in text:
-                break
-            time.sleep(1)
-        assert f'odradek_group_consumer_lag{{group="{group}"' in text
+        assert scraped_lag(state, group, topic, 0) is not None
     finally:
         consumer.close()
 
