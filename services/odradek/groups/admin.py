@@ -11,6 +11,10 @@ generation -1 and no member id, and no group object is created for it; its group
 committed offsets alone. Such a group lists and describes as Kafka's coordinator shows it: state
 ``Empty``, protocol type "" (no protocol), type ``classic``, no members; and it may be deleted.
 
+The empty string is a group id like any other here, as in Kafka (its coordinator accepts it in
+OffsetCommit, DescribeGroups and DeleteGroups "for backwards compatibility"; only a null id,
+which these APIs cannot carry, is INVALID_GROUP_ID).
+
 **DeleteGroups** (``delete_group``) refuses what is not empty (``Group.validate_delete_group``:
 NON_EMPTY_GROUP) and an unknown group (GROUP_ID_NOT_FOUND), else returns the tombstones of the
 group's offsets then of its metadata, in one write: replaying them removes both (the managers
@@ -107,8 +111,6 @@ def describe_group(
 ) -> GroupDescription:
     """DescribeGroups' answer for one group: Kafka describes an unknown group as ``Dead``
     without an error, and a group known only by its offsets as ``Empty`` without a protocol."""
-    if not group_id:
-        raise GroupError(ErrorCode.invalid_group_id, "the group id is empty")
     group = groups.get(group_id)
     if group is not None:
         return group.describe()
@@ -121,8 +123,6 @@ def delete_group(
     groups: Mapping[str, Group], offsets: OffsetsView, group_id: str
 ) -> Result[ErrorCode]:
     """The records that delete ``group_id`` and its offsets; ``GroupError`` if it may not be."""
-    if not group_id:
-        raise GroupError(ErrorCode.invalid_group_id, "the group id is empty")
     group = groups.get(group_id)
     if group is None and group_id not in offsets.group_ids():
         raise GroupError(ErrorCode.group_id_not_found, f"group {group_id!r} does not exist")

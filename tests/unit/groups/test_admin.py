@@ -88,7 +88,7 @@ def test_describe_known_simple_and_unknown_groups():
 @pytest.mark.parametrize(
     ("group_id", "code"),
     [
-        ("", ErrorCode.invalid_group_id),
+        ("", ErrorCode.group_id_not_found),  # an id like another, as Kafka
         ("nobody", ErrorCode.group_id_not_found),
         ("stable", ErrorCode.non_empty_group),
         ("kip848", ErrorCode.non_empty_group),
@@ -101,11 +101,11 @@ def test_delete_refusals(group_id, code):
     assert refused.value.error_code == code
 
 
-def test_describe_refuses_an_empty_id():
-    shard = sample()
-    with pytest.raises(GroupError) as refused:
-        admin.describe_group(shard.groups, shard.offsets, "")
-    assert refused.value.error_code == ErrorCode.invalid_group_id
+def test_the_empty_group_id_is_a_group_id():
+    shard = shard_with(offset_record("", "t", 0, 1))
+    assert admin.describe_group(shard.groups, shard.offsets, "").state == "Empty"
+    assert admin.delete_group(shard.groups, shard.offsets, "").response == ErrorCode.none
+    assert admin.describe_group({}, shard.offsets, "nobody").state == "Dead"
 
 
 def test_delete_writes_offset_then_group_tombstones():

@@ -2,10 +2,10 @@
 
 Each group is deleted by the shard that owns it, in one write of that shard
 (``groups.admin.delete_group``: the tombstones of its offsets and of its metadata, acknowledged
-once replicated). Per group, as Kafka: INVALID_GROUP_ID for an empty id, GROUP_ID_NOT_FOUND for
-a group without metadata or offsets, NON_EMPTY_GROUP while it has members, NOT_COORDINATOR /
-COORDINATOR_LOAD_IN_PROGRESS when its shard is not here or not loaded. A group named twice is
-answered once.
+once replicated). Per group, as Kafka: GROUP_ID_NOT_FOUND for a group without metadata or
+offsets (the empty id is an id like another), NON_EMPTY_GROUP while it has members,
+NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when its shard is not here or not loaded. A
+group named twice is answered once.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 async def _delete(ctx: RequestContext, group_id: str) -> ErrorCode:
     groups = ctx.broker.groups
-    if not group_id:
-        return ErrorCode.invalid_group_id
     if groups is None:
         return ErrorCode.coordinator_not_available
     try:

@@ -2,8 +2,8 @@
 
 Each group is answered by itself (``groups.admin.describe_group`` on the shard that owns it):
 NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS when that shard is not here or not loaded, an
-empty id INVALID_GROUP_ID, an unknown group ``Dead`` without an error (as Kafka), a group known
-only by its committed offsets ``Empty`` without a protocol. v4+ carry members' instance ids.
+unknown group (the empty id included, as Kafka) ``Dead`` without an error, a group known only by
+its committed offsets ``Empty`` without a protocol. v4+ carry members' instance ids.
 Authorized operations (v3+) are not computed: there is no authorizer, so the answer keeps
 Kafka's "not requested" value, as Metadata does.
 """
@@ -16,7 +16,7 @@ from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode, OdradekError
 from odradek.groups import admin
-from odradek.groups.errors import CoordinatorNotAvailableError, GroupError
+from odradek.groups.errors import CoordinatorNotAvailableError
 from odradek.groups.group import GroupDescription
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
@@ -73,8 +73,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 async def _describe(ctx: RequestContext, group_id: str) -> GroupDescription:
     groups = ctx.broker.groups
-    if not group_id:
-        raise GroupError(ErrorCode.invalid_group_id, "the group id is empty")
     if groups is None:
         raise CoordinatorNotAvailableError("no group coordinator here")
     return await groups.read(
