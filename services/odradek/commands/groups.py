@@ -7,9 +7,10 @@ A shell over ``odradek.ops.groups`` (the wire protocol through Odradek's own cli
 - ``describe --group G``: the group's state and members, then Kafka's table per partition:
   committed offset, log end offset, lag, and the member it is assigned to;
 - ``reset-offsets --group G (--topic T[:P,P...] ... | --all-topics) SCENARIO [--execute]``, with
-  Kafka's scenarios ``--to-earliest``, ``--to-latest``, ``--to-datetime``, ``--shift-by N``,
-  ``--to-offset N``: prints the new offsets; a dry run unless ``--execute`` (``--dry-run`` is
-  accepted and is the default), and ``--execute`` only while the group has no members;
+  Kafka's scenarios ``--to-earliest``, ``--to-latest``, ``--to-datetime``, ``--by-duration``,
+  ``--shift-by N``, ``--to-offset N``, ``--to-current``: prints the new offsets; a dry run
+  unless ``--execute`` (``--dry-run`` is accepted and is the default), and ``--execute`` only
+  while the group has no members;
 - ``delete --group G ...``: deletes empty groups and their offsets.
 
 Exit code 0 when everything asked was done, 1 with one line on stderr otherwise.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 
 from odradek import ops
 from odradek.commands.common import (
@@ -30,7 +32,7 @@ from odradek.commands.common import (
 )
 from odradek.errors import ErrorCode
 from odradek.ops import groups as group_ops
-from odradek.ops.group_offsets import ResetKind, ResetSpec, parse_datetime
+from odradek.ops.group_offsets import ResetKind, ResetSpec, parse_datetime, parse_duration
 
 SCENARIOS = {
     "to_earliest": ResetKind.EARLIEST,
@@ -38,6 +40,8 @@ SCENARIOS = {
     "to_datetime": ResetKind.DATETIME,
     "shift_by": ResetKind.SHIFT_BY,
     "to_offset": ResetKind.OFFSET,
+    "to_current": ResetKind.CURRENT,
+    "by_duration": ResetKind.DATETIME,
 }
 
 
@@ -91,6 +95,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     scenario.add_argument("--shift-by", type=int, metavar="N", help="committed offset + N")
     scenario.add_argument("--to-offset", type=int, metavar="N", help="this offset")
+    scenario.add_argument(
+        "--to-current", action="store_true", help="the committed offset, clamped into the log"
+    )
+    scenario.add_argument(
+        "--by-duration",
+        metavar="PnDTnHnMnS",
+        help="the first offset at or after now minus this duration (P1DT2H, PT30M)",
+    )
     mode = reset.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="show the new offsets (default)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
@@ -222,6 +234,8 @@ def reset_spec(args: argparse.Namespace) -> ResetSpec:
             continue
         if kind is ResetKind.DATETIME:
             try:
+                if name == "by_duration":
+                    return ResetSpec(kind, int(time.time() * 1000) - parse_duration(value))
                 return ResetSpec(kind, parse_datetime(value))
             except ValueError as e:
                 raise CommandError(str(e)) from e

@@ -6,8 +6,9 @@ and the members' assignments decoded from DescribeGroups.
 - ``ResetSpec`` / ``reset_target``: Kafka's ``--to-earliest``, ``--to-latest``,
   ``--to-datetime``, ``--shift-by``, ``--to-offset``. As Kafka's tool, every target is clamped
   into ``[log start offset, log end offset]``; a datetime after the last record resets to the
-  log end offset. A shift moves from the committed offset: a partition without one has nothing
-  to shift from and is left out (reported, not reset).
+  log end offset. A shift (and ``--to-current``, a shift by 0) moves from the committed offset:
+  a partition without one has nothing to shift from and is left out (reported, not reset).
+  ``--by-duration`` is a datetime (now minus the duration, ``parse_duration``).
 - ``decode_assignment``: Kafka's ``ConsumerProtocolAssignment`` (versions 0-3 share the prefix
   read here: int16 version, then ``[topic string, [partition int32]]``), what a classic
   consumer's SyncGroup assignment holds and what consumer-protocol groups describe as. Bounded
@@ -17,6 +18,7 @@ and the members' assignments decoded from DescribeGroups.
 from __future__ import annotations
 
 import enum
+import re
 import struct
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,6 +32,7 @@ __all__ = [
     "lag",
     "reset_target",
     "parse_datetime",
+    "parse_duration",
     "decode_assignment",
     "CONSUMER_PROTOCOL_TYPE",
 ]
@@ -44,6 +47,7 @@ class ResetKind(enum.Enum):
     DATETIME = "to-datetime"
     SHIFT_BY = "shift-by"
     OFFSET = "to-offset"
+    CURRENT = "to-current"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +85,10 @@ def reset_target(spec: ResetSpec, committed: int | None, bounds: OffsetBounds) -
         target = bounds.log_end_offset if bounds.at_time is None else bounds.at_time
     elif spec.kind is ResetKind.OFFSET:
         target = spec.value
-    else:
+    else:  # SHIFT_BY, CURRENT (a shift by 0: the committed offset, clamped into the log)
         if committed is None or committed < 0:
             return None
-        target = committed + spec.value
+        target = committed + (spec.value if spec.kind is ResetKind.SHIFT_BY else 0)
     return min(max(target, bounds.log_start_offset), bounds.log_end_offset)
 
 
@@ -98,6 +102,22 @@ def parse_datetime(text: str) -> int:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return int(parsed.timestamp() * 1000)
+
+
+_DURATION = re.compile(
+    r"P(?:(?P<days>\d+)D)?(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?"
+    r"(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?"
+)
+
+
+def parse_duration(text: str) -> int:
+    """Kafka's ``--by-duration`` format, ISO-8601 ``PnDTnHnMnS`` (``P1DT2H``, ``PT30M``): ms."""
+    match = _DURATION.fullmatch(text.strip().upper())
+    if match is None or text.strip().upper() in ("P", "PT") or text.strip().upper().endswith("T"):
+        raise ValueError(f"--by-duration {text!r} is not PnDTnHnMnS (P1DT2H, PT30M)")
+    parts = {k: float(v) if v else 0.0 for k, v in match.groupdict().items()}
+    seconds = parts["days"] * 86400 + parts["hours"] * 3600 + parts["minutes"] * 60
+    return int((seconds + parts["seconds"]) * 1000)
 
 
 class _Reader:

@@ -245,6 +245,9 @@ def test_reset_offsets_dry_run_then_execute(cluster_dir, bootstrap, needs_commit
         (["--to-offset", "3"], {0: 3, 1: 3}),
         (["--to-datetime", "2000-01-01T00:00:00.000"], {0: 0, 1: 0}),
         (["--to-datetime", "2999-01-01T00:00:00.000"], {0: RECORDS, 1: RECORDS}),
+        (["--by-duration", "PT1H"], {0: 0, 1: 0}),  # every record is younger than an hour
+        (["--shift-by", "2"], {0: 2, 1: 2}),
+        (["--to-current"], {0: 2, 1: 2}),
     ):
         done = odradek(root, *base, "--topic", topic, *scenario, "--execute")
         assert done.returncode == 0, (scenario, done.stderr)

@@ -17,6 +17,7 @@ from odradek.ops.group_offsets import (
     decode_assignment,
     lag,
     parse_datetime,
+    parse_duration,
     reset_target,
 )
 from odradek.ops.model import TopicPartition
@@ -44,6 +45,9 @@ def test_lag():
         (ResetSpec(ResetKind.OFFSET, 70), None, 70),
         (ResetSpec(ResetKind.OFFSET, 3), 50, 10),
         (ResetSpec(ResetKind.OFFSET, 1000), 50, 100),
+        (ResetSpec(ResetKind.CURRENT), 50, 50),
+        (ResetSpec(ResetKind.CURRENT), 5, 10),  # below the log start: clamped
+        (ResetSpec(ResetKind.CURRENT), None, None),
     ],
 )
 def test_reset_targets(spec, committed, target):
@@ -60,6 +64,16 @@ def test_parse_datetime():
     assert parse_datetime("1970-01-01T00:00:02Z") == 2000
     with pytest.raises(ValueError):
         parse_datetime("yesterday")
+
+
+def test_parse_duration():
+    assert parse_duration("PT30M") == 30 * 60_000
+    assert parse_duration("P1DT2H") == 26 * 3_600_000
+    assert parse_duration("PT1.5S") == 1500
+    assert parse_duration("P2D") == 2 * 86_400_000
+    for bad in ("", "P", "PT", "30M", "P1H", "PT1DT"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
 
 
 def assignment(version: int, topics: dict[str, list[int]], user_data: bytes = b"") -> bytes:
@@ -134,7 +148,7 @@ def test_argument_errors_exit_2(argv):
 
 @pytest.mark.parametrize(
     "extra",
-    [["--to-datetime", "not-a-date"], ["--to-offset", "-1"]],
+    [["--to-datetime", "not-a-date"], ["--to-offset", "-1"], ["--by-duration", "1 hour"]],
 )
 def test_bad_scenario_values_exit_1(extra, capsys):
     argv = ["groups", "reset-offsets", "--group", "g", "--all-topics", *extra]
