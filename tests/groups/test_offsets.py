@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient
 from group_proof.traffic import committed, coordinator_of, create_topic
 from kafka import KafkaAdminClient, KafkaConsumer
@@ -20,6 +20,8 @@ from kafka.structs import OffsetAndMetadata
 
 from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
+from odradek.groups.config import OFFSETS_TOPIC
+from odradek.groups.partitioner import partition_for
 from odradek.local import cluster
 from odradek.protocol import schemas
 from support.waiting import wait_until
@@ -30,6 +32,7 @@ OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
 PARTITIONS = 3
 TIMEOUT_S = 30.0
 WAIT_S = 90.0
+OFFSETS_PARTITIONS = 6  # offsets.topic.num.partitions of the group cluster (conftest)
 
 
 def address_of(state, broker_id: int) -> tuple[str, int]:
@@ -161,13 +164,39 @@ def test_a_commit_survives_its_coordinator_killed(group_cluster, unique):
     current = cluster.ClusterState.read(Path(state.data_dir))
     assert cluster.kill(current.member("broker", coordinator))
     try:
+        survivors = ",".join(
+            m.address for m in current.members if m.role == "broker" and m.id != coordinator
+        )
         wait_until(
-            lambda: coordinator_of(bootstrap, group) != coordinator, "a new coordinator", WAIT_S
+            lambda: coordinator_of(survivors, group) != coordinator, "a new coordinator", WAIT_S
         )
         assert committed(bootstrap, group, topic, PARTITIONS) == {0: 100, 1: 101, 2: 102}
     finally:
         cluster.restart_broker(Path(state.data_dir), coordinator)
-    assert committed(bootstrap, group, topic, PARTITIONS) == {0: 100, 1: 101, 2: 102}
+    consumer = fresh_consumer(bootstrap, group)
+    try:  # a commit to the new coordinator
+        consumer.assign([TopicPartition(topic, 1)])
+        consumer.commit(offsets=[TopicPartition(topic, 1, 201)], asynchronous=False)
+    finally:
+        consumer.close()
+    expected = {0: 100, 1: 201, 2: 102}
+    assert committed(bootstrap, group, topic, PARTITIONS) == expected
+
+    # The restarted broker leads the group's partition again (it is its preferred leader): it
+    # loads the group from its own log, with what its successor committed meanwhile.
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    offsets_partition = partition_for(group, OFFSETS_PARTITIONS)
+    metadata = admin.list_topics(OFFSETS_TOPIC, timeout=TIMEOUT_S).topics[OFFSETS_TOPIC]
+    if metadata.partitions[offsets_partition].replicas[0] != coordinator:
+        return  # an earlier test moved the preferred leader: the reload was proven above
+
+    def led_by_the_restarted_broker() -> bool:
+        asked = [TopicPartition(OFFSETS_TOPIC, offsets_partition)]
+        admin.elect_leaders(ElectionType.PREFERRED, asked).result(timeout=TIMEOUT_S)
+        return coordinator_of(bootstrap, group) == coordinator
+
+    wait_until(led_by_the_restarted_broker, "the restarted broker coordinating again", WAIT_S)
+    assert committed(bootstrap, group, topic, PARTITIONS) == expected
 
 
 def test_a_commit_is_acknowledged_only_once_the_isr_has_it(group_cluster, unique):

@@ -22,8 +22,9 @@ nothing.
   ``offsets.retention.minutes`` (or past the expire timestamp an OffsetCommit v2-v4 set): for a
   simple group counted from the commit, for an empty group from the moment it was first seen
   empty (Kafka: since it became empty; after a reload: since the reload, never earlier), for a
-  group with members only the offsets of topics it no longer consumes. An empty group left
-  without offsets is deleted (``Group.tombstones()``).
+  group with members only the offsets of topics it no longer consumes (a consumer group, or a
+  Stable classic group of the consumer protocol; other groups with members keep all). An empty
+  group left without offsets is deleted (``Group.tombstones()``).
 
 For the other managers and the admin APIs: ``committed``, ``group_ids``,
 ``delete_group_offsets``.
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from odradek.errors import ErrorCode
 from odradek.groups.errors import GroupError
-from odradek.groups.group import Group
+from odradek.groups.group import Group, GroupType
 from odradek.groups.records.base import CoordinatorRecord
 from odradek.groups.records.offsets import (
     LegacyOffsetCommitKey,
@@ -272,9 +273,12 @@ class OffsetMetadataManager:
                 self._empty_since.pop(group_id, None)
             if len(records) >= MAX_EXPIRED_RECORDS:
                 return records, True
+            busy = group is not None and not group.is_empty()
+            if busy and not _expires_while_busy(group):
+                continue
             expired = []
             for (topic, partition), offset in sorted(offsets.items()):
-                if group is not None and not group.is_empty() and group.is_subscribed_to(topic):
+                if busy and group.is_subscribed_to(topic):
                     continue
                 if offset.expire_timestamp_ms >= 0:
                     due = now >= offset.expire_timestamp_ms
@@ -290,6 +294,15 @@ class OffsetMetadataManager:
         for group_id in set(self._empty_since) - set(self._groups):
             del self._empty_since[group_id]
         return records, False
+
+
+def _expires_while_busy(group: Group) -> bool:
+    """Whether a group with members has offsets that may expire (of topics it does not consume):
+    Kafka's ``offsetExpirationCondition``: a consumer group (KIP-848) always, a classic group
+    only if it uses the consumer protocol and is Stable (it knows its members' subscriptions)."""
+    if group.protocol_type() != "consumer":
+        return False
+    return group.type is GroupType.CONSUMER or group.state_name() == "Stable"
 
 
 def _tombstone(group_id: str, topic: str, partition: int) -> CoordinatorRecord:

@@ -16,6 +16,7 @@ from odradek.broker.handlers import offset_commit, offset_delete, offset_fetch
 from odradek.errors import ErrorCode
 from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.coordinator import GroupCoordinator
+from odradek.groups.records import decode
 from odradek.groups.runtime import CoordinatorRuntime
 from odradek.groups.shard import ShardContext
 from odradek.protocol import schemas
@@ -209,3 +210,15 @@ async def test_offset_delete():
     assert deleted.topics[0].partitions[0].error_code == ErrorCode.none
     fetched = await offset_fetch.handle(context(groups, 8), fetch_request(8, ["g"]))
     assert fetched.groups[0].topics[0].partitions[0].committed_offset == -1
+
+
+@in_loop
+async def test_a_retention_time_of_offset_commit_v2_sets_the_offsets_expiry():
+    log = MemoryLog()
+    groups = await coordinator(log)
+    request = commit_request(2, "g", 0, 7, retention_time=timedelta(minutes=5))
+    response = await offset_commit.handle(context(groups, 2), request)
+    assert response.topics[0].partitions[0].error_code == ErrorCode.none
+    stored = await groups.read("g", lambda shard: shard.offsets.committed("g")[(TOPIC, 0)])
+    assert stored.expire_timestamp_ms == 1000 + 5 * 60_000  # the coordinator's clock: 1000
+    assert decode(log.records[0][0].key, log.records[0][0].value).value.__version__ == 1

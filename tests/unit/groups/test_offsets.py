@@ -470,6 +470,16 @@ def test_a_group_with_members_keeps_the_offsets_of_topics_it_consumes():
     assert shard.offsets.group_ids() == set()
 
 
+def test_a_busy_group_of_another_protocol_keeps_every_offset():
+    clock = Clock()
+    shard, _ = expiring_shard(clock)
+    shard.groups["connect"] = FakeGroup("connect", members={"m": 1}, protocol="connect")
+    commits = [PartitionCommit("audit", 0, 1)]
+    apply(shard, shard.offsets.commit_offsets("connect", "m", None, 1, commits))
+    clock.now_ms += 11 * MINUTE_MS
+    assert apply(shard, shard.offsets.expire()) == []
+
+
 def test_an_empty_group_without_offsets_is_deleted_and_a_busy_one_is_not():
     clock = Clock()
     shard, _ = expiring_shard(clock)
