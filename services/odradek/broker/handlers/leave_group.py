@@ -1,0 +1,61 @@
+"""LeaveGroup (13), v0-5: members leave a classic group (the group rebalances).
+
+v0-2 name one member and answer with its error; v3+ (KIP-345) name a batch of members, each by
+member id or ``group.instance.id``, and answer per member; v5 adds a reason (logged by the
+client's choice, ignored here). Thin: ``shard.classic.leave``; an unknown group fails the
+whole request (UNKNOWN_MEMBER_ID), as in Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.errors import ErrorCode, OdradekError
+from odradek.groups.classic.messages import LeaveMember
+from odradek.protocol import schemas
+from odradek.protocol.apis import ApiKey
+
+API_KEY = ApiKey.LEAVE_GROUP
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    if version >= 3:
+        leaving = [LeaveMember(m.member_id, m.group_instance_id) for m in request.members]
+    else:
+        leaving = [LeaveMember(request.member_id, None)]
+    groups = ctx.broker.groups
+    error = ErrorCode.none
+    answers: list[LeaveMember] = []
+    try:
+        if groups is None:
+            error = ErrorCode.coordinator_not_available
+        elif not leaving:
+            error = ErrorCode.invalid_request
+        else:
+            answers = await groups.write(
+                request.group_id, lambda shard: shard.classic.leave(request.group_id, leaving)
+            )
+    except OdradekError as e:
+        error = e.error_code
+    response_type = schemas.response_schema(API_KEY, version)
+    if version < 3:
+        return build(
+            response_type,
+            throttle_time=NO_THROTTLE,
+            error_code=answers[0].error if answers else error,
+        )
+    member_type = element_type(response_type, "members")
+    return build(
+        response_type,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        members=tuple(
+            member_type(
+                member_id=a.member_id, group_instance_id=a.group_instance_id, error_code=a.error
+            )
+            for a in answers
+        ),
+    )

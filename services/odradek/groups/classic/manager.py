@@ -1,0 +1,653 @@
+"""The classic group protocol of one shard (the classic half of Kafka's
+``GroupMetadataManager``): JoinGroup, SyncGroup, Heartbeat, LeaveGroup, and their timers.
+
+**State and records.** Kafka keeps a classic group's rebalance in memory (who waits in
+JoinGroup, who must still sync, the timers) and writes a ``GroupMetadata`` record only when a
+generation is settled: the leader's SyncGroup (members and assignments) and a rebalance that ends
+with no member (an Empty group). Operations here therefore change the group themselves and return
+``Result(replay=False)``; ``replay`` rebuilds groups from those records when a shard loads (a
+group with members comes back Stable, its members' sessions restart), and applies tombstones
+written by DeleteGroups or expiry (the group becomes Dead and leaves ``shard.groups``).
+
+**Waiting answers.** A JoinGroup answer waits for the join phase to complete, a follower's
+SyncGroup for the leader's: the operation returns ``Result(deferred=future)``; futures are
+completed with an answer value (never an exception) by whatever ends the wait: the phase
+completing, the member being removed or fenced, the shard unloading (NOT_COORDINATOR).
+
+**Timers** (one per key, replaced when rescheduled): ``heartbeat:<group>:<member>`` (session
+timeout; a member waiting in a rebalance counts as alive unless it is new),
+``pending:<group>:<member>`` (a KIP-394 member id not used within the session timeout),
+``join:<group>`` (initial delay, then rebalance timeout), ``sync:<group>`` (members that do not
+sync within the rebalance timeout are removed).
+
+Runs inside the runtime's operations (one at a time per shard), on the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import TYPE_CHECKING
+
+from odradek.errors import ErrorCode
+from odradek.groups.classic.group import ClassicGroup
+from odradek.groups.classic.member import ClassicMember
+from odradek.groups.classic.messages import (
+    JoinAnswer,
+    JoinRequest,
+    LeaveMember,
+    SyncAnswer,
+)
+from odradek.groups.classic.state import ClassicGroupState
+from odradek.groups.classic.waiting import Waiting, new_waiting
+from odradek.groups.errors import GroupError, coordinator_error_of
+from odradek.groups.group import Group, GroupType
+from odradek.groups.records.base import CoordinatorRecord
+from odradek.groups.records.classic import GroupMetadataKey
+from odradek.groups.result import Result
+
+if TYPE_CHECKING:
+    from odradek.groups.shard import ShardContext
+
+__all__ = ["ClassicGroupManager", "NEW_MEMBER_JOIN_TIMEOUT_MS"]
+
+log = logging.getLogger(__name__)
+
+S = ClassicGroupState
+# Kafka's group.classic... new member join timeout: a member that joined for the first time
+# and vanished before the join phase completed is removed after this long.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
+
+Records = list[CoordinatorRecord]
+
+
+class ClassicGroupManager:
+    RECORD_KEYS = (GroupMetadataKey,)
+
+    def __init__(self, context: ShardContext, groups: dict[str, Group]):
+        self.context = context
+        self.groups = groups
+        self.config = context.config
+
+    # -- replay and lifecycle --------------------------------------------------------------
+
+    def replay(self, record: CoordinatorRecord) -> None:
+        group_id = record.key.group
+        existing = self.groups.get(group_id)
+        if existing is not None and existing.type is not GroupType.CLASSIC:
+            return  # the id belongs to a consumer group now; an old classic record
+        if record.value is None:
+            if isinstance(existing, ClassicGroup):
+                self._unload_group(existing, ErrorCode.coordinator_not_available)
+                existing.state = S.DEAD
+                del self.groups[group_id]
+            return
+        self.groups[group_id] = ClassicGroup.from_record(group_id, record.value)
+
+    def on_loaded(self) -> None:
+        for group in self._classic_groups():
+            for member in group.members.values():
+                self._schedule_heartbeat(group, member, member.session_timeout_ms)
+
+    def on_unloaded(self) -> None:
+        for group in self._classic_groups():
+            self._unload_group(group, ErrorCode.not_coordinator)
+
+    def _unload_group(self, group: ClassicGroup, error: ErrorCode) -> None:
+        timer = self.context.timer
+        timer.cancel(_join_key(group))
+        timer.cancel(_sync_key(group))
+        for member_id in group.pending_members:
+            timer.cancel(_pending_key(group, member_id))
+        for member in group.members.values():
+            timer.cancel(_heartbeat_key(group, member.member_id))
+            member.complete_join(JoinAnswer.failed(error, member.member_id))
+            member.complete_sync(SyncAnswer(error))
+
+    def _classic_groups(self) -> list[ClassicGroup]:
+        return [g for g in self.groups.values() if isinstance(g, ClassicGroup)]
+
+    def group(self, group_id: str) -> ClassicGroup:
+        """The classic group ``group_id``: UNKNOWN_MEMBER_ID if there is none, GROUP_ID_NOT_FOUND
+        if the id names a consumer group (Kafka's ``getOrMaybeCreateClassicGroup``)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            raise GroupError(ErrorCode.unknown_member_id, f"classic group {group_id} not found")
+        if not isinstance(group, ClassicGroup):
+            raise GroupError(ErrorCode.group_id_not_found, f"{group_id} is not a classic group")
+        return group
+
+    # -- JoinGroup -------------------------------------------------------------------------
+
+    def join(self, request: JoinRequest) -> Result[JoinAnswer]:
+        """A member joins (or rejoins); the answer waits for the join phase to complete."""
+        try:
+            return self._join(request)
+        except GroupError as e:
+            return Result(response=JoinAnswer.failed(e.error_code, request.member_id), replay=False)
+
+    def _join(self, request: JoinRequest) -> Result[JoinAnswer]:
+        config = self.config
+        if not request.group_id:
+            raise GroupError(ErrorCode.invalid_group_id, "the group id is empty")
+        if not (
+            config.group_min_session_timeout_ms
+            <= request.session_timeout_ms
+            <= config.group_max_session_timeout_ms
+        ):
+            raise GroupError(
+                ErrorCode.invalid_session_timeout,
+                f"session timeout {request.session_timeout_ms} ms is outside"
+                f" [{config.group_min_session_timeout_ms}, {config.group_max_session_timeout_ms}]",
+            )
+        unknown_member = request.member_id == ""
+        existing = self.groups.get(request.group_id)
+        if existing is not None and not isinstance(existing, ClassicGroup):
+            raise GroupError(
+                ErrorCode.group_id_not_found, f"{request.group_id} is a consumer-protocol group"
+            )
+        if existing is None:
+            if not unknown_member:
+                raise GroupError(ErrorCode.unknown_member_id, f"no group {request.group_id}")
+            existing = ClassicGroup(request.group_id, self.context.clock_ms())
+        group = existing
+        if not self._accepts_joining_member(group, request.member_id):
+            raise GroupError(
+                ErrorCode.group_max_size_reached,
+                f"group {group.group_id} has {config.group_max_size} members already",
+            )
+        names = {name for name, _ in request.protocols}
+        if group.in_state(S.DEAD):
+            # The group was deleted while this member thought it a member: find it again.
+            raise GroupError(ErrorCode.coordinator_not_available, f"group {group.group_id} is dead")
+        if not group.supports_protocols(request.protocol_type, names):
+            raise GroupError(
+                ErrorCode.inconsistent_group_protocol,
+                f"protocol type {request.protocol_type!r} and protocols {sorted(names)}"
+                f" do not fit group {group.group_id}",
+            )
+        self.groups.setdefault(group.group_id, group)
+        if unknown_member:
+            return self._join_new_member(group, request)
+        return self._join_existing_member(group, request)
+
+    def _accepts_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
+        if group.in_state(S.EMPTY, S.DEAD):
+            return True
+        if member_id in group.members or member_id in group.pending_members:
+            return True
+        return len(group.members) < self.config.group_max_size
+
+    def _join_new_member(self, group: ClassicGroup, request: JoinRequest) -> Result[JoinAnswer]:
+        member_id = f"{request.client_id}-{uuid.uuid4()}"
+        if request.group_instance_id is not None:
+            old_id = group.static_member_id(request.group_instance_id)
+            if old_id is not None:
+                return self._replace_static_member(group, request, old_id, member_id)
+            return self._add_member(group, request, member_id)
+        if request.require_known_member_id:
+            # KIP-394: the member learns its id first, so a join that times out on the client
+            # side does not leave a member behind for a whole session.
+            group.pending_members.add(member_id)
+            self.context.timer.schedule(
+                _pending_key(group, member_id),
+                request.session_timeout_ms,
+                lambda: self._expire_pending(group, member_id),
+            )
+            return Result(
+                response=JoinAnswer.failed(ErrorCode.member_id_required, member_id), replay=False
+            )
+        return self._add_member(group, request, member_id)
+
+    def _join_existing_member(
+        self, group: ClassicGroup, request: JoinRequest
+    ) -> Result[JoinAnswer]:
+        member_id = request.member_id
+        if member_id in group.pending_members:
+            if request.group_instance_id is not None:
+                raise GroupError(
+                    ErrorCode.unknown_member_id, "a static member never gets a pending member id"
+                )
+            self.context.timer.cancel(_pending_key(group, member_id))
+            return self._add_member(group, request, member_id)
+        group.validate_member(member_id, request.group_instance_id, "join")
+        member = group.members[member_id]
+        if group.in_state(S.PREPARING_REBALANCE):
+            return self._update_member(group, member, request)
+        if group.in_state(S.COMPLETING_REBALANCE):
+            if member.matches(request.protocols):
+                # Its JoinGroup answer was lost: the same answer again.
+                return Result(response=self._join_answer(group, member), replay=False)
+            return self._update_member(group, member, request)
+        if group.in_state(S.STABLE):
+            if group.is_leader(member_id) or not member.matches(request.protocols):
+                return self._update_member(group, member, request)
+            return Result(response=self._join_answer(group, member, members=False), replay=False)
+        raise GroupError(ErrorCode.unknown_member_id, f"group {group.group_id} is {group.state}")
+
+    def _add_member(
+        self, group: ClassicGroup, request: JoinRequest, member_id: str
+    ) -> Result[JoinAnswer]:
+        member = ClassicMember(
+            member_id=member_id,
+            group_instance_id=request.group_instance_id,
+            client_id=request.client_id,
+            client_host=request.client_host,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            session_timeout_ms=request.session_timeout_ms,
+            protocol_type=request.protocol_type,
+            protocols=request.protocols,
+            is_new=True,
+        )
+        future = self._new_join_future(member)
+        if group.in_state(S.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member)
+        self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        records = self._rebalance_or_complete_join(group, f"{member_id} joined")
+        return Result(records=records, deferred=future, replay=False)
+
+    def _update_member(
+        self, group: ClassicGroup, member: ClassicMember, request: JoinRequest
+    ) -> Result[JoinAnswer]:
+        member.protocols = request.protocols
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.session_timeout_ms = request.session_timeout_ms
+        member.complete_join(JoinAnswer.failed(ErrorCode.rebalance_in_progress, member.member_id))
+        future = self._new_join_future(member)
+        records = self._rebalance_or_complete_join(group, f"{member.member_id} rejoined")
+        return Result(records=records, deferred=future, replay=False)
+
+    def _replace_static_member(
+        self, group: ClassicGroup, request: JoinRequest, old_id: str, new_id: str
+    ) -> Result[JoinAnswer]:
+        """KIP-345: a static member restarted. Its old member id is fenced; in a Stable group
+        whose chosen protocol the new metadata keeps, it gets the generation back without a
+        rebalance (the group's record names the new id)."""
+        assert request.group_instance_id is not None
+        self.context.timer.cancel(_heartbeat_key(group, old_id))
+        group.replace_static_member(request.group_instance_id, old_id, new_id)
+        member = group.members[new_id]
+        old = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
+        old_client = (member.client_id, member.client_host)
+        member.protocols = request.protocols
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.session_timeout_ms = request.session_timeout_ms
+        member.client_id, member.client_host = request.client_id, request.client_host
+        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        if group.in_state(S.STABLE):
+            if group.select_protocol() != group.protocol_name or member.metadata(
+                group.protocol_name
+            ) != dict(old[0]).get(group.protocol_name or ""):
+                future = self._new_join_future(member)
+                records = self._prepare_rebalance(group, f"static member {new_id} changed")
+                return Result(records=records, deferred=future, replay=False)
+            leader_skips = group.is_leader(new_id) and request.supports_skip_assignment
+            answer = JoinAnswer(
+                error=ErrorCode.none,
+                member_id=new_id,
+                generation_id=group.generation_id,
+                protocol_type=group.protocol_type(),
+                protocol_name=group.protocol_name,
+                leader=group.leader_id or "",
+                members=group.joined_members() if leader_skips else (),
+                skip_assignment=leader_skips,
+            )
+            instance_id = request.group_instance_id
+
+            def written(error: BaseException | None) -> None:
+                if error is None or new_id not in group.members:
+                    return
+                # Not persisted: the instance is the old member id again (Kafka reverts too).
+                log.warning("group %s: replacing static member failed: %s", group.group_id, error)
+                group.replace_static_member(instance_id, new_id, old_id)
+                member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
+                member.client_id, member.client_host = old_client
+
+            return Result(
+                records=[group.record()], response=answer, replay=False, on_written=written
+            )
+        future = self._new_join_future(member)
+        if group.in_state(S.COMPLETING_REBALANCE):
+            records = self._prepare_rebalance(group, f"static member {new_id} replaced {old_id}")
+        else:  # PreparingRebalance: the member waits for the phase like the others
+            records = self._maybe_complete_join(group)
+        return Result(records=records, deferred=future, replay=False)
+
+    def _new_join_future(self, member: ClassicMember) -> Waiting[JoinAnswer]:
+        future: Waiting[JoinAnswer] = new_waiting()
+        member.join_future = future
+        return future
+
+    def _join_answer(
+        self, group: ClassicGroup, member: ClassicMember, *, members: bool = True
+    ) -> JoinAnswer:
+        leader = group.is_leader(member.member_id)
+        return JoinAnswer(
+            error=ErrorCode.none,
+            member_id=member.member_id,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type(),
+            protocol_name=group.protocol_name,
+            leader=group.leader_id or "",
+            members=group.joined_members() if leader and members else (),
+        )
+
+    # -- the join phase --------------------------------------------------------------------
+
+    def _rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> Records:
+        if group.in_state(S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY):
+            return self._prepare_rebalance(group, reason)
+        return self._maybe_complete_join(group)
+
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> Records:
+        log.info(
+            "group %s: rebalance (generation %d): %s", group.group_id, group.generation_id, reason
+        )
+        if group.in_state(S.COMPLETING_REBALANCE):
+            self._reset_assignment(group, ErrorCode.rebalance_in_progress)
+        self.context.timer.cancel(_sync_key(group))
+        initial = group.in_state(S.EMPTY)
+        group.transition_to(S.PREPARING_REBALANCE, self.context.clock_ms())
+        if initial:
+            delay = self.config.group_initial_rebalance_delay_ms
+            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            self._schedule_initial_join(group, delay, remaining)
+            return []
+        if group.all_members_joined():
+            return self._complete_join(group)
+        self.context.timer.schedule(
+            _join_key(group),
+            group.rebalance_timeout_ms(),
+            lambda: self._on_join_timeout(group),
+        )
+        return []
+
+    def _schedule_initial_join(self, group: ClassicGroup, delay_ms: int, remaining_ms: int) -> None:
+        def fire() -> Result[None]:
+            if group.new_member_added and remaining_ms > 0:
+                # KIP-134: members keep arriving; wait again, within the rebalance timeout.
+                group.new_member_added = False
+                next_delay = min(self.config.group_initial_rebalance_delay_ms, remaining_ms)
+                self._schedule_initial_join(group, next_delay, max(remaining_ms - delay_ms, 0))
+                return Result(replay=False)
+            return self._on_join_timeout(group)
+
+        self.context.timer.schedule(_join_key(group), delay_ms, fire)
+
+    def _on_join_timeout(self, group: ClassicGroup) -> Result[None]:
+        if (
+            not group.in_state(S.PREPARING_REBALANCE)
+            or self.groups.get(group.group_id) is not group
+        ):
+            return Result(replay=False)
+        return Result(records=self._complete_join(group), replay=False)
+
+    def _maybe_complete_join(self, group: ClassicGroup) -> Records:
+        if (
+            group.in_state(S.PREPARING_REBALANCE)
+            and group.all_members_joined()
+            and group.previous_state is not S.EMPTY
+        ):
+            return self._complete_join(group)
+        return []
+
+    def _complete_join(self, group: ClassicGroup) -> Records:
+        """The join phase ends: members that did not rejoin leave, the next generation starts,
+        every joined member gets its answer (the leader with everyone's metadata)."""
+        timer = self.context.timer
+        timer.cancel(_join_key(group))
+        if group.in_state(S.DEAD):
+            return []
+        for member in [m for m in group.members.values() if not m.awaiting_join]:
+            log.info("group %s: %s did not rejoin in time", group.group_id, member.member_id)
+            timer.cancel(_heartbeat_key(group, member.member_id))
+            member.complete_sync(SyncAnswer(ErrorCode.rebalance_in_progress))
+            group.remove(member.member_id)
+        group.init_next_generation(self.context.clock_ms())
+        if group.in_state(S.EMPTY):
+            log.info("group %s: generation %d with no member", group.group_id, group.generation_id)
+            return [group.record()]
+        log.info(
+            "group %s: generation %d, protocol %s, %d members, leader %s",
+            group.group_id,
+            group.generation_id,
+            group.protocol_name,
+            len(group.members),
+            group.leader_id,
+        )
+        for member in group.members.values():
+            member.complete_join(self._join_answer(group, member))
+            member.is_new = False
+            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        self._schedule_sync_timeout(group)
+        return []
+
+    def _schedule_sync_timeout(self, group: ClassicGroup) -> None:
+        generation = group.generation_id
+
+        def fire() -> Result[None]:
+            if (
+                self.groups.get(group.group_id) is not group
+                or group.generation_id != generation
+                or not group.in_state(S.COMPLETING_REBALANCE, S.STABLE)
+                or not group.pending_sync_members
+            ):
+                return Result(replay=False)
+            for member_id in list(group.pending_sync_members):
+                log.info("group %s: %s did not sync in time", group.group_id, member_id)
+                self._remove_member(group, member_id)
+            records: Records = []
+            if group.in_state(S.COMPLETING_REBALANCE, S.STABLE):
+                records = self._prepare_rebalance(group, "members did not sync in time")
+            return Result(records=records, replay=False)
+
+        self.context.timer.schedule(_sync_key(group), group.rebalance_timeout_ms(), fire)
+
+    def _reset_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            member.complete_sync(SyncAnswer(error))
+
+    # -- SyncGroup -------------------------------------------------------------------------
+
+    def sync(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> Result[SyncAnswer]:
+        try:
+            group = self.group(group_id)
+            if group.in_state(S.DEAD):
+                raise GroupError(ErrorCode.coordinator_not_available, f"group {group_id} is dead")
+            group.validate_member(member_id, group_instance_id, "sync")
+            if generation_id != group.generation_id:
+                raise GroupError(
+                    ErrorCode.illegal_generation,
+                    f"generation {generation_id} is not the group's {group.generation_id}",
+                )
+            if (protocol_type is not None and protocol_type != group.protocol_type()) or (
+                protocol_name is not None and protocol_name != group.protocol_name
+            ):
+                raise GroupError(ErrorCode.inconsistent_group_protocol)
+        except GroupError as e:
+            return Result(response=SyncAnswer(e.error_code), replay=False)
+        member = group.members[member_id]
+        if group.in_state(S.PREPARING_REBALANCE):
+            return Result(response=SyncAnswer(ErrorCode.rebalance_in_progress), replay=False)
+        if group.in_state(S.STABLE):
+            group.pending_sync_members.discard(member_id)
+            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+            return Result(response=self._sync_answer(group, member), replay=False)
+        # CompletingRebalance: wait for the leader's assignment.
+        future: Waiting[SyncAnswer] = new_waiting()
+        member.complete_sync(SyncAnswer(ErrorCode.rebalance_in_progress))
+        member.sync_future = future
+        group.pending_sync_members.discard(member_id)
+        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        if not group.is_leader(member_id):
+            return Result(deferred=future, replay=False)
+        full = {m: assignments.get(m, b"") for m in group.members}
+        generation = group.generation_id
+
+        def written(error: BaseException | None) -> None:
+            if not group.in_state(S.COMPLETING_REBALANCE) or group.generation_id != generation:
+                return  # the group moved on meanwhile; its members were told
+            if error is not None:
+                code = coordinator_error_of(error).error_code
+                log.warning(
+                    "group %s: storing generation %d failed: %s", group_id, generation, error
+                )
+                self._reset_assignment(group, code)
+                self._spawn_rebalance(group, "the group's metadata could not be stored")
+                return
+            for m in group.members.values():
+                m.assignment = full[m.member_id]
+            group.transition_to(S.STABLE, self.context.clock_ms())
+            for m in group.members.values():
+                m.complete_sync(self._sync_answer(group, m))
+
+        return Result(
+            records=[group.record(full)], deferred=future, replay=False, on_written=written
+        )
+
+    def _spawn_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        """Rebalance from a write callback (outside an operation): as a timer, i.e. an
+        operation of the shard."""
+
+        def fire() -> Result[None]:
+            if self.groups.get(group.group_id) is not group or not group.in_state(
+                S.COMPLETING_REBALANCE, S.STABLE
+            ):
+                return Result(replay=False)
+            return Result(records=self._prepare_rebalance(group, reason), replay=False)
+
+        self.context.timer.schedule(_rebalance_key(group), 0, fire)
+
+    def _sync_answer(self, group: ClassicGroup, member: ClassicMember) -> SyncAnswer:
+        return SyncAnswer(
+            ErrorCode.none, member.assignment, group.protocol_type(), group.protocol_name
+        )
+
+    # -- Heartbeat -------------------------------------------------------------------------
+
+    def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> Result[ErrorCode]:
+        try:
+            group = self.group(group_id)
+            if group.in_state(S.DEAD):
+                raise GroupError(ErrorCode.coordinator_not_available, f"group {group_id} is dead")
+            group.validate_member(member_id, group_instance_id, "heartbeat")
+            if generation_id != group.generation_id:
+                raise GroupError(ErrorCode.illegal_generation)
+        except GroupError as e:
+            return Result(response=e.error_code, replay=False)
+        member = group.members[member_id]
+        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        if group.in_state(S.PREPARING_REBALANCE):
+            return Result(response=ErrorCode.rebalance_in_progress, replay=False)
+        if group.in_state(S.EMPTY):
+            return Result(response=ErrorCode.unknown_member_id, replay=False)
+        return Result(response=ErrorCode.none, replay=False)
+
+    def _schedule_heartbeat(
+        self, group: ClassicGroup, member: ClassicMember, delay_ms: int
+    ) -> None:
+        member_id = member.member_id
+        self.context.timer.schedule(
+            _heartbeat_key(group, member_id),
+            delay_ms,
+            lambda: self._expire_heartbeat(group, member_id),
+        )
+
+    def _expire_heartbeat(self, group: ClassicGroup, member_id: str) -> Result[None]:
+        member = group.members.get(member_id)
+        if self.groups.get(group.group_id) is not group or member is None or group.in_state(S.DEAD):
+            return Result(replay=False)
+        if member.has_satisfied_heartbeat():
+            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+            return Result(replay=False)
+        log.info("group %s: member %s's session expired", group.group_id, member_id)
+        return Result(records=self._remove_and_rebalance(group, member_id), replay=False)
+
+    def _expire_pending(self, group: ClassicGroup, member_id: str) -> Result[None]:
+        if member_id not in group.pending_members or self.groups.get(group.group_id) is not group:
+            return Result(replay=False)
+        group.pending_members.discard(member_id)
+        return Result(records=self._maybe_complete_join(group), replay=False)
+
+    # -- LeaveGroup ------------------------------------------------------------------------
+
+    def leave(self, group_id: str, members: list[LeaveMember]) -> Result[list[LeaveMember]]:
+        """Members leave; each gets its own error (v3+ batches). The whole request fails
+        (``GroupError``) only if the group is unknown or dead."""
+        group = self.group(group_id)
+        if group.in_state(S.DEAD):
+            raise GroupError(ErrorCode.coordinator_not_available, f"group {group_id} is dead")
+        answers: list[LeaveMember] = []
+        records: Records = []
+        for leaving in members:
+            error = ErrorCode.none
+            try:
+                records += self._leave_one(group, leaving)
+            except GroupError as e:
+                error = e.error_code
+            answers.append(LeaveMember(leaving.member_id, leaving.group_instance_id, error))
+        return Result(records=records, response=answers, replay=False)
+
+    def _leave_one(self, group: ClassicGroup, leaving: LeaveMember) -> Records:
+        if leaving.group_instance_id is None:
+            if leaving.member_id in group.pending_members:
+                self.context.timer.cancel(_pending_key(group, leaving.member_id))
+                group.pending_members.discard(leaving.member_id)
+                return self._maybe_complete_join(group)
+            if leaving.member_id not in group.members:
+                raise GroupError(ErrorCode.unknown_member_id)
+            return self._remove_and_rebalance(group, leaving.member_id)
+        current = group.static_member_id(leaving.group_instance_id)
+        if current is None:
+            raise GroupError(ErrorCode.unknown_member_id)
+        if leaving.member_id and leaving.member_id != current:
+            raise GroupError(ErrorCode.fenced_instance_id)
+        return self._remove_and_rebalance(group, current)
+
+    def _remove_member(self, group: ClassicGroup, member_id: str) -> None:
+        self.context.timer.cancel(_heartbeat_key(group, member_id))
+        member = group.remove(member_id)
+        if member is not None:
+            member.complete_join(JoinAnswer.failed(ErrorCode.unknown_member_id, member_id))
+            member.complete_sync(SyncAnswer(ErrorCode.unknown_member_id))
+
+    def _remove_and_rebalance(self, group: ClassicGroup, member_id: str) -> Records:
+        self._remove_member(group, member_id)
+        if group.in_state(S.STABLE, S.COMPLETING_REBALANCE):
+            return self._prepare_rebalance(group, f"{member_id} left")
+        if group.in_state(S.PREPARING_REBALANCE):
+            return self._maybe_complete_join(group)
+        return []
+
+
+def _heartbeat_key(group: ClassicGroup, member_id: str) -> str:
+    return f"classic-heartbeat:{group.group_id}:{member_id}"
+
+
+def _pending_key(group: ClassicGroup, member_id: str) -> str:
+    return f"classic-pending:{group.group_id}:{member_id}"
+
+
+def _join_key(group: ClassicGroup) -> str:
+    return f"classic-join:{group.group_id}"
+
+
+def _sync_key(group: ClassicGroup) -> str:
+    return f"classic-sync:{group.group_id}"
+
+
+def _rebalance_key(group: ClassicGroup) -> str:
+    return f"classic-rebalance:{group.group_id}"
