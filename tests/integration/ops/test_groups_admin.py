@@ -339,3 +339,7 @@ def test_a_live_group_describes_members_and_refuses_delete_and_reset(
     listed = odradek(root, "groups", "list", "--state", "Empty", "--bootstrap-server", bootstrap)
     assert listed.returncode == 0, listed.stderr
     assert group in listed.stdout  # left cleanly: empty, offsets kept
+    deleted = odradek(root, "groups", "delete", "--group", group, "--bootstrap-server", bootstrap)
+    assert deleted.returncode == 0, deleted.stderr
+    gone = odradek(root, "groups", "describe", "--group", group, "--bootstrap-server", bootstrap)
+    assert gone.returncode == 1 and "does not exist" in gone.stderr
