@@ -41,6 +41,10 @@ OVERRIDES = {
     "offsets.topic.replication.factor": "1",
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
+    "group.consumer.min.session.timeout.ms": "3000",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.heartbeat.interval.ms": "1000",
 }
 
 
@@ -73,6 +77,12 @@ def advertised(bootstrap) -> set[int]:
 def needs_commits(advertised) -> None:
     if ApiKey.OFFSET_COMMIT not in advertised or ApiKey.OFFSET_FETCH not in advertised:
         pytest.skip("the broker does not advertise OffsetCommit/OffsetFetch yet (offsets part)")
+
+
+@pytest.fixture
+def needs_consumer_protocol(advertised, needs_commits) -> None:
+    if ApiKey.CONSUMER_GROUP_HEARTBEAT not in advertised:
+        pytest.skip("the broker does not advertise ConsumerGroupHeartbeat yet (KIP-848 part)")
 
 
 @pytest.fixture
@@ -343,3 +353,55 @@ def test_a_live_group_describes_members_and_refuses_delete_and_reset(
     assert deleted.returncode == 0, deleted.stderr
     gone = odradek(root, "groups", "describe", "--group", group, "--bootstrap-server", bootstrap)
     assert gone.returncode == 1 and "does not exist" in gone.stderr
+
+
+def test_a_kip848_group_lists_as_consumer_and_describes_its_assignment(
+    cluster_dir, bootstrap, needs_consumer_protocol
+):
+    root, _ = cluster_dir
+    topic = topic_with_records(bootstrap)
+    group = f"kip848-{uuid.uuid4().hex[:6]}"
+    consumer = ConfluentConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
+            consumer.poll(0.5)
+        assert len(consumer.assignment()) == 2
+
+        row: list[str] = []
+        deadline = time.monotonic() + 20  # Stable once the member acknowledged its assignment
+        while row[2:3] != ["Stable"] and time.monotonic() < deadline:
+            listed = odradek(
+                root, "groups", "list", "--type", "consumer", "--bootstrap-server", bootstrap
+            )
+            assert listed.returncode == 0, listed.stderr
+            rows = [line.split() for line in listed.stdout.splitlines()]
+            row = next((r for r in rows if r[0] == group), [])
+            consumer.poll(0.2)
+        assert row[1:] == ["consumer", "Stable", "consumer"]
+        classic = odradek(
+            root, "groups", "list", "--type", "classic", "--bootstrap-server", bootstrap
+        )
+        assert group not in classic.stdout
+
+        shown = odradek(
+            root, "groups", "describe", "--group", group, "--bootstrap-server", bootstrap
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert "1 member(s)" in shown.stdout
+        assert f"{topic}-0, {topic}-1" in shown.stdout  # decoded from the member's assignment
+        deleted = odradek(
+            root, "groups", "delete", "--group", group, "--bootstrap-server", bootstrap
+        )
+        assert deleted.returncode == 1 and "NON_EMPTY_GROUP" in deleted.stderr
+    finally:
+        consumer.close()
