@@ -1,13 +1,11 @@
 """Consumer-group administration against a real broker: ListGroups, DescribeGroups and
 DeleteGroups through kafka-python's and confluent-kafka's admin clients and through
 ``odradek groups list|describe|reset-offsets|delete``; lag in the CLI and in
-``odradek_group_consumer_lag``. Groups come from simple consumers (``assign()`` + commit) and
-from members of a subscribed group; tests that need OffsetCommit or JoinGroup skip while the
-broker does not advertise them (the coordinator's other parts are built alongside)."""
+``odradek_group_consumer_lag``. Groups come from simple consumers (``assign()`` + commit), from
+a classic member of a subscribed group and from a KIP-848 member (``group.protocol=consumer``)."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import time
@@ -28,9 +26,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 
-from odradek.client.connection import BrokerConnection
 from odradek.local.cluster import ClusterState
-from odradek.protocol.apis import ApiKey
 
 pytestmark = pytest.mark.integration
 
@@ -58,37 +54,6 @@ def cluster_dir(tmp_path_factory, local_cluster) -> Iterator[tuple[Path, Cluster
 @pytest.fixture(scope="module")
 def bootstrap(cluster_dir) -> str:
     return cluster_dir[1].bootstrap_servers
-
-
-@pytest.fixture(scope="module")
-def advertised(bootstrap) -> set[int]:
-    async def versions() -> set[int]:
-        host, port = bootstrap.split(",")[0].rsplit(":", 1)
-        connection = await BrokerConnection.open(host, int(port))
-        try:
-            return set(await connection.negotiate_versions())
-        finally:
-            await connection.close()
-
-    return asyncio.run(versions())
-
-
-@pytest.fixture
-def needs_commits(advertised) -> None:
-    if ApiKey.OFFSET_COMMIT not in advertised or ApiKey.OFFSET_FETCH not in advertised:
-        pytest.skip("the broker does not advertise OffsetCommit/OffsetFetch yet (offsets part)")
-
-
-@pytest.fixture
-def needs_consumer_protocol(advertised, needs_commits) -> None:
-    if ApiKey.CONSUMER_GROUP_HEARTBEAT not in advertised:
-        pytest.skip("the broker does not advertise ConsumerGroupHeartbeat yet (KIP-848 part)")
-
-
-@pytest.fixture
-def needs_members(advertised, needs_commits) -> None:
-    if ApiKey.JOIN_GROUP not in advertised or ApiKey.SYNC_GROUP not in advertised:
-        pytest.skip("the broker does not advertise JoinGroup/SyncGroup yet (classic part)")
 
 
 def odradek(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -188,9 +153,7 @@ def test_the_lag_metric_is_exported(cluster_dir):
 # -- simple consumers' groups -----------------------------------------------------------------
 
 
-def test_a_simple_consumers_group_lists_describes_and_deletes(
-    cluster_dir, bootstrap, needs_commits
-):
+def test_a_simple_consumers_group_lists_describes_and_deletes(cluster_dir, bootstrap):
     root, state = cluster_dir
     topic = topic_with_records(bootstrap)
     group = f"simple-{uuid.uuid4().hex[:6]}"
@@ -237,7 +200,7 @@ def test_a_simple_consumers_group_lists_describes_and_deletes(
     assert committed(bootstrap, group, topic, 2) == {0: -1001, 1: -1001}
 
 
-def test_reset_offsets_dry_run_then_execute(cluster_dir, bootstrap, needs_commits):
+def test_reset_offsets_dry_run_then_execute(cluster_dir, bootstrap):
     root, _ = cluster_dir
     topic = topic_with_records(bootstrap)
     group = f"reset-{uuid.uuid4().hex[:6]}"
@@ -272,7 +235,7 @@ def test_reset_offsets_dry_run_then_execute(cluster_dir, bootstrap, needs_commit
     assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
 
 
-def test_confluent_admin_alters_lists_and_deletes_offsets(bootstrap, needs_commits):
+def test_confluent_admin_alters_lists_and_deletes_offsets(bootstrap):
     topic = topic_with_records(bootstrap)
     group = f"alter-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -290,9 +253,7 @@ def test_confluent_admin_alters_lists_and_deletes_offsets(bootstrap, needs_commi
 # -- groups with members ----------------------------------------------------------------------
 
 
-def test_a_live_group_describes_members_and_refuses_delete_and_reset(
-    cluster_dir, bootstrap, needs_members
-):
+def test_a_live_group_describes_members_and_refuses_delete_and_reset(cluster_dir, bootstrap):
     root, state = cluster_dir
     topic = topic_with_records(bootstrap)
     group = f"live-{uuid.uuid4().hex[:6]}"
@@ -355,9 +316,7 @@ def test_a_live_group_describes_members_and_refuses_delete_and_reset(
     assert gone.returncode == 1 and "does not exist" in gone.stderr
 
 
-def test_a_kip848_group_lists_as_consumer_and_describes_its_assignment(
-    cluster_dir, bootstrap, needs_consumer_protocol
-):
+def test_a_kip848_group_lists_as_consumer_and_describes_its_assignment(cluster_dir, bootstrap):
     root, _ = cluster_dir
     topic = topic_with_records(bootstrap)
     group = f"kip848-{uuid.uuid4().hex[:6]}"
