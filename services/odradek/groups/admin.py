@@ -12,8 +12,8 @@ committed offsets alone. Such a group lists and describes as Kafka's coordinator
 ``Empty``, protocol type "" (no protocol), type ``classic``, no members; and it may be deleted.
 
 The empty string is a group id like any other here, as in Kafka (its coordinator accepts it in
-OffsetCommit, DescribeGroups and DeleteGroups "for backwards compatibility"; only a null id,
-which these APIs cannot carry, is INVALID_GROUP_ID).
+DescribeGroups and DeleteGroups "for backwards compatibility"; only a null id, which these APIs
+cannot carry, is INVALID_GROUP_ID).
 
 **DeleteGroups** (``delete_group``) refuses what is not empty (``Group.validate_delete_group``:
 NON_EMPTY_GROUP) and an unknown group (GROUP_ID_NOT_FOUND), else returns the tombstones of the

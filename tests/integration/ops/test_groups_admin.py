@@ -1,13 +1,11 @@
 """Consumer-group administration against a real broker: ListGroups, DescribeGroups and
 DeleteGroups through kafka-python's and confluent-kafka's admin clients and through
 ``odradek groups list|describe|reset-offsets|delete``; lag in the CLI and in
-``odradek_group_consumer_lag``. Groups come from simple consumers (``assign()`` + commit) and
-from members of a subscribed group; tests that need OffsetCommit or JoinGroup skip while the
-broker does not advertise them (the coordinator's other parts are built alongside)."""
+``odradek_group_consumer_lag``. Groups come from simple consumers (``assign()`` + commit), from
+a classic member of a subscribed group and from a KIP-848 member (``group.protocol=consumer``)."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import time
@@ -28,9 +26,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 
-from odradek.client.connection import BrokerConnection
 from odradek.local.cluster import ClusterState
-from odradek.protocol.apis import ApiKey
 
 pytestmark = pytest.mark.integration
 
@@ -41,6 +37,10 @@ OVERRIDES = {
     "offsets.topic.replication.factor": "1",
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
+    "group.consumer.min.session.timeout.ms": "3000",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.heartbeat.interval.ms": "1000",
 }
 
 
@@ -54,31 +54,6 @@ def cluster_dir(tmp_path_factory, local_cluster) -> Iterator[tuple[Path, Cluster
 @pytest.fixture(scope="module")
 def bootstrap(cluster_dir) -> str:
     return cluster_dir[1].bootstrap_servers
-
-
-@pytest.fixture(scope="module")
-def advertised(bootstrap) -> set[int]:
-    async def versions() -> set[int]:
-        host, port = bootstrap.split(",")[0].rsplit(":", 1)
-        connection = await BrokerConnection.open(host, int(port))
-        try:
-            return set(await connection.negotiate_versions())
-        finally:
-            await connection.close()
-
-    return asyncio.run(versions())
-
-
-@pytest.fixture
-def needs_commits(advertised) -> None:
-    if ApiKey.OFFSET_COMMIT not in advertised or ApiKey.OFFSET_FETCH not in advertised:
-        pytest.skip("the broker does not advertise OffsetCommit/OffsetFetch yet (offsets part)")
-
-
-@pytest.fixture
-def needs_members(advertised, needs_commits) -> None:
-    if ApiKey.JOIN_GROUP not in advertised or ApiKey.SYNC_GROUP not in advertised:
-        pytest.skip("the broker does not advertise JoinGroup/SyncGroup yet (classic part)")
 
 
 def odradek(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -134,20 +109,22 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
     return {tp.partition: tp.offset for tp in found}
 
 
-def scraped_lag(state: ClusterState, group: str, topic: str, partition: int) -> float | None:
-    """``odradek_group_consumer_lag`` of one partition at the (only) broker, once sampled."""
+def scraped_lags(state: ClusterState, group: str, topic: str) -> dict[int, float]:
+    """``odradek_group_consumer_lag`` of the group's partitions of ``topic`` at the (only)
+    broker, once sampled (every 5 s): partition -> lag; {} if none came within 30 s."""
     broker = next(m for m in state.members if m.role == "broker")
-    series = (
-        f'odradek_group_consumer_lag{{group="{group}",partition="{partition}",topic="{topic}"}}'
-    )
-    deadline = time.monotonic() + 30  # sampled every 5 s
-    while time.monotonic() < deadline:
+    prefix = f'odradek_group_consumer_lag{{group="{group}",partition="'
+    deadline = time.monotonic() + 30
+    while True:
         with urllib.request.urlopen(f"http://{broker.admin}/metrics", timeout=10) as answer:
-            for line in answer.read().decode().splitlines():
-                if line.startswith(series + " "):
-                    return float(line.split()[-1])
+            lags = {
+                int(line[len(prefix) :].split('"', 1)[0]): float(line.split()[-1])
+                for line in answer.read().decode().splitlines()
+                if line.startswith(prefix) and f'topic="{topic}"}}' in line
+            }
+        if lags or time.monotonic() >= deadline:
+            return lags
         time.sleep(0.5)
-    return None
 
 
 # -- without any group ------------------------------------------------------------------------
@@ -176,9 +153,7 @@ def test_the_lag_metric_is_exported(cluster_dir):
 # -- simple consumers' groups -----------------------------------------------------------------
 
 
-def test_a_simple_consumers_group_lists_describes_and_deletes(
-    cluster_dir, bootstrap, needs_commits
-):
+def test_a_simple_consumers_group_lists_describes_and_deletes(cluster_dir, bootstrap):
     root, state = cluster_dir
     topic = topic_with_records(bootstrap)
     group = f"simple-{uuid.uuid4().hex[:6]}"
@@ -215,7 +190,7 @@ def test_a_simple_consumers_group_lists_describes_and_deletes(
     assert rows[(topic, "0")][3:6] == ["5", str(RECORDS), str(RECORDS - 5)]
     assert rows[(topic, "1")][3:6] == [str(RECORDS), str(RECORDS), "0"]
     assert f"total lag {RECORDS - 5}" in shown.stdout
-    assert scraped_lag(state, group, topic, 0) == RECORDS - 5
+    assert scraped_lags(state, group, topic) == {0: RECORDS - 5, 1: 0}
 
     deleted = odradek(root, "groups", "delete", "--group", group, "--bootstrap-server", bootstrap)
     assert deleted.returncode == 0, deleted.stderr
@@ -225,7 +200,7 @@ def test_a_simple_consumers_group_lists_describes_and_deletes(
     assert committed(bootstrap, group, topic, 2) == {0: -1001, 1: -1001}
 
 
-def test_reset_offsets_dry_run_then_execute(cluster_dir, bootstrap, needs_commits):
+def test_reset_offsets_dry_run_then_execute(cluster_dir, bootstrap):
     root, _ = cluster_dir
     topic = topic_with_records(bootstrap)
     group = f"reset-{uuid.uuid4().hex[:6]}"
@@ -255,12 +230,12 @@ def test_reset_offsets_dry_run_then_execute(cluster_dir, bootstrap, needs_commit
 
     one = odradek(root, *base, "--topic", f"{topic}:1", "--to-offset", "4", "--execute")
     assert one.returncode == 0, one.stderr
-    assert committed(bootstrap, group, topic, 2) == {0: RECORDS, 1: 4}
+    assert committed(bootstrap, group, topic, 2) == {0: 2, 1: 4}
     missing = odradek(root, *base, "--topic", "no-such-topic", "--to-earliest")
     assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
 
 
-def test_confluent_admin_alters_lists_and_deletes_offsets(bootstrap, needs_commits):
+def test_confluent_admin_alters_lists_and_deletes_offsets(bootstrap):
     topic = topic_with_records(bootstrap)
     group = f"alter-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -278,9 +253,7 @@ def test_confluent_admin_alters_lists_and_deletes_offsets(bootstrap, needs_commi
 # -- groups with members ----------------------------------------------------------------------
 
 
-def test_a_live_group_describes_members_and_refuses_delete_and_reset(
-    cluster_dir, bootstrap, needs_members
-):
+def test_a_live_group_describes_members_and_refuses_delete_and_reset(cluster_dir, bootstrap):
     root, state = cluster_dir
     topic = topic_with_records(bootstrap)
     group = f"live-{uuid.uuid4().hex[:6]}"
@@ -329,10 +302,65 @@ def test_a_live_group_describes_members_and_refuses_delete_and_reset(
         )
         assert reset.returncode == 1 and "NON_EMPTY_GROUP" in reset.stderr
 
-        assert scraped_lag(state, group, topic, 0) is not None
+        # commit() commits the partitions consumed from: at least one has a lag series
+        assert scraped_lags(state, group, topic)
     finally:
         consumer.close()
 
     listed = odradek(root, "groups", "list", "--state", "Empty", "--bootstrap-server", bootstrap)
     assert listed.returncode == 0, listed.stderr
     assert group in listed.stdout  # left cleanly: empty, offsets kept
+    deleted = odradek(root, "groups", "delete", "--group", group, "--bootstrap-server", bootstrap)
+    assert deleted.returncode == 0, deleted.stderr
+    gone = odradek(root, "groups", "describe", "--group", group, "--bootstrap-server", bootstrap)
+    assert gone.returncode == 1 and "does not exist" in gone.stderr
+
+
+def test_a_kip848_group_lists_as_consumer_and_describes_its_assignment(cluster_dir, bootstrap):
+    root, _ = cluster_dir
+    topic = topic_with_records(bootstrap)
+    group = f"kip848-{uuid.uuid4().hex[:6]}"
+    consumer = ConfluentConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
+            consumer.poll(0.5)
+        assert len(consumer.assignment()) == 2
+
+        row: list[str] = []
+        deadline = time.monotonic() + 20  # Stable once the member acknowledged its assignment
+        while row[2:3] != ["Stable"] and time.monotonic() < deadline:
+            listed = odradek(
+                root, "groups", "list", "--type", "consumer", "--bootstrap-server", bootstrap
+            )
+            assert listed.returncode == 0, listed.stderr
+            rows = [line.split() for line in listed.stdout.splitlines()]
+            row = next((r for r in rows if r[0] == group), [])
+            consumer.poll(0.2)
+        assert row[1:] == ["consumer", "Stable", "consumer"]
+        classic = odradek(
+            root, "groups", "list", "--type", "classic", "--bootstrap-server", bootstrap
+        )
+        assert group not in classic.stdout
+
+        shown = odradek(
+            root, "groups", "describe", "--group", group, "--bootstrap-server", bootstrap
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert "1 member(s)" in shown.stdout
+        assert f"{topic}-0, {topic}-1" in shown.stdout  # decoded from the member's assignment
+        deleted = odradek(
+            root, "groups", "delete", "--group", group, "--bootstrap-server", bootstrap
+        )
+        assert deleted.returncode == 1 and "NON_EMPTY_GROUP" in deleted.stderr
+    finally:
+        consumer.close()

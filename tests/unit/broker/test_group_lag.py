@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+import pytest
 from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.broker.group_lag import run_consumer_lag, sample_consumer_lag
 from odradek.groups.config import GroupCoordinatorConfig
@@ -89,3 +91,18 @@ async def test_the_sampler_runs_until_stopped():
     stop.set()
     await asyncio.wait_for(task, 1)
     await coordinator.runtime.close()
+
+
+def test_the_lag_holder_has_help_text_and_is_refused_twice():
+    registry = new_registry()
+    consumer_lag_metrics(registry)
+    families = {
+        f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())
+    }
+    assert set(families) == {
+        "odradek_group_consumer_lag",
+        "odradek_group_consumer_lag_series_omitted",
+    }
+    assert all(f.documentation for f in families.values())
+    with pytest.raises(ValueError, match="Duplicated"):
+        consumer_lag_metrics(registry)
