@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
+from odradek.local import cluster as local
 from odradek.protocol import schemas
 from support.waiting import wait_until
 
@@ -120,6 +121,7 @@ def test_members_join_reconcile_and_leave_on_the_wire(cluster):
     create_topic(cluster.bootstrap_servers, topic)
     coordinator_ready(where, group)
 
+    assert served_apis(where)[HEARTBEAT] == (0, 1) and served_apis(where)[DESCRIBE] == (0, 1)
     first = call(where, heartbeat(group, "m1", 0, subscribed_topic_names=(topic,)))
     assert first.error_code == ErrorCode.none, first.error_message
     assert first.member_epoch == 1 and first.heartbeat_interval == timedelta(seconds=1)
@@ -191,7 +193,7 @@ def test_bad_heartbeats_get_kafkas_error_codes(cluster):
     assert call(where, heartbeat(group, "m1", 1)).error_code == ErrorCode.none  # still served
 
 
-def offset_fetch_served(where: tuple[str, int]) -> bool:
+def served_apis(where: tuple[str, int]) -> dict[int, tuple[int, int]]:
     async def versions():
         connection = await BrokerConnection.open(*where)
         try:
@@ -200,7 +202,11 @@ def offset_fetch_served(where: tuple[str, int]) -> bool:
         finally:
             await connection.close()
 
-    return OFFSET_FETCH in (asyncio.run(versions()) or {})
+    return dict(asyncio.run(versions()) or {})
+
+
+def offset_fetch_served(where: tuple[str, int]) -> bool:
+    return OFFSET_FETCH in served_apis(where)
 
 
 def needs_offset_fetch(where: tuple[str, int]) -> None:
@@ -346,12 +352,50 @@ def test_librdkafka_members_consume_every_record_and_commit(cluster, tmp_path):
             member.stop()
 
 
+def test_a_group_survives_a_broker_crash(cluster):
+    """The group is its records: kill -9 and restart the broker, and the reloaded coordinator
+    knows the same members, epochs and assignments; the members carry on at their epochs."""
+    where = address(cluster)
+    group, topic = f"g-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster.bootstrap_servers, topic)
+    coordinator_ready(where, group)
+    first = call(where, heartbeat(group, "m1", 0, subscribed_topic_names=(topic,)))
+    ((topic_id, _),) = assigned(first).items()
+    call(where, heartbeat(group, "m2", 0, subscribed_topic_names=(topic,)))
+    keep = assigned(call(where, heartbeat(group, "m1", 1)))[topic_id]
+    call(where, heartbeat(group, "m1", 1, owned={topic_id: keep}))
+    call(where, heartbeat(group, "m2", 2))
+    (before,) = describe(where, group)
+    assert before.group_state == "Stable"
+
+    data_dir = Path(cluster.data_dir)
+    broker = next(m for m in cluster.members if m.role == "broker")
+    local.kill(broker)
+    wait_until(lambda: not broker.is_ours(), "the broker gone", TIMEOUT_S)
+    local.restart_broker(data_dir, broker.id)
+
+    def reloaded():
+        try:
+            (after,) = describe(where, group)
+        except Exception:
+            return None
+        return after if after.error_code == ErrorCode.none else None
+
+    after = wait_until(reloaded, "the group reloaded", TIMEOUT_S, poll_s=0.2)
+    assert (after.group_state, after.group_epoch, after.assignment_epoch) == ("Stable", 2, 2)
+    assert after.members == before.members
+    again = call(where, heartbeat(group, "m1", 2))
+    assert (again.error_code, again.member_epoch) == (ErrorCode.none, 2)
+
+
 def test_the_consumer_protocol_can_be_disabled(tmp_path_factory, local_cluster):
     overrides = {**OVERRIDES, "group.coordinator.rebalance.protocols": "classic"}
     with local_cluster(
         tmp_path_factory.mktemp("classic-only"), brokers=1, broker_overrides=overrides
     ) as state:
         where = address(state)
+        served = served_apis(where)
+        assert HEARTBEAT not in served and DESCRIBE not in served  # not advertised either
         response = call(where, heartbeat("g", "m1", 0, subscribed_topic_names=("t",)))
         assert response.error_code == ErrorCode.unsupported_version
         (described,) = describe(where, "g")
