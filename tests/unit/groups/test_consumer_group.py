@@ -4,6 +4,7 @@ members, and recovery: replaying the written records rebuilds the same groups.""
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -397,3 +398,70 @@ def test_loading_starts_every_members_session() -> None:
     h.timer.timers.clear()
     h.shard.on_loaded()
     assert h.timer.is_scheduled("consumer-session:g:m1")
+
+
+class Client:
+    """A well-behaved member: it holds what it was last given and reports it."""
+
+    def __init__(self, harness: Harness, member_id: str, topics: tuple[str, ...]):
+        self.h, self.member_id, self.topics = harness, member_id, topics
+        self.epoch = 0
+        self.owned: dict[uuid.UUID, frozenset[int]] = {}
+
+    def beat(self) -> None:
+        fields: dict[str, Any] = {"owned": dict(self.owned)}
+        if self.epoch == 0:
+            fields["subscribed_topic_names"] = self.topics
+        try:
+            answer = self.h.heartbeat(self.member_id, self.epoch, **fields)
+        except GroupError as e:
+            assert e.error_code in (ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch)
+            self.epoch, self.owned = 0, {}
+            return
+        self.epoch = answer.member_epoch
+        if answer.assignment is not None:
+            self.owned = {t: frozenset(ps) for t, ps in answer.assignment.items() if ps}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_membership_changes_converge_with_one_owner_per_partition(seed: int) -> None:
+    rng = random.Random(seed)
+    h = Harness(a=(T1, 7), b=(T2, 5))
+    clients: dict[str, Client] = {}
+    serial = 0
+    for _ in range(120):
+        action = rng.random()
+        if action < 0.15 or not clients:
+            serial += 1
+            topics = rng.choice([("a",), ("b",), ("a", "b")])
+            clients[f"m{serial}"] = Client(h, f"m{serial}", topics)
+            clients[f"m{serial}"].beat()
+        elif action < 0.22:
+            gone = clients.pop(rng.choice(sorted(clients)))
+            if gone.member_id in h.group().members:
+                h.heartbeat(gone.member_id, -1)
+        elif action < 0.27:
+            gone = clients.pop(rng.choice(sorted(clients)))  # dies: its session runs out
+            key = f"consumer-session:g:{gone.member_id}"
+            if key in h.timer.timers:
+                h.fire(key)
+        else:
+            clients[rng.choice(sorted(clients))].beat()
+        # What a client holds is never held by another (the clients' view of the invariant).
+        held = [(t, p) for c in clients.values() for t, ps in c.owned.items() for p in ps]
+        assert len(held) == len(set(held))
+    for _ in range(10):  # everyone heartbeats until nothing moves
+        for client in clients.values():
+            client.beat()
+    if not clients:
+        return
+    group = h.group()
+    assert group.state_name() == "Stable", seed
+    subscribed = {t for c in clients.values() for t in c.topics}
+    wanted = set()
+    if "a" in subscribed:
+        wanted |= {(T1, p) for p in range(7)}
+    if "b" in subscribed:
+        wanted |= {(T2, p) for p in range(5)}
+    held = [(t, p) for c in clients.values() for t, ps in c.owned.items() for p in ps]
+    assert sorted(held) == sorted(wanted)

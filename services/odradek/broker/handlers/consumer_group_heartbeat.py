@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             error_code=code,
             error_message=message,
             member_id=None,
-            member_epoch=-1,
+            member_epoch=0,  # Kafka's error answer: the defaults
             heartbeat_interval=timedelta(0),
         )
 
