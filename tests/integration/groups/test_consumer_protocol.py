@@ -9,6 +9,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -350,6 +351,29 @@ def test_librdkafka_members_share_the_partitions(cluster, tmp_path):
         wait_until(shared, "two librdkafka members sharing the partitions", 60)
         (described,) = describe(where, group)
         assert len(described.members) == 2
+    finally:
+        for member in members:
+            member.stop()
+
+
+def test_a_dead_members_partitions_go_to_the_survivor(cluster, tmp_path):
+    """kill -9 of a member: no leave; once its session times out (6 s here), the other member
+    gets every partition."""
+    where = address(cluster)
+    needs_offset_fetch(where)
+    group, topic = f"g-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster.bootstrap_servers, topic)
+    coordinator_ready(where, group)
+    members = [Member(cluster, group, topic, tmp_path / f"m{n}.jsonl") for n in range(2)]
+    try:
+        wait_until(lambda: all(m.held() for m in members), "both members assigned", 60)
+        started = time.monotonic()
+        members[0].process.kill()
+        members[0].process.wait(timeout=TIMEOUT_S)
+        wait_until(lambda: members[1].held() == set(range(PARTITIONS)), "the survivor has all", 60)
+        assert time.monotonic() - started >= 3  # not before the session could have expired
+        (described,) = describe(where, group)
+        assert len(described.members) == 1
     finally:
         for member in members:
             member.stop()
