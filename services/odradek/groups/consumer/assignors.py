@@ -99,9 +99,9 @@ def _chain(
                 came_from[taker] = (member_id, topic_partition)
                 if len(owned[taker]) <= limit:
                     path = []
-                    step: str | None = taker
-                    while step is not None and came_from[step] is not None:
-                        source, moved = came_from[step]  # type: ignore[misc]
+                    step = taker
+                    while (link := came_from[step]) is not None:
+                        source, moved = link
                         path.append((moved, step))
                         step = source
                     return path[::-1]

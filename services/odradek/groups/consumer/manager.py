@@ -40,7 +40,7 @@ import logging
 import re
 import uuid
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -455,10 +455,10 @@ class ConsumerGroupManager:
         return names
 
     def _subscribed_topics(
-        self, members: Sequence[ConsumerGroupMember] | object
+        self, members: Iterable[ConsumerGroupMember]
     ) -> dict[str, TopicMetadata]:
         names: set[str] = set()
-        for member in members:  # type: ignore[attr-defined]
+        for member in members:
             names |= self._member_topics(member)
         topics = {}
         for name in sorted(names):
@@ -599,9 +599,9 @@ def validate_heartbeat(request: HeartbeatRequest, assignors: Sequence[str]) -> N
             ) from None
 
 
-def preferred_assignor(members: object, configured: Sequence[str]) -> str:
+def preferred_assignor(members: Iterable[ConsumerGroupMember], configured: Sequence[str]) -> str:
     """The assignor most members prefer (ties: the configured order), else the first configured."""
-    votes = Counter(m.server_assignor for m in members if m.server_assignor)  # type: ignore[attr-defined]
+    votes = Counter(m.server_assignor for m in members if m.server_assignor)
     if not votes:
         return configured[0]
     return max(votes, key=lambda name: (votes[name], -list(configured).index(name)))
