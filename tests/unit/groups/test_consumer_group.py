@@ -365,12 +365,15 @@ def test_describe_and_offset_validation() -> None:
     group.validate_offset_commit("m1", None, 1)
     group.validate_offset_fetch("m1", 1)
     group.validate_offset_fetch(None, -1)
+    group.validate_offset_fetch("", -1)
     for call, code in [
         (lambda: group.validate_offset_commit("m1", None, 2), ErrorCode.fenced_member_epoch),
         (lambda: group.validate_offset_commit("m1", None, 0), ErrorCode.stale_member_epoch),
         (lambda: group.validate_offset_commit("x", None, 1), ErrorCode.unknown_member_id),
         (lambda: group.validate_offset_commit("", None, -1), ErrorCode.unknown_member_id),
         (lambda: group.validate_delete_group(), ErrorCode.non_empty_group),
+        (lambda: group.validate_offset_fetch("m1", 0), ErrorCode.stale_member_epoch),
+        (lambda: group.validate_offset_fetch("x", 1), ErrorCode.unknown_member_id),
     ]:
         assert error_of(call) == code
     assert group.is_subscribed_to("a") and not group.is_subscribed_to("b")

@@ -154,7 +154,9 @@ class ConsumerGroup:
         _validate_epoch(generation_or_epoch, member.member_epoch)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
-        if member_epoch < 0 and member_id is None:
+        # Kafka: no member id (null) and epoch -1 is the admin client, or a client that does not
+        # say; an empty id is taken for null, as the offsets layer may not tell them apart.
+        if member_epoch < 0 and not member_id:
             return
         member = self.members.get(member_id or "")
         if member is None:
