@@ -87,8 +87,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> No
     wait_until(led, f"{topic} led", TIMEOUT_S)
 
 
-def heartbeat(group: str, member_id: str, epoch: int, **fields):
-    request_type = schemas.request_schema(HEARTBEAT, 1)
+def heartbeat(group: str, member_id: str, epoch: int, version: int = 1, **fields):
+    request_type = schemas.request_schema(HEARTBEAT, version)
     optional = request_type.__dataclass_fields__["topic_partitions"].type  # tuple[X, ...] | None
     partitions_type = optional.__args__[0].__args__[0]
     owned = fields.pop("owned", None)
@@ -192,6 +192,22 @@ def test_bad_heartbeats_get_kafkas_error_codes(cluster):
     assert missing.error_code == ErrorCode.group_id_not_found
     assert empty.error_code == ErrorCode.invalid_group_id
     assert call(where, heartbeat(group, "m1", 1)).error_code == ErrorCode.none  # still served
+
+
+def test_version_0_lets_the_coordinator_name_the_member(cluster):
+    where = address(cluster)
+    group, topic = f"g-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster.bootstrap_servers, topic, 1)
+    coordinator_ready(where, group)
+    joined = call(where, heartbeat(group, "", 0, version=0, subscribed_topic_names=(topic,)))
+    assert joined.error_code == ErrorCode.none and joined.member_id
+    again = call(where, heartbeat(group, joined.member_id, 1, version=0))
+    assert (again.error_code, again.member_epoch) == (ErrorCode.none, 1)
+    request = schemas.request_schema(DESCRIBE, 0)(
+        group_ids=(group,), include_authorized_operations=False
+    )
+    (described,) = call(where, request).groups
+    assert [m.member_id for m in described.members] == [joined.member_id]
 
 
 def served_apis(where: tuple[str, int]) -> dict[int, tuple[int, int]]:

@@ -468,3 +468,28 @@ def test_random_membership_changes_converge_with_one_owner_per_partition(seed: i
         wanted |= {(T2, p) for p in range(5)}
     held = [(t, p) for c in clients.values() for t, ps in c.owned.items() for p in ps]
     assert sorted(held) == sorted(wanted)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["(a+)+b", "(a|aa)*", r"(a)\1", "(?=a)a", "(?>a)", "a++", ".*.*.*.*.*", "x" * 1001, "("],
+)
+def test_regexes_that_could_stall_the_broker_are_refused(pattern: str) -> None:
+    h = Harness()
+    code = error_of(
+        lambda: h.heartbeat("m1", 0, subscribed_topic_names=None, subscribed_topic_regex=pattern)
+    )
+    assert code == ErrorCode.invalid_regular_expression
+
+
+def test_a_refused_regex_is_refused_fast() -> None:
+    import time
+
+    from odradek.groups.consumer.regex import RegexError, compile_subscription
+
+    started = time.monotonic()
+    with pytest.raises(RegexError):
+        compile_subscription("(" * 300 + "a+" + ")+" * 300)
+    with pytest.raises(RegexError):
+        compile_subscription("(" * 499 + "a" + ")" * 499)
+    assert time.monotonic() - started < 1

@@ -100,7 +100,7 @@ def _request(ctx: RequestContext, request: Any) -> HeartbeatRequest:
         rack_id=request.rack_id,
         rebalance_timeout_ms=timeout_ms,
         subscribed_topic_names=tuple(names) if names is not None else None,
-        subscribed_topic_regex=request.subscribed_topic_regex,
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),  # v1+
         server_assignor=request.server_assignor,
         owned=owned,
         client_id=ctx.header.client_id or "",

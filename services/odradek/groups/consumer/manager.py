@@ -37,7 +37,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import logging
-import re
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -50,6 +49,7 @@ from odradek.groups.consumer.assignors import ASSIGNORS
 from odradek.groups.consumer.group import ConsumerGroup
 from odradek.groups.consumer.member import ConsumerGroupMember, MemberState
 from odradek.groups.consumer.reconciliation import reconcile
+from odradek.groups.consumer.regex import RegexError, compile_subscription
 from odradek.groups.errors import GroupError
 from odradek.groups.group import Group
 from odradek.groups.records.base import CoordinatorRecord
@@ -446,7 +446,10 @@ class ConsumerGroupManager:
     def _member_topics(self, member: ConsumerGroupMember) -> set[str]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            pattern = re.compile(member.subscribed_topic_regex)
+            try:
+                pattern = compile_subscription(member.subscribed_topic_regex)
+            except RegexError:  # accepted by an older broker's rules: matches nothing here
+                return names
             names.update(
                 t
                 for t in self.context.topics.topic_names()
@@ -591,8 +594,8 @@ def validate_heartbeat(request: HeartbeatRequest, assignors: Sequence[str]) -> N
         )
     if request.subscribed_topic_regex is not None:
         try:
-            re.compile(request.subscribed_topic_regex)
-        except re.error as e:
+            compile_subscription(request.subscribed_topic_regex)
+        except RegexError as e:
             raise GroupError(
                 ErrorCode.invalid_regular_expression,
                 f"SubscribedTopicRegex {request.subscribed_topic_regex!r}: {e}",
