@@ -4,6 +4,7 @@ members, and recovery: replaying the written records rebuilds the same groups.""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import uuid
 from collections.abc import Callable
@@ -11,6 +12,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from odradek.errors import ErrorCode
 from odradek.groups.config import GroupCoordinatorConfig
@@ -493,3 +496,45 @@ def test_a_refused_regex_is_refused_fast() -> None:
     with pytest.raises(RegexError):
         compile_subscription("(" * 499 + "a" + ")" * 499)
     assert time.monotonic() - started < 1
+
+
+# -- any sequence of heartbeats, however wrong: answers or Kafka error codes, never another
+# exception, never two owners for a partition (Harness.apply checks after every write).
+
+ids = st.sampled_from(["m1", "m2", "m3", ""])
+owned = st.none() | st.dictionaries(
+    st.sampled_from([T1, T2, uuid.UUID(int=99)]),
+    st.frozensets(st.integers(-1, 8), max_size=4),
+    max_size=2,
+)
+heartbeats = st.fixed_dictionaries(
+    {
+        "member_id": ids,
+        "epoch": st.integers(-3, 6),
+        "group_id": st.sampled_from(["g", "h", ""]),
+        "instance_id": st.none() | st.sampled_from(["i1", "i2", ""]),
+        "rack_id": st.none() | st.sampled_from(["r", ""]),
+        "rebalance_timeout_ms": st.sampled_from([-2, -1, 0, 1000]),
+        "subscribed_topic_names": st.none()
+        | st.tuples()
+        | st.just(("a",))
+        | st.just(("a", "b", "zz")),
+        "subscribed_topic_regex": st.none() | st.sampled_from(["", "a|b", "(a+)+", "["]),
+        "server_assignor": st.none() | st.sampled_from(["", "uniform", "range", "x"]),
+        "owned": owned,
+        "api_version": st.sampled_from([0, 1]),
+    }
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(heartbeats, max_size=25), st.lists(st.booleans(), max_size=25))
+def test_heartbeats_answer_or_refuse(requests, expiries) -> None:
+    h = Harness(a=(T1, 3), b=(T2, 2))
+    for n, fields in enumerate(requests):
+        fields = dict(fields)
+        member_id, epoch = fields.pop("member_id"), fields.pop("epoch")
+        with contextlib.suppress(GroupError):  # a Kafka error code: fine; anything else fails
+            h.heartbeat(member_id, epoch, **fields)
+        if n < len(expiries) and expiries[n] and h.timer.timers:
+            h.fire(sorted(h.timer.timers)[0])
