@@ -346,6 +346,7 @@ def test_the_preferred_assignor_is_used() -> None:
     h.heartbeat("m2", 0, subscribed_topic_names=("a", "b"), server_assignor="range")
     group = h.group()
     assert h.shard.consumer.describe("g").assignor_name == "range"
+    assert group.describe().protocol_name == "range"
     # range: per topic, contiguous halves, m1 first.
     assert group.target["m1"] == {T1: frozenset({0, 1}), T2: frozenset({0, 1})}
     assert group.target["m2"] == {T1: frozenset({2, 3}), T2: frozenset({2, 3})}
@@ -357,6 +358,7 @@ def test_describe_and_offset_validation() -> None:
     group = h.group()
     described = group.describe()
     assert (described.state, described.protocol_type) == ("Stable", "consumer")
+    assert described.protocol_name == "uniform"  # the default assignor
     (member,) = described.members
     assert (member.member_id, member.client_id, member.client_host) == ("m1", "c1", "/127.0.0.1")
     assert member.metadata == b"\x00\x00\x00\x00\x00\x01\x00\x01a\xff\xff\xff\xff"

@@ -19,11 +19,13 @@ Pure functions; deterministic for the same input (ties broken by member id).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from odradek.groups.consumer.assignment import Assignment, normalized, partitions_of
+from odradek.groups.consumer.member import ConsumerGroupMember
 
-__all__ = ["ASSIGNORS", "uniform", "range_assignor", "Assignor"]
+__all__ = ["ASSIGNORS", "uniform", "range_assignor", "Assignor", "preferred_assignor"]
 
 Subscriptions = Mapping[str, frozenset[uuid.UUID]]
 Topics = Mapping[uuid.UUID, int]
@@ -136,3 +138,11 @@ def range_assignor(
 
 
 ASSIGNORS: dict[str, Assignor] = {"uniform": uniform, "range": range_assignor}
+
+
+def preferred_assignor(members: Iterable[ConsumerGroupMember], configured: Sequence[str]) -> str:
+    """The assignor most members prefer (ties: the configured order), else the first configured."""
+    votes = Counter(m.server_assignor for m in members if m.server_assignor)
+    if not votes:
+        return configured[0]
+    return max(votes, key=lambda name: (votes[name], -list(configured).index(name)))

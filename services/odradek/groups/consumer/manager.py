@@ -38,14 +38,13 @@ import base64
 import dataclasses
 import logging
 import uuid
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from odradek.errors import ErrorCode
 from odradek.groups.consumer.assignment import Assignment, minus, of_records, to_records
-from odradek.groups.consumer.assignors import ASSIGNORS
+from odradek.groups.consumer.assignors import ASSIGNORS, preferred_assignor
 from odradek.groups.consumer.group import ConsumerGroup
 from odradek.groups.consumer.member import ConsumerGroupMember, MemberState
 from odradek.groups.consumer.reconciliation import reconcile
@@ -229,7 +228,7 @@ class ConsumerGroupManager:
         if group is None:
             if not create:
                 return None
-            group = ConsumerGroup(group_id)
+            group = ConsumerGroup(group_id, self.config.group_consumer_assignors)
             self.groups[group_id] = group
         if not isinstance(group, ConsumerGroup):
             log.warning("a consumer group record for %s, a %s group: skipped", group_id, group.type)
@@ -369,7 +368,9 @@ class ConsumerGroupManager:
                 raise GroupError(
                     ErrorCode.group_id_not_found, f"consumer group {group_id} not found"
                 )
-            return ConsumerGroup(group_id)  # exists once its records are replayed
+            return ConsumerGroup(
+                group_id, self.config.group_consumer_assignors
+            )  # replay creates it
         if not isinstance(group, ConsumerGroup):
             raise GroupError(
                 ErrorCode.group_id_not_found, f"group {group_id} is not a consumer group"
@@ -545,9 +546,7 @@ class ConsumerGroupManager:
             state=group.state_name(),
             group_epoch=group.group_epoch,
             assignment_epoch=group.target_epoch,
-            assignor_name=preferred_assignor(
-                group.members.values(), self.config.group_consumer_assignors
-            ),
+            assignor_name=group.assignor_name(),
             members=tuple(
                 DescribedMember(m, dict(group.target.get(m.member_id, {})))
                 for m in sorted(group.members.values(), key=lambda m: m.member_id)
@@ -600,14 +599,6 @@ def validate_heartbeat(request: HeartbeatRequest, assignors: Sequence[str]) -> N
                 ErrorCode.invalid_regular_expression,
                 f"SubscribedTopicRegex {request.subscribed_topic_regex!r}: {e}",
             ) from None
-
-
-def preferred_assignor(members: Iterable[ConsumerGroupMember], configured: Sequence[str]) -> str:
-    """The assignor most members prefer (ties: the configured order), else the first configured."""
-    votes = Counter(m.server_assignor for m in members if m.server_assignor)
-    if not votes:
-        return configured[0]
-    return max(votes, key=lambda name: (votes[name], -list(configured).index(name)))
 
 
 def _check_epoch(member: ConsumerGroupMember, request: HeartbeatRequest) -> None:
