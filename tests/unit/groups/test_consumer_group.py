@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from odradek.errors import ErrorCode
 from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.consumer.group import ConsumerGroup
-from odradek.groups.consumer.manager import HeartbeatAnswer, HeartbeatRequest
 from odradek.groups.consumer.member import MemberState
+from odradek.groups.consumer.requests import HeartbeatAnswer, HeartbeatRequest
 from odradek.groups.errors import GroupError
 from odradek.groups.group import GroupType
 from odradek.groups.records import CoordinatorRecord, decode, encode_key, encode_value

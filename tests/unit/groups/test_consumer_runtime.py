@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.consumer.group import ConsumerGroup
-from odradek.groups.consumer.manager import HeartbeatRequest
+from odradek.groups.consumer.requests import HeartbeatRequest
 from odradek.groups.runtime import CoordinatorRuntime
 from odradek.groups.shard import ShardContext
 from support.coordinator_memory import MemoryLog, in_loop, loaded

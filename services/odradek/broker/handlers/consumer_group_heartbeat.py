@@ -16,7 +16,7 @@ from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode, OdradekError
 from odradek.groups.consumer.assignment import normalized, to_records
-from odradek.groups.consumer.manager import (
+from odradek.groups.consumer.requests import (
     HeartbeatAnswer,
     HeartbeatRequest,
     validate_heartbeat,
