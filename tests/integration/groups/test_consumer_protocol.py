@@ -9,6 +9,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
+from odradek.local import cluster as local
 from odradek.protocol import schemas
 from support.waiting import wait_until
 
@@ -85,8 +87,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> No
     wait_until(led, f"{topic} led", TIMEOUT_S)
 
 
-def heartbeat(group: str, member_id: str, epoch: int, **fields):
-    request_type = schemas.request_schema(HEARTBEAT, 1)
+def heartbeat(group: str, member_id: str, epoch: int, version: int = 1, **fields):
+    request_type = schemas.request_schema(HEARTBEAT, version)
     optional = request_type.__dataclass_fields__["topic_partitions"].type  # tuple[X, ...] | None
     partitions_type = optional.__args__[0].__args__[0]
     owned = fields.pop("owned", None)
@@ -120,6 +122,7 @@ def test_members_join_reconcile_and_leave_on_the_wire(cluster):
     create_topic(cluster.bootstrap_servers, topic)
     coordinator_ready(where, group)
 
+    assert served_apis(where)[HEARTBEAT] == (0, 1) and served_apis(where)[DESCRIBE] == (0, 1)
     first = call(where, heartbeat(group, "m1", 0, subscribed_topic_names=(topic,)))
     assert first.error_code == ErrorCode.none, first.error_message
     assert first.member_epoch == 1 and first.heartbeat_interval == timedelta(seconds=1)
@@ -191,7 +194,23 @@ def test_bad_heartbeats_get_kafkas_error_codes(cluster):
     assert call(where, heartbeat(group, "m1", 1)).error_code == ErrorCode.none  # still served
 
 
-def offset_fetch_served(where: tuple[str, int]) -> bool:
+def test_version_0_lets_the_coordinator_name_the_member(cluster):
+    where = address(cluster)
+    group, topic = f"g-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster.bootstrap_servers, topic, 1)
+    coordinator_ready(where, group)
+    joined = call(where, heartbeat(group, "", 0, version=0, subscribed_topic_names=(topic,)))
+    assert joined.error_code == ErrorCode.none and joined.member_id
+    again = call(where, heartbeat(group, joined.member_id, 1, version=0))
+    assert (again.error_code, again.member_epoch) == (ErrorCode.none, 1)
+    request = schemas.request_schema(DESCRIBE, 0)(
+        group_ids=(group,), include_authorized_operations=False
+    )
+    (described,) = call(where, request).groups
+    assert [m.member_id for m in described.members] == [joined.member_id]
+
+
+def served_apis(where: tuple[str, int]) -> dict[int, tuple[int, int]]:
     async def versions():
         connection = await BrokerConnection.open(*where)
         try:
@@ -200,7 +219,11 @@ def offset_fetch_served(where: tuple[str, int]) -> bool:
         finally:
             await connection.close()
 
-    return OFFSET_FETCH in (asyncio.run(versions()) or {})
+    return dict(asyncio.run(versions()) or {})
+
+
+def offset_fetch_served(where: tuple[str, int]) -> bool:
+    return OFFSET_FETCH in served_apis(where)
 
 
 def needs_offset_fetch(where: tuple[str, int]) -> None:
@@ -225,9 +248,9 @@ consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
     "group.protocol": "consumer", "enable.auto.commit": False,
     "auto.offset.reset": "earliest"})
 consumer.subscribe([topic],
-    on_assign=lambda c, ps: write(e="assigned", p=[p.partition for p in ps]),
-    on_revoke=lambda c, ps: write(e="revoked", p=[p.partition for p in ps]),
-    on_lost=lambda c, ps: write(e="revoked", p=[p.partition for p in ps]))
+    on_assign=lambda c, ps: write(e="assigned", tp=[[p.topic, p.partition] for p in ps]),
+    on_revoke=lambda c, ps: write(e="revoked", tp=[[p.topic, p.partition] for p in ps]),
+    on_lost=lambda c, ps: write(e="revoked", tp=[[p.topic, p.partition] for p in ps]))
 deadline = time.monotonic() + float(seconds)
 while time.monotonic() < deadline:
     for message in consumer.consume(num_messages=100, timeout=0.2):
@@ -263,14 +286,17 @@ class Member:
         lines = self.out.read_text().splitlines()
         return [json.loads(line) for line in lines if line.endswith("}")]
 
-    def held(self) -> set[int]:
-        partitions: set[int] = set()
+    def held_pairs(self) -> set[tuple[str, int]]:
+        held: set[tuple[str, int]] = set()
         for event in self.events():
             if event["e"] == "assigned":
-                partitions |= set(event["p"])
+                held |= {(t, p) for t, p in event["tp"]}
             elif event["e"] == "revoked":
-                partitions -= set(event["p"])
-        return partitions
+                held -= {(t, p) for t, p in event["tp"]}
+        return held
+
+    def held(self) -> set[int]:
+        return {p for _, p in self.held_pairs()}
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -303,6 +329,27 @@ def test_a_librdkafka_member_gets_its_assignment(cluster, tmp_path):
     )
 
 
+def test_a_librdkafka_member_subscribes_by_regex(cluster, tmp_path):
+    """A regex subscription (librdkafka sends it to the coordinator, which resolves it): the
+    matching topics' partitions, none of the others; a topic created later joins in."""
+    where = address(cluster)
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    group = f"g-{prefix}"
+    create_topic(cluster.bootstrap_servers, f"{prefix}-1", 2)
+    create_topic(cluster.bootstrap_servers, f"other-{prefix}", 1)
+    coordinator_ready(where, group)
+    member = Member(cluster, group, f"^{prefix}-.*", tmp_path / "member.jsonl")
+    try:
+        wanted = {(f"{prefix}-1", 0), (f"{prefix}-1", 1)}
+        wait_until(lambda: member.held_pairs() == wanted, "the matching topic", TIMEOUT_S)
+        if offset_fetch_served(where):  # without it, librdkafka dies after its assignment
+            create_topic(cluster.bootstrap_servers, f"{prefix}-2", 1)
+            wanted.add((f"{prefix}-2", 0))
+            wait_until(lambda: member.held_pairs() == wanted, "the new topic", TIMEOUT_S)
+    finally:
+        member.stop()
+
+
 def test_librdkafka_members_share_the_partitions(cluster, tmp_path):
     where = address(cluster)
     needs_offset_fetch(where)
@@ -320,6 +367,29 @@ def test_librdkafka_members_share_the_partitions(cluster, tmp_path):
         wait_until(shared, "two librdkafka members sharing the partitions", 60)
         (described,) = describe(where, group)
         assert len(described.members) == 2
+    finally:
+        for member in members:
+            member.stop()
+
+
+def test_a_dead_members_partitions_go_to_the_survivor(cluster, tmp_path):
+    """kill -9 of a member: no leave; once its session times out (6 s here), the other member
+    gets every partition."""
+    where = address(cluster)
+    needs_offset_fetch(where)
+    group, topic = f"g-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster.bootstrap_servers, topic)
+    coordinator_ready(where, group)
+    members = [Member(cluster, group, topic, tmp_path / f"m{n}.jsonl") for n in range(2)]
+    try:
+        wait_until(lambda: all(m.held() for m in members), "both members assigned", 60)
+        started = time.monotonic()
+        members[0].process.kill()
+        members[0].process.wait(timeout=TIMEOUT_S)
+        wait_until(lambda: members[1].held() == set(range(PARTITIONS)), "the survivor has all", 60)
+        assert time.monotonic() - started >= 3  # not before the session could have expired
+        (described,) = describe(where, group)
+        assert len(described.members) == 1
     finally:
         for member in members:
             member.stop()
@@ -346,12 +416,50 @@ def test_librdkafka_members_consume_every_record_and_commit(cluster, tmp_path):
             member.stop()
 
 
+def test_a_group_survives_a_broker_crash(cluster):
+    """The group is its records: kill -9 and restart the broker, and the reloaded coordinator
+    knows the same members, epochs and assignments; the members carry on at their epochs."""
+    where = address(cluster)
+    group, topic = f"g-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster.bootstrap_servers, topic)
+    coordinator_ready(where, group)
+    first = call(where, heartbeat(group, "m1", 0, subscribed_topic_names=(topic,)))
+    ((topic_id, _),) = assigned(first).items()
+    call(where, heartbeat(group, "m2", 0, subscribed_topic_names=(topic,)))
+    keep = assigned(call(where, heartbeat(group, "m1", 1)))[topic_id]
+    call(where, heartbeat(group, "m1", 1, owned={topic_id: keep}))
+    call(where, heartbeat(group, "m2", 2))
+    (before,) = describe(where, group)
+    assert before.group_state == "Stable"
+
+    data_dir = Path(cluster.data_dir)
+    broker = next(m for m in cluster.members if m.role == "broker")
+    local.kill(broker)
+    wait_until(lambda: not broker.is_ours(), "the broker gone", TIMEOUT_S)
+    local.restart_broker(data_dir, broker.id)
+
+    def reloaded():
+        try:
+            (after,) = describe(where, group)
+        except Exception:
+            return None
+        return after if after.error_code == ErrorCode.none else None
+
+    after = wait_until(reloaded, "the group reloaded", TIMEOUT_S, poll_s=0.2)
+    assert (after.group_state, after.group_epoch, after.assignment_epoch) == ("Stable", 2, 2)
+    assert after.members == before.members
+    again = call(where, heartbeat(group, "m1", 2))
+    assert (again.error_code, again.member_epoch) == (ErrorCode.none, 2)
+
+
 def test_the_consumer_protocol_can_be_disabled(tmp_path_factory, local_cluster):
     overrides = {**OVERRIDES, "group.coordinator.rebalance.protocols": "classic"}
     with local_cluster(
         tmp_path_factory.mktemp("classic-only"), brokers=1, broker_overrides=overrides
     ) as state:
         where = address(state)
+        served = served_apis(where)
+        assert HEARTBEAT not in served and DESCRIBE not in served  # not advertised either
         response = call(where, heartbeat("g", "m1", 0, subscribed_topic_names=("t",)))
         assert response.error_code == ErrorCode.unsupported_version
         (described,) = describe(where, "g")

@@ -4,18 +4,22 @@ members, and recovery: replaying the written records rebuilds the same groups.""
 
 from __future__ import annotations
 
+import contextlib
+import random
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from odradek.errors import ErrorCode
 from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.consumer.group import ConsumerGroup
-from odradek.groups.consumer.manager import HeartbeatAnswer, HeartbeatRequest
 from odradek.groups.consumer.member import MemberState
+from odradek.groups.consumer.requests import HeartbeatAnswer, HeartbeatRequest
 from odradek.groups.errors import GroupError
 from odradek.groups.group import GroupType
 from odradek.groups.records import CoordinatorRecord, decode, encode_key, encode_value
@@ -342,6 +346,7 @@ def test_the_preferred_assignor_is_used() -> None:
     h.heartbeat("m2", 0, subscribed_topic_names=("a", "b"), server_assignor="range")
     group = h.group()
     assert h.shard.consumer.describe("g").assignor_name == "range"
+    assert group.describe().protocol_name == "range"
     # range: per topic, contiguous halves, m1 first.
     assert group.target["m1"] == {T1: frozenset({0, 1}), T2: frozenset({0, 1})}
     assert group.target["m2"] == {T1: frozenset({2, 3}), T2: frozenset({2, 3})}
@@ -353,6 +358,7 @@ def test_describe_and_offset_validation() -> None:
     group = h.group()
     described = group.describe()
     assert (described.state, described.protocol_type) == ("Stable", "consumer")
+    assert described.protocol_name == "uniform"  # the default assignor
     (member,) = described.members
     assert (member.member_id, member.client_id, member.client_host) == ("m1", "c1", "/127.0.0.1")
     assert member.metadata == b"\x00\x00\x00\x00\x00\x01\x00\x01a\xff\xff\xff\xff"
@@ -364,12 +370,15 @@ def test_describe_and_offset_validation() -> None:
     group.validate_offset_commit("m1", None, 1)
     group.validate_offset_fetch("m1", 1)
     group.validate_offset_fetch(None, -1)
+    group.validate_offset_fetch("", -1)
     for call, code in [
         (lambda: group.validate_offset_commit("m1", None, 2), ErrorCode.fenced_member_epoch),
         (lambda: group.validate_offset_commit("m1", None, 0), ErrorCode.stale_member_epoch),
         (lambda: group.validate_offset_commit("x", None, 1), ErrorCode.unknown_member_id),
         (lambda: group.validate_offset_commit("", None, -1), ErrorCode.unknown_member_id),
         (lambda: group.validate_delete_group(), ErrorCode.non_empty_group),
+        (lambda: group.validate_offset_fetch("m1", 0), ErrorCode.stale_member_epoch),
+        (lambda: group.validate_offset_fetch("x", 1), ErrorCode.unknown_member_id),
     ]:
         assert error_of(call) == code
     assert group.is_subscribed_to("a") and not group.is_subscribed_to("b")
@@ -397,3 +406,137 @@ def test_loading_starts_every_members_session() -> None:
     h.timer.timers.clear()
     h.shard.on_loaded()
     assert h.timer.is_scheduled("consumer-session:g:m1")
+
+
+class Client:
+    """A well-behaved member: it holds what it was last given and reports it."""
+
+    def __init__(self, harness: Harness, member_id: str, topics: tuple[str, ...]):
+        self.h, self.member_id, self.topics = harness, member_id, topics
+        self.epoch = 0
+        self.owned: dict[uuid.UUID, frozenset[int]] = {}
+
+    def beat(self) -> None:
+        fields: dict[str, Any] = {"owned": dict(self.owned)}
+        if self.epoch == 0:
+            fields["subscribed_topic_names"] = self.topics
+        try:
+            answer = self.h.heartbeat(self.member_id, self.epoch, **fields)
+        except GroupError as e:
+            assert e.error_code in (ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch)
+            self.epoch, self.owned = 0, {}
+            return
+        self.epoch = answer.member_epoch
+        if answer.assignment is not None:
+            self.owned = {t: frozenset(ps) for t, ps in answer.assignment.items() if ps}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_membership_changes_converge_with_one_owner_per_partition(seed: int) -> None:
+    rng = random.Random(seed)
+    h = Harness(a=(T1, 7), b=(T2, 5))
+    clients: dict[str, Client] = {}
+    serial = 0
+    for _ in range(120):
+        action = rng.random()
+        if action < 0.15 or not clients:
+            serial += 1
+            topics = rng.choice([("a",), ("b",), ("a", "b")])
+            clients[f"m{serial}"] = Client(h, f"m{serial}", topics)
+            clients[f"m{serial}"].beat()
+        elif action < 0.22:
+            gone = clients.pop(rng.choice(sorted(clients)))
+            if gone.member_id in h.group().members:
+                h.heartbeat(gone.member_id, -1)
+        elif action < 0.27:
+            gone = clients.pop(rng.choice(sorted(clients)))  # dies: its session runs out
+            key = f"consumer-session:g:{gone.member_id}"
+            if key in h.timer.timers:
+                h.fire(key)
+        else:
+            clients[rng.choice(sorted(clients))].beat()
+        # What a client holds is never held by another (the clients' view of the invariant).
+        held = [(t, p) for c in clients.values() for t, ps in c.owned.items() for p in ps]
+        assert len(held) == len(set(held))
+    for _ in range(10):  # everyone heartbeats until nothing moves
+        for client in clients.values():
+            client.beat()
+    if not clients:
+        return
+    group = h.group()
+    assert group.state_name() == "Stable", seed
+    subscribed = {t for c in clients.values() for t in c.topics}
+    wanted = set()
+    if "a" in subscribed:
+        wanted |= {(T1, p) for p in range(7)}
+    if "b" in subscribed:
+        wanted |= {(T2, p) for p in range(5)}
+    held = [(t, p) for c in clients.values() for t, ps in c.owned.items() for p in ps]
+    assert sorted(held) == sorted(wanted)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["(a+)+b", "(a|aa)*", r"(a)\1", "(?=a)a", "(?>a)", "a++", ".*.*.*.*.*", "x" * 1001, "("],
+)
+def test_regexes_that_could_stall_the_broker_are_refused(pattern: str) -> None:
+    h = Harness()
+    code = error_of(
+        lambda: h.heartbeat("m1", 0, subscribed_topic_names=None, subscribed_topic_regex=pattern)
+    )
+    assert code == ErrorCode.invalid_regular_expression
+
+
+def test_a_refused_regex_is_refused_fast() -> None:
+    import time
+
+    from odradek.groups.consumer.regex import RegexError, compile_subscription
+
+    started = time.monotonic()
+    with pytest.raises(RegexError):
+        compile_subscription("(" * 300 + "a+" + ")+" * 300)
+    with pytest.raises(RegexError):
+        compile_subscription("(" * 499 + "a" + ")" * 499)
+    assert time.monotonic() - started < 1
+
+
+# -- any sequence of heartbeats, however wrong: answers or Kafka error codes, never another
+# exception, never two owners for a partition (Harness.apply checks after every write).
+
+ids = st.sampled_from(["m1", "m2", "m3", ""])
+owned = st.none() | st.dictionaries(
+    st.sampled_from([T1, T2, uuid.UUID(int=99)]),
+    st.frozensets(st.integers(-1, 8), max_size=4),
+    max_size=2,
+)
+heartbeats = st.fixed_dictionaries(
+    {
+        "member_id": ids,
+        "epoch": st.integers(-3, 6),
+        "group_id": st.sampled_from(["g", "h", ""]),
+        "instance_id": st.none() | st.sampled_from(["i1", "i2", ""]),
+        "rack_id": st.none() | st.sampled_from(["r", ""]),
+        "rebalance_timeout_ms": st.sampled_from([-2, -1, 0, 1000]),
+        "subscribed_topic_names": st.none()
+        | st.tuples()
+        | st.just(("a",))
+        | st.just(("a", "b", "zz")),
+        "subscribed_topic_regex": st.none() | st.sampled_from(["", "a|b", "(a+)+", "["]),
+        "server_assignor": st.none() | st.sampled_from(["", "uniform", "range", "x"]),
+        "owned": owned,
+        "api_version": st.sampled_from([0, 1]),
+    }
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(heartbeats, max_size=25), st.lists(st.booleans(), max_size=25))
+def test_heartbeats_answer_or_refuse(requests, expiries) -> None:
+    h = Harness(a=(T1, 3), b=(T2, 2))
+    for n, fields in enumerate(requests):
+        fields = dict(fields)
+        member_id, epoch = fields.pop("member_id"), fields.pop("epoch")
+        with contextlib.suppress(GroupError):  # a Kafka error code: fine; anything else fails
+            h.heartbeat(member_id, epoch, **fields)
+        if n < len(expiries) and expiries[n] and h.timer.timers:
+            h.fire(sorted(h.timer.timers)[0])

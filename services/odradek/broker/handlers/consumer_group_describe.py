@@ -15,7 +15,7 @@ from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode, OdradekError
 from odradek.groups.consumer.assignment import Assignment, to_records
-from odradek.groups.consumer.manager import DescribedConsumerGroup
+from odradek.groups.consumer.requests import DescribedConsumerGroup
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 

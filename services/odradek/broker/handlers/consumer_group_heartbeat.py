@@ -16,7 +16,7 @@ from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode, OdradekError
 from odradek.groups.consumer.assignment import normalized, to_records
-from odradek.groups.consumer.manager import (
+from odradek.groups.consumer.requests import (
     HeartbeatAnswer,
     HeartbeatRequest,
     validate_heartbeat,
@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             error_code=code,
             error_message=message,
             member_id=None,
-            member_epoch=-1,
+            member_epoch=0,  # Kafka's error answer: the defaults
             heartbeat_interval=timedelta(0),
         )
 
@@ -100,7 +100,7 @@ def _request(ctx: RequestContext, request: Any) -> HeartbeatRequest:
         rack_id=request.rack_id,
         rebalance_timeout_ms=timeout_ms,
         subscribed_topic_names=tuple(names) if names is not None else None,
-        subscribed_topic_regex=request.subscribed_topic_regex,
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),  # v1+
         server_assignor=request.server_assignor,
         owned=owned,
         client_id=ctx.header.client_id or "",

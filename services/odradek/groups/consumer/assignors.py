@@ -19,11 +19,13 @@ Pure functions; deterministic for the same input (ties broken by member id).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from odradek.groups.consumer.assignment import Assignment, normalized, partitions_of
+from odradek.groups.consumer.member import ConsumerGroupMember
 
-__all__ = ["ASSIGNORS", "uniform", "range_assignor", "Assignor"]
+__all__ = ["ASSIGNORS", "uniform", "range_assignor", "Assignor", "preferred_assignor"]
 
 Subscriptions = Mapping[str, frozenset[uuid.UUID]]
 Topics = Mapping[uuid.UUID, int]
@@ -99,9 +101,9 @@ def _chain(
                 came_from[taker] = (member_id, topic_partition)
                 if len(owned[taker]) <= limit:
                     path = []
-                    step: str | None = taker
-                    while step is not None and came_from[step] is not None:
-                        source, moved = came_from[step]  # type: ignore[misc]
+                    step = taker
+                    while (link := came_from[step]) is not None:
+                        source, moved = link
                         path.append((moved, step))
                         step = source
                     return path[::-1]
@@ -136,3 +138,11 @@ def range_assignor(
 
 
 ASSIGNORS: dict[str, Assignor] = {"uniform": uniform, "range": range_assignor}
+
+
+def preferred_assignor(members: Iterable[ConsumerGroupMember], configured: Sequence[str]) -> str:
+    """The assignor most members prefer (ties: the configured order), else the first configured."""
+    votes = Counter(m.server_assignor for m in members if m.server_assignor)
+    if not votes:
+        return configured[0]
+    return max(votes, key=lambda name: (votes[name], -list(configured).index(name)))

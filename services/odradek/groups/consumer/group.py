@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from odradek.errors import ErrorCode
 from odradek.groups.consumer.assignment import Assignment, partitions_of
+from odradek.groups.consumer.assignors import preferred_assignor
 from odradek.groups.consumer.member import ConsumerGroupMember, MemberState
 from odradek.groups.errors import GroupError
 from odradek.groups.group import GroupDescription, GroupType, MemberDescription
@@ -44,8 +45,9 @@ PROTOCOL_TYPE = "consumer"
 
 
 class ConsumerGroup:
-    def __init__(self, group_id: str):
+    def __init__(self, group_id: str, assignors: Sequence[str] = ("uniform",)):
         self.group_id = group_id
+        self.assignors = tuple(assignors)  # group.consumer.assignors: the first is the default
         self.group_epoch = 0
         self.target_epoch = 0
         self.members: dict[str, ConsumerGroupMember] = {}
@@ -53,7 +55,6 @@ class ConsumerGroup:
         self.topics: dict[str, TopicMetadata] = {}  # by name
         self.topic_names: dict[uuid.UUID, str] = {}  # every id this group has seen
         self.owners: dict[tuple[uuid.UUID, int], str] = {}
-        self.assignor_name = ""  # the assignor of the last target assignment
 
     # -- state from records (manager.replay) ---------------------------------------------
 
@@ -93,6 +94,9 @@ class ConsumerGroup:
             if member.instance_id == instance_id:
                 return member.member_id
         return None
+
+    def assignor_name(self) -> str:
+        return preferred_assignor(self.members.values(), self.assignors)
 
     def topic_name(self, topic_id: uuid.UUID) -> str:
         return self.topic_names.get(topic_id, "")
@@ -137,7 +141,7 @@ class ConsumerGroup:
             group_id=self.group_id,
             state=self.state_name(),
             protocol_type=PROTOCOL_TYPE,
-            protocol_name=self.assignor_name,
+            protocol_name=self.assignor_name(),
             members=members,
         )
 
@@ -154,7 +158,9 @@ class ConsumerGroup:
         _validate_epoch(generation_or_epoch, member.member_epoch)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
-        if member_epoch < 0 and member_id is None:
+        # Kafka: no member id (null) and epoch -1 is the admin client, or a client that does not
+        # say; an empty id is taken for null, as the offsets layer may not tell them apart.
+        if member_epoch < 0 and not member_id:
             return
         member = self.members.get(member_id or "")
         if member is None:

@@ -34,39 +34,41 @@ group: GROUP_ID_NOT_FOUND (Kafka's answer to a consumer-protocol member of a cla
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import logging
-import re
 import uuid
-from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from odradek.errors import ErrorCode
-from odradek.groups.consumer.assignment import Assignment, minus, of_records, to_records
-from odradek.groups.consumer.assignors import ASSIGNORS
+from odradek.groups.consumer import writes
+from odradek.groups.consumer.assignment import Assignment, minus, of_records
+from odradek.groups.consumer.assignors import ASSIGNORS, preferred_assignor
 from odradek.groups.consumer.group import ConsumerGroup
 from odradek.groups.consumer.member import ConsumerGroupMember, MemberState
 from odradek.groups.consumer.reconciliation import reconcile
+from odradek.groups.consumer.regex import RegexError, compile_subscription
+from odradek.groups.consumer.requests import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    DescribedConsumerGroup,
+    DescribedMember,
+    HeartbeatAnswer,
+    HeartbeatRequest,
+    new_member_id,
+    validate_heartbeat,
+)
 from odradek.groups.errors import GroupError
 from odradek.groups.group import Group
 from odradek.groups.records.base import CoordinatorRecord
 from odradek.groups.records.consumer import (
     CONSUMER_RECORD_KEYS,
     ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataKey,
-    ConsumerGroupPartitionMetadataValue,
     ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
     TopicMetadata,
 )
 from odradek.groups.result import Result
@@ -74,64 +76,9 @@ from odradek.groups.result import Result
 if TYPE_CHECKING:  # the shard imports this module: its context is only a type here
     from odradek.groups.shard import ShardContext
 
-__all__ = [
-    "LEAVE_EPOCH",
-    "STATIC_LEAVE_EPOCH",
-    "HeartbeatRequest",
-    "HeartbeatAnswer",
-    "DescribedMember",
-    "DescribedConsumerGroup",
-    "ConsumerGroupManager",
-]
+__all__ = ["ConsumerGroupManager"]
 
 log = logging.getLogger(__name__)
-
-LEAVE_EPOCH = -1
-STATIC_LEAVE_EPOCH = -2
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatRequest:
-    """ConsumerGroupHeartbeat's fields (None: not changed since the last heartbeat)."""
-
-    group_id: str
-    member_id: str
-    member_epoch: int
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
-    subscribed_topic_names: tuple[str, ...] | None = None
-    subscribed_topic_regex: str | None = None
-    server_assignor: str | None = None
-    owned: Assignment | None = None  # topic_partitions
-    client_id: str = ""
-    client_host: str = ""
-    api_version: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatAnswer:
-    member_id: str
-    member_epoch: int
-    heartbeat_interval_ms: int
-    assignment: Assignment | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DescribedMember:
-    member: ConsumerGroupMember
-    target: Assignment
-
-
-@dataclass(frozen=True, slots=True)
-class DescribedConsumerGroup:
-    group_id: str
-    state: str
-    group_epoch: int
-    assignment_epoch: int
-    assignor_name: str
-    members: tuple[DescribedMember, ...]
-    topic_names: Mapping[uuid.UUID, str]
 
 
 def _session_key(group_id: str, member_id: str) -> str:
@@ -140,11 +87,6 @@ def _session_key(group_id: str, member_id: str) -> str:
 
 def _rebalance_key(group_id: str, member_id: str) -> str:
     return f"consumer-rebalance:{group_id}:{member_id}"
-
-
-def new_member_id() -> str:
-    """Kafka's ``Uuid.randomUuid().toString()``: 16 random bytes, URL-safe base64."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
 class ConsumerGroupManager:
@@ -229,7 +171,7 @@ class ConsumerGroupManager:
         if group is None:
             if not create:
                 return None
-            group = ConsumerGroup(group_id)
+            group = ConsumerGroup(group_id, self.config.group_consumer_assignors)
             self.groups[group_id] = group
         if not isinstance(group, ConsumerGroup):
             log.warning("a consumer group record for %s, a %s group: skipped", group_id, group.type)
@@ -285,45 +227,35 @@ class ConsumerGroupManager:
         members = dict(group.members)
         if replaced is not None:
             del members[replaced.member_id]
-            records.extend(_member_tombstones(group.group_id, replaced.member_id))
+            records.extend(writes.member_tombstones(group.group_id, replaced.member_id))
         members[updated.member_id] = updated
         if previous is None or not updated.same_subscription(previous) or replaced is not None:
-            records.append(_member_record(group.group_id, updated))
+            records.append(writes.member_record(group.group_id, updated))
         bump = previous is None or _subscription_key(previous) != _subscription_key(updated)
 
         topics = self._subscribed_topics(members.values())
         topics_changed = topics != group.topics
         if topics_changed:
-            records.append(_topics_record(group.group_id, topics))
+            records.append(writes.topics_record(group.group_id, topics))
         group_epoch = group.group_epoch
         if bump or topics_changed:
             group_epoch += 1
-            records.append(
-                CoordinatorRecord(
-                    ConsumerGroupMetadataKey(group.group_id),
-                    ConsumerGroupMetadataValue(group_epoch),
-                )
-            )
+            records.append(writes.epoch_record(group.group_id, group_epoch))
 
         targets = dict(group.target)
         if replaced is not None:
             targets[updated.member_id] = targets.pop(replaced.member_id, {})
             records.append(
-                _target_record(group.group_id, updated.member_id, targets[updated.member_id])
+                writes.target_record(group.group_id, updated.member_id, targets[updated.member_id])
             )
         target_epoch = group.target_epoch
         if group_epoch > target_epoch:
             new_targets = self._assign(members, topics, targets)
             for member_id, assignment in sorted(new_targets.items()):
                 if member_id not in targets or dict(targets[member_id]) != dict(assignment):
-                    records.append(_target_record(group.group_id, member_id, assignment))
+                    records.append(writes.target_record(group.group_id, member_id, assignment))
             targets, target_epoch = new_targets, group_epoch
-            records.append(
-                CoordinatorRecord(
-                    ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
-                    ConsumerGroupTargetAssignmentMetadataValue(target_epoch),
-                )
-            )
+            records.append(writes.target_epoch_record(group.group_id, target_epoch))
 
         def owner(topic_id: uuid.UUID, partition: int) -> str | None:
             holder = group.owner(topic_id, partition)
@@ -335,7 +267,7 @@ class ConsumerGroupManager:
             updated, target_epoch, targets.get(updated.member_id, {}), request.owned, owner
         )
         if previous is None or replaced is not None or not reconciled.same_assignment(previous):
-            records.append(_current_record(group.group_id, reconciled))
+            records.append(writes.current_record(group.group_id, reconciled))
 
         self._schedule_session(group.group_id, reconciled.member_id)
         if replaced is not None:
@@ -369,7 +301,9 @@ class ConsumerGroupManager:
                 raise GroupError(
                     ErrorCode.group_id_not_found, f"consumer group {group_id} not found"
                 )
-            return ConsumerGroup(group_id)  # exists once its records are replayed
+            return ConsumerGroup(
+                group_id, self.config.group_consumer_assignors
+            )  # replay creates it
         if not isinstance(group, ConsumerGroup):
             raise GroupError(
                 ErrorCode.group_id_not_found, f"group {group_id} is not a consumer group"
@@ -418,7 +352,7 @@ class ConsumerGroupManager:
             )
             self._cancel_timers(group.group_id, member.member_id, session=False)
             return Result(
-                records=[_current_record(group.group_id, left)],
+                records=[writes.current_record(group.group_id, left)],
                 response=HeartbeatAnswer(member.member_id, STATIC_LEAVE_EPOCH, interval),
             )
         self._cancel_timers(group.group_id, member.member_id)
@@ -430,23 +364,21 @@ class ConsumerGroupManager:
     def _removal(self, group: ConsumerGroup, member_id: str) -> list[CoordinatorRecord]:
         """The records that remove a member: its records' tombstones, a new group epoch (and
         the topics' metadata if what the others subscribe to resolves to less)."""
-        records = _member_tombstones(group.group_id, member_id)
+        records = writes.member_tombstones(group.group_id, member_id)
         others = [m for m in group.members.values() if m.member_id != member_id]
         topics = self._subscribed_topics(others)
         if topics != group.topics:
-            records.append(_topics_record(group.group_id, topics))
-        records.append(
-            CoordinatorRecord(
-                ConsumerGroupMetadataKey(group.group_id),
-                ConsumerGroupMetadataValue(group.group_epoch + 1),
-            )
-        )
+            records.append(writes.topics_record(group.group_id, topics))
+        records.append(writes.epoch_record(group.group_id, group.group_epoch + 1))
         return records
 
     def _member_topics(self, member: ConsumerGroupMember) -> set[str]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            pattern = re.compile(member.subscribed_topic_regex)
+            try:
+                pattern = compile_subscription(member.subscribed_topic_regex)
+            except RegexError:  # accepted by an older broker's rules: matches nothing here
+                return names
             names.update(
                 t
                 for t in self.context.topics.topic_names()
@@ -455,10 +387,10 @@ class ConsumerGroupManager:
         return names
 
     def _subscribed_topics(
-        self, members: Sequence[ConsumerGroupMember] | object
+        self, members: Iterable[ConsumerGroupMember]
     ) -> dict[str, TopicMetadata]:
         names: set[str] = set()
-        for member in members:  # type: ignore[attr-defined]
+        for member in members:
             names |= self._member_topics(member)
         topics = {}
         for name in sorted(names):
@@ -542,69 +474,13 @@ class ConsumerGroupManager:
             state=group.state_name(),
             group_epoch=group.group_epoch,
             assignment_epoch=group.target_epoch,
-            assignor_name=preferred_assignor(
-                group.members.values(), self.config.group_consumer_assignors
-            ),
+            assignor_name=group.assignor_name(),
             members=tuple(
                 DescribedMember(m, dict(group.target.get(m.member_id, {})))
                 for m in sorted(group.members.values(), key=lambda m: m.member_id)
             ),
             topic_names=dict(group.topic_names),
         )
-
-
-def validate_heartbeat(request: HeartbeatRequest, assignors: Sequence[str]) -> None:
-    """Kafka's checks of a heartbeat's fields: INVALID_REQUEST & co. before anything is done."""
-
-    def invalid(message: str) -> GroupError:
-        return GroupError(ErrorCode.invalid_request, message)
-
-    if not request.group_id:
-        raise invalid("GroupId can't be empty.")
-    if request.instance_id is not None and not request.instance_id:
-        raise invalid("InstanceId can't be empty.")
-    if request.rack_id is not None and not request.rack_id:
-        raise invalid("RackId can't be empty.")
-    if not request.member_id and (request.api_version >= 1 or request.member_epoch != 0):
-        raise invalid("MemberId can't be empty.")
-    if request.member_epoch == 0:
-        if request.rebalance_timeout_ms == -1:
-            raise invalid("RebalanceTimeoutMs must be provided in first request.")
-        if request.owned is None or request.owned:
-            raise invalid("TopicPartitions must be empty when (re-)joining.")
-        if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
-            raise invalid(
-                "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
-            )
-    elif request.member_epoch == STATIC_LEAVE_EPOCH:
-        if request.instance_id is None:
-            raise invalid("InstanceId can't be null.")
-    elif request.member_epoch < STATIC_LEAVE_EPOCH:
-        raise invalid(f"MemberEpoch {request.member_epoch} is invalid.")
-    if request.rebalance_timeout_ms < -1:
-        raise invalid("RebalanceTimeoutMs is invalid.")
-    assignor = request.server_assignor
-    if assignor is not None and assignor not in assignors:
-        raise GroupError(
-            ErrorCode.unsupported_assignor,
-            f"assignor {assignor!r} is not one of {list(assignors)}",
-        )
-    if request.subscribed_topic_regex is not None:
-        try:
-            re.compile(request.subscribed_topic_regex)
-        except re.error as e:
-            raise GroupError(
-                ErrorCode.invalid_regular_expression,
-                f"SubscribedTopicRegex {request.subscribed_topic_regex!r}: {e}",
-            ) from None
-
-
-def preferred_assignor(members: object, configured: Sequence[str]) -> str:
-    """The assignor most members prefer (ties: the configured order), else the first configured."""
-    votes = Counter(m.server_assignor for m in members if m.server_assignor)  # type: ignore[attr-defined]
-    if not votes:
-        return configured[0]
-    return max(votes, key=lambda name: (votes[name], -list(configured).index(name)))
 
 
 def _check_epoch(member: ConsumerGroupMember, request: HeartbeatRequest) -> None:
@@ -663,54 +539,3 @@ def _subscription_key(member: ConsumerGroupMember) -> tuple[object, ...]:
         member.server_assignor,
         member.rack_id,
     )
-
-
-def _member_record(group_id: str, m: ConsumerGroupMember) -> CoordinatorRecord:
-    return CoordinatorRecord(
-        ConsumerGroupMemberMetadataKey(group_id, m.member_id),
-        ConsumerGroupMemberMetadataValue(
-            instance_id=m.instance_id,
-            rack_id=m.rack_id,
-            client_id=m.client_id,
-            client_host=m.client_host,
-            subscribed_topic_names=m.subscribed_topic_names,
-            subscribed_topic_regex=m.subscribed_topic_regex,
-            rebalance_timeout_ms=m.rebalance_timeout_ms,
-            server_assignor=m.server_assignor,
-        ),
-    )
-
-
-def _topics_record(group_id: str, topics: Mapping[str, TopicMetadata]) -> CoordinatorRecord:
-    return CoordinatorRecord(
-        ConsumerGroupPartitionMetadataKey(group_id),
-        ConsumerGroupPartitionMetadataValue(tuple(topics[name] for name in sorted(topics))),
-    )
-
-
-def _target_record(group_id: str, member_id: str, assignment: Assignment) -> CoordinatorRecord:
-    return CoordinatorRecord(
-        ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
-        ConsumerGroupTargetAssignmentMemberValue(to_records(assignment)),
-    )
-
-
-def _current_record(group_id: str, m: ConsumerGroupMember) -> CoordinatorRecord:
-    return CoordinatorRecord(
-        ConsumerGroupCurrentMemberAssignmentKey(group_id, m.member_id),
-        ConsumerGroupCurrentMemberAssignmentValue(
-            member_epoch=m.member_epoch,
-            previous_member_epoch=m.previous_member_epoch,
-            state=int(m.state),
-            assigned_partitions=to_records(m.assigned),
-            partitions_pending_revocation=to_records(m.pending_revocation),
-        ),
-    )
-
-
-def _member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]:
-    return [
-        CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None),
-        CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None),
-        CoordinatorRecord(ConsumerGroupMemberMetadataKey(group_id, member_id), None),
-    ]
