@@ -18,6 +18,7 @@ from odradek.commands import (
     consume,
     controller,
     demo,
+    groups,
     leaders,
     local,
     produce,
@@ -38,6 +39,7 @@ COMMANDS = (
     consume,
     reassign,
     cluster,
+    groups,
 )
 
 

@@ -44,6 +44,7 @@ from odradek.broker.context import BrokerContext
 from odradek.broker.controller_link import ControllerLink
 from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.group_coordinator import start_group_coordinator
+from odradek.broker.group_lag import run_consumer_lag
 from odradek.broker.log_dir_failure import LogDirFailureHandler
 from odradek.broker.log_dir_mover import LogDirMover
 from odradek.broker.metadata_cache import MetadataCache
@@ -61,6 +62,7 @@ from odradek.observability.loop_monitor import EventLoopMonitor
 from odradek.observability.metrics import (
     broker_metrics,
     common_metrics,
+    consumer_lag_metrics,
     new_registry,
     replication_quota_metrics,
 )
@@ -101,6 +103,7 @@ class BrokerApp:
         self.common = common_metrics(self.registry)
         self.metrics = broker_metrics(self.registry)
         self.quotas = ReplicationQuotas.of(config, replication_quota_metrics(self.registry))
+        self.consumer_lag = consumer_lag_metrics(self.registry)
         self.zk = ZkClient(
             config.zookeeper_connect,
             session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
@@ -119,6 +122,7 @@ class BrokerApp:
         self.log_dir_mover: LogDirMover | None = None
         self.log_dir_failures: LogDirFailureHandler | None = None
         self._isr_expiration: asyncio.Task[None] | None = None
+        self._consumer_lag: asyncio.Task[None] | None = None
         self.controller_locator: ControllerLocator | None = None
         self._stopping = asyncio.Event()
         self.loop_monitor = EventLoopMonitor(self.common)
@@ -237,6 +241,13 @@ class BrokerApp:
         self._isr_expiration = asyncio.get_running_loop().create_task(
             replica_manager.run_isr_expiration(self._stopping, self.metrics), name="isr-expiration"
         )
+        if context.groups is not None:
+            self._consumer_lag = asyncio.get_running_loop().create_task(
+                run_consumer_lag(
+                    context.groups, replica_manager, self.consumer_lag, self._stopping
+                ),
+                name="consumer-lag",
+            )
         budgets = RequestBudgets.of(
             queued_max_request_bytes=config.queued_max_request_bytes,
             queued_max_requests=config.queued_max_requests,
@@ -362,6 +373,8 @@ class BrokerApp:
             await self.admin.stop()
         if self._isr_expiration is not None:
             await self._isr_expiration
+        if self._consumer_lag is not None:
+            await self._consumer_lag
         if self.context is not None and self.context.groups is not None:
             await self.context.groups.runtime.close()
         if self.fetchers is not None:

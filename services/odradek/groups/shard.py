@@ -27,7 +27,9 @@ from typing import Any, Protocol
 
 from odradek.groups.classic.manager import ClassicGroupManager
 from odradek.groups.config import GroupCoordinatorConfig
+from odradek.groups.consumer.manager import ConsumerGroupManager
 from odradek.groups.group import Group
+from odradek.groups.offsets import OffsetMetadataManager
 from odradek.groups.records.base import CoordinatorRecord
 
 __all__ = ["Manager", "ShardContext", "Timer", "Topics", "GroupCoordinatorShard"]
@@ -92,8 +94,12 @@ class GroupCoordinatorShard:
         self.groups: dict[str, Group] = {}
         self._managers: list[Manager] = []
         self._replayers: dict[type, Callable[[CoordinatorRecord], None]] = {}
+        self.offsets = OffsetMetadataManager(context, self.groups)
+        self._add(self.offsets)
         self.classic = ClassicGroupManager(context, self.groups)
         self._add(self.classic)
+        self.consumer = ConsumerGroupManager(context, self.groups)
+        self._add(self.consumer)
 
     def _add(self, manager: Manager) -> None:
         self._managers.append(manager)

@@ -182,12 +182,22 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # A zombie child of this process counts as gone.
+    # A zombie counts as gone: reaped here if it is a child of this process; otherwise it waits
+    # for its parent (or init) to reap it, which a loaded machine may take a while to do.
     try:
         waited, _ = os.waitpid(pid, os.WNOHANG)
         return waited == 0
     except ChildProcessError:
-        return True
+        return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # The state follows the command name, which is in parentheses and may hold any character.
+    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] == "Z"
 
 
 def _command(args: list[str]) -> list[str]:

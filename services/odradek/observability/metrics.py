@@ -12,8 +12,12 @@ raises ``ValueError`` (a duplicated series), which is the point.
 
 Cardinality is bounded on purpose. The only labels are ``topic``, ``api``, ``error``, ``state``
 and ``reason``; there is never a partition label (a broker with 10 000 partitions would export
-10 000 series per metric). ``error`` takes the names of kio's finite ``ErrorCode`` enum,
-``state`` three values, ``reason`` the members of ``broker.connection.CloseReason``.
+10 000 series per metric), except on two metrics whose point is the partition, each bounded:
+the replica lag (``TOPIC_LABELS_MAX`` partitions) and the consumer lag
+(``odradek_group_consumer_lag{group, topic, partition}``, at most ``CONSUMER_LAG_SERIES_MAX``
+series; the series left out are counted in ``odradek_group_consumer_lag_series_omitted``).
+``error`` takes the names of kio's finite ``ErrorCode`` enum, ``state`` three values,
+``reason`` the members of ``broker.connection.CloseReason``.
 Topics and APIs come from clients, so each holder admits at most ``TOPIC_LABELS_MAX`` topics and
 ``API_LABELS_MAX`` APIs; later ones are counted under ``OVERFLOW_LABEL``, which no Kafka topic
 name can equal. ``BrokerMetrics.remove_topic`` drops a deleted topic's series and frees its slot.
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -67,6 +71,8 @@ EVENT_LOOP_LAG_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 TOPIC_LABELS_MAX = 2_000  # distinct topics with their own series, per broker
 API_LABELS_MAX = 100  # distinct API names; Kafka has fewer than 80 APIs
 OVERFLOW_LABEL = "<other>"  # '<' and '>' are illegal in Kafka topic names
+
+CONSUMER_LAG_SERIES_MAX = 10_000  # (group, partition) pairs exported by one coordinator
 
 # kazoo's KazooState values, lower-cased; kazoo starts a client in LOST until it connects.
 ZOOKEEPER_SESSION_STATES = ("connected", "suspended", "lost")
@@ -325,6 +331,63 @@ class ReplicationQuotaMetrics:
     held_back: Counter
     rate: Gauge
     rate_limit: Gauge
+
+
+class ConsumerLagMetrics(Collector):
+    """Consumer lag per group and partition on the group's coordinator: the partition's high
+    watermark minus the group's committed offset, as sampled last (``update``, from the event
+    loop; a scrape reads the snapshot swapped in by one assignment, so it never sees half a
+    sample). Lags of partitions with no replica on the coordinator are not known there."""
+
+    def __init__(self, series_max: int = CONSUMER_LAG_SERIES_MAX) -> None:
+        self.series_max = series_max
+        self._sample: tuple[tuple[tuple[str, str, str], int], ...] = ()
+        self._omitted = 0
+
+    def update(self, lags: Iterable[tuple[str, str, int, int]]) -> None:
+        """Replace the sample with ``(group, topic, partition, lag)`` rows."""
+        rows = sorted(((g, t, str(p)), lag) for g, t, p, lag in lags)
+        kept = tuple(rows[: self.series_max])
+        self._sample, self._omitted = kept, len(rows) - len(kept)
+
+    def lag(self, group: str, topic: str, partition: int) -> int | None:
+        return dict(self._sample).get((group, topic, str(partition)))
+
+    def describe(self) -> Iterator[Metric]:
+        yield from self._families()
+
+    def collect(self) -> Iterator[Metric]:
+        sample, omitted = self._sample, self._omitted
+        lag, left_out = self._families()
+        for labels, value in sample:
+            lag.add_metric(list(labels), float(value))
+        left_out.add_metric([], float(omitted))
+        yield lag
+        yield left_out
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            GaugeMetricFamily(
+                f"{NAMESPACE}_group_consumer_lag",
+                "Records a consumer group has not committed yet: the partition's high watermark "
+                "minus the group's committed offset (on the group's coordinator).",
+                labels=["group", "topic", "partition"],
+            ),
+            GaugeMetricFamily(
+                f"{NAMESPACE}_group_consumer_lag_series_omitted",
+                "Consumer lag series left out of the last sample by CONSUMER_LAG_SERIES_MAX.",
+            ),
+        )
+
+
+def consumer_lag_metrics(
+    registry: CollectorRegistry, *, series_max: int = CONSUMER_LAG_SERIES_MAX
+) -> ConsumerLagMetrics:
+    """Register the consumer lag of the groups this broker coordinates on ``registry``."""
+    metrics = ConsumerLagMetrics(series_max)
+    registry.register(metrics)
+    return metrics
 
 
 def new_registry() -> CollectorRegistry:

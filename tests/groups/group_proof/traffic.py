@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.client.connection import BrokerConnection
+from odradek.client.errors import ClientError
 from odradek.protocol import schemas
 from support.waiting import wait_until
 
@@ -132,12 +133,12 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int = 6) -> di
 
 
 def coordinator_of(bootstrap: str, group: str) -> int:
-    """The id of the broker coordinating ``group`` (FindCoordinator v3, retried while the
-    coordinator is not available)."""
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    """The id of the broker coordinating ``group`` (FindCoordinator v3), asked of the first
+    bootstrap broker that answers (one may just have been killed), retried while the
+    coordinator is not available."""
 
-    async def ask() -> int:
-        connection = await BrokerConnection.open(host, int(port))
+    async def ask(host: str, port: int) -> int | None:
+        connection = await BrokerConnection.open(host, port)
         try:
             for _ in range(100):
                 request = schemas.request_schema(10, 3)(key=group, key_type=0)
@@ -147,6 +148,14 @@ def coordinator_of(bootstrap: str, group: str) -> int:
                 await asyncio.sleep(0.2)
         finally:
             await connection.close()
-        raise AssertionError(f"no coordinator for {group}")
+        return None
 
-    return asyncio.run(ask())
+    for address in bootstrap.split(","):
+        host, port = address.rsplit(":", 1)
+        try:
+            found = asyncio.run(ask(host, int(port)))
+        except (OSError, ClientError):
+            continue
+        if found is not None:
+            return found
+    raise AssertionError(f"no coordinator for {group} at any of {bootstrap}")

@@ -1,0 +1,109 @@
+"""ConsumerGroupHeartbeat (68), v0-1: a KIP-848 member joins, heartbeats, reconciles, leaves.
+
+Decodes the request into ``groups.consumer.manager.HeartbeatRequest``, runs it as a write of
+the group's shard (``shard.consumer.heartbeat``) and encodes the answer: member id and epoch,
+heartbeat interval, and the assignment when the coordinator sends one. Served only when
+``group.coordinator.rebalance.protocols`` includes ``consumer``; otherwise UNSUPPORTED_VERSION,
+as Kafka answers. v0 lets the coordinator name a joining member; v1 requires the member's own id.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.errors import ErrorCode, OdradekError
+from odradek.groups.consumer.assignment import normalized, to_records
+from odradek.groups.consumer.requests import (
+    HeartbeatAnswer,
+    HeartbeatRequest,
+    validate_heartbeat,
+)
+from odradek.protocol import schemas
+from odradek.protocol.apis import ApiKey
+
+API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    response_type = schemas.response_schema(API_KEY, ctx.api_version)
+    groups = ctx.broker.groups
+
+    def refuse(code: ErrorCode, message: str | None) -> Any:
+        return build(
+            response_type,
+            throttle_time=NO_THROTTLE,
+            error_code=code,
+            error_message=message,
+            member_id=None,
+            member_epoch=0,  # Kafka's error answer: the defaults
+            heartbeat_interval=timedelta(0),
+        )
+
+    if groups is None:
+        return refuse(ErrorCode.coordinator_not_available, "no group coordinator here")
+    if not groups.config.consumer_protocol_enabled:
+        return refuse(
+            ErrorCode.unsupported_version,
+            "the consumer group protocol is not enabled (group.coordinator.rebalance.protocols)",
+        )
+    heartbeat = _request(ctx, request)
+    try:
+        validate_heartbeat(heartbeat, groups.config.group_consumer_assignors)
+        answer: HeartbeatAnswer = await groups.write(
+            heartbeat.group_id, lambda shard: shard.consumer.heartbeat(heartbeat)
+        )
+    except OdradekError as e:
+        return refuse(e.error_code, str(e))
+    assignment = None
+    if answer.assignment is not None:
+        assignment_type = response_type.__dataclass_fields__["assignment"].type
+        assignment_type = next(
+            t for t in getattr(assignment_type, "__args__", (assignment_type,)) if t is not None
+        )
+        partitions_type = element_type(assignment_type, "topic_partitions")
+        assignment = assignment_type(
+            topic_partitions=tuple(
+                partitions_type(topic_id=t.topic_id, partitions=t.partitions)
+                for t in to_records(answer.assignment)
+            )
+        )
+    return build(
+        response_type,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        member_id=answer.member_id,
+        member_epoch=answer.member_epoch,
+        heartbeat_interval=timedelta(milliseconds=answer.heartbeat_interval_ms),
+        assignment=assignment,
+    )
+
+
+def _request(ctx: RequestContext, request: Any) -> HeartbeatRequest:
+    owned = None
+    if request.topic_partitions is not None:
+        merged: dict[Any, set[int]] = {}
+        for topic in request.topic_partitions:
+            merged.setdefault(topic.topic_id, set()).update(topic.partitions)
+        owned = normalized(merged)
+    timeout = request.rebalance_timeout
+    timeout_ms = int(timeout.total_seconds() * 1000) if isinstance(timeout, timedelta) else timeout
+    names = request.subscribed_topic_names
+    return HeartbeatRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=timeout_ms,
+        subscribed_topic_names=tuple(names) if names is not None else None,
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),  # v1+
+        server_assignor=request.server_assignor,
+        owned=owned,
+        client_id=ctx.header.client_id or "",
+        client_host=ctx.client_host,
+        api_version=ctx.api_version,
+    )

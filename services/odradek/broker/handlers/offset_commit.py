@@ -1,0 +1,90 @@
+"""OffsetCommit (8), v2-9: a group's (or a simple consumer's) committed offsets.
+
+Decodes the request into ``PartitionCommit``s, runs ``OffsetMetadataManager.commit_offsets`` on
+the group's shard, and answers once the records are replicated to the ISR (the runtime). An
+error of the whole request (not the coordinator, unknown member, stale generation, an empty group
+id) is every partition's error, as Kafka answers. v2-v4 carry a retention time (-1: the broker's
+``offsets.retention.minutes``); before v9 a generation for a group that does not exist is
+ILLEGAL_GENERATION, from v9 on GROUP_ID_NOT_FOUND (KIP-848).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.errors import ErrorCode, OdradekError
+from odradek.groups.offsets import PartitionCommit
+from odradek.protocol import schemas
+from odradek.protocol.apis import ApiKey
+
+API_KEY = ApiKey.OFFSET_COMMIT
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    commits = [
+        PartitionCommit(
+            topic.name,
+            p.partition_index,
+            p.committed_offset,
+            getattr(p, "committed_leader_epoch", -1),
+            p.committed_metadata,
+        )
+        for topic in request.topics
+        for p in topic.partitions
+    ]
+    retention = getattr(request, "retention_time", None)
+    retention_ms = -1 if retention is None else retention // timedelta(milliseconds=1)
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    failed = ErrorCode.none
+    groups = ctx.broker.groups
+    try:
+        if groups is None:
+            failed = ErrorCode.coordinator_not_available
+        elif not request.group_id:
+            failed = ErrorCode.invalid_group_id
+        else:
+            errors = await groups.write(
+                request.group_id,
+                lambda shard: shard.offsets.commit_offsets(
+                    request.group_id,
+                    request.member_id,
+                    getattr(request, "group_instance_id", None),
+                    request.generation_id_or_member_epoch,
+                    commits,
+                    retention_ms,
+                ),
+            )
+    except OdradekError as e:
+        failed = e.error_code
+        if failed == ErrorCode.group_id_not_found and ctx.api_version < 9:
+            failed = ErrorCode.illegal_generation
+    return _response(ctx.api_version, request, errors, failed)
+
+
+def _response(
+    version: int, request: Any, errors: dict[tuple[str, int], ErrorCode], failed: ErrorCode
+) -> Any:
+    response_type = schemas.response_schema(API_KEY, version)
+    topic_type = element_type(response_type, "topics")
+    partition_type = element_type(topic_type, "partitions")
+    topics = tuple(
+        topic_type(
+            name=topic.name,
+            partitions=tuple(
+                partition_type(
+                    partition_index=p.partition_index,
+                    error_code=failed
+                    if failed != ErrorCode.none
+                    else errors.get(
+                        (topic.name, p.partition_index), ErrorCode.unknown_server_error
+                    ),
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in request.topics
+    )
+    return build(response_type, throttle_time=NO_THROTTLE, topics=topics)

@@ -1,0 +1,56 @@
+"""OffsetDelete (47), v0: delete a group's committed offsets of some partitions.
+
+One domain call (``OffsetMetadataManager.delete_offsets``) on the group's shard. A group-level
+error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, not the coordinator) is the top-level error code with
+no partitions, as Kafka answers; per partition: UNKNOWN_TOPIC_OR_PARTITION,
+GROUP_SUBSCRIBED_TO_TOPIC, or none (also when nothing was committed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.errors import ErrorCode, OdradekError
+from odradek.protocol import schemas
+from odradek.protocol.apis import ApiKey
+
+API_KEY = ApiKey.OFFSET_DELETE
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    response_type = schemas.response_schema(API_KEY, ctx.api_version)
+    topics = [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics]
+    groups = ctx.broker.groups
+    try:
+        if groups is None:
+            return _refused(response_type, ErrorCode.coordinator_not_available)
+        if not request.group_id:
+            return _refused(response_type, ErrorCode.invalid_group_id)
+        errors = await groups.write(
+            request.group_id, lambda shard: shard.offsets.delete_offsets(request.group_id, topics)
+        )
+    except OdradekError as e:
+        return _refused(response_type, e.error_code)
+    topic_type = element_type(response_type, "topics")
+    partition_type = element_type(topic_type, "partitions")
+    return build(
+        response_type,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        topics=tuple(
+            topic_type(
+                name=name,
+                partitions=tuple(
+                    partition_type(partition_index=p, error_code=errors[(name, p)])
+                    for p in partitions
+                ),
+            )
+            for name, partitions in topics
+        ),
+    )
+
+
+def _refused(response_type: type[Any], error: ErrorCode) -> Any:
+    return build(response_type, throttle_time=NO_THROTTLE, error_code=error, topics=())

@@ -1,0 +1,112 @@
+"""OffsetFetch (9), v1-9: committed offsets of one group (v1-7) or of several (v8+).
+
+Each group is one read of its shard (``OffsetMetadataManager.fetch_offsets``), answered once
+what the shard wrote is replicated: a fetch never returns an offset a failover could lose.
+Topics null (v2+) asks for every topic the group committed. A partition without a committed
+offset is -1 with empty metadata. v9 names a KIP-848 member (member id, epoch) that its group
+validates (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH). A group's error (not the coordinator, still
+loading, an empty group id) is, as Kafka answers: v1 every requested partition's error, v2-7
+the top-level error with no topics, v8+ the group's error. ``require_stable`` asks nothing
+more of Odradek: without transactions every committed offset is stable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.errors import ErrorCode, OdradekError
+from odradek.groups.offsets import FetchedPartition
+from odradek.protocol import schemas
+from odradek.protocol.apis import ApiKey
+
+API_KEY = ApiKey.OFFSET_FETCH
+MULTI_GROUP_VERSION = 8
+
+Fetched = list[tuple[str, list[FetchedPartition]]]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    response_type = schemas.response_schema(API_KEY, version)
+    if version < MULTI_GROUP_VERSION:
+        topics = _topics(request.topics)
+        error, fetched = await _fetch(ctx, request.group_id, topics, None, -1)
+        if error != ErrorCode.none and version < 2:
+            fetched = [(t, [FetchedPartition(p, None) for p in ps]) for t, ps in topics or ()]
+            return build(response_type, topics=_encode(response_type, "topics", fetched, error))
+        return build(
+            response_type,
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            topics=_encode(response_type, "topics", fetched, ErrorCode.none),
+        )
+    group_type = element_type(response_type, "groups")
+    answers = []
+    for group in request.groups:
+        error, fetched = await _fetch(
+            ctx,
+            group.group_id,
+            _topics(group.topics),
+            getattr(group, "member_id", None),
+            getattr(group, "member_epoch", -1),
+        )
+        answers.append(
+            group_type(
+                group_id=group.group_id,
+                error_code=error,
+                topics=_encode(group_type, "topics", fetched, ErrorCode.none),
+            )
+        )
+    return build(response_type, throttle_time=NO_THROTTLE, groups=tuple(answers))
+
+
+def _topics(topics: Any) -> list[tuple[str, list[int]]] | None:
+    if topics is None:
+        return None
+    return [(t.name, list(t.partition_indexes)) for t in topics]
+
+
+async def _fetch(
+    ctx: RequestContext,
+    group_id: str,
+    topics: list[tuple[str, list[int]]] | None,
+    member_id: str | None,
+    member_epoch: int,
+) -> tuple[ErrorCode, Fetched]:
+    groups = ctx.broker.groups
+    if groups is None:
+        return ErrorCode.coordinator_not_available, []
+    if not group_id:
+        return ErrorCode.invalid_group_id, []
+    try:
+        fetched = await groups.read(
+            group_id,
+            lambda shard: shard.offsets.fetch_offsets(group_id, topics, member_id, member_epoch),
+        )
+    except OdradekError as e:
+        return e.error_code, []
+    return ErrorCode.none, fetched
+
+
+def _encode(parent_type: type[Any], field: str, fetched: Fetched, error: ErrorCode) -> tuple:
+    topic_type = element_type(parent_type, field)
+    partition_type = element_type(topic_type, "partitions")
+    return tuple(
+        topic_type(
+            name=topic,
+            partitions=tuple(
+                build(
+                    partition_type,
+                    partition_index=p.partition,
+                    committed_offset=-1 if p.offset is None else p.offset.committed_offset,
+                    committed_leader_epoch=-1 if p.offset is None else p.offset.leader_epoch,
+                    metadata="" if p.offset is None else p.offset.metadata,
+                    error_code=error,
+                )
+                for p in partitions
+            ),
+        )
+        for topic, partitions in fetched
+    )
