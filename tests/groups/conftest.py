@@ -18,10 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from odradek.broker.handlers import HANDLERS
 from odradek.local import cluster
 from odradek.local.cluster import ClusterState
-from odradek.protocol.apis import ApiKey
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -34,21 +32,6 @@ GROUP_OVERRIDES = {
     "group.consumer.min.heartbeat.interval.ms": "500",
     "group.consumer.heartbeat.interval.ms": "1000",
 }
-
-
-# Until the group APIs are merged, these proofs cannot run (temporary: removed with the merge).
-_GROUP_APIS = (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH)
-_MISSING = [api.name for api in _GROUP_APIS if api not in HANDLERS]
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    if not _MISSING:
-        return
-    here = Path(__file__).parent
-    skip = pytest.mark.skip(reason=f"the broker does not serve {', '.join(_MISSING)} yet")
-    for item in items:
-        if here in Path(item.path).parents:
-            item.add_marker(skip)
 
 
 @pytest.fixture(scope="package")

@@ -1,46 +1,24 @@
 """Real consumers in classic groups against a real broker process: kafka-python, aiokafka and
 confluent-kafka members (each its own process, ``tests/groups/group_proof``) with the range,
 roundrobin and cooperative-sticky assignors share a topic's partitions, take over those of a
-member that leaves, and of one that crashes once its session times out.
-
-The clients need OffsetFetch and OffsetCommit, which another part of issue 9 serves: these tests
-skip, saying so, while the broker does not advertise them (the raw wire behaviour is proven
-meanwhile by ``test_classic_wire``)."""
+member that leaves, and of one that crashes once its session times out."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from classic_wire import address
 from group_proof.members import Members, assignment_now, consumed
 from group_proof.traffic import create_topic, produce
 
-from odradek.client.connection import BrokerConnection
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration]
 
 PARTITIONS = 6
 WAIT_S = 90.0
-OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 
 
 @pytest.fixture(scope="module")
 def bootstrap(classic_cluster) -> str:
-    async def advertised() -> set[int]:
-        connection = await BrokerConnection.open(*address(classic_cluster.bootstrap_servers))
-        try:
-            return set(await connection.negotiate_versions())
-        finally:
-            await connection.close()
-
-    missing = {OFFSET_COMMIT, OFFSET_FETCH} - asyncio.run(advertised())
-    if missing:
-        pytest.skip(
-            "the broker does not advertise OffsetCommit/OffsetFetch yet (issue 9's offsets"
-            " part): real consumers need them"
-        )
     return classic_cluster.bootstrap_servers
 
 

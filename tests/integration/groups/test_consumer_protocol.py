@@ -26,7 +26,7 @@ from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration]
 
-HEARTBEAT, DESCRIBE, FIND_COORDINATOR, OFFSET_FETCH = 68, 69, 10, 9
+HEARTBEAT, DESCRIBE, FIND_COORDINATOR = 68, 69, 10
 TIMEOUT_S = 30.0
 PARTITIONS = 4
 OVERRIDES = {
@@ -222,19 +222,6 @@ def served_apis(where: tuple[str, int]) -> dict[int, tuple[int, int]]:
     return dict(asyncio.run(versions()) or {})
 
 
-def offset_fetch_served(where: tuple[str, int]) -> bool:
-    return OFFSET_FETCH in served_apis(where)
-
-
-def needs_offset_fetch(where: tuple[str, int]) -> None:
-    if not offset_fetch_served(where):
-        pytest.skip(
-            "the broker does not advertise OffsetFetch yet (the offsets helper's handlers): "
-            "librdkafka fetches committed offsets before consuming an assignment (and crashes "
-            "when the API is missing)"
-        )
-
-
 # A KIP-848 member in a process of its own (librdkafka's crash must not take pytest along):
 # it journals its rebalance callbacks and the records it consumes as JSON lines.
 MEMBER = """
@@ -342,17 +329,15 @@ def test_a_librdkafka_member_subscribes_by_regex(cluster, tmp_path):
     try:
         wanted = {(f"{prefix}-1", 0), (f"{prefix}-1", 1)}
         wait_until(lambda: member.held_pairs() == wanted, "the matching topic", TIMEOUT_S)
-        if offset_fetch_served(where):  # without it, librdkafka dies after its assignment
-            create_topic(cluster.bootstrap_servers, f"{prefix}-2", 1)
-            wanted.add((f"{prefix}-2", 0))
-            wait_until(lambda: member.held_pairs() == wanted, "the new topic", TIMEOUT_S)
+        create_topic(cluster.bootstrap_servers, f"{prefix}-2", 1)
+        wanted.add((f"{prefix}-2", 0))
+        wait_until(lambda: member.held_pairs() == wanted, "the new topic", TIMEOUT_S)
     finally:
         member.stop()
 
 
 def test_librdkafka_members_share_the_partitions(cluster, tmp_path):
     where = address(cluster)
-    needs_offset_fetch(where)
     group, topic = f"g-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
     create_topic(cluster.bootstrap_servers, topic)
     coordinator_ready(where, group)
@@ -376,7 +361,6 @@ def test_a_dead_members_partitions_go_to_the_survivor(cluster, tmp_path):
     """kill -9 of a member: no leave; once its session times out (6 s here), the other member
     gets every partition."""
     where = address(cluster)
-    needs_offset_fetch(where)
     group, topic = f"g-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
     create_topic(cluster.bootstrap_servers, topic)
     coordinator_ready(where, group)
@@ -396,8 +380,6 @@ def test_a_dead_members_partitions_go_to_the_survivor(cluster, tmp_path):
 
 
 def test_librdkafka_members_consume_every_record_and_commit(cluster, tmp_path):
-    where = address(cluster)
-    needs_offset_fetch(where)
     group, topic = f"g-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
     create_topic(cluster.bootstrap_servers, topic)
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
