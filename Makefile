@@ -11,7 +11,7 @@ LINT_PATHS := $(wildcard services tests bench)
 help:
 	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream"
 	@echo "make test    install everything, then lint and run all tests"
-	@echo "make soak    the slow scenarios at length: the fuzz over several seeds, hostile clients, crashes, replication faults over more seeds"
+	@echo "make soak    the slow scenarios at length: the fuzz over several seeds, hostile clients, crashes, replication faults over more seeds, group proofs with every library"
 	@echo "make setup   install system packages and .venv only"
 	@echo "make lint    ruff check and the import-layer contracts"
 	@echo "make bench   storage benchmark"
@@ -34,7 +34,8 @@ test: setup
 
 # The fuzz with many more cases, once per seed (each run prints how to replay it), then the other
 # slow scenarios: hostile connections against a broker process, writers killed mid-append, and
-# the replication fault scenarios over more seeds than CI's two (each prints its seed first).
+# the replication fault scenarios over more seeds than CI's two (each prints its seed first), and
+# the consumer-group proofs with every client library in every scenario (CI: one library each).
 SOAK_SEEDS ?= 1 2 3 4 5
 SOAK_FAULT_SEEDS ?= 1 2 3 4 5 6 7 8
 SOAK_FUZZ_CASES ?= 3000
@@ -47,6 +48,7 @@ soak: setup
 	done
 	$(PYTHON) -m pytest -p no:cacheprovider tests/integration/cluster tests/crash
 	ODRADEK_FAULT_SEEDS="$(SOAK_FAULT_SEEDS)" $(PYTHON) -m pytest -p no:cacheprovider -rxX -m fault tests/replication
+	ODRADEK_GROUP_LIBRARIES=all $(PYTHON) -m pytest -p no:cacheprovider tests/groups
 
 lint: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)

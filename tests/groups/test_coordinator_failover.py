@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from group_proof.matrix import libraries
 from group_proof.members import Members, assignment_now, consumed, last_commits
 from group_proof.traffic import committed, coordinator_of, create_topic, end_offsets, produce
 
@@ -34,7 +35,7 @@ def restart_killed(state, killed: list[int]) -> None:
         cluster.restart_broker(Path(state.data_dir), broker_id)
 
 
-@pytest.mark.parametrize("library", ["confluent", "kafka-python", "aiokafka"])
+@pytest.mark.parametrize("library", libraries(ci="aiokafka"))
 def test_commits_survive_the_coordinator_killed_while_members_commit(
     group_cluster, unique, tmp_path, library
 ):
@@ -78,7 +79,7 @@ def test_commits_survive_the_coordinator_killed_while_members_commit(
     assert not skipped, f"{len(skipped)} acknowledged records never consumed: {skipped[:5]}"
 
 
-@pytest.mark.parametrize("library", ["confluent", "kafka-python"])
+@pytest.mark.parametrize("library", libraries(ci="confluent", among=("confluent", "kafka-python")))
 def test_a_rebalance_completes_after_the_coordinator_is_killed_during_it(
     group_cluster, unique, tmp_path, library
 ):

@@ -7,6 +7,7 @@ is consumed twice (at most once); two groups on one topic each see every record.
 from __future__ import annotations
 
 import pytest
+from group_proof.matrix import ALL_LIBRARIES, libraries
 from group_proof.members import Members, assignment_now, consumed, last_commits
 from group_proof.traffic import committed, create_topic, end_offsets, produce
 
@@ -14,7 +15,6 @@ from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault]
 
-LIBRARIES = ["confluent", "kafka-python", "aiokafka"]
 PARTITIONS = 6
 RECORDS = 3000
 PROCESS_MS = 4  # per record: 3000 records take a group of three about 4 s, faults land inside
@@ -27,7 +27,7 @@ def test_a_group_of_three_splits_the_topic_evenly(group_cluster, unique, tmp_pat
     create_topic(bootstrap, topic, PARTITIONS)
     members = Members(bootstrap, group, topic, tmp_path)
     try:
-        started = [members.start(library) for library in LIBRARIES]  # one group, three libraries
+        started = [members.start(library) for library in ALL_LIBRARIES]  # one group, 3 libraries
 
         # The first member may hold all six for a while: it can be alone in the first generation
         # when the others' processes start later than the initial rebalance delay.
@@ -42,7 +42,7 @@ def test_a_group_of_three_splits_the_topic_evenly(group_cluster, unique, tmp_pat
         members.close()
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("library", libraries(ci="confluent"))
 def test_commit_after_processing_consumes_every_record_at_least_once(
     group_cluster, unique, tmp_path, library
 ):
@@ -84,7 +84,7 @@ def test_commit_after_processing_consumes_every_record_at_least_once(
     assert committed(bootstrap, group, topic, PARTITIONS) == ends
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("library", libraries(ci="kafka-python"))
 def test_commit_before_processing_consumes_no_record_twice(
     group_cluster, unique, tmp_path, library
 ):
@@ -120,7 +120,7 @@ def test_commit_before_processing_consumes_no_record_twice(
     assert set(counts) <= set(acked)
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("library", libraries(ci="aiokafka"))
 def test_two_groups_on_one_topic_each_see_every_record(group_cluster, unique, tmp_path, library):
     bootstrap = group_cluster.bootstrap_servers
     topic = unique("topic")

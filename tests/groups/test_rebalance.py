@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from group_proof.matrix import libraries
 from group_proof.members import Members, assignment_now, rebalances
 from group_proof.traffic import SteadyProducer, create_topic
 
@@ -26,7 +27,7 @@ def settled(members: list, partitions: int = PARTITIONS) -> list[set[int]] | Non
     return held if owned == list(range(partitions)) and all(held) else None
 
 
-@pytest.mark.parametrize("library", ["confluent", "kafka-python", "aiokafka"])
+@pytest.mark.parametrize("library", libraries(ci="kafka-python"))
 def test_a_static_member_restarts_without_a_rebalance(group_cluster, unique, tmp_path, library):
     bootstrap = group_cluster.bootstrap_servers
     topic, group = unique("topic"), unique("group")
