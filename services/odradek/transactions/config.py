@@ -24,3 +24,6 @@ class TransactionCoordinatorConfig:
     offsets_topic_num_partitions: int = 50
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    # The cluster's finalized feature ``transaction.version`` (KIP-890): 0 on a ZooKeeper cluster,
+    # which has no finalized features; from 1, values are written in version 1 (flexible).
+    transaction_version_level: int = 0

@@ -8,22 +8,31 @@
 | Empty | 0 | Empty, CompleteCommit, CompleteAbort | yes |
 | Ongoing | 1 | Ongoing, Empty, CompleteCommit, CompleteAbort | yes |
 | PrepareCommit | 2 | Ongoing | yes |
-| PrepareAbort | 3 | Ongoing, PrepareEpochFence | yes |
+| PrepareAbort | 3 | Ongoing, PrepareEpochFence; Empty, Complete* (transaction version 2) | yes |
 | CompleteCommit | 4 | PrepareCommit | yes |
 | CompleteAbort | 5 | PrepareAbort | yes |
 | Dead | 6 | Empty, CompleteCommit, CompleteAbort | as a tombstone |
 | PrepareEpochFence | 7 | Ongoing | never: a step of fencing, written as PrepareAbort |
 
-**Invariants** of a ``TransactionMetadata`` (checked by ``transit``):
+The table is Kafka 4's: its abort of a transaction without partitions (Empty or Complete* to
+PrepareAbort) is transaction version 2's, which Odradek's operations do not take yet.
+
+**Invariants** of a ``TransactionMetadata`` (checked by ``transit`` and on replay):
 
 - Empty, CompleteCommit, CompleteAbort and Dead hold no partitions (a completed transaction's
   markers are written; nothing is left to do for it);
-- a transaction in Ongoing or Prepare* holds at least one partition and a start timestamp;
+- Ongoing and PrepareCommit hold at least one partition; Ongoing, Prepare* and Complete* have a
+  start timestamp (PrepareAbort may hold none: version 2's abort of an empty transaction);
 - ``producer_epoch`` is -1 (none yet) or in [0, 32767].
 
-``last_producer_epoch`` is the epoch before the last bump (Kafka's, to answer a retried
-InitProducerId); like Kafka, it is not written: a loaded transaction has -1 there.
-Values are immutable; an operation builds the next one with ``transit``. Pure; any thread.
+``previous_producer_id`` is the producer id before the last transition (Kafka sets it at every
+one; it tells a retried InitProducerId after a producer id rotation from a zombie).
+``last_producer_epoch`` is the epoch a producer held before a bump it asked for with its epoch
+(KIP-360: a retry whose answer was lost gets the same epoch again); -1 after a bump a new
+producer asked for without an epoch. Like Kafka, neither is in value v0 and
+``last_producer_epoch`` in no value: a loaded transaction has -1 there, and a retry spanning a
+coordinator change is fenced. Values are immutable; an operation builds the next one with
+``transit``. Pure; any thread.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ __all__ = [
     "IllegalStateTransitionError",
     "TransactionMetadata",
     "is_epoch_exhausted",
+    "log_value_version",
 ]
 
 NO_PRODUCER_ID = -1
@@ -103,7 +113,9 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    S.PREPARE_ABORT: frozenset(
+        {S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
+    ),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
@@ -111,11 +123,19 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
 }
 _NO_PARTITIONS = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT, S.DEAD})
 _WRITTEN = frozenset(S) - {S.DEAD, S.PREPARE_EPOCH_FENCE}
+_STARTED = frozenset(
+    {S.ONGOING, S.PREPARE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
+)
 
 
 class IllegalStateTransitionError(RuntimeError):
     """A move the state machine forbids, or metadata breaking an invariant: a coordinator bug
     (or a corrupt log), never a client error."""
+
+
+def log_value_version(transaction_version_level: int) -> int:
+    """Kafka's ``TransactionVersion.transactionLogValueVersion``: v1 (flexible) from level 1."""
+    return 1 if transaction_version_level >= 1 else 0
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
@@ -145,6 +165,7 @@ class TransactionMetadata:
                 f"transactional id {self.transactional_id!r}: "
                 f"{self.state.kafka_name} -> {state.kafka_name} is not a legal transition"
             )
+        changes.setdefault("previous_producer_id", self.producer_id)
         following = dataclasses.replace(self, state=state, **changes)  # type: ignore[arg-type]
         following.check()
         return following
@@ -156,11 +177,16 @@ class TransactionMetadata:
                 f"transactional id {self.transactional_id!r}: "
                 f"{self.state.kafka_name} with partitions {sorted(self.partitions)}"
             )
-        in_flight = self.state not in _NO_PARTITIONS and self.state is not S.PREPARE_EPOCH_FENCE
-        if in_flight and (not self.partitions or self.transaction_start_timestamp_ms < 0):
+        with_partitions = self.state in (S.ONGOING, S.PREPARE_COMMIT)
+        if with_partitions and not self.partitions:
             raise IllegalStateTransitionError(
                 f"transactional id {self.transactional_id!r}: "
-                f"{self.state.kafka_name} without partitions or start time"
+                f"{self.state.kafka_name} without partitions"
+            )
+        if self.state in _STARTED and self.transaction_start_timestamp_ms < 0:
+            raise IllegalStateTransitionError(
+                f"transactional id {self.transactional_id!r}: "
+                f"{self.state.kafka_name} without a start time"
             )
         if not NO_PRODUCER_EPOCH <= self.producer_epoch <= MAX_PRODUCER_EPOCH:
             raise IllegalStateTransitionError(f"producer epoch {self.producer_epoch}")
@@ -174,14 +200,15 @@ class TransactionMetadata:
 
     # -- records -------------------------------------------------------------------------------
 
-    def to_value(self) -> TransactionLogValueV0 | TransactionLogValue:
-        """The record value Kafka writes: v1 for transaction version 2, else v0.
+    def to_value(self, version: int = 0) -> TransactionLogValueV0 | TransactionLogValue:
+        """The record value of ``version``: Kafka writes v1 once the cluster's finalized
+        ``transaction.version`` is 1 or more, else v0 (``log_value_version``).
 
         Partitions are null in Empty, as Kafka writes them."""
         if self.state not in _WRITTEN:
             raise IllegalStateTransitionError(f"{self.state.kafka_name} is never written")
         topics = self.topics()
-        if self.client_transaction_version >= 2:
+        if version >= 1:
             return TransactionLogValue(
                 producer_id=self.producer_id,
                 previous_producer_id=self.previous_producer_id,

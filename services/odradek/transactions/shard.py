@@ -10,11 +10,10 @@ the answer, and the markers to write once the records are replicated); the runti
 records and replays them through the same ``replay`` a loading coordinator uses. Hence the state
 after live operations equals the state a new coordinator loads from the same records.
 
-What ``replay`` derives rather than reads (Kafka keeps it in memory and loses it on reload): a
-value v0 has no previous producer id, so a record whose producer id differs from the replayed
-one's sets ``previous_producer_id`` to the old id; ``last_producer_epoch`` is the epoch of the
-previous record of the same producer id when it differs. Compaction may drop the previous
-record; a reload then has -1 there, as in Kafka.
+What no value holds (``last_producer_epoch``; ``previous_producer_id`` in value v0) an
+operation's records carry in memory (``TransactionRecord``): live replay takes it from there,
+a reload has -1, as Kafka's coordinator loses it on a coordinator change. Everything else is
+equal between live state and a reload of the same records.
 
 **The life of a transaction** (transaction version 1; version 2's epoch bump per transaction
 and value v1 writes are not done here):
@@ -57,11 +56,13 @@ from odradek.transactions.metadata import (
     TransactionMetadata,
     TransactionState,
     is_epoch_exhausted,
+    log_value_version,
 )
 from odradek.transactions.records import TransactionLogKey
 
 __all__ = [
     "TransactionShardContext",
+    "TransactionRecord",
     "TxnMarker",
     "Outcome",
     "InitProducerIdAnswer",
@@ -100,6 +101,14 @@ class TransactionShardContext:
     clock_ms: Callable[[], int]
     # The leader epoch of the partition: the coordinator epoch markers carry.
     coordinator_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionRecord(CoordinatorRecord):
+    """A record an operation wrote, with what its value does not hold (never encoded)."""
+
+    last_producer_epoch: int = NO_PRODUCER_EPOCH
+    previous_producer_id: int = NO_PRODUCER_ID
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,9 +180,12 @@ class TransactionCoordinatorShard:
             self.transactions.pop(tid, None)
             return
         loaded = TransactionMetadata.from_value(tid, record.value)
-        previous = self.transactions.get(tid)
-        if previous is not None:
-            loaded = _derived(previous, loaded)
+        if isinstance(record, TransactionRecord):
+            loaded = replace(
+                loaded,
+                last_producer_epoch=record.last_producer_epoch,
+                previous_producer_id=record.previous_producer_id,
+            )
         self.transactions[tid] = loaded
 
     def owns(self, transactional_id: str) -> bool:
@@ -236,23 +248,21 @@ class TransactionCoordinatorShard:
                 S.EMPTY,
                 producer_id=self.context.allocate_producer_id(),
                 producer_epoch=0,
-                previous_producer_id=current.producer_id,
-                last_producer_epoch=current.producer_epoch,
+                last_producer_epoch=current.producer_epoch if expected else NO_PRODUCER_EPOCH,
                 transaction_timeout_ms=transaction_timeout_ms,
                 partitions=frozenset(),
                 transaction_start_timestamp_ms=-1,
                 transaction_last_update_timestamp_ms=now,
             )
         else:
-            epoch = _incremented_epoch(current, expected, expected_producer_epoch)
-            if epoch is None:
+            epochs = _incremented_epoch(current, expected, expected_producer_epoch)
+            if epochs is None:
                 return Outcome(InitProducerIdAnswer(ErrorCode.producer_fenced))
+            epoch, last_epoch = epochs
             following = current.transit(
                 S.EMPTY,
                 producer_epoch=epoch,
-                last_producer_epoch=current.producer_epoch
-                if epoch != current.producer_epoch
-                else current.last_producer_epoch,
+                last_producer_epoch=last_epoch,
                 transaction_timeout_ms=transaction_timeout_ms,
                 partitions=frozenset(),
                 transaction_start_timestamp_ms=-1,
@@ -260,7 +270,7 @@ class TransactionCoordinatorShard:
             )
         return Outcome(
             InitProducerIdAnswer(ErrorCode.none, following.producer_id, following.producer_epoch),
-            (_record(following),),
+            (self._record(following),),
         )
 
     # -- AddPartitionsToTxn, AddOffsetsToTxn ---------------------------------------------------
@@ -299,7 +309,7 @@ class TransactionCoordinatorShard:
             transaction_start_timestamp_ms=start,
             transaction_last_update_timestamp_ms=now,
         )
-        return Outcome(ErrorCode.none, (_record(following),))
+        return Outcome(ErrorCode.none, (self._record(following),))
 
     def offsets_partition(self, group_id: str) -> tuple[str, int]:
         """The ``__consumer_offsets`` partition that owns ``group_id``."""
@@ -367,7 +377,7 @@ class TransactionCoordinatorShard:
             partitions=frozenset(),
             transaction_last_update_timestamp_ms=self.context.clock_ms(),
         )
-        return Outcome(ErrorCode.none, (_record(following),))
+        return Outcome(ErrorCode.none, (self._record(following),))
 
     def pending_completions(self) -> list[TxnMarker]:
         """After loading: the markers of every Prepare* transaction, to (re)write before
@@ -482,15 +492,9 @@ class TransactionCoordinatorShard:
     def _fence_and_abort(self, current: TransactionMetadata, now: int, response: T) -> Outcome[T]:
         epoch = current.producer_epoch
         bumped = epoch if epoch >= MAX_PRODUCER_EPOCH else epoch + 1
-        # Kafka's prepareFenceProducerEpoch: the bumped epoch is never handed to a producer,
-        # so no retry may claim it (the epoch before is forgotten).
-        fenced = current.transit(
-            S.PREPARE_EPOCH_FENCE,
-            producer_epoch=bumped,
-            last_producer_epoch=NO_PRODUCER_EPOCH
-            if bumped != epoch
-            else current.last_producer_epoch,
-        )
+        # Kafka's prepareFenceProducerEpoch: the epoch bumped (unless at its maximum), the last
+        # epoch kept; never answered to a producer (the abort is written as PrepareAbort).
+        fenced = current.transit(S.PREPARE_EPOCH_FENCE, producer_epoch=bumped)
         return self._prepare_end(fenced, False, now, response)
 
     def _prepare_end(
@@ -500,7 +504,16 @@ class TransactionCoordinatorShard:
             S.PREPARE_COMMIT if committed else S.PREPARE_ABORT,
             transaction_last_update_timestamp_ms=now,
         )
-        return Outcome(response, (_record(following),), (self._markers(following),))
+        return Outcome(response, (self._record(following),), (self._markers(following),))
+
+    def _record(self, metadata: TransactionMetadata) -> TransactionRecord:
+        version = log_value_version(self.context.config.transaction_version_level)
+        return TransactionRecord(
+            TransactionLogKey(metadata.transactional_id),
+            metadata.to_value(version),
+            last_producer_epoch=metadata.last_producer_epoch,
+            previous_producer_id=metadata.previous_producer_id,
+        )
 
     def _markers(self, metadata: TransactionMetadata) -> TxnMarker:
         return TxnMarker(
@@ -511,10 +524,6 @@ class TransactionCoordinatorShard:
             coordinator_epoch=self.context.coordinator_epoch,
             partitions=tuple(sorted(metadata.partitions)),
         )
-
-
-def _record(metadata: TransactionMetadata) -> CoordinatorRecord:
-    return CoordinatorRecord(TransactionLogKey(metadata.transactional_id), metadata.to_value())
 
 
 def _is_valid_producer_id(current: TransactionMetadata, producer_id: int, epoch: int) -> bool:
@@ -530,42 +539,18 @@ def _is_valid_producer_id(current: TransactionMetadata, producer_id: int, epoch:
 
 def _incremented_epoch(
     current: TransactionMetadata, expected: bool, expected_epoch: int
-) -> int | None:
-    """Kafka's ``prepareIncrementProducerEpoch``: the epoch to answer, None if fenced.
+) -> tuple[int, int] | None:
+    """Kafka's ``prepareIncrementProducerEpoch``: (epoch, last epoch), None if fenced.
 
-    Without an expected epoch, always bump. With one: bump if it is the current epoch (or the
-    id is new); answer the current epoch again if it is the one before the last bump (a retry);
-    otherwise the producer is a zombie."""
+    Without an expected epoch (a new producer), bump and forget the epoch before: no retry may
+    claim it. With one: bump if it is the current epoch (or the id is new), remembering it;
+    answer the current epoch again if it is the one before the last bump (a retry whose answer
+    was lost); otherwise the producer is a zombie."""
     bumped = current.producer_epoch + 1
     if not expected:
-        return bumped
+        return bumped, NO_PRODUCER_EPOCH
     if current.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == current.producer_epoch:
-        return bumped
+        return bumped, current.producer_epoch
     if expected_epoch == current.last_producer_epoch:
-        return current.producer_epoch
+        return current.producer_epoch, current.last_producer_epoch
     return None
-
-
-def _derived(previous: TransactionMetadata, loaded: TransactionMetadata) -> TransactionMetadata:
-    """What replay knows from the record before: the previous producer id (value v0 lacks it)
-    and the epoch before the last bump (none after a fence, as Kafka's fence forgets it)."""
-    if loaded.producer_id != previous.producer_id:
-        previous_id = loaded.previous_producer_id
-        if previous_id == NO_PRODUCER_ID:
-            previous_id = previous.producer_id
-        return replace(
-            loaded, previous_producer_id=previous_id, last_producer_epoch=previous.producer_epoch
-        )
-    if loaded.producer_epoch == previous.producer_epoch:
-        last_epoch = previous.last_producer_epoch
-    elif previous.state is S.ONGOING and loaded.state is S.PREPARE_ABORT:
-        last_epoch = NO_PRODUCER_EPOCH  # a fence (an EndTxn never bumps the epoch)
-    else:
-        last_epoch = previous.producer_epoch
-    return replace(
-        loaded,
-        last_producer_epoch=last_epoch,
-        previous_producer_id=previous.previous_producer_id
-        if loaded.previous_producer_id == NO_PRODUCER_ID
-        else loaded.previous_producer_id,
-    )

@@ -9,6 +9,7 @@ from odradek.transactions.metadata import (
     TransactionMetadata,
     TransactionState,
     is_epoch_exhausted,
+    log_value_version,
 )
 from odradek.transactions.records import TransactionLogValue, TransactionLogValueV0
 
@@ -18,7 +19,13 @@ LEGAL = {
     S.EMPTY: {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.ONGOING: {S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.PREPARE_COMMIT: {S.ONGOING},
-    S.PREPARE_ABORT: {S.ONGOING, S.PREPARE_EPOCH_FENCE},
+    S.PREPARE_ABORT: {
+        S.ONGOING,
+        S.PREPARE_EPOCH_FENCE,
+        S.EMPTY,
+        S.COMPLETE_COMMIT,
+        S.COMPLETE_ABORT,
+    },
     S.COMPLETE_COMMIT: {S.PREPARE_COMMIT},
     S.COMPLETE_ABORT: {S.PREPARE_ABORT},
     S.DEAD: {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
@@ -27,23 +34,24 @@ LEGAL = {
 WITHOUT_PARTITIONS = {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT, S.DEAD}
 
 
-def metadata_in(state: TransactionState) -> TransactionMetadata:
+def fitting(state: TransactionState) -> dict:
+    """Partitions and a start time as ``state`` has them."""
     busy = state not in WITHOUT_PARTITIONS
+    return {
+        "partitions": frozenset({("t", 0)}) if busy else frozenset(),
+        "transaction_start_timestamp_ms": -1 if state in (S.EMPTY, S.DEAD) else 5,
+    }
+
+
+def metadata_in(state: TransactionState) -> TransactionMetadata:
     return TransactionMetadata(
         transactional_id="tx",
         producer_id=1,
         producer_epoch=0,
         transaction_timeout_ms=1000,
         state=state,
-        partitions=frozenset({("t", 0)}) if busy else frozenset(),
-        transaction_start_timestamp_ms=5 if busy else -1,
+        **fitting(state),
     )
-
-
-def fitting(target: TransactionState) -> dict:
-    if target in WITHOUT_PARTITIONS:
-        return {"partitions": frozenset(), "transaction_start_timestamp_ms": -1}
-    return {"partitions": frozenset({("t", 0)}), "transaction_start_timestamp_ms": 5}
 
 
 @pytest.mark.parametrize(("source", "target"), list(itertools.product(S, S)))
@@ -75,10 +83,30 @@ def test_state_ids_and_names_are_kafkas():
 def test_invariants_are_checked_on_transit():
     with pytest.raises(IllegalStateTransitionError, match="with partitions"):
         metadata_in(S.PREPARE_COMMIT).transit(S.COMPLETE_COMMIT)  # partitions kept
+    with pytest.raises(IllegalStateTransitionError, match="without a start time"):
+        metadata_in(S.PREPARE_COMMIT).transit(
+            S.COMPLETE_COMMIT, partitions=frozenset(), transaction_start_timestamp_ms=-1
+        )
     with pytest.raises(IllegalStateTransitionError, match="without partitions"):
         metadata_in(S.EMPTY).transit(S.ONGOING)
+    with pytest.raises(IllegalStateTransitionError, match="without a start time"):
+        metadata_in(S.EMPTY).transit(S.PREPARE_ABORT)
+    # transaction version 2 aborts a transaction without partitions
+    aborting = metadata_in(S.EMPTY).transit(S.PREPARE_ABORT, transaction_start_timestamp_ms=9)
+    assert aborting.partitions == frozenset()
     with pytest.raises(IllegalStateTransitionError, match="epoch"):
         metadata_in(S.EMPTY).transit(S.EMPTY, producer_epoch=32768)
+
+
+def test_transit_remembers_the_producer_id_before():
+    current = metadata_in(S.EMPTY)
+    rotated = current.transit(S.EMPTY, producer_id=2, producer_epoch=0)
+    assert rotated.previous_producer_id == 1
+    assert rotated.transit(S.EMPTY).previous_producer_id == 2  # Kafka: at every transition
+
+
+def test_log_value_version():
+    assert [log_value_version(level) for level in (0, 1, 2)] == [0, 1, 1]
 
 
 def test_epoch_exhaustion():
@@ -95,7 +123,7 @@ def test_value_round_trip(state):
     assert TransactionMetadata.from_value("tx", value) == current
 
 
-def test_transaction_version_2_writes_value_v1():
+def test_value_v1_from_transaction_version_1():
     current = TransactionMetadata(
         transactional_id="tx",
         producer_id=9,
@@ -104,7 +132,8 @@ def test_transaction_version_2_writes_value_v1():
         previous_producer_id=8,
         client_transaction_version=2,
     )
-    value = current.to_value()
+    assert type(current.to_value(0)) is TransactionLogValueV0
+    value = current.to_value(1)
     assert type(value) is TransactionLogValue and value.previous_producer_id == 8
     assert TransactionMetadata.from_value("tx", value) == current
 

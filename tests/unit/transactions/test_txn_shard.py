@@ -52,10 +52,13 @@ class Harness:
         return self.next_id
 
     def apply(self, outcome: Outcome):
+        """As the runtime: append the records' bytes, replay the records themselves."""
         for record in outcome.records:
             key, value = encode_key(record.key), encode_value(record.value)
+            decoded = decode(key, value)
+            assert (decoded.key, decoded.value) == (record.key, record.value)
             self.log.append((key, value))
-            self.shard.replay(decode(key, value))
+            self.shard.replay(record)
         return outcome.response
 
     def reloaded(self) -> TransactionCoordinatorShard:
@@ -369,7 +372,48 @@ def test_replay_equivalence_over_a_mixed_history(h):
     )
     h.init("d", expected_producer_id=104, expected_producer_epoch=32766)  # rotation
     h.add("d", h.init("d"), [("z", 9)])
-    assert h.reloaded().transactions == h.shard.transactions
+    assert h.reloaded().transactions == without_memory(h.shard.transactions)
+
+
+def without_memory(transactions):
+    """What a reload knows: no last epoch, and no previous producer id in value v0."""
+    return {
+        tid: dataclasses.replace(m, last_producer_epoch=-1, previous_producer_id=-1)
+        for tid, m in transactions.items()
+    }
+
+
+def test_replay_equivalence_with_value_v1():
+    h = Harness(TransactionCoordinatorConfig(transaction_version_level=1))
+    h.begin("a")
+    h.apply(h.shard.end_transaction("a", 101, 0, False))
+    h.init("b")
+    assert decode(*h.log[-1]).value.__version__ == 1
+    reloaded = h.reloaded().transactions
+    assert reloaded == {
+        tid: dataclasses.replace(m, last_producer_epoch=-1)
+        for tid, m in h.shard.transactions.items()
+    }
+    assert reloaded["a"].previous_producer_id == 101
+
+
+def test_zombie_cannot_claim_a_new_producers_epoch(h):
+    """A new producer (no expected epoch) bumps and forgets the epoch before."""
+    h.init()  # epoch 0
+    h.init(expected_producer_id=101, expected_producer_epoch=0)  # epoch 1, last 0
+    assert h.init().producer_epoch == 2  # a new producer: last forgotten
+    assert h.init(expected_producer_id=101, expected_producer_epoch=1).error is E.producer_fenced
+    assert h.init(expected_producer_id=101, expected_producer_epoch=0).error is E.producer_fenced
+
+
+def test_retry_across_a_coordinator_change_is_fenced(h):
+    """Kafka's documented limit: the last epoch is not in the log."""
+    h.init()
+    h.init(expected_producer_id=101, expected_producer_epoch=0)  # epoch 1, last 0
+    live = h.shard.init_producer_id("tx", TIMEOUT, 101, 0).response
+    assert live == InitProducerIdAnswer(E.none, 101, 1)
+    h.shard = h.reloaded()
+    assert h.init(expected_producer_id=101, expected_producer_epoch=0).error is E.producer_fenced
 
 
 def test_operations_never_change_state_themselves(h):
