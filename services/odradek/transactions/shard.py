@@ -41,12 +41,13 @@ answer INVALID_PRODUCER_EPOCH instead (``fenced_error_for``). Pure; one operatio
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
-from typing import Generic, TypeVar
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from odradek.coordinator.records import CoordinatorRecord
 from odradek.errors import ErrorCode
 from odradek.groups.partitioner import partition_for
+from odradek.transactions import views
 from odradek.transactions.config import OFFSETS_TOPIC, TransactionCoordinatorConfig
 from odradek.transactions.metadata import (
     MAX_PRODUCER_EPOCH,
@@ -59,37 +60,19 @@ from odradek.transactions.metadata import (
     log_value_version,
 )
 from odradek.transactions.records import TransactionLogKey
+from odradek.transactions.result import (
+    InitProducerIdAnswer,
+    Outcome,
+    TransactionDescription,
+    TransactionListing,
+    TransactionRecord,
+    TxnMarker,
+)
 
-__all__ = [
-    "TransactionShardContext",
-    "TransactionRecord",
-    "TxnMarker",
-    "Outcome",
-    "InitProducerIdAnswer",
-    "TransactionDescription",
-    "TransactionListing",
-    "TransactionCoordinatorShard",
-    "fenced_error_for",
-]
+__all__ = ["TransactionShardContext", "TransactionCoordinatorShard"]
 
 S = TransactionState
 T = TypeVar("T")
-
-# The first request version that may carry PRODUCER_FENCED (KIP-588); older ones get
-# INVALID_PRODUCER_EPOCH (Kafka's KafkaApis does the same mapping).
-_PRODUCER_FENCED_SINCE = {
-    "InitProducerId": 4,
-    "AddPartitionsToTxn": 2,
-    "AddOffsetsToTxn": 2,
-    "EndTxn": 2,
-}
-
-
-def fenced_error_for(api: str, version: int, error: ErrorCode) -> ErrorCode:
-    """``error`` as a client of ``api`` at ``version`` knows it."""
-    if error is ErrorCode.producer_fenced and version < _PRODUCER_FENCED_SINCE[api]:
-        return ErrorCode.invalid_producer_epoch
-    return error
 
 
 @dataclass(slots=True)
@@ -101,66 +84,8 @@ class TransactionShardContext:
     clock_ms: Callable[[], int]
     # The leader epoch of the partition: the coordinator epoch markers carry.
     coordinator_epoch: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class TransactionRecord(CoordinatorRecord):
-    """A record an operation wrote, with what its value does not hold (never encoded)."""
-
-    last_producer_epoch: int = NO_PRODUCER_EPOCH
-    previous_producer_id: int = NO_PRODUCER_ID
-
-
-@dataclass(frozen=True, slots=True)
-class TxnMarker:
-    """One WriteTxnMarkers entry: the control record to append to each of ``partitions``."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    committed: bool  # Kafka's TransactionResult: COMMIT (True) or ABORT
-    coordinator_epoch: int
-    partitions: tuple[tuple[str, int], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome(Generic[T]):
-    """What an operation did: records to append (then replayed), the answer, and the markers
-    to write once the records are replicated (then ``complete``)."""
-
-    response: T
-    records: tuple[CoordinatorRecord, ...] = ()
-    markers: tuple[TxnMarker, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class InitProducerIdAnswer:
-    error: ErrorCode
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = NO_PRODUCER_EPOCH
-
-
-@dataclass(frozen=True, slots=True)
-class TransactionDescription:
-    """A DescribeTransactions entry."""
-
-    error: ErrorCode
-    transactional_id: str
-    state: str = ""
-    transaction_timeout_ms: int = 0
-    transaction_start_time_ms: int = -1
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    topics: dict[str, list[int]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class TransactionListing:
-    """A ListTransactions entry."""
-
-    transactional_id: str
-    producer_id: int
-    transaction_state: str
+    # The offset the next written record gets (what a runtime advances; as groups' shards).
+    log_end_offset: int = 0
 
 
 class TransactionCoordinatorShard:
@@ -187,6 +112,13 @@ class TransactionCoordinatorShard:
                 previous_producer_id=record.previous_producer_id,
             )
         self.transactions[tid] = loaded
+
+    def on_loaded(self) -> None:
+        """The whole log was replayed (the shard interface ``groups.runtime`` calls). What must
+        then be finished is ``pending_completions``; the timers are the runtime's."""
+
+    def on_unloaded(self) -> None:
+        """The shard goes away: nothing waits in it (the markers' sender holds no state here)."""
 
     def owns(self, transactional_id: str) -> bool:
         config = self.context.config
@@ -287,6 +219,8 @@ class TransactionCoordinatorShard:
         Checking that the topics exist is the handler's (UNKNOWN_TOPIC_OR_PARTITION, the others
         OPERATION_NOT_ATTEMPTED), before it calls this."""
         wanted = frozenset(partitions)
+        if not transactional_id:
+            return Outcome(ErrorCode.invalid_request)
         current, error = self._check_producer(transactional_id, producer_id, producer_epoch)
         if current is None:
             return Outcome(error)
@@ -428,19 +362,7 @@ class TransactionCoordinatorShard:
     # -- Describe, List ----------------------------------------------------------------------------
 
     def describe(self, transactional_id: str) -> TransactionDescription:
-        metadata = self.transactions.get(transactional_id)
-        if metadata is None or metadata.state is S.DEAD:
-            return TransactionDescription(ErrorCode.transactional_id_not_found, transactional_id)
-        return TransactionDescription(
-            ErrorCode.none,
-            transactional_id,
-            state=metadata.state.kafka_name,
-            transaction_timeout_ms=metadata.transaction_timeout_ms,
-            transaction_start_time_ms=metadata.transaction_start_timestamp_ms,
-            producer_id=metadata.producer_id,
-            producer_epoch=metadata.producer_epoch,
-            topics=metadata.topics(),
-        )
+        return views.describe(self.transactions, transactional_id)
 
     def list_transactions(
         self,
@@ -448,34 +370,13 @@ class TransactionCoordinatorShard:
         producer_id_filters: Iterable[int] = (),
         duration_filter_ms: int = -1,
     ) -> tuple[list[TransactionListing], list[str]]:
-        """ListTransactions: the listings, and the state filters no state has (unknown)."""
-        states: set[TransactionState] = set()
-        unknown: list[str] = []
-        for name in state_filters:
-            state = S.from_kafka_name(name)
-            if state is None:
-                unknown.append(name)
-            else:
-                states.add(state)
-        if unknown and not states:
-            return [], unknown  # only unknown states asked for: none can match
-        producer_ids = set(producer_id_filters)
-        now = self.context.clock_ms()
-        listings = []
-        for tid, metadata in sorted(self.transactions.items()):
-            if states and metadata.state not in states:
-                continue
-            if producer_ids and metadata.producer_id not in producer_ids:
-                continue
-            if duration_filter_ms >= 0 and (
-                metadata.transaction_start_timestamp_ms < 0
-                or now - metadata.transaction_start_timestamp_ms < duration_filter_ms
-            ):
-                continue
-            listings.append(
-                TransactionListing(tid, metadata.producer_id, metadata.state.kafka_name)
-            )
-        return listings, unknown
+        return views.list_transactions(
+            self.transactions,
+            self.context.clock_ms(),
+            state_filters,
+            producer_id_filters,
+            duration_filter_ms,
+        )
 
     # -- helpers -----------------------------------------------------------------------------------
 

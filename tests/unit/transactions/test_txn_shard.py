@@ -15,14 +15,8 @@ from odradek.groups.partitioner import partition_for
 from odradek.transactions.config import TransactionCoordinatorConfig
 from odradek.transactions.metadata import IllegalStateTransitionError, TransactionState
 from odradek.transactions.records import decode
-from odradek.transactions.shard import (
-    InitProducerIdAnswer,
-    Outcome,
-    TransactionCoordinatorShard,
-    TransactionShardContext,
-    TxnMarker,
-    fenced_error_for,
-)
+from odradek.transactions.result import InitProducerIdAnswer, Outcome, TxnMarker, fenced_error_for
+from odradek.transactions.shard import TransactionCoordinatorShard, TransactionShardContext
 
 S = TransactionState
 TIMEOUT = 60_000
@@ -208,6 +202,7 @@ def test_add_partitions(h):
 
 def test_add_partitions_errors(h):
     answer = h.init()
+    assert h.apply(h.shard.add_partitions("", 101, 0, [("t", 0)])) is E.invalid_request
     assert (
         h.apply(h.shard.add_partitions("nope", 101, 0, [("t", 0)])) is E.invalid_producer_id_mapping
     )
@@ -457,6 +452,7 @@ def test_describe(h):
     assert description.transaction_start_time_ms == 1_000
     assert description.transaction_timeout_ms == TIMEOUT
     assert h.shard.describe("nope").error is E.transactional_id_not_found
+    assert h.shard.describe("").error is E.invalid_request
 
 
 def test_list(h):
