@@ -34,6 +34,13 @@ and value v1 writes are not done here):
 ``transactional.id.expiration.ms``; ``pending_completions()`` is what a new coordinator must
 finish after loading (every Prepare*: write the markers, then ``complete``).
 
+**Markers go only once the Prepare* record is replicated** (the runtime's ``on_written``): a
+record written but not replicated in time is still the shard's state (the runtime replays at
+append, unlike Kafka, which reverts a pending transition whose write failed), so whoever sends
+markers must also re-drive ``pending_completions()`` on a timer, not only after loading, or a
+transaction whose Prepare record replicated late stays in Prepare* (the client's retries get
+CONCURRENT_TRANSACTIONS) until the next failover.
+
 Errors: a fenced producer gets PRODUCER_FENCED; handlers of request versions older than KIP-588
 answer INVALID_PRODUCER_EPOCH instead (``fenced_error_for``). Pure; one operation at a time.
 """
@@ -393,9 +400,12 @@ class TransactionCoordinatorShard:
     def _fence_and_abort(self, current: TransactionMetadata, now: int, response: T) -> Outcome[T]:
         epoch = current.producer_epoch
         bumped = epoch if epoch >= MAX_PRODUCER_EPOCH else epoch + 1
-        # Kafka's prepareFenceProducerEpoch: the epoch bumped (unless at its maximum), the last
-        # epoch kept; never answered to a producer (the abort is written as PrepareAbort).
-        fenced = current.transit(S.PREPARE_EPOCH_FENCE, producer_epoch=bumped)
+        # Kafka's prepareFenceProducerEpoch then its abort: the epoch bumped (unless at its
+        # maximum) and never answered to a producer; the last epoch forgotten, so no producer
+        # may claim the bumped epoch as the retry of a bump it asked for.
+        fenced = current.transit(
+            S.PREPARE_EPOCH_FENCE, producer_epoch=bumped, last_producer_epoch=NO_PRODUCER_EPOCH
+        )
         return self._prepare_end(fenced, False, now, response)
 
     def _prepare_end(

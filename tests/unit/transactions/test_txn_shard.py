@@ -392,6 +392,18 @@ def test_replay_equivalence_with_value_v1():
     assert reloaded["a"].previous_producer_id == 101
 
 
+def test_a_fence_forgets_the_last_epoch(h):
+    """A producer that bumped with its epoch, then timed out: its old epoch claims nothing."""
+    h.init()
+    answer = h.init(expected_producer_id=101, expected_producer_epoch=0)  # epoch 1, last 0
+    h.add("tx", answer, [("t", 0)])
+    h.apply(h.shard.abort_timed_out(10**12))  # fenced: epoch 2
+    assert h.shard.transactions["tx"].last_producer_epoch == -1
+    h.apply(h.shard.complete("tx", 101, 2))
+    assert h.init(expected_producer_id=101, expected_producer_epoch=0).error is E.producer_fenced
+    assert h.init(expected_producer_id=101, expected_producer_epoch=1).error is E.producer_fenced
+
+
 def test_zombie_cannot_claim_a_new_producers_epoch(h):
     """A new producer (no expected epoch) bumps and forgets the epoch before."""
     h.init()  # epoch 0
