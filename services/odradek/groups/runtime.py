@@ -26,6 +26,12 @@ shard: an OffsetFetch never returns an offset that a failover could lose.
 **Timers** (``ShardContext.timer``) run their operation as a write of the shard; resigning
 cancels them.
 
+**Another coordinator's shards.** The runtime knows a shard by what it calls (``replay``,
+``on_loaded``, ``on_unloaded``, ``context.log_end_offset``) and its topic by its
+``record_format`` (``__consumer_offsets``'s by default): the transaction coordinator's shards
+(``odradek.transactions.shard``) run on it with ``record_format`` the ``__transaction_state``
+format, their outcomes handed over as ``Result`` (markers sent from ``on_written``).
+
 Runs on the broker's event loop. Loading reads the log in a worker thread.
 """
 
@@ -39,6 +45,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from odradek.coordinator.records import RecordFormat
 from odradek.groups.errors import (
     CoordinatorLoadInProgressError,
     NotCoordinatorError,
@@ -140,12 +147,16 @@ class CoordinatorRuntime:
         new_context: Callable[[int, _ShardTimer], ShardContext],
         *,
         new_shard: Callable[[ShardContext], GroupCoordinatorShard] = GroupCoordinatorShard,
+        record_format: RecordFormat = records.FORMAT,
         write_timeout_ms: int = 5000,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ):
         self.log = coordinator_log
         self._new_context = new_context
         self._new_shard = new_shard
+        # The internal topic's record types (another coordinator's shards bring their own).
+        self.record_format = record_format
+        self.topic = record_format.topic
         self.write_timeout_ms = write_timeout_ms
         self.clock_ms = clock_ms
         self._slots: dict[int, _Slot] = {}
@@ -183,8 +194,8 @@ class CoordinatorRuntime:
             try:
                 slot.shard.on_unloaded()
             except Exception:
-                log.exception("unloading __consumer_offsets-%d failed", slot.partition)
-        log.info("group coordinator: unloaded __consumer_offsets-%d", slot.partition)
+                log.exception("unloading %s-%d failed", self.topic, slot.partition)
+        log.info("coordinator: unloaded %s-%d", self.topic, slot.partition)
 
     async def _load(self, slot: _Slot) -> None:
         started = time.monotonic()
@@ -205,7 +216,8 @@ class CoordinatorRuntime:
             slot.shard.on_loaded()
             slot.state = _State.ACTIVE
             log.info(
-                "group coordinator: loaded __consumer_offsets-%d (epoch %d): %d records in %.0f ms",
+                "coordinator: loaded %s-%d (epoch %d): %d records in %.0f ms",
+                self.topic,
                 slot.partition,
                 slot.leader_epoch,
                 count,
@@ -216,7 +228,7 @@ class CoordinatorRuntime:
         except Exception:
             # A partition that cannot be loaded serves nothing (NOT_COORDINATOR) rather than
             # groups without their history; its log is kept for a look.
-            log.exception("group coordinator: loading __consumer_offsets-%d failed", slot.partition)
+            log.exception("coordinator: loading %s-%d failed", self.topic, slot.partition)
             if self._slots.get(slot.partition) is slot:
                 del self._slots[slot.partition]
             slot.state = _State.CLOSED
@@ -227,7 +239,7 @@ class CoordinatorRuntime:
         for logged in self.log.read_all(partition):
             if logged.key is None:
                 raise ValueError(f"a record without a key at offset {logged.offset}")
-            decoded.append((logged.offset, records.decode(logged.key, logged.value)))
+            decoded.append((logged.offset, self.record_format.decode(logged.key, logged.value)))
         return decoded
 
     # -- operations ----------------------------------------------------------------------
@@ -235,9 +247,9 @@ class CoordinatorRuntime:
     def _slot(self, partition: int) -> _Slot:
         slot = self._slots.get(partition)
         if slot is None or slot.state is _State.CLOSED:
-            raise NotCoordinatorError(f"this broker does not lead __consumer_offsets-{partition}")
+            raise NotCoordinatorError(f"this broker does not lead {self.topic}-{partition}")
         if slot.state is _State.LOADING:
-            raise CoordinatorLoadInProgressError(f"__consumer_offsets-{partition} is loading")
+            raise CoordinatorLoadInProgressError(f"{self.topic}-{partition} is loading")
         return slot
 
     def is_active(self, partition: int) -> bool:
@@ -293,7 +305,7 @@ class CoordinatorRuntime:
             raise coordinator_error_of(e) from e
         if slot.state is _State.CLOSED:  # resigned while appending: nobody replays it here
             _written(result, NotCoordinatorError("resigned while writing"))
-            raise NotCoordinatorError(f"__consumer_offsets-{slot.partition} moved")
+            raise NotCoordinatorError(f"{self.topic}-{slot.partition} moved")
         slot.written_offset = written
         slot.shard.context.log_end_offset = written
         if result.replay:
@@ -328,7 +340,7 @@ class CoordinatorRuntime:
         except (NotCoordinatorError, CoordinatorLoadInProgressError):
             pass  # the shard went away: its timers went with it
         except Exception:
-            log.exception("timer %s of __consumer_offsets-%d failed", key, partition)
+            log.exception("timer %s of %s-%d failed", key, self.topic, partition)
 
     def _spawn(self, coroutine: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coroutine)

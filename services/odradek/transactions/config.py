@@ -1,0 +1,29 @@
+"""The transaction coordinator's settings (Kafka's ``TransactionConfig`` keys), with Kafka's
+defaults. One frozen value; tests build one with ``dataclasses.replace``. The broker's config
+(``config/broker.py``) does not declare these keys yet: wiring them is part of issue 10.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["TRANSACTION_STATE_TOPIC", "OFFSETS_TOPIC", "TransactionCoordinatorConfig"]
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionCoordinatorConfig:
+    # transaction.max.timeout.ms: InitProducerId asking for more is INVALID_TRANSACTION_TIMEOUT
+    transaction_max_timeout_ms: int = 900_000
+    # transactional.id.expiration.ms: an idle id (Empty, Complete*) is then forgotten
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_state_log_num_partitions: int = 50
+    # offsets.topic.num.partitions: where AddOffsetsToTxn finds a group's partition
+    offsets_topic_num_partitions: int = 50
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    # The cluster's finalized feature ``transaction.version`` (KIP-890): 0 on a ZooKeeper cluster,
+    # which has no finalized features; from 1, values are written in version 1 (flexible).
+    transaction_version_level: int = 0
