@@ -569,9 +569,11 @@ def down(data_dir: Path) -> list[Member]:
         while time.monotonic() < deadline and any(m.is_ours() for m in group):
             time.sleep(POLL_INTERVAL_S)
         sigkilled = [m for m in group if _signal(m, signal.SIGKILL, quiet=True)]
-        # SIGKILL is not instant either: return only once the processes are gone.
+        # Exiting is not instant either, after SIGKILL or after a stop signal: a process that is
+        # tearing down (a JVM's threads) no longer looks like the member (its cmdline reads
+        # empty) but still exists. Return only once every signalled process is gone.
         deadline = time.monotonic() + KILL_WAIT_S
-        while time.monotonic() < deadline and any(pid_alive(m.pid) for m in sigkilled):
+        while time.monotonic() < deadline and any(pid_alive(m.pid) for m in group):
             time.sleep(POLL_INTERVAL_S)
         killed.extend(sigkilled)
     (data_dir.absolute() / STATE_FILE).unlink(missing_ok=True)
