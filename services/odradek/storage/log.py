@@ -98,6 +98,7 @@ from odradek.errors import (
 from odradek.storage.batch import BatchHeader
 from odradek.storage.checkpoint import CorruptCheckpointError, is_legal_topic
 from odradek.storage.compression import MAX_DECOMPRESSED_BYTES
+from odradek.storage.control import ControlType, control_type, marker_or_none
 from odradek.storage.executors import StorageExecutors
 from odradek.storage.index import CorruptIndexError
 from odradek.storage.leader_epoch import LeaderEpochCheckpointFile, LeaderEpochFileCache
@@ -176,6 +177,7 @@ class PreparedAppend:
     log_append_time_ms: int
     buffers: list[bytes | memoryview] = field(default_factory=list)
     assigned: list[tuple[int, BatchHeader]] = field(default_factory=list)
+    markers: list[ControlType | None] = field(default_factory=list)  # each batch's marker type
     # (partition_leader_epoch written, base offset) of each batch starting a higher epoch.
     epoch_starts: list[tuple[int, int]] = field(default_factory=list)
     next_offset: int = -1
@@ -281,7 +283,7 @@ class Log:
         if high_watermark is not None:
             self.update_high_watermark(high_watermark)
         self.producer_state = ProducerStateManager(self.directory)
-        self.producer_state.load(self.log_start_offset, self.log_end_offset, self._headers_from)
+        self.producer_state.load(self.log_start_offset, self.log_end_offset, self._replay_from)
         self.leader_epoch_cache = self._load_leader_epoch_cache()
 
     # -- loading and recovery ------------------------------------------------------------
@@ -590,8 +592,10 @@ class Log:
                     f"{self.directory.name}: the active segment changed under an append"
                 )
             prepared.segment.publish(prepared.assigned, prepared.position, prepared.valid_bytes)
-            for base_offset, header in prepared.assigned:
-                self.producer_state.update(base_offset, header)
+            for (base_offset, header), marker in zip(
+                prepared.assigned, prepared.markers, strict=True
+            ):
+                self.producer_state.update(base_offset, header, marker)
             epochs_changed = False
             for epoch, base_offset in prepared.epoch_starts:
                 epochs_changed |= self.leader_epoch_cache.assign(epoch, base_offset)
@@ -642,6 +646,11 @@ class Log:
                 view[position + _LOG_PREFIX.size : position + header.size_in_bytes]
             )
             prepared.assigned.append((base_offset, header))
+            prepared.markers.append(
+                _marker_of(
+                    validated.origin, header, view[position : position + header.size_in_bytes]
+                )
+            )
             prepared.records_count += header.records_count
             if header.max_timestamp > prepared.max_timestamp:
                 prepared.max_timestamp = header.max_timestamp
@@ -751,6 +760,18 @@ class Log:
                 for _, header in segment.batches_from(found[0]):
                     yield header.base_offset, header
 
+    def _replay_from(self, offset: int) -> Iterator[tuple[int, BatchHeader, ControlType | None]]:
+        """``_headers_from`` with each control batch's marker type, for the producer state."""
+        view = self._view
+        for segment in view.segments[view.floor_index(offset) :]:
+            found = segment.translate_offset(offset)
+            if found is not None:
+                for position, header in segment.batches_from(found[0]):
+                    marker = None
+                    if header.is_control:
+                        marker = marker_or_none(header, segment.read_batch_bytes(position, header))
+                    yield header.base_offset, header, marker
+
     def batches(self, start_offset: int = 0) -> Iterator[tuple[int, bytes]]:
         """Every batch from ``start_offset`` as ``(base_offset, bytes)``: tools and tests."""
         view = self._view
@@ -851,6 +872,28 @@ class Log:
 
     # -- offsets moved by others ---------------------------------------------------------
 
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop: the first offset of the earliest open
+        transaction, or the high watermark when none is open below it (never above the HW)."""
+        unstable = self.producer_state.first_unstable_offset()
+        high_watermark = self.high_watermark
+        return high_watermark if unstable is None else min(unstable, high_watermark)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction (None: no transaction is open)."""
+        return self.producer_state.first_unstable_offset()
+
+    def append_as_coordinator(
+        self, records: bytes | bytearray | memoryview, *, leader_epoch: int
+    ) -> LogAppendInfo:
+        """Append a coordinator's record set as leader, typically a transaction marker
+        (``control.encode_marker``): the only origin allowed to write control batches.
+        The caller flushes when the result says ``flush_before_ack``."""
+        return self.append_validated(
+            self.validate(records, origin=AppendOrigin.COORDINATOR), leader_epoch=leader_epoch
+        )
+
     def update_high_watermark(self, offset: int) -> int:
         """Move the high watermark, clamped to [log start, LEO]; returns the value set."""
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
@@ -922,7 +965,7 @@ class Log:
         self.high_watermark = min(self.high_watermark, offset)
         self.recovery_point = min(self.recovery_point, offset)
         self.producer_state.truncate(offset)
-        self.producer_state.load(self.log_start_offset, offset, self._headers_from)
+        self.producer_state.load(self.log_start_offset, offset, self._replay_from)
         return self.leader_epoch_cache.truncate_from_end(offset)
 
     def _note_truncation(self, offset: int) -> None:
@@ -963,7 +1006,7 @@ class Log:
             self.log_start_offset = self.log_end_offset = offset
             self.high_watermark = self.recovery_point = offset
             self.producer_state.truncate(-1)  # every snapshot: none describes the new log
-            self.producer_state.load(offset, offset, self._headers_from)
+            self.producer_state.load(offset, offset, self._replay_from)
             self.leader_epoch_cache.clear()
         self._delete_due_files_in_background()
         self._write_leader_epoch_checkpoint_in_background()
@@ -1352,6 +1395,16 @@ class Log:
             f"Log({self.directory.name}, log_start_offset={self.log_start_offset}, "
             f"log_end_offset={self.log_end_offset}, segments={len(self._view.segments)})"
         )
+
+
+def _marker_of(origin: str, header: BatchHeader, batch: memoryview) -> ControlType | None:
+    """A control batch's marker type: a coordinator's must be a known marker (else
+    ``InvalidRecordError``); a replicated one is copied whatever it holds."""
+    if not header.is_control:
+        return None
+    if origin == AppendOrigin.REPLICATION:
+        return marker_or_none(header, batch)
+    return control_type(header, batch)
 
 
 def _assign_epoch(cache: LeaderEpochFileCache, epoch: int, start_offset: int) -> None:

@@ -1,0 +1,163 @@
+"""Transactions in a log: open transactions, markers, the last stable offset, across restarts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from odradek.config.topic import TopicConfig
+from odradek.errors import ErrorCode, InvalidRecordError
+from odradek.storage.control import ControlType, encode_marker
+from odradek.storage.log import Log
+from odradek.storage.producer_state import InvalidProducerEpochError
+from odradek.storage.records import Record, encode_batch
+from odradek.storage.validator import AppendOrigin, InvalidTxnStateError
+
+NOW = 1_700_000_000_000
+
+
+def txn_batch(pid: int, sequence: int, count: int = 2, epoch: int = 0) -> bytes:
+    records = [Record(i, NOW, b"k", b"v%d" % (sequence + i)) for i in range(count)]
+    return encode_batch(
+        records,
+        base_offset=0,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        is_transactional=True,
+    )
+
+
+def plain_batch(count: int = 1) -> bytes:
+    return encode_batch([Record(i, NOW, b"k", b"p") for i in range(count)], base_offset=0)
+
+
+def marker(pid: int, control: ControlType, epoch: int = 0) -> bytes:
+    return encode_marker(
+        control, producer_id=pid, producer_epoch=epoch, coordinator_epoch=3, timestamp_ms=NOW
+    )
+
+
+def append_txn(log: Log, records: bytes) -> None:
+    """A verified transactional append (what the coordinator-checked produce path will do)."""
+    log.append_validated(log.validate(records, origin=AppendOrigin.COORDINATOR))
+
+
+def test_clients_may_not_write_transactional_batches_or_markers(make_log):
+    log = make_log()
+    with pytest.raises(InvalidTxnStateError) as raised:
+        log.append(txn_batch(7, 0))
+    assert raised.value.error_code == ErrorCode.invalid_txn_state
+    with pytest.raises(InvalidRecordError):
+        log.append(marker(7, ControlType.COMMIT))
+    assert log.log_end_offset == 0
+
+
+def test_an_open_transaction_holds_the_last_stable_offset(make_log):
+    log = make_log()
+    log.append(plain_batch(3))  # 0..2
+    append_txn(log, txn_batch(7, 0))  # 3..4
+    log.append(plain_batch())  # 5
+    append_txn(log, txn_batch(8, 0))  # 6..7
+    log.update_high_watermark(log.log_end_offset)
+    assert log.first_unstable_offset() == 3
+    assert log.last_stable_offset == 3
+    info = log.append_as_coordinator(marker(7, ControlType.COMMIT), leader_epoch=0)  # 8
+    assert info.first_offset == 8
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 6
+    log.append_as_coordinator(marker(8, ControlType.ABORT), leader_epoch=0)  # 9
+    assert log.first_unstable_offset() is None
+    assert log.last_stable_offset == log.high_watermark == 9  # the HW bounds it
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 10
+
+
+def test_a_second_transactional_batch_keeps_the_first_offset(make_log):
+    log = make_log()
+    append_txn(log, txn_batch(7, 0))
+    append_txn(log, txn_batch(7, 2))
+    assert log.producer_state.producers[7].current_txn_first_offset == 0
+    assert log.first_unstable_offset() == 0
+
+
+def test_a_marker_without_an_open_transaction_ends_nothing(make_log):
+    log = make_log()
+    log.append_as_coordinator(marker(7, ControlType.ABORT), leader_epoch=0)
+    assert log.first_unstable_offset() is None
+    assert log.log_end_offset == 1
+
+
+def test_a_marker_of_a_fenced_epoch_is_refused(make_log):
+    log = make_log()
+    append_txn(log, txn_batch(7, 0, epoch=2))
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_coordinator(marker(7, ControlType.COMMIT, epoch=1), leader_epoch=0)
+    assert log.first_unstable_offset() == 0
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_open_transactions_survive_a_restart(tmp_path, clean):
+    config = TopicConfig(segment_bytes=400)
+    log = Log(tmp_path / "t-0", config)
+    append_txn(log, txn_batch(7, 0))  # 0..1
+    for _ in range(5):
+        log.append(plain_batch(2))  # rolls: snapshots taken with the transaction open
+    append_txn(log, txn_batch(8, 0))
+    log.append_as_coordinator(marker(8, ControlType.ABORT), leader_epoch=0)
+    end = log.log_end_offset
+    assert len(log.segments()) > 1
+    if clean:
+        log.close()
+    else:
+        log.executors.housekeeping.submit(lambda: None)  # roll snapshots only, no close
+    reopened = Log(tmp_path / "t-0", config, clean_shutdown=clean)
+    try:
+        assert reopened.log_end_offset == end
+        assert reopened.first_unstable_offset() == 0
+        assert 8 not in reopened.producer_state.ongoing
+        reopened.append_as_coordinator(marker(7, ControlType.COMMIT), leader_epoch=0)
+        assert reopened.first_unstable_offset() is None
+    finally:
+        reopened.close()
+
+
+def test_a_version_1_snapshot_loads_without_transactions(tmp_path):
+    config = TopicConfig()
+    log = Log(tmp_path / "t-0", config)
+    log.append(plain_batch())
+    log.close()
+    (path,) = (tmp_path / "t-0").glob("*.snapshot")
+    data = json.loads(path.read_bytes().split(b"\n", 1)[1])
+    assert data["version"] == 2
+    data["version"] = 1
+    for producer in data["producers"]:
+        producer.pop("current_txn_first_offset")
+    from crc32c import crc32c
+
+    payload = json.dumps(data).encode()
+    path.write_bytes(f"{crc32c(payload):08x}\n".encode() + payload)
+    reopened = Log(tmp_path / "t-0", config, clean_shutdown=True)
+    assert reopened.first_unstable_offset() is None
+    reopened.close()
+
+
+def test_truncation_reopens_a_transaction_whose_marker_it_removed(make_log):
+    log = make_log()
+    append_txn(log, txn_batch(7, 0))  # 0..1
+    log.append_as_coordinator(marker(7, ControlType.COMMIT), leader_epoch=0)  # 2
+    assert log.first_unstable_offset() is None
+    log.truncate_to(2)
+    assert log.first_unstable_offset() == 0
+
+
+def test_followers_copy_markers_and_follow_the_transaction(make_log):
+    leader, follower = make_log("l-0"), make_log("f-0")
+    append_txn(leader, txn_batch(7, 0))
+    leader.append_as_coordinator(marker(7, ControlType.ABORT), leader_epoch=0)
+    for _, data in leader.batches():
+        follower.append(data, origin=AppendOrigin.REPLICATION)
+    assert [d for _, d in follower.batches()] == [d for _, d in leader.batches()]
+    assert follower.first_unstable_offset() is None
+    assert follower.log_end_offset == 3
