@@ -102,7 +102,7 @@ from odradek.storage.control import ControlType, control_type, marker_or_none
 from odradek.storage.executors import StorageExecutors
 from odradek.storage.index import CorruptIndexError
 from odradek.storage.leader_epoch import LeaderEpochCheckpointFile, LeaderEpochFileCache
-from odradek.storage.producer_state import ProducerSnapshot, ProducerStateManager
+from odradek.storage.producer_state import CompletedTxn, ProducerSnapshot, ProducerStateManager
 from odradek.storage.records import decode_records
 from odradek.storage.segment import (
     LOG_SUFFIX,
@@ -112,6 +112,7 @@ from odradek.storage.segment import (
     close_all,
     write_past_end,
 )
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from odradek.storage.validator import AppendOrigin, ValidatedRecords, validate_records
 
 log = logging.getLogger(__name__)
@@ -283,10 +284,52 @@ class Log:
         if high_watermark is not None:
             self.update_high_watermark(high_watermark)
         self.producer_state = ProducerStateManager(self.directory)
-        self.producer_state.load(self.log_start_offset, self.log_end_offset, self._replay_from)
+        # After an unclean shutdown the replay starts at or below the recovery point, so that it
+        # rebuilds every aborted-transaction entry that may not have reached the disk.
+        self._load_producer_state(
+            self.log_start_offset,
+            self.log_end_offset,
+            max_snapshot_offset=None if clean_shutdown else self.recovery_point,
+        )
         self.leader_epoch_cache = self._load_leader_epoch_cache()
 
     # -- loading and recovery ------------------------------------------------------------
+
+    def _load_producer_state(
+        self, log_start_offset: int, log_end_offset: int, *, max_snapshot_offset: int | None = None
+    ) -> None:
+        """Rebuild the producer state, and the aborted-transaction entries of what it replays:
+        those of markers at or above the replay's start are dropped and written again."""
+        completed: list[CompletedTxn] = []
+        start = self.producer_state.load(
+            log_start_offset,
+            log_end_offset,
+            self._replay_from,
+            max_snapshot_offset=max_snapshot_offset,
+            on_completed=completed.append,
+        )
+        view = self._view
+        for segment in view.segments[view.floor_index(start) :]:
+            segment.txn_index.truncate_to(start)
+        for txn in completed:
+            if txn.is_aborted:
+                view.segments[view.floor_index(txn.last_offset)].txn_index.append(
+                    AbortedTxn(
+                        txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset
+                    )
+                )
+
+    def collect_aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start, end)`` (a read_committed fetch),
+        from the txn indexes of the segment holding ``start`` onwards."""
+        found: list[AbortedTxn] = []
+        view = self._view
+        for segment in view.segments[view.floor_index(start) :]:
+            entries, complete = segment.txn_index.collect(start, end)
+            found += entries
+            if complete:
+                break
+        return found
 
     def _load_leader_epoch_cache(self) -> LeaderEpochFileCache:
         """The leader-epoch cache, from ``leader-epoch-checkpoint`` checked against the batches.
@@ -441,7 +484,7 @@ class Log:
             for other in self.directory.glob(f"*{LOG_SUFFIX}"):
                 other_base = int(other.name[:20])
                 if base <= other_base < swapped.next_offset:
-                    for suffix in (".log", ".index", ".timeindex"):
+                    for suffix in (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX):
                         (self.directory / f"{other_base:020d}{suffix}").unlink(missing_ok=True)
             swapped.rename_with_suffix("")
             swapped.close()
@@ -450,7 +493,7 @@ class Log:
         for path in self.directory.iterdir():
             stem = path.name.split(".", 1)[0]
             if (
-                path.suffix in (".index", ".timeindex")
+                path.suffix in (".index", ".timeindex", TXN_INDEX_SUFFIX)
                 and stem.isdigit()
                 and int(stem) not in bases
             ):
@@ -595,7 +638,16 @@ class Log:
             for (base_offset, header), marker in zip(
                 prepared.assigned, prepared.markers, strict=True
             ):
-                self.producer_state.update(base_offset, header, marker)
+                completed = self.producer_state.update(base_offset, header, marker)
+                if completed is not None and completed.is_aborted:
+                    prepared.segment.txn_index.append(
+                        AbortedTxn(
+                            completed.producer_id,
+                            completed.first_offset,
+                            completed.last_offset,
+                            completed.last_stable_offset,
+                        )
+                    )
             epochs_changed = False
             for epoch, base_offset in prepared.epoch_starts:
                 epochs_changed |= self.leader_epoch_cache.assign(epoch, base_offset)
@@ -965,7 +1017,7 @@ class Log:
         self.high_watermark = min(self.high_watermark, offset)
         self.recovery_point = min(self.recovery_point, offset)
         self.producer_state.truncate(offset)
-        self.producer_state.load(self.log_start_offset, offset, self._replay_from)
+        self._load_producer_state(self.log_start_offset, offset)
         return self.leader_epoch_cache.truncate_from_end(offset)
 
     def _note_truncation(self, offset: int) -> None:
@@ -1006,7 +1058,7 @@ class Log:
             self.log_start_offset = self.log_end_offset = offset
             self.high_watermark = self.recovery_point = offset
             self.producer_state.truncate(-1)  # every snapshot: none describes the new log
-            self.producer_state.load(offset, offset, self._replay_from)
+            self._load_producer_state(offset, offset)
             self.leader_epoch_cache.clear()
         self._delete_due_files_in_background()
         self._write_leader_epoch_checkpoint_in_background()
@@ -1165,6 +1217,12 @@ class Log:
             ):
                 return False
             try:
+                # The aborted transactions of the old segments stay known (compaction keeps
+                # markers until they are no longer needed, and their entries with them).
+                for segment in old:
+                    for txn in segment.txn_index.entries:
+                        new.txn_index.append(txn)
+                new.txn_index.sync()
                 new.rename_with_suffix(SWAP_SUFFIX)
                 for segment in old:
                     self._schedule_delete(segment)

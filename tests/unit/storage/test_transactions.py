@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 
 import pytest
 
@@ -161,3 +162,81 @@ def test_followers_copy_markers_and_follow_the_transaction(make_log):
     assert [d for _, d in follower.batches()] == [d for _, d in leader.batches()]
     assert follower.first_unstable_offset() is None
     assert follower.log_end_offset == 3
+
+
+# -- the aborted-transaction index -------------------------------------------------------------
+
+
+def _txnindex_files(log: Log) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(log.directory.glob("*.txnindex"))}
+
+
+def test_an_abort_writes_an_entry_in_kafka_format_beside_its_marker_segment(make_log):
+    log = make_log()
+    append_txn(log, txn_batch(7, 0))  # 0..1
+    append_txn(log, txn_batch(8, 0))  # 2..3
+    log.append_as_coordinator(marker(7, ControlType.ABORT), leader_epoch=0)  # 4
+    log.append_as_coordinator(marker(8, ControlType.COMMIT), leader_epoch=0)  # 5: no entry
+    files = _txnindex_files(log)
+    assert list(files) == ["00000000000000000000.txnindex"]
+    # version, producer id, first offset, last offset (the marker), last stable offset (8's)
+    assert files["00000000000000000000.txnindex"] == struct.pack(">hqqqq", 0, 7, 0, 4, 2)
+    (entry,) = log.collect_aborted_transactions(0, 6)
+    assert (entry.producer_id, entry.first_offset, entry.last_offset) == (7, 0, 4)
+    assert log.collect_aborted_transactions(5, 6) == []
+
+
+def test_the_lookup_spans_segments_until_an_entry_is_stable_beyond_the_range(make_log):
+    log = make_log(segment_bytes=300)
+    append_txn(log, txn_batch(7, 0))  # 0..1
+    for _ in range(4):
+        log.append(plain_batch(2))
+    append_txn(log, txn_batch(8, 0))
+    log.append_as_coordinator(marker(7, ControlType.ABORT), leader_epoch=0)
+    log.append_as_coordinator(marker(8, ControlType.ABORT), leader_epoch=0)
+    assert len(log.segments()) > 2
+    found = log.collect_aborted_transactions(1, log.log_end_offset)
+    assert [t.producer_id for t in found] == [7, 8]
+    assert [t.producer_id for t in log.collect_aborted_transactions(0, 2)] == [7]
+
+
+def test_truncation_and_recovery_rebuild_the_index(tmp_path):
+    config = TopicConfig(segment_bytes=300)
+    log = Log(tmp_path / "t-0", config)
+    append_txn(log, txn_batch(7, 0))  # 0..1
+    log.append_as_coordinator(marker(7, ControlType.ABORT), leader_epoch=0)  # 2
+    for _ in range(4):
+        log.append(plain_batch(2))
+    append_txn(log, txn_batch(8, 0))
+    log.append_as_coordinator(marker(8, ControlType.ABORT), leader_epoch=0)
+    before = _txnindex_files(log)
+    assert len(before) == 2
+    end = log.log_end_offset
+    log.truncate_to(end - 1)  # the second marker goes, its entry with it
+    assert [t.producer_id for t in log.collect_aborted_transactions(0, end)] == [7]
+    assert log.first_unstable_offset() == end - 3
+    log.append_as_coordinator(marker(8, ControlType.ABORT), leader_epoch=0)
+    assert _txnindex_files(log) == before
+    # A crash: the index files are lost, recovery rebuilds them from the markers.
+    for path in (tmp_path / "t-0").glob("*.txnindex"):
+        path.unlink()
+    for path in (tmp_path / "t-0").glob("*.snapshot"):
+        path.unlink()
+    reopened = Log(tmp_path / "t-0", config, recovery_point=0)
+    try:
+        assert _txnindex_files(reopened) == before
+    finally:
+        reopened.close()
+
+
+def test_deleting_a_segment_deletes_its_index(make_log):
+    log = make_log(segment_bytes=300, retention_bytes=1, file_delete_delay_ms=0)
+    append_txn(log, txn_batch(7, 0))
+    log.append_as_coordinator(marker(7, ControlType.ABORT), leader_epoch=0)
+    for _ in range(6):
+        log.append(plain_batch(2))
+    log.update_high_watermark(log.log_end_offset)
+    assert _txnindex_files(log)
+    assert log.delete_old_segments() > 0
+    log.delete_expired_files(force=True)
+    assert _txnindex_files(log) == {}
