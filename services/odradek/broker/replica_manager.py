@@ -64,6 +64,7 @@ from odradek.observability.metrics import BrokerMetrics
 from odradek.storage.log import LATEST_TIMESTAMP
 from odradek.storage.manager import LogManager
 from odradek.storage.segment import FileSlice
+from odradek.storage.txn_index import AbortedTxn
 
 __all__ = [
     "READ_COMMITTED",
@@ -123,6 +124,7 @@ class FetchResult:
     log_start_offset: int = -1
     records: FileSlice | None = None
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset), for a follower
+    aborted_transactions: tuple[AbortedTxn, ...] = ()  # read_committed: to drop their records
 
     @property
     def size(self) -> int:
@@ -535,6 +537,7 @@ class ReplicaManager:
             log_start_offset=read.log_start_offset,
             records=records,
             diverging_epoch=read.diverging_epoch,
+            aborted_transactions=read.aborted_transactions if records is not None else (),
         )
 
     # -- offsets -------------------------------------------------------------------------
@@ -551,8 +554,9 @@ class ReplicaManager:
     ) -> OffsetResult:
         """ListOffsets for one partition: -2 earliest, -1 latest, -3 max timestamp, or a time.
 
-        Consumers (``replica_id`` -1) ask the leader and see offsets below the high watermark; a
-        replica may ask any replica and sees its whole log.
+        Consumers (``replica_id`` -1) ask the leader and see offsets below the high watermark
+        (read_committed: below the last stable offset); a replica may ask any replica and sees
+        its whole log.
         """
         try:
             hosted = self.get_partition(topic, partition)
@@ -560,7 +564,11 @@ class ReplicaManager:
             partition_log = hosted.log
             if replica_id < 0:
                 hosted.check_leader()
-                upper = partition_log.high_watermark
+                upper = (
+                    partition_log.last_stable_offset
+                    if isolation_level == READ_COMMITTED
+                    else partition_log.high_watermark
+                )
             else:
                 upper = partition_log.log_end_offset
             found = partition_log.offset_for_timestamp(timestamp, max_offset=upper)

@@ -284,6 +284,10 @@ class Log:
         if high_watermark is not None:
             self.update_high_watermark(high_watermark)
         self.producer_state = ProducerStateManager(self.directory)
+        # Transactions whose marker is at or above the high watermark, in marker order: they
+        # still hold the last stable offset (a new leader may not have the marker). A tuple
+        # replaced whole under the lock; pruned as markers fall below the HW.
+        self._unreplicated_txns: tuple[CompletedTxn, ...] = ()
         # After an unclean shutdown the replay starts at or below the recovery point, so that it
         # rebuilds every aborted-transaction entry that may not have reached the disk.
         self._load_producer_state(
@@ -311,6 +315,9 @@ class Log:
         view = self._view
         for segment in view.segments[view.floor_index(start) :]:
             segment.txn_index.truncate_to(start)
+        self._unreplicated_txns = tuple(
+            t for t in completed if t.last_offset >= min(self.high_watermark, log_end_offset)
+        )
         for txn in completed:
             if txn.is_aborted:
                 view.segments[view.floor_index(txn.last_offset)].txn_index.append(
@@ -639,6 +646,15 @@ class Log:
                 prepared.assigned, prepared.markers, strict=True
             ):
                 completed = self.producer_state.update(base_offset, header, marker)
+                if completed is not None:
+                    self._unreplicated_txns = (
+                        *(
+                            t
+                            for t in self._unreplicated_txns
+                            if t.last_offset >= self.high_watermark
+                        ),
+                        completed,
+                    )
                 if completed is not None and completed.is_aborted:
                     prepared.segment.txn_index.append(
                         AbortedTxn(
@@ -926,15 +942,23 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """Where read_committed consumers stop: the first offset of the earliest open
-        transaction, or the high watermark when none is open below it (never above the HW)."""
-        unstable = self.producer_state.first_unstable_offset()
+        """Where read_committed consumers stop: the first unstable offset, or the high
+        watermark when nothing is unstable below it (never above the HW)."""
         high_watermark = self.high_watermark
+        unstable = self.first_unstable_offset()
         return high_watermark if unstable is None else min(unstable, high_watermark)
 
     def first_unstable_offset(self) -> int | None:
-        """The first offset of the earliest open transaction (None: no transaction is open)."""
-        return self.producer_state.first_unstable_offset()
+        """The first offset of the earliest transaction still open, or ended by a marker not yet
+        below the high watermark (as Kafka's); None when there is none."""
+        unstable = self.producer_state.first_unstable_offset()
+        high_watermark = self.high_watermark
+        for txn in self._unreplicated_txns:
+            if txn.last_offset >= high_watermark and (
+                unstable is None or txn.first_offset < unstable
+            ):
+                unstable = txn.first_offset
+        return unstable
 
     def append_as_coordinator(
         self, records: bytes | bytearray | memoryview, *, leader_epoch: int
@@ -1055,6 +1079,7 @@ class Log:
             active.time_index.make_writable()
             self._view = _Segments.of([active])
             self._position_cache = None
+            self._unreplicated_txns = ()
             self.log_start_offset = self.log_end_offset = offset
             self.high_watermark = self.recovery_point = offset
             self.producer_state.truncate(-1)  # every snapshot: none describes the new log

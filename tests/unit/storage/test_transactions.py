@@ -66,13 +66,15 @@ def test_an_open_transaction_holds_the_last_stable_offset(make_log):
     assert log.last_stable_offset == 3
     info = log.append_as_coordinator(marker(7, ControlType.COMMIT), leader_epoch=0)  # 8
     assert info.first_offset == 8
+    assert log.last_stable_offset == 3  # until the marker is below the high watermark
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == 6
     log.append_as_coordinator(marker(8, ControlType.ABORT), leader_epoch=0)  # 9
-    assert log.first_unstable_offset() is None
-    assert log.last_stable_offset == log.high_watermark == 9  # the HW bounds it
+    assert log.producer_state.first_unstable_offset() is None
+    assert log.first_unstable_offset() == 6  # its marker is not replicated yet
     log.update_high_watermark(log.log_end_offset)
-    assert log.last_stable_offset == 10
+    assert log.first_unstable_offset() is None
+    assert log.last_stable_offset == log.high_watermark == 10
 
 
 def test_a_second_transactional_batch_keeps_the_first_offset(make_log):
@@ -119,7 +121,7 @@ def test_open_transactions_survive_a_restart(tmp_path, clean):
         assert reopened.first_unstable_offset() == 0
         assert 8 not in reopened.producer_state.ongoing
         reopened.append_as_coordinator(marker(7, ControlType.COMMIT), leader_epoch=0)
-        assert reopened.first_unstable_offset() is None
+        assert reopened.producer_state.first_unstable_offset() is None
     finally:
         reopened.close()
 
@@ -148,6 +150,7 @@ def test_truncation_reopens_a_transaction_whose_marker_it_removed(make_log):
     log = make_log()
     append_txn(log, txn_batch(7, 0))  # 0..1
     log.append_as_coordinator(marker(7, ControlType.COMMIT), leader_epoch=0)  # 2
+    log.update_high_watermark(3)
     assert log.first_unstable_offset() is None
     log.truncate_to(2)
     assert log.first_unstable_offset() == 0
@@ -160,8 +163,11 @@ def test_followers_copy_markers_and_follow_the_transaction(make_log):
     for _, data in leader.batches():
         follower.append(data, origin=AppendOrigin.REPLICATION)
     assert [d for _, d in follower.batches()] == [d for _, d in leader.batches()]
-    assert follower.first_unstable_offset() is None
     assert follower.log_end_offset == 3
+    assert follower.first_unstable_offset() == 0  # until the leader's HW passes the marker
+    follower.update_high_watermark(3)
+    assert follower.first_unstable_offset() is None
+    assert [t.producer_id for t in follower.collect_aborted_transactions(0, 3)] == [7]
 
 
 # -- the aborted-transaction index -------------------------------------------------------------
