@@ -246,3 +246,58 @@ def test_deleting_a_segment_deletes_its_index(make_log):
     assert log.delete_old_segments() > 0
     log.delete_expired_files(force=True)
     assert _txnindex_files(log) == {}
+
+
+# -- compaction ---------------------------------------------------------------------------------
+
+
+def _keyed_txn(pid: int, key: bytes, value: bytes) -> bytes:
+    return encode_batch(
+        [Record(0, NOW, key, value)],
+        base_offset=0,
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+
+
+def _keyed(key: bytes, value: bytes) -> bytes:
+    return encode_batch([Record(0, NOW, key, value)], base_offset=0)
+
+
+def _values(log: Log) -> list[tuple[int, bytes | None]]:
+    from odradek.storage.records import decode_records
+
+    return [(r.offset, r.value) for _, data in log.batches() for r in decode_records(data) if r.key]
+
+
+def test_an_aborted_record_supersedes_nothing_and_its_entry_survives_cleaning(make_log):
+    from odradek.storage.cleaner import LogCleaner
+
+    log = make_log(cleanup_policy="compact", file_delete_delay_ms=0, segment_bytes=200)
+    log.append(_keyed(b"k", b"committed"))  # 0
+    append_txn(log, _keyed_txn(7, b"k", b"aborted"))  # 1
+    log.append_as_coordinator(marker(7, ControlType.ABORT), leader_epoch=0)  # 2
+    for n in range(4):
+        log.append(_keyed(b"other", b"%d" % n))
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    assert LogCleaner().clean(log) is not None
+    assert (0, b"committed") in _values(log)  # read_committed consumers still see it
+    assert [t.producer_id for t in log.collect_aborted_transactions(0, log.log_end_offset)] == [7]
+
+
+def test_cleaning_stops_at_the_last_stable_offset(make_log):
+    from odradek.storage.cleaner import LogCleaner
+
+    log = make_log(cleanup_policy="compact", file_delete_delay_ms=0, segment_bytes=200)
+    log.append(_keyed(b"k", b"old"))  # 0
+    append_txn(log, _keyed_txn(7, b"x", b"open"))  # 1: its transaction stays open
+    for n in range(4):
+        log.append(_keyed(b"k", b"%d" % n))
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 1
+    LogCleaner().clean(log)
+    assert (0, b"old") in _values(log)  # above the LSO nothing is judged yet
