@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import enum
 import struct
+from typing import NamedTuple
 
 from odradek.errors import InvalidRecordError
 from odradek.storage.batch import BatchHeader
 from odradek.storage.records import Record, decode_records, encode_batch
 
-__all__ = ["ControlType", "control_type", "encode_marker"]
+__all__ = ["ControlType", "EndTxnMarker", "encode_marker", "marker_or_none", "read_marker"]
 
 _KEY = struct.Struct(">hh")
 _VALUE = struct.Struct(">hi")
@@ -31,6 +32,13 @@ CURRENT_VERSION = 0
 class ControlType(enum.IntEnum):
     ABORT = 0
     COMMIT = 1
+
+
+class EndTxnMarker(NamedTuple):
+    """What a marker says: how the transaction ended, and the coordinator's epoch."""
+
+    control: ControlType
+    coordinator_epoch: int
 
 
 def encode_marker(
@@ -61,8 +69,8 @@ def encode_marker(
     )
 
 
-def control_type(header: BatchHeader, batch: bytes | bytearray | memoryview) -> ControlType | None:
-    """The marker type of a control batch (None for a data batch).
+def read_marker(header: BatchHeader, batch: bytes | bytearray | memoryview) -> EndTxnMarker | None:
+    """The marker a control batch holds (None for a data batch).
 
     Raises ``InvalidRecordError`` for a control batch whose key is not a known marker (Kafka
     ignores unknown control types of newer versions; this log refuses them from a coordinator
@@ -75,16 +83,21 @@ def control_type(header: BatchHeader, batch: bytes | bytearray | memoryview) -> 
         raise InvalidRecordError("a control batch must hold exactly one record with a key")
     _, kind = _KEY.unpack_from(records[0].key)
     try:
-        return ControlType(kind)
+        control = ControlType(kind)
     except ValueError:
         raise InvalidRecordError(f"unknown control record type {kind}") from None
+    value = records[0].value
+    if value is None or len(value) < _VALUE.size:
+        raise InvalidRecordError("a transaction marker needs its value (the coordinator epoch)")
+    _, coordinator_epoch = _VALUE.unpack_from(value)
+    return EndTxnMarker(control, coordinator_epoch)
 
 
 def marker_or_none(
     header: BatchHeader, batch: bytes | bytearray | memoryview
-) -> ControlType | None:
-    """``control_type`` that never raises: what replay uses on batches already in the log."""
+) -> EndTxnMarker | None:
+    """``read_marker`` that never raises: what replay uses on batches already in the log."""
     try:
-        return control_type(header, batch)
+        return read_marker(header, batch)
     except (InvalidRecordError, ValueError):
         return None

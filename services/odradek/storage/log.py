@@ -98,7 +98,7 @@ from odradek.errors import (
 from odradek.storage.batch import BatchHeader
 from odradek.storage.checkpoint import CorruptCheckpointError, is_legal_topic
 from odradek.storage.compression import MAX_DECOMPRESSED_BYTES
-from odradek.storage.control import ControlType, control_type, marker_or_none
+from odradek.storage.control import EndTxnMarker, marker_or_none, read_marker
 from odradek.storage.executors import StorageExecutors
 from odradek.storage.index import CorruptIndexError
 from odradek.storage.leader_epoch import LeaderEpochCheckpointFile, LeaderEpochFileCache
@@ -178,7 +178,7 @@ class PreparedAppend:
     log_append_time_ms: int
     buffers: list[bytes | memoryview] = field(default_factory=list)
     assigned: list[tuple[int, BatchHeader]] = field(default_factory=list)
-    markers: list[ControlType | None] = field(default_factory=list)  # each batch's marker type
+    markers: list[EndTxnMarker | None] = field(default_factory=list)  # each batch's marker
     # (partition_leader_epoch written, base offset) of each batch starting a higher epoch.
     epoch_starts: list[tuple[int, int]] = field(default_factory=list)
     next_offset: int = -1
@@ -586,7 +586,15 @@ class Log:
         origin = validated.origin
         with self._lock:
             self._check_online()
+            view = validated.records
+            markers = [
+                _marker_of(origin, header, view[position : position + header.size_in_bytes])
+                for position, header in validated.batches
+            ]
             if origin != AppendOrigin.REPLICATION:
+                for (_, header), marker in zip(validated.batches, markers, strict=True):
+                    if marker is not None:
+                        self.producer_state.check(header, marker)
                 duplicate = self.producer_state.check(validated.batches[0][1])
                 if duplicate is not None:
                     return LogAppendInfo(
@@ -601,6 +609,7 @@ class Log:
                         duplicate=True,
                     )
             prepared = self._assign_offsets(validated, leader_epoch)
+            prepared.markers = markers
             segment = self._maybe_roll(
                 prepared.valid_bytes, prepared.max_timestamp, prepared.next_offset - 1
             )
@@ -714,11 +723,6 @@ class Log:
                 view[position + _LOG_PREFIX.size : position + header.size_in_bytes]
             )
             prepared.assigned.append((base_offset, header))
-            prepared.markers.append(
-                _marker_of(
-                    validated.origin, header, view[position : position + header.size_in_bytes]
-                )
-            )
             prepared.records_count += header.records_count
             if header.max_timestamp > prepared.max_timestamp:
                 prepared.max_timestamp = header.max_timestamp
@@ -828,8 +832,8 @@ class Log:
                 for _, header in segment.batches_from(found[0]):
                     yield header.base_offset, header
 
-    def _replay_from(self, offset: int) -> Iterator[tuple[int, BatchHeader, ControlType | None]]:
-        """``_headers_from`` with each control batch's marker type, for the producer state."""
+    def _replay_from(self, offset: int) -> Iterator[tuple[int, BatchHeader, EndTxnMarker | None]]:
+        """``_headers_from`` with each control batch's marker, for the producer state."""
         view = self._view
         for segment in view.segments[view.floor_index(offset) :]:
             found = segment.translate_offset(offset)
@@ -1480,14 +1484,14 @@ class Log:
         )
 
 
-def _marker_of(origin: str, header: BatchHeader, batch: memoryview) -> ControlType | None:
-    """A control batch's marker type: a coordinator's must be a known marker (else
+def _marker_of(origin: str, header: BatchHeader, batch: memoryview) -> EndTxnMarker | None:
+    """A control batch's marker: a coordinator's must be a known marker (else
     ``InvalidRecordError``); a replicated one is copied whatever it holds."""
     if not header.is_control:
         return None
     if origin == AppendOrigin.REPLICATION:
         return marker_or_none(header, batch)
-    return control_type(header, batch)
+    return read_marker(header, batch)
 
 
 def _assign_epoch(cache: LeaderEpochFileCache, epoch: int, start_offset: int) -> None:

@@ -30,8 +30,8 @@ state after every batch below ``offset``) on each roll and at shutdown; loading 
 snapshot at or below the log end offset and replays the headers after it. A snapshot file is
 written atomically and carries a CRC32C; a damaged one is ignored (the replay then starts further
 back). Format: a CRC line, then JSON; version 2 adds each producer's
-``current_txn_first_offset``, version 1 files load as having no open transaction (and a version
-1 reader ignores the field).
+``current_txn_first_offset`` and ``coordinator_epoch``, version 1 files load as having no open
+transaction (and a version 1 reader ignores the fields).
 
 Snapshots at a roll are written off the appending thread: ``capture_snapshot`` copies the state
 (cheap, on the appending thread) and ``write_snapshot`` encodes and writes it later, on the
@@ -62,7 +62,7 @@ from crc32c import crc32c
 
 from odradek.errors import ErrorCode, OdradekError
 from odradek.storage.batch import BatchHeader
-from odradek.storage.control import ControlType
+from odradek.storage.control import ControlType, EndTxnMarker
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,10 @@ class OutOfOrderSequenceError(OdradekError):
 
 class InvalidProducerEpochError(OdradekError):
     error_code = ErrorCode.invalid_producer_epoch
+
+
+class TransactionCoordinatorFencedError(OdradekError):
+    error_code = ErrorCode.transaction_coordinator_fenced
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,7 @@ class ProducerEntry:
     producer_epoch: int = NO_EPOCH
     last_timestamp: int = -1
     current_txn_first_offset: int = -1  # the open transaction's first offset, -1 when none
+    coordinator_epoch: int = -1  # of the last marker: an older coordinator's marker is fenced
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
 
     @property
@@ -126,8 +131,9 @@ class ProducerSnapshot:
 
     offset: int
     generation: int
-    # id, epoch, timestamp, retained batches, first offset of the open transaction (-1: none)
-    producers: tuple[tuple[int, int, int, tuple[BatchMetadata, ...], int], ...]
+    # id, epoch, timestamp, retained batches, first offset of the open transaction (-1: none),
+    # coordinator epoch of the last marker
+    producers: tuple[tuple[int, int, int, tuple[BatchMetadata, ...], int, int], ...]
 
 
 def snapshot_file_name(offset: int) -> str:
@@ -148,11 +154,15 @@ class ProducerStateManager:
 
     # -- live appends --------------------------------------------------------------------
 
-    def check(self, header: BatchHeader) -> BatchMetadata | None:
+    def check(
+        self, header: BatchHeader, marker: EndTxnMarker | None = None
+    ) -> BatchMetadata | None:
         """Judge a producer's batch before it is written: a duplicate's metadata, or None.
 
         Raises ``OutOfOrderSequenceError`` or ``InvalidProducerEpochError``; batches without a
-        producer id or sequence are not idempotent and always pass.
+        producer id or sequence are not idempotent and always pass. A marker (``marker`` read
+        from a control batch) of an older producer epoch is ``InvalidProducerEpochError``, of an
+        older coordinator epoch than the last marker's ``TransactionCoordinatorFencedError``.
         """
         if header.is_control and header.has_producer_id:
             entry = self.producers.get(header.producer_id)
@@ -160,6 +170,15 @@ class ProducerStateManager:
                 raise InvalidProducerEpochError(
                     f"transaction marker of producer {header.producer_id} has epoch "
                     f"{header.producer_epoch}, older than the current {entry.producer_epoch}"
+                )
+            if (
+                entry is not None
+                and marker is not None
+                and marker.coordinator_epoch < entry.coordinator_epoch
+            ):
+                raise TransactionCoordinatorFencedError(
+                    f"transaction marker of producer {header.producer_id} from coordinator "
+                    f"epoch {marker.coordinator_epoch}, older than {entry.coordinator_epoch}"
                 )
             return None
         if not header.has_producer_id or header.base_sequence < 0:
@@ -195,7 +214,7 @@ class ProducerStateManager:
         return None
 
     def update(
-        self, base_offset: int, header: BatchHeader, marker: ControlType | None = None
+        self, base_offset: int, header: BatchHeader, marker: EndTxnMarker | None = None
     ) -> CompletedTxn | None:
         """Record a batch written at ``base_offset`` (after ``check``, or when replaying).
 
@@ -221,6 +240,8 @@ class ProducerStateManager:
                 )
             entry.last_timestamp = header.max_timestamp
             if header.is_control:
+                if marker is not None:
+                    entry.coordinator_epoch = marker.coordinator_epoch
                 completed = self._end_transaction(entry, base_offset, marker)
             elif header.is_transactional and entry.current_txn_first_offset < 0:
                 entry.current_txn_first_offset = base_offset
@@ -229,7 +250,7 @@ class ProducerStateManager:
         return completed
 
     def _end_transaction(
-        self, entry: ProducerEntry, marker_offset: int, marker: ControlType | None
+        self, entry: ProducerEntry, marker_offset: int, marker: EndTxnMarker | None
     ) -> CompletedTxn | None:
         first_offset = entry.current_txn_first_offset
         if first_offset < 0 or marker is None:
@@ -241,7 +262,7 @@ class ProducerStateManager:
             entry.producer_id,
             first_offset,
             marker_offset,
-            marker is ControlType.ABORT,
+            marker.control is ControlType.ABORT,
             marker_offset + 1 if unstable is None else unstable,
         )
 
@@ -278,6 +299,7 @@ class ProducerStateManager:
                     e.last_timestamp,
                     tuple(e.batches),
                     e.current_txn_first_offset,
+                    e.coordinator_epoch,
                 )
                 for e in self.producers.values()
             ),
@@ -310,6 +332,7 @@ class ProducerStateManager:
                             for b in batches
                         ],
                         "current_txn_first_offset": txn_first_offset,
+                        "coordinator_epoch": coordinator_epoch,
                     }
                     for (
                         producer_id,
@@ -317,6 +340,7 @@ class ProducerStateManager:
                         last_timestamp,
                         batches,
                         txn_first_offset,
+                        coordinator_epoch,
                     ) in snapshot.producers
                 ],
             },
@@ -347,7 +371,7 @@ class ProducerStateManager:
         self,
         log_start_offset: int,
         log_end_offset: int,
-        replay: Callable[[int], Iterable[tuple[int, BatchHeader, ControlType | None]]],
+        replay: Callable[[int], Iterable[tuple[int, BatchHeader, EndTxnMarker | None]]],
         *,
         max_snapshot_offset: int | None = None,
         on_completed: Callable[[CompletedTxn], None] | None = None,
@@ -395,6 +419,7 @@ class ProducerStateManager:
                 entry.batches.extend(BatchMetadata(*b) for b in p["batches"])
                 # Version 1 snapshots predate transactions: no producer has one open.
                 entry.current_txn_first_offset = p.get("current_txn_first_offset", -1)
+                entry.coordinator_epoch = p.get("coordinator_epoch", -1)
                 self.producers[entry.producer_id] = entry
                 if entry.current_txn_first_offset >= 0:
                     self.ongoing[entry.producer_id] = entry.current_txn_first_offset

@@ -301,3 +301,30 @@ def test_cleaning_stops_at_the_last_stable_offset(make_log):
     assert log.last_stable_offset == 1
     LogCleaner().clean(log)
     assert (0, b"old") in _values(log)  # above the LSO nothing is judged yet
+
+
+def test_a_marker_of_an_older_coordinator_is_fenced_even_after_a_restart(tmp_path):
+    from odradek.storage.producer_state import TransactionCoordinatorFencedError
+
+    def marker_from(coordinator_epoch: int) -> bytes:
+        return encode_marker(
+            ControlType.COMMIT,
+            producer_id=7,
+            producer_epoch=0,
+            coordinator_epoch=coordinator_epoch,
+            timestamp_ms=NOW,
+        )
+
+    config = TopicConfig()
+    log = Log(tmp_path / "t-0", config)
+    append_txn(log, txn_batch(7, 0))
+    log.append_as_coordinator(marker_from(5), leader_epoch=0)
+    log.close()
+    log = Log(tmp_path / "t-0", config, clean_shutdown=True)  # from the snapshot
+    try:
+        with pytest.raises(TransactionCoordinatorFencedError) as raised:
+            log.append_as_coordinator(marker_from(4), leader_epoch=0)
+        assert raised.value.error_code == ErrorCode.transaction_coordinator_fenced
+        log.append_as_coordinator(marker_from(5), leader_epoch=0)  # the same epoch may retry
+    finally:
+        log.close()
