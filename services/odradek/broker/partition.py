@@ -247,9 +247,17 @@ class Partition:
     # -- produce (leader) ----------------------------------------------------------------
 
     async def append_as_leader(
-        self, records: bytes | memoryview, acks: int, workers: Workers | None = None
+        self,
+        records: bytes | memoryview,
+        acks: int,
+        workers: Workers | None = None,
+        *,
+        origin: str = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Append a producer's record set; raises the Kafka error a produce answer carries.
+
+        ``origin`` is ``AppendOrigin.COORDINATOR`` only for the broker's own coordinators (the
+        transaction coordinator's markers, WriteTxnMarkers); a client's produce never passes it.
 
         Validation of a large or compressed record set runs on ``workers`` (off the event loop;
         ``Workers.placement`` decides); leadership and the ISR are checked before it and again
@@ -257,7 +265,7 @@ class Partition:
         caller then awaits ``wait_for_high_watermark(info.last_offset + 1)``.
         """
         self._check_can_append(acks)
-        validated = await self._validate(records, workers, AppendOrigin.CLIENT)
+        validated = await self._validate(records, workers, origin)
         async with self._appending:
             self._check_can_append(acks)  # the controller may have moved it meanwhile
             epoch = self.state.leader_epoch

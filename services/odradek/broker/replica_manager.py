@@ -65,6 +65,7 @@ from odradek.storage.log import LATEST_TIMESTAMP
 from odradek.storage.manager import LogManager
 from odradek.storage.segment import FileSlice
 from odradek.storage.txn_index import AbortedTxn
+from odradek.storage.validator import AppendOrigin
 
 __all__ = [
     "READ_COMMITTED",
@@ -327,6 +328,7 @@ class ReplicaManager:
         entries: Mapping[TopicPartition, bytes | memoryview],
         *,
         timeout_ms: int = DEFAULT_PRODUCE_TIMEOUT_MS,
+        origin: str = AppendOrigin.CLIENT,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's record set as leader; one result per partition.
 
@@ -334,10 +336,12 @@ class ReplicaManager:
         yield (validation inline, a write to the page cache), and a task per partition would cost
         two more turns of the event loop per request, measured at a third of a small produce
         request's cost. With ``acks=all`` the answer then waits for replication (the module
-        docstring); ``acks`` 0 and 1 are answered once the leader appended.
+        docstring); ``acks`` 0 and 1 are answered once the leader appended. ``origin``
+        ``AppendOrigin.COORDINATOR`` is for the transaction coordinator's markers only
+        (WriteTxnMarkers), never for a client's Produce.
         """
         results, replication = await self.append_records_then_wait(
-            acks, entries, timeout_ms=timeout_ms
+            acks, entries, timeout_ms=timeout_ms, origin=origin
         )
         return results if replication is None else await replication
 
@@ -347,6 +351,7 @@ class ReplicaManager:
         entries: Mapping[TopicPartition, bytes | memoryview],
         *,
         timeout_ms: int = DEFAULT_PRODUCE_TIMEOUT_MS,
+        origin: str = AppendOrigin.CLIENT,
     ) -> tuple[
         dict[TopicPartition, ProduceResult],
         Coroutine[Any, Any, dict[TopicPartition, ProduceResult]] | None,
@@ -364,7 +369,7 @@ class ReplicaManager:
         results: dict[TopicPartition, ProduceResult] = {}
         waiting: dict[TopicPartition, asyncio.Future[None]] = {}
         for (topic, index), records in entries.items():
-            result, partition, next_offset = await self._append(topic, index, records, acks)
+            result, partition, next_offset = await self._append(topic, index, records, acks, origin)
             results[(topic, index)] = result
             if acks == ACKS_ALL and partition is not None and result.error == ErrorCode.none:
                 waiting[(topic, index)] = partition.wait_for_high_watermark(next_offset)
@@ -373,13 +378,13 @@ class ReplicaManager:
         return results, self._await_replication(results, waiting, timeout_ms)
 
     async def _append(
-        self, topic: str, index: int, records: bytes | memoryview, acks: int
+        self, topic: str, index: int, records: bytes | memoryview, acks: int, origin: str
     ) -> tuple[ProduceResult, Partition | None, int]:
         """The partition's result, the partition, and the offset its HW must reach."""
         partition = None
         try:
             partition = self.get_partition(topic, index)
-            info = await partition.append_as_leader(records, acks, self.workers)
+            info = await partition.append_as_leader(records, acks, self.workers, origin=origin)
         except Exception as e:  # each partition answers for itself
             code, message = _error_of(e, f"produce to {topic}-{index}")
             return ProduceResult(code, error_message=message), None, -1

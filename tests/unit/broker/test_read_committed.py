@@ -105,3 +105,18 @@ def test_clients_still_cannot_write_transactional_batches(manager):
     assert results[("t", 0)].error == ErrorCode.invalid_txn_state
     results = asyncio.run(manager.append_records(1, {("t", 0): marker(7, ControlType.COMMIT)}))
     assert results[("t", 0)].error == ErrorCode.invalid_record
+
+
+def test_the_coordinator_writes_markers_through_the_replica_manager(manager):
+    partition = lead(manager)
+    log = partition.log
+    log.append_validated(log.validate(txn_batch(7), origin=AppendOrigin.COORDINATOR))  # 0..1
+    assert partition.log.last_stable_offset == 0
+    results = asyncio.run(
+        manager.append_records(
+            -1, {("t", 0): marker(7, ControlType.COMMIT)}, origin=AppendOrigin.COORDINATOR
+        )
+    )
+    assert results[("t", 0)].error == ErrorCode.none and results[("t", 0)].base_offset == 2
+    assert log.last_stable_offset == log.high_watermark == 3
+    assert fetch(manager).aborted_transactions == ()
