@@ -947,10 +947,13 @@ class Log:
     @property
     def last_stable_offset(self) -> int:
         """Where read_committed consumers stop: the first unstable offset, or the high
-        watermark when nothing is unstable below it (never above the HW)."""
+        watermark when nothing is unstable below it (never above the HW), and never below the
+        log start offset (records deleted under a transaction still open, as Kafka's)."""
         high_watermark = self.high_watermark
         unstable = self.first_unstable_offset()
-        return high_watermark if unstable is None else min(unstable, high_watermark)
+        if unstable is None or unstable >= high_watermark:
+            return high_watermark
+        return max(unstable, self.log_start_offset)
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the earliest transaction still open, or ended by a marker not yet

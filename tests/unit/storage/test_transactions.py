@@ -328,3 +328,13 @@ def test_a_marker_of_an_older_coordinator_is_fenced_even_after_a_restart(tmp_pat
         log.append_as_coordinator(marker_from(5), leader_epoch=0)  # the same epoch may retry
     finally:
         log.close()
+
+
+def test_the_lso_never_falls_below_the_log_start(make_log):
+    log = make_log()
+    append_txn(log, txn_batch(7, 0))  # 0..1, left open
+    log.append(plain_batch(3))  # 2..4
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 0
+    log.advance_log_start_offset(3)
+    assert log.last_stable_offset == 3
