@@ -586,9 +586,8 @@ class Log:
         origin = validated.origin
         with self._lock:
             self._check_online()
-            view = validated.records
             markers = [
-                _marker_of(origin, header, view[position : position + header.size_in_bytes])
+                _marker_of(origin, header, validated.records, position)
                 for position, header in validated.batches
             ]
             if origin != AppendOrigin.REPLICATION:
@@ -1487,11 +1486,14 @@ class Log:
         )
 
 
-def _marker_of(origin: str, header: BatchHeader, batch: memoryview) -> EndTxnMarker | None:
+def _marker_of(
+    origin: str, header: BatchHeader, records: memoryview, position: int
+) -> EndTxnMarker | None:
     """A control batch's marker: a coordinator's must be a known marker (else
     ``InvalidRecordError``); a replicated one is copied whatever it holds."""
     if not header.is_control:
         return None
+    batch = records[position : position + header.size_in_bytes]
     if origin == AppendOrigin.REPLICATION:
         return marker_or_none(header, batch)
     return read_marker(header, batch)
