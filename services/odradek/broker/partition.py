@@ -73,6 +73,7 @@ from odradek.errors import (
 from odradek.storage.compression import DecompressionLimitError
 from odradek.storage.log import Log, LogAppendInfo
 from odradek.storage.segment import FileSlice
+from odradek.storage.txn_index import AbortedTxn
 from odradek.storage.validator import AppendOrigin, ValidatedRecords
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,8 @@ class PartitionRead:
     last_stable_offset: int
     log_start_offset: int
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) the follower must check
+    # read_committed: the aborted transactions overlapping the records sent
+    aborted_transactions: tuple[AbortedTxn, ...] = ()
 
 
 @dataclass(eq=False)
@@ -244,9 +247,17 @@ class Partition:
     # -- produce (leader) ----------------------------------------------------------------
 
     async def append_as_leader(
-        self, records: bytes | memoryview, acks: int, workers: Workers | None = None
+        self,
+        records: bytes | memoryview,
+        acks: int,
+        workers: Workers | None = None,
+        *,
+        origin: str = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Append a producer's record set; raises the Kafka error a produce answer carries.
+
+        ``origin`` is ``AppendOrigin.COORDINATOR`` only for the broker's own coordinators (the
+        transaction coordinator's markers, WriteTxnMarkers); a client's produce never passes it.
 
         Validation of a large or compressed record set runs on ``workers`` (off the event loop;
         ``Workers.placement`` decides); leadership and the ISR are checked before it and again
@@ -254,7 +265,7 @@ class Partition:
         caller then awaits ``wait_for_high_watermark(info.last_offset + 1)``.
         """
         self._check_can_append(acks)
-        validated = await self._validate(records, workers, AppendOrigin.CLIENT)
+        validated = await self._validate(records, workers, origin)
         async with self._appending:
             self._check_can_append(acks)  # the controller may have moved it meanwhile
             epoch = self.state.leader_epoch
@@ -504,7 +515,8 @@ class Partition:
         """Serve one partition of a fetch: a consumer's (``replica_id`` -1) or a follower's.
 
         Only the leader serves reads. A consumer reads below the HW (read_committed: below the
-        last stable offset, which is the HW until transactions); a follower reads to the LEO and
+        last stable offset, and is told the aborted transactions overlapping what it gets, so it
+        can drop their records); a follower reads to the LEO and
         its fetch offset becomes its LEO here. If the follower's ``last_fetched_epoch`` ends
         elsewhere in this log than where it fetches, nothing is read and ``diverging_epoch``
         tells it where to truncate (KIP-320, KIP-595).
@@ -531,7 +543,7 @@ class Partition:
                 return PartitionRead(
                     None,
                     log_.high_watermark,
-                    log_.high_watermark,
+                    log_.last_stable_offset,
                     log_.log_start_offset,
                     diverging_epoch=(epoch, end_offset),
                 )
@@ -540,14 +552,28 @@ class Partition:
             info = log_.read(fetch_offset, max_bytes, min_one_message=min_one_message)
             self._record_follower_fetch(replica_id, fetch_offset, leader_log_end_offset)
         else:
+            last_stable_offset = log_.last_stable_offset
+            committed = isolation_level == READ_COMMITTED
             info = log_.read(
                 fetch_offset,
                 max_bytes,
-                max_offset=log_.high_watermark,  # = the last stable offset until transactions
+                max_offset=last_stable_offset if committed else log_.high_watermark,
                 min_one_message=min_one_message,
             )
+            if committed and info.records is not None:
+                end = info.records.next_offset
+                aborted = log_.collect_aborted_transactions(
+                    fetch_offset, end if end >= 0 else last_stable_offset
+                )
+                return PartitionRead(
+                    info.records,
+                    log_.high_watermark,
+                    last_stable_offset,
+                    info.log_start_offset,
+                    aborted_transactions=tuple(aborted),
+                )
         return PartitionRead(
-            info.records, log_.high_watermark, log_.high_watermark, info.log_start_offset
+            info.records, log_.high_watermark, log_.last_stable_offset, info.log_start_offset
         )
 
     def last_offset_for_leader_epoch(

@@ -64,6 +64,8 @@ from odradek.observability.metrics import BrokerMetrics
 from odradek.storage.log import LATEST_TIMESTAMP
 from odradek.storage.manager import LogManager
 from odradek.storage.segment import FileSlice
+from odradek.storage.txn_index import AbortedTxn
+from odradek.storage.validator import AppendOrigin
 
 __all__ = [
     "READ_COMMITTED",
@@ -123,6 +125,7 @@ class FetchResult:
     log_start_offset: int = -1
     records: FileSlice | None = None
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset), for a follower
+    aborted_transactions: tuple[AbortedTxn, ...] = ()  # read_committed: to drop their records
 
     @property
     def size(self) -> int:
@@ -325,6 +328,7 @@ class ReplicaManager:
         entries: Mapping[TopicPartition, bytes | memoryview],
         *,
         timeout_ms: int = DEFAULT_PRODUCE_TIMEOUT_MS,
+        origin: str = AppendOrigin.CLIENT,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's record set as leader; one result per partition.
 
@@ -332,10 +336,12 @@ class ReplicaManager:
         yield (validation inline, a write to the page cache), and a task per partition would cost
         two more turns of the event loop per request, measured at a third of a small produce
         request's cost. With ``acks=all`` the answer then waits for replication (the module
-        docstring); ``acks`` 0 and 1 are answered once the leader appended.
+        docstring); ``acks`` 0 and 1 are answered once the leader appended. ``origin``
+        ``AppendOrigin.COORDINATOR`` is for the transaction coordinator's markers only
+        (WriteTxnMarkers), never for a client's Produce.
         """
         results, replication = await self.append_records_then_wait(
-            acks, entries, timeout_ms=timeout_ms
+            acks, entries, timeout_ms=timeout_ms, origin=origin
         )
         return results if replication is None else await replication
 
@@ -345,6 +351,7 @@ class ReplicaManager:
         entries: Mapping[TopicPartition, bytes | memoryview],
         *,
         timeout_ms: int = DEFAULT_PRODUCE_TIMEOUT_MS,
+        origin: str = AppendOrigin.CLIENT,
     ) -> tuple[
         dict[TopicPartition, ProduceResult],
         Coroutine[Any, Any, dict[TopicPartition, ProduceResult]] | None,
@@ -362,7 +369,7 @@ class ReplicaManager:
         results: dict[TopicPartition, ProduceResult] = {}
         waiting: dict[TopicPartition, asyncio.Future[None]] = {}
         for (topic, index), records in entries.items():
-            result, partition, next_offset = await self._append(topic, index, records, acks)
+            result, partition, next_offset = await self._append(topic, index, records, acks, origin)
             results[(topic, index)] = result
             if acks == ACKS_ALL and partition is not None and result.error == ErrorCode.none:
                 waiting[(topic, index)] = partition.wait_for_high_watermark(next_offset)
@@ -371,13 +378,13 @@ class ReplicaManager:
         return results, self._await_replication(results, waiting, timeout_ms)
 
     async def _append(
-        self, topic: str, index: int, records: bytes | memoryview, acks: int
+        self, topic: str, index: int, records: bytes | memoryview, acks: int, origin: str
     ) -> tuple[ProduceResult, Partition | None, int]:
         """The partition's result, the partition, and the offset its HW must reach."""
         partition = None
         try:
             partition = self.get_partition(topic, index)
-            info = await partition.append_as_leader(records, acks, self.workers)
+            info = await partition.append_as_leader(records, acks, self.workers, origin=origin)
         except Exception as e:  # each partition answers for itself
             code, message = _error_of(e, f"produce to {topic}-{index}")
             return ProduceResult(code, error_message=message), None, -1
@@ -535,6 +542,7 @@ class ReplicaManager:
             log_start_offset=read.log_start_offset,
             records=records,
             diverging_epoch=read.diverging_epoch,
+            aborted_transactions=read.aborted_transactions if records is not None else (),
         )
 
     # -- offsets -------------------------------------------------------------------------
@@ -551,8 +559,9 @@ class ReplicaManager:
     ) -> OffsetResult:
         """ListOffsets for one partition: -2 earliest, -1 latest, -3 max timestamp, or a time.
 
-        Consumers (``replica_id`` -1) ask the leader and see offsets below the high watermark; a
-        replica may ask any replica and sees its whole log.
+        Consumers (``replica_id`` -1) ask the leader and see offsets below the high watermark
+        (read_committed: below the last stable offset); a replica may ask any replica and sees
+        its whole log.
         """
         try:
             hosted = self.get_partition(topic, partition)
@@ -560,7 +569,11 @@ class ReplicaManager:
             partition_log = hosted.log
             if replica_id < 0:
                 hosted.check_leader()
-                upper = partition_log.high_watermark
+                upper = (
+                    partition_log.last_stable_offset
+                    if isolation_level == READ_COMMITTED
+                    else partition_log.high_watermark
+                )
             else:
                 upper = partition_log.log_end_offset
             found = partition_log.offset_for_timestamp(timestamp, max_offset=upper)

@@ -12,8 +12,11 @@ Layers, each importing only those below it:
 - ``walker``: the check of every record of every appended batch, by the C extension
   ``_recordwalk`` (bounds-checked, GIL released), over compressed batches in bounded pieces.
 - ``index``: the sparse ``.index`` and ``.timeindex`` files.
-- ``segment``: one ``.log`` file with its two indexes.
-- ``producer_state``: idempotent producers' sequences, checked on append, snapshotted.
+- ``txn_index``: the ``.txnindex`` of aborted transactions beside a segment.
+- ``segment``: one ``.log`` file with its indexes.
+- ``control``: transaction markers (control batches): encoding, reading their type.
+- ``producer_state``: idempotent producers' sequences, checked on append, snapshotted; each
+  producer's open transaction, ended by a marker.
 - ``validator``: what a record set must satisfy before a log takes it (Kafka's LogValidator);
   pure, so it may run off the appending thread.
 - ``log``: one partition: a sequence of segments, appends, reads, retention, recovery.

@@ -22,14 +22,17 @@ once ``now >= base_timestamp``. To make that later pass happen on a log nobody w
 cleaner remembers each log's earliest pending horizon and treats the log as cleanable once it
 has passed, whatever its dirty ratio. After a restart it reads the horizons back from the batch
 headers. Unlike Kafka (which keeps the bit once set), a batch rewritten with no tombstone left
-loses the bit, so that a header with the bit always means tombstones are waiting. Transaction
-markers will follow the same rule when transactions come; control batches are kept as they are.
+loses the bit, so that a header with the bit always means tombstones are waiting. Control
+batches (transaction markers) are kept as they are, and so are the records of aborted
+transactions, but those never enter the offset map: they supersede nothing. Cleaning stops at the
+last stable offset, and a cleaned segment takes over the aborted-transaction entries of the
+segments it replaces (``Log.replace_segments``).
 
 Invariants: offsets never change (compaction leaves gaps, readers step over them); a batch
 keeps its base offset and its last offset (``last_offset_delta`` is preserved, as Kafka does,
 so producer sequence numbers stay meaningful); a batch nothing was removed from and that needs
-no delete horizon is copied byte for byte; the active segment and everything above the high
-watermark or newer than ``min.compaction.lag.ms`` is never touched.
+no delete horizon is copied byte for byte; the active segment and everything above the last
+stable offset or newer than ``min.compaction.lag.ms`` is never touched.
 
 Cleaning never blocks appends: it reads inactive segments through descriptors of its own
 (``Log.segment_reader``) and writes new files on its own thread, and takes the log's lock only
@@ -55,6 +58,7 @@ from odradek.storage.batch import DELETE_HORIZON_MASK, BatchHeader, with_delete_
 from odradek.storage.log import Log, wall_clock_ms
 from odradek.storage.records import Record, decode_records, reencode_batch
 from odradek.storage.segment import LogSegment, SegmentReader
+from odradek.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +209,9 @@ class LogCleaner:
     def _first_uncleanable_offset(
         self, target: Log, segments: tuple[LogSegment, ...], now_ms: int
     ) -> int:
-        """Below the active segment and the high watermark, and older than the compaction lag."""
-        limit = min(target.segments()[-1].base_offset, target.high_watermark)
+        """Below the active segment and the last stable offset (so at most the high watermark:
+        no record of a transaction still open is judged), older than the compaction lag."""
+        limit = min(target.segments()[-1].base_offset, target.last_stable_offset)
         lag_ms = target.config.min_compaction_lag_ms
         if lag_ms > 0:
             for segment in segments:
@@ -221,13 +226,20 @@ class LogCleaner:
         """Latest offset of each key in the dirty range; returns the map and where it stops."""
         offset_map: dict[bytes, int] = {}
         end_offset = first_dirty
+        # Records of aborted transactions never supersede anything: read_committed consumers
+        # skip them, so a committed value they replaced in the map would be lost.
+        aborted = _aborted_by_producer(
+            target.collect_aborted_transactions(first_dirty, segments[-1].next_offset)
+            if segments
+            else []
+        )
         for segment in segments:
             if segment.next_offset <= first_dirty:
                 continue
             if len(offset_map) >= self.max_map_entries:
                 break
             with _reading(target, segment) as reader:
-                for record in _records(reader, first_dirty):
+                for record in _records(reader, first_dirty, aborted):
                     if record.key is not None:
                         offset_map[record.key] = record.offset
             end_offset = segment.next_offset
@@ -387,9 +399,24 @@ def _reading(target: Log, segment: LogSegment) -> Iterator[SegmentReader]:
         yield reader
 
 
-def _records(reader: SegmentReader, from_offset: int) -> Iterator[Record]:
+def _aborted_by_producer(txns: list[AbortedTxn]) -> dict[int, list[tuple[int, int]]]:
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for txn in txns:
+        ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    return ranges
+
+
+def _is_aborted(header: BatchHeader, aborted: dict[int, list[tuple[int, int]]]) -> bool:
+    if not header.is_transactional or header.producer_id not in aborted:
+        return False
+    return any(first <= header.base_offset <= last for first, last in aborted[header.producer_id])
+
+
+def _records(
+    reader: SegmentReader, from_offset: int, aborted: dict[int, list[tuple[int, int]]]
+) -> Iterator[Record]:
     for position, header in reader.batches_from(0):
-        if header.last_offset < from_offset or header.is_control:
+        if header.last_offset < from_offset or header.is_control or _is_aborted(header, aborted):
             continue
         for record in decode_records(reader.read_batch_bytes(position, header)):
             if record.offset >= from_offset:

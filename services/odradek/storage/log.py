@@ -98,10 +98,11 @@ from odradek.errors import (
 from odradek.storage.batch import BatchHeader
 from odradek.storage.checkpoint import CorruptCheckpointError, is_legal_topic
 from odradek.storage.compression import MAX_DECOMPRESSED_BYTES
+from odradek.storage.control import EndTxnMarker, marker_or_none, read_marker
 from odradek.storage.executors import StorageExecutors
 from odradek.storage.index import CorruptIndexError
 from odradek.storage.leader_epoch import LeaderEpochCheckpointFile, LeaderEpochFileCache
-from odradek.storage.producer_state import ProducerSnapshot, ProducerStateManager
+from odradek.storage.producer_state import CompletedTxn, ProducerSnapshot, ProducerStateManager
 from odradek.storage.records import decode_records
 from odradek.storage.segment import (
     LOG_SUFFIX,
@@ -111,6 +112,7 @@ from odradek.storage.segment import (
     close_all,
     write_past_end,
 )
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from odradek.storage.validator import AppendOrigin, ValidatedRecords, validate_records
 
 log = logging.getLogger(__name__)
@@ -176,6 +178,7 @@ class PreparedAppend:
     log_append_time_ms: int
     buffers: list[bytes | memoryview] = field(default_factory=list)
     assigned: list[tuple[int, BatchHeader]] = field(default_factory=list)
+    markers: list[EndTxnMarker | None] = field(default_factory=list)  # each batch's marker
     # (partition_leader_epoch written, base offset) of each batch starting a higher epoch.
     epoch_starts: list[tuple[int, int]] = field(default_factory=list)
     next_offset: int = -1
@@ -281,10 +284,59 @@ class Log:
         if high_watermark is not None:
             self.update_high_watermark(high_watermark)
         self.producer_state = ProducerStateManager(self.directory)
-        self.producer_state.load(self.log_start_offset, self.log_end_offset, self._headers_from)
+        # Transactions whose marker is at or above the high watermark, in marker order: they
+        # still hold the last stable offset (a new leader may not have the marker). A tuple
+        # replaced whole under the lock; pruned as markers fall below the HW.
+        self._unreplicated_txns: tuple[CompletedTxn, ...] = ()
+        # After an unclean shutdown the replay starts at or below the recovery point, so that it
+        # rebuilds every aborted-transaction entry that may not have reached the disk.
+        self._load_producer_state(
+            self.log_start_offset,
+            self.log_end_offset,
+            max_snapshot_offset=None if clean_shutdown else self.recovery_point,
+        )
         self.leader_epoch_cache = self._load_leader_epoch_cache()
 
     # -- loading and recovery ------------------------------------------------------------
+
+    def _load_producer_state(
+        self, log_start_offset: int, log_end_offset: int, *, max_snapshot_offset: int | None = None
+    ) -> None:
+        """Rebuild the producer state, and the aborted-transaction entries of what it replays:
+        those of markers at or above the replay's start are dropped and written again."""
+        completed: list[CompletedTxn] = []
+        start = self.producer_state.load(
+            log_start_offset,
+            log_end_offset,
+            self._replay_from,
+            max_snapshot_offset=max_snapshot_offset,
+            on_completed=completed.append,
+        )
+        view = self._view
+        for segment in view.segments[view.floor_index(start) :]:
+            segment.txn_index.truncate_to(start)
+        self._unreplicated_txns = tuple(
+            t for t in completed if t.last_offset >= min(self.high_watermark, log_end_offset)
+        )
+        for txn in completed:
+            if txn.is_aborted:
+                view.segments[view.floor_index(txn.last_offset)].txn_index.append(
+                    AbortedTxn(
+                        txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset
+                    )
+                )
+
+    def collect_aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start, end)`` (a read_committed fetch),
+        from the txn indexes of the segment holding ``start`` onwards."""
+        found: list[AbortedTxn] = []
+        view = self._view
+        for segment in view.segments[view.floor_index(start) :]:
+            entries, complete = segment.txn_index.collect(start, end)
+            found += entries
+            if complete:
+                break
+        return found
 
     def _load_leader_epoch_cache(self) -> LeaderEpochFileCache:
         """The leader-epoch cache, from ``leader-epoch-checkpoint`` checked against the batches.
@@ -439,7 +491,7 @@ class Log:
             for other in self.directory.glob(f"*{LOG_SUFFIX}"):
                 other_base = int(other.name[:20])
                 if base <= other_base < swapped.next_offset:
-                    for suffix in (".log", ".index", ".timeindex"):
+                    for suffix in (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX):
                         (self.directory / f"{other_base:020d}{suffix}").unlink(missing_ok=True)
             swapped.rename_with_suffix("")
             swapped.close()
@@ -448,7 +500,7 @@ class Log:
         for path in self.directory.iterdir():
             stem = path.name.split(".", 1)[0]
             if (
-                path.suffix in (".index", ".timeindex")
+                path.suffix in (".index", ".timeindex", TXN_INDEX_SUFFIX)
                 and stem.isdigit()
                 and int(stem) not in bases
             ):
@@ -534,7 +586,14 @@ class Log:
         origin = validated.origin
         with self._lock:
             self._check_online()
+            markers = [
+                _marker_of(origin, header, validated.records, position)
+                for position, header in validated.batches
+            ]
             if origin != AppendOrigin.REPLICATION:
+                for (_, header), marker in zip(validated.batches, markers, strict=True):
+                    if marker is not None:
+                        self.producer_state.check(header, marker)
                 duplicate = self.producer_state.check(validated.batches[0][1])
                 if duplicate is not None:
                     return LogAppendInfo(
@@ -549,6 +608,7 @@ class Log:
                         duplicate=True,
                     )
             prepared = self._assign_offsets(validated, leader_epoch)
+            prepared.markers = markers
             segment = self._maybe_roll(
                 prepared.valid_bytes, prepared.max_timestamp, prepared.next_offset - 1
             )
@@ -590,8 +650,28 @@ class Log:
                     f"{self.directory.name}: the active segment changed under an append"
                 )
             prepared.segment.publish(prepared.assigned, prepared.position, prepared.valid_bytes)
-            for base_offset, header in prepared.assigned:
-                self.producer_state.update(base_offset, header)
+            for (base_offset, header), marker in zip(
+                prepared.assigned, prepared.markers, strict=True
+            ):
+                completed = self.producer_state.update(base_offset, header, marker)
+                if completed is not None:
+                    self._unreplicated_txns = (
+                        *(
+                            t
+                            for t in self._unreplicated_txns
+                            if t.last_offset >= self.high_watermark
+                        ),
+                        completed,
+                    )
+                if completed is not None and completed.is_aborted:
+                    prepared.segment.txn_index.append(
+                        AbortedTxn(
+                            completed.producer_id,
+                            completed.first_offset,
+                            completed.last_offset,
+                            completed.last_stable_offset,
+                        )
+                    )
             epochs_changed = False
             for epoch, base_offset in prepared.epoch_starts:
                 epochs_changed |= self.leader_epoch_cache.assign(epoch, base_offset)
@@ -751,6 +831,18 @@ class Log:
                 for _, header in segment.batches_from(found[0]):
                     yield header.base_offset, header
 
+    def _replay_from(self, offset: int) -> Iterator[tuple[int, BatchHeader, EndTxnMarker | None]]:
+        """``_headers_from`` with each control batch's marker, for the producer state."""
+        view = self._view
+        for segment in view.segments[view.floor_index(offset) :]:
+            found = segment.translate_offset(offset)
+            if found is not None:
+                for position, header in segment.batches_from(found[0]):
+                    marker = None
+                    if header.is_control:
+                        marker = marker_or_none(header, segment.read_batch_bytes(position, header))
+                    yield header.base_offset, header, marker
+
     def batches(self, start_offset: int = 0) -> Iterator[tuple[int, bytes]]:
         """Every batch from ``start_offset`` as ``(base_offset, bytes)``: tools and tests."""
         view = self._view
@@ -851,6 +943,39 @@ class Log:
 
     # -- offsets moved by others ---------------------------------------------------------
 
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop: the first unstable offset, or the high
+        watermark when nothing is unstable below it (never above the HW), and never below the
+        log start offset (records deleted under a transaction still open, as Kafka's)."""
+        high_watermark = self.high_watermark
+        unstable = self.first_unstable_offset()
+        if unstable is None or unstable >= high_watermark:
+            return high_watermark
+        return max(unstable, self.log_start_offset)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction still open, or ended by a marker not yet
+        below the high watermark (as Kafka's); None when there is none."""
+        unstable = self.producer_state.first_unstable_offset()
+        high_watermark = self.high_watermark
+        for txn in self._unreplicated_txns:
+            if txn.last_offset >= high_watermark and (
+                unstable is None or txn.first_offset < unstable
+            ):
+                unstable = txn.first_offset
+        return unstable
+
+    def append_as_coordinator(
+        self, records: bytes | bytearray | memoryview, *, leader_epoch: int
+    ) -> LogAppendInfo:
+        """Append a coordinator's record set as leader, typically a transaction marker
+        (``control.encode_marker``): the only origin allowed to write control batches.
+        The caller flushes when the result says ``flush_before_ack``."""
+        return self.append_validated(
+            self.validate(records, origin=AppendOrigin.COORDINATOR), leader_epoch=leader_epoch
+        )
+
     def update_high_watermark(self, offset: int) -> int:
         """Move the high watermark, clamped to [log start, LEO]; returns the value set."""
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
@@ -922,7 +1047,7 @@ class Log:
         self.high_watermark = min(self.high_watermark, offset)
         self.recovery_point = min(self.recovery_point, offset)
         self.producer_state.truncate(offset)
-        self.producer_state.load(self.log_start_offset, offset, self._headers_from)
+        self._load_producer_state(self.log_start_offset, offset)
         return self.leader_epoch_cache.truncate_from_end(offset)
 
     def _note_truncation(self, offset: int) -> None:
@@ -960,10 +1085,11 @@ class Log:
             active.time_index.make_writable()
             self._view = _Segments.of([active])
             self._position_cache = None
+            self._unreplicated_txns = ()
             self.log_start_offset = self.log_end_offset = offset
             self.high_watermark = self.recovery_point = offset
             self.producer_state.truncate(-1)  # every snapshot: none describes the new log
-            self.producer_state.load(offset, offset, self._headers_from)
+            self._load_producer_state(offset, offset)
             self.leader_epoch_cache.clear()
         self._delete_due_files_in_background()
         self._write_leader_epoch_checkpoint_in_background()
@@ -1122,6 +1248,12 @@ class Log:
             ):
                 return False
             try:
+                # The aborted transactions of the old segments stay known (compaction keeps
+                # markers until they are no longer needed, and their entries with them).
+                for segment in old:
+                    for txn in segment.txn_index.entries:
+                        new.txn_index.append(txn)
+                new.txn_index.sync()
                 new.rename_with_suffix(SWAP_SUFFIX)
                 for segment in old:
                     self._schedule_delete(segment)
@@ -1352,6 +1484,19 @@ class Log:
             f"Log({self.directory.name}, log_start_offset={self.log_start_offset}, "
             f"log_end_offset={self.log_end_offset}, segments={len(self._view.segments)})"
         )
+
+
+def _marker_of(
+    origin: str, header: BatchHeader, records: memoryview, position: int
+) -> EndTxnMarker | None:
+    """A control batch's marker: a coordinator's must be a known marker (else
+    ``InvalidRecordError``); a replicated one is copied whatever it holds."""
+    if not header.is_control:
+        return None
+    batch = records[position : position + header.size_in_bytes]
+    if origin == AppendOrigin.REPLICATION:
+        return marker_or_none(header, batch)
+    return read_marker(header, batch)
 
 
 def _assign_epoch(cache: LeaderEpochFileCache, epoch: int, start_offset: int) -> None:

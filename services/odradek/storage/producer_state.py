@@ -14,11 +14,24 @@ Kafka: the client keeps at most five requests in flight), and judges a new batch
 5. A producer the log has never seen may start at any sequence (KIP-360: its state may have been
    removed with old segments).
 
-The state is a function of the batch headers in the log, so it can always be rebuilt by replaying
-them. To keep start-up short it is snapshotted to ``<offset>.snapshot`` (the state after every
-batch below ``offset``) on each roll and at shutdown; loading takes the newest snapshot at or
-below the log end offset and replays the headers after it. A snapshot file is written atomically
-and carries a CRC32C; a damaged one is ignored (the replay then starts further back).
+Transactions (KIP-98): a transactional batch (attribute bit 4) of a producer with no open
+transaction in this partition opens one at its base offset
+(``ProducerEntry.current_txn_first_offset``); the producer's next control batch (a COMMIT or
+ABORT marker, ``control``, written only by the transaction coordinator) closes it, and
+``update`` returns the ``CompletedTxn``. Invariants: ``ongoing`` maps exactly the producers
+whose ``current_txn_first_offset`` is set to that offset; ``first_unstable_offset`` is the
+smallest of them (None when none is open), which bounds the last stable offset. A marker of a
+producer with no open transaction closes nothing (a marker for a partition the producer never
+wrote to, or written again after a coordinator failover).
+
+The state is a function of the batch headers (and markers' keys) in the log, so it can always be
+rebuilt by replaying them. To keep start-up short it is snapshotted to ``<offset>.snapshot`` (the
+state after every batch below ``offset``) on each roll and at shutdown; loading takes the newest
+snapshot at or below the log end offset and replays the headers after it. A snapshot file is
+written atomically and carries a CRC32C; a damaged one is ignored (the replay then starts further
+back). Format: a CRC line, then JSON; version 2 adds each producer's
+``current_txn_first_offset`` and ``coordinator_epoch``, version 1 files load as having no open
+transaction (and a version 1 reader ignores the fields).
 
 Snapshots at a roll are written off the appending thread: ``capture_snapshot`` copies the state
 (cheap, on the appending thread) and ``write_snapshot`` encodes and writes it later, on the
@@ -49,6 +62,7 @@ from crc32c import crc32c
 
 from odradek.errors import ErrorCode, OdradekError
 from odradek.storage.batch import BatchHeader
+from odradek.storage.control import ControlType, EndTxnMarker
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +81,26 @@ class InvalidProducerEpochError(OdradekError):
     error_code = ErrorCode.invalid_producer_epoch
 
 
+class TransactionCoordinatorFencedError(OdradekError):
+    error_code = ErrorCode.transaction_coordinator_fenced
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker just ended in this partition.
+
+    ``last_offset`` is the marker's offset; ``last_stable_offset`` the first offset still
+    unstable once it ended (the next open transaction's first offset, else ``last_offset + 1``):
+    the aborted-transaction index stores it so that a search may stop there.
+    """
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+    last_stable_offset: int
+
+
 @dataclass(frozen=True, slots=True)
 class BatchMetadata:
     """What a retry must match, and the offsets to answer it with."""
@@ -82,6 +116,8 @@ class ProducerEntry:
     producer_id: int
     producer_epoch: int = NO_EPOCH
     last_timestamp: int = -1
+    current_txn_first_offset: int = -1  # the open transaction's first offset, -1 when none
+    coordinator_epoch: int = -1  # of the last marker: an older coordinator's marker is fenced
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
 
     @property
@@ -95,7 +131,9 @@ class ProducerSnapshot:
 
     offset: int
     generation: int
-    producers: tuple[tuple[int, int, int, tuple[BatchMetadata, ...]], ...]  # id, epoch, ts, batches
+    # id, epoch, timestamp, retained batches, first offset of the open transaction (-1: none),
+    # coordinator epoch of the last marker
+    producers: tuple[tuple[int, int, int, tuple[BatchMetadata, ...], int, int], ...]
 
 
 def snapshot_file_name(offset: int) -> str:
@@ -108,6 +146,7 @@ class ProducerStateManager:
     def __init__(self, directory: Path):
         self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.map_end_offset = 0  # the state reflects every batch below this offset
         self._files_lock = threading.Lock()
         self._generation = 0  # bumped by truncate and close: older captures are not written
@@ -115,12 +154,33 @@ class ProducerStateManager:
 
     # -- live appends --------------------------------------------------------------------
 
-    def check(self, header: BatchHeader) -> BatchMetadata | None:
+    def check(
+        self, header: BatchHeader, marker: EndTxnMarker | None = None
+    ) -> BatchMetadata | None:
         """Judge a producer's batch before it is written: a duplicate's metadata, or None.
 
         Raises ``OutOfOrderSequenceError`` or ``InvalidProducerEpochError``; batches without a
-        producer id or sequence are not idempotent and always pass.
+        producer id or sequence are not idempotent and always pass. A marker (``marker`` read
+        from a control batch) of an older producer epoch is ``InvalidProducerEpochError``, of an
+        older coordinator epoch than the last marker's ``TransactionCoordinatorFencedError``.
         """
+        if header.is_control and header.has_producer_id:
+            entry = self.producers.get(header.producer_id)
+            if entry is not None and header.producer_epoch < entry.producer_epoch:
+                raise InvalidProducerEpochError(
+                    f"transaction marker of producer {header.producer_id} has epoch "
+                    f"{header.producer_epoch}, older than the current {entry.producer_epoch}"
+                )
+            if (
+                entry is not None
+                and marker is not None
+                and marker.coordinator_epoch < entry.coordinator_epoch
+            ):
+                raise TransactionCoordinatorFencedError(
+                    f"transaction marker of producer {header.producer_id} from coordinator "
+                    f"epoch {marker.coordinator_epoch}, older than {entry.coordinator_epoch}"
+                )
+            return None
         if not header.has_producer_id or header.base_sequence < 0:
             return None
         entry = self.producers.get(header.producer_id)
@@ -153,8 +213,15 @@ class ProducerStateManager:
             )
         return None
 
-    def update(self, base_offset: int, header: BatchHeader) -> None:
-        """Record a batch written at ``base_offset`` (after ``check``, or when replaying)."""
+    def update(
+        self, base_offset: int, header: BatchHeader, marker: EndTxnMarker | None = None
+    ) -> CompletedTxn | None:
+        """Record a batch written at ``base_offset`` (after ``check``, or when replaying).
+
+        ``marker`` is the type of a control batch (``control.control_type``). Returns the
+        transaction a marker ended, else None.
+        """
+        completed = None
         if header.has_producer_id:
             entry = self.producers.get(header.producer_id)
             if entry is None:
@@ -172,7 +239,36 @@ class ProducerStateManager:
                     )
                 )
             entry.last_timestamp = header.max_timestamp
+            if header.is_control:
+                if marker is not None:
+                    entry.coordinator_epoch = marker.coordinator_epoch
+                completed = self._end_transaction(entry, base_offset, marker)
+            elif header.is_transactional and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = base_offset
+                self.ongoing[entry.producer_id] = base_offset
         self.map_end_offset = base_offset + header.last_offset_delta + 1
+        return completed
+
+    def _end_transaction(
+        self, entry: ProducerEntry, marker_offset: int, marker: EndTxnMarker | None
+    ) -> CompletedTxn | None:
+        first_offset = entry.current_txn_first_offset
+        if first_offset < 0 or marker is None:
+            return None
+        entry.current_txn_first_offset = -1
+        del self.ongoing[entry.producer_id]
+        unstable = self.first_unstable_offset()
+        return CompletedTxn(
+            entry.producer_id,
+            first_offset,
+            marker_offset,
+            marker.control is ControlType.ABORT,
+            marker_offset + 1 if unstable is None else unstable,
+        )
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction; None when none is open."""
+        return min(self.ongoing.values()) if self.ongoing else None
 
     # -- snapshots and loading -----------------------------------------------------------
 
@@ -197,7 +293,14 @@ class ProducerStateManager:
             self.map_end_offset,
             self._generation,
             tuple(
-                (e.producer_id, e.producer_epoch, e.last_timestamp, tuple(e.batches))
+                (
+                    e.producer_id,
+                    e.producer_epoch,
+                    e.last_timestamp,
+                    tuple(e.batches),
+                    e.current_txn_first_offset,
+                    e.coordinator_epoch,
+                )
                 for e in self.producers.values()
             ),
         )
@@ -217,7 +320,7 @@ class ProducerStateManager:
             return False
         payload = json.dumps(
             {
-                "version": 1,
+                "version": 2,
                 "offset": snapshot.offset,
                 "producers": [
                     {
@@ -228,8 +331,17 @@ class ProducerStateManager:
                             [b.first_sequence, b.last_sequence, b.first_offset, b.last_offset]
                             for b in batches
                         ],
+                        "current_txn_first_offset": txn_first_offset,
+                        "coordinator_epoch": coordinator_epoch,
                     }
-                    for producer_id, producer_epoch, last_timestamp, batches in snapshot.producers
+                    for (
+                        producer_id,
+                        producer_epoch,
+                        last_timestamp,
+                        batches,
+                        txn_first_offset,
+                        coordinator_epoch,
+                    ) in snapshot.producers
                 ],
             },
             separators=(",", ":"),
@@ -259,14 +371,20 @@ class ProducerStateManager:
         self,
         log_start_offset: int,
         log_end_offset: int,
-        replay: Callable[[int], Iterable[tuple[int, BatchHeader]]],
-    ) -> None:
+        replay: Callable[[int], Iterable[tuple[int, BatchHeader, EndTxnMarker | None]]],
+        *,
+        max_snapshot_offset: int | None = None,
+        on_completed: Callable[[CompletedTxn], None] | None = None,
+    ) -> int:
         """Rebuild the state at ``log_end_offset``: newest usable snapshot, then a replay.
 
-        ``replay(offset)`` yields ``(base_offset, header)`` of the log's batches from ``offset``.
-        Snapshots above the log end (left by a truncation or a torn tail) are deleted.
+        ``replay(offset)`` yields ``(base_offset, header, marker type)`` of the log's batches
+        from ``offset``. Snapshots above the log end (left by a truncation or a torn tail) are
+        deleted; snapshots above ``max_snapshot_offset`` are not used (kept). Each transaction
+        the replay sees end goes to ``on_completed``. Returns the offset the replay started at.
         """
         self.producers.clear()
+        self.ongoing.clear()
         self.map_end_offset = log_start_offset
         with self._files_lock:
             for offset in reversed(self._snapshot_offsets()):
@@ -274,13 +392,21 @@ class ProducerStateManager:
                 if offset > log_end_offset:
                     path.unlink(missing_ok=True)
                     continue
+                if max_snapshot_offset is not None and offset > max_snapshot_offset:
+                    continue
                 if offset >= log_start_offset and self._read_snapshot(path):
                     break
                 self.producers.clear()
-        for base_offset, header in replay(self.map_end_offset):
+                self.ongoing.clear()
+                self.map_end_offset = log_start_offset
+        replay_start = self.map_end_offset
+        for base_offset, header, marker in replay(replay_start):
             if base_offset + header.last_offset_delta >= self.map_end_offset:
-                self.update(base_offset, header)
+                completed = self.update(base_offset, header, marker)
+                if completed is not None and on_completed is not None:
+                    on_completed(completed)
         self.map_end_offset = log_end_offset
+        return replay_start
 
     def _read_snapshot(self, path: Path) -> bool:
         try:
@@ -291,7 +417,12 @@ class ProducerStateManager:
             for p in data["producers"]:
                 entry = ProducerEntry(p["producer_id"], p["producer_epoch"], p["last_timestamp"])
                 entry.batches.extend(BatchMetadata(*b) for b in p["batches"])
+                # Version 1 snapshots predate transactions: no producer has one open.
+                entry.current_txn_first_offset = p.get("current_txn_first_offset", -1)
+                entry.coordinator_epoch = p.get("coordinator_epoch", -1)
                 self.producers[entry.producer_id] = entry
+                if entry.current_txn_first_offset >= 0:
+                    self.ongoing[entry.producer_id] = entry.current_txn_first_offset
             self.map_end_offset = data["offset"]
             return True
         except (OSError, ValueError, KeyError, TypeError) as e:

@@ -5,6 +5,8 @@ Files are named by the segment's base offset, zero-padded to 20 digits, as in Ka
     00000000000000001234.log        record batches, byte for byte as produced, offsets assigned
     00000000000000001234.index      sparse offset -> position (see ``index``)
     00000000000000001234.timeindex  sparse timestamp -> offset
+    00000000000000001234.txnindex   aborted transactions whose marker is here (``txn_index``),
+                                    only once there is one
 
 Invariants (enforced by ``append`` and restored by ``recover``):
 - the ``.log`` file is a sequence of whole, valid batches whose offsets strictly increase and are
@@ -50,6 +52,7 @@ from odradek.storage.index import (
     OffsetIndex,
     TimeIndex,
 )
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -116,6 +119,9 @@ class LogSegment:
             base_offset,
             max_index_bytes,
             writable=active,
+        )
+        self.txn_index = TransactionIndex(
+            directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix)
         )
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
@@ -189,9 +195,11 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.sync()
 
     def fsync_handles(self) -> list[int]:
-        """Duplicated descriptors of the three files, for a flush outside the log's lock.
+        """Duplicated descriptors of its files, for a flush outside the log's lock (the txn
+        index's only if it was written since the last).
 
         Call with the log's lock held: the indexes' new entries are written to the page cache
         first. The caller fsyncs and closes the descriptors; they stay valid if the segment is
@@ -203,6 +211,9 @@ class LogSegment:
         try:
             for fd in (self.fd, self.offset_index.fileno, self.time_index.fileno):
                 handles.append(os.dup(fd))
+            txn_handle = self.txn_index.handle()
+            if txn_handle is not None:
+                handles.append(txn_handle)
         except OSError:
             close_all(handles)
             raise
@@ -419,6 +430,7 @@ class LogSegment:
         self.size = position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         # Re-derive the running state from the surviving tail.
         self.offset_index.make_writable()
         self.time_index.make_writable()
@@ -437,13 +449,14 @@ class LogSegment:
         return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
 
     def rename_with_suffix(self, suffix: str) -> None:
-        """Rename the three files, e.g. to ``.deleted`` or back to no suffix; handles stay open."""
+        """Rename its files, e.g. to ``.deleted`` or back to no suffix; handles stay open."""
 
         def path(file_suffix: str) -> Path:
             return self.directory / (segment_file_name(self.base_offset, file_suffix) + suffix)
 
         self.offset_index.rename(path(INDEX_SUFFIX))
         self.time_index.rename(path(TIME_INDEX_SUFFIX))
+        self.txn_index.rename(path(TXN_INDEX_SUFFIX))
         os.replace(self.log_path, path(LOG_SUFFIX))
         self.log_path = path(LOG_SUFFIX)
         self.suffix = suffix
@@ -454,23 +467,27 @@ class LogSegment:
         self.log_path = directory / self.log_path.name
         self.offset_index.path = directory / self.offset_index.path.name
         self.time_index.path = directory / self.time_index.path.name
+        self.txn_index.path = directory / self.txn_index.path.name
 
     def close(self) -> None:
         self._append_final_time_entry()
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self.file.close()
 
     def close_handles(self) -> None:
-        """Close the three files, writing and removing nothing (their directory is going)."""
+        """Close its files, writing and removing nothing (their directory is going)."""
         self.offset_index.release()
         self.time_index.release()
+        self.txn_index.close()
         self.file.close()
 
     def delete(self) -> None:
-        """Close and remove the three files."""
+        """Close and remove its files."""
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.file.close()
         self.log_path.unlink(missing_ok=True)
 

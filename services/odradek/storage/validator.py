@@ -7,7 +7,11 @@ leader sent it) against a topic's configuration and returns what the log should 
 - size limits: each batch within ``max.message.bytes``, the set within ``segment.bytes``;
 - producer rules for batches that did not come from replication (at least one record, the count
   agreeing with ``last_offset_delta``, one batch per idempotent request, no control batches from
-  clients);
+  clients, and no transactional batch of a producer from clients: ``INVALID_TXN_STATE`` until
+  the broker has a transaction coordinator to verify that the producer's transaction includes
+  the partition, since a transaction nobody ends would hold the last stable offset forever. A
+  transactional batch without a producer id is no transaction to the log and passes, as in
+  Kafka);
 - the records inside every batch, from every origin, as Kafka's ``DefaultRecord`` reader reads
   them (``walker``): exactly ``records_count`` records, each exactly as long as its length says,
   nothing after the last. Offset deltas are 0..n-1 in a batch from a producer or a coordinator;
@@ -42,7 +46,13 @@ from dataclasses import dataclass
 
 from odradek.config.keys import LONG_MAX
 from odradek.config.topic import TopicConfig
-from odradek.errors import InvalidRecordError, InvalidTimestampError, RecordTooLargeError
+from odradek.errors import (
+    ErrorCode,
+    InvalidRecordError,
+    InvalidTimestampError,
+    OdradekError,
+    RecordTooLargeError,
+)
 from odradek.storage.batch import (
     NO_TIMESTAMP,
     BatchHeader,
@@ -55,7 +65,13 @@ from odradek.storage.compression import MAX_DECOMPRESSED_BYTES, Compression
 from odradek.storage.records import decode_records, reencode_batch
 from odradek.storage.walker import RecordWalker, walk_batch
 
-__all__ = ["AppendOrigin", "ValidatedRecords", "validate_records"]
+__all__ = ["AppendOrigin", "InvalidTxnStateError", "ValidatedRecords", "validate_records"]
+
+
+class InvalidTxnStateError(OdradekError):
+    """A transactional batch the broker cannot place in a verified transaction."""
+
+    error_code = ErrorCode.invalid_txn_state
 
 
 class AppendOrigin:
@@ -163,6 +179,11 @@ def _check_batches(
             )
         if header.is_control and origin == AppendOrigin.CLIENT:
             raise InvalidRecordError("clients may not write control batches")
+        if header.is_transactional and header.has_producer_id and origin == AppendOrigin.CLIENT:
+            raise InvalidTxnStateError(
+                f"transactional batch of producer {header.producer_id}: this broker has no "
+                "transaction coordinator yet"
+            )
 
 
 def _check_record_rules(

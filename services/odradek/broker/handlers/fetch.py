@@ -8,6 +8,7 @@ v4-6 have no session fields and are always sessionless.
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 from odradek.broker.context import RequestContext
@@ -65,6 +66,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topic_type = element_type(response_type, "responses")
     partition_type = element_type(topic_type, "partitions")
     epoch_type = partition_type.__dataclass_fields__.get("diverging_epoch")
+    # ``tuple[AbortedTransaction, ...] | None`` (nullable from v4): the element class
+    aborted_type = partition_type.__dataclass_fields__["aborted_transactions"].type
+    aborted_type = typing.get_args(typing.get_args(aborted_type)[0])[0]
     by_topic: dict[str, list[Any]] = {}
     offsets = {(r.topic, r.partition): r.fetch_offset for r in wanted}
     for result in answer.results:
@@ -87,7 +91,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 high_watermark=result.high_watermark,
                 last_stable_offset=result.last_stable_offset,
                 log_start_offset=result.log_start_offset,
-                aborted_transactions=(),
+                # read_committed (v4+): the aborted transactions overlapping the records sent
+                aborted_transactions=tuple(
+                    build(
+                        aborted_type,
+                        producer_id=txn.producer_id,
+                        first_offset=txn.first_offset,
+                    )
+                    for txn in result.aborted_transactions
+                ),
                 preferred_read_replica=-1,
                 # Never null: Kafka writes an empty record set, and librdkafka 2.0 (Debian's
                 # kcat) rejects a null one as "invalid MessageSetSize -1".
