@@ -17,6 +17,7 @@ from odradek.config.endpoints import Listener
 from odradek.groups.coordinator import GroupCoordinator
 from odradek.observability.metrics import BrokerMetrics
 from odradek.protocol.header import RequestHeader
+from odradek.transactions.coordinator import TransactionCoordinator
 from odradek.zk.client import ZkClient
 
 
@@ -44,6 +45,8 @@ class BrokerContext:
     controller: ControllerLink | None = None
     # Consumer groups and committed offsets (None: tests that run a broker without groups).
     groups: GroupCoordinator | None = None
+    # Transactions (None: tests that run a broker without a transaction coordinator).
+    transactions: TransactionCoordinator | None = None
 
 
 @dataclass(frozen=True, slots=True)
