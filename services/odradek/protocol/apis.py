@@ -80,6 +80,7 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    WRITE_TXN_MARKERS = 27  # sent by transaction coordinators to partition leaders
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
@@ -128,6 +129,9 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.DELETE_RECORDS: (0, 2),
         ApiKey.INIT_PRODUCER_ID: (0, 4),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+        # v1 is what coordinators send (kio has no v0); v2 carries KIP-890 part 2's transaction
+        # version, not implemented.
+        ApiKey.WRITE_TXN_MARKERS: (1, 1),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         # v0 is the same as v1 on the wire, but kio starts at v1; v5 adds KIP-1066's cordoned
