@@ -54,6 +54,7 @@ from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.broker.server import BrokerServer
 from odradek.broker.topic_configs import TopicConfigs
 from odradek.broker.transaction_coordinator import start_transaction_coordinator
+from odradek.broker.txn_markers import TxnMarkerSender
 from odradek.broker.workers import Workers
 from odradek.config.broker import BrokerConfig
 from odradek.config.endpoints import HostPort, Listener
@@ -66,6 +67,7 @@ from odradek.observability.metrics import (
     consumer_lag_metrics,
     new_registry,
     replication_quota_metrics,
+    txn_marker_metrics,
 )
 from odradek.storage.manager import LogManager, ManagerIntervals
 from odradek.zk.client import SessionEvent, ZkClient
@@ -220,13 +222,16 @@ class BrokerApp:
             producer_ids=producer_ids,
             fetch_sessions=FetchSessionCache.of(config),
             groups=start_group_coordinator(config, replica_manager, metadata, self.workers),
+            txn_markers=TxnMarkerSender(
+                metadata, inter_broker_listener, metrics=txn_marker_metrics(self.registry)
+            ),
         )
         context.transactions = start_transaction_coordinator(
             config,
             replica_manager,
             producer_ids,
             self.workers,
-            markers=lambda: getattr(context, "txn_markers", None),
+            markers=lambda: context.txn_markers,
         )
         self.context = context
         self.controller_locator = ControllerLocator(self.zk)
@@ -386,6 +391,8 @@ class BrokerApp:
             await self._consumer_lag
         if self.context is not None and self.context.transactions is not None:
             await self.context.transactions.close()
+        if self.context is not None and self.context.txn_markers is not None:
+            await self.context.txn_markers.close()
         if self.context is not None and self.context.groups is not None:
             await self.context.groups.runtime.close()
         if self.fetchers is not None:

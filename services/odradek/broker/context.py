@@ -12,6 +12,7 @@ from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.topic_configs import TopicConfigs
+from odradek.broker.txn_markers import TxnMarkerSender
 from odradek.config.broker import BrokerConfig
 from odradek.config.endpoints import Listener
 from odradek.groups.coordinator import GroupCoordinator
@@ -47,6 +48,8 @@ class BrokerContext:
     groups: GroupCoordinator | None = None
     # Transactions (None: tests that run a broker without a transaction coordinator).
     transactions: TransactionCoordinator | None = None
+    # The transaction coordinator's WriteTxnMarkers to partition leaders (None: tests without).
+    txn_markers: TxnMarkerSender | None = None
 
 
 @dataclass(frozen=True, slots=True)

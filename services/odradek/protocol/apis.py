@@ -83,6 +83,7 @@ class ApiKey(enum.IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27  # sent by transaction coordinators to partition leaders
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
@@ -142,6 +143,9 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         ApiKey.LIST_TRANSACTIONS: (0, 1),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+        # v1 is what coordinators send (kio has no v0); v2 carries KIP-890 part 2's transaction
+        # version, not implemented.
+        ApiKey.WRITE_TXN_MARKERS: (1, 1),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         # v0 is the same as v1 on the wire, but kio starts at v1; v5 adds KIP-1066's cordoned

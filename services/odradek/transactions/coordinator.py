@@ -9,14 +9,17 @@ records are replicated (``Result.on_written`` without error): a marker is never 
 Prepare* record a failover could lose. When the sender has written a marker to every partition
 it calls back, and ``complete`` is written (CompleteCommit/CompleteAbort).
 
-**One marker in flight per transaction.** A transaction's markers are submitted at most once
-until their callback ran or the partition was resigned (``cancel_owner``): a duplicate COMMIT
-arriving after the producer began its next transaction (same producer id and epoch in
-transaction version 1) would commit that one too. Whatever is in Prepare* and not in flight is
-re-driven from ``pending_completions()`` after a load and every
-``transaction.abort.timed.out.transaction.cleanup.interval.ms``, once what the shard wrote is
-replicated (``runtime.read``): a Prepare record replicated late, a marker callback that failed,
-or a sender that was not there yet.
+**One marker in flight per transaction.** A transaction's markers are submitted once, and
+again only while the sender may still hold them (it ignores a marker it holds): never once its
+callback has begun, until the Complete record is written or the partition resigned
+(``cancel_owner``). A COMMIT written again after completion could land after the producer began
+its next transaction (same producer id and epoch in transaction version 1) and commit that one
+too. Whatever is in Prepare* and not in flight is re-driven from ``pending_completions()``
+after a load and every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, once what
+the shard wrote is replicated (``runtime.read``): a Prepare record replicated late, a callback
+that failed, a sender that was not there yet; and a submission older than
+``RESUBMIT_AFTER_MS`` whose callback never came (a sender that gave up or was full) is
+submitted again.
 
 **Timers** (the runtime's, cancelled on resign): abort the transactions past their timeout
 (``abort_timed_out``, which fences their producers) and re-drive completions every cleanup
@@ -63,6 +66,9 @@ T = TypeVar("T")
 ABORT_TIMER = "abort-timed-out"
 EXPIRE_TIMER = "expire-transactional-ids"
 REDRIVE_TIMER = "complete-pending"
+# A marker submitted this long ago without its callback is submitted again (see above).
+RESUBMIT_AFTER_MS = 60_000
+_COMPLETING = -1  # in flight: the callback has begun, never submit again
 
 
 class MarkerSender(Protocol):
@@ -145,7 +151,8 @@ class TransactionCoordinator:
         self._leader_epochs: dict[int, int] = {}  # partitions elected here: their leader epoch
         self._contexts: dict[int, TransactionShardContext] = {}
         self._timers: dict[int, Any] = {}  # handed from new_context to new_shard
-        self._in_flight: dict[int, set[tuple[str, int, int]]] = {}
+        # Per partition: (transactional id, producer id, epoch) -> when submitted, or _COMPLETING.
+        self._in_flight: dict[int, dict[tuple[str, int, int], int]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._warned_no_sender = False
         # FindCoordinator creates __transaction_state once at a time.
@@ -320,8 +327,12 @@ class TransactionCoordinator:
 
     def _send(self, partition: int, marker: TxnMarker) -> None:
         key = (marker.transactional_id, marker.producer_id, marker.producer_epoch)
-        in_flight = self._in_flight.setdefault(partition, set())
-        if key in in_flight:
+        in_flight = self._in_flight.setdefault(partition, {})
+        now_ms = self.clock_ms()
+        submitted_ms = in_flight.get(key)
+        if submitted_ms is not None and (
+            submitted_ms == _COMPLETING or now_ms - submitted_ms < RESUBMIT_AFTER_MS
+        ):
             return
         sender = self._markers()
         if sender is None:
@@ -329,12 +340,15 @@ class TransactionCoordinator:
                 log.warning("no transaction marker sender: transactions stay in Prepare*")
                 self._warned_no_sender = True
             return
-        in_flight.add(key)
+        in_flight[key] = now_ms
         sender.submit(marker, lambda m: self._complete(partition, m), owner=partition)
 
     async def _complete(self, partition: int, marker: TxnMarker) -> None:
         """Every marker of ``marker`` is written: CompleteCommit/CompleteAbort."""
         key = (marker.transactional_id, marker.producer_id, marker.producer_epoch)
+        in_flight = self._in_flight.get(partition)
+        if in_flight is not None:
+            in_flight[key] = _COMPLETING
         try:
             await self.runtime.write(
                 partition,
@@ -350,9 +364,8 @@ class TransactionCoordinator:
         except Exception as e:
             log.warning("completing %r failed (re-driven later): %s", marker.transactional_id, e)
         finally:
-            in_flight = self._in_flight.get(partition)
-            if in_flight is not None:
-                in_flight.discard(key)
+            if in_flight is not None and self._in_flight.get(partition) is in_flight:
+                in_flight.pop(key, None)
 
     async def _redrive(self, partition: int) -> None:
         """Send the markers of every Prepare* transaction not in flight, once what the shard

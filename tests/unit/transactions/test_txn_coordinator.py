@@ -14,7 +14,7 @@ import pytest
 from odradek.errors import ErrorCode as E
 from odradek.groups.errors import CoordinatorLoadInProgressError, NotCoordinatorError
 from odradek.transactions.config import TransactionCoordinatorConfig
-from odradek.transactions.coordinator import TransactionCoordinator
+from odradek.transactions.coordinator import RESUBMIT_AFTER_MS, TransactionCoordinator
 from odradek.transactions.metadata import TransactionState as S
 from odradek.transactions.result import TxnMarker
 from support.coordinator_memory import MemoryLog, in_loop, loaded
@@ -138,6 +138,33 @@ async def test_no_marker_before_the_prepare_record_replicates_then_the_timer_sen
     assert [(m.producer_id, m.committed) for m in sender.submitted] == [(pid, False)]
     await sender.write_all()
     assert await state(txn, "tx") is S.COMPLETE_ABORT
+    await txn.close()
+
+
+@in_loop
+async def test_a_marker_the_sender_dropped_is_submitted_again_but_never_while_completing():
+    log, sender, clock = MemoryLog(), FakeSender(), Clock()
+    txn = coordinator(
+        log, sender, clock=clock, transaction_abort_timed_out_transaction_cleanup_interval_ms=10
+    )
+    await elected(txn, log)
+    pid, epoch = await begin(txn)
+    await txn.end_transaction("tx", pid, epoch, True)
+    sender.pending.clear()  # the sender gave up without calling back
+    await asyncio.sleep(0.1)
+    assert len(sender.submitted) == 1  # too recent to be submitted again
+    clock.now_ms += RESUBMIT_AFTER_MS
+    for _ in range(50):
+        if len(sender.submitted) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert len(sender.submitted) == 2 and len(sender.pending) == 1
+    # While the callback runs (the shard busy), old as the submission is, nothing is resent.
+    clock.now_ms += RESUBMIT_AFTER_MS
+    await sender.write_all()
+    await asyncio.sleep(0.05)
+    assert len(sender.submitted) == 2
+    assert await state(txn, "tx") is S.COMPLETE_COMMIT
     await txn.close()
 
 
