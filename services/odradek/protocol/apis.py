@@ -80,6 +80,7 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
@@ -120,6 +121,8 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.LIST_GROUPS: (0, 5),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),
+        # v4 only adds TRANSACTION_ABORTABLE (KIP-890 verification, not done); v5 is part 2.
+        ApiKey.TXN_OFFSET_COMMIT: (0, 3),
         ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
         ApiKey.API_VERSIONS: (0, 4),
