@@ -14,13 +14,14 @@ partitions per measurement.
   for every record's acknowledgement, then EndTxn, the markers and CompleteCommit). The two
   alternate, ``--rounds`` (3) rounds each, each round on a fresh topic; median and spread printed,
   and the transactional median as a share of the idempotent one (issue 10's target: 70 % or more).
-- **Latency**: a ``read_committed`` consumer assigned every partition at its end, in its own
-  thread, timestamps each record's arrival; a producer sends ``--latency-transactions`` (300)
+- **Latency**: a ``read_committed`` consumer assigned every partition of a new topic, in its
+  own thread, timestamps each record's arrival; a producer sends ``--latency-transactions`` (300)
   transactions of ``--latency-records`` (10) records of 1 KiB, paced ``--latency-rate`` (50) per
   second, each record carrying its send time (``time.monotonic``, same process). A record is
   readable under ``read_committed`` only once its transaction's marker moved the last stable
   offset past it, so its latency includes the commit. The same traffic without transactions
-  (idempotent, read by the same kind of consumer) is measured next to it. p50 and p99 printed.
+  (idempotent, read by the same kind of consumer) is measured next to it. One batch of warm-up
+  is not counted. p50 and p99 printed.
 
 Usage: ``.venv/bin/python bench/transactions.py [--records 100000] [--rounds 3]
 [--partitions 6] [--per-transaction 1000]`` (``make bench-transactions``). Every process started
@@ -135,76 +136,90 @@ def transactional_throughput(
 
 
 class Arrivals(threading.Thread):
-    """A ``read_committed`` consumer of every partition from its end: each record's latency."""
+    """A ``read_committed`` consumer of every partition of a new topic from offset 0, in its own
+    thread: each record's latency (arrival time minus the send time it carries)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, expected: int):
+    def __init__(self, bootstrap: str, topic: str, partitions: int, isolation: str):
         super().__init__(daemon=True)
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
                 "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-                "isolation.level": "read_committed",
+                "isolation.level": isolation,
                 "enable.auto.commit": False,
                 "fetch.wait.max.ms": 100,
             }
         )
-        self.consumer.assign(
-            [TopicPartition(topic, p, confluent_kafka.OFFSET_END) for p in range(partitions)]
-        )
-        self.expected = expected
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         self.latencies: list[float] = []
-        self.ready = threading.Event()
         self.stop = threading.Event()
 
     def run(self) -> None:
         try:
-            while not self.stop.is_set() and len(self.latencies) < self.expected:
+            while not self.stop.is_set():
                 for message in self.consumer.consume(num_messages=1000, timeout=0.1):
                     if message.error() is None:
                         (sent,) = struct.unpack_from(">d", message.value())
                         self.latencies.append(time.monotonic() - sent)
-                if self.consumer.assignment() and all(
-                    tp.offset >= 0 for tp in self.consumer.position(self.consumer.assignment())
-                ):
-                    self.ready.set()
         finally:
             self.consumer.close()
 
+    def wait_for(self, count: int) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while len(self.latencies) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"read {len(self.latencies)} of {count} records")
+            time.sleep(0.01)
+
 
 def latency(
-    bootstrap: str, partitions: int, transactions: int, per: int, rate: float, *, txn: bool
+    bootstrap: str,
+    partitions: int,
+    transactions: int,
+    per: int,
+    rate: float,
+    *,
+    txn: bool,
+    isolation: str = "read_committed",
 ) -> list[float]:
+    """Latencies of ``transactions`` batches of ``per`` records, after one batch of warm-up
+    (connections and fetch sessions in place, not measured)."""
     topic = create_topic(bootstrap, partitions)
-    arrivals = Arrivals(bootstrap, topic, partitions, transactions * per)
-    arrivals.start()
     config = {**PRODUCER, "bootstrap.servers": bootstrap, "linger.ms": 0}
     if txn:
         config["transactional.id"] = f"bench-latency-{topic}"
     producer = Producer(config)
     if txn:
         producer.init_transactions(STEP_TIMEOUT_S)
-    if not arrivals.ready.wait(WAIT_S):
-        raise TimeoutError("the read_committed consumer never reached the end")
     padding = b"x" * (VALUE_BYTES - 8)
-    started = time.monotonic()
-    for n in range(transactions):
-        while time.monotonic() < started + n / rate:
-            time.sleep(0.001)
+
+    def batch(n: int) -> None:
         if txn:
             producer.begin_transaction()
         for i in range(per):
-            producer.produce(
-                topic, struct.pack(">d", time.monotonic()) + padding, partition=(n + i) % partitions
-            )
+            value = struct.pack(">d", time.monotonic()) + padding
+            producer.produce(topic, value, partition=(n + i) % partitions)
         if txn:
             producer.commit_transaction(STEP_TIMEOUT_S)
         else:
             producer.flush(STEP_TIMEOUT_S)
-    arrivals.join(WAIT_S)
-    arrivals.stop.set()
-    if len(arrivals.latencies) < transactions * per:
-        raise TimeoutError(f"read {len(arrivals.latencies)} of {transactions * per} records")
-    return arrivals.latencies
+
+    arrivals = Arrivals(bootstrap, topic, partitions, isolation)
+    arrivals.start()
+    try:
+        batch(0)
+        arrivals.wait_for(per)
+        measured_from = len(arrivals.latencies)
+        started = time.monotonic()
+        for n in range(transactions):
+            while time.monotonic() < started + n / rate:
+                time.sleep(0.001)
+            batch(n)
+        arrivals.wait_for(measured_from + transactions * per)
+    finally:
+        arrivals.stop.set()
+        arrivals.join(WAIT_S)
+    return arrivals.latencies[measured_from:]
 
 
 def main() -> None:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from odradek.config.broker import BROKER_KEYS
 from odradek.local import cluster
 from odradek.local.cluster import ClusterState
 
@@ -42,9 +41,6 @@ TXN_OVERRIDES = {
 
 @pytest.fixture(scope="package")
 def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterState]:
-    unknown = sorted(set(TXN_OVERRIDES) - set(BROKER_KEYS))
-    if unknown:  # until issue 10's coordinator is merged; removed once it is
-        pytest.skip(f"the broker has no transaction coordinator yet (unknown keys {unknown})")
     data_dir = tmp_path_factory.mktemp("txn-cluster")
     try:
         state, started = cluster.up(

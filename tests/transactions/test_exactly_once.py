@@ -50,7 +50,9 @@ RECORDS = 2000
 WORKERS = 2
 BATCH = 40  # records per transaction at most
 PROCESS_MS = 8  # per record: the work lasts about 10 s without faults, faults land inside
-TRANSACTION_TIMEOUT_MS = 10_000
+# Longer than a coordinator's failover (a dead broker's session, 6 s, then loading): a
+# transaction stalled by it is not aborted as timed out, which would fence its producer.
+TRANSACTION_TIMEOUT_MS = 30_000
 WAIT_S = 120.0
 SUPERVISE_S = 0.2
 

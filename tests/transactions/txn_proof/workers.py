@@ -34,6 +34,7 @@ class Worker:
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
     exits: list[int] = field(default_factory=list)
+    killed: bool = False  # by the test, which restarts it: not the supervisor's to restart
 
     @property
     def alive(self) -> bool:
@@ -101,11 +102,13 @@ class Workers:
     def kill(self, worker: Worker) -> None:
         """A crash: SIGKILL, nothing committed or aborted on the way out."""
         assert worker.process is not None
+        worker.killed = True
         worker.process.send_signal(signal.SIGKILL)
         worker.process.wait(STOP_WAIT_S)
 
     def restart(self, worker: Worker) -> None:
         assert not worker.alive, f"{worker.name} is still running"
+        worker.killed = False
         self._spawn(worker)
 
     def supervise(self) -> list[str]:
@@ -113,7 +116,7 @@ class Workers:
         exit is an AssertionError with the worker's journal and log."""
         happened = []
         for worker in self.workers:
-            if worker.process is None or worker.alive:
+            if worker.process is None or worker.alive or worker.killed:
                 continue
             code = worker.process.returncode
             worker.exits.append(code)
