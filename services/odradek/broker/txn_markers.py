@@ -164,8 +164,16 @@ class _Destination:
             self.wake.clear()
             while self.queue:
                 batch = self._take_batch()
-                if batch:
+                if not batch:
+                    continue
+                try:
                     await self._send(batch)
+                except Exception:  # a bug must not stop this broker's queue for good
+                    log.exception("WriteTxnMarkers to broker %d failed", self.broker_id)
+                    await self._close_connection()
+                    for pending, partitions in batch:
+                        for tp in partitions:
+                            self.sender.retry(pending, tp, ErrorCode.unknown_server_error)
 
     async def _send(self, batch: list[tuple[_Pending, set[TopicPartition]]]) -> None:
         sender = self.sender
