@@ -2,7 +2,8 @@
 markers through WriteTxnMarkers, a read_committed consumer (librdkafka) then sees committed data
 only and stops at an open transaction; followers replicate the markers with their producer
 state, so after kill -9 of the leader the new leader has the same LSO, aborted transactions and
-coordinator epochs, and the sender finds it (after a refused connection to the dead one).
+coordinator epochs, and the sender finds it (after a refused connection to the dead one); the
+killed leader, restarted and elected again, recovers the same view.
 
 Producers' transactional batches are accepted here through a test-only hook
 (``txn_site/sitecustomize.py``), since clients may not write them before the coordinator exists.
@@ -294,6 +295,7 @@ def aborted_on_disk(member: cluster.Member) -> list[tuple[int, int, int]]:
 
 def test_markers_end_transactions_on_every_replica(txn_cluster):
     data_dir, state = txn_cluster
+    from confluent_kafka import ElectionType, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": state.bootstrap_servers})
@@ -304,6 +306,7 @@ def test_markers_end_transactions_on_every_replica(txn_cluster):
         "the topic's leader with 3 replicas in sync",
         WAIT_S,
     )
+    # the first live replica of the assignment: the preferred one, elected again at the end
     to_leader = _address(state, leader)
     wait_until(lambda: _leads(to_leader), f"broker {leader} to lead {TOPIC}-0", WAIT_S)
     committing, aborting, left_open = (producer_id(to_leader) for _ in range(3))
@@ -378,6 +381,31 @@ def test_markers_end_transactions_on_every_replica(txn_cluster):
             f"broker {broker_id}'s .txnindex to hold producer {left_open}'s abort",
             WAIT_S,
         )
+
+    # The killed leader recovers its log (producer state from its snapshot and the log), catches
+    # up as a follower (the last abort comes by replication) and leads again: same view.
+    cluster.restart_broker(data_dir, leader)
+    wait_until(
+        lambda: (s := cluster.partition_state(state, TOPIC, 0)) and len(s.isr) == 3,
+        f"broker {leader} back in the ISR",
+        WAIT_S,
+    )
+    admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, 0)]).result(WAIT_S)
+    wait_until(
+        lambda: (s := cluster.partition_state(state, TOPIC, 0)) and s.leader == leader,
+        f"broker {leader} leading again",
+        WAIT_S,
+    )
+    wait_until(lambda: _leads(to_leader), f"broker {leader} to lead again", WAIT_S)
+    wait_until(lambda: end_offset(to_leader, committed=False) == 9, "the HW back at 9", WAIT_S)
+    assert end_offset(to_leader, committed=True) == 9
+    assert consume(state.bootstrap_servers, "read_committed", 4) == [b"a1", b"a2", b"p1", b"p2"]
+    assert consume(state.bootstrap_servers, "read_uncommitted", 6) == everything
+    assert (left_open, 6, 8) in aborted_on_disk(state.member("broker", leader))
+    assert (
+        write_marker(to_leader, committing, committed=True, coordinator_epoch=COORDINATOR_EPOCH - 1)
+        == ErrorCode.transaction_coordinator_fenced
+    )
 
 
 def _leads(address: HostPort) -> bool:
