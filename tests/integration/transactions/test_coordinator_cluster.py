@@ -2,7 +2,8 @@
 confluent-kafka transactional producer commits (visible to read_committed) and aborts (visible
 only to read_uncommitted); a second producer with the same transactional.id fences the first
 (its commit fails fatally, its records are never committed); kafka-python's admin client lists
-and describes the transactions; bad requests get Kafka's error codes on the wire."""
+and describes the transactions; bad requests get Kafka's error codes on the wire; a transaction
+is committed after kill -9 of its coordinator (the next leader loads it)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -263,7 +265,7 @@ def test_bad_requests_get_kafkas_error_codes(txn_cluster):
         other = next(b for b in (1, 2, 3) if b != coordinator)
         elsewhere = await send(state, other, init(10_000))
         assert elsewhere.error_code == ErrorCode.not_coordinator
-        too_long = await send(state, coordinator, init(120_001))
+        too_long = await send(state, other, init(120_001))  # judged before the coordinator
         assert too_long.error_code == ErrorCode.invalid_transaction_timeout
         first = await send(state, coordinator, init(10_000))
         assert first.error_code == ErrorCode.none and first.producer_epoch == 0
@@ -310,3 +312,34 @@ def test_bad_requests_get_kafkas_error_codes(txn_cluster):
         assert (await send(state, coordinator, nothing)).error_code == ErrorCode.invalid_txn_state
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+def test_a_transaction_survives_kill_9_of_its_coordinator(txn_cluster):
+    """Last in the module: it kills a broker (and starts it again)."""
+    state = txn_cluster
+    bootstrap = state.bootstrap_servers
+    topic = new_topic(bootstrap)
+    transactional_id = f"failover-{uuid.uuid4().hex[:6]}"
+    producer = transactional_producer(bootstrap, transactional_id)
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    produce(producer, topic, [b"before-%d" % i for i in range(6)])
+    coordinator = asyncio.run(coordinator_of(state, transactional_id))
+    assert cluster.kill(state.member("broker", coordinator))
+    try:
+        # The new leader of the id's __transaction_state partition loads the Ongoing
+        # transaction; librdkafka finds it and commits there.
+        producer.commit_transaction(TIMEOUT_S)
+        producer.begin_transaction()
+        produce(producer, topic, [b"after-%d" % i for i in range(4)])
+        producer.commit_transaction(TIMEOUT_S)
+        expected = sorted(
+            [b"before-%d" % i for i in range(6)] + [b"after-%d" % i for i in range(4)]
+        )
+        assert read_all(bootstrap, topic, 2, "read_committed") == expected
+    finally:
+        del producer
+        wait_until(
+            lambda: not state.member("broker", coordinator).is_ours(), "the broker gone", 30
+        )
+        cluster.restart_broker(Path(state.data_dir), coordinator)
