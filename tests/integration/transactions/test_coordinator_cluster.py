@@ -339,7 +339,5 @@ def test_a_transaction_survives_kill_9_of_its_coordinator(txn_cluster):
         assert read_all(bootstrap, topic, 2, "read_committed") == expected
     finally:
         del producer
-        wait_until(
-            lambda: not state.member("broker", coordinator).is_ours(), "the broker gone", 30
-        )
+        wait_until(lambda: not state.member("broker", coordinator).is_ours(), "the broker gone", 30)
         cluster.restart_broker(Path(state.data_dir), coordinator)
