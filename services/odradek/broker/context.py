@@ -18,6 +18,7 @@ from odradek.config.endpoints import Listener
 from odradek.groups.coordinator import GroupCoordinator
 from odradek.observability.metrics import BrokerMetrics
 from odradek.protocol.header import RequestHeader
+from odradek.transactions.coordinator import TransactionCoordinator
 from odradek.zk.client import ZkClient
 
 
@@ -45,6 +46,8 @@ class BrokerContext:
     controller: ControllerLink | None = None
     # Consumer groups and committed offsets (None: tests that run a broker without groups).
     groups: GroupCoordinator | None = None
+    # Transactions (None: tests that run a broker without a transaction coordinator).
+    transactions: TransactionCoordinator | None = None
     # The transaction coordinator's WriteTxnMarkers to partition leaders (None: tests without).
     txn_markers: TxnMarkerSender | None = None
 
