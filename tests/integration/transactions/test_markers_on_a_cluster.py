@@ -5,14 +5,14 @@ state, so after kill -9 of the leader the new leader has the same LSO, aborted t
 coordinator epochs, and the sender finds it (after a refused connection to the dead one); the
 killed leader, restarted and elected again, recovers the same view.
 
-Producers' transactional batches are accepted here through a test-only hook
-(``txn_site/sitecustomize.py``), since clients may not write them before the coordinator exists.
+The transactions are a test's own (no coordinator involved: InitProducerId without a
+transactional id, transactional batches produced as a client's), so the markers are the test's
+to send and every offset is known.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import struct
 import time
 import uuid
@@ -48,7 +48,6 @@ from support.waiting import wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
 TOPIC = "txn"
-SITE = Path(__file__).parent / "txn_site"
 WAIT_S = 30.0
 NOW_MS = 1_700_000_000_000
 COORDINATOR_EPOCH = 1
@@ -56,15 +55,12 @@ COORDINATOR_EPOCH = 1
 
 @pytest.fixture(scope="module")
 def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, ClusterState]]:
-    data_dir = tmp_path_factory.mktemp("txn-cluster")
-    path = os.pathsep.join(filter(None, [str(SITE), os.environ.get("PYTHONPATH")]))
-    with pytest.MonkeyPatch.context() as patch:  # the brokers inherit it; this process not
-        patch.setenv("PYTHONPATH", path)
-        try:
-            state, started = cluster.up(data_dir, brokers=3)
-        except BaseException:
-            cluster.down(data_dir)
-            raise
+    data_dir = tmp_path_factory.mktemp("markers-cluster")
+    try:
+        state, started = cluster.up(data_dir, brokers=3)
+    except BaseException:
+        cluster.down(data_dir)
+        raise
     try:
         assert started, f"a cluster was already running in {data_dir}"
         yield data_dir, state
