@@ -12,8 +12,9 @@ How:
   connection and one sending task; the task drains the queue into one WriteTxnMarkers request
   of at most ``MARKERS_PER_REQUEST_MAX`` markers (never two of one producer id in a request: the
   response names results by producer id), sends it, waits for the answer (the leader answers
-  once the ISR has the markers) and applies it. One request in flight per destination: markers
-  submitted meanwhile wait and go together in the next request.
+  once the ISR has the markers) and applies it. One request in flight per destination, as
+  Kafka's marker channel (its client allows one per connection): markers submitted meanwhile
+  wait and go together in the next request.
 - a partition written (NONE) is done; a partition that no longer exists is done too (it is
   left out, as Kafka removes it from the transaction): the metadata names no such partition when
   it is routed, or its leader answers UNKNOWN_TOPIC_OR_PARTITION and the metadata agrees. So is
