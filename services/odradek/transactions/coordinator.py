@@ -56,7 +56,11 @@ from odradek.transactions.result import (
     TransactionListing,
     TxnMarker,
 )
-from odradek.transactions.shard import TransactionCoordinatorShard, TransactionShardContext
+from odradek.transactions.shard import (
+    TransactionCoordinatorShard,
+    TransactionShardContext,
+    check_init_producer_id,
+)
 
 __all__ = ["MarkerSender", "ProducerIdSource", "TransactionCoordinator"]
 
@@ -176,7 +180,7 @@ class TransactionCoordinator:
         epoch = the leader epoch; a later epoch while loaded is what new markers carry)."""
         self._leader_epochs[partition] = max(leader_epoch, self._leader_epochs.get(partition, 0))
         context = self._contexts.get(partition)
-        if context is not None and self.runtime.is_active(partition):
+        if context is not None:  # loaded or loading: the runtime keeps it, with this epoch
             context.coordinator_epoch = max(context.coordinator_epoch, leader_epoch)
         self.runtime.on_elected(partition, leader_epoch)
 
@@ -236,6 +240,9 @@ class TransactionCoordinator:
     ) -> InitProducerIdAnswer:
         """InitProducerId with a transactional id. A producer id is reserved first (the shard
         may need a new one); raises as ``write``, and the source's errors (ZooKeeper)."""
+        refused = check_init_producer_id(self.config, transactional_id, transaction_timeout_ms)
+        if refused is not ErrorCode.none:
+            return InitProducerIdAnswer(refused)
         partition = self.partition_for(transactional_id)
         if not self.runtime.is_active(partition):
             # NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS before asking ZooKeeper for an id
@@ -292,7 +299,7 @@ class TransactionCoordinator:
         one of them loads (Kafka's answer: a partial list would look complete)."""
         states, pids = tuple(state_filters), tuple(producer_id_filters)
         elected = sorted(self._leader_epochs)
-        if any(not self.runtime.is_active(p) for p in elected):
+        if any(self.runtime.is_loading(p) for p in elected):
             return ErrorCode.coordinator_load_in_progress, [], []
         listings: list[TransactionListing] = []
         unknown: list[str] = []

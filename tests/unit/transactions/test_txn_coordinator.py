@@ -130,7 +130,7 @@ async def test_no_marker_before_the_prepare_record_replicates_then_the_timer_sen
     assert sender.submitted == []  # the Prepare record is not replicated: no marker
     log.replicate = True
     log.high_watermark[0] = len(log.records[0])
-    for _ in range(50):
+    for _ in range(300):
         if sender.submitted:
             break
         await asyncio.sleep(0.01)
@@ -154,7 +154,7 @@ async def test_a_marker_the_sender_dropped_is_submitted_again_but_never_while_co
     await asyncio.sleep(0.1)
     assert len(sender.submitted) == 1  # too recent to be submitted again
     clock.now_ms += RESUBMIT_AFTER_MS
-    for _ in range(50):
+    for _ in range(300):
         if len(sender.submitted) == 2:
             break
         await asyncio.sleep(0.01)
@@ -183,7 +183,7 @@ async def test_resign_cancels_the_senders_work_and_the_next_leader_redrives_it()
 
     successor = coordinator(log, sender)
     await elected(successor, log, epoch=2)
-    for _ in range(50):
+    for _ in range(300):
         if sender.pending:
             break
         await asyncio.sleep(0.01)
@@ -211,7 +211,7 @@ async def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced():
     pid, epoch = answer.producer_id, answer.producer_epoch
     assert await txn.add_partitions("tx", pid, epoch, [("t", 0)]) is E.none
     clock.now_ms += 1001
-    for _ in range(50):
+    for _ in range(300):
         if sender.submitted:
             break
         await asyncio.sleep(0.01)
@@ -259,11 +259,14 @@ async def test_producer_ids_are_awaited_first_reused_when_unused_and_never_repea
 
 
 @in_loop
-async def test_invalid_timeout_and_unowned_or_loading_partitions():
+async def test_bad_requests_first_then_unowned_or_loading_partitions():
     log = MemoryLog()
     txn = coordinator(log, FakeSender(), partitions=2, transaction_max_timeout_ms=1000)
     with pytest.raises(NotCoordinatorError):
         await txn.init_producer_id("tx", 500)
+    # As Kafka: the request itself is judged first, on any broker.
+    assert (await txn.init_producer_id("tx", 1001)).error is E.invalid_transaction_timeout
+    assert (await txn.init_producer_id("", 500)).error is E.invalid_request
     log.leader_epoch[txn.partition_for("tx")] = 1
     txn.on_elected(txn.partition_for("tx"), 1)
     with pytest.raises(CoordinatorLoadInProgressError):
@@ -308,7 +311,7 @@ async def test_expired_transactional_ids_are_tombstoned_by_the_timer():
     await elected(txn, log)
     assert (await txn.init_producer_id("idle", 60_000)).error is E.none
     clock.now_ms += 1000
-    for _ in range(50):
+    for _ in range(300):
         if await txn.read("idle", lambda s: "idle" not in s.transactions):
             break
         await asyncio.sleep(0.01)
