@@ -318,3 +318,32 @@ async def test_expired_transactional_ids_are_tombstoned_by_the_timer():
     assert (await txn.describe("idle")).error is E.transactional_id_not_found
     assert log.records[0][-1].value is None  # the tombstone
     await txn.close()
+
+
+class GatedIds(CountingIds):
+    """A ZooKeeper round trip that takes as long as the test wants."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def next_producer_id(self) -> int:
+        await self.gate.wait()
+        return await super().next_producer_id()
+
+
+@in_loop
+async def test_an_id_reserved_for_a_request_the_shard_never_ran_is_kept():
+    log, ids = MemoryLog(), GatedIds()
+    txn = coordinator(log, FakeSender(), ids=ids)
+    await elected(txn, log)
+    waiting = asyncio.ensure_future(txn.init_producer_id("tx", 60_000))
+    await asyncio.sleep(0.01)
+    txn.on_resigned(0)  # the coordinator moves while ZooKeeper answers
+    ids.gate.set()
+    with pytest.raises(NotCoordinatorError):
+        await waiting
+    await elected(txn, log, epoch=2)
+    answer = await txn.init_producer_id("tx", 60_000)
+    assert (answer.error, answer.producer_id, ids.calls) == (E.none, 5000, 1)
+    await txn.close()
