@@ -261,3 +261,66 @@ def _fetch_or_none(bootstrap: str, group: str, topic: str):
         return offset_fetch(bootstrap, group, topic, stable=True)
     except (TimeoutError, AssertionError, OSError, OdradekError):
         return None
+
+
+def txn_offset_commit(bootstrap: str, group: str, topic: str, offsets: dict[int, tuple], **fields):
+    """TxnOffsetCommit v3 at the group's coordinator, built by hand: partition -> error."""
+    request_type = schemas.request_schema(ApiKey.TXN_OFFSET_COMMIT, 3)
+    topic_type = request_type.__dataclass_fields__["topics"].type.__args__[0]
+    partition_type = topic_type.__dataclass_fields__["partitions"].type.__args__[0]
+    values = {
+        "transactional_id": "by-hand",
+        "group_id": group,
+        "producer_id": 1 << 40,
+        "producer_epoch": 0,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        **fields,
+    }
+    partitions = tuple(
+        partition_type(
+            partition_index=p,
+            committed_offset=offset,
+            committed_leader_epoch=-1,
+            committed_metadata=metadata,
+        )
+        for p, (offset, metadata) in offsets.items()
+    )
+    request = request_type(**values, topics=(topic_type(name=topic, partitions=partitions),))
+    response = call(*coordinator_of(bootstrap, group or "any"), request)
+    return {p.partition_index: p.error_code for t in response.topics for p in t.partitions}
+
+
+def test_bad_requests_on_the_wire_get_kafka_errors_and_a_fenced_epoch_is_refused(txn_cluster):
+    bootstrap = txn_cluster.bootstrap_servers
+    topic, group = f"in-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    create_topics(bootstrap, topic)
+    ok = {0: (1, ""), 1: (1, "")}
+    assert txn_offset_commit(bootstrap, "", topic, ok) == dict.fromkeys(
+        (0, 1), ErrorCode.invalid_group_id
+    )
+    assert txn_offset_commit(bootstrap, group, topic, ok, generation_id=3) == dict.fromkeys(
+        (0, 1), ErrorCode.illegal_generation
+    )
+    assert txn_offset_commit(
+        bootstrap, group, topic, {0: (1, "x" * 5000), 7: (1, ""), 1: (1, "")}
+    ) == {
+        0: ErrorCode.offset_metadata_too_large,
+        7: ErrorCode.unknown_topic_or_partition,
+        1: ErrorCode.none,
+    }
+    # This producer's transaction is never ended (nobody added the partition to it): its offset
+    # stays pending, and the group's offset of partition 1 unstable.
+    assert offset_fetch(bootstrap, group, topic, stable=True)[1] == (
+        -1,
+        ErrorCode.unstable_offset_commit,
+    )
+    pid = 1 << 40
+    assert txn_offset_commit(bootstrap, group, topic, ok, producer_id=pid, producer_epoch=5) == {
+        0: ErrorCode.none,
+        1: ErrorCode.none,
+    }
+    assert txn_offset_commit(
+        bootstrap, group, topic, ok, producer_id=pid, producer_epoch=4
+    ) == dict.fromkeys((0, 1), ErrorCode.invalid_producer_epoch)
