@@ -40,9 +40,9 @@ OVERRIDES = {
 
 @pytest.fixture(scope="module")
 def txn_cluster(tmp_path_factory, local_cluster):
-    with local_cluster(
-        tmp_path_factory.mktemp("txn-offsets"), brokers=3, broker_overrides=OVERRIDES
-    ) as state:
+    data_dir = tmp_path_factory.mktemp("txn-offsets")
+    with local_cluster(data_dir, brokers=3, broker_overrides=OVERRIDES) as state:
+        state.data_dir = data_dir  # for a broker's restart
         yield state
 
 
@@ -208,61 +208,6 @@ def test_committed_with_the_transaction_dropped_with_its_abort_unstable_while_op
         producer.flush(5)
 
 
-def test_pending_offsets_survive_a_failover_of_the_group_coordinator(txn_cluster):
-    bootstrap = txn_cluster.bootstrap_servers
-    topic, group = f"in-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
-    create_topics(bootstrap, topic, f"{topic}-out")
-    consumer = member(bootstrap, group, topic)
-    producer = transactional_producer(bootstrap)
-    try:
-        send_offsets(producer, consumer, topic, 3)
-        producer.commit_transaction(WAIT_S)
-        send_offsets(producer, consumer, topic, 20)  # pending on the coordinator
-
-        offsets_partition = partition_for(group, OFFSETS_PARTITIONS)
-        before = wait_until(
-            lambda: (s := offsets_state(txn_cluster, offsets_partition)) and len(s.isr) == 3 and s,
-            "__consumer_offsets in sync",
-            WAIT_S,
-        )
-        victim = txn_cluster.member("broker", before.leader)
-        assert cluster.kill(victim)
-        wait_until(lambda: not pid_alive(victim.pid), "the coordinator gone", WAIT_S)
-        wait_until(
-            lambda: (
-                (s := offsets_state(txn_cluster, offsets_partition))
-                and s.leader not in (-1, before.leader)
-            ),
-            "a new group coordinator",
-            WAIT_S,
-        )
-        alive = ",".join(
-            m.address for m in txn_cluster.members if m.role == "broker" and m is not victim
-        )
-        unstable = (-1, ErrorCode.unstable_offset_commit)
-        assert wait_until(
-            lambda: _fetch_or_none(alive, group, topic) == dict.fromkeys(PARTITIONS, unstable),
-            "the new coordinator to have the offsets pending",
-            WAIT_S,
-        )
-        producer.commit_transaction(WAIT_S)
-        assert committed(consumer, topic) == everything(20)
-    finally:
-        consumer.close()
-        producer.flush(5)
-
-
-def offsets_state(state, partition: int):
-    return cluster.partition_state(state, "__consumer_offsets", partition)
-
-
-def _fetch_or_none(bootstrap: str, group: str, topic: str):
-    try:
-        return offset_fetch(bootstrap, group, topic, stable=True)
-    except (TimeoutError, AssertionError, OSError, OdradekError):
-        return None
-
-
 def txn_offset_commit(bootstrap: str, group: str, topic: str, offsets: dict[int, tuple], **fields):
     """TxnOffsetCommit v3 at the group's coordinator, built by hand: partition -> error."""
     request_type = schemas.request_schema(ApiKey.TXN_OFFSET_COMMIT, 3)
@@ -324,3 +269,61 @@ def test_bad_requests_on_the_wire_get_kafka_errors_and_a_fenced_epoch_is_refused
     assert txn_offset_commit(
         bootstrap, group, topic, ok, producer_id=pid, producer_epoch=4
     ) == dict.fromkeys((0, 1), ErrorCode.invalid_producer_epoch)
+
+
+def test_pending_offsets_survive_a_failover_of_the_group_coordinator(txn_cluster):
+    bootstrap = txn_cluster.bootstrap_servers
+    topic, group = f"in-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    create_topics(bootstrap, topic, f"{topic}-out")
+    consumer = member(bootstrap, group, topic)
+    producer = transactional_producer(bootstrap)
+    victim = None
+    try:
+        send_offsets(producer, consumer, topic, 3)
+        producer.commit_transaction(WAIT_S)
+        send_offsets(producer, consumer, topic, 20)  # pending on the coordinator
+
+        offsets_partition = partition_for(group, OFFSETS_PARTITIONS)
+        before = wait_until(
+            lambda: (s := offsets_state(txn_cluster, offsets_partition)) and len(s.isr) == 3 and s,
+            "__consumer_offsets in sync",
+            WAIT_S,
+        )
+        victim = txn_cluster.member("broker", before.leader)
+        assert cluster.kill(victim)
+        wait_until(lambda: not pid_alive(victim.pid), "the coordinator gone", WAIT_S)
+        wait_until(
+            lambda: (
+                (s := offsets_state(txn_cluster, offsets_partition))
+                and s.leader not in (-1, before.leader)
+            ),
+            "a new group coordinator",
+            WAIT_S,
+        )
+        alive = ",".join(
+            m.address for m in txn_cluster.members if m.role == "broker" and m is not victim
+        )
+        unstable = (-1, ErrorCode.unstable_offset_commit)
+        assert wait_until(
+            lambda: _fetch_or_none(alive, group, topic) == dict.fromkeys(PARTITIONS, unstable),
+            "the new coordinator to have the offsets pending",
+            WAIT_S,
+        )
+        producer.commit_transaction(WAIT_S)
+        assert committed(consumer, topic) == everything(20)
+    finally:
+        consumer.close()
+        producer.flush(5)
+        if victim is not None and not pid_alive(victim.pid):
+            cluster.restart_broker(txn_cluster.data_dir, victim.id)
+
+
+def offsets_state(state, partition: int):
+    return cluster.partition_state(state, "__consumer_offsets", partition)
+
+
+def _fetch_or_none(bootstrap: str, group: str, topic: str):
+    try:
+        return offset_fetch(bootstrap, group, topic, stable=True)
+    except (TimeoutError, AssertionError, OSError, OdradekError):
+        return None
