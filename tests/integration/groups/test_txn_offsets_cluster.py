@@ -115,12 +115,13 @@ def create_topics(bootstrap: str, *topics: str) -> None:
     wait_until(led, f"leaders for {topics}", WAIT_S, poll_s=0.2)
 
 
-def member(bootstrap: str, group: str, topic: str) -> Consumer:
-    """A consumer of the group with every partition of ``topic`` assigned to it."""
+def member(bootstrap: str, group: str, topic: str, protocol: str = "classic") -> Consumer:
+    """A consumer of the group (``group.protocol``) with every partition of ``topic``."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": group,
+            "group.protocol": protocol,
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
@@ -203,6 +204,26 @@ def test_committed_with_the_transaction_dropped_with_its_abort_unstable_while_op
         assert offset_fetch(bootstrap, group, topic, stable=True) == dict.fromkeys(
             PARTITIONS, (12, ErrorCode.none)
         )
+    finally:
+        consumer.close()
+        producer.flush(5)
+
+
+def test_a_kip_848_members_offsets_commit_with_the_transaction(txn_cluster):
+    """librdkafka's ``group.protocol=consumer``: the group metadata names a KIP-848 member and
+    its epoch, which the consumer group validates."""
+    bootstrap = txn_cluster.bootstrap_servers
+    topic, group = f"in-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    create_topics(bootstrap, topic, f"{topic}-out")
+    consumer = member(bootstrap, group, topic, "consumer")
+    producer = transactional_producer(bootstrap)
+    try:
+        send_offsets(producer, consumer, topic, 4)
+        producer.commit_transaction(WAIT_S)
+        assert committed(consumer, topic) == everything(4)
+        send_offsets(producer, consumer, topic, 8)
+        producer.abort_transaction(WAIT_S)
+        assert committed(consumer, topic) == everything(4)
     finally:
         consumer.close()
         producer.flush(5)
