@@ -240,7 +240,7 @@ async def test_a_marker_handed_over_while_the_shard_loads_is_applied_after_the_l
 
 
 @in_loop
-async def test_a_shard_that_never_loads_in_time_is_load_in_progress():
+async def test_a_shard_still_loading_is_load_in_progress_and_one_resigned_has_nothing():
     log = MemoryLog()
     log.leader_epoch[P] = 1
     runtime = new_runtime(log)
@@ -255,6 +255,11 @@ async def test_a_shard_that_never_loads_in_time_is_load_in_progress():
     runtime.on_elected(P, 1)
     with pytest.raises(CoordinatorLoadInProgressError):
         await runtime.complete_transaction(P, 7, True, timeout_ms=20)
+    waiting = asyncio.ensure_future(runtime.complete_transaction(P, 7, True, timeout_ms=5000))
+    await asyncio.sleep(0.01)
+    runtime.on_resigned(P)  # resigned while loading: nothing to apply here
+    assert await waiting is False
+    runtime.on_elected(P, 2)
     gate.set()
     await loaded(runtime, P)
     await runtime.close()
