@@ -56,7 +56,11 @@ from odradek.transactions.result import (
     TransactionListing,
     TxnMarker,
 )
-from odradek.transactions.shard import TransactionCoordinatorShard, TransactionShardContext
+from odradek.transactions.shard import (
+    TransactionCoordinatorShard,
+    TransactionShardContext,
+    check_init_producer_id,
+)
 
 __all__ = ["MarkerSender", "ProducerIdSource", "TransactionCoordinator"]
 
@@ -236,6 +240,9 @@ class TransactionCoordinator:
     ) -> InitProducerIdAnswer:
         """InitProducerId with a transactional id. A producer id is reserved first (the shard
         may need a new one); raises as ``write``, and the source's errors (ZooKeeper)."""
+        refused = check_init_producer_id(self.config, transactional_id, transaction_timeout_ms)
+        if refused is not ErrorCode.none:
+            return InitProducerIdAnswer(refused)
         partition = self.partition_for(transactional_id)
         if not self.runtime.is_active(partition):
             # NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS before asking ZooKeeper for an id

@@ -76,7 +76,7 @@ from odradek.transactions.result import (
     TxnMarker,
 )
 
-__all__ = ["TransactionShardContext", "TransactionCoordinatorShard"]
+__all__ = ["TransactionShardContext", "TransactionCoordinatorShard", "check_init_producer_id"]
 
 S = TransactionState
 T = TypeVar("T")
@@ -147,11 +147,11 @@ class TransactionCoordinatorShard:
 
         ``expected_*`` (KIP-360, InitProducerId v3+): the id and epoch the producer holds, -1
         when it holds none."""
-        if not transactional_id:
-            return Outcome(InitProducerIdAnswer(ErrorCode.invalid_request))
-        max_timeout = self.context.config.transaction_max_timeout_ms
-        if not 0 < transaction_timeout_ms <= max_timeout:
-            return Outcome(InitProducerIdAnswer(ErrorCode.invalid_transaction_timeout))
+        refused = check_init_producer_id(
+            self.context.config, transactional_id, transaction_timeout_ms
+        )
+        if refused is not ErrorCode.none:
+            return Outcome(InitProducerIdAnswer(refused))
         now = self.context.clock_ms()
         current = self.transactions.get(transactional_id)
         if current is None:
@@ -435,6 +435,19 @@ class TransactionCoordinatorShard:
             coordinator_epoch=self.context.coordinator_epoch,
             partitions=tuple(sorted(metadata.partitions)),
         )
+
+
+def check_init_producer_id(
+    config: TransactionCoordinatorConfig, transactional_id: str, transaction_timeout_ms: int
+) -> ErrorCode:
+    """What Kafka answers an InitProducerId before looking for its transaction (on any broker,
+    coordinator or not): INVALID_REQUEST for an empty id, INVALID_TRANSACTION_TIMEOUT outside
+    ``(0, transaction.max.timeout.ms]``; NONE otherwise."""
+    if not transactional_id:
+        return ErrorCode.invalid_request
+    if not 0 < transaction_timeout_ms <= config.transaction_max_timeout_ms:
+        return ErrorCode.invalid_transaction_timeout
+    return ErrorCode.none
 
 
 def _is_valid_producer_id(current: TransactionMetadata, producer_id: int, epoch: int) -> bool:

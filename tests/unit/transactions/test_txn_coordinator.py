@@ -259,11 +259,14 @@ async def test_producer_ids_are_awaited_first_reused_when_unused_and_never_repea
 
 
 @in_loop
-async def test_invalid_timeout_and_unowned_or_loading_partitions():
+async def test_bad_requests_first_then_unowned_or_loading_partitions():
     log = MemoryLog()
     txn = coordinator(log, FakeSender(), partitions=2, transaction_max_timeout_ms=1000)
     with pytest.raises(NotCoordinatorError):
         await txn.init_producer_id("tx", 500)
+    # As Kafka: the request itself is judged first, on any broker.
+    assert (await txn.init_producer_id("tx", 1001)).error is E.invalid_transaction_timeout
+    assert (await txn.init_producer_id("", 500)).error is E.invalid_request
     log.leader_epoch[txn.partition_for("tx")] = 1
     txn.on_elected(txn.partition_for("tx"), 1)
     with pytest.raises(CoordinatorLoadInProgressError):
