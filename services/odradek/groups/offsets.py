@@ -35,9 +35,8 @@ Transactional offsets (Kafka's pending transactional offsets, KIP-98):
   group's stale epoch is ILLEGAL_GENERATION. Its records are written in a transactional batch
   of the producer (``Result.producer``).
 - Replay (``replay_at``): an offset commit of a producer (a transactional batch) goes to that
-  producer's *pending* offsets, not to the committed ones; ``_open`` indexes which producers
-  have a pending offset for each (group, partition). A tombstone removes the committed offset
-  and every producer's pending one of that partition.
+  producer's *pending* offsets (``pending_offsets``), not to the committed ones. A tombstone
+  removes the committed offset and every producer's pending one of that partition.
 - ``replay_end_transaction_marker``: COMMIT moves the producer's pending offsets to the
   committed ones, each only if its record is later in the log than the committed one's
   (``record_offset``: a plain commit written after the transactional one, before the marker,
@@ -61,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.errors import ErrorCode
 from odradek.groups.errors import GroupError
 from odradek.groups.group import Group, GroupType
+from odradek.groups.pending_offsets import PendingOffsets
 from odradek.groups.records.base import CoordinatorRecord
 from odradek.groups.records.offsets import (
     LegacyOffsetCommitKey,
@@ -125,10 +125,7 @@ class OffsetMetadataManager:
         self.context = context
         self._groups = groups
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        # Pending transactional offsets: producer id -> group -> partition -> offset.
-        self._pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
-        # The producers with a pending offset, per group and partition (never empty sets).
-        self._open: dict[str, dict[TopicPartition, set[int]]] = {}
+        self._pending: PendingOffsets[OffsetAndMetadata] = PendingOffsets()
         # Groups seen empty by the expiry check, and when (not replayed: after a reload the
         # clock starts again, so offsets expire late, never early).
         self._empty_since: dict[str, int] = {}
@@ -144,11 +141,7 @@ class OffsetMetadataManager:
         tp = (key.topic, key.partition)
         if record.value is None:
             _remove(self._offsets, group_id, tp)
-            for open_producer in self._open.get(group_id, {}).get(tp, ()):
-                pending = self._pending.get(open_producer)
-                if pending is not None:
-                    _remove(pending, group_id, tp)
-            _remove(self._open, group_id, tp)
+            self._pending.drop_partition(group_id, tp)
             return
         value = record.value
         offset_and_metadata = OffsetAndMetadata(
@@ -162,25 +155,15 @@ class OffsetMetadataManager:
         if producer_id == NO_PRODUCER_ID:
             self._offsets.setdefault(group_id, {})[tp] = offset_and_metadata
             return
-        self._pending.setdefault(producer_id, {}).setdefault(group_id, {})[tp] = offset_and_metadata
-        self._open.setdefault(group_id, {}).setdefault(tp, set()).add(producer_id)
+        self._pending.add(producer_id, group_id, tp, offset_and_metadata)
 
     def replay_end_transaction_marker(self, producer_id: int, committed: bool) -> None:
-        pending = self._pending.pop(producer_id, None)
-        if pending is None:
-            return
-        for group_id, offsets in pending.items():
-            for tp, offset in offsets.items():
-                producers = self._open.get(group_id, {}).get(tp)
-                if producers is not None:
-                    producers.discard(producer_id)
-                    if not producers:
-                        _remove(self._open, group_id, tp)
-                if not committed:
-                    continue
-                existing = self._offsets.get(group_id, {}).get(tp)
-                if existing is None or offset.record_offset > existing.record_offset:
-                    self._offsets.setdefault(group_id, {})[tp] = offset
+        for group_id, tp, offset in self._pending.end(producer_id):
+            if not committed:
+                continue
+            existing = self._offsets.get(group_id, {}).get(tp)
+            if existing is None or offset.record_offset > existing.record_offset:
+                self._offsets.setdefault(group_id, {})[tp] = offset
 
     def on_loaded(self) -> None:
         self._schedule_expiry()
@@ -195,23 +178,20 @@ class OffsetMetadataManager:
 
     def pending(self, producer_id: int) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
         """The producer's pending transactional offsets, by group."""
-        return {g: dict(o) for g, o in self._pending.get(producer_id, {}).items()}
+        return self._pending.of_producer(producer_id)
 
     def has_pending(self, group_id: str, tp: TopicPartition | None = None) -> bool:
         """Whether a transaction has a pending offset of the group (for ``tp``, if given)."""
-        open_partitions = self._open.get(group_id)
-        if open_partitions is None:
-            return False
-        return tp is None or tp in open_partitions
+        return self._pending.has(group_id, tp)
 
     def group_ids(self) -> set[str]:
         """Groups with committed or pending offsets (Kafka creates a simple group for both)."""
-        return set(self._offsets) | set(self._open)
+        return set(self._offsets) | self._pending.group_ids()
 
     def delete_group_offsets(self, group_id: str) -> list[CoordinatorRecord]:
         """Tombstones of the group's committed offsets and of its pending ones (Kafka's
         ``deleteAllOffsets``: a tombstone drops every producer's pending offset there)."""
-        partitions = set(self._offsets.get(group_id, {})) | set(self._open.get(group_id, {}))
+        partitions = set(self._offsets.get(group_id, {})) | set(self._pending.partitions(group_id))
         return [_tombstone(group_id, topic, partition) for topic, partition in sorted(partitions)]
 
     # -- OffsetCommit -----------------------------------------------------------------------
@@ -313,7 +293,7 @@ class OffsetMetadataManager:
         if group is not None and (member_id is not None or member_epoch >= 0):
             group.validate_offset_fetch(member_id, member_epoch)
         offsets = self._offsets.get(group_id, {})
-        open_partitions = self._open.get(group_id, {}) if require_stable else {}
+        open_partitions = self._pending.partitions(group_id) if require_stable else {}
 
         def fetched(tp: TopicPartition) -> FetchedPartition:
             if tp in open_partitions:
@@ -333,7 +313,7 @@ class OffsetMetadataManager:
         self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
     ) -> Result[dict[TopicPartition, ErrorCode]]:
         group = self._groups.get(group_id)
-        if group is None and group_id not in self._offsets and group_id not in self._open:
+        if group is None and group_id not in self._offsets and not self.has_pending(group_id):
             raise GroupError(ErrorCode.group_id_not_found, f"no group {group_id}")
         if group is not None and not group.is_empty() and group.protocol_type() != "consumer":
             raise GroupError(ErrorCode.non_empty_group, f"group {group_id} has members")

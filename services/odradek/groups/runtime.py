@@ -434,6 +434,10 @@ class CoordinatorRuntime:
                 await asyncio.wait_for(asyncio.shield(slot.load_task), timeout / 1000)
             except TimeoutError as e:
                 raise CoordinatorLoadInProgressError(f"{self.topic}-{partition} is loading") from e
+            except asyncio.CancelledError:
+                if not slot.load_task.cancelled():
+                    raise  # this call is cancelled, not the load
+                return False  # resigned while loading: the next leader reads the marker
         if self._slots.get(partition) is not slot or slot.state is not _State.ACTIVE:
             return False
         async with slot.lock:

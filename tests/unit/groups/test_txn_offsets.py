@@ -16,6 +16,7 @@ from odradek.groups.classic.member import ClassicMember
 from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.errors import CoordinatorLoadInProgressError, GroupError
 from odradek.groups.offsets import EXPIRY_TIMER, PartitionCommit
+from odradek.groups.pending_offsets import PendingOffsets
 from odradek.groups.result import Result, TxnProducer
 from odradek.groups.runtime import CoordinatorRuntime, LoggedMarker, LoggedRecord
 from odradek.groups.shard import GroupCoordinatorShard, ShardContext
@@ -239,7 +240,7 @@ async def test_a_marker_handed_over_while_the_shard_loads_is_applied_after_the_l
 
 
 @in_loop
-async def test_a_shard_that_never_loads_in_time_is_load_in_progress():
+async def test_a_shard_still_loading_is_load_in_progress_and_one_resigned_has_nothing():
     log = MemoryLog()
     log.leader_epoch[P] = 1
     runtime = new_runtime(log)
@@ -254,6 +255,11 @@ async def test_a_shard_that_never_loads_in_time_is_load_in_progress():
     runtime.on_elected(P, 1)
     with pytest.raises(CoordinatorLoadInProgressError):
         await runtime.complete_transaction(P, 7, True, timeout_ms=20)
+    waiting = asyncio.ensure_future(runtime.complete_transaction(P, 7, True, timeout_ms=5000))
+    await asyncio.sleep(0.01)
+    runtime.on_resigned(P)  # resigned while loading: nothing to apply here
+    assert await waiting is False
+    runtime.on_elected(P, 2)
     gate.set()
     await loaded(runtime, P)
     await runtime.close()
@@ -454,3 +460,19 @@ async def test_a_shard_without_transactions_refuses_a_log_with_markers():
     assert P not in runtime._slots  # the load failed: served as NOT_COORDINATOR
     assert not isinstance(log.records[P][0], LoggedRecord)
     await runtime.close()
+
+
+def test_pending_offsets_keep_no_empty_entries():
+    pending: PendingOffsets[int] = PendingOffsets()
+    pending.add(7, "a", ("t", 0), 1)
+    pending.add(7, "a", ("t", 1), 2)
+    pending.add(8, "a", ("t", 0), 3)
+    pending.add(8, "b", ("t", 0), 4)
+    assert pending.partitions("a") == {("t", 0): {7, 8}, ("t", 1): {7}}
+    pending.drop_partition("a", ("t", 0))
+    assert pending.of_producer(7) == {"a": {("t", 1): 2}}
+    assert pending.of_producer(8) == {"b": {("t", 0): 4}}
+    assert sorted(pending.end(7)) == [("a", ("t", 1), 2)]
+    assert pending.group_ids() == {"b"} and not pending.has("a")
+    assert pending.end(8) == [("b", ("t", 0), 4)] and pending.end(8) == []
+    assert pending.group_ids() == set() and pending._by_producer == {} and pending._open == {}
