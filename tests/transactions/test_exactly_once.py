@@ -177,10 +177,17 @@ def test_every_record_transformed_exactly_once_through_kill_9(
         for fault in faults:
             s.pause(0.5, 2.5)
             fault(s)
-        s.wait(
-            lambda: committed(bootstrap, group, source, PARTITIONS) == ends,
-            "the group's offsets committed to the input's end",
-        )
+        last: dict[int, int] = {}
+
+        def consumed_to_the_end() -> bool:
+            last.clear()
+            last.update(committed(bootstrap, group, source, PARTITIONS))
+            return last == ends
+
+        try:
+            s.wait(consumed_to_the_end, "the group's offsets committed to the input's end")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: committed {last}, the input's end {ends}") from None
         s.event("input consumed and committed to its end")
         workers.stop_all()
     except BaseException:

@@ -14,7 +14,9 @@ The journal (``--out``, JSON lines, each flushed before the next step, so a ``ki
 nothing written): ``started``, ``committed`` (``offsets``: partition -> next offset, ``n``),
 ``aborted`` (``error``), ``retry``, ``fatal``, ``rewound``, ``closed``.
 
-SIGTERM ends the loop after the current transaction; ``--duration-s`` bounds the run. Every wait
+A confluent worker idle for 5 s writes ``idle`` (its positions). ``ODRADEK_TXN_DEBUG`` sets
+librdkafka's ``debug`` contexts (e.g. ``cgrp,eos``) on its log. SIGTERM ends the loop after the
+current transaction; ``--duration-s`` bounds the run. Every wait
 is bounded.
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 import time
@@ -35,6 +38,7 @@ RETRIES = 10
 RETRY_PAUSE_S = 0.5
 EXIT_FATAL = 3
 EXIT_REWIND_FAILED = 4
+IDLE_REPORT_S = 5.0
 
 
 def transform(value: bytes, partition: int, offset: int) -> bytes:
@@ -80,8 +84,12 @@ def next_offsets(records: list[tuple[int, int]]) -> dict[int, int]:
 def run_confluent(args: argparse.Namespace, journal: Journal, stop: Stop) -> int:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
+    debug = (
+        {"debug": os.environ["ODRADEK_TXN_DEBUG"]} if os.environ.get("ODRADEK_TXN_DEBUG") else {}
+    )
     consumer = Consumer(
         {
+            **debug,
             "bootstrap.servers": args.bootstrap,
             "group.id": args.group,
             "isolation.level": "read_committed",
@@ -94,6 +102,7 @@ def run_confluent(args: argparse.Namespace, journal: Journal, stop: Stop) -> int
     )
     producer = Producer(
         {
+            **debug,
             "bootstrap.servers": args.bootstrap,
             "transactional.id": args.transactional_id,
             "transaction.timeout.ms": args.transaction_timeout_ms,
@@ -134,11 +143,19 @@ def run_confluent(args: argparse.Namespace, journal: Journal, stop: Stop) -> int
         return EXIT_FATAL
     consumer.subscribe([args.input])
     journal.write("started", transactional_id=args.transactional_id)
+    idle_since = time.monotonic()
     while not stop.now():
         batch = consumer.consume(num_messages=args.batch, timeout=POLL_S)
         records = [m for m in batch if m.error() is None]
         if not records:
+            if time.monotonic() - idle_since > IDLE_REPORT_S:  # what it holds, where it is
+                idle_since = time.monotonic()
+                held = consumer.assignment()
+                positions = {tp.partition: tp.offset for tp in consumer.position(held)}
+                errors = [str(m.error()) for m in batch if m.error() is not None]
+                journal.write("idle", positions=positions, errors=errors[:3])
             continue
+        idle_since = time.monotonic()
         offsets = next_offsets([(m.partition(), m.offset()) for m in records])
         try:
             producer.begin_transaction()
