@@ -12,7 +12,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.client.connection import BrokerConnection
@@ -24,6 +31,15 @@ ADMIN_TIMEOUT_S = 15.0
 FLUSH_TIMEOUT_S = 60.0
 READ_TIMEOUT_S = 60.0
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
+
+# Not flagged retriable by librdkafka's committed(), yet only a coordinator moving or loading.
+RETRIABLE_LOOKUPS = {
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+}
 
 Record = tuple[int, int, bytes]  # partition, offset, value
 
@@ -162,7 +178,8 @@ def end_offsets(inputs: dict[tuple[int, int], bytes]) -> dict[int, int]:
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     """The group's committed offsets (OffsetFetch with require_stable: a pending transactional
-    offset is waited for, not read)."""
+    offset is waited for, not read); none while the group's coordinator moves (a retriable
+    error such as COORDINATOR_NOT_AVAILABLE: the caller asks again)."""
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed"}
     )
@@ -170,6 +187,10 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
         found = consumer.committed(
             [TopicPartition(topic, p) for p in range(partitions)], timeout=ADMIN_TIMEOUT_S
         )
+    except KafkaException as e:
+        if e.args[0].retriable() or e.args[0].code() in RETRIABLE_LOOKUPS:
+            return {}
+        raise
     finally:
         consumer.close()
     return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
