@@ -191,6 +191,7 @@ def test_every_record_transformed_exactly_once_through_kill_9(
         s.event("input consumed and committed to its end")
         workers.stop_all()
     except BaseException:
+        workers.dump_stacks()
         print(workers.tails(), flush=True)
         raise
     finally:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import json
 import os
 import signal
@@ -364,6 +365,7 @@ def main() -> int:
     parser.add_argument("--transaction-timeout-ms", type=int, default=10_000)
     parser.add_argument("--duration-s", type=float, default=150.0)
     args = parser.parse_args()
+    faulthandler.register(signal.SIGUSR1)  # ``Workers.dump_stacks``: where a stuck worker is
     journal = Journal(args.out)
     stop = Stop(args.duration_s)
     code = RUNNERS[args.library](args, journal, stop)

@@ -15,12 +15,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 STOP_WAIT_S = 45.0
+STACK_WAIT_S = 1.0
 EXIT_FATAL = 3
 
 
@@ -51,7 +53,7 @@ class Worker:
                 break  # the last line of a killed worker may be cut
         return events
 
-    def tail(self, lines: int = 15) -> str:
+    def tail(self, lines: int = 40) -> str:
         journal = [json.dumps(e) for e in self.events()[-lines:]]
         log = (
             self.log.read_text(errors="replace").splitlines()[-lines:] if self.log.exists() else []
@@ -126,6 +128,14 @@ class Workers:
             happened.append(f"{worker.name} exited with {code}: restarted")
         return happened
 
+    def dump_stacks(self) -> None:
+        """SIGUSR1: each live worker writes its threads' Python stacks to its log."""
+        for worker in self.workers:
+            if worker.alive:
+                assert worker.process is not None
+                worker.process.send_signal(signal.SIGUSR1)
+        time.sleep(STACK_WAIT_S)
+
     def stop_all(self) -> None:
         """SIGTERM: each worker ends its current transaction and closes."""
         for worker in self.workers:
@@ -138,6 +148,7 @@ class Workers:
             try:
                 worker.process.wait(STOP_WAIT_S)
             except subprocess.TimeoutExpired:
+                self.dump_stacks()
                 worker.process.kill()
                 worker.process.wait(STOP_WAIT_S)
                 raise AssertionError(f"{worker.name} did not stop:\n{worker.tail()}") from None
