@@ -256,6 +256,10 @@ class CoordinatorRuntime:
         slot = self._slots.get(partition)
         return slot is not None and slot.state is _State.ACTIVE
 
+    def is_loading(self, partition: int) -> bool:
+        slot = self._slots.get(partition)
+        return slot is not None and slot.state is _State.LOADING
+
     def active_partitions(self) -> list[int]:
         return sorted(p for p, slot in self._slots.items() if slot.state is _State.ACTIVE)
 

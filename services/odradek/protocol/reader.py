@@ -89,8 +89,10 @@ _VARIABLE: dict[tuple[str, bool, bool], NativeReader] = {
     ("bytes", True, True): kio.read_compact_string_as_bytes_nullable,
     ("bytes", False, False): kio.read_legacy_bytes,
     ("bytes", False, True): kio.read_nullable_legacy_bytes,
-    ("datetime_i64", True, False): kio.read_datetime_i64,
-    ("datetime_i64", False, False): kio.read_datetime_i64,
+    # -1 is Kafka's "no time" even where the schema does not say nullable (DescribeTransactions'
+    # start of an Empty transaction): read as None, as the writer writes None.
+    ("datetime_i64", True, False): kio.read_nullable_datetime_i64,
+    ("datetime_i64", False, False): kio.read_nullable_datetime_i64,
     ("datetime_i64", True, True): kio.read_nullable_datetime_i64,
     ("datetime_i64", False, True): kio.read_nullable_datetime_i64,
 }

@@ -108,6 +108,10 @@ class _ProducerIds:
     async def reserve(self) -> int:
         return self._spare.pop() if self._spare else await self._source.next_producer_id()
 
+    def give_back(self, producer_id: int) -> None:
+        """``producer_id`` was reserved and never lent: the next operation gets it."""
+        self._spare.append(producer_id)
+
     @contextlib.contextmanager
     def lend(self, producer_id: int) -> Iterator[None]:
         """``producer_id`` is what ``allocate`` gives while this runs (synchronously)."""
@@ -116,7 +120,7 @@ class _ProducerIds:
             yield
         finally:
             if self._lent is not None:
-                self._spare.append(self._lent)  # unused: the next operation gets it
+                self.give_back(self._lent)  # unused by the operation
             self._lent = None
 
     def allocate(self) -> int:
@@ -180,7 +184,7 @@ class TransactionCoordinator:
         epoch = the leader epoch; a later epoch while loaded is what new markers carry)."""
         self._leader_epochs[partition] = max(leader_epoch, self._leader_epochs.get(partition, 0))
         context = self._contexts.get(partition)
-        if context is not None and self.runtime.is_active(partition):
+        if context is not None:  # loaded or loading: the runtime keeps it, with this epoch
             context.coordinator_epoch = max(context.coordinator_epoch, leader_epoch)
         self.runtime.on_elected(partition, leader_epoch)
 
@@ -248,14 +252,21 @@ class TransactionCoordinator:
             # NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS before asking ZooKeeper for an id
             await self.runtime.write(partition, lambda _shard: Result())
         reserved = await self._ids.reserve()
+        lent = False
 
         def operation(shard: TransactionCoordinatorShard) -> Outcome[InitProducerIdAnswer]:
+            nonlocal lent
+            lent = True
             with self._ids.lend(reserved):
                 return shard.init_producer_id(
                     transactional_id, transaction_timeout_ms, producer_id, producer_epoch
                 )
 
-        return await self.write(transactional_id, operation)
+        try:
+            return await self.write(transactional_id, operation)
+        finally:
+            if not lent:  # the shard went away before running it: the id is still unused
+                self._ids.give_back(reserved)
 
     async def add_partitions(
         self,
@@ -299,7 +310,7 @@ class TransactionCoordinator:
         one of them loads (Kafka's answer: a partial list would look complete)."""
         states, pids = tuple(state_filters), tuple(producer_id_filters)
         elected = sorted(self._leader_epochs)
-        if any(not self.runtime.is_active(p) for p in elected):
+        if any(self.runtime.is_loading(p) for p in elected):
             return ErrorCode.coordinator_load_in_progress, [], []
         listings: list[TransactionListing] = []
         unknown: list[str] = []

@@ -1,9 +1,10 @@
 """Proves the transaction coordinator on a real 3-broker cluster with real clients: a
 confluent-kafka transactional producer commits (visible to read_committed) and aborts (visible
-only to read_uncommitted); a second producer with the same transactional.id fences the first
-(its commit fails fatally, its records are never committed); kafka-python's admin client lists
-and describes the transactions; bad requests get Kafka's error codes on the wire; a transaction
-is committed after kill -9 of its coordinator (the next leader loads it)."""
+only to read_uncommitted), and so do kafka-python's and aiokafka's; a second producer with the
+same transactional.id fences the first (its commit fails fatally, its records are never
+committed); kafka-python's admin client lists and describes the transactions; bad requests get
+Kafka's error codes on the wire; a transaction is committed after kill -9 of its coordinator
+(the next leader loads it)."""
 
 from __future__ import annotations
 
@@ -142,6 +143,51 @@ def test_commit_is_read_committed_and_abort_only_read_uncommitted(txn_cluster):
     )
     uncommitted = read_all(bootstrap, topic, 2, "read_uncommitted")
     assert uncommitted == sorted(committed + [b"aborted-%d" % i for i in range(10)])
+
+
+def test_kafka_python_and_aiokafka_transactional_producers(txn_cluster):
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaProducer
+
+    bootstrap = txn_cluster.bootstrap_servers
+    topic = new_topic(bootstrap)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, transactional_id=f"kp-{uuid.uuid4().hex[:6]}"
+    )
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send(topic, value=b"kafka-python-%d" % i, partition=i % 2)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send(topic, value=b"kafka-python-aborted", partition=0)
+        producer.flush()
+        producer.abort_transaction()
+    finally:
+        producer.close(timeout=10)
+
+    async def aiokafka_transactions() -> None:
+        aio = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, transactional_id=f"aio-{uuid.uuid4().hex[:6]}"
+        )
+        await aio.start()
+        try:
+            async with aio.transaction():
+                for i in range(3):
+                    await aio.send_and_wait(topic, b"aiokafka-%d" % i, partition=i % 2)
+            await aio.begin_transaction()
+            await aio.send_and_wait(topic, b"aiokafka-aborted", partition=1)
+            await aio.abort_transaction()
+        finally:
+            await aio.stop()
+
+    asyncio.run(asyncio.wait_for(aiokafka_transactions(), TIMEOUT_S))
+    committed = [b"kafka-python-%d" % i for i in range(3)] + [b"aiokafka-%d" % i for i in range(3)]
+    assert read_all(bootstrap, topic, 2, "read_committed") == sorted(committed)
+    assert read_all(bootstrap, topic, 2, "read_uncommitted") == sorted(
+        committed + [b"kafka-python-aborted", b"aiokafka-aborted"]
+    )
 
 
 def test_a_second_producer_fences_the_first(txn_cluster):

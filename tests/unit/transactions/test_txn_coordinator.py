@@ -130,7 +130,7 @@ async def test_no_marker_before_the_prepare_record_replicates_then_the_timer_sen
     assert sender.submitted == []  # the Prepare record is not replicated: no marker
     log.replicate = True
     log.high_watermark[0] = len(log.records[0])
-    for _ in range(50):
+    for _ in range(300):
         if sender.submitted:
             break
         await asyncio.sleep(0.01)
@@ -154,7 +154,7 @@ async def test_a_marker_the_sender_dropped_is_submitted_again_but_never_while_co
     await asyncio.sleep(0.1)
     assert len(sender.submitted) == 1  # too recent to be submitted again
     clock.now_ms += RESUBMIT_AFTER_MS
-    for _ in range(50):
+    for _ in range(300):
         if len(sender.submitted) == 2:
             break
         await asyncio.sleep(0.01)
@@ -183,7 +183,7 @@ async def test_resign_cancels_the_senders_work_and_the_next_leader_redrives_it()
 
     successor = coordinator(log, sender)
     await elected(successor, log, epoch=2)
-    for _ in range(50):
+    for _ in range(300):
         if sender.pending:
             break
         await asyncio.sleep(0.01)
@@ -211,7 +211,7 @@ async def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced():
     pid, epoch = answer.producer_id, answer.producer_epoch
     assert await txn.add_partitions("tx", pid, epoch, [("t", 0)]) is E.none
     clock.now_ms += 1001
-    for _ in range(50):
+    for _ in range(300):
         if sender.submitted:
             break
         await asyncio.sleep(0.01)
@@ -311,10 +311,39 @@ async def test_expired_transactional_ids_are_tombstoned_by_the_timer():
     await elected(txn, log)
     assert (await txn.init_producer_id("idle", 60_000)).error is E.none
     clock.now_ms += 1000
-    for _ in range(50):
+    for _ in range(300):
         if await txn.read("idle", lambda s: "idle" not in s.transactions):
             break
         await asyncio.sleep(0.01)
     assert (await txn.describe("idle")).error is E.transactional_id_not_found
     assert log.records[0][-1].value is None  # the tombstone
+    await txn.close()
+
+
+class GatedIds(CountingIds):
+    """A ZooKeeper round trip that takes as long as the test wants."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def next_producer_id(self) -> int:
+        await self.gate.wait()
+        return await super().next_producer_id()
+
+
+@in_loop
+async def test_an_id_reserved_for_a_request_the_shard_never_ran_is_kept():
+    log, ids = MemoryLog(), GatedIds()
+    txn = coordinator(log, FakeSender(), ids=ids)
+    await elected(txn, log)
+    waiting = asyncio.ensure_future(txn.init_producer_id("tx", 60_000))
+    await asyncio.sleep(0.01)
+    txn.on_resigned(0)  # the coordinator moves while ZooKeeper answers
+    ids.gate.set()
+    with pytest.raises(NotCoordinatorError):
+        await waiting
+    await elected(txn, log, epoch=2)
+    answer = await txn.init_producer_id("tx", 60_000)
+    assert (answer.error, answer.producer_id, ids.calls) == (E.none, 5000, 1)
     await txn.close()
