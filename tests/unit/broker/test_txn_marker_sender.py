@@ -347,17 +347,23 @@ def test_a_marker_submitted_again_while_pending_is_written_once():
     async def scenario():
         cluster = Cluster(1)
         cluster.lead("t", {0: 1})
+        broker = cluster.brokers[1]
+        broker.gate = asyncio.Event()
         sender = cluster.sender()
         done = Completions()
         sender.submit(marker(10, ("t", 0)), done, owner=0)
-        sender.submit(marker(10, ("t", 0)), done, owner=0)
+        async with asyncio.timeout(TIMEOUT_S):
+            while not broker.requests:
+                await asyncio.sleep(0.005)
+        sender.submit(marker(10, ("t", 0)), done, owner=0)  # the coordinator's timer, say
+        broker.gate.set()
         await done.wait_for(1)
         await settle()
         await sender.close()
-        return cluster, done
+        return broker, done
 
-    cluster, done = asyncio.run(scenario())
-    assert cluster.brokers[1].written() == [(10, "t", 0)]
+    broker, done = asyncio.run(scenario())
+    assert broker.written() == [(10, "t", 0)]
     assert len(done.done) == 1
 
 
