@@ -181,10 +181,20 @@ class ProducerStateManager:
                     f"epoch {marker.coordinator_epoch}, older than {entry.coordinator_epoch}"
                 )
             return None
-        if not header.has_producer_id or header.base_sequence < 0:
+        if not header.has_producer_id:
             return None
         entry = self.producers.get(header.producer_id)
         if entry is None:
+            return None
+        if header.base_sequence < 0:
+            # A coordinator's batch of the producer without a sequence (its transactional
+            # offsets): Kafka checks the epoch only, so a fenced producer's offsets never join
+            # the transaction of its successor, which has the same producer id.
+            if header.producer_epoch < entry.producer_epoch:
+                raise InvalidProducerEpochError(
+                    f"producer {header.producer_id} has epoch {header.producer_epoch}, "
+                    f"older than the current {entry.producer_epoch}: it was fenced"
+                )
             return None
         if header.producer_epoch == entry.producer_epoch:
             for retained in entry.batches:
