@@ -192,6 +192,14 @@ class PreparedAppend:
 
 
 @dataclass(frozen=True, slots=True)
+class LastProducerBatch:
+    """An active producer's last data offset (None: none since its epoch) and its epoch."""
+
+    last_data_offset: int | None
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class LogReadInfo:
     """A read: whole batches as a file range (or None), and the log's offsets at that time."""
 
@@ -1180,6 +1188,18 @@ class Log:
         """A snapshot of the segments, oldest first; the last is active."""
         return self._view.segments
 
+    def last_producer_batches(self) -> dict[int, LastProducerBatch]:
+        """Each active producer's last data offset and epoch, read under the lock (for the
+        cleaner's thread: the batches that keep a producer's state must stay)."""
+        with self._lock:
+            return {
+                entry.producer_id: LastProducerBatch(
+                    entry.batches[-1].last_offset if entry.batches else None,
+                    entry.producer_epoch,
+                )
+                for entry in self.producer_state.producers.values()
+            }
+
     def segment_reader(self, segment: LogSegment) -> SegmentReader | None:
         """A reader of ``segment`` for a thread other than the appending one (the cleaner).
 
@@ -1248,11 +1268,8 @@ class Log:
             ):
                 return False
             try:
-                # The aborted transactions of the old segments stay known (compaction keeps
-                # markers until they are no longer needed, and their entries with them).
-                for segment in old:
-                    for txn in segment.txn_index.entries:
-                        new.txn_index.append(txn)
+                # ``new`` carries the aborted-transaction entries the cleaner kept (those of
+                # the ABORT markers still needed), written before the swap.
                 new.txn_index.sync()
                 new.rename_with_suffix(SWAP_SUFFIX)
                 for segment in old:
