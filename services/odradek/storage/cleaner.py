@@ -65,7 +65,8 @@ from odradek.errors import KafkaStorageError
 from odradek.storage.batch import DELETE_HORIZON_MASK, BatchHeader, with_delete_horizon
 from odradek.storage.cleaned_txns import CleanedTransactions
 from odradek.storage.control import marker_or_none
-from odradek.storage.log import LastProducerBatch, Log, wall_clock_ms
+from odradek.storage.log import Log, wall_clock_ms
+from odradek.storage.producer_state import ActiveProducer
 from odradek.storage.records import Record, decode_records, reencode_batch
 from odradek.storage.segment import LogSegment, SegmentReader
 from odradek.storage.txn_index import AbortedTxn
@@ -163,7 +164,7 @@ class LogCleaner:
         txns = CleanedTransactions(
             target.collect_aborted_transactions(cleanable[0].base_offset, end_offset)
         )
-        producers = target.last_producer_batches()
+        producers = target.active_producers()
         new_horizon_ms = min(now_ms + target.config.delete_retention_ms, NO_HORIZON)
         stats_before = (len(cleanable), sum(s.size for s in cleanable))
         removed = 0
@@ -459,7 +460,7 @@ class _Pass(NamedTuple):
     now_ms: int
     new_horizon_ms: int
     txns: CleanedTransactions
-    producers: dict[int, LastProducerBatch]
+    producers: dict[int, ActiveProducer]
 
 
 def _retained(data: bytes, header: BatchHeader, state: _Pass) -> Retained:
@@ -500,7 +501,11 @@ def _retained_marker(data: bytes, header: BatchHeader, state: _Pass) -> Retained
     """A marker is kept while its transaction has data, then gets a horizon, then goes."""
     discardable = state.txns.on_marker(header, marker_or_none(header, data))
     last = state.producers.get(header.producer_id)
-    if last is not None and last.last_data_offset is None and last.epoch == header.producer_epoch:
+    if (
+        last is not None
+        and last.last_data_offset is None
+        and last.producer_epoch == header.producer_epoch
+    ):
         discardable = False  # the producer's epoch lives in this marker alone
     if not discardable:
         return Retained(data, 0, False, None)

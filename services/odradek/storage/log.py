@@ -102,7 +102,12 @@ from odradek.storage.control import EndTxnMarker, marker_or_none, read_marker
 from odradek.storage.executors import StorageExecutors
 from odradek.storage.index import CorruptIndexError
 from odradek.storage.leader_epoch import LeaderEpochCheckpointFile, LeaderEpochFileCache
-from odradek.storage.producer_state import CompletedTxn, ProducerSnapshot, ProducerStateManager
+from odradek.storage.producer_state import (
+    ActiveProducer,
+    CompletedTxn,
+    ProducerSnapshot,
+    ProducerStateManager,
+)
 from odradek.storage.records import decode_records
 from odradek.storage.segment import (
     LOG_SUFFIX,
@@ -189,14 +194,6 @@ class PreparedAppend:
     position: int = 0  # where the bytes go in the segment's file: its published end
     fd: int = -1
     owns_fd: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class LastProducerBatch:
-    """An active producer's last data offset (None: none since its epoch) and its epoch."""
-
-    last_data_offset: int | None
-    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -1188,17 +1185,11 @@ class Log:
         """A snapshot of the segments, oldest first; the last is active."""
         return self._view.segments
 
-    def last_producer_batches(self) -> dict[int, LastProducerBatch]:
-        """Each active producer's last data offset and epoch, read under the lock (for the
-        cleaner's thread: the batches that keep a producer's state must stay)."""
+    def active_producers(self) -> dict[int, ActiveProducer]:
+        """The producers the log knows, copied under the lock (for other threads: the
+        cleaner keeps the batches that hold their state; DescribeProducers shows them)."""
         with self._lock:
-            return {
-                entry.producer_id: LastProducerBatch(
-                    entry.batches[-1].last_offset if entry.batches else None,
-                    entry.producer_epoch,
-                )
-                for entry in self.producer_state.producers.values()
-            }
+            return self.producer_state.active_producers()
 
     def segment_reader(self, segment: LogSegment) -> SegmentReader | None:
         """A reader of ``segment`` for a thread other than the appending one (the cleaner).
