@@ -53,6 +53,8 @@ from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.broker.server import BrokerServer
 from odradek.broker.topic_configs import TopicConfigs
+from odradek.broker.transaction_coordinator import start_transaction_coordinator
+from odradek.broker.txn_markers import TxnMarkerSender
 from odradek.broker.workers import Workers
 from odradek.config.broker import BrokerConfig
 from odradek.config.endpoints import HostPort, Listener
@@ -65,6 +67,7 @@ from odradek.observability.metrics import (
     consumer_lag_metrics,
     new_registry,
     replication_quota_metrics,
+    txn_marker_metrics,
 )
 from odradek.storage.manager import LogManager, ManagerIntervals
 from odradek.zk.client import SessionEvent, ZkClient
@@ -207,6 +210,7 @@ class BrokerApp:
             leader_quota=self.quotas.leader,
             log_dir_moves=self.log_dir_mover,
         )
+        producer_ids = ProducerIdManager(self.zk, config.broker_id)
         context = BrokerContext(
             broker_id=config.broker_id,
             replica_manager=replica_manager,
@@ -215,9 +219,19 @@ class BrokerApp:
             config=config,
             zk=self.zk,
             topic_configs=self.topic_configs,
-            producer_ids=ProducerIdManager(self.zk, config.broker_id),
+            producer_ids=producer_ids,
             fetch_sessions=FetchSessionCache.of(config),
             groups=start_group_coordinator(config, replica_manager, metadata, self.workers),
+            txn_markers=TxnMarkerSender(
+                metadata, inter_broker_listener, metrics=txn_marker_metrics(self.registry)
+            ),
+        )
+        context.transactions = start_transaction_coordinator(
+            config,
+            replica_manager,
+            producer_ids,
+            self.workers,
+            markers=lambda: context.txn_markers,
         )
         self.context = context
         self.controller_locator = ControllerLocator(self.zk)
@@ -375,6 +389,10 @@ class BrokerApp:
             await self._isr_expiration
         if self._consumer_lag is not None:
             await self._consumer_lag
+        if self.context is not None and self.context.transactions is not None:
+            await self.context.transactions.close()
+        if self.context is not None and self.context.txn_markers is not None:
+            await self.context.txn_markers.close()
         if self.context is not None and self.context.groups is not None:
             await self.context.groups.runtime.close()
         if self.fetchers is not None:

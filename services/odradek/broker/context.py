@@ -12,11 +12,13 @@ from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.topic_configs import TopicConfigs
+from odradek.broker.txn_markers import TxnMarkerSender
 from odradek.config.broker import BrokerConfig
 from odradek.config.endpoints import Listener
 from odradek.groups.coordinator import GroupCoordinator
 from odradek.observability.metrics import BrokerMetrics
 from odradek.protocol.header import RequestHeader
+from odradek.transactions.coordinator import TransactionCoordinator
 from odradek.zk.client import ZkClient
 
 
@@ -44,6 +46,10 @@ class BrokerContext:
     controller: ControllerLink | None = None
     # Consumer groups and committed offsets (None: tests that run a broker without groups).
     groups: GroupCoordinator | None = None
+    # Transactions (None: tests that run a broker without a transaction coordinator).
+    transactions: TransactionCoordinator | None = None
+    # The transaction coordinator's WriteTxnMarkers to partition leaders (None: tests without).
+    txn_markers: TxnMarkerSender | None = None
 
 
 @dataclass(frozen=True, slots=True)

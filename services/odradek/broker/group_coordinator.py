@@ -50,14 +50,18 @@ CONTROL_BATCH = 0x20  # attributes bit 5: a transaction marker, not data
 
 
 class ReplicaCoordinatorLog:
-    """``CoordinatorLog`` over this broker's replicas of ``__consumer_offsets``."""
+    """``CoordinatorLog`` over this broker's replicas of ``topic`` (``__consumer_offsets``, or
+    ``__transaction_state`` for the transaction coordinator)."""
 
-    def __init__(self, replicas: ReplicaManager, workers: Workers | None = None):
+    def __init__(
+        self, replicas: ReplicaManager, workers: Workers | None = None, topic: str = OFFSETS_TOPIC
+    ):
         self.replicas = replicas
         self.workers = workers
+        self.topic = topic
 
     async def append(self, partition: int, leader_epoch: int, batch: bytes) -> int:
-        hosted = self.replicas.get_partition(OFFSETS_TOPIC, partition)
+        hosted = self.replicas.get_partition(self.topic, partition)
         if not hosted.is_leader or hosted.state.leader_epoch != leader_epoch:
             raise NotLeaderOrFollowerError(
                 f"{hosted.name}: not the leader in epoch {leader_epoch} any more"
@@ -66,7 +70,7 @@ class ReplicaCoordinatorLog:
         return info.last_offset + 1
 
     async def wait_replicated(self, partition: int, offset: int, timeout_ms: int) -> None:
-        hosted = self.replicas.get_partition(OFFSETS_TOPIC, partition)
+        hosted = self.replicas.get_partition(self.topic, partition)
         waiter = hosted.wait_for_high_watermark(offset)
         try:
             await asyncio.wait_for(asyncio.shield(waiter), timeout_ms / 1000)
@@ -77,7 +81,7 @@ class ReplicaCoordinatorLog:
             ) from None
 
     def read_all(self, partition: int) -> Iterator[LoggedRecord]:
-        hosted = self.replicas.get_partition(OFFSETS_TOPIC, partition)
+        hosted = self.replicas.get_partition(self.topic, partition)
         partition_log = hosted.log
         end = partition_log.log_end_offset
         for _, batch in partition_log.batches(partition_log.log_start_offset):

@@ -450,6 +450,70 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             "The most members a consumer-protocol group may have.",
             minimum=1,
         ),
+        # The transaction coordinator (Kafka's TransactionStateManagerConfig and
+        # TransactionLogConfig), read by odradek.transactions.
+        ConfigKey(
+            "transaction.max.timeout.ms",
+            _T.INT,
+            900000,
+            "The longest transaction.timeout.ms a producer may ask for (else InitProducerId "
+            "answers INVALID_TRANSACTION_TIMEOUT).",
+            minimum=1,
+        ),
+        ConfigKey(
+            "transactional.id.expiration.ms",
+            _T.INT,
+            604800000,
+            "A transactional id without a transaction for this long is forgotten (its "
+            "producer id and epoch with it).",
+            minimum=1,
+        ),
+        ConfigKey(
+            "transaction.state.log.num.partitions",
+            _T.INT,
+            50,
+            "Partitions of __transaction_state, fixed when it is created on first use: each "
+            "transactional id lives in one of them, decided by its hash.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "transaction.state.log.replication.factor",
+            _T.INT,
+            3,
+            "Replication factor of __transaction_state. While fewer brokers are alive the topic "
+            "is not created and FindCoordinator answers COORDINATOR_NOT_AVAILABLE.",
+            minimum=1,
+            maximum=32767,
+        ),
+        ConfigKey(
+            "transaction.state.log.min.isr",
+            _T.INT,
+            2,
+            "min.insync.replicas of __transaction_state.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "transaction.state.log.segment.bytes",
+            _T.INT,
+            104857600,
+            "segment.bytes of __transaction_state (small segments compact and load faster).",
+            minimum=1,
+        ),
+        ConfigKey(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            _T.INT,
+            10000,
+            "How often transactions past their timeout are aborted (their producer fenced), and "
+            "completions whose markers are not written yet are driven again.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            _T.INT,
+            3600000,
+            "How often expired transactional ids are removed.",
+            minimum=1,
+        ),
         _topic_row("min.insync.replicas", "min.insync.replicas"),
         _topic_row("unclean.leader.election.enable", "unclean.leader.election.enable"),
         ConfigKey(
@@ -748,6 +812,20 @@ class BrokerConfig(PropertiesConfig):
     )
     group_consumer_assignors: tuple[str, ...] = _default("group.consumer.assignors")
     group_consumer_max_size: int = _default("group.consumer.max.size")
+    transaction_max_timeout_ms: int = _default("transaction.max.timeout.ms")
+    transactional_id_expiration_ms: int = _default("transactional.id.expiration.ms")
+    transaction_state_log_num_partitions: int = _default("transaction.state.log.num.partitions")
+    transaction_state_log_replication_factor: int = _default(
+        "transaction.state.log.replication.factor"
+    )
+    transaction_state_log_min_isr: int = _default("transaction.state.log.min.isr")
+    transaction_state_log_segment_bytes: int = _default("transaction.state.log.segment.bytes")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _default(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _default(
+        "transaction.remove.expired.transaction.cleanup.interval.ms"
+    )
     min_insync_replicas: int = _default("min.insync.replicas")
     unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
     replica_lag_time_max_ms: int = _default("replica.lag.time.max.ms")

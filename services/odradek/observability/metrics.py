@@ -333,6 +333,22 @@ class ReplicationQuotaMetrics:
     rate_limit: Gauge
 
 
+@dataclass(eq=False)
+class TxnMarkerMetrics:
+    """The transaction markers this broker's transaction coordinator sends (``txn_markers``).
+
+    ``pending``: markers submitted and not yet written to every partition (nor dropped);
+    ``written``: markers written to all their partitions (then the coordinator completes the
+    transaction); ``errors``: partitions of a WriteTxnMarkers that failed, by ``error`` (Kafka's
+    error code name; ``network_exception`` for a connection that failed, ``leader_not_available``
+    for a partition whose leader the metadata does not name yet).
+    """
+
+    pending: Gauge
+    written: Counter
+    errors: Counter
+
+
 class ConsumerLagMetrics(Collector):
     """Consumer lag per group and partition on the group's coordinator: the partition's high
     watermark minus the group's committed offset, as sampled last (``update``, from the event
@@ -580,6 +596,30 @@ def controller_metrics(registry: CollectorRegistry) -> ControllerMetrics:
             f"{prefix}_reassignments_cancelled",
             "Partition reassignments cancelled (AlterPartitionReassignments with null "
             "replicas): back to the original replicas.",
+            registry=registry,
+        ),
+    )
+
+
+def txn_marker_metrics(registry: CollectorRegistry) -> TxnMarkerMetrics:
+    """Register the transaction marker sender's metrics on ``registry``."""
+    prefix = f"{NAMESPACE}_broker_txn_marker"
+    return TxnMarkerMetrics(
+        pending=Gauge(
+            f"{prefix}s_pending",
+            "Transaction markers submitted by this broker's transaction coordinator and not yet "
+            "written to every partition of their transaction.",
+            registry=registry,
+        ),
+        written=Counter(
+            f"{prefix}s_written_total",
+            "Transaction markers written to every partition of their transaction.",
+            registry=registry,
+        ),
+        errors=Counter(
+            f"{prefix}_errors_total",
+            "Partitions of transaction markers whose write failed (retried or dropped), by error.",
+            ["error"],
             registry=registry,
         ),
     )

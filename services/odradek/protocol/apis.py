@@ -11,15 +11,15 @@ speak, within what kio 0.6.5 has, and no higher than what the broker implements:
 - ListOffsets 1-7: earliest (-2), latest (-1), by timestamp, and max timestamp (-3, v7); v8+ add
   tiered-storage offsets and a timeout.
 - Metadata 0-12; 13 only adds a top-level error for a Kafka 4 client feature (rebootstrap).
-- InitProducerId 0-4; v5+ belong to Kafka 4's transactions v2 and two-phase commit.
+- InitProducerId 0-4; v5+ belong to Kafka 4's transactions v2 and two-phase commit. The other
+  transaction APIs stop where KIP-890 begins (see the table).
 - OffsetForLeaderEpoch 2-4 (v2 is librdkafka's KIP-320 version; v3 adds replica_id).
 - ApiVersions 0-4 (kio has 4), the admin APIs at kio's full range; ElectLeaders 0-2 too (the
   broker forwards it to the controller's listener, which serves the same range).
 kafka-python infers a broker version from what is advertised (Produce 11 reads as Kafka 3.8) and
 turns features on from that: keep that in mind before raising a maximum.
 
-Not served yet (the table grows as the broker learns them): FindCoordinator and the group APIs,
-OffsetCommit/OffsetFetch, the transaction APIs, DescribeCluster, SASL. The
+Not served yet (the table grows as the broker learns them): DescribeCluster, SASL. The
 controller-to-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) are not
 in kio 0.6.5; ``interbroker`` declares them from Kafka 3.x's schemas, one version each.
 
@@ -80,6 +80,10 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27  # sent by transaction coordinators to partition leaders
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
@@ -93,6 +97,8 @@ class ApiKey(enum.IntEnum):
     OFFSET_DELETE = 47
     ALTER_PARTITION = 56  # served by the controller's listener, not by brokers
     DESCRIBE_PRODUCERS = 61  # KIP-664
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848
     CONSUMER_GROUP_DESCRIBE = 69
 
@@ -128,7 +134,19 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.DELETE_TOPICS: (1, 6),
         ApiKey.DELETE_RECORDS: (0, 2),
         ApiKey.INIT_PRODUCER_ID: (0, 4),
+        # The transaction coordinator (transaction version 1): AddPartitionsToTxn v4+ is the
+        # broker-to-broker verification (KIP-890 part 1), AddOffsetsToTxn v4 and EndTxn v4 only
+        # add TRANSACTION_ABORTABLE, EndTxn v5 the epoch bump per transaction (part 2), and
+        # ListTransactions v2 a transactional id pattern: none of them is implemented.
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+        ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+        ApiKey.END_TXN: (0, 3),
+        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+        ApiKey.LIST_TRANSACTIONS: (0, 1),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+        # v1 is what coordinators send (kio has no v0); v2 carries KIP-890 part 2's transaction
+        # version, not implemented.
+        ApiKey.WRITE_TXN_MARKERS: (1, 1),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         # v0 is the same as v1 on the wire, but kio starts at v1; v5 adds KIP-1066's cordoned

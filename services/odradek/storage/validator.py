@@ -7,11 +7,11 @@ leader sent it) against a topic's configuration and returns what the log should 
 - size limits: each batch within ``max.message.bytes``, the set within ``segment.bytes``;
 - producer rules for batches that did not come from replication (at least one record, the count
   agreeing with ``last_offset_delta``, one batch per idempotent request, no control batches from
-  clients, and no transactional batch of a producer from clients: ``INVALID_TXN_STATE`` until
-  the broker has a transaction coordinator to verify that the producer's transaction includes
-  the partition, since a transaction nobody ends would hold the last stable offset forever. A
-  transactional batch without a producer id is no transaction to the log and passes, as in
-  Kafka);
+  clients). A client's transactional batch is taken as Kafka takes it without KIP-890's
+  verification: the producer state begins its transaction at the batch, and the transaction
+  coordinator ends it with a marker (one that no coordinator knows of, a hanging transaction,
+  holds the last stable offset until it is aborted by hand: ``odradek transactions``). A
+  transactional batch without a producer id is no transaction to the log, as in Kafka;
 - the records inside every batch, from every origin, as Kafka's ``DefaultRecord`` reader reads
   them (``walker``): exactly ``records_count`` records, each exactly as long as its length says,
   nothing after the last. Offset deltas are 0..n-1 in a batch from a producer or a coordinator;
@@ -47,10 +47,8 @@ from dataclasses import dataclass
 from odradek.config.keys import LONG_MAX
 from odradek.config.topic import TopicConfig
 from odradek.errors import (
-    ErrorCode,
     InvalidRecordError,
     InvalidTimestampError,
-    OdradekError,
     RecordTooLargeError,
 )
 from odradek.storage.batch import (
@@ -65,13 +63,7 @@ from odradek.storage.compression import MAX_DECOMPRESSED_BYTES, Compression
 from odradek.storage.records import decode_records, reencode_batch
 from odradek.storage.walker import RecordWalker, walk_batch
 
-__all__ = ["AppendOrigin", "InvalidTxnStateError", "ValidatedRecords", "validate_records"]
-
-
-class InvalidTxnStateError(OdradekError):
-    """A transactional batch the broker cannot place in a verified transaction."""
-
-    error_code = ErrorCode.invalid_txn_state
+__all__ = ["AppendOrigin", "ValidatedRecords", "validate_records"]
 
 
 class AppendOrigin:
@@ -179,11 +171,6 @@ def _check_batches(
             )
         if header.is_control and origin == AppendOrigin.CLIENT:
             raise InvalidRecordError("clients may not write control batches")
-        if header.is_transactional and header.has_producer_id and origin == AppendOrigin.CLIENT:
-            raise InvalidTxnStateError(
-                f"transactional batch of producer {header.producer_id}: this broker has no "
-                "transaction coordinator yet"
-            )
 
 
 def _check_record_rules(

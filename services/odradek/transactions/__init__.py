@@ -1,10 +1,12 @@
-"""The transaction coordinator's pure core (Kafka's ``transaction-coordinator`` module), as
-groundwork for issue 10: no handler calls it yet, and the broker still refuses transactional
-producers until the whole path (markers, the last stable offset, aborted-transaction indexes)
-exists.
+"""The transaction coordinator (Kafka's ``transaction-coordinator`` module): a pure core and
+an asynchronous facade the broker wires to its replicas (``broker.transaction_coordinator``)
+and its handlers call.
 
 Layers, each importing only those below it:
 
+- ``coordinator``: the facade: shards on the coordinators' runtime (``groups.runtime``),
+  markers handed to the broker's sender once the Prepare records are replicated, timers,
+  producer ids awaited before an operation (the only asynchronous module);
 - ``shard``: one ``__transaction_state`` partition as state, replayed from its records, and the
   operations (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, completion after the
   markers, timeouts, expiry, Describe/List) returning records and answers;
@@ -14,5 +16,6 @@ Layers, each importing only those below it:
 - ``records``: Kafka's ``TransactionLogKey`` / ``TransactionLogValue`` formats;
 - ``config``: the coordinator's settings, Kafka's defaults.
 
-Nothing here imports the broker (an import-linter contract says so).
+Nothing here imports the broker, and nothing but ``coordinator`` is asynchronous (import-linter
+contracts say so).
 """

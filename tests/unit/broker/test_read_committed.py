@@ -1,6 +1,6 @@
 """read_committed on a leader: fetches stop at the last stable offset and name the aborted
-transactions of what they return; ListOffsets latest is the LSO; clients still cannot write
-transactional batches (no transaction coordinator yet)."""
+transactions of what they return; ListOffsets latest is the LSO; a client's transactional batch
+holds the LSO until the coordinator's marker, and clients cannot write markers."""
 
 from __future__ import annotations
 
@@ -99,10 +99,12 @@ def test_read_committed_stops_at_the_lso_and_names_aborted_transactions(manager)
     assert manager.list_offsets("t", 0, -1, READ_COMMITTED).offset == 7
 
 
-def test_clients_still_cannot_write_transactional_batches(manager):
-    lead(manager)
+def test_a_clients_transactional_batch_is_taken_and_holds_the_lso(manager):
+    partition = lead(manager)
     results = asyncio.run(manager.append_records(1, {("t", 0): txn_batch(7)}))
-    assert results[("t", 0)].error == ErrorCode.invalid_txn_state
+    assert results[("t", 0)].error == ErrorCode.none
+    partition._maybe_increment_high_watermark()
+    assert partition.log.high_watermark == 2 and partition.log.last_stable_offset == 0
     results = asyncio.run(manager.append_records(1, {("t", 0): marker(7, ControlType.COMMIT)}))
     assert results[("t", 0)].error == ErrorCode.invalid_record
 

@@ -13,7 +13,7 @@ from odradek.storage.control import ControlType, encode_marker
 from odradek.storage.log import Log
 from odradek.storage.producer_state import InvalidProducerEpochError
 from odradek.storage.records import Record, encode_batch
-from odradek.storage.validator import AppendOrigin, InvalidTxnStateError
+from odradek.storage.validator import AppendOrigin
 
 NOW = 1_700_000_000_000
 
@@ -45,14 +45,17 @@ def append_txn(log: Log, records: bytes) -> None:
     log.append_validated(log.validate(records, origin=AppendOrigin.COORDINATOR))
 
 
-def test_clients_may_not_write_transactional_batches_or_markers(make_log):
+def test_a_clients_transactional_batch_begins_a_transaction_but_a_marker_is_refused(make_log):
     log = make_log()
-    with pytest.raises(InvalidTxnStateError) as raised:
-        log.append(txn_batch(7, 0))
-    assert raised.value.error_code == ErrorCode.invalid_txn_state
+    log.append(txn_batch(7, 0))  # 0..1, as the produce path appends it
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 0  # the transaction is open
     with pytest.raises(InvalidRecordError):
         log.append(marker(7, ControlType.COMMIT))
-    assert log.log_end_offset == 0
+    assert log.log_end_offset == 2
+    log.append_as_coordinator(marker(7, ControlType.COMMIT), leader_epoch=0)  # 2
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 3
 
 
 def test_an_open_transaction_holds_the_last_stable_offset(make_log):

@@ -16,9 +16,9 @@ someone else's.
 Producer ids are handed out in order from the current block under an ``asyncio.Lock``, so
 concurrent requests on one broker never share an id. The epoch of a new producer id is 0.
 
-Transactional producers (a non-null ``transactional_id``) need a transaction coordinator, which
-does not exist yet: they get COORDINATOR_NOT_AVAILABLE (retriable: a client keeps asking until
-its own timeout), as Kafka answers while its coordinator is not loaded.
+Transactional producers (a non-null ``transactional_id``) are the transaction coordinator's
+(``odradek.transactions``), which takes its producer ids from here (``next_producer_id``);
+``init_producer_id`` answers idempotent producers only.
 
 Runs on the broker's event loop.
 """
@@ -87,8 +87,7 @@ class ProducerIdManager:
         try:
             if transactional_id is not None:
                 raise CoordinatorNotAvailableError(
-                    "transactions are not supported yet: no transaction coordinator for "
-                    f"transactional id {transactional_id!r}"
+                    f"transactional id {transactional_id!r}: the transaction coordinator's"
                 )
             return InitProducerIdResult(producer_id=await self.next_producer_id(), producer_epoch=0)
         except Exception as e:

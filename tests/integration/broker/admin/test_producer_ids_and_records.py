@@ -76,7 +76,7 @@ def test_confluent_and_aiokafka_idempotent_producers(make_broker):
     assert asyncio.run(aiokafka_produce()) == [50, 51, 52, 53, 54]
 
 
-def test_transactional_ids_have_no_coordinator_yet(make_broker, raw_client):
+def test_transactional_ids_need_a_transaction_coordinator(make_broker, raw_client):
     broker = make_broker(1)
     client = raw_client(broker.bootstrap)
     refused = client.send(init_request("my-transactions"))
