@@ -373,3 +373,35 @@ def test_abort_needs_one_way_to_name_the_transaction(extra, capsys):
     assert main([*argv, "--partition", "0", *extra]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--start-offset" in err
+
+
+def test_a_transaction_never_started_decodes_with_no_start_time():
+    """Kafka fills the non-nullable TransactionStartTimeMs with -1; the reader gives None."""
+    from odradek.protocol.codec import InvalidResponseError, decode_response, encode_response
+    from odradek.protocol.header import RequestHeader
+
+    answer = describe_answer("Empty", 10, 0, [])
+    state = answer.transaction_states[0]
+    unset = type(answer)(
+        throttle_time=answer.throttle_time,
+        transaction_states=(type(state)(**{**_fields(state), "transaction_start_time": None}),),
+    )
+    header = RequestHeader(65, 0, 1, None, 2, 0)
+    frame = encode_response(header, unset)
+    decoded = decode_response(65, 0, frame).body.transaction_states[0]
+    assert decoded.transaction_start_time is None
+    assert txn_ops._epoch_millis(decoded.transaction_start_time) == -1
+    minus_two = frame.replace(
+        (-1).to_bytes(8, "big", signed=True), (-2).to_bytes(8, "big", signed=True)
+    )
+    assert minus_two != frame
+    with pytest.raises(InvalidResponseError):
+        decode_response(65, 0, minus_two)
+
+
+def _fields(entity: Any) -> dict[str, Any]:
+    return {
+        name: getattr(entity, name)
+        for name in entity.__dataclass_fields__
+        if not name.startswith("__")
+    }
