@@ -159,10 +159,10 @@ class LogCleaner:
         # of its key, unknown to the map, stays in the log. With no dirty range (a pass for
         # tombstones whose horizon passed) that is the clean head.
         cleanable = [s for s in cleanable if s.next_offset <= end_offset]
-        if not cleanable:
-            return None
         txns = CleanedTransactions(
             target.collect_aborted_transactions(cleanable[0].base_offset, end_offset)
+            if cleanable
+            else []
         )
         producers = target.active_producers()
         new_horizon_ms = min(now_ms + target.config.delete_retention_ms, NO_HORIZON)
