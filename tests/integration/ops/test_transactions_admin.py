@@ -2,7 +2,8 @@
 and describe show it at its coordinator, find-hanging does not call it hanging (its coordinator
 is completing it), abort --start-offset ends it with an ABORT marker at the partition leader
 (the last stable offset moves past it, read_committed consumers skip its records), and every
-failure is one line with Kafka's error name."""
+failure is one line with Kafka's error name. A truly hanging transaction (a transactional batch
+of a producer no coordinator knows, from long ago) is found by find-hanging and aborted."""
 
 from __future__ import annotations
 
@@ -12,15 +13,21 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.init_producer_id.v4 import request as init_request
+from kio.schema.produce.v9 import request as produce_request
 
+from odradek.client.connection import BrokerConnection
+from odradek.errors import ErrorCode
 from odradek.local.cluster import ClusterState
 from odradek.ops import transactions as txn_ops
 from odradek.ops.client import ClusterClient
 from odradek.ops.cluster import read_cluster
+from odradek.storage.records import Record, encode_batch
 
 pytestmark = pytest.mark.integration
 
@@ -167,3 +174,81 @@ def test_failures_are_one_line_with_kafkas_error(bootstrap):
     assert unknown.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in unknown.stderr
     bad_state = odradek("list", "--bootstrap-server", bootstrap, "--state", "Bogus")
     assert bad_state.returncode == 1 and "Bogus" in bad_state.stderr
+
+
+async def _send(bootstrap: str, request):
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    async with await BrokerConnection.open(host, int(port)) as connection:
+        return await connection.send(request)
+
+
+def send(bootstrap: str, request):
+    return asyncio.run(asyncio.wait_for(_send(bootstrap, request), WAIT_S))
+
+
+def write_hanging_transaction(bootstrap: str, topic: str, timestamp_ms: int) -> int:
+    """A transactional batch of an idempotent producer: no coordinator knows its transaction,
+    so nothing will ever end it (a client that skipped AddPartitionsToTxn; KIP-890's
+    verification would refuse it). Returns the producer id."""
+    init = send(
+        bootstrap,
+        init_request.InitProducerIdRequest(
+            transactional_id=None, transaction_timeout=timedelta(seconds=60)
+        ),
+    )
+    assert init.error_code == ErrorCode.none
+    batch = encode_batch(
+        [Record(i, timestamp_ms, b"k", b"hanging-%d" % i) for i in range(2)],
+        base_offset=0,
+        producer_id=init.producer_id,
+        producer_epoch=init.producer_epoch,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    request = produce_request.ProduceRequest(
+        acks=-1,
+        timeout=timedelta(seconds=10),
+        topic_data=(
+            produce_request.TopicProduceData(
+                name=topic,
+                partition_data=(produce_request.PartitionProduceData(index=0, records=batch),),
+            ),
+        ),
+    )
+    deadline = time.monotonic() + WAIT_S
+    while True:  # until the new topic's leader hosts it
+        (partition,) = send(bootstrap, request).responses[0].partition_responses
+        if partition.error_code not in (
+            ErrorCode.unknown_topic_or_partition,
+            ErrorCode.not_leader_or_follower,
+        ):
+            break
+        assert time.monotonic() < deadline, partition
+        time.sleep(0.2)
+    assert partition.error_code == ErrorCode.none, partition
+    return int(init.producer_id)
+
+
+def test_find_hanging_then_abort_a_transaction_no_coordinator_knows(bootstrap):
+    topic = new_topic(bootstrap)
+    long_ago_ms = int(time.time() * 1000) - 2 * txn_ops.MAX_TRANSACTION_TIMEOUT_MS
+    pid = write_hanging_transaction(bootstrap, topic, long_ago_ms)
+    assert committed_end(bootstrap, topic) == 0
+
+    found = odradek("find-hanging", "--bootstrap-server", bootstrap, "--broker-id", "1")
+    assert found.returncode == 0, found.stderr
+    rows = [line.split() for line in found.stdout.splitlines()[1:]]
+    mine = [r for r in rows if r[0] == topic]
+    assert mine == [[topic, "0", str(pid), "0", "-1", "0", str(long_ago_ms), mine[0][7]]]
+
+    aborted = odradek(
+        "abort", "--bootstrap-server", bootstrap, "--topic", topic, "--partition", "0",
+        "--start-offset", "0",
+    )  # fmt: skip
+    assert aborted.returncode == 0, aborted.stderr
+    assert committed_end(bootstrap, topic) == 3  # 2 records and the ABORT marker
+    found = odradek("find-hanging", "--bootstrap-server", bootstrap, "--broker-id", "1")
+    assert found.returncode == 0 and topic not in found.stdout
+
+    unknown = odradek("find-hanging", "--bootstrap-server", bootstrap, "--broker-id", "9")
+    assert unknown.returncode == 1 and "broker 9 is not in the cluster" in unknown.stderr
