@@ -27,9 +27,10 @@ loses the bit, so that a header with the bit always means tombstones are waiting
 Transactions, as Kafka's cleaner (``cleaned_txns.CleanedTransactions``): the batches of ABORTED
 transactions (known from the ``.txnindex`` entries) never enter the offset map, since they
 supersede nothing, and are dropped; committed transactional data is compacted like any data.
-A marker is kept while a pass still sees data of its transaction; once a pass sees none, the
-marker gets a delete horizon as a tombstone does (the same attribute bit and base timestamp)
-and a later pass past the horizon drops it: two passes at least, ``delete.retention.ms`` apart.
+A marker is kept while a pass still sees data of its transaction (a pass that removes the
+last of it counts the log as due again, so the next pass comes by itself); once a pass sees
+none, the marker gets a delete horizon as a tombstone does (the same attribute bit and base
+timestamp) and a later pass past the horizon drops it, ``delete.retention.ms`` later at least.
 A marker that is the last batch of a producer still active is kept whatever its age (it holds
 the producer's epoch, as Kafka's ``isBatchLastRecordOfProducer``). A cleaned segment's
 ``.txnindex`` holds only the entries of the ABORT markers it keeps whose data the pass removed
