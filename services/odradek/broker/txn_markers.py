@@ -12,8 +12,9 @@ How:
   connection and one sending task; the task drains the queue into one WriteTxnMarkers request
   of at most ``MARKERS_PER_REQUEST_MAX`` markers (never two of one producer id in a request: the
   response names results by producer id), sends it, waits for the answer (the leader answers
-  once the ISR has the markers) and applies it. One request in flight per destination: markers
-  submitted meanwhile wait and go together in the next request.
+  once the ISR has the markers) and applies it. One request in flight per destination, as
+  Kafka's marker channel (its client allows one per connection): markers submitted meanwhile
+  wait and go together in the next request.
 - a partition written (NONE) is done; a partition that no longer exists is done too (it is
   left out, as Kafka removes it from the transaction): the metadata names no such partition when
   it is routed, or its leader answers UNKNOWN_TOPIC_OR_PARTITION and the metadata agrees. So is
@@ -164,8 +165,16 @@ class _Destination:
             self.wake.clear()
             while self.queue:
                 batch = self._take_batch()
-                if batch:
+                if not batch:
+                    continue
+                try:
                     await self._send(batch)
+                except Exception:  # a bug must not stop this broker's queue for good
+                    log.exception("WriteTxnMarkers to broker %d failed", self.broker_id)
+                    await self._close_connection()
+                    for pending, partitions in batch:
+                        for tp in partitions:
+                            self.sender.retry(pending, tp, ErrorCode.unknown_server_error)
 
     async def _send(self, batch: list[tuple[_Pending, set[TopicPartition]]]) -> None:
         sender = self.sender

@@ -2,30 +2,36 @@
 markers through WriteTxnMarkers, a read_committed consumer (librdkafka) then sees committed data
 only and stops at an open transaction; followers replicate the markers with their producer
 state, so after kill -9 of the leader the new leader has the same LSO, aborted transactions and
-coordinator epochs, and the sender finds it (after a refused connection to the dead one).
+coordinator epochs, and the sender finds it (after a refused connection to the dead one); the
+killed leader, restarted and elected again, recovers the same view. And a transaction of a
+real transactional producer commits through the coordinator's own sender after kill -9 of one
+of its partitions' leaders.
 
-Producers' transactional batches are accepted here through a test-only hook
-(``txn_site/sitecustomize.py``), since clients may not write them before the coordinator exists.
+The transactions are a test's own (no coordinator involved: InitProducerId without a
+transactional id, transactional batches produced as a client's), so the markers are the test's
+to send and every offset is known.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import struct
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from kio.schema.find_coordinator.v4 import request as find_request
 from kio.schema.init_producer_id.v4 import request as init_request
 from kio.schema.list_offsets.v7 import request as list_request
 from kio.schema.metadata.v12 import request as metadata_request
 from kio.schema.produce.v9 import request as produce_request
 from kio.schema.write_txn_markers.v1 import request as markers_request
 from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.broker.metadata_cache import (
     LiveBroker,
@@ -37,6 +43,7 @@ from odradek.broker.txn_markers import TxnMarkerSender
 from odradek.client.connection import BrokerConnection
 from odradek.config.endpoints import HostPort
 from odradek.errors import ErrorCode
+from odradek.groups.partitioner import partition_for
 from odradek.local import cluster
 from odradek.local.cluster import ClusterState, pid_alive
 from odradek.observability.metrics import txn_marker_metrics
@@ -47,23 +54,30 @@ from support.waiting import wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
 TOPIC = "txn"
-SITE = Path(__file__).parent / "txn_site"
 WAIT_S = 30.0
 NOW_MS = 1_700_000_000_000
 COORDINATOR_EPOCH = 1
+TXN_STATE_TOPIC = "__transaction_state"
+# __transaction_state with 2 replicas: a partition leader can die outside the ISR of the
+# coordinator's partition, so a commit goes on to its markers while that leader is dead.
+TXN_PARTITIONS = 3
+OVERRIDES = {
+    "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
+    "transaction.state.log.replication.factor": "2",
+    "transaction.max.timeout.ms": "120000",
+}
 
 
 @pytest.fixture(scope="module")
-def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, ClusterState]]:
-    data_dir = tmp_path_factory.mktemp("txn-cluster")
-    path = os.pathsep.join(filter(None, [str(SITE), os.environ.get("PYTHONPATH")]))
-    with pytest.MonkeyPatch.context() as patch:  # the brokers inherit it; this process not
-        patch.setenv("PYTHONPATH", path)
-        try:
-            state, started = cluster.up(data_dir, brokers=3)
-        except BaseException:
-            cluster.down(data_dir)
-            raise
+def markers_cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, ClusterState]]:
+    data_dir = tmp_path_factory.mktemp("markers-cluster")
+    try:
+        state, started = cluster.up(data_dir, brokers=3, broker_overrides=OVERRIDES)
+    except BaseException:
+        cluster.down(data_dir)
+        raise
     try:
         assert started, f"a cluster was already running in {data_dir}"
         yield data_dir, state
@@ -292,8 +306,9 @@ def aborted_on_disk(member: cluster.Member) -> list[tuple[int, int, int]]:
 # -- the test -------------------------------------------------------------------------------------
 
 
-def test_markers_end_transactions_on_every_replica(txn_cluster):
-    data_dir, state = txn_cluster
+def test_markers_end_transactions_on_every_replica(markers_cluster):
+    data_dir, state = markers_cluster
+    from confluent_kafka import ElectionType, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": state.bootstrap_servers})
@@ -304,6 +319,7 @@ def test_markers_end_transactions_on_every_replica(txn_cluster):
         "the topic's leader with 3 replicas in sync",
         WAIT_S,
     )
+    # the first live replica of the assignment: the preferred one, elected again at the end
     to_leader = _address(state, leader)
     wait_until(lambda: _leads(to_leader), f"broker {leader} to lead {TOPIC}-0", WAIT_S)
     committing, aborting, left_open = (producer_id(to_leader) for _ in range(3))
@@ -378,6 +394,159 @@ def test_markers_end_transactions_on_every_replica(txn_cluster):
             f"broker {broker_id}'s .txnindex to hold producer {left_open}'s abort",
             WAIT_S,
         )
+
+    # The killed leader recovers its log (producer state from its snapshot and the log), catches
+    # up as a follower (the last abort comes by replication) and leads again: same view.
+    cluster.restart_broker(data_dir, leader)
+    wait_until(
+        lambda: (s := cluster.partition_state(state, TOPIC, 0)) and len(s.isr) == 3,
+        f"broker {leader} back in the ISR",
+        WAIT_S,
+    )
+    admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, 0)]).result(WAIT_S)
+    wait_until(
+        lambda: (s := cluster.partition_state(state, TOPIC, 0)) and s.leader == leader,
+        f"broker {leader} leading again",
+        WAIT_S,
+    )
+    wait_until(lambda: _leads(to_leader), f"broker {leader} to lead again", WAIT_S)
+    wait_until(lambda: end_offset(to_leader, committed=False) == 9, "the HW back at 9", WAIT_S)
+    assert end_offset(to_leader, committed=True) == 9
+    assert consume(state.bootstrap_servers, "read_committed", 4) == [b"a1", b"a2", b"p1", b"p2"]
+    assert consume(state.bootstrap_servers, "read_uncommitted", 6) == everything
+    assert (left_open, 6, 8) in aborted_on_disk(state.member("broker", leader))
+    assert (
+        write_marker(to_leader, committing, committed=True, coordinator_epoch=COORDINATOR_EPOCH - 1)
+        == ErrorCode.transaction_coordinator_fenced
+    )
+
+
+def find_transaction_coordinator(address: HostPort, transactional_id: str) -> int | None:
+    """Its coordinator (creating ``__transaction_state`` on first use), None while there is
+    none yet."""
+    response = send(
+        address,
+        find_request.FindCoordinatorRequest(key_type=1, coordinator_keys=(transactional_id,)),
+    )
+    (found,) = response.coordinators
+    return found.node_id if found.error_code == ErrorCode.none else None
+
+
+def markers_metrics(member: cluster.Member) -> dict[str, float]:
+    """The marker sender's samples on a broker's /metrics (errors as ``error:<name>``)."""
+    with urllib.request.urlopen(f"http://{member.admin}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "odradek_broker_txn_markers_written_total":
+                found["written"] = sample.value
+            elif sample.name == "odradek_broker_txn_marker_errors_total":
+                found[f"error:{sample.labels['error']}"] = sample.value
+    return found
+
+
+def test_a_transaction_commits_after_kill_of_a_partition_leader(markers_cluster):
+    """The coordinator's own sender (in its broker) writes the COMMIT markers of a transaction
+    whose partition leader died after its records: it retries that partition (the dead leader
+    refuses connections) until the controller has moved it, then the transaction completes."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    _, state = markers_cluster
+    topic = "eos"
+    admin = AdminClient({"bootstrap.servers": state.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic].result(
+        WAIT_S
+    )
+    leaders = wait_until(
+        lambda: (
+            all(
+                (s := cluster.partition_state(state, topic, p)) and len(s.isr) == 3
+                for p in range(3)
+            )
+            and {p: cluster.partition_state(state, topic, p).leader for p in range(3)}
+        ),
+        f"{topic} led with 3 replicas in sync",
+        WAIT_S,
+    )
+    wait_until(
+        lambda: find_transaction_coordinator(_address(state, 1), "any") is not None,
+        "a transaction coordinator",
+        WAIT_S,
+    )
+    txn_isrs = wait_until(
+        lambda: (
+            all(
+                (s := cluster.partition_state(state, TXN_STATE_TOPIC, p)) and len(s.isr) == 2
+                for p in range(TXN_PARTITIONS)
+            )
+            and {
+                p: cluster.partition_state(state, TXN_STATE_TOPIC, p) for p in range(TXN_PARTITIONS)
+            }
+        ),
+        f"{TXN_STATE_TOPIC} led with 2 replicas in sync",
+        WAIT_S,
+    )
+    # A transactional id whose coordinator's partition does not have a leader of ours in its
+    # ISR: that leader is the one to kill.
+    for attempt in range(100):
+        transactional_id = f"tid-{attempt}"
+        txn_state = txn_isrs[partition_for(transactional_id, TXN_PARTITIONS)]
+        victims = [b for b in leaders.values() if b not in txn_state.isr]
+        if victims:
+            break
+    else:
+        pytest.fail(f"no transactional id whose coordinator's ISR misses a leader of {leaders}")
+    coordinator, victim = txn_state.leader, victims[0]
+    producer = Producer(
+        {
+            "bootstrap.servers": state.bootstrap_servers,
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": 90_000,
+        }
+    )
+    producer.init_transactions(WAIT_S)
+    assert find_transaction_coordinator(_address(state, coordinator), transactional_id) == (
+        coordinator
+    )
+    producer.begin_transaction()
+    values = [f"v{i}".encode() for i in range(30)]
+    for i, value in enumerate(values):
+        producer.produce(topic, value, partition=i % 3)
+    assert producer.flush(WAIT_S) == 0
+    member = state.member("broker", victim)
+    assert cluster.kill(member)  # SIGKILL, before the markers are sent
+    wait_until(lambda: not pid_alive(member.pid), f"broker {victim} gone", WAIT_S)
+
+    producer.commit_transaction(3 * WAIT_S)
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": state.bootstrap_servers,
+            "group.id": f"unused-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+        received: list[bytes] = []
+        deadline = time.monotonic() + 2 * WAIT_S
+        while len(received) < len(values) and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                received.append(message.value())
+    finally:
+        consumer.close()
+    assert sorted(received) == sorted(values)
+    sender = markers_metrics(state.member("broker", coordinator))
+    print(f"coordinator {coordinator}, dead leader {victim}: sender {sender}")
+    assert sender.get("written", 0) >= 1
+    retried = sender.get("error:network_exception", 0) + sender.get("error:leader_not_available", 0)
+    assert retried >= 1, sender
 
 
 def _leads(address: HostPort) -> bool:

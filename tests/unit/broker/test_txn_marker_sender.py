@@ -49,6 +49,7 @@ class FakeBroker:
         self.gate: asyncio.Event | None = None
         self.connects = 0
         self.refuse_connects = 0
+        self.fail_sends = 0
 
     @property
     def port(self) -> int:
@@ -96,6 +97,9 @@ class FakeConnection:
         self.closed = False
 
     async def send(self, request):
+        if self.broker.fail_sends:
+            self.broker.fail_sends -= 1
+            raise RuntimeError("a bug in the sender's path")
         return await self.broker.handle(request)
 
     async def close(self) -> None:
@@ -232,11 +236,12 @@ def test_not_leader_is_retried_at_the_moved_leader():
     assert errors >= 2
 
 
-def test_unknown_leader_and_refused_connections_are_retried():
+def test_unknown_leader_refused_connections_and_failures_are_retried():
     async def scenario():
         cluster = Cluster(1)
         cluster.lead("t", {0: -1})  # no leader elected yet
         cluster.brokers[1].refuse_connects = 2
+        cluster.brokers[1].fail_sends = 1
         sender = cluster.sender()
         done = Completions()
         sender.submit(marker(10, ("t", 0)), done, owner=0)
@@ -248,7 +253,7 @@ def test_unknown_leader_and_refused_connections_are_retried():
         return cluster
 
     cluster = asyncio.run(scenario())
-    assert cluster.brokers[1].connects == 3
+    assert cluster.brokers[1].connects == 4  # and once more after the failed send
     assert cluster.brokers[1].written() == [(10, "t", 0)]
 
 

@@ -18,6 +18,7 @@ from odradek.broker.replica_manager import ReplicaManager
 from odradek.config.topic import TopicConfig
 from odradek.errors import ErrorCode
 from odradek.groups.config import OFFSETS_TOPIC
+from odradek.groups.errors import CoordinatorLoadInProgressError
 from odradek.storage.batch import BatchHeader
 from odradek.storage.control import ControlType, read_marker
 from odradek.storage.manager import LogManager
@@ -58,10 +59,13 @@ def open_transaction(partition, pid: int, values=(b"a", b"b")) -> None:
 
 
 class Groups:
-    def __init__(self):
+    def __init__(self, failures: dict[int, Exception] | None = None):
         self.completed: list[tuple[int, int, bool]] = []
+        self.failures = failures or {}
 
     async def complete_transaction(self, partition: int, producer_id: int, committed: bool):
+        if partition in self.failures:
+            raise self.failures[partition]
         self.completed.append((partition, producer_id, committed))
 
 
@@ -186,6 +190,19 @@ def test_offsets_partitions_settle_the_transactional_offsets(replicas):
     errors = call(replicas, req, groups=groups)
     assert errors[(7, OFFSETS_TOPIC, 1)] == ErrorCode.not_leader_or_follower
     assert groups.completed == [(0, 7, True), (0, 8, False)]  # written partitions only
+
+
+def test_a_failure_to_settle_is_the_partitions_error(replicas):
+    for index in (0, 1, 2):
+        host(replicas, OFFSETS_TOPIC, index)
+    groups = Groups({0: CoordinatorLoadInProgressError("loading"), 1: RuntimeError("bug")})
+    errors = call(replicas, request(marker(7, {OFFSETS_TOPIC: [0, 1, 2]})), groups=groups)
+    assert errors == {
+        (7, OFFSETS_TOPIC, 0): ErrorCode.coordinator_load_in_progress,
+        (7, OFFSETS_TOPIC, 1): ErrorCode.unknown_server_error,
+        (7, OFFSETS_TOPIC, 2): ErrorCode.none,
+    }
+    assert groups.completed == [(2, 7, True)]
 
 
 def test_a_group_coordinator_without_transactions_is_left_alone(replicas):

@@ -23,8 +23,9 @@ Markers of one request are appended one after the other and their replication aw
 the answer is a ``DeferredAnswer``, so the coordinator's connection is not held meanwhile. Once a
 marker is in the ISR of a ``__consumer_offsets`` partition, the group coordinator settles that
 producer's pending transactional offsets there (``GroupCoordinator.complete_transaction``, when
-the group coordinator has it); a failure there is UNKNOWN_SERVER_ERROR for the partition, as in
-Kafka, and the transaction coordinator writes the marker again.
+the group coordinator has it); a failure there is the partition's error (its Kafka code, such
+as COORDINATOR_LOAD_IN_PROGRESS, else UNKNOWN_SERVER_ERROR as in Kafka), and the sender writes
+the marker again (a second marker closes nothing in the log; settling again is harmless).
 
 Who may send it: Kafka requires the ClusterAction permission; without authentication Odradek
 serves it only on the inter-broker listener (``inter.broker.listener.name``), where the
@@ -48,7 +49,7 @@ from odradek.broker.handlers.build import build, element_type
 from odradek.broker.partition import ACKS_ALL
 from odradek.broker.replica_manager import ProduceResult
 from odradek.broker.txn_markers import MARKER_APPEND_TIMEOUT_MS
-from odradek.errors import ErrorCode
+from odradek.errors import ErrorCode, OdradekError
 from odradek.groups.config import OFFSETS_TOPIC
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
@@ -140,6 +141,15 @@ async def _complete_offsets(ctx: RequestContext, marker: _Marker) -> None:
             continue
         try:
             await complete(index, marker.producer_id, marker.committed)
+        except OdradekError as e:  # COORDINATOR_LOAD_IN_PROGRESS: the sender writes it again
+            log.info(
+                "settling the transactional offsets of producer %d in %s-%d: %s",
+                marker.producer_id,
+                topic,
+                index,
+                e,
+            )
+            marker.results[(topic, index)] = ProduceResult(e.error_code)
         except Exception:
             log.exception(
                 "settling the transactional offsets of producer %d in %s-%d failed",
