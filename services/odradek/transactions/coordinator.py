@@ -318,18 +318,16 @@ class TransactionCoordinator:
         if any(self.runtime.is_loading(p) for p in elected):
             return ErrorCode.coordinator_load_in_progress, [], []
         listings: list[TransactionListing] = []
-        unknown: list[str] = []
         for partition in elected:
             try:
-                found, unknown = await self.runtime.read(
+                found, _ = await self.runtime.read(
                     partition,
                     lambda s: s.list_transactions(states, pids, duration_filter_ms),  # type: ignore[attr-defined]
                 )
             except (NotCoordinatorError, CoordinatorLoadInProgressError):
                 continue  # resigned meanwhile: its transactions are another broker's
             listings.extend(found)
-        if not elected:
-            unknown = [name for name in states if TransactionState.from_kafka_name(name) is None]
+        unknown = [name for name in states if TransactionState.from_kafka_name(name) is None]
         return ErrorCode.none, listings, unknown
 
     # -- markers ---------------------------------------------------------------------------------
