@@ -135,7 +135,12 @@ class DoubleGroup:
         )
 
     def validate_offset_commit(
-        self, member_id: str, group_instance_id: str | None, generation_or_epoch: int
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_or_epoch: int,
+        *,
+        is_transactional: bool = False,
     ) -> None:
         pass
 

@@ -1,8 +1,11 @@
 """The group coordinator wired into the broker: its log is this broker's replicas of
 ``__consumer_offsets``, its topics the metadata cache, its shards follow leadership.
 
-- ``ReplicaCoordinatorLog`` appends the runtime's batches as leader (fenced by the shard's leader
-  epoch), waits for the high watermark, and reads a partition's whole log for loading.
+- ``ReplicaCoordinatorLog`` appends the runtime's batches as leader with the coordinator's origin
+  (fenced by the shard's leader epoch; a TxnOffsetCommit's batch is a producer's transactional
+  batch), waits for the high watermark, and reads a partition's whole log for loading: its data
+  records, each with its producer id if its batch is transactional, and its transaction markers
+  (control batches), in log order.
 - ``MetadataTopics`` answers what a group may know of topics from the metadata cache.
 - ``start_group_coordinator`` builds the coordinator and registers it with the replica manager's
   leadership changes: leading a partition of ``__consumer_offsets`` loads its shard, following it
@@ -32,10 +35,12 @@ from odradek.config.broker import BrokerConfig
 from odradek.errors import ErrorCode, NotLeaderOrFollowerError, RequestTimedOutError
 from odradek.groups.config import OFFSETS_TOPIC, GroupCoordinatorConfig
 from odradek.groups.coordinator import GroupCoordinator
-from odradek.groups.runtime import CoordinatorRuntime, LoggedRecord
+from odradek.groups.runtime import CoordinatorRuntime, LoggedMarker, LoggedRecord
 from odradek.groups.shard import ShardContext, Timer
-from odradek.storage.batch import BatchHeader
+from odradek.storage.batch import NO_PRODUCER_ID, BatchHeader
+from odradek.storage.control import ControlType, marker_or_none
 from odradek.storage.records import decode_records
+from odradek.storage.validator import AppendOrigin
 
 __all__ = [
     "ReplicaCoordinatorLog",
@@ -45,8 +50,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-CONTROL_BATCH = 0x20  # attributes bit 5: a transaction marker, not data
 
 
 class ReplicaCoordinatorLog:
@@ -66,7 +69,9 @@ class ReplicaCoordinatorLog:
             raise NotLeaderOrFollowerError(
                 f"{hosted.name}: not the leader in epoch {leader_epoch} any more"
             )
-        info = await hosted.append_as_leader(batch, ACKS_ALL, self.workers)
+        info = await hosted.append_as_leader(
+            batch, ACKS_ALL, self.workers, origin=AppendOrigin.COORDINATOR
+        )
         return info.last_offset + 1
 
     async def wait_replicated(self, partition: int, offset: int, timeout_ms: int) -> None:
@@ -80,7 +85,7 @@ class ReplicaCoordinatorLog:
                 f"{hosted.name}: not replicated to the ISR within {timeout_ms} ms"
             ) from None
 
-    def read_all(self, partition: int) -> Iterator[LoggedRecord]:
+    def read_all(self, partition: int) -> Iterator[LoggedRecord | LoggedMarker]:
         hosted = self.replicas.get_partition(self.topic, partition)
         partition_log = hosted.log
         end = partition_log.log_end_offset
@@ -88,10 +93,19 @@ class ReplicaCoordinatorLog:
             header = BatchHeader.parse(batch)
             if header.base_offset >= end:
                 break
-            if header.attributes & CONTROL_BATCH:
-                continue
+            if header.is_control:
+                marker = marker_or_none(header, batch)
+                if marker is not None and header.has_producer_id:
+                    committed = marker.control is ControlType.COMMIT
+                    yield LoggedMarker(header.base_offset, header.producer_id, committed)
+                continue  # another kind of control batch: nothing to a coordinator
+            producer_id = (
+                header.producer_id
+                if header.is_transactional and header.has_producer_id
+                else NO_PRODUCER_ID
+            )
             for record in decode_records(batch):
-                yield LoggedRecord(record.offset, record.key, record.value)
+                yield LoggedRecord(record.offset, record.key, record.value, producer_id)
 
 
 class MetadataTopics:

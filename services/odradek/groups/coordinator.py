@@ -1,5 +1,10 @@
 """The group coordinator as request handlers use it: which shard owns a group, and running
 operations on it (``runtime``). One per broker (``BrokerContext.groups``).
+
+``complete_transaction`` is how a transaction marker that WriteTxnMarkers appended to a
+``__consumer_offsets`` partition reaches that partition's shard: the replay of the marker
+(pending transactional offsets committed or dropped), the same a loading shard does when it
+reads the marker from the log.
 """
 
 from __future__ import annotations
@@ -42,6 +47,13 @@ class GroupCoordinator:
 
     async def read(self, group_id: str, operation: Callable[[GroupCoordinatorShard], T]) -> T:
         return await self.runtime.read(self.partition_for(group_id), operation)
+
+    async def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
+        """The marker of ``producer_id``'s transaction was appended to ``partition`` (and
+        replicated): replay it on the partition's shard. Nothing to do where the shard is not
+        here (its next leader reads the marker when loading); raises
+        COORDINATOR_LOAD_IN_PROGRESS if the shard is still loading after the write timeout."""
+        await self.runtime.complete_transaction(partition, producer_id, committed)
 
     def active_partitions(self) -> list[int]:
         return self.runtime.active_partitions()

@@ -70,11 +70,17 @@ class Group(Protocol):
     def describe(self) -> GroupDescription: ...
 
     def validate_offset_commit(
-        self, member_id: str, group_instance_id: str | None, generation_or_epoch: int
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_or_epoch: int,
+        *,
+        is_transactional: bool = False,
     ) -> None:
         """Raise ``GroupError`` unless this member may commit: classic groups check member id,
         instance id and generation (-1 and no member: a simple consumer's commit, allowed only
-        while the group is empty); consumer groups the member epoch (STALE_MEMBER_EPOCH)."""
+        while the group is empty, or a transactional commit that names no member); consumer
+        groups the member epoch (STALE_MEMBER_EPOCH)."""
         ...
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:

@@ -26,6 +26,27 @@ nothing.
   Stable classic group of the consumer protocol; other groups with members keep all). An empty
   group left without offsets is deleted (``Group.tombstones()``).
 
+Transactional offsets (Kafka's pending transactional offsets, KIP-98):
+
+- ``commit_transactional_offsets`` (TxnOffsetCommit): validated as an OffsetCommit, except that
+  a classic group accepts an empty member id with generation -1 even with members (the
+  producer's older requests carry none) and does not refuse while CompletingRebalance; a group
+  that does not exist accepts only generation -1 (else ILLEGAL_GENERATION), and a consumer
+  group's stale epoch is ILLEGAL_GENERATION. Its records are written in a transactional batch
+  of the producer (``Result.producer``).
+- Replay (``replay_at``): an offset commit of a producer (a transactional batch) goes to that
+  producer's *pending* offsets (``pending_offsets``), not to the committed ones. A tombstone
+  removes the committed offset and every producer's pending one of that partition.
+- ``replay_end_transaction_marker``: COMMIT moves the producer's pending offsets to the
+  committed ones, each only if its record is later in the log than the committed one's
+  (``record_offset``: a plain commit written after the transactional one, before the marker,
+  wins, as it would after compaction); ABORT drops them. A marker of a producer without pending
+  offsets changes nothing, so replaying one twice is harmless.
+- ``fetch_offsets(require_stable=True)``: a partition with a pending offset of the group is
+  UNSTABLE_OFFSET_COMMIT (the client retries); without it, the committed offset only.
+- OffsetDelete and DeleteGroups write a tombstone for a partition with a pending offset too;
+  expiry keeps an offset that has a pending one, and a group with pending offsets.
+
 For the other managers and the admin APIs: ``committed``, ``group_ids``,
 ``delete_group_offsets``.
 """
@@ -34,11 +55,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.errors import ErrorCode
 from odradek.groups.errors import GroupError
 from odradek.groups.group import Group, GroupType
+from odradek.groups.pending_offsets import PendingOffsets
 from odradek.groups.records.base import CoordinatorRecord
 from odradek.groups.records.offsets import (
     LegacyOffsetCommitKey,
@@ -47,7 +69,8 @@ from odradek.groups.records.offsets import (
     leader_epoch_of,
     offset_value,
 )
-from odradek.groups.result import Result
+from odradek.groups.result import Result, TxnProducer
+from odradek.storage.batch import NO_PRODUCER_ID
 
 if TYPE_CHECKING:  # the shard imports this module
     from odradek.groups.shard import ShardContext
@@ -74,6 +97,7 @@ class OffsetAndMetadata:
     metadata: str
     commit_timestamp_ms: int
     expire_timestamp_ms: int = -1  # -1: the broker's retention applies
+    record_offset: int = -1  # where its record is in the log (-1: unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +115,7 @@ class PartitionCommit:
 class FetchedPartition:
     partition: int
     offset: OffsetAndMetadata | None  # None: nothing committed (answered as -1)
+    unstable: bool = False  # a transaction of the group's has an offset for it pending
 
 
 class OffsetMetadataManager:
@@ -100,6 +125,7 @@ class OffsetMetadataManager:
         self.context = context
         self._groups = groups
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self._pending: PendingOffsets[OffsetAndMetadata] = PendingOffsets()
         # Groups seen empty by the expiry check, and when (not replayed: after a reload the
         # clock starts again, so offsets expire late, never early).
         self._empty_since: dict[str, int] = {}
@@ -107,23 +133,37 @@ class OffsetMetadataManager:
     # -- replay ---------------------------------------------------------------------------
 
     def replay(self, record: CoordinatorRecord) -> None:
+        self.replay_at(-1, NO_PRODUCER_ID, record)
+
+    def replay_at(self, offset: int, producer_id: int, record: CoordinatorRecord) -> None:
         key = record.key
+        group_id = key.group
         tp = (key.topic, key.partition)
         if record.value is None:
-            offsets = self._offsets.get(key.group)
-            if offsets is not None:
-                offsets.pop(tp, None)
-                if not offsets:
-                    del self._offsets[key.group]
+            _remove(self._offsets, group_id, tp)
+            self._pending.drop_partition(group_id, tp)
             return
         value = record.value
-        self._offsets.setdefault(key.group, {})[tp] = OffsetAndMetadata(
+        offset_and_metadata = OffsetAndMetadata(
             committed_offset=value.offset,
             leader_epoch=leader_epoch_of(value),
             metadata=value.metadata,
             commit_timestamp_ms=value.commit_timestamp,
             expire_timestamp_ms=expire_timestamp_of(value),
+            record_offset=offset,
         )
+        if producer_id == NO_PRODUCER_ID:
+            self._offsets.setdefault(group_id, {})[tp] = offset_and_metadata
+            return
+        self._pending.add(producer_id, group_id, tp, offset_and_metadata)
+
+    def replay_end_transaction_marker(self, producer_id: int, committed: bool) -> None:
+        for group_id, tp, offset in self._pending.end(producer_id):
+            if not committed:
+                continue
+            existing = self._offsets.get(group_id, {}).get(tp)
+            if existing is None or offset.record_offset > existing.record_offset:
+                self._offsets.setdefault(group_id, {})[tp] = offset
 
     def on_loaded(self) -> None:
         self._schedule_expiry()
@@ -136,14 +176,23 @@ class OffsetMetadataManager:
     def committed(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
         return dict(self._offsets.get(group_id, {}))
 
+    def pending(self, producer_id: int) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
+        """The producer's pending transactional offsets, by group."""
+        return self._pending.of_producer(producer_id)
+
+    def has_pending(self, group_id: str, tp: TopicPartition | None = None) -> bool:
+        """Whether a transaction has a pending offset of the group (for ``tp``, if given)."""
+        return self._pending.has(group_id, tp)
+
     def group_ids(self) -> set[str]:
-        return set(self._offsets)
+        """Groups with committed or pending offsets (Kafka creates a simple group for both)."""
+        return set(self._offsets) | self._pending.group_ids()
 
     def delete_group_offsets(self, group_id: str) -> list[CoordinatorRecord]:
-        return [
-            _tombstone(group_id, topic, partition)
-            for topic, partition in sorted(self._offsets.get(group_id, {}))
-        ]
+        """Tombstones of the group's committed offsets and of its pending ones (Kafka's
+        ``deleteAllOffsets``: a tombstone drops every producer's pending offset there)."""
+        partitions = set(self._offsets.get(group_id, {})) | set(self._pending.partitions(group_id))
+        return [_tombstone(group_id, topic, partition) for topic, partition in sorted(partitions)]
 
     # -- OffsetCommit -----------------------------------------------------------------------
 
@@ -165,6 +214,42 @@ class OffsetMetadataManager:
         elif generation_or_epoch >= 0:
             # Kafka: ILLEGAL_GENERATION before OffsetCommit v9 (the handler maps it).
             raise GroupError(ErrorCode.group_id_not_found, f"no group {group_id}")
+        errors, records = self._commit_records(group_id, partitions, retention_ms)
+        return Result(records=records, response=errors)
+
+    # -- TxnOffsetCommit ---------------------------------------------------------------------
+
+    def commit_transactional_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        producer: TxnProducer,
+        partitions: Sequence[PartitionCommit],
+    ) -> Result[dict[TopicPartition, ErrorCode]]:
+        """Per partition its error; raises ``GroupError`` for the whole request. The records
+        are the producer's (pending until its transaction's marker)."""
+        if not group_id:
+            raise GroupError(ErrorCode.invalid_group_id, "the group id is empty")
+        group = self._groups.get(group_id)
+        if group is not None:
+            try:
+                group.validate_offset_commit(
+                    member_id, group_instance_id, generation_id, is_transactional=True
+                )
+            except GroupError as e:
+                if e.error_code != ErrorCode.stale_member_epoch:
+                    raise
+                raise GroupError(ErrorCode.illegal_generation, str(e)) from e
+        elif generation_id >= 0:
+            raise GroupError(ErrorCode.illegal_generation, f"no group {group_id}")
+        errors, records = self._commit_records(group_id, partitions, -1)
+        return Result(records=records, response=errors, producer=producer)
+
+    def _commit_records(
+        self, group_id: str, partitions: Sequence[PartitionCommit], retention_ms: int
+    ) -> tuple[dict[TopicPartition, ErrorCode], list[CoordinatorRecord]]:
         now = self.context.clock_ms()
         expire = now + retention_ms if retention_ms >= 0 else -1
         max_metadata = self.context.config.offset_metadata_max_bytes
@@ -186,7 +271,7 @@ class OffsetMetadataManager:
                         OffsetCommitKey(group_id, commit.topic, commit.partition), value
                     )
                 )
-        return Result(records=records, response=errors)
+        return errors, records
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         count = self.context.topics.partition_count(topic)
@@ -200,21 +285,27 @@ class OffsetMetadataManager:
         topics: Sequence[tuple[str, Sequence[int]]] | None,
         member_id: str | None = None,
         member_epoch: int = -1,
+        require_stable: bool = False,
     ) -> list[tuple[str, list[FetchedPartition]]]:
-        """The committed offsets of ``topics`` (None: every topic the group committed)."""
+        """The committed offsets of ``topics`` (None: every topic the group committed);
+        ``require_stable``: a partition with a pending transactional offset is unstable."""
         group = self._groups.get(group_id)
         if group is not None and (member_id is not None or member_epoch >= 0):
             group.validate_offset_fetch(member_id, member_epoch)
         offsets = self._offsets.get(group_id, {})
-        if topics is None:
+        open_partitions = self._pending.partitions(group_id) if require_stable else {}
+
+        def fetched(tp: TopicPartition) -> FetchedPartition:
+            if tp in open_partitions:
+                return FetchedPartition(tp[1], None, unstable=True)
+            return FetchedPartition(tp[1], offsets.get(tp))
+
+        if topics is None:  # Kafka's fetchAllOffsets: the partitions with a committed offset
             by_topic: dict[str, list[FetchedPartition]] = {}
-            for (topic, partition), offset in sorted(offsets.items()):
-                by_topic.setdefault(topic, []).append(FetchedPartition(partition, offset))
+            for tp in sorted(offsets):
+                by_topic.setdefault(tp[0], []).append(fetched(tp))
             return list(by_topic.items())
-        return [
-            (topic, [FetchedPartition(p, offsets.get((topic, p))) for p in partitions])
-            for topic, partitions in topics
-        ]
+        return [(topic, [fetched((topic, p)) for p in partitions]) for topic, partitions in topics]
 
     # -- OffsetDelete -----------------------------------------------------------------------
 
@@ -222,7 +313,7 @@ class OffsetMetadataManager:
         self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
     ) -> Result[dict[TopicPartition, ErrorCode]]:
         group = self._groups.get(group_id)
-        if group is None and group_id not in self._offsets:
+        if group is None and group_id not in self._offsets and not self.has_pending(group_id):
             raise GroupError(ErrorCode.group_id_not_found, f"no group {group_id}")
         if group is not None and not group.is_empty() and group.protocol_type() != "consumer":
             raise GroupError(ErrorCode.non_empty_group, f"group {group_id} has members")
@@ -238,7 +329,8 @@ class OffsetMetadataManager:
                 error = ErrorCode.none
             for partition in partitions:
                 errors[(topic, partition)] = error
-                if error == ErrorCode.none and (topic, partition) in offsets:
+                tp = (topic, partition)
+                if error == ErrorCode.none and (tp in offsets or self.has_pending(group_id, tp)):
                     records.append(_tombstone(group_id, topic, partition))
         return Result(records=records, response=errors)
 
@@ -280,6 +372,8 @@ class OffsetMetadataManager:
             for (topic, partition), offset in sorted(offsets.items()):
                 if busy and group.is_subscribed_to(topic):
                     continue
+                if self.has_pending(group_id, (topic, partition)):
+                    continue  # Kafka: not while a transaction has an offset for it pending
                 if offset.expire_timestamp_ms >= 0:
                     due = now >= offset.expire_timestamp_ms
                 else:
@@ -288,7 +382,12 @@ class OffsetMetadataManager:
                 if due:
                     expired.append(_tombstone(group_id, topic, partition))
             records.extend(expired)
-            if group is not None and group.is_empty() and len(expired) == len(offsets):
+            if (
+                group is not None
+                and group.is_empty()
+                and len(expired) == len(offsets)
+                and not self.has_pending(group_id)
+            ):
                 records.extend(group.tombstones())
                 self._empty_since.pop(group_id, None)
         for group_id in set(self._empty_since) - set(self._groups):
@@ -303,6 +402,17 @@ def _expires_while_busy(group: Group) -> bool:
     if group.protocol_type() != "consumer":
         return False
     return group.type is GroupType.CONSUMER or group.state_name() == "Stable"
+
+
+def _remove(
+    by_group: dict[str, dict[TopicPartition, Any]], group_id: str, tp: TopicPartition
+) -> None:
+    """Remove ``tp`` of ``group_id``, and the group's entry once it has none left."""
+    entries = by_group.get(group_id)
+    if entries is not None:
+        entries.pop(tp, None)
+        if not entries:
+            del by_group[group_id]
 
 
 def _tombstone(group_id: str, topic: str, partition: int) -> CoordinatorRecord:

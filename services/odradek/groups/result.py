@@ -1,6 +1,11 @@
 """What a coordinator operation returns to the runtime (``runtime.write``): records to append,
 the answer, and how the answer and the records relate. Its own module so the managers
 (``offsets``, ``classic``, ``consumer``, ``admin``) build one without importing the runtime.
+
+A ``Result`` with a ``producer`` (TxnOffsetCommit) is written as a transactional batch of that
+producer (its id and epoch, base sequence -1, as Kafka's coordinators write them): the partition
+then has an open transaction of the producer until its marker, and the records are replayed as
+that producer's (pending until the marker). Without one, the batch has no producer.
 """
 
 from __future__ import annotations
@@ -11,9 +16,17 @@ from typing import Generic, TypeVar
 
 from odradek.groups.records.base import CoordinatorRecord
 
-__all__ = ["Result"]
+__all__ = ["Result", "TxnProducer"]
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class TxnProducer:
+    """The transactional producer whose batch the records are written in."""
+
+    producer_id: int
+    producer_epoch: int
 
 
 @dataclass(slots=True)
@@ -28,3 +41,5 @@ class Result(Generic[T]):
     replay: bool = True
     # Called with None once the records are replicated, or with the error that failed them.
     on_written: Callable[[BaseException | None], None] | None = None
+    # Write the records in a transactional batch of this producer (None: no producer).
+    producer: TxnProducer | None = None

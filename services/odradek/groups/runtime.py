@@ -23,6 +23,16 @@ which only a leader change can bring, and that unloads the shard).
 **Reads** (``read``) wait until what was written before them is replicated, then run on the
 shard: an OffsetFetch never returns an offset that a failover could lose.
 
+**Transactions.** A ``Result`` with a ``producer`` is appended as that producer's
+transactional batch (base sequence -1) and replayed as the producer's records. A shard that
+replays transactions (``TransactionalShard``: the group coordinator's) gets every data record
+with its offset and producer id (``replay_at``) and every transaction marker of its partition
+(``replay_end_transaction_marker``), in log order, when loading; live, the markers another path
+appended (WriteTxnMarkers) are handed to it by ``complete_transaction``. Replaying a marker is
+idempotent (a producer's pending records are gone after the first), so a marker both read by a
+load and handed over live is applied once in effect. Other shards get ``replay(record)`` and
+their logs hold no markers (a marker there fails the load).
+
 **Timers** (``ShardContext.timer``) run their operation as a write of the shard; resigning
 cancels them.
 
@@ -43,7 +53,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from odradek.coordinator.records import RecordFormat
 from odradek.groups.errors import (
@@ -54,9 +64,17 @@ from odradek.groups.errors import (
 from odradek.groups.records import base as records
 from odradek.groups.result import Result
 from odradek.groups.shard import GroupCoordinatorShard, ShardContext
+from odradek.storage.batch import NO_PRODUCER_ID, NO_SEQUENCE
 from odradek.storage.records import Record, encode_batch
 
-__all__ = ["CoordinatorLog", "LoggedRecord", "Result", "CoordinatorRuntime"]
+__all__ = [
+    "CoordinatorLog",
+    "LoggedRecord",
+    "LoggedMarker",
+    "Result",
+    "TransactionalShard",
+    "CoordinatorRuntime",
+]
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +84,36 @@ REPLAY_CHUNK_RECORDS = 2000  # records replayed per turn of the event loop while
 
 @dataclass(frozen=True, slots=True)
 class LoggedRecord:
+    """A data record of the log, with its batch's producer (-1: none) if the batch is
+    transactional (a producer's records not committed until its marker)."""
+
     offset: int
     key: bytes | None
     value: bytes | None
+    producer_id: int = NO_PRODUCER_ID  # set only for a transactional batch
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedMarker:
+    """A transaction marker (control batch) of the log: how ``producer_id``'s transaction in
+    this partition ended."""
+
+    offset: int
+    producer_id: int
+    committed: bool
+
+
+@runtime_checkable
+class TransactionalShard(Protocol):
+    """A shard whose records may belong to transactions (the group coordinator's)."""
+
+    def replay_at(self, offset: int, producer_id: int, record: records.CoordinatorRecord) -> None:
+        """Replay ``record``, written at ``offset`` by ``producer_id`` (-1: no transaction)."""
+        ...
+
+    def replay_end_transaction_marker(self, producer_id: int, committed: bool) -> None:
+        """The producer's transaction in this partition ended (a marker in the log)."""
+        ...
 
 
 class CoordinatorLog(Protocol):
@@ -83,8 +128,9 @@ class CoordinatorLog(Protocol):
         """Return once the high watermark reached ``offset``; raise on timeout or failure."""
         ...
 
-    def read_all(self, partition: int) -> Iterator[LoggedRecord]:
-        """Every data record of the partition's log, in order (called in a worker thread)."""
+    def read_all(self, partition: int) -> Iterator[LoggedRecord | LoggedMarker]:
+        """Every data record and transaction marker of the partition's log, in order (called in
+        a worker thread)."""
         ...
 
 
@@ -138,6 +184,21 @@ class _Slot:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     written_offset: int = 0  # the offset after the last record this shard appended
     load_task: asyncio.Task[None] | None = None
+    transactional: bool = False  # the shard is a TransactionalShard
+
+    def replay(
+        self, offset: int, producer_id: int, entry: records.CoordinatorRecord | bool
+    ) -> None:
+        """One entry of the log, in order: a data record, or a marker (``entry`` its outcome)."""
+        if self.transactional:
+            if isinstance(entry, bool):
+                self.shard.replay_end_transaction_marker(producer_id, entry)  # type: ignore[attr-defined]
+            else:
+                self.shard.replay_at(offset, producer_id, entry)  # type: ignore[attr-defined]
+        elif isinstance(entry, bool) or producer_id != NO_PRODUCER_ID:
+            raise ValueError(f"a transactional entry at offset {offset}: this shard has none")
+        else:
+            self.shard.replay(entry)
 
 
 class CoordinatorRuntime:
@@ -173,6 +234,7 @@ class CoordinatorRuntime:
         timer = _ShardTimer(self, partition)
         shard = self._new_shard(self._new_context(partition, timer))
         slot = _Slot(partition, leader_epoch, shard, timer)
+        slot.transactional = isinstance(shard, TransactionalShard)
         self._slots[partition] = slot
         slot.load_task = self._spawn(self._load(slot))
 
@@ -205,8 +267,8 @@ class CoordinatorRuntime:
             for chunk in _chunks(loaded, REPLAY_CHUNK_RECORDS):
                 if slot.state is _State.CLOSED:
                     return
-                for offset, record in chunk:
-                    slot.shard.replay(record)
+                for offset, producer_id, record in chunk:
+                    slot.replay(offset, producer_id, record)
                     slot.written_offset = offset + 1
                     count += 1
                 await asyncio.sleep(0)  # let requests be served while a big log is replayed
@@ -234,12 +296,18 @@ class CoordinatorRuntime:
             slot.state = _State.CLOSED
             slot.timer.cancel_all()
 
-    def _read(self, partition: int) -> list[tuple[int, records.CoordinatorRecord]]:
-        decoded = []
+    def _read(self, partition: int) -> list[tuple[int, int, records.CoordinatorRecord | bool]]:
+        """(offset, producer id, record) of each data record; (offset, producer id, committed)
+        of each marker."""
+        decoded: list[tuple[int, int, records.CoordinatorRecord | bool]] = []
         for logged in self.log.read_all(partition):
+            if isinstance(logged, LoggedMarker):
+                decoded.append((logged.offset, logged.producer_id, logged.committed))
+                continue
             if logged.key is None:
                 raise ValueError(f"a record without a key at offset {logged.offset}")
-            decoded.append((logged.offset, self.record_format.decode(logged.key, logged.value)))
+            record = self.record_format.decode(logged.key, logged.value)
+            decoded.append((logged.offset, logged.producer_id, record))
         return decoded
 
     # -- operations ----------------------------------------------------------------------
@@ -290,6 +358,9 @@ class CoordinatorRuntime:
 
     async def _append(self, slot: _Slot, result: Result[Any]) -> int:
         now_ms = self.clock_ms()
+        producer = result.producer
+        if producer is not None and not slot.transactional:
+            raise TypeError(f"{self.topic}'s shards do not replay transactional records")
         batch = encode_batch(
             [
                 Record(
@@ -301,6 +372,16 @@ class CoordinatorRuntime:
                 for i, r in enumerate(result.records)
             ],
             base_offset=0,
+            **(
+                {}
+                if producer is None
+                else {
+                    "producer_id": producer.producer_id,
+                    "producer_epoch": producer.producer_epoch,
+                    "base_sequence": NO_SEQUENCE,
+                    "is_transactional": True,
+                }
+            ),
         )
         try:
             written = await self.log.append(slot.partition, slot.leader_epoch, batch)
@@ -313,8 +394,10 @@ class CoordinatorRuntime:
         slot.written_offset = written
         slot.shard.context.log_end_offset = written
         if result.replay:
-            for record in result.records:
-                slot.shard.replay(record)
+            producer_id = NO_PRODUCER_ID if producer is None else producer.producer_id
+            first = written - len(result.records)
+            for i, record in enumerate(result.records):
+                slot.replay(first + i, producer_id, record)
         return written
 
     async def read(
@@ -333,6 +416,35 @@ class CoordinatorRuntime:
             except Exception as e:
                 raise coordinator_error_of(e) from e
         return operation(self._slot(partition).shard)
+
+    async def complete_transaction(
+        self, partition: int, producer_id: int, committed: bool, *, timeout_ms: int | None = None
+    ) -> bool:
+        """Replay a transaction marker that was appended to ``partition`` (by WriteTxnMarkers),
+        under the shard's lock. Whether a shard here applied it: a partition not led here, or
+        whose load fails, has nothing to apply (its next leader reads the marker from the log);
+        a loading one is waited for (``timeout_ms``), as its load may have read the log before
+        the marker, and replaying the marker again is harmless."""
+        timeout = self.write_timeout_ms if timeout_ms is None else timeout_ms
+        slot = self._slots.get(partition)
+        if slot is None or slot.state is _State.CLOSED:
+            return False
+        if slot.state is _State.LOADING and slot.load_task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(slot.load_task), timeout / 1000)
+            except TimeoutError as e:
+                raise CoordinatorLoadInProgressError(f"{self.topic}-{partition} is loading") from e
+            except asyncio.CancelledError:
+                if not slot.load_task.cancelled():
+                    raise  # this call is cancelled, not the load
+                return False  # resigned while loading: the next leader reads the marker
+        if self._slots.get(partition) is not slot or slot.state is not _State.ACTIVE:
+            return False
+        async with slot.lock:
+            if slot.state is not _State.ACTIVE:
+                return False
+            slot.replay(-1, producer_id, committed)
+        return True
 
     async def _fire(self, partition: int, key: str, operation: Callable[[], Any]) -> None:
         def run(_shard: GroupCoordinatorShard) -> Result[None]:

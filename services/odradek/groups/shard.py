@@ -15,6 +15,12 @@ timers), changes its state itself and writes records only to persist it (``repla
 ``replay`` must accept any record the log may hold, in log order, and never fail on a record
 for a group it does not know (a tombstone may follow the group's deletion).
 
+**Transactions.** The runtime replays each record with its offset and producer id
+(``replay_at``: -1 outside a transaction) and each transaction marker of the partition
+(``replay_end_transaction_marker``), in log order, loading or live. Only offset commits are
+written in transactions (TxnOffsetCommit); the offsets manager keeps them pending per producer
+until the marker. The other managers ignore the producer, as Kafka's.
+
 Runs on the broker's event loop, one operation at a time per shard (the runtime's lock).
 """
 
@@ -23,7 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from odradek.groups.classic.manager import ClassicGroupManager
 from odradek.groups.config import GroupCoordinatorConfig
@@ -31,8 +37,16 @@ from odradek.groups.consumer.manager import ConsumerGroupManager
 from odradek.groups.group import Group
 from odradek.groups.offsets import OffsetMetadataManager
 from odradek.groups.records.base import CoordinatorRecord
+from odradek.storage.batch import NO_PRODUCER_ID
 
-__all__ = ["Manager", "ShardContext", "Timer", "Topics", "GroupCoordinatorShard"]
+__all__ = [
+    "Manager",
+    "TransactionalManager",
+    "ShardContext",
+    "Timer",
+    "Topics",
+    "GroupCoordinatorShard",
+]
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +102,21 @@ class Manager(Protocol):
         ...
 
 
+@runtime_checkable
+class TransactionalManager(Protocol):
+    """A manager whose records may be written in transactions (the offsets manager)."""
+
+    def replay_at(self, offset: int, producer_id: int, record: CoordinatorRecord) -> None: ...
+
+    def replay_end_transaction_marker(self, producer_id: int, committed: bool) -> None: ...
+
+
 class GroupCoordinatorShard:
     def __init__(self, context: ShardContext):
         self.context = context
         self.groups: dict[str, Group] = {}
         self._managers: list[Manager] = []
-        self._replayers: dict[type, Callable[[CoordinatorRecord], None]] = {}
+        self._replayers: dict[type, Callable[[int, int, CoordinatorRecord], None]] = {}
         self.offsets = OffsetMetadataManager(context, self.groups)
         self._add(self.offsets)
         self.classic = ClassicGroupManager(context, self.groups)
@@ -103,16 +126,32 @@ class GroupCoordinatorShard:
 
     def _add(self, manager: Manager) -> None:
         self._managers.append(manager)
+        if isinstance(manager, TransactionalManager):
+            replayer = manager.replay_at
+        else:
+
+            def replayer(_offset: int, _producer_id: int, record: CoordinatorRecord) -> None:
+                manager.replay(record)
+
         for key_type in manager.RECORD_KEYS:
             if key_type in self._replayers:
                 raise RuntimeError(f"two managers replay {key_type.__name__}")
-            self._replayers[key_type] = manager.replay
+            self._replayers[key_type] = replayer
 
     def replay(self, record: CoordinatorRecord) -> None:
+        """A record outside any transaction, at no known offset (tests, tools)."""
+        self.replay_at(-1, NO_PRODUCER_ID, record)
+
+    def replay_at(self, offset: int, producer_id: int, record: CoordinatorRecord) -> None:
         replayer = self._replayers.get(type(record.key))
         if replayer is None:
             raise RuntimeError(f"no manager replays {type(record.key).__name__}")
-        replayer(record)
+        replayer(offset, producer_id, record)
+
+    def replay_end_transaction_marker(self, producer_id: int, committed: bool) -> None:
+        for manager in self._managers:
+            if isinstance(manager, TransactionalManager):
+                manager.replay_end_transaction_marker(producer_id, committed)
 
     def on_loaded(self) -> None:
         for manager in self._managers:

@@ -84,6 +84,7 @@ class ApiKey(enum.IntEnum):
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
     WRITE_TXN_MARKERS = 27  # sent by transaction coordinators to partition leaders
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
@@ -96,6 +97,7 @@ class ApiKey(enum.IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46  # forwarded to the controller
     OFFSET_DELETE = 47
     ALTER_PARTITION = 56  # served by the controller's listener, not by brokers
+    DESCRIBE_PRODUCERS = 61  # KIP-664
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848
@@ -126,6 +128,8 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.LIST_GROUPS: (0, 5),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),
+        # v4 only adds TRANSACTION_ABORTABLE (KIP-890 verification, not done); v5 is part 2.
+        ApiKey.TXN_OFFSET_COMMIT: (0, 3),
         ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
         ApiKey.API_VERSIONS: (0, 4),
@@ -157,6 +161,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # v1: KIP-860's flag, honoured
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+        ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # KIP-664; the only version
     }
 )
 

@@ -190,18 +190,25 @@ def validate_batch(
     return header
 
 
-def check_producer_batch(header: BatchHeader) -> None:
+def check_producer_batch(header: BatchHeader, *, from_coordinator: bool = False) -> None:
     """Rules a batch fresh from a producer must follow (compacted logs may break them later).
 
     A producer numbers the records of a batch 0..n-1, so the count and the last offset delta
     agree, and a batch always holds at least one record. A batch with a producer id (an
     idempotent or transactional producer's) carries a sequence number: Kafka's LogValidator
     refuses a negative one ("Invalid sequence number"), except in a transaction marker (a
-    control batch, which only the coordinator writes, without a sequence).
+    control batch, which only the coordinator writes, without a sequence), and as Kafka only
+    from clients: a coordinator writes a producer's transactional offsets without a sequence
+    too (``from_coordinator``).
     """
     if header.records_count <= 0:
         raise InvalidRecordError("a produced record batch must hold at least one record")
-    if header.has_producer_id and header.base_sequence < 0 and not header.is_control:
+    if (
+        header.has_producer_id
+        and header.base_sequence < 0
+        and not header.is_control
+        and not from_coordinator
+    ):
         raise InvalidRecordError(
             f"invalid sequence number {header.base_sequence} in a record batch with producer "
             f"id {header.producer_id}"

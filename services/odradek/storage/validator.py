@@ -164,7 +164,7 @@ def _check_batches(
             )
         if origin == AppendOrigin.REPLICATION:
             continue
-        check_producer_batch(header)
+        check_producer_batch(header, from_coordinator=origin == AppendOrigin.COORDINATOR)
         if len(batches) > 1 and header.has_producer_id:
             raise InvalidRecordError(
                 "a record set from an idempotent producer must hold exactly one batch"

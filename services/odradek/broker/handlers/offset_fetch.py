@@ -6,8 +6,10 @@ Topics null (v2+) asks for every topic the group committed. A partition without 
 offset is -1 with empty metadata. v9 names a KIP-848 member (member id, epoch) that its group
 validates (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH). A group's error (not the coordinator, still
 loading, an empty group id) is, as Kafka answers: v1 every requested partition's error, v2-7
-the top-level error with no topics, v8+ the group's error. ``require_stable`` asks nothing
-more of Odradek: without transactions every committed offset is stable.
+the top-level error with no topics, v8+ the group's error. ``require_stable`` (v7+): a
+partition for which a transaction has a pending offset of the group (TxnOffsetCommit, not yet
+ended by its marker) is UNSTABLE_OFFSET_COMMIT with offset -1, which the client retries, as
+Kafka; without it (or before v7) the committed offsets only.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ Fetched = list[tuple[str, list[FetchedPartition]]]
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     response_type = schemas.response_schema(API_KEY, version)
+    require_stable = bool(getattr(request, "require_stable", False))
     if version < MULTI_GROUP_VERSION:
         topics = _topics(request.topics)
-        error, fetched = await _fetch(ctx, request.group_id, topics, None, -1)
+        error, fetched = await _fetch(ctx, request.group_id, topics, None, -1, require_stable)
         if error != ErrorCode.none and version < 2:
             fetched = [(t, [FetchedPartition(p, None) for p in ps]) for t, ps in topics or ()]
             return build(response_type, topics=_encode(response_type, "topics", fetched, error))
@@ -51,6 +54,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             _topics(group.topics),
             getattr(group, "member_id", None),
             getattr(group, "member_epoch", -1),
+            require_stable,
         )
         answers.append(
             group_type(
@@ -74,6 +78,7 @@ async def _fetch(
     topics: list[tuple[str, list[int]]] | None,
     member_id: str | None,
     member_epoch: int,
+    require_stable: bool,
 ) -> tuple[ErrorCode, Fetched]:
     groups = ctx.broker.groups
     if groups is None:
@@ -83,7 +88,9 @@ async def _fetch(
     try:
         fetched = await groups.read(
             group_id,
-            lambda shard: shard.offsets.fetch_offsets(group_id, topics, member_id, member_epoch),
+            lambda shard: shard.offsets.fetch_offsets(
+                group_id, topics, member_id, member_epoch, require_stable
+            ),
         )
     except OdradekError as e:
         return e.error_code, []
@@ -103,7 +110,7 @@ def _encode(parent_type: type[Any], field: str, fetched: Fetched, error: ErrorCo
                     committed_offset=-1 if p.offset is None else p.offset.committed_offset,
                     committed_leader_epoch=-1 if p.offset is None else p.offset.leader_epoch,
                     metadata="" if p.offset is None else p.offset.metadata,
-                    error_code=error,
+                    error_code=ErrorCode.unstable_offset_commit if p.unstable else error,
                 )
                 for p in partitions
             ),

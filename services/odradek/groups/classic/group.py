@@ -93,22 +93,30 @@ class ClassicGroup:
         )
 
     def validate_offset_commit(
-        self, member_id: str, group_instance_id: str | None, generation_or_epoch: int
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_or_epoch: int,
+        *,
+        is_transactional: bool = False,
     ) -> None:
         if self.state is ClassicGroupState.DEAD:
             raise GroupError(ErrorCode.coordinator_not_available, f"group {self.group_id} is dead")
         if generation_or_epoch < 0 and self.state is ClassicGroupState.EMPTY:
             return  # an admin client's or a simple consumer's commit
         if generation_or_epoch >= 0 or member_id or group_instance_id is not None:
-            self.validate_member(member_id, group_instance_id, "offset commit")
+            operation = "transactional offset commit" if is_transactional else "offset commit"
+            self.validate_member(member_id, group_instance_id, operation)
             if generation_or_epoch != self.generation_id:
                 raise GroupError(
                     ErrorCode.illegal_generation,
                     f"generation {generation_or_epoch} is not the group's {self.generation_id}",
                 )
-            if self.state is ClassicGroupState.COMPLETING_REBALANCE:
+            # Kafka: a transactional commit is not refused while the group rebalances.
+            if self.state is ClassicGroupState.COMPLETING_REBALANCE and not is_transactional:
                 raise GroupError(ErrorCode.rebalance_in_progress)
-        else:
+        elif not is_transactional:
+            # A TxnOffsetCommit before v3 names no member: Kafka accepts it from anyone.
             raise GroupError(
                 ErrorCode.unknown_member_id,
                 "a commit without member id and generation is only accepted by an empty group",

@@ -146,7 +146,12 @@ class ConsumerGroup:
         )
 
     def validate_offset_commit(
-        self, member_id: str, group_instance_id: str | None, generation_or_epoch: int
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_or_epoch: int,
+        *,
+        is_transactional: bool = False,
     ) -> None:
         # Kafka's ConsumerGroup.validateOffsetCommit: an epoch < 0 commits only while the group
         # has no members (the admin client, or a consumer that assigns partitions itself).

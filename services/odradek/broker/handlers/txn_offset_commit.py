@@ -1,0 +1,97 @@
+"""TxnOffsetCommit (28), v0-3: a transactional producer's offsets of a consumer group
+(``send_offsets_to_transaction``), committed only with its transaction.
+
+Decodes the request into ``PartitionCommit``s, runs
+``OffsetMetadataManager.commit_transactional_offsets`` on the group's shard, which writes them
+in a transactional batch of the producer (pending until its transaction's marker), and answers
+once they are replicated to the ISR. v2 adds each partition's leader epoch; v3 the consumer's
+group metadata (member id, generation, group instance id), which a group validates (an empty
+member id with generation -1 is not checked, as Kafka). An error of the whole request (not the
+coordinator, an empty group id, an unknown member, a stale generation, a fenced producer epoch)
+is every partition's error, as Kafka answers. v4 only adds TRANSACTION_ABORTABLE for a failed
+KIP-890 verification of the transaction, which this broker does not do: not served.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.errors import ErrorCode, OdradekError
+from odradek.groups.offsets import PartitionCommit
+from odradek.groups.result import TxnProducer
+from odradek.protocol import schemas
+from odradek.protocol.apis import ApiKey
+
+API_KEY = ApiKey.TXN_OFFSET_COMMIT
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    commits = [
+        PartitionCommit(
+            topic.name,
+            p.partition_index,
+            p.committed_offset,
+            getattr(p, "committed_leader_epoch", -1),
+            p.committed_metadata,
+        )
+        for topic in request.topics
+        for p in topic.partitions
+    ]
+    producer = TxnProducer(request.producer_id, request.producer_epoch)
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    failed = ErrorCode.none
+    groups = ctx.broker.groups
+    try:
+        if groups is None:
+            failed = ErrorCode.coordinator_not_available
+        elif not request.group_id:
+            failed = ErrorCode.invalid_group_id
+        elif request.producer_id < 0 or request.producer_epoch < 0:
+            failed = ErrorCode.invalid_producer_id_mapping
+        else:
+            errors = await groups.write(
+                request.group_id,
+                lambda shard: shard.offsets.commit_transactional_offsets(
+                    request.group_id,
+                    getattr(request, "member_id", ""),
+                    getattr(request, "group_instance_id", None),
+                    getattr(request, "generation_id", -1),
+                    producer,
+                    commits,
+                ),
+            )
+    except OdradekError as e:
+        failed = e.error_code
+    return _response(ctx.api_version, request, errors, failed)
+
+
+def error_response(request: Any, error: ErrorCode) -> Any:
+    return _response(request.__version__, request, {}, error)
+
+
+def _response(
+    version: int, request: Any, errors: dict[tuple[str, int], ErrorCode], failed: ErrorCode
+) -> Any:
+    response_type = schemas.response_schema(API_KEY, version)
+    topic_type = element_type(response_type, "topics")
+    partition_type = element_type(topic_type, "partitions")
+    topics = tuple(
+        topic_type(
+            name=topic.name,
+            partitions=tuple(
+                partition_type(
+                    partition_index=p.partition_index,
+                    error_code=failed
+                    if failed != ErrorCode.none
+                    else errors.get(
+                        (topic.name, p.partition_index), ErrorCode.unknown_server_error
+                    ),
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in request.topics
+    )
+    return build(response_type, throttle_time=NO_THROTTLE, topics=topics)
