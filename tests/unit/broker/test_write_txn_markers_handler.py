@@ -205,9 +205,9 @@ def test_a_failure_to_settle_is_the_partitions_error(replicas):
     assert groups.completed == [(2, 7, True)]
 
 
-def test_a_group_coordinator_without_transactions_is_left_alone(replicas):
+def test_a_broker_without_groups_writes_offsets_markers_all_the_same(replicas):
     host(replicas, OFFSETS_TOPIC, 0)
-    errors = call(replicas, request(marker(7, {OFFSETS_TOPIC: [0]})), groups=object())
+    errors = call(replicas, request(marker(7, {OFFSETS_TOPIC: [0]})), groups=None)
     assert errors == {(7, OFFSETS_TOPIC, 0): ErrorCode.none}
 
 
