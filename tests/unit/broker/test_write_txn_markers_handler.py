@@ -6,6 +6,7 @@ followers and unknown partitions, and is refused off the inter-broker listener."
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -176,6 +177,16 @@ def test_the_answer_waits_for_the_isr(replicas, monkeypatch):
     errors = call(replicas, request(marker(7, {"t": [0]})))
     assert errors == {(7, "t", 0): ErrorCode.request_timed_out}
     assert markers_in(partition) == [(7, ControlType.COMMIT, 5)]  # written, not replicated
+
+
+def test_markers_wait_for_their_isrs_together(replicas, monkeypatch):
+    monkeypatch.setattr(write_txn_markers, "MARKER_APPEND_TIMEOUT_MS", 300)
+    for index in range(4):
+        host(replicas, "t", index, isr=(BROKER, 2))  # the follower never fetches
+    started = time.monotonic()
+    errors = call(replicas, request(*(marker(7 + i, {"t": [i]}) for i in range(4))))
+    assert set(errors.values()) == {ErrorCode.request_timed_out}
+    assert time.monotonic() - started < 4 * 0.3  # not one timeout after the other
 
 
 def test_offsets_partitions_settle_the_transactional_offsets(replicas):

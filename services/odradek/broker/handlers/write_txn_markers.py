@@ -39,6 +39,7 @@ Runs on the broker's event loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
@@ -120,8 +121,7 @@ async def _answer_when_replicated(
     markers: list[_Marker],
     waits: list[Coroutine[Any, Any, dict[TopicPartition, ProduceResult]]],
 ) -> Any:
-    for wait in waits:  # each already runs its own timeout; together they take the longest
-        await wait
+    await asyncio.gather(*waits)  # together: each wait's timeout runs from now, not in turn
     for marker in markers:
         await _complete_offsets(ctx, marker)
     return _answer(ctx.api_version, markers)
