@@ -25,6 +25,7 @@ from odradek.commands import (
     reassign,
     storage_demo,
     topics,
+    transactions,
 )
 
 COMMANDS = (
@@ -40,6 +41,7 @@ COMMANDS = (
     reassign,
     cluster,
     groups,
+    transactions,
 )
 
 

@@ -228,8 +228,9 @@ def replication_defaults(brokers: int) -> dict[str, str]:
 
     3 and 2 from three brokers up; a smaller cluster gets a replica on every broker and a
     minimum one below that (at least 1), so that it too survives the loss of one broker.
-    ``__consumer_offsets`` gets the same replication factor (Kafka's 3 would leave a smaller
-    cluster without a group coordinator).
+    ``__consumer_offsets`` and ``__transaction_state`` get the same replication factor (Kafka's
+    3 would leave a smaller cluster without a group or transaction coordinator), and the latter
+    the same minimum ISR (``transaction.state.log.min.isr``).
     """
     replication_factor = max(1, min(REPLICATION_FACTOR_DEFAULT, brokers))
     min_insync = max(1, min(MIN_INSYNC_REPLICAS_DEFAULT, replication_factor - 1))
@@ -237,6 +238,8 @@ def replication_defaults(brokers: int) -> dict[str, str]:
         "default.replication.factor": str(replication_factor),
         "min.insync.replicas": str(min_insync),
         "offsets.topic.replication.factor": str(replication_factor),
+        "transaction.state.log.replication.factor": str(replication_factor),
+        "transaction.state.log.min.isr": str(min_insync),
     }
 
 

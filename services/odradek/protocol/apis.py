@@ -97,6 +97,7 @@ class ApiKey(enum.IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46  # forwarded to the controller
     OFFSET_DELETE = 47
     ALTER_PARTITION = 56  # served by the controller's listener, not by brokers
+    DESCRIBE_PRODUCERS = 61  # KIP-664
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848
@@ -160,6 +161,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # v1: KIP-860's flag, honoured
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+        ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # KIP-664; the only version
     }
 )
 

@@ -79,6 +79,15 @@ def _error_code(value: int) -> ErrorCode:
     return code
 
 
+def _read_datetime_or_unset(buf: Buffer, pos: int) -> tuple[Any, int]:
+    """A timestamp field Kafka declares non-nullable yet fills with -1 for "none"
+    (DescribeTransactions' TransactionStartTimeMs of a transaction not started): None, as
+    the writer writes None; any other negative value is still refused."""
+    if struct.unpack_from(">q", buf, pos)[0] == -1:
+        return None, 8
+    return kio.read_datetime_i64(buf, pos)
+
+
 # (kafka_type, flexible, nullable) -> kio's native reader, for the variable-length primitives.
 _VARIABLE: dict[tuple[str, bool, bool], NativeReader] = {
     ("string", True, False): kio.read_compact_string,
@@ -89,8 +98,8 @@ _VARIABLE: dict[tuple[str, bool, bool], NativeReader] = {
     ("bytes", True, True): kio.read_compact_string_as_bytes_nullable,
     ("bytes", False, False): kio.read_legacy_bytes,
     ("bytes", False, True): kio.read_nullable_legacy_bytes,
-    ("datetime_i64", True, False): kio.read_datetime_i64,
-    ("datetime_i64", False, False): kio.read_datetime_i64,
+    ("datetime_i64", True, False): _read_datetime_or_unset,
+    ("datetime_i64", False, False): _read_datetime_or_unset,
     ("datetime_i64", True, True): kio.read_nullable_datetime_i64,
     ("datetime_i64", False, True): kio.read_nullable_datetime_i64,
 }

@@ -22,11 +22,20 @@ once ``now >= base_timestamp``. To make that later pass happen on a log nobody w
 cleaner remembers each log's earliest pending horizon and treats the log as cleanable once it
 has passed, whatever its dirty ratio. After a restart it reads the horizons back from the batch
 headers. Unlike Kafka (which keeps the bit once set), a batch rewritten with no tombstone left
-loses the bit, so that a header with the bit always means tombstones are waiting. Control
-batches (transaction markers) are kept as they are, and so are the records of aborted
-transactions, but those never enter the offset map: they supersede nothing. Cleaning stops at the
-last stable offset, and a cleaned segment takes over the aborted-transaction entries of the
-segments it replaces (``Log.replace_segments``).
+loses the bit, so that a header with the bit always means tombstones are waiting.
+
+Transactions, as Kafka's cleaner (``cleaned_txns.CleanedTransactions``): the batches of ABORTED
+transactions (known from the ``.txnindex`` entries) never enter the offset map, since they
+supersede nothing, and are dropped; committed transactional data is compacted like any data.
+A marker is kept while a pass still sees data of its transaction (a pass that removes the
+last of it counts the log as due again, so the next pass comes by itself); once a pass sees
+none, the marker gets a delete horizon as a tombstone does (the same attribute bit and base
+timestamp) and a later pass past the horizon drops it, ``delete.retention.ms`` later at least.
+A marker that is the last batch of a producer still active is kept whatever its age (it holds
+the producer's epoch, as Kafka's ``isBatchLastRecordOfProducer``). A cleaned segment's
+``.txnindex`` holds only the entries of the ABORT markers it keeps whose data the pass removed
+(the next pass drops them with the marker's horizon: nothing is left for a read_committed
+fetch to filter). Cleaning stops at the last stable offset: no open transaction is judged.
 
 Invariants: offsets never change (compaction leaves gaps, readers step over them); a batch
 keeps its base offset and its last offset (``last_offset_delta`` is preserved, as Kafka does,
@@ -55,7 +64,10 @@ from typing import NamedTuple
 
 from odradek.errors import KafkaStorageError
 from odradek.storage.batch import DELETE_HORIZON_MASK, BatchHeader, with_delete_horizon
+from odradek.storage.cleaned_txns import CleanedTransactions
+from odradek.storage.control import marker_or_none
 from odradek.storage.log import Log, wall_clock_ms
+from odradek.storage.producer_state import ActiveProducer
 from odradek.storage.records import Record, decode_records, reencode_batch
 from odradek.storage.segment import LogSegment, SegmentReader
 from odradek.storage.txn_index import AbortedTxn
@@ -148,6 +160,12 @@ class LogCleaner:
         # of its key, unknown to the map, stays in the log. With no dirty range (a pass for
         # tombstones whose horizon passed) that is the clean head.
         cleanable = [s for s in cleanable if s.next_offset <= end_offset]
+        txns = CleanedTransactions(
+            target.collect_aborted_transactions(cleanable[0].base_offset, end_offset)
+            if cleanable
+            else []
+        )
+        producers = target.active_producers()
         new_horizon_ms = min(now_ms + target.config.delete_retention_ms, NO_HORIZON)
         stats_before = (len(cleanable), sum(s.size for s in cleanable))
         removed = 0
@@ -156,7 +174,7 @@ class LogCleaner:
         max_index_entries = target.config.segment_index_bytes // TIME_ENTRY_BYTES
         for group in _groups(cleanable, target.config.segment_bytes, max_index_entries):
             cleaned, group_removed, horizons = self._clean_group(
-                target, group, offset_map, now_ms, new_horizon_ms
+                target, group, _Pass(offset_map, now_ms, new_horizon_ms, txns, producers)
             )
             pending_horizons += horizons
             if cleaned is None:  # nothing changed in this group: keep the originals
@@ -170,6 +188,8 @@ class LogCleaner:
             after_count += 1
             after_bytes += cleaned.size
         target.cleaner_checkpoint = end_offset
+        if txns.markers_pending:  # the next pass gives those markers their horizon
+            pending_horizons.append(now_ms)
         self._horizons[target] = min(pending_horizons, default=NO_HORIZON)
         return CleanerStats(
             first_dirty_offset=first_dirty,
@@ -182,7 +202,8 @@ class LogCleaner:
         )
 
     def tombstones_due(self, target: Log, now_ms: int) -> bool:
-        """Whether a tombstone kept in ``target`` reached its delete horizon (KIP-534).
+        """Whether a tombstone or marker kept in ``target`` reached its delete horizon
+        (KIP-534), or a marker kept by the last pass awaits its horizon.
 
         Keeps a log cleanable while it holds tombstones waiting for their horizon, as Kafka
         does: otherwise a log nobody writes to would keep them for ever.
@@ -202,7 +223,7 @@ class LogCleaner:
         for segment in target.segments()[:-1]:
             with _reading(target, segment) as reader:
                 for _, header in reader.batches_from(0):
-                    if header.attributes & DELETE_HORIZON_MASK and not header.is_control:
+                    if header.attributes & DELETE_HORIZON_MASK:
                         earliest = min(earliest, header.base_timestamp)
         return earliest
 
@@ -246,17 +267,13 @@ class LogCleaner:
         return offset_map, end_offset
 
     def _clean_group(
-        self,
-        target: Log,
-        group: list[LogSegment],
-        offset_map: dict[bytes, int],
-        now_ms: int,
-        new_horizon_ms: int,
+        self, target: Log, group: list[LogSegment], state: _Pass
     ) -> tuple[LogSegment | None, int, list[int]]:
         """Rewrite ``group`` into one ``.cleaned`` segment.
 
         Returns it (None if nothing would change), the records removed, and the delete
-        horizons of the batches it keeps with tombstones.
+        horizons of the batches it keeps with tombstones or discardable markers. The cleaned
+        segment's ``.txnindex`` holds the entries of the ABORT markers kept by this pass.
         """
         cleaned = target.new_cleaned_segment(group[0].base_offset, self.clock())
         if cleaned is None:
@@ -264,12 +281,13 @@ class LogCleaner:
         removed = 0
         changed = False
         horizons: list[int] = []
+        entries_before = len(state.txns.retained_entries)
         try:
             for segment in group:
                 with _reading(target, segment) as reader:
                     for position, header in reader.batches_from(0):
                         data = reader.read_batch_bytes(position, header)
-                        kept = _retained(data, header, offset_map, now_ms, new_horizon_ms)
+                        kept = _retained(data, header, state)
                         removed += kept.dropped
                         changed |= kept.rewritten or kept.data is None
                         if kept.horizon_ms is not None:
@@ -278,9 +296,13 @@ class LogCleaner:
                             cleaned.append(
                                 [kept.data], [(header.base_offset, BatchHeader.parse(kept.data))]
                             )
+            entries = state.txns.retained_entries[entries_before:]
+            changed |= entries != [e for s in group for e in s.txn_index.entries]
             if not changed:
                 target.discard_cleaned_segment(cleaned)
                 return None, 0, horizons
+            for entry in entries:
+                cleaned.txn_index.append(entry)
             cleaned.on_roll()
             cleaned.flush()
             return cleaned, removed, horizons
@@ -429,26 +451,34 @@ class Retained(NamedTuple):
     data: bytes | None  # the batch to write, or None if nothing of it is kept
     dropped: int  # records removed
     rewritten: bool  # ``data`` differs from the original bytes
-    horizon_ms: int | None  # the kept batch's delete horizon, if it still holds tombstones
+    horizon_ms: int | None  # the kept batch's delete horizon (tombstones or a marker waiting)
 
 
-def _retained(
-    data: bytes,
-    header: BatchHeader,
-    offset_map: dict[bytes, int],
-    now_ms: int,
-    new_horizon_ms: int,
-) -> Retained:
-    """The batch without superseded records and without tombstones past their horizon.
+class _Pass(NamedTuple):
+    """What every batch of a pass is judged against."""
+
+    offset_map: dict[bytes, int]
+    now_ms: int
+    new_horizon_ms: int
+    txns: CleanedTransactions
+    producers: dict[int, ActiveProducer]
+
+
+def _retained(data: bytes, header: BatchHeader, state: _Pass) -> Retained:
+    """The batch without superseded records, aborted data, tombstones or markers past their
+    horizon.
 
     A batch that keeps tombstones and had no delete horizon gets one (``new_horizon_ms``);
     one that keeps its horizon keeps it; one left without tombstones loses it.
     """
     if header.is_control:
-        return Retained(data, 0, False, None)
-    horizon_ms = header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
-    tombstones_expired = horizon_ms is not None and now_ms >= horizon_ms
+        return _retained_marker(data, header, state)
     records = decode_records(data)
+    if state.txns.on_data_batch(header):  # an aborted transaction's: never read_committed
+        return Retained(None, len(records), True, None)
+    horizon_ms = header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
+    tombstones_expired = horizon_ms is not None and state.now_ms >= horizon_ms
+    offset_map = state.offset_map
     kept = [
         r
         for r in records
@@ -458,13 +488,34 @@ def _retained(
     dropped = len(records) - len(kept)
     if not kept:
         return Retained(None, dropped, True, None)
+    state.txns.on_data_kept(header)
     if any(r.value is None for r in kept):
-        kept_horizon_ms = new_horizon_ms if horizon_ms is None else horizon_ms
+        kept_horizon_ms = state.new_horizon_ms if horizon_ms is None else horizon_ms
     else:
         kept_horizon_ms = None
     if dropped == 0 and kept_horizon_ms == horizon_ms:
         return Retained(data, 0, False, kept_horizon_ms)
     return Retained(_encode(header, kept, kept_horizon_ms), dropped, True, kept_horizon_ms)
+
+
+def _retained_marker(data: bytes, header: BatchHeader, state: _Pass) -> Retained:
+    """A marker is kept while its transaction has data, then gets a horizon, then goes."""
+    discardable = state.txns.on_marker(header, marker_or_none(header, data))
+    last = state.producers.get(header.producer_id)
+    if (
+        last is not None
+        and last.last_data_offset is None
+        and last.producer_epoch == header.producer_epoch
+    ):
+        discardable = False  # the producer's epoch lives in this marker alone
+    if not discardable:
+        return Retained(data, 0, False, None)
+    if header.attributes & DELETE_HORIZON_MASK:
+        if state.now_ms >= header.base_timestamp:
+            return Retained(None, header.records_count, True, None)
+        return Retained(data, 0, False, header.base_timestamp)
+    horizon_ms = state.new_horizon_ms
+    return Retained(_encode(header, decode_records(data), horizon_ms), 0, True, horizon_ms)
 
 
 def _encode(header: BatchHeader, records: list[Record], horizon_ms: int | None) -> bytes:

@@ -102,7 +102,12 @@ from odradek.storage.control import EndTxnMarker, marker_or_none, read_marker
 from odradek.storage.executors import StorageExecutors
 from odradek.storage.index import CorruptIndexError
 from odradek.storage.leader_epoch import LeaderEpochCheckpointFile, LeaderEpochFileCache
-from odradek.storage.producer_state import CompletedTxn, ProducerSnapshot, ProducerStateManager
+from odradek.storage.producer_state import (
+    ActiveProducer,
+    CompletedTxn,
+    ProducerSnapshot,
+    ProducerStateManager,
+)
 from odradek.storage.records import decode_records
 from odradek.storage.segment import (
     LOG_SUFFIX,
@@ -1180,6 +1185,12 @@ class Log:
         """A snapshot of the segments, oldest first; the last is active."""
         return self._view.segments
 
+    def active_producers(self) -> dict[int, ActiveProducer]:
+        """The producers the log knows, copied under the lock (for other threads: the
+        cleaner keeps the batches that hold their state; DescribeProducers shows them)."""
+        with self._lock:
+            return self.producer_state.active_producers()
+
     def segment_reader(self, segment: LogSegment) -> SegmentReader | None:
         """A reader of ``segment`` for a thread other than the appending one (the cleaner).
 
@@ -1248,11 +1259,8 @@ class Log:
             ):
                 return False
             try:
-                # The aborted transactions of the old segments stay known (compaction keeps
-                # markers until they are no longer needed, and their entries with them).
-                for segment in old:
-                    for txn in segment.txn_index.entries:
-                        new.txn_index.append(txn)
+                # ``new`` carries the aborted-transaction entries the cleaner kept (those of
+                # the ABORT markers still needed), written before the swap.
                 new.txn_index.sync()
                 new.rename_with_suffix(SWAP_SUFFIX)
                 for segment in old:

@@ -126,6 +126,20 @@ class ProducerEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    """A copy of one producer's state, for readers off the appending thread (Kafka's
+    ``DescribeProducers`` fields, and the last data offset the cleaner must keep)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1 when no transaction is open
+    last_data_offset: int | None  # of its last data batch in this epoch (None: none)
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerSnapshot:
     """The state at ``offset``, copied out so it can be written on another thread."""
 
@@ -279,6 +293,21 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """The first offset of the earliest open transaction; None when none is open."""
         return min(self.ongoing.values()) if self.ongoing else None
+
+    def active_producers(self) -> dict[int, ActiveProducer]:
+        """A copy of every producer's state (the caller holds the log's lock)."""
+        return {
+            entry.producer_id: ActiveProducer(
+                producer_id=entry.producer_id,
+                producer_epoch=entry.producer_epoch,
+                last_sequence=entry.last_sequence,
+                last_timestamp=entry.last_timestamp,
+                coordinator_epoch=entry.coordinator_epoch,
+                current_txn_start_offset=entry.current_txn_first_offset,
+                last_data_offset=entry.batches[-1].last_offset if entry.batches else None,
+            )
+            for entry in self.producers.values()
+        }
 
     # -- snapshots and loading -----------------------------------------------------------
 

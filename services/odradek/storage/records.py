@@ -365,10 +365,10 @@ def reencode_batch(
     """``records`` as a new batch that keeps ``header``'s identity.
 
     Kept: base and last offset (so a producer's sequence numbers still line up), producer id,
-    epoch and base sequence, partition leader epoch, transactional flag, timestamp type (and the
-    broker's timestamp for ``LogAppendTime``). The codec is the header's unless ``compression``
-    names another. Used by the cleaner (fewer records; ``base_timestamp`` for a delete horizon)
-    and by ``compression.type`` (new codec).
+    epoch and base sequence, partition leader epoch, transactional and control flags, timestamp
+    type (and the broker's timestamp for ``LogAppendTime``). The codec is the header's unless
+    ``compression`` names another. Used by the cleaner (fewer records; ``base_timestamp`` for a
+    delete horizon) and by ``compression.type`` (new codec).
     """
     return encode_batch(
         records,
@@ -380,6 +380,7 @@ def reencode_batch(
         base_sequence=header.base_sequence,
         partition_leader_epoch=header.partition_leader_epoch,
         is_transactional=header.is_transactional,
+        is_control=header.is_control,
         last_offset_delta=header.last_offset_delta,
         base_timestamp=base_timestamp,
         max_timestamp=header.max_timestamp if header.is_log_append_time else None,

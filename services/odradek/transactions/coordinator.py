@@ -23,7 +23,9 @@ submitted again.
 
 **Timers** (the runtime's, cancelled on resign): abort the transactions past their timeout
 (``abort_timed_out``, which fences their producers) and re-drive completions every cleanup
-interval; tombstone expired transactional ids every removal interval.
+interval; tombstone expired transactional ids every removal interval. A round handles at most
+``TIMER_TRANSACTIONS_MAX`` transactions (one batch of records) and leaves the rest to a round a
+second later.
 
 **Producer ids.** The shard allocates synchronously inside an operation; the id comes from an
 asynchronous source (ZooKeeper blocks). ``_ProducerIds`` awaits one id before an
@@ -70,6 +72,9 @@ T = TypeVar("T")
 ABORT_TIMER = "abort-timed-out"
 EXPIRE_TIMER = "expire-transactional-ids"
 REDRIVE_TIMER = "complete-pending"
+# Transactions one timer round aborts or expires: their records are one batch, well below
+# max.message.bytes; more are left to a round soon after.
+TIMER_TRANSACTIONS_MAX = 500
 # A marker submitted this long ago without its callback is submitted again (see above).
 RESUBMIT_AFTER_MS = 60_000
 _COMPLETING = -1  # in flight: the callback has begun, never submit again
@@ -313,18 +318,16 @@ class TransactionCoordinator:
         if any(self.runtime.is_loading(p) for p in elected):
             return ErrorCode.coordinator_load_in_progress, [], []
         listings: list[TransactionListing] = []
-        unknown: list[str] = []
         for partition in elected:
             try:
-                found, unknown = await self.runtime.read(
+                found, _ = await self.runtime.read(
                     partition,
                     lambda s: s.list_transactions(states, pids, duration_filter_ms),  # type: ignore[attr-defined]
                 )
             except (NotCoordinatorError, CoordinatorLoadInProgressError):
                 continue  # resigned meanwhile: its transactions are another broker's
             listings.extend(found)
-        if not elected:
-            unknown = [name for name in states if TransactionState.from_kafka_name(name) is None]
+        unknown = [name for name in states if TransactionState.from_kafka_name(name) is None]
         return ErrorCode.none, listings, unknown
 
     # -- markers ---------------------------------------------------------------------------------
@@ -410,16 +413,21 @@ class TransactionCoordinator:
             self._spawn(self._redrive(partition))
 
         def abort_timed_out() -> Result[Any]:
-            shard.timer.schedule(ABORT_TIMER, abort_ms, abort_timed_out)
-            aborted = shard.abort_timed_out(self.clock_ms())
+            aborted = shard.abort_timed_out(self.clock_ms(), TIMER_TRANSACTIONS_MAX)
+            more = len(aborted.response) == TIMER_TRANSACTIONS_MAX
+            shard.timer.schedule(
+                ABORT_TIMER, _soon(abort_ms) if more else abort_ms, abort_timed_out
+            )
             if aborted.response:
                 log.info("aborting timed-out transactions %s", aborted.response)
             redrive()
             return self._result(partition, aborted)
 
         def expire() -> Result[Any]:
-            shard.timer.schedule(EXPIRE_TIMER, expire_ms, expire)
-            return self._result(partition, shard.expire_transactional_ids(self.clock_ms()))
+            expired = shard.expire_transactional_ids(self.clock_ms(), TIMER_TRANSACTIONS_MAX)
+            more = len(expired.response) == TIMER_TRANSACTIONS_MAX
+            shard.timer.schedule(EXPIRE_TIMER, _soon(expire_ms) if more else expire_ms, expire)
+            return self._result(partition, expired)
 
         shard.timer.schedule(REDRIVE_TIMER, 0, redrive)
         shard.timer.schedule(ABORT_TIMER, abort_ms, abort_timed_out)
@@ -436,3 +444,8 @@ class TransactionCoordinator:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _soon(interval_ms: int) -> int:
+    """The delay of the next round when one round could not do everything."""
+    return min(interval_ms, 1000)

@@ -340,10 +340,11 @@ class TransactionCoordinatorShard:
             and metadata.transaction_start_timestamp_ms + metadata.transaction_timeout_ms < now_ms
         )
 
-    def abort_timed_out(self, now_ms: int) -> Outcome[list[str]]:
+    def abort_timed_out(self, now_ms: int, limit: int | None = None) -> Outcome[list[str]]:
         """Fence and abort every timed-out transaction (Kafka's ``abortTimedOutTransactions``):
-        its producer's epoch is bumped, so the producer learns of it as PRODUCER_FENCED."""
-        aborted = self.timed_out_transactions(now_ms)
+        its producer's epoch is bumped, so the producer learns of it as PRODUCER_FENCED. At most
+        ``limit`` of them (the first by id), so that the records fit one batch."""
+        aborted = self.timed_out_transactions(now_ms)[:limit]
         records: list[CoordinatorRecord] = []
         markers: list[TxnMarker] = []
         for tid in aborted:
@@ -352,15 +353,16 @@ class TransactionCoordinatorShard:
             markers.extend(outcome.markers)
         return Outcome(aborted, tuple(records), tuple(markers))
 
-    def expire_transactional_ids(self, now_ms: int) -> Outcome[list[str]]:
-        """Tombstones for ids idle (Empty, Complete*) for ``transactional.id.expiration.ms``."""
+    def expire_transactional_ids(self, now_ms: int, limit: int | None = None) -> Outcome[list[str]]:
+        """Tombstones for ids idle (Empty, Complete*) for ``transactional.id.expiration.ms``;
+        at most ``limit`` of them (the first by id)."""
         horizon = now_ms - self.context.config.transactional_id_expiration_ms
         expired = sorted(
             tid
             for tid, metadata in self.transactions.items()
             if metadata.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
             and metadata.transaction_last_update_timestamp_ms <= horizon
-        )
+        )[:limit]
         for tid in expired:
             self.transactions[tid].transit(S.DEAD, partitions=frozenset())  # legality
         records = tuple(CoordinatorRecord(TransactionLogKey(tid), None) for tid in expired)

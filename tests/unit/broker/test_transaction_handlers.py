@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import struct
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -25,6 +26,8 @@ from odradek.errors import ErrorCode as E
 from odradek.groups.partitioner import partition_for
 from odradek.protocol import schemas
 from odradek.protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from odradek.protocol.codec import decode_response, encode_response
+from odradek.protocol.header import RequestHeader
 from odradek.transactions.config import TRANSACTION_STATE_TOPIC, TransactionCoordinatorConfig
 from odradek.transactions.coordinator import TransactionCoordinator
 from support.coordinator_memory import MemoryLog, in_loop, loaded
@@ -215,6 +218,25 @@ async def test_describe_and_list_answers():
         assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [
             ("tx", "Ongoing")
         ]
+    await coordinator.close()
+
+
+@in_loop
+async def test_an_empty_transactions_start_is_minus_one_on_the_wire_and_reads_back():
+    broker, coordinator, _ = await broker_with_coordinator()
+    await init(broker, 4)  # Empty: no transaction started
+    described = await describe_transactions.handle(
+        ctx(broker, 0),
+        request(ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=("tx", "nobody")),
+    )
+    header = RequestHeader(ApiKey.DESCRIBE_TRANSACTIONS, 0, 7, None, 2, 0)
+    frame = encode_response(header, described)
+    assert struct.pack(">q", -1) in frame  # Kafka's "no start time"
+    decoded = decode_response(ApiKey.DESCRIBE_TRANSACTIONS, 0, frame).body
+    empty, nobody = decoded.transaction_states
+    assert (empty.transaction_state, empty.transaction_start_time) == ("Empty", None)
+    assert nobody.error_code is E.transactional_id_not_found
+    assert (nobody.producer_id, nobody.transaction_start_time.timestamp()) == (0, 0)
     await coordinator.close()
 
 

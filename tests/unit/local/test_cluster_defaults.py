@@ -1,6 +1,6 @@
-"""Proves `odradek local up` gives new topics (and __consumer_offsets) 3 replicas and
-min.insync.replicas 2 (fewer on a smaller cluster), and that a process started through a launcher
-is identified once it execs."""
+"""Proves `odradek local up` gives new topics (and __consumer_offsets, __transaction_state) 3
+replicas and min.insync.replicas 2 (fewer on a smaller cluster), and that a process started
+through a launcher is identified once it execs."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ def test_replication_defaults_follow_the_cluster_size(brokers, replication_facto
         "default.replication.factor": replication_factor,
         "min.insync.replicas": min_insync,
         "offsets.topic.replication.factor": replication_factor,
+        "transaction.state.log.replication.factor": replication_factor,
+        "transaction.state.log.min.isr": min_insync,
     }
 
 

@@ -347,3 +347,47 @@ async def test_an_id_reserved_for_a_request_the_shard_never_ran_is_kept():
     answer = await txn.init_producer_id("tx", 60_000)
     assert (answer.error, answer.producer_id, ids.calls) == (E.none, 5000, 1)
     await txn.close()
+
+
+class CountingLog(MemoryLog):
+    """Remembers how many records each appended batch held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batch_records: list[int] = []
+
+    async def append(self, partition: int, leader_epoch: int, batch: bytes) -> int:
+        before = len(self.records.get(partition, []))
+        end = await super().append(partition, leader_epoch, batch)
+        self.batch_records.append(end - before)
+        return end
+
+
+def test_a_timer_round_expires_a_bounded_batch_and_the_next_rounds_the_rest(monkeypatch):
+    from odradek.transactions import coordinator as module
+
+    monkeypatch.setattr(module, "TIMER_TRANSACTIONS_MAX", 3)
+    asyncio.run(asyncio.wait_for(_expire_in_rounds(), 10))
+
+
+async def _expire_in_rounds() -> None:
+    log, clock = CountingLog(), Clock()
+    txn = coordinator(
+        log,
+        FakeSender(),
+        clock=clock,
+        transactional_id_expiration_ms=1000,
+        transaction_remove_expired_transaction_cleanup_interval_ms=30,
+    )
+    await elected(txn, log)
+    for i in range(7):
+        assert (await txn.init_producer_id(f"idle-{i}", 60_000)).error is E.none
+    log.batch_records.clear()
+    clock.now_ms += 1000
+    for _ in range(300):
+        if await txn.read("idle-0", lambda s: not s.transactions):
+            break
+        await asyncio.sleep(0.01)
+    assert log.batch_records == [3, 3, 1]  # three rounds, none above the bound
+    assert sum(1 for r in log.records[0] if r.value is None) == 7
+    await txn.close()

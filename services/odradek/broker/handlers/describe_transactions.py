@@ -18,6 +18,7 @@ from odradek.protocol.apis import ApiKey
 from odradek.transactions.result import TransactionDescription
 
 API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
+_EPOCH = datetime.fromtimestamp(0, UTC)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -27,6 +28,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     states = []
     for transactional_id in request.transactional_ids:
         found = await _describe(ctx, transactional_id)
+        if found.error is not ErrorCode.none:  # Kafka's defaults beside an error: zeros
+            states.append(
+                state_type(
+                    error_code=found.error,
+                    transactional_id=transactional_id,
+                    transaction_state="",
+                    transaction_timeout=timedelta(0),
+                    transaction_start_time=_EPOCH,
+                    producer_id=0,
+                    producer_epoch=0,
+                    topics=(),
+                )
+            )
+            continue
         start_ms = found.transaction_start_time_ms
         states.append(
             state_type(
@@ -34,6 +49,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 transactional_id=transactional_id,
                 transaction_state=found.state,
                 transaction_timeout=timedelta(milliseconds=found.transaction_timeout_ms),
+                # -1 (no transaction yet: Empty) as Kafka sends it
                 transaction_start_time=(
                     None if start_ms < 0 else datetime.fromtimestamp(start_ms / 1000, UTC)
                 ),

@@ -222,7 +222,8 @@ def _hints(pools: Pools, api_key: int) -> Mapping[str, st.SearchStrategy[Any]]:
         "replication_factor": _weighted(-1, 1, 1, 2, 3, 0, 32767),
         "count": _weighted(1, 2, 3, 4, 6, 0, -1, 10_001, INT32_MAX),
         "broker_ids": brokers,
-        "transactional_id": _weighted(None, None, None, None, "fuzz-tx", ""),
+        # Null where nullable (InitProducerId's idempotent producers) comes from _field.
+        "transactional_id": _weighted("fuzz-tx", "fuzz-tx", "fuzz-tx-2", ""),
         "producer_id": _weighted(-1, -1, 0, 1000, INT64_MAX),
         "producer_epoch": _weighted(-1, -1, 0, 32767),
         "transaction_timeout": _millis(-1, 0, 60_000, INT32_MAX),
