@@ -202,9 +202,11 @@ def test_every_record_transformed_exactly_once_through_kill_9(
     everything = read_all(bootstrap, output, PARTITIONS, "read_uncommitted")
     judgement = exactly_once(inputs, result)
     commits, aborts = len(workers.events("committed")), len(workers.events("aborted"))
+    stuck = sum(w.stuck for w in workers.workers)
     s.event(
-        f"{commits} transactions committed, {aborts} aborted by workers; output: "
-        f"{len(result)} records read_committed, {len(everything)} read_uncommitted"
+        f"{commits} transactions committed, {aborts} aborted by workers, {stuck} workers "
+        f"restarted STUCK; output: {len(result)} records read_committed, "
+        f"{len(everything)} read_uncommitted"
     )
     print(judgement.report(), flush=True)
     assert judgement.exactly_once, f"seed {seed}: {judgement.report()}"

@@ -14,7 +14,7 @@ The journal (``--out``, JSON lines, each flushed before the next step, so a ``ki
 nothing written): ``started``, ``committed`` (``offsets``: partition -> next offset, ``n``),
 ``aborted`` (``error``), ``retry``, ``fatal``, ``rewound``, ``closed``.
 
-A confluent worker idle for 5 s writes ``idle`` (its positions). ``ODRADEK_TXN_DEBUG`` sets
+A worker idle for 5 s writes ``idle`` (confluent: with its positions). ``ODRADEK_TXN_DEBUG`` sets
 librdkafka's ``debug`` contexts (e.g. ``cgrp,eos``) on its log. SIGTERM ends the loop after the
 current transaction; ``--duration-s`` bounds the run. Every wait
 is bounded.
@@ -69,6 +69,23 @@ class Stop:
 
     def now(self) -> bool:
         return self.requested or time.monotonic() > self.deadline
+
+
+class Idle:
+    """Writes ``idle`` to the journal every ``IDLE_REPORT_S`` without records (a live worker's
+    journal is never silent long; the supervisor takes a silent one for stuck)."""
+
+    def __init__(self, journal: Journal):
+        self.journal = journal
+        self.since = time.monotonic()
+
+    def tick(self, **fields: Any) -> None:
+        if time.monotonic() - self.since > IDLE_REPORT_S:
+            self.since = time.monotonic()
+            self.journal.write("idle", **fields)
+
+    def reset(self) -> None:
+        self.since = time.monotonic()
 
 
 def next_offsets(records: list[tuple[int, int]]) -> dict[int, int]:
@@ -227,11 +244,14 @@ def run_kafka_python(args: argparse.Namespace, journal: Journal, stop: Stop) -> 
         journal.write("fatal", step="init", error=repr(e))
         return EXIT_FATAL
     journal.write("started", transactional_id=args.transactional_id)
+    idle = Idle(journal)
     while not stop.now():
         polled = consumer.poll(timeout_ms=int(POLL_S * 1000), max_records=args.batch)
         records = [r for batch in polled.values() for r in batch]
         if not records:
+            idle.tick()
             continue
+        idle.reset()
         offsets = next_offsets([(r.partition, r.offset) for r in records])
         try:
             producer.begin_transaction()
@@ -308,12 +328,15 @@ async def _aiokafka(args: argparse.Namespace, journal: Journal, stop: Stop) -> i
         return EXIT_FATAL
     await consumer.start()
     journal.write("started", transactional_id=args.transactional_id)
+    idle = Idle(journal)
     try:
         while not stop.now():
             polled = await consumer.getmany(timeout_ms=int(POLL_S * 1000), max_records=args.batch)
             records = [r for batch in polled.values() for r in batch]
             if not records:
+                idle.tick()
                 continue
+            idle.reset()
             offsets = next_offsets([(r.partition, r.offset) for r in records])
             try:
                 async with producer.transaction():

@@ -4,8 +4,9 @@
 the process: ``kill`` is a crash (SIGKILL) and ``restart`` starts the same worker again with the
 same transactional id (its ``InitProducerId`` fences the dead one and aborts its open
 transaction). ``supervise`` restarts a worker that exited by itself, as a process supervisor
-would, except after a fatal error (exit 3), which it reports. ``close`` SIGKILLs whatever is
-still running; every wait is bounded.
+would, except after a fatal error (exit 3), which it reports; and one whose journal has been
+silent for ``STUCK_S`` (stuck in a client call past its timeout), reported as STUCK. ``close``
+SIGKILLs whatever is still running; every wait is bounded.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from typing import Any
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 STOP_WAIT_S = 45.0
+# A worker writes its journal at least every 5 s (a transaction, or ``idle``); silent this long it
+# is stuck inside a client call past the call's own timeout, and is restarted like a process a
+# liveness probe failed (its Python stacks first go to its log).
+STUCK_S = 45.0
 STACK_WAIT_S = 1.0
 EXIT_FATAL = 3
 
@@ -37,6 +42,8 @@ class Worker:
     starts: int = 0
     exits: list[int] = field(default_factory=list)
     killed: bool = False  # by the test, which restarts it: not the supervisor's to restart
+    started_at: float = 0.0
+    stuck: int = 0
 
     @property
     def alive(self) -> bool:
@@ -52,6 +59,11 @@ class Worker:
             except json.JSONDecodeError:
                 break  # the last line of a killed worker may be cut
         return events
+
+    def silent_s(self) -> float:
+        """Seconds since the worker last wrote its journal (or since it started)."""
+        written = self.journal.stat().st_mtime if self.journal.exists() else 0.0
+        return time.time() - max(written, self.started_at)
 
     def tail(self, lines: int = 40) -> str:
         journal = [json.dumps(e) for e in self.events()[-lines:]]
@@ -100,6 +112,7 @@ class Workers:
         with worker.log.open("ab") as log:
             worker.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         worker.starts += 1
+        worker.started_at = time.time()
 
     def kill(self, worker: Worker) -> None:
         """A crash: SIGKILL, nothing committed or aborted on the way out."""
@@ -118,6 +131,19 @@ class Workers:
         exit is an AssertionError with the worker's journal and log."""
         happened = []
         for worker in self.workers:
+            if worker.alive and not worker.killed and worker.silent_s() > STUCK_S:
+                assert worker.process is not None
+                worker.process.send_signal(signal.SIGUSR1)
+                time.sleep(STACK_WAIT_S)
+                worker.process.send_signal(signal.SIGKILL)
+                worker.process.wait(STOP_WAIT_S)
+                worker.stuck += 1
+                self._spawn(worker)
+                happened.append(
+                    f"{worker.name} STUCK (journal silent {STUCK_S:.0f} s, stacks in "
+                    f"{worker.log.name}): kill -9, restarted"
+                )
+                continue
             if worker.process is None or worker.alive or worker.killed:
                 continue
             code = worker.process.returncode
