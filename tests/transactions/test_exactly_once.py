@@ -189,7 +189,8 @@ def test_every_record_transformed_exactly_once_through_kill_9(
         except AssertionError as e:
             raise AssertionError(f"{e}: committed {last}, the input's end {ends}") from None
         s.event("input consumed and committed to its end")
-        workers.stop_all()
+        for happened in workers.stop_all():
+            s.event(happened)
     except BaseException:
         workers.dump_stacks()
         print(workers.tails(), flush=True)
@@ -204,8 +205,8 @@ def test_every_record_transformed_exactly_once_through_kill_9(
     commits, aborts = len(workers.events("committed")), len(workers.events("aborted"))
     stuck = sum(w.stuck for w in workers.workers)
     s.event(
-        f"{commits} transactions committed, {aborts} aborted by workers, {stuck} workers "
-        f"restarted STUCK; output: {len(result)} records read_committed, "
+        f"{commits} transactions committed, {aborts} aborted by workers, {stuck} STUCK workers "
+        f"killed; output: {len(result)} records read_committed, "
         f"{len(everything)} read_uncommitted"
     )
     print(judgement.report(), flush=True)

@@ -52,7 +52,8 @@ def test_consume_transform_produce_exactly_once(txn_cluster, unique, tmp_path, l
             "the group's offsets committed to the input's end",
             WAIT_S,
         )
-        workers.stop_all()
+        for happened in workers.stop_all():
+            print(happened, flush=True)
     except BaseException:
         print(workers.tails(), flush=True)
         raise
