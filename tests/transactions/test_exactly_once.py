@@ -11,6 +11,13 @@ group's committed offsets reach the input's end, the workers stop and the output
 ``read_committed``: every input record must be there transformed, exactly once, on its input's
 partition; none missing, none twice.
 
+A worker can get stuck inside librdkafka (2.16): after its transaction coordinator's broker is
+killed, ``AddOffsetsToTxn`` retried across the coordinator change is answered NO_ERROR, yet no
+``TxnOffsetCommit`` follows and ``send_offsets_to_transaction`` outlives its timeout (seen in 3 of
+about 40 runs). The supervisor treats a worker silent for 45 s as a failed liveness probe: its
+stacks go to its log, it is killed and restarted (at the end: its transactional id is fenced);
+the run prints each as STUCK, and exactly-once must still hold.
+
 The seed is printed first; ``ODRADEK_TXN_SEEDS="3 4"`` picks others. CI runs seeds 1 and 2, each
 twice (a run does not replay the same interleaving, so twice is two chances to meet a race);
 ``make soak`` runs more.
