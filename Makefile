@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 # Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
 LINT_PATHS := $(wildcard services tests bench)
 
-.PHONY: help setup demo test soak lint bench bench-cluster bench-replication bench-drain bench-groups clean
+.PHONY: help setup demo test soak lint bench bench-cluster bench-replication bench-drain bench-groups bench-transactions clean
 
 help:
 	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream"
@@ -19,6 +19,7 @@ help:
 	@echo "make bench-replication   Odradek with 3 replicas against 1, acks=1 and acks=all"
 	@echo "make bench-drain   time to drain a broker holding 1 GiB, throttled and not"
 	@echo "make bench-groups   rebalance time, commit throughput, group consume vs assign()"
+	@echo "make bench-transactions   transactional vs idempotent produce, read_committed latency"
 	@echo "make clean   remove .venv and caches"
 
 setup:
@@ -35,9 +36,11 @@ test: setup
 # The fuzz with many more cases, once per seed (each run prints how to replay it), then the other
 # slow scenarios: hostile connections against a broker process, writers killed mid-append, and
 # the replication fault scenarios over more seeds than CI's two (each prints its seed first), and
-# the consumer-group proofs with every client library in every scenario (CI: one library each).
+# the consumer-group proofs with every client library in every scenario (CI: one library each),
+# and the exactly-once transaction proofs over more seeds (CI: seeds 1 and 2, each twice).
 SOAK_SEEDS ?= 1 2 3 4 5
 SOAK_FAULT_SEEDS ?= 1 2 3 4 5 6 7 8
+SOAK_TXN_SEEDS ?= 1 2 3 4 5 6 7 8
 SOAK_FUZZ_CASES ?= 3000
 SOAK_FUZZ_TIME_S ?= 1800
 SOAK_TIMEOUT_S ?= 3600
@@ -49,6 +52,7 @@ soak: setup
 	$(PYTHON) -m pytest -p no:cacheprovider tests/integration/cluster tests/crash
 	ODRADEK_FAULT_SEEDS="$(SOAK_FAULT_SEEDS)" $(PYTHON) -m pytest -p no:cacheprovider -rxX -m fault tests/replication
 	ODRADEK_GROUP_LIBRARIES=all $(PYTHON) -m pytest -p no:cacheprovider tests/groups
+	ODRADEK_TXN_SEEDS="$(SOAK_TXN_SEEDS)" $(PYTHON) -m pytest -p no:cacheprovider -s tests/transactions
 
 lint: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
@@ -72,6 +76,10 @@ bench-drain: setup
 # Issue 9: rebalance time (eager, cooperative-sticky, KIP-848), commits/s, group vs assign().
 bench-groups: setup
 	$(PYTHON) bench/groups_bench.py
+
+# Issue 10: transactional produce (1,000 records per transaction) vs idempotent, read_committed latency.
+bench-transactions: setup
+	$(PYTHON) bench/transactions.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build services/*.egg-info

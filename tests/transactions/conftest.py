@@ -1,0 +1,69 @@
+"""One replicated cluster for the transaction proofs: ZooKeeper, a controller, three brokers.
+
+Every topic has three replicas and ``min.insync.replicas`` 2, ``__transaction_state`` and
+``__consumer_offsets`` included, so a transaction's state, its markers and its offsets survive
+``kill -9`` of any one broker. Settings are shortened for tests: three partitions of each internal
+topic, timed-out transactions looked for every second, a dead broker's ZooKeeper session gone
+after 6 s (ZooKeeper ticks of 500 ms), the first rebalance of a group after 200 ms. Tests share the
+cluster (a test that kills a broker restarts it) and each works on topics and groups of its own.
+The ``txn_proof`` package (the worker process, its supervisor, topics and reads) is importable.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from odradek.local import cluster
+from odradek.local.cluster import ClusterState
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+ZK_TICK_MS = 500
+TXN_OVERRIDES = {
+    "transaction.state.log.num.partitions": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+    "transaction.max.timeout.ms": "60000",
+    "offsets.topic.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "200",
+    "group.min.session.timeout.ms": "1000",
+    "zookeeper.session.timeout.ms": "6000",
+    "replica.lag.time.max.ms": "5000",
+}
+
+
+@pytest.fixture(scope="package")
+def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterState]:
+    data_dir = tmp_path_factory.mktemp("txn-cluster")
+    try:
+        state, started = cluster.up(
+            data_dir, brokers=3, broker_overrides=TXN_OVERRIDES, zookeeper_tick_time_ms=ZK_TICK_MS
+        )
+    except BaseException:
+        cluster.down(data_dir)
+        raise
+    try:
+        assert started, f"a cluster was already running in {data_dir}"
+        yield state
+    finally:
+        cluster.down(data_dir)
+        survivors = [m for m in (ClusterState.read(data_dir) or state).members if m.is_ours()]
+        assert not survivors, f"still running after down: {survivors}"
+
+
+@pytest.fixture
+def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """``unique("topic")`` -> a name no other test uses."""
+    base = re.sub(r"[^A-Za-z0-9._-]", "_", request.node.name)[:60]
+
+    def make(what: str) -> str:
+        return f"{base}-{what}-{uuid.uuid4().hex[:6]}"
+
+    return make
