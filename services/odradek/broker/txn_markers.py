@@ -17,13 +17,13 @@ How:
   wait and go together in the next request.
 - a partition written (NONE) is done; a partition that no longer exists is done too (it is
   left out, as Kafka removes it from the transaction): the metadata names no such partition when
-  it is routed, or its leader answers UNKNOWN_TOPIC_OR_PARTITION and the metadata agrees. So is
-  UNSUPPORTED_FOR_MESSAGE_FORMAT / UNSUPPORTED_VERSION, as in Kafka (no producer could have
-  written transactional data there).
+  it is routed (a leader's UNKNOWN_TOPIC_OR_PARTITION is routed again, and so dropped once the
+  metadata has lost the topic). So is UNSUPPORTED_FOR_MESSAGE_FORMAT / UNSUPPORTED_VERSION, as in
+  Kafka (no producer could have written transactional data there).
 - NOT_LEADER_OR_FOLLOWER, an unknown leader, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
-  REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, UNKNOWN_TOPIC_OR_PARTITION while the metadata still
-  has the partition, a failed connection and any error Kafka deems unexpected: the partition is
-  routed again (the leader looked up again) after a backoff doubling from
+  REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, UNKNOWN_TOPIC_OR_PARTITION, a failed connection and
+  any error Kafka deems unexpected: the partition is routed again (the leader looked up again)
+  after a backoff doubling from
   ``RETRY_BACKOFF_S_FIRST`` to ``RETRY_BACKOFF_S_MAX``, at most ``SEND_ATTEMPTS_MAX`` times; then
   the whole marker is dropped without ``on_written``: the coordinator re-drives its unfinished
   transactions (``pending_completions``) on a timer.
@@ -327,10 +327,6 @@ class TxnMarkerSender:
         broker = self.metadata.brokers.get(broker_id)
         return broker.endpoint(self.inter_broker_listener) if broker is not None else None
 
-    def _partition_exists(self, tp: TopicPartition) -> bool:
-        topic = self.metadata.topic(tp[0])
-        return topic is not None and tp[1] in topic.partitions
-
     # -- routing and outcomes ----------------------------------------------------------------
 
     def _route(self, pending: _Pending, tp: TopicPartition) -> None:
@@ -377,10 +373,7 @@ class TxnMarkerSender:
                 tp[1],
             )
             self._drop(pending)
-        elif error == ErrorCode.unknown_topic_or_partition and not self._partition_exists(tp):
-            self._count(error)
-            self._done(pending, tp)
-        else:
+        else:  # UNKNOWN_TOPIC_OR_PARTITION too: routed again, dropped if the topic is gone
             self.retry(pending, tp, error)
 
     def retry(self, pending: _Pending, tp: TopicPartition, error: ErrorCode) -> None:

@@ -453,7 +453,8 @@ def test_a_transaction_commits_after_kill_of_a_partition_leader(markers_cluster)
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    _, state = markers_cluster
+    data_dir, _ = markers_cluster
+    state = ClusterState.read(data_dir)  # pids as of now: a broker may have been restarted
     topic = "eos"
     admin = AdminClient({"bootstrap.servers": state.bootstrap_servers})
     admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic].result(

@@ -5,6 +5,7 @@ completing, a resigned owner's markers are never completed, a deleted partition 
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from collections.abc import Callable
 
@@ -347,17 +348,23 @@ def test_a_marker_submitted_again_while_pending_is_written_once():
     async def scenario():
         cluster = Cluster(1)
         cluster.lead("t", {0: 1})
+        broker = cluster.brokers[1]
+        broker.gate = asyncio.Event()
         sender = cluster.sender()
         done = Completions()
         sender.submit(marker(10, ("t", 0)), done, owner=0)
-        sender.submit(marker(10, ("t", 0)), done, owner=0)
+        async with asyncio.timeout(TIMEOUT_S):
+            while not broker.requests:
+                await asyncio.sleep(0.005)
+        sender.submit(marker(10, ("t", 0)), done, owner=0)  # the coordinator's timer, say
+        broker.gate.set()
         await done.wait_for(1)
         await settle()
         await sender.close()
-        return cluster, done
+        return broker, done
 
-    cluster, done = asyncio.run(scenario())
-    assert cluster.brokers[1].written() == [(10, "t", 0)]
+    broker, done = asyncio.run(scenario())
+    assert broker.written() == [(10, "t", 0)]
     assert len(done.done) == 1
 
 
@@ -378,3 +385,65 @@ def test_close_stops_everything_and_later_submits_do_nothing():
     cluster, sender, done = asyncio.run(scenario())
     assert sender.pending_count == 0 and done.done == []
     assert len(cluster.brokers[1].requests) == 1
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_under_moving_leaders_and_failures_every_marker_completes_once_after_all_writes(seed):
+    """Leaders move and brokers fail at random (seeded); each marker is completed exactly once,
+    and only once every one of its partitions has been written at its leader of the moment."""
+    rng = random.Random(seed)
+    partitions = [(t, p) for t in ("a", "b") for p in range(4)]
+
+    async def scenario():
+        cluster = Cluster(1, 2, 3)
+        leaders = {tp: rng.choice((1, 2, 3)) for tp in partitions}
+
+        def publish() -> None:
+            for topic in ("a", "b"):
+                cluster.lead(topic, {p: leaders[(topic, p)] for p in range(4)})
+
+        publish()
+        written: set[tuple[int, tuple[str, int]]] = set()
+        for broker in cluster.brokers.values():
+
+            def answer(pid, tp, broker_id=broker.broker_id):
+                if leaders[tp] != broker_id:
+                    return ErrorCode.not_leader_or_follower
+                if rng.random() < 0.2:
+                    return rng.choice((ErrorCode.request_timed_out, ErrorCode.not_enough_replicas))
+                written.add((pid, tp))
+                return ErrorCode.none
+
+            broker.answer = answer
+            broker.fail_sends = rng.randrange(3)
+            broker.refuse_connects = rng.randrange(2)
+        sender = cluster.sender()
+        completed: list[TxnMarker] = []
+        complete_at: dict[int, bool] = {}
+
+        async def on_written(m: TxnMarker) -> None:
+            complete_at[m.producer_id] = all((m.producer_id, tp) in written for tp in m.partitions)
+            completed.append(m)
+
+        markers = [
+            marker(pid, *rng.sample(partitions, rng.randrange(1, 5)), committed=rng.random() < 0.5)
+            for pid in range(40)
+        ]
+        for m in markers:
+            sender.submit(m, on_written, owner=0)
+            if rng.random() < 0.3:
+                sender.submit(m, on_written, owner=0)  # re-driven meanwhile
+        for _ in range(30):  # leaders move while the markers go out; then they settle
+            await asyncio.sleep(0.01)
+            leaders[rng.choice(partitions)] = rng.choice((1, 2, 3))
+            publish()
+        async with asyncio.timeout(TIMEOUT_S):
+            while len(completed) < len(markers):
+                await asyncio.sleep(0.01)
+        await settle()
+        await sender.close()
+        return markers, completed, complete_at
+
+    markers, completed, complete_at = asyncio.run(scenario())
+    assert sorted(m.producer_id for m in completed) == [m.producer_id for m in markers]
+    assert all(complete_at.values()), [pid for pid, ok in complete_at.items() if not ok]

@@ -6,6 +6,7 @@ followers and unknown partitions, and is refused off the inter-broker listener."
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -178,6 +179,16 @@ def test_the_answer_waits_for_the_isr(replicas, monkeypatch):
     assert markers_in(partition) == [(7, ControlType.COMMIT, 5)]  # written, not replicated
 
 
+def test_markers_wait_for_their_isrs_together(replicas, monkeypatch):
+    monkeypatch.setattr(write_txn_markers, "MARKER_APPEND_TIMEOUT_MS", 300)
+    for index in range(4):
+        host(replicas, "t", index, isr=(BROKER, 2))  # the follower never fetches
+    started = time.monotonic()
+    errors = call(replicas, request(*(marker(7 + i, {"t": [i]}) for i in range(4))))
+    assert set(errors.values()) == {ErrorCode.request_timed_out}
+    assert time.monotonic() - started < 4 * 0.3  # not one timeout after the other
+
+
 def test_offsets_partitions_settle_the_transactional_offsets(replicas):
     host(replicas, OFFSETS_TOPIC, 0)
     host(replicas, OFFSETS_TOPIC, 1, leader=2, isr=(2, BROKER))
@@ -205,9 +216,9 @@ def test_a_failure_to_settle_is_the_partitions_error(replicas):
     assert groups.completed == [(2, 7, True)]
 
 
-def test_a_group_coordinator_without_transactions_is_left_alone(replicas):
+def test_a_broker_without_groups_writes_offsets_markers_all_the_same(replicas):
     host(replicas, OFFSETS_TOPIC, 0)
-    errors = call(replicas, request(marker(7, {OFFSETS_TOPIC: [0]})), groups=object())
+    errors = call(replicas, request(marker(7, {OFFSETS_TOPIC: [0]})), groups=None)
     assert errors == {(7, OFFSETS_TOPIC, 0): ErrorCode.none}
 
 

@@ -20,12 +20,12 @@ partition's and its log's, each error per partition as Kafka answers it:
   markers after a failover relies on that, and so does ``odradek transactions abort``.
 
 Markers of one request are appended one after the other and their replication awaited together;
-the answer is a ``DeferredAnswer``, so the coordinator's connection is not held meanwhile. Once a
+the answer is a ``DeferredAnswer``, so the connection handles its next request meanwhile. Once a
 marker is in the ISR of a ``__consumer_offsets`` partition, the group coordinator settles that
-producer's pending transactional offsets there (``GroupCoordinator.complete_transaction``, when
-the group coordinator has it); a failure there is the partition's error (its Kafka code, such
-as COORDINATOR_LOAD_IN_PROGRESS, else UNKNOWN_SERVER_ERROR as in Kafka), and the sender writes
-the marker again (a second marker closes nothing in the log; settling again is harmless).
+producer's pending transactional offsets there (``GroupCoordinator.complete_transaction``); a
+failure there is the partition's error (its Kafka code, such as COORDINATOR_LOAD_IN_PROGRESS,
+else UNKNOWN_SERVER_ERROR as in Kafka), and the sender writes the marker again (a second marker
+closes nothing in the log; settling again is harmless).
 
 Who may send it: Kafka requires the ClusterAction permission; without authentication Odradek
 serves it only on the inter-broker listener (``inter.broker.listener.name``), where the
@@ -39,6 +39,7 @@ Runs on the broker's event loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
@@ -120,8 +121,7 @@ async def _answer_when_replicated(
     markers: list[_Marker],
     waits: list[Coroutine[Any, Any, dict[TopicPartition, ProduceResult]]],
 ) -> Any:
-    for wait in waits:  # each already runs its own timeout; together they take the longest
-        await wait
+    await asyncio.gather(*waits)  # together: each wait's timeout runs from now, not in turn
     for marker in markers:
         await _complete_offsets(ctx, marker)
     return _answer(ctx.api_version, markers)
@@ -131,16 +131,13 @@ async def _complete_offsets(ctx: RequestContext, marker: _Marker) -> None:
     """Settle the producer's transactional offsets in each ``__consumer_offsets`` partition
     whose marker is written (Kafka's ``scheduleHandleTxnCompletion``)."""
     groups = ctx.broker.groups
-    # The group coordinator learns complete_transaction with TxnOffsetCommit; before that no
-    # transactional offset can be pending, so there is nothing to settle.
-    complete = getattr(groups, "complete_transaction", None)
-    if complete is None:
+    if groups is None:  # a broker without groups (tests): no offsets to settle
         return
     for (topic, index), result in list(marker.results.items()):
         if topic != OFFSETS_TOPIC or result.error != ErrorCode.none:
             continue
         try:
-            await complete(index, marker.producer_id, marker.committed)
+            await groups.complete_transaction(index, marker.producer_id, marker.committed)
         except OdradekError as e:  # COORDINATOR_LOAD_IN_PROGRESS: the sender writes it again
             log.info(
                 "settling the transactional offsets of producer %d in %s-%d: %s",
