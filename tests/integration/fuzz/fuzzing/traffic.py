@@ -97,9 +97,13 @@ class _Connection:
 def _owed_deadlines(round_: Round) -> list[tuple[bool, float]]:
     """For each case: whether its answer is owed, and by when (seconds into the round).
 
-    On a pipelined connection, a frame that breaks the stream may arrive while an earlier
-    request is still being handled; the broker then closes the connection at once and that
-    answer is lost, as Kafka loses it. So nothing is owed on such a connection.
+    A request that parses badly closes the connection only after the requests before it are
+    answered (Kafka reads the next request only once it has answered the previous one), so
+    everything well-formed before it stays owed. A frame that breaks the stream (a size prefix
+    out of bounds) is different: the broker reads ahead of the request it is handling and
+    closes at once when the framing fails, dropping the answers not yet written (Kafka, which
+    does not read ahead, would still answer them). So on a pipelined connection with such a
+    frame nothing is owed.
     """
     result = []
     clean_so_far: dict[int, bool] = {
