@@ -32,8 +32,9 @@ Per connection, as Kafka's SocketServer does it:
   request that closes the connection (one that does not parse, an unserved version, a handler
   failure) closes it only once the answers of the requests before it are written, waiting ones
   included: Kafka reads a connection's next request only after answering the previous one, so
-  a request that was answerable is answered whatever follows it. (A size prefix out of bounds
-  still closes at once, dropping the answers not yet written.)
+  a request that was answerable is answered whatever follows it. A size prefix out of bounds
+  likewise: nothing more is read, the frames received before it are handled and answered, then
+  the connection is closed.
 - ``connections.max.idle.ms`` closes a connection with nothing to do and nothing received for
   that long (half-open ones included; TCP keepalive is on as well), and
   ``odradek.socket.request.receive.timeout.ms`` one whose request has been arriving for that
@@ -121,6 +122,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.answer_writer: asyncio.Task[None] | None = None
         self.last_activity = self.loop.time()
         self.receiving_since: float | None = None  # when the frame now arriving began
+        self.frame_error: str | None = None  # the size prefix that failed: close once answered
 
     # -- asyncio callbacks ---------------------------------------------------------------
 
@@ -203,7 +205,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.queued_pooled_bytes += frame.pooled_bytes
                 self.frame_ready.set()
         except InvalidFrameError as e:
-            self.close_for(CloseReason.MALFORMED_FRAME, str(e))
+            # The decoder reads nothing more; the worker closes once the frames before this
+            # one are answered (see the module docstring).
+            self.frame_error = str(e)
+            self.receiving_since = None
+            self.frame_ready.set()
+            self.apply_read_state()
             return
         if not self.decoder.receiving_frame:
             self.receiving_since = None
@@ -239,6 +246,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             while True:
                 if not self.queue:
+                    if self.frame_error is not None:
+                        await self._answers_written()
+                        self.close_for(CloseReason.MALFORMED_FRAME, self.frame_error)
                     if self.closed:
                         return
                     self.frame_ready.clear()

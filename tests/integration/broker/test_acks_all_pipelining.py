@@ -7,6 +7,7 @@ import asyncio
 import struct
 from datetime import timedelta
 
+import pytest
 from kio.schema.fetch.v12 import request as fetch_request
 from kio.schema.produce.v9 import request as produce_request
 
@@ -141,10 +142,22 @@ def test_answers_keep_request_order_when_a_later_one_is_ready_first(broker, kafk
     assert asyncio.run(scenario()) == ErrorCode.request_timed_out
 
 
-def test_a_request_that_closes_the_connection_waits_for_the_answers_before_it(broker, kafka_batch):
+# A Produce v5 header over a body that is cut short: it does not parse.
+_MALFORMED = struct.pack(">hhih", 0, 5, 8, 1) + b"t" + b"\x00\x01"
+BAD_TAILS = {
+    "malformed_request": struct.pack(">i", len(_MALFORMED)) + _MALFORMED,
+    "malformed_frame": struct.pack(">i", 6) + b"abcdef",  # below the smallest request header
+}
+
+
+@pytest.mark.parametrize("reason", sorted(BAD_TAILS))
+def test_a_request_that_closes_the_connection_waits_for_the_answers_before_it(
+    broker, kafka_batch, reason
+):
     """Kafka reads a connection's next request only once it has answered the one before: a
-    request that does not parse, sent behind an acks=all produce still waiting for replication,
-    closes the connection only after that produce's answer is written (found by the fuzz)."""
+    request that does not parse, or a size prefix out of bounds, sent behind an acks=all
+    produce still waiting for replication, closes the connection only after that produce's
+    answer is written (found by the fuzz)."""
     state = PartitionState(leader=1, leader_epoch=1, isr=(1, FOLLOWER), replicas=(1, FOLLOWER))
     broker.call_sync(
         lambda: broker.replicas.become_leader_or_follower(
@@ -152,14 +165,12 @@ def test_a_request_that_closes_the_connection_waits_for_the_answers_before_it(br
         )
     )
     produce = encode_request(_produce("closing", kafka_batch([(b"k", b"v")]), timeout_s=1), 7, "t")
-    # A Produce v5 header over a body that is cut short: it does not parse.
-    malformed = struct.pack(">hhih", 0, 5, 8, 1) + b"t" + b"\x00\x01"
-    before = closed_count(broker, "malformed_request")
+    before = closed_count(broker, reason)
 
     async def scenario() -> tuple[list[bytes], float]:
         reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
         try:
-            writer.write(b"".join(struct.pack(">i", len(f)) + f for f in (produce, malformed)))
+            writer.write(struct.pack(">i", len(produce)) + produce + BAD_TAILS[reason])
             await writer.drain()
             started = asyncio.get_running_loop().time()
             frames = []
@@ -180,4 +191,4 @@ def test_a_request_that_closes_the_connection_waits_for_the_answers_before_it(br
     partition = response.body.responses[0].partition_responses[0]
     assert partition.error_code == ErrorCode.request_timed_out  # the follower never fetched
     assert took_s >= 0.9  # the close waited for the answer's timeout
-    assert closed_count(broker, "malformed_request") == before + 1
+    assert closed_count(broker, reason) == before + 1

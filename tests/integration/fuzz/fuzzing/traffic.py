@@ -97,20 +97,12 @@ class _Connection:
 def _owed_deadlines(round_: Round) -> list[tuple[bool, float]]:
     """For each case: whether its answer is owed, and by when (seconds into the round).
 
-    A request that parses badly closes the connection only after the requests before it are
-    answered (Kafka reads the next request only once it has answered the previous one), so
-    everything well-formed before it stays owed. A frame that breaks the stream (a size prefix
-    out of bounds) is different: the broker reads ahead of the request it is handling and
-    closes at once when the framing fails, dropping the answers not yet written (Kafka, which
-    does not read ahead, would still answer them). So on a pipelined connection with such a
-    frame nothing is owed.
+    What follows a request on its connection never excuses its answer: Kafka reads the next
+    request only once it has answered the previous one, so a request that does not parse, or a
+    size prefix out of bounds, closes the connection only after the answers before it.
     """
     result = []
-    clean_so_far: dict[int, bool] = {
-        connection: False
-        for case, connection in zip(round_.cases, round_.connection_of, strict=True)
-        if case.breaks_stream and round_.pipelined[connection]
-    }
+    clean_so_far: dict[int, bool] = {}
     waited: dict[int, float] = {}
     for case, connection in zip(round_.cases, round_.connection_of, strict=True):
         clean = clean_so_far.get(connection, True)
