@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from odradek.local import cluster
 from odradek.local.cluster import ClusterState
+from support.clusters import running_cluster
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -37,18 +37,8 @@ GROUP_OVERRIDES = {
 @pytest.fixture(scope="package")
 def group_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterState]:
     data_dir = tmp_path_factory.mktemp("group-cluster")
-    try:
-        state, started = cluster.up(data_dir, brokers=3, broker_overrides=GROUP_OVERRIDES)
-    except BaseException:
-        cluster.down(data_dir)
-        raise
-    try:
-        assert started, f"a cluster was already running in {data_dir}"
+    with running_cluster(data_dir, brokers=3, broker_overrides=GROUP_OVERRIDES) as state:
         yield state
-    finally:
-        cluster.down(data_dir)
-        survivors = [m for m in (ClusterState.read(data_dir) or state).members if m.is_ours()]
-        assert not survivors, f"still running after down: {survivors}"
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from odradek.local import cluster
-from odradek.local.cluster import ClusterState, pid_alive
+from odradek.local.cluster import ClusterState
 from odradek.local.zookeeper import ZooKeeperProcess
+from support.clusters import running_cluster
 
 TICK_TIME_MS = 200  # short ticks: sessions expire within seconds in tests
 # `odradek local up` gives new topics 3 replicas and min.insync.replicas 2; the tests here
@@ -42,21 +42,11 @@ def hosts(zookeeper: ZooKeeperProcess, request: pytest.FixtureRequest) -> str:
     return f"{zookeeper.connect_string}/{name}-{uuid.uuid4().hex[:8]}"
 
 
-@contextlib.contextmanager
-def _running_cluster(data_dir: Path, **options: Any) -> Iterator[ClusterState]:
+def _running_cluster(
+    data_dir: Path, **options: Any
+) -> contextlib.AbstractContextManager[ClusterState]:
     options["broker_overrides"] = {**UNREPLICATED, **(options.get("broker_overrides") or {})}
-    try:
-        state, started = cluster.up(data_dir, **options)
-    except BaseException:
-        cluster.down(data_dir)  # whatever started before the failure
-        raise
-    try:
-        assert started, f"a cluster was already running in {data_dir}"
-        yield state
-    finally:
-        cluster.down(data_dir)
-        alive = [f"{m.role} {m.id} (pid {m.pid})" for m in state.members if pid_alive(m.pid)]
-        assert not alive, f"still running after down: {alive}"
+    return running_cluster(data_dir, **options)
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,13 @@ Per connection, as Kafka's SocketServer does it:
   the first attempt in the log instead of racing it.
 - Nothing a request does can hang the connection silently: any failure while decoding, handling
   or encoding closes it, with a log line and a count in ``odradek_connections_closed_total``
-  labelled with the reason (``CloseReason``): once per connection, for the first reason.
+  labelled with the reason (``CloseReason``): once per connection, for the first reason. A
+  request that closes the connection (one that does not parse, an unserved version, a handler
+  failure) closes it only once the answers of the requests before it are written, waiting ones
+  included: Kafka reads a connection's next request only after answering the previous one, so
+  a request that was answerable is answered whatever follows it. A size prefix out of bounds
+  likewise: nothing more is read, the frames received before it are handled and answered, then
+  the connection is closed.
 - ``connections.max.idle.ms`` closes a connection with nothing to do and nothing received for
   that long (half-open ones included; TCP keepalive is on as well), and
   ``odradek.socket.request.receive.timeout.ms`` one whose request has been arriving for that
@@ -116,6 +122,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.answer_writer: asyncio.Task[None] | None = None
         self.last_activity = self.loop.time()
         self.receiving_since: float | None = None  # when the frame now arriving began
+        self.frame_error: str | None = None  # the size prefix that failed: close once answered
 
     # -- asyncio callbacks ---------------------------------------------------------------
 
@@ -198,7 +205,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.queued_pooled_bytes += frame.pooled_bytes
                 self.frame_ready.set()
         except InvalidFrameError as e:
-            self.close_for(CloseReason.MALFORMED_FRAME, str(e))
+            # The decoder reads nothing more; the worker closes once the frames before this
+            # one are answered (see the module docstring).
+            self.frame_error = str(e)
+            self.receiving_since = None
+            self.frame_ready.set()
+            self.apply_read_state()
             return
         if not self.decoder.receiving_frame:
             self.receiving_since = None
@@ -234,6 +246,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             while True:
                 if not self.queue:
+                    if self.frame_error is not None:
+                        await self._answers_written()
+                        self.close_for(CloseReason.MALFORMED_FRAME, self.frame_error)
                     if self.closed:
                         return
                     self.frame_ready.clear()
@@ -275,6 +290,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             parts = await self.server.handle(frame, self)
         except CloseConnection as e:
+            # Kafka reads no request before it has answered the one before, so the requests
+            # sent before this one are answered first; only then is the connection closed.
+            await self._answers_written()
             self.close_for(e.reason, str(e))
             return
         if isinstance(parts, asyncio.Future):  # an answer that waits (acks=all): see the module
@@ -294,6 +312,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         while len(self.answers) >= MAX_WAITING_ANSWERS and not self.closed:
             self.answers_written.clear()
             await self.answers_written.wait()
+
+    async def _answers_written(self) -> None:
+        """Until every queued answer has been written (or dropped, the connection closed)."""
+        writer = self.answer_writer
+        if writer is not None and not writer.done():
+            await asyncio.wait([writer])  # a cancelled wait leaves the writer running
 
     async def _write_answers(self) -> None:
         """Write queued answers in request order, each once it is complete."""

@@ -155,8 +155,10 @@ class Partition:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     pending_isr: IsrProposal | None = None
     leader_epoch_start_offset: int = -1
-    _log_grew: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
-    _high_watermark_moved: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    # Fetches long-polling here (``wait_for_any``): a follower's until the log grows, a
+    # consumer's until the HW moves. Each wake-up answers all of them and empties the set.
+    _log_grew: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
+    _high_watermark_moved: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
     _appending: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
     _waiters: list[tuple[int, int, asyncio.Future[None]]] = field(default_factory=list, repr=False)
     _waiter_ids: itertools.count[int] = field(default_factory=itertools.count, repr=False)
@@ -584,17 +586,17 @@ class Partition:
         self.check_leader()
         return self.log.end_offset_for_epoch(leader_epoch)
 
-    def data_arrived(self, *, for_follower: bool) -> asyncio.Event:
-        """An event set when a waiting fetch may find more: a follower's when the log grows, a
-        consumer's when the HW moves."""
+    def fetch_waiters(self, *, for_follower: bool) -> set[asyncio.Future[None]]:
+        """The futures of the fetches waiting for more: a follower's are done when the log
+        grows, a consumer's when the HW moves (``wait_for_any`` adds and removes its own)."""
         return self._log_grew if for_follower else self._high_watermark_moved
 
-    def _wake(self, event: asyncio.Event) -> None:
-        event.set()
-        if event is self._log_grew:
-            self._log_grew = asyncio.Event()
-        else:
-            self._high_watermark_moved = asyncio.Event()
+    @staticmethod
+    def _wake(waiters: set[asyncio.Future[None]]) -> None:
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        waiters.clear()
 
     # -- follower ------------------------------------------------------------------------
 
@@ -655,17 +657,23 @@ class Partition:
 async def wait_for_any(
     partitions: Sequence[Partition], timeout_s: float, *, for_follower: bool
 ) -> bool:
-    """Wait until one of ``partitions`` may have more to read, or the timeout; True if woken."""
+    """Wait until one of ``partitions`` may have more to read, or the timeout; True if woken.
+
+    One future, registered with every partition (no task per partition: a follower's fetch
+    session holds every partition it follows from this leader, and it long-polls after each
+    answer). Registered before the first await, so no wake-up between a read and the wait is
+    missed; removed from every partition on the way out."""
     if not partitions or timeout_s <= 0:
         return False
-    waiters = [
-        asyncio.ensure_future(p.data_arrived(for_follower=for_follower).wait()) for p in partitions
-    ]
+    woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    registered = [p.fetch_waiters(for_follower=for_follower) for p in partitions]
+    for waiters in registered:
+        waiters.add(woken)
     try:
-        done, _ = await asyncio.wait(
-            waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
-        )
-        return bool(done)
+        await asyncio.wait_for(woken, timeout_s)
+        return True
+    except TimeoutError:
+        return False
     finally:
-        for waiter in waiters:
-            waiter.cancel()
+        for waiters in registered:
+            waiters.discard(woken)

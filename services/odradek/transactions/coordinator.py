@@ -21,6 +21,18 @@ that failed, a sender that was not there yet; and a submission older than
 ``RESUBMIT_AFTER_MS`` whose callback never came (a sender that gave up or was full) is
 submitted again.
 
+**Waiting for a completion** (not in Kafka, which answers at once). AddPartitionsToTxn,
+AddOffsetsToTxn and InitProducerId on a transaction in PrepareCommit/PrepareAbort are answered
+CONCURRENT_TRANSACTIONS by the shard; a client then retries after a pause of its own (librdkafka:
+20 ms), while the markers take a few milliseconds. Here the request waits instead, outside the
+shard's lock, for the transaction to leave Prepare* (its Complete record appended and replayed;
+the operation's own record follows it in the log, so its answer, given once that record is
+replicated, implies the Complete record is too), then runs the operation again: the same
+operation the client's retry would run, earlier. At most ``completion_wait_ms``
+(``COMPLETION_WAIT_MS``) in all; past it the client gets CONCURRENT_TRANSACTIONS as before. A
+resign wakes the waiters and the retry answers NOT_COORDINATOR. An InitProducerId that fences an
+Ongoing transaction waits likewise for the abort it started.
+
 **Timers** (the runtime's, cancelled on resign): abort the transactions past their timeout
 (``abort_timed_out``, which fences their producers) and re-drive completions every cleanup
 interval; tombstone expired transactional ids every removal interval. A round handles at most
@@ -77,6 +89,10 @@ REDRIVE_TIMER = "complete-pending"
 TIMER_TRANSACTIONS_MAX = 500
 # A marker submitted this long ago without its callback is submitted again (see above).
 RESUBMIT_AFTER_MS = 60_000
+# How long AddPartitionsToTxn, AddOffsetsToTxn and InitProducerId wait for a transaction in
+# Prepare* to complete before answering CONCURRENT_TRANSACTIONS (see above). Well below any
+# client's request timeout (librdkafka, the Java client: 30 s or more).
+COMPLETION_WAIT_MS = 1000
 _COMPLETING = -1  # in flight: the callback has begun, never submit again
 
 
@@ -146,6 +162,13 @@ class _Shard(TransactionCoordinatorShard):
     def on_loaded(self) -> None:
         self.owner._on_loaded(self)
 
+    def replay(self, record: Any) -> None:
+        super().replay(record)
+        tid = record.key.transactional_id
+        current = self.transactions.get(tid)
+        if current is None or not current.state.is_completing:
+            self.owner._settled(self.context.partition, tid)
+
 
 class TransactionCoordinator:
     def __init__(
@@ -156,8 +179,10 @@ class TransactionCoordinator:
         *,
         markers: Callable[[], MarkerSender | None] = lambda: None,
         clock_ms: Callable[[], int],
+        completion_wait_ms: int = COMPLETION_WAIT_MS,
     ):
         self.config = config
+        self.completion_wait_ms = completion_wait_ms
         self._markers = markers  # the broker's sender, looked up when needed
         self.clock_ms = clock_ms
         self._ids = _ProducerIds(producer_ids)
@@ -166,6 +191,8 @@ class TransactionCoordinator:
         self._timers: dict[int, Any] = {}  # handed from new_context to new_shard
         # Per partition: (transactional id, producer id, epoch) -> when submitted, or _COMPLETING.
         self._in_flight: dict[int, dict[tuple[str, int, int], int]] = {}
+        # Per partition: transactional id -> the requests waiting for it to leave Prepare*.
+        self._waiters: dict[int, dict[str, list[asyncio.Future[None]]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._warned_no_sender = False
         # FindCoordinator creates __transaction_state once at a time.
@@ -200,6 +227,8 @@ class TransactionCoordinator:
         self._contexts.pop(partition, None)
         self.runtime.on_resigned(partition)
         self._in_flight.pop(partition, None)
+        for waiting in self._waiters.pop(partition, {}).values():
+            _wake(waiting)  # their retry answers NOT_COORDINATOR
         sender = self._markers()
         if sender is not None:
             sender.cancel_owner(partition)
@@ -240,15 +269,13 @@ class TransactionCoordinator:
             operation,  # type: ignore[arg-type]
         )
 
-    async def init_producer_id(
+    async def _init_producer_id(
         self,
         transactional_id: str,
         transaction_timeout_ms: int,
-        producer_id: int = -1,
-        producer_epoch: int = -1,
+        producer_id: int,
+        producer_epoch: int,
     ) -> InitProducerIdAnswer:
-        """InitProducerId with a transactional id. A producer id is reserved first (the shard
-        may need a new one); raises as ``write``, and the source's errors (ZooKeeper)."""
         refused = check_init_producer_id(self.config, transactional_id, transaction_timeout_ms)
         if refused is not ErrorCode.none:
             return InitProducerIdAnswer(refused)
@@ -273,6 +300,24 @@ class TransactionCoordinator:
             if not lent:  # the shard went away before running it: the id is still unused
                 self._ids.give_back(reserved)
 
+    async def init_producer_id(
+        self,
+        transactional_id: str,
+        transaction_timeout_ms: int,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> InitProducerIdAnswer:
+        """InitProducerId with a transactional id. A producer id is reserved first (the shard
+        may need a new one); raises as ``write``, and the source's errors (ZooKeeper). Waits for
+        a completing transaction (see the module doc)."""
+        return await self._waiting_for_completion(
+            transactional_id,
+            lambda: self._init_producer_id(
+                transactional_id, transaction_timeout_ms, producer_id, producer_epoch
+            ),
+            lambda answer: answer.error is ErrorCode.concurrent_transactions,
+        )
+
     async def add_partitions(
         self,
         transactional_id: str,
@@ -281,18 +326,72 @@ class TransactionCoordinator:
         partitions: Iterable[tuple[str, int]],
     ) -> ErrorCode:
         wanted = tuple(partitions)
-        return await self.write(
+        return await self._waiting_for_completion(
             transactional_id,
-            lambda s: s.add_partitions(transactional_id, producer_id, producer_epoch, wanted),
+            lambda: self.write(
+                transactional_id,
+                lambda s: s.add_partitions(transactional_id, producer_id, producer_epoch, wanted),
+            ),
+            _is_concurrent,
         )
 
     async def add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
     ) -> ErrorCode:
-        return await self.write(
+        return await self._waiting_for_completion(
             transactional_id,
-            lambda s: s.add_offsets(transactional_id, producer_id, producer_epoch, group_id),
+            lambda: self.write(
+                transactional_id,
+                lambda s: s.add_offsets(transactional_id, producer_id, producer_epoch, group_id),
+            ),
+            _is_concurrent,
         )
+
+    async def _waiting_for_completion(
+        self,
+        transactional_id: str,
+        run: Callable[[], Awaitable[T]],
+        busy: Callable[[T], bool],
+    ) -> T:
+        """``run()``, again each time the transaction leaves Prepare* while its answer is
+        ``busy`` (CONCURRENT_TRANSACTIONS), for at most ``completion_wait_ms``. The waiter is
+        registered before each run: a completion between the answer and the wait is seen."""
+        partition = self.partition_for(transactional_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.completion_wait_ms / 1000
+        while True:
+            waiter: asyncio.Future[None] = loop.create_future()
+            waiting = self._waiters.setdefault(partition, {}).setdefault(transactional_id, [])
+            waiting.append(waiter)
+            try:
+                answer = await run()
+                remaining = deadline - loop.time()
+                if not busy(answer) or remaining <= 0:
+                    return answer
+                try:
+                    await asyncio.wait_for(waiter, remaining)
+                except TimeoutError:
+                    return answer
+            finally:
+                self._unwait(partition, transactional_id, waiter)
+
+    def _unwait(self, partition: int, transactional_id: str, waiter: asyncio.Future[None]) -> None:
+        by_id = self._waiters.get(partition)
+        waiting = None if by_id is None else by_id.get(transactional_id)
+        if waiting is None:
+            return
+        with contextlib.suppress(ValueError):
+            waiting.remove(waiter)
+        if not waiting:
+            del by_id[transactional_id]  # type: ignore[union-attr]
+
+    def _settled(self, partition: int, transactional_id: str) -> None:
+        """The shard replayed a record leaving ``transactional_id`` out of Prepare*."""
+        by_id = self._waiters.get(partition)
+        if by_id:
+            waiting = by_id.pop(transactional_id, None)
+            if waiting:
+                _wake(waiting)
 
     async def end_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
@@ -444,6 +543,16 @@ class TransactionCoordinator:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _is_concurrent(error: ErrorCode) -> bool:
+    return error is ErrorCode.concurrent_transactions
+
+
+def _wake(waiting: list[asyncio.Future[None]]) -> None:
+    for waiter in waiting:
+        if not waiter.done():
+            waiter.set_result(None)
 
 
 def _soon(interval_ms: int) -> int:

@@ -4,8 +4,10 @@ the same connection is appended; answers leave in request order once the followe
 from __future__ import annotations
 
 import asyncio
+import struct
 from datetime import timedelta
 
+import pytest
 from kio.schema.fetch.v12 import request as fetch_request
 from kio.schema.produce.v9 import request as produce_request
 
@@ -13,8 +15,16 @@ from odradek.broker.partition import PartitionState
 from odradek.client.connection import BrokerConnection
 from odradek.config.topic import TopicConfig
 from odradek.errors import ErrorCode
+from odradek.protocol.codec import decode_response, encode_request
 
 FOLLOWER = 2
+
+
+def closed_count(broker, reason: str) -> float:
+    sample = broker.registry.get_sample_value(
+        "odradek_connections_closed_total", {"reason": reason}
+    )
+    return sample or 0.0
 
 
 def _produce(topic: str, batch: bytes, timeout_s: float = 10) -> object:
@@ -130,3 +140,55 @@ def test_answers_keep_request_order_when_a_later_one_is_ready_first(broker, kafk
         return produced.responses[0].partition_responses[0].error_code
 
     assert asyncio.run(scenario()) == ErrorCode.request_timed_out
+
+
+# A Produce v5 header over a body that is cut short: it does not parse.
+_MALFORMED = struct.pack(">hhih", 0, 5, 8, 1) + b"t" + b"\x00\x01"
+BAD_TAILS = {
+    "malformed_request": struct.pack(">i", len(_MALFORMED)) + _MALFORMED,
+    "malformed_frame": struct.pack(">i", 6) + b"abcdef",  # below the smallest request header
+}
+
+
+@pytest.mark.parametrize("reason", sorted(BAD_TAILS))
+def test_a_request_that_closes_the_connection_waits_for_the_answers_before_it(
+    broker, kafka_batch, reason
+):
+    """Kafka reads a connection's next request only once it has answered the one before: a
+    request that does not parse, or a size prefix out of bounds, sent behind an acks=all
+    produce still waiting for replication, closes the connection only after that produce's
+    answer is written (found by the fuzz)."""
+    state = PartitionState(leader=1, leader_epoch=1, isr=(1, FOLLOWER), replicas=(1, FOLLOWER))
+    broker.call_sync(
+        lambda: broker.replicas.become_leader_or_follower(
+            "closing", 0, state, TopicConfig(min_insync_replicas=2)
+        )
+    )
+    produce = encode_request(_produce("closing", kafka_batch([(b"k", b"v")]), timeout_s=1), 7, "t")
+    before = closed_count(broker, reason)
+
+    async def scenario() -> tuple[list[bytes], float]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+        try:
+            writer.write(struct.pack(">i", len(produce)) + produce + BAD_TAILS[reason])
+            await writer.drain()
+            started = asyncio.get_running_loop().time()
+            frames = []
+            while len(frames) < 3:  # bounded: the broker closes after at most two answers
+                try:
+                    (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))
+                except asyncio.IncompleteReadError:
+                    break  # closed
+                frames.append(await asyncio.wait_for(reader.readexactly(size), 10))
+            return frames, asyncio.get_running_loop().time() - started
+        finally:
+            writer.close()
+
+    frames, took_s = asyncio.run(scenario())
+    assert len(frames) == 1, "the produce sent before the bad request was not answered"
+    assert struct.unpack_from(">i", frames[0])[0] == 7
+    response = decode_response(0, 9, frames[0])
+    partition = response.body.responses[0].partition_responses[0]
+    assert partition.error_code == ErrorCode.request_timed_out  # the follower never fetched
+    assert took_s >= 0.9  # the close waited for the answer's timeout
+    assert closed_count(broker, reason) == before + 1

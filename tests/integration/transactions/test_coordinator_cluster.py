@@ -24,6 +24,7 @@ from odradek.errors import ErrorCode
 from odradek.local import cluster
 from odradek.local.cluster import ClusterState
 from odradek.protocol import schemas
+from support.clusters import running_cluster
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration]
@@ -40,18 +41,8 @@ OVERRIDES = {
 @pytest.fixture(scope="module")
 def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterState]:
     data_dir = tmp_path_factory.mktemp("txn-cluster")
-    try:
-        state, started = cluster.up(data_dir, brokers=3, broker_overrides=OVERRIDES)
-    except BaseException:
-        cluster.down(data_dir)
-        raise
-    try:
-        assert started, f"a cluster was already running in {data_dir}"
+    with running_cluster(data_dir, brokers=3, broker_overrides=OVERRIDES) as state:
         yield state
-    finally:
-        cluster.down(data_dir)
-        survivors = [m for m in (ClusterState.read(data_dir) or state).members if m.is_ours()]
-        assert not survivors, f"still running after down: {survivors}"
 
 
 def new_topic(bootstrap: str, partitions: int = 2) -> str:

@@ -49,6 +49,7 @@ from odradek.local.cluster import ClusterState, pid_alive
 from odradek.observability.metrics import txn_marker_metrics
 from odradek.storage.records import Record, encode_batch
 from odradek.transactions.result import TxnMarker
+from support.clusters import running_cluster
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
@@ -73,18 +74,8 @@ def markers_cluster(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Path, ClusterState]]:
     data_dir = tmp_path_factory.mktemp("markers-cluster")
-    try:
-        state, started = cluster.up(data_dir, brokers=3, broker_overrides=OVERRIDES)
-    except BaseException:
-        cluster.down(data_dir)
-        raise
-    try:
-        assert started, f"a cluster was already running in {data_dir}"
+    with running_cluster(data_dir, brokers=3, broker_overrides=OVERRIDES) as state:
         yield data_dir, state
-    finally:
-        cluster.down(data_dir)
-        alive = [m for m in (ClusterState.read(data_dir) or state).members if pid_alive(m.pid)]
-        assert not alive, f"still running after down: {alive}"
 
 
 # -- the wire, through odradek's client ---------------------------------------------------------

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from odradek.local import cluster
 from odradek.local.cluster import ClusterState
+from support import clusters as shared
 from support import waiting
 
 T = TypeVar("T")
@@ -40,24 +40,13 @@ def running_cluster(
     **options: Any,
 ) -> Iterator[ClusterState]:
     """``odradek local up`` (its replication defaults unless overridden), down at the end."""
-    try:
-        state, started = cluster.up(
-            data_dir,
-            brokers=brokers,
-            controllers=CONTROLLERS,
-            broker_overrides=broker_overrides,
-            controller_overrides=controller_overrides,
-            zookeeper_tick_time_ms=ZK_TICK_MS,
-            **options,
-        )
-    except BaseException:
-        cluster.down(data_dir)
-        raise
-    try:
-        assert started, f"a cluster was already running in {data_dir}"
+    with shared.running_cluster(
+        data_dir,
+        brokers=brokers,
+        controllers=CONTROLLERS,
+        broker_overrides=broker_overrides,
+        controller_overrides=controller_overrides,
+        zookeeper_tick_time_ms=ZK_TICK_MS,
+        **options,
+    ) as state:
         yield state
-    finally:
-        cluster.down(data_dir)
-        latest = ClusterState.read(data_dir) or state
-        alive = [f"{m.role} {m.id}" for m in (*state.members, *latest.members) if m.is_ours()]
-        assert not alive, f"still running after down: {alive}"

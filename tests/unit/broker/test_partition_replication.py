@@ -4,6 +4,7 @@ proposed to the controller, epoch fences, divergence, and a follower copying its
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -324,6 +325,47 @@ def test_fetch_long_polls_follow_the_kind_of_fetcher(manager, kafka_batch):
         follower_fetch(partition, F1, 3)
         (read,) = await asyncio.wait_for(consumer, 2)
         assert read.size > 0 and read.high_watermark == 3
+
+    asyncio.run(scenario())
+
+
+def test_a_long_poll_over_many_partitions_wakes_on_any_and_leaves_no_waiter(manager, kafka_batch):
+    """One future per waiting fetch, registered with every partition and removed from all of
+    them once woken, timed out or cancelled."""
+    state = PartitionState(LEADER, 1, (LEADER, F1), REPLICAS, partition_epoch=1)
+    for i in range(5):
+        assert manager.become_leader_or_follower("t", i, state, TopicConfig(min_insync_replicas=2))
+    partitions = [manager.get_partition("t", i) for i in range(5)]
+
+    def registered() -> int:
+        return sum(len(p.fetch_waiters(for_follower=f)) for p in partitions for f in (True, False))
+
+    async def scenario():
+        request = [FetchPartitionRequest("t", i, 0, 1 << 20) for i in range(5)]
+        follower = asyncio.ensure_future(
+            manager.fetch(request, max_wait_ms=3000, min_bytes=1, max_bytes=1 << 20, replica_id=F1)
+        )
+        await asyncio.sleep(0.05)
+        assert registered() == 5
+        await partitions[3].append_as_leader(batch(kafka_batch), 1)
+        copied = await asyncio.wait_for(follower, 2)
+        assert [r.size > 0 for r in copied] == [False, False, False, True, False]
+        assert registered() == 0
+        # Timed out: nothing left behind either.
+        started = time.monotonic()
+        consumer = await manager.fetch(request[:3], max_wait_ms=100, min_bytes=1, max_bytes=1 << 20)
+        assert all(r.size == 0 for r in consumer) and time.monotonic() - started >= 0.09
+        assert registered() == 0
+        # Cancelled (the client went away): nothing left behind.
+        waiting = asyncio.ensure_future(
+            manager.fetch(request, max_wait_ms=3000, min_bytes=1, max_bytes=1 << 20)
+        )
+        await asyncio.sleep(0.05)
+        assert registered() == 5
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert registered() == 0
 
     asyncio.run(scenario())
 

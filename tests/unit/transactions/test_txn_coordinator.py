@@ -1,8 +1,10 @@
 """The transaction coordinator facade (``transactions.coordinator``) on the runtime with a fake
 marker sender: markers only once the Prepare record is replicated and one submission per
 transaction at a time, completion after the sender's callback, re-driving after a load and on
-the timer, resign cancelling the sender's work, timeouts fencing the producer, and producer ids
-awaited before the shard's synchronous allocation and never handed out twice."""
+the timer, resign cancelling the sender's work, timeouts fencing the producer, producer ids
+awaited before the shard's synchronous allocation and never handed out twice, and the bounded
+wait of AddPartitionsToTxn, AddOffsetsToTxn and InitProducerId for a completing transaction
+(the tests that do not test it wait 0 ms: CONCURRENT_TRANSACTIONS at once)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ import pytest
 
 from odradek.errors import ErrorCode as E
 from odradek.groups.errors import CoordinatorLoadInProgressError, NotCoordinatorError
+from odradek.transactions import records
 from odradek.transactions.config import TransactionCoordinatorConfig
 from odradek.transactions.coordinator import RESUBMIT_AFTER_MS, TransactionCoordinator
+from odradek.transactions.metadata import TransactionMetadata
 from odradek.transactions.metadata import TransactionState as S
 from odradek.transactions.result import TxnMarker
 from support.coordinator_memory import MemoryLog, in_loop, loaded
@@ -62,7 +66,9 @@ class Clock:
         return self.now_ms
 
 
-def coordinator(log: MemoryLog, sender: FakeSender | None, ids=None, clock=None, **config):
+def coordinator(
+    log: MemoryLog, sender: FakeSender | None, ids=None, clock=None, wait_ms=0, **config
+):
     settings = dataclasses.replace(
         TransactionCoordinatorConfig(),
         transaction_state_log_num_partitions=config.pop("partitions", 1),
@@ -75,6 +81,7 @@ def coordinator(log: MemoryLog, sender: FakeSender | None, ids=None, clock=None,
         ids or CountingIds(),
         markers=lambda: sender,
         clock_ms=clock or Clock(),
+        completion_wait_ms=wait_ms,
     )
 
 
@@ -390,4 +397,115 @@ async def _expire_in_rounds() -> None:
         await asyncio.sleep(0.01)
     assert log.batch_records == [3, 3, 1]  # three rounds, none above the bound
     assert sum(1 for r in log.records[0] if r.value is None) == 7
+    await txn.close()
+
+
+# -- the bounded wait for a completing transaction ------------------------------------------------
+
+
+async def prepared(wait_ms: int, committed=True):
+    """A transaction in PrepareCommit (or PrepareAbort) with its markers held by the sender."""
+    log, sender = MemoryLog(), FakeSender()
+    txn = coordinator(log, sender, wait_ms=wait_ms)
+    await elected(txn, log)
+    pid, epoch = await begin(txn)
+    assert await txn.end_transaction("tx", pid, epoch, committed) is E.none
+    assert len(sender.pending) == 1
+    return log, sender, txn, pid, epoch
+
+
+async def markers_written_after(sender: FakeSender, delay_s: float) -> None:
+    await asyncio.sleep(delay_s)
+    await sender.write_all()
+
+
+@in_loop
+async def test_add_partitions_waits_for_the_completion_then_runs():
+    log, sender, txn, pid, epoch = await prepared(wait_ms=5000)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    writer = asyncio.ensure_future(markers_written_after(sender, 0.05))
+    assert await txn.add_partitions("tx", pid, epoch, [("t", 1)]) is E.none
+    waited = loop.time() - started
+    await writer
+    assert 0.04 <= waited < 1.0  # answered once the markers were written, not at the bound
+    assert await state(txn, "tx") is S.ONGOING
+    # The log: PrepareCommit, CompleteCommit, then the new transaction's Ongoing.
+    states = [
+        TransactionMetadata.from_value("tx", records.decode(r.key, r.value).value).state
+        for r in log.read_all(0)
+    ][-3:]
+    assert states == [S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.ONGOING]
+    assert txn._waiters == {0: {}} or txn._waiters == {}
+    await txn.close()
+
+
+@in_loop
+async def test_add_offsets_waits_for_the_completion_then_runs():
+    log, sender, txn, pid, epoch = await prepared(wait_ms=5000, committed=False)
+    writer = asyncio.ensure_future(markers_written_after(sender, 0.02))
+    assert await txn.add_offsets("tx", pid, epoch, "group") is E.none
+    await writer
+    assert await state(txn, "tx") is S.ONGOING
+    await txn.close()
+
+
+@in_loop
+async def test_the_wait_is_bounded_then_concurrent_transactions():
+    log, sender, txn, pid, epoch = await prepared(wait_ms=80)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await txn.add_partitions("tx", pid, epoch, [("t", 1)]) is E.concurrent_transactions
+    waited = loop.time() - started
+    assert 0.07 <= waited < 1.0
+    assert await state(txn, "tx") is S.PREPARE_COMMIT  # nothing written meanwhile
+    assert txn._waiters.get(0, {}) == {}
+    await sender.write_all()
+    assert await txn.add_partitions("tx", pid, epoch, [("t", 1)]) is E.none
+    await txn.close()
+
+
+@in_loop
+async def test_a_resign_during_the_wait_answers_not_coordinator():
+    log, sender, txn, pid, epoch = await prepared(wait_ms=5000)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    waiting = asyncio.ensure_future(txn.add_partitions("tx", pid, epoch, [("t", 1)]))
+    await asyncio.sleep(0.03)
+    assert not waiting.done()
+    txn.on_resigned(0)
+    with pytest.raises(NotCoordinatorError):
+        await waiting
+    assert loop.time() - started < 1.0  # woken by the resign, not by the bound
+    await txn.close()
+
+
+@in_loop
+async def test_a_second_producer_waits_for_the_abort_it_started():
+    log, sender = MemoryLog(), FakeSender()
+    txn = coordinator(log, sender, wait_ms=5000)
+    await elected(txn, log)
+    pid, epoch = await begin(txn)
+    second = asyncio.ensure_future(txn.init_producer_id("tx", 60_000))
+    for _ in range(100):
+        if sender.pending:
+            break
+        await asyncio.sleep(0.01)
+    [marker] = sender.submitted
+    assert (marker.committed, marker.producer_epoch) == (False, epoch + 1)
+    assert not second.done()  # waiting for the abort, not answered CONCURRENT_TRANSACTIONS
+    await sender.write_all()
+    answer = await second
+    assert (answer.error, answer.producer_id, answer.producer_epoch) == (E.none, pid, epoch + 2)
+    await txn.close()
+
+
+@in_loop
+async def test_init_producer_id_waits_for_a_commit_in_flight():
+    log, sender, txn, pid, epoch = await prepared(wait_ms=5000)
+    writer = asyncio.ensure_future(markers_written_after(sender, 0.02))
+    answer = await txn.init_producer_id("tx", 60_000, pid, epoch)
+    await writer
+    assert (answer.error, answer.producer_id, answer.producer_epoch) == (E.none, pid, epoch + 1)
+    assert await state(txn, "tx") is S.EMPTY
     await txn.close()

@@ -14,27 +14,15 @@ from datetime import timedelta
 from typing import Any
 
 from odradek.broker.context import RequestContext
-from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.broker.handlers.commit_shape import commits_of, partition_errors_response
 from odradek.errors import ErrorCode, OdradekError
-from odradek.groups.offsets import PartitionCommit
-from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 
 API_KEY = ApiKey.OFFSET_COMMIT
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    commits = [
-        PartitionCommit(
-            topic.name,
-            p.partition_index,
-            p.committed_offset,
-            getattr(p, "committed_leader_epoch", -1),
-            p.committed_metadata,
-        )
-        for topic in request.topics
-        for p in topic.partitions
-    ]
+    commits = commits_of(request)
     retention = getattr(request, "retention_time", None)
     retention_ms = -1 if retention is None else retention // timedelta(milliseconds=1)
     errors: dict[tuple[str, int], ErrorCode] = {}
@@ -67,24 +55,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 def _response(
     version: int, request: Any, errors: dict[tuple[str, int], ErrorCode], failed: ErrorCode
 ) -> Any:
-    response_type = schemas.response_schema(API_KEY, version)
-    topic_type = element_type(response_type, "topics")
-    partition_type = element_type(topic_type, "partitions")
-    topics = tuple(
-        topic_type(
-            name=topic.name,
-            partitions=tuple(
-                partition_type(
-                    partition_index=p.partition_index,
-                    error_code=failed
-                    if failed != ErrorCode.none
-                    else errors.get(
-                        (topic.name, p.partition_index), ErrorCode.unknown_server_error
-                    ),
-                )
-                for p in topic.partitions
-            ),
-        )
-        for topic in request.topics
-    )
-    return build(response_type, throttle_time=NO_THROTTLE, topics=topics)
+    return partition_errors_response(API_KEY, version, request, errors, failed)

@@ -78,8 +78,8 @@ class Case:
     frame: bytes
     description: str
     mutated: bool  # anything beyond a well-formed request (its values may still be odd)
-    # The size prefix disagrees with the bytes, or is one no frame may have: the broker may
-    # close the connection as soon as it reads it, before answering what came earlier.
+    # The size prefix disagrees with the bytes, or is one no frame may have: what follows on
+    # the connection is unframed (the broker still answers what came before, as Kafka does).
     breaks_stream: bool
     answer_expected: bool  # a well-formed request that Kafka answers (not Produce with acks=0)
     wait_ms: int  # how long the broker may rightly hold the answer (Fetch max_wait, timeouts)

@@ -97,16 +97,12 @@ class _Connection:
 def _owed_deadlines(round_: Round) -> list[tuple[bool, float]]:
     """For each case: whether its answer is owed, and by when (seconds into the round).
 
-    On a pipelined connection, a frame that breaks the stream may arrive while an earlier
-    request is still being handled; the broker then closes the connection at once and that
-    answer is lost, as Kafka loses it. So nothing is owed on such a connection.
+    What follows a request on its connection never excuses its answer: Kafka reads the next
+    request only once it has answered the previous one, so a request that does not parse, or a
+    size prefix out of bounds, closes the connection only after the answers before it.
     """
     result = []
-    clean_so_far: dict[int, bool] = {
-        connection: False
-        for case, connection in zip(round_.cases, round_.connection_of, strict=True)
-        if case.breaks_stream and round_.pipelined[connection]
-    }
+    clean_so_far: dict[int, bool] = {}
     waited: dict[int, float] = {}
     for case, connection in zip(round_.cases, round_.connection_of, strict=True):
         clean = clean_so_far.get(connection, True)
