@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from odradek.local import cluster
 from odradek.local.cluster import ClusterState
+from support.clusters import running_cluster
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -42,20 +42,10 @@ TXN_OVERRIDES = {
 @pytest.fixture(scope="package")
 def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterState]:
     data_dir = tmp_path_factory.mktemp("txn-cluster")
-    try:
-        state, started = cluster.up(
-            data_dir, brokers=3, broker_overrides=TXN_OVERRIDES, zookeeper_tick_time_ms=ZK_TICK_MS
-        )
-    except BaseException:
-        cluster.down(data_dir)
-        raise
-    try:
-        assert started, f"a cluster was already running in {data_dir}"
+    with running_cluster(
+        data_dir, brokers=3, broker_overrides=TXN_OVERRIDES, zookeeper_tick_time_ms=ZK_TICK_MS
+    ) as state:
         yield state
-    finally:
-        cluster.down(data_dir)
-        survivors = [m for m in (ClusterState.read(data_dir) or state).members if m.is_ours()]
-        assert not survivors, f"still running after down: {survivors}"
 
 
 @pytest.fixture
