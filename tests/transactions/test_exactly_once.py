@@ -16,7 +16,7 @@ killed, ``AddOffsetsToTxn`` retried across the coordinator change is answered NO
 ``TxnOffsetCommit`` follows and ``send_offsets_to_transaction`` outlives its timeout (seen in 3 of
 about 40 runs). The supervisor treats a worker silent for 45 s as a failed liveness probe: its
 stacks go to its log, it is killed and restarted (at the end: its transactional id is fenced);
-the run prints each as STUCK, and exactly-once must still hold. These are librdkafka's open
+the run prints each as STUCK, and exactly-once must still hold. This matches librdkafka's open
 issues #5511 (``send_offsets_to_transaction`` hangs once the group coordinator's broker left the
 metadata: the killed broker does, as in Kafka, until it is back) and #5456 (it ignores its
 timeout while it waits for a coordinator).
