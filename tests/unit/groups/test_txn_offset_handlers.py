@@ -6,61 +6,18 @@ the committed offsets once ``complete_transaction`` replays the commit marker.""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from odradek.broker.handlers import offset_fetch, txn_offset_commit
 from odradek.errors import ErrorCode
-from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.coordinator import GroupCoordinator
-from odradek.groups.runtime import CoordinatorRuntime
-from odradek.groups.shard import ShardContext
 from odradek.protocol import schemas
 from odradek.protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from odradek.protocol.writer import encode
-from support.coordinator_memory import MemoryLog, in_loop, loaded
-
-TOPIC = "orders"
-
-
-class Topics:
-    def partition_count(self, topic: str) -> int | None:
-        return 2 if topic == TOPIC else None
-
-    def topic_id(self, topic: str) -> None:
-        return None
-
-    def topic_names(self) -> list[str]:
-        return [TOPIC]
-
-
-async def coordinator(log: MemoryLog) -> GroupCoordinator:
-    config = replace(GroupCoordinatorConfig(), offsets_topic_num_partitions=1)
-    log.leader_epoch[0] = 1
-    runtime = CoordinatorRuntime(
-        log,
-        lambda partition, timer: ShardContext(partition, config, timer, Topics(), lambda: 1000),
-        write_timeout_ms=50,
-    )
-    runtime.on_elected(0, 1)
-    await loaded(runtime, 0)
-    return GroupCoordinator(runtime, config)
-
-
-def context(groups: GroupCoordinator | None, version: int) -> Any:
-    return SimpleNamespace(api_version=version, broker=SimpleNamespace(groups=groups))
-
-
-def nested(cls: type, *path: str) -> type:
-    for name in path:
-        declared = cls.__dataclass_fields__[name].type  # tuple[X, ...], or that | None
-        if type(None) in getattr(declared, "__args__", ()):
-            declared = declared.__args__[0]
-        cls = declared.__args__[0]
-    return cls
+from support.coordinator_memory import MemoryLog, in_loop
+from support.offset_handler_doubles import TOPIC, context, coordinator, nested
 
 
 def fetch_request(version: int, group: str, *, stable: bool) -> Any:

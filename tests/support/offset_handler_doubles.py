@@ -1,0 +1,57 @@
+"""What the offset handlers' unit tests (OffsetCommit, OffsetFetch, OffsetDelete, TxnOffsetCommit)
+stand on: a real group coordinator over the in-memory log with one ``__consumer_offsets``
+partition, a topic ``orders`` of two partitions, a request context naming it, and ``nested`` to
+find the kio class of a request's nested entries."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+from odradek.groups.config import GroupCoordinatorConfig
+from odradek.groups.coordinator import GroupCoordinator
+from odradek.groups.runtime import CoordinatorRuntime
+from odradek.groups.shard import ShardContext
+from support.coordinator_memory import MemoryLog, loaded
+
+__all__ = ["TOPIC", "Topics", "coordinator", "context", "nested"]
+
+TOPIC = "orders"
+
+
+class Topics:
+    def partition_count(self, topic: str) -> int | None:
+        return 2 if topic == TOPIC else None
+
+    def topic_id(self, topic: str) -> None:
+        return None
+
+    def topic_names(self) -> list[str]:
+        return [TOPIC]
+
+
+async def coordinator(log: MemoryLog) -> GroupCoordinator:
+    config = replace(GroupCoordinatorConfig(), offsets_topic_num_partitions=1)
+    log.leader_epoch[0] = 1
+    runtime = CoordinatorRuntime(
+        log,
+        lambda partition, timer: ShardContext(partition, config, timer, Topics(), lambda: 1000),
+        write_timeout_ms=50,
+    )
+    runtime.on_elected(0, 1)
+    await loaded(runtime, 0)
+    return GroupCoordinator(runtime, config)
+
+
+def context(groups: GroupCoordinator | None, version: int) -> Any:
+    return SimpleNamespace(api_version=version, broker=SimpleNamespace(groups=groups))
+
+
+def nested(cls: type, *path: str) -> type:
+    for name in path:
+        declared = cls.__dataclass_fields__[name].type  # tuple[X, ...], or that | None
+        if type(None) in getattr(declared, "__args__", ()):
+            declared = declared.__args__[0]
+        cls = declared.__args__[0]
+    return cls
