@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
@@ -533,9 +534,11 @@ def partition_state(state: ClusterState, topic: str, partition: int) -> Partitio
     client = _zookeeper(state)
     try:
         path = partition_state_path(topic, partition)
-        if not client.exists(path):
+        try:
+            data, _ = client.get(path)
+        except NoNodeError:
             return None
-        return PartitionState.decode(client.get(path)[0], path)
+        return PartitionState.decode(data, path)
     finally:
         client.stop()
         client.close()
@@ -545,9 +548,12 @@ def active_controller(state: ClusterState) -> int | None:
     """The id of the controller that holds ``/controller`` now; None between two."""
     client = _zookeeper(state)
     try:
-        if not client.exists(ControllerInfo.PATH):
+        # One read, not exists-then-get: the node is ephemeral and may vanish in between.
+        try:
+            data, _ = client.get(ControllerInfo.PATH)
+        except NoNodeError:
             return None
-        return ControllerInfo.decode(client.get(ControllerInfo.PATH)[0]).controller_id
+        return ControllerInfo.decode(data).controller_id
     finally:
         client.stop()
         client.close()
