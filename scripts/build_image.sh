@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Build the container image localhost/odradek:<version> here, without a Docker engine or a registry
+# (docs/image.md). Three steps, each timed:
+#   1. base     localhost/debian-python:bookworm, Debian's python3 + python3-venv made with
+#               debootstrap from the mirror apt already uses (no registry is reachable, so no
+#               python:3.11-slim). Slow (about a minute), so it is cached twice: the imported image
+#               carries a label with the cache key and is reused while the key matches, and the
+#               root filesystem's tarball stays in var/image-cache/ for a re-import.
+#   2. wheels   on the host: odradek's own (gcc compiles the record walker) and the runtime
+#               dependencies (cached in var/image-cache/ by the dependency list's hash), because pip
+#               inside a RUN step fails TLS verification here.
+#   3. image    podman build --isolation chroot --build-arg BASE=localhost/debian-python:bookworm.
+#
+# Environment: PYTHON (the host interpreter that builds the wheels; default .venv/bin/python, a
+# CPython 3.11 like the base's), ODRADEK_IMAGE (default localhost/odradek:<version>),
+# ODRADEK_IMAGE_CACHE (default var/image-cache), ODRADEK_IMAGE_REFRESH_BASE=1 (remake the base).
+# Prints the image's name on its last line.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+python="${PYTHON:-$repo_root/.venv/bin/python}"
+cache_dir="${ODRADEK_IMAGE_CACHE:-$repo_root/var/image-cache}"
+base_image="localhost/debian-python:bookworm"
+suite="bookworm"
+base_packages="python3,python3-venv,ca-certificates"
+# Bump when the way the base is made or trimmed changes, so cached bases are remade.
+base_recipe=1
+
+log() { printf 'build_image: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
+
+for tool in podman debootstrap; do
+    command -v "$tool" >/dev/null || die "$tool is missing (scripts/setup.sh installs it)"
+done
+[ "$(id -u)" -eq 0 ] || die "debootstrap and podman's chroot isolation need root"
+"$python" -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null \
+    || die "$python is not CPython 3.11: the wheel's C extension must match the base's Python"
+
+version="$("$python" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')"
+image="${ODRADEK_IMAGE:-localhost/odradek:$version}"
+mkdir -p "$cache_dir"
+work_dir="$(mktemp -d "$cache_dir/build.XXXXXX")"
+trap 'rm -rf "$work_dir"' EXIT
+
+# Installers write to a log that is shown only if they fail.
+quietly() {
+    if ! "$@" >"$work_dir/step.log" 2>&1; then
+        log "failed: $*"
+        tail -n 40 "$work_dir/step.log" >&2
+        exit 1
+    fi
+}
+
+# The Debian mirror apt's own sources name (deb822 .sources or one-line .list), else Debian's CDN.
+debian_mirror() {
+    local files=(/etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources)
+    local uri
+    uri="$(cat "${files[@]}" 2>/dev/null \
+        | awk '/^[[:space:]]*#/ { next }
+               $1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) { print $i; break } }
+               $1 == "URIs:" { for (i = 2; i <= NF; i++) print $i }' \
+        | grep -E '/debian/?$' | head -n 1 || true)"
+    printf '%s\n' "${uri:-http://deb.debian.org/debian}"
+}
+
+# --- 1. base --------------------------------------------------------------------------------------
+started="$(now)"
+base_key="$(printf '%s\n' "$suite" minbase "$base_packages" "$base_recipe" | sha256sum | cut -c1-16)"
+base_tar="$cache_dir/debian-python-$suite-$base_key.tar"
+have_key="$(podman image inspect --format '{{index .Labels "odradek.base-key"}}' "$base_image" 2>/dev/null || true)"
+if [ "${ODRADEK_IMAGE_REFRESH_BASE:-0}" = 1 ]; then
+    rm -f "$base_tar"
+    have_key=""
+fi
+if [ "$have_key" = "$base_key" ]; then
+    base_note="cached image $base_key"
+else
+    if [ ! -s "$base_tar" ]; then
+        mirror="$(debian_mirror)"
+        log "base: debootstrap $suite ($base_packages) from $mirror"
+        rootfs="$work_dir/rootfs"
+        quietly debootstrap --variant=minbase --include="$base_packages" "$suite" "$rootfs" "$mirror"
+        # What only installing packages needs: the downloaded .debs and the package lists
+        # (100 MB), documentation and translations. apt and dpkg themselves stay.
+        rm -rf "$rootfs"/var/cache/apt/* "$rootfs"/var/lib/apt/lists/* \
+            "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
+            "$rootfs"/usr/share/locale/*
+        tar -C "$rootfs" --numeric-owner -cf "$base_tar.partial" .
+        mv "$base_tar.partial" "$base_tar"
+        rm -rf "$rootfs"
+        base_note="debootstrap"
+    else
+        base_note="cached rootfs"
+    fi
+    quietly podman import --change "LABEL odradek.base-key=$base_key" \
+        --change 'CMD ["/usr/bin/python3"]' "$base_tar" "$base_image"
+    base_note="$base_note, imported"
+fi
+log "base: $base_image ($base_note) in $(elapsed "$started")"
+
+# --- 2. wheels ------------------------------------------------------------------------------------
+started="$(now)"
+context="$work_dir/context"
+mkdir -p "$context/wheels/deps"
+mapfile -t dependencies < <("$python" -c '
+import tomllib
+for requirement in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]:
+    print(requirement)')
+deps_key="$(printf '%s\n' "${dependencies[@]}" | sha256sum | cut -c1-16)"
+deps_dir="$cache_dir/wheels-$deps_key"
+if [ -n "$(ls "$deps_dir" 2>/dev/null)" ]; then
+    deps_note="cached dependencies $deps_key"
+else
+    rm -rf "$deps_dir.partial"
+    quietly "$python" -m pip wheel --disable-pip-version-check -w "$deps_dir.partial" "${dependencies[@]}"
+    mv "$deps_dir.partial" "$deps_dir"
+    deps_note="dependencies built"
+fi
+cp -l "$deps_dir"/*.whl "$context/wheels/deps/" 2>/dev/null || cp "$deps_dir"/*.whl "$context/wheels/deps/"
+quietly "$python" -m pip wheel --disable-pip-version-check --no-deps -w "$context/wheels" .
+log "wheels: odradek + $(ls "$context/wheels/deps" | wc -l) dependencies ($deps_note) in $(elapsed "$started")"
+
+# --- 3. image -------------------------------------------------------------------------------------
+started="$(now)"
+cp Dockerfile "$context/Dockerfile"
+previous="$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
+quietly podman build --isolation chroot --build-arg "BASE=$base_image" -t "$image" "$context"
+# The image this tag named before is dangling now: drop it unless a container still uses it.
+if [ -n "$previous" ] && [ "$previous" != "$(podman image inspect --format '{{.Id}}' "$image")" ]; then
+    podman rmi "$previous" >/dev/null 2>&1 || true
+fi
+size="$(podman image inspect --format '{{.Size}}' "$image" | awk '{ printf "%.0f MB", $1 / 1e6 }')"
+log "image: $image ($size) in $(elapsed "$started")"
+printf '%s\n' "$image"
