@@ -59,7 +59,7 @@ lint: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/lint-imports
 
-# The base (debootstrap, about a minute) and the dependencies' wheels are cached in var/image-cache/.
+# The base (debootstrap, about a minute) and the dependencies' wheels are cached in ~/.cache/odradek-image.
 image: setup
 	PYTHON=$(abspath $(PYTHON)) bash scripts/build_image.sh
 

@@ -98,6 +98,38 @@ def _ready(admin: str) -> bool:
         return False
 
 
+def _produce_and_consume(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
+    """Create ``topic``, produce RECORDS with acks=all, read them back from offset 0. The
+    clients are gone when this returns, before the servers stop."""
+    admin_client = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin_client.create_topics([NewTopic(topic, 1, 1)])
+    futures[topic].result(timeout=CLIENT_TIMEOUT_S)
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for key, value in RECORDS:
+        producer.produce(topic, value=value, key=key)
+    assert producer.flush(CLIENT_TIMEOUT_S) == 0
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "image-test", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        consumed: list[tuple[bytes, bytes]] = []
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while len(consumed) < len(RECORDS) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            error = message.error()
+            assert error is None or error.code() == KafkaError._PARTITION_EOF, error
+            if error is None:
+                consumed.append((message.key(), message.value()))
+    finally:
+        consumer.close()
+    return consumed
+
+
 def test_a_cluster_run_from_the_image_serves_a_real_client(
     image: str, containers: list[Container], tmp_path: Path
 ) -> None:
@@ -158,33 +190,7 @@ def test_a_cluster_run_from_the_image_serves_a_real_client(
             assert process.running(), f"the {name} exited:\n{process.log_tail()}"
 
         topic = "from-the-image"
-        admin_client = AdminClient({"bootstrap.servers": bootstrap})
-        futures = admin_client.create_topics([NewTopic(topic, 1, 1)])
-        futures[topic].result(timeout=CLIENT_TIMEOUT_S)
-
-        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-        for key, value in RECORDS:
-            producer.produce(topic, value=value, key=key)
-        assert producer.flush(CLIENT_TIMEOUT_S) == 0
-
-        consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": "image-test", "enable.auto.commit": False}
-        )
-        try:
-            consumer.assign([TopicPartition(topic, 0, 0)])
-            consumed: list[tuple[bytes, bytes]] = []
-            deadline = time.monotonic() + CLIENT_TIMEOUT_S
-            while len(consumed) < len(RECORDS) and time.monotonic() < deadline:
-                message = consumer.poll(0.5)
-                if message is None:
-                    continue
-                error = message.error()
-                assert error is None or error.code() == KafkaError._PARTITION_EOF, error
-                if error is None:
-                    consumed.append((message.key(), message.value()))
-        finally:
-            consumer.close()
-        assert consumed == RECORDS
+        assert _produce_and_consume(bootstrap, topic) == RECORDS
 
         # The records are on the mounted volume, written by the image's user.
         segments = list((data_dir / "log").glob(f"{topic}-0/*.log"))
