@@ -131,6 +131,8 @@ else
     deps_note="dependencies built"
 fi
 cp -l "$deps_dir"/*.whl "$context/wheels/deps/" 2>/dev/null || cp "$deps_dir"/*.whl "$context/wheels/deps/"
+# Their checksums, with the paths the Dockerfile mounts them at.
+(cd "$context/wheels/deps" && sha256sum -- *.whl) | sed 's|  |  /mnt/|' >"$context/wheels/deps/SHA256SUMS"
 # From a copy of the working tree's sources (tracked or not, without build products): setuptools
 # reuses an in-tree build/ directory, where a module deleted since would still be picked up.
 source_dir="$work_dir/source"
@@ -138,7 +140,7 @@ mkdir -p "$source_dir"
 tar -c --exclude=__pycache__ --exclude='*.so' --exclude='*.egg-info' \
     pyproject.toml README.md services operator | tar -x -C "$source_dir"
 quietly "$python" -m pip wheel --disable-pip-version-check --no-deps -w "$context/wheels" "$source_dir"
-log "wheels: odradek + $(ls "$context/wheels/deps" | wc -l) dependencies ($deps_note) in $(elapsed "$started")"
+log "wheels: odradek + $(ls "$context/wheels/deps"/*.whl | wc -l) dependencies ($deps_note) in $(elapsed "$started")"
 
 # --- 3. image -------------------------------------------------------------------------------------
 started="$(now)"
