@@ -87,6 +87,20 @@ def test_the_briefs_example_reads_as_written():
     assert spec.brokers.config == {"min.insync.replicas": "2", "default.replication.factor": "3"}
 
 
+def test_nulls_take_the_defaults_where_the_crd_allows_them():
+    spec = ClusterSpec.from_resource(
+        cluster({"image": None, "zookeeper": {"image": None, "storage": {"storageClass": None}}})
+    )
+    assert (spec.image, spec.zookeeper.image) == (None, "zookeeper:3.8")
+    assert (
+        ClusterSpec.from_resource(cluster({"controllers": {"replicas": 7}})).controllers.replicas
+        == 7
+    )
+    assert refused(cluster({"controllers": {"replicas": 8}})).field == "spec.controllers.replicas"
+    error = refused(brokers(config={"log.retention.ms": None}))
+    assert error.field == "spec.brokers.config[log.retention.ms]" and "null" in error.message
+
+
 def test_the_restart_annotation_is_read():
     body = cluster(annotations={"odradek.io/restart": "2026-11-26T04:00"})
     assert ClusterSpec.from_resource(body).restart == "2026-11-26T04:00"
