@@ -34,6 +34,8 @@ from odradek_operator.model.spec import ClusterSpec
 C = names.Component.BROKER
 CONFIG_VOLUME = "config"
 SHUTDOWN_MARGIN_S = 30
+# Log recovery after an unclean stop comes before the admin listener answers.
+STARTUP_MAX_S = 30 * 60
 
 
 def properties(cluster: ClusterSpec) -> dict[str, str]:
@@ -116,8 +118,7 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
             {"name": "control-plane", "containerPort": cluster.ports.control_plane},
             {"name": "metrics", "containerPort": cluster.ports.metrics},
         ],
-        "readinessProbe": meta.http_probe("/readyz", initial_delay_s=5, failure_threshold=3),
-        "livenessProbe": meta.http_probe("/healthz", initial_delay_s=30, failure_threshold=6),
+        **meta.probes(meta.http_get("/readyz"), meta.http_get("/healthz"), STARTUP_MAX_S),
         "resources": meta.resources(brokers.resources),
         "securityContext": meta.container_security_context(),
         "volumeMounts": [

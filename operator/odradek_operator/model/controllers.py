@@ -23,6 +23,7 @@ from odradek_operator.model.spec import ClusterSpec
 
 C = names.Component.CONTROLLER
 TERMINATION_GRACE_S = 30
+STARTUP_MAX_S = 5 * 60  # connecting to ZooKeeper, reading the cluster's state
 CONFIG_VOLUME = "config"
 CONFIG_FILE = "controller-{ordinal}.properties"
 
@@ -81,8 +82,7 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
             {"name": "controller", "containerPort": names.CONTROLLER_PORT},
             {"name": "metrics", "containerPort": cluster.ports.metrics},
         ],
-        "readinessProbe": meta.http_probe("/readyz", initial_delay_s=5, failure_threshold=3),
-        "livenessProbe": meta.http_probe("/healthz", initial_delay_s=30, failure_threshold=6),
+        **meta.probes(meta.http_get("/readyz"), meta.http_get("/healthz"), STARTUP_MAX_S),
         "resources": meta.resources(cluster.controllers.resources),
         "securityContext": meta.container_security_context(),
         "volumeMounts": [

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,17 +77,37 @@ def container_security_context() -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def http_probe(
-    path: str, *, initial_delay_s: int, failure_threshold: int, port: str = "metrics"
-) -> dict[str, Any]:
-    """An HTTP probe on the admin listener (``/readyz``, ``/healthz``), which binds the pod IP."""
+PROBE_PERIOD_S = 5
+PROBE_TIMEOUT_S = 5
+READY_FAILURES = 3  # 15 s unanswered: out of the Services, the operator waits
+LIVENESS_PERIOD_S = 10
+LIVENESS_FAILURES = 6  # a minute without an answer: the kubelet restarts the container
+
+
+def probes(ready: dict[str, Any], live: dict[str, Any], startup_max_s: int) -> dict[str, Any]:
+    """Readiness, liveness, and a startup probe that holds liveness off for ``startup_max_s``:
+    a broker answers only once its logs are loaded, which after an unclean stop may take long.
+    ``ready`` and ``live`` are probe handlers (``{"httpGet": ...}``, ``{"tcpSocket": ...}``)."""
+
+    def probe(handler: dict[str, Any], period_s: int, failures: int) -> dict[str, Any]:
+        return {
+            **handler,
+            "periodSeconds": period_s,
+            "timeoutSeconds": PROBE_TIMEOUT_S,
+            "failureThreshold": failures,
+        }
+
     return {
-        "httpGet": {"path": path, "port": port},
-        "initialDelaySeconds": initial_delay_s,
-        "periodSeconds": 10,
-        "timeoutSeconds": 5,
-        "failureThreshold": failure_threshold,
+        "startupProbe": probe(live, PROBE_PERIOD_S, math.ceil(startup_max_s / PROBE_PERIOD_S)),
+        "readinessProbe": probe(ready, PROBE_PERIOD_S, READY_FAILURES),
+        "livenessProbe": probe(live, LIVENESS_PERIOD_S, LIVENESS_FAILURES),
     }
+
+
+def http_get(path: str, port: str = "metrics") -> dict[str, Any]:
+    """A probe handler on the admin listener (``/readyz``, ``/healthz``); the kubelet probes
+    the pod IP, which is where that listener binds."""
+    return {"httpGet": {"path": path, "port": port}}
 
 
 def resources(value: Resources) -> dict[str, Any]:

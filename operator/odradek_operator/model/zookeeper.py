@@ -31,6 +31,8 @@ TICK_TIME_MS = 2000
 INIT_LIMIT_TICKS = 10
 SYNC_LIMIT_TICKS = 5
 TERMINATION_GRACE_S = 30
+STARTUP_MAX_S = 5 * 60  # loading a snapshot and the transaction log
+CLIENT_PORT_OPEN = {"tcpSocket": {"port": "client"}}
 FOUR_LETTER_WORDS = "srvr,ruok,mntr"
 
 
@@ -72,16 +74,6 @@ def start_command() -> list[str]:
     return ["sh", "-c", script]
 
 
-def _probe(initial_delay_s: int, failure_threshold: int) -> dict[str, Any]:
-    return {
-        "tcpSocket": {"port": "client"},
-        "initialDelaySeconds": initial_delay_s,
-        "periodSeconds": 10,
-        "timeoutSeconds": 5,
-        "failureThreshold": failure_threshold,
-    }
-
-
 def statefulset(cluster: ClusterSpec) -> dict[str, Any]:
     zk = cluster.zookeeper
     config_volume = "config"
@@ -96,8 +88,7 @@ def statefulset(cluster: ClusterSpec) -> dict[str, Any]:
             {"name": "peer", "containerPort": names.ZOOKEEPER_PEER_PORT},
             {"name": "election", "containerPort": names.ZOOKEEPER_ELECTION_PORT},
         ],
-        "readinessProbe": _probe(5, 3),
-        "livenessProbe": _probe(30, 6),
+        **meta.probes(CLIENT_PORT_OPEN, CLIENT_PORT_OPEN, STARTUP_MAX_S),
         "resources": meta.resources(zk.resources),
         "securityContext": meta.container_security_context(),
         "volumeMounts": [

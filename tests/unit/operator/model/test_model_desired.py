@@ -357,6 +357,9 @@ def test_brokers_are_probed_on_the_admin_listener():
     broker = container(build(EXAMPLES["defaults"])[("StatefulSet", "demo-broker")])
     assert broker["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert broker["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    startup = broker["startupProbe"]
+    assert startup["httpGet"] == broker["livenessProbe"]["httpGet"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 30 * 60  # log recovery
     assert {p["name"]: p["containerPort"] for p in broker["ports"]} == {
         "client": 9092,
         "control-plane": 9091,
