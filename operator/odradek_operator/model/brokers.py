@@ -32,7 +32,6 @@ from odradek_operator.model import meta, names
 from odradek_operator.model.spec import ClusterSpec
 
 C = names.Component.BROKER
-CONFIG_VOLUME = "config"
 SHUTDOWN_MARGIN_S = 30
 # Log recovery after an unclean stop comes before the admin listener answers.
 STARTUP_MAX_S = 30 * 60
@@ -122,43 +121,23 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
         "resources": meta.resources(brokers.resources),
         "securityContext": meta.container_security_context(),
         "volumeMounts": [
-            {"name": CONFIG_VOLUME, "mountPath": names.ODRADEK_CONFIG_DIR, "readOnly": True},
+            {"name": meta.CONFIG_VOLUME, "mountPath": names.ODRADEK_CONFIG_DIR, "readOnly": True},
             *({"name": v.claim_template, "mountPath": v.mount_path} for v in brokers.volumes),
         ],
     }
-    pod_spec = {
-        "serviceAccountName": names.service_account(cluster.name),
-        "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": termination_grace_s(cluster),
-        "securityContext": meta.pod_security_context(meta.ODRADEK_UID),
-        "topologySpreadConstraints": meta.spread(cluster, C),
-        "containers": [container],
-        "volumes": [
-            {"name": CONFIG_VOLUME, "configMap": {"name": names.config_map(cluster.name, C)}}
-        ],
-    }
+    pod = meta.pod_spec(
+        cluster, C, container, uid=meta.ODRADEK_UID, grace_s=termination_grace_s(cluster)
+    )
     claims = claim_templates(cluster)
     digest = meta.config_hash(
-        properties(cluster), pod_spec, [c["spec"] for c in claims], cluster.restart
+        properties(cluster), pod, [c["spec"] for c in claims], cluster.restart
     )
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": meta.object_meta(cluster, names.statefulset(cluster.name, C), C),
-        "spec": {
-            "serviceName": names.headless_service(cluster.name, C),
-            "replicas": brokers.replicas,
-            "selector": {"matchLabels": names.selector_labels(cluster.name, C)},
-            "podManagementPolicy": "Parallel",
-            "updateStrategy": {"type": "OnDelete"},
-            "persistentVolumeClaimRetentionPolicy": meta.retention_policy(brokers.delete_claim),
-            "template": {
-                "metadata": {
-                    "labels": names.labels(cluster.name, C),
-                    "annotations": {names.CONFIG_HASH_ANNOTATION: digest},
-                },
-                "spec": pod_spec,
-            },
-            "volumeClaimTemplates": claims,
-        },
-    }
+    return meta.statefulset(
+        cluster,
+        C,
+        brokers.replicas,
+        pod,
+        digest,
+        persistentVolumeClaimRetentionPolicy=meta.retention_policy(brokers.delete_claim),
+        volumeClaimTemplates=claims,
+    )

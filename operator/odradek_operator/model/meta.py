@@ -22,6 +22,7 @@ from odradek_operator.model.spec import ClusterSpec, Resources
 # The Odradek image's user (the Dockerfile's); the official ZooKeeper image runs as its own.
 ODRADEK_UID = 10001
 ZOOKEEPER_UID = 1000  # the "zookeeper" user of the official image, owner of /data and /logs
+CONFIG_VOLUME = "config"  # every pod's ConfigMap volume
 
 
 def owner_reference(cluster: ClusterSpec) -> dict[str, Any]:
@@ -110,8 +111,82 @@ def http_get(path: str, port: str = "metrics") -> dict[str, Any]:
     return {"httpGet": {"path": path, "port": port}}
 
 
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+
+
+def quantity_bytes(quantity: str) -> int:
+    """A Quantity (``512Mi``, ``1G``, ``1e9``) as a whole number of bytes, rounded down."""
+    number = quantity.lstrip("+")
+    for suffix, scale in (*_BINARY.items(), *_DECIMAL.items()):
+        if suffix and number.endswith(suffix):
+            return int(float(number[: -len(suffix)]) * scale)
+    return int(float(number))  # plain or with an exponent (checked by spec)
+
+
 def resources(value: Resources) -> dict[str, Any]:
     return value.to_dict()
+
+
+def pod_spec(
+    cluster: ClusterSpec,
+    component: names.Component,
+    container: dict[str, Any],
+    *,
+    uid: int,
+    grace_s: int,
+) -> dict[str, Any]:
+    """A pod of ``component``: one container, its ConfigMap mounted as volume ``config``.
+
+    Pods never call the Kubernetes API (no token) and get no Service environment variables
+    (``enableServiceLinks``: they would be one per Service of the namespace, and some images read
+    variables of their own under the same prefixes)."""
+    return {
+        "serviceAccountName": names.service_account(cluster.name),
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": grace_s,
+        "securityContext": pod_security_context(uid),
+        "topologySpreadConstraints": spread(cluster, component),
+        "containers": [container],
+        "volumes": [
+            {
+                "name": CONFIG_VOLUME,
+                "configMap": {"name": names.config_map(cluster.name, component)},
+            }
+        ],
+    }
+
+
+def statefulset(
+    cluster: ClusterSpec,
+    component: names.Component,
+    replicas: int,
+    pod: dict[str, Any],
+    config_hash: str,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A StatefulSet the operator restarts itself (``OnDelete``), pods started all at once."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": object_meta(cluster, names.statefulset(cluster.name, component), component),
+        "spec": {
+            "serviceName": names.headless_service(cluster.name, component),
+            "replicas": replicas,
+            "selector": {"matchLabels": names.selector_labels(cluster.name, component)},
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "template": {
+                "metadata": {
+                    "labels": names.labels(cluster.name, component),
+                    "annotations": {names.CONFIG_HASH_ANNOTATION: config_hash},
+                },
+                "spec": pod,
+            },
+            **extra,
+        },
+    }
 
 
 def spread(cluster: ClusterSpec, component: names.Component) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import pytest
 from odradek.config.broker import BrokerConfig
 from odradek.config.controller import ControllerConfig
 from odradek.config.properties import parse_overrides, parse_properties
-from odradek_operator.model import names
+from odradek_operator.model import meta, names
 from odradek_operator.model.desired import desired_objects
 
 KUBERNETES_VERSION = "1.30"
@@ -170,6 +170,8 @@ def test_statefulsets_restart_only_on_the_operators_say_and_select_their_compone
         pod = spec["template"]["spec"]
         assert pod["serviceAccountName"] == "demo-odradek"
         assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["enableServiceLinks"] is False
         env = {
             e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
             for e in container(obj)["env"]
@@ -213,6 +215,28 @@ def test_zookeeper_writes_its_myid_then_runs_in_the_foreground():
     (claim,) = sts["spec"]["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "data"
     assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+
+
+@pytest.mark.parametrize(
+    ("limit", "heap"), [(None, None), ("1Gi", "512"), ("2G", "953"), ("100Mi", "64")]
+)
+def test_zookeepers_heap_fits_under_its_memory_limit(limit, heap):
+    resources = {"limits": {"memory": limit}} if limit else {}
+    sts = build(cluster({"zookeeper": {"resources": resources}}))[("StatefulSet", "demo-zookeeper")]
+    env = {e["name"]: e.get("value") for e in container(sts)["env"]}
+    assert env.get("ZK_SERVER_HEAP") == heap
+
+
+def test_quantities_in_bytes():
+    assert [meta.quantity_bytes(q) for q in ("1Gi", "512Mi", "1G", "1e3", "1500m", "+2k", "7")] == [
+        2**30,
+        2**29,
+        10**9,
+        1000,
+        1,
+        2000,
+        7,
+    ]
 
 
 # --- controllers --------------------------------------------------------------------------------
