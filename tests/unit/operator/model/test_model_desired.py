@@ -367,14 +367,16 @@ def test_claims_are_kept_unless_delete_claim(delete_claim, policy):
     )
 
 
+def grace_s(body: dict[str, Any]) -> int:
+    pod = build(body)[("StatefulSet", "demo-broker")]["spec"]["template"]["spec"]
+    return pod["terminationGracePeriodSeconds"]
+
+
 def test_the_grace_period_outlasts_a_controlled_shutdown():
-    grace = lambda body: build(body)[("StatefulSet", "demo-broker")]["spec"]["template"]["spec"][  # noqa: E731
-        "terminationGracePeriodSeconds"
-    ]
-    assert grace(cluster()) == 3 * (30 + 5) + 30
+    assert grace_s(cluster()) == 3 * (30 + 5) + 30
     slow = {"controlled.shutdown.max.retries": 10, "controlled.shutdown.retry.backoff.ms": 1000}
-    assert grace(cluster({"brokers": {"config": slow}})) == 10 * 31 + 30
-    assert grace(cluster({"brokers": {"config": {"controlled.shutdown.enable": False}}})) == 30
+    assert grace_s(cluster({"brokers": {"config": slow}})) == 10 * 31 + 30
+    assert grace_s(cluster({"brokers": {"config": {"controlled.shutdown.enable": False}}})) == 30
 
 
 def test_brokers_are_probed_on_the_admin_listener():
