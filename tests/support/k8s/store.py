@@ -593,6 +593,18 @@ class ObjectStore:
                 deleted.append(self.delete(kind, meta.get("namespace"), meta["name"], propagation))
         return deleted
 
+    def purge_namespace(self, namespace: str) -> None:
+        """Remove a namespace and everything in it at once: no finalizers, no grace, no GC
+        (test teardown)."""
+        with self._lock:
+            for key in [k for k in self._objects if k[1] == namespace]:
+                obj = self._objects.pop(key)
+                self._emit(self._kinds[key[0]], "DELETED", obj)
+            ns_key = (("", "v1", "namespaces"), "", namespace)
+            if ns_key in self._objects:
+                self._emit(self._kinds[ns_key[0]], "DELETED", self._objects.pop(ns_key))
+        self._notify()
+
     # -- internals (called with the lock held) -------------------------------------------
 
     def _ns(self, kind: Kind, namespace: str | None) -> str:
