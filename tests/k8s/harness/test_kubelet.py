@@ -18,14 +18,21 @@ TIMEOUT_S = 30
 
 
 @pytest.fixture(scope="module")
-def standin(kube_api, tmp_path_factory):
-    kubelet = KubeletStandIn(kube_api, tmp_path_factory.mktemp("kubelet"))
+def module_standin(kube_api, tmp_path_factory):
+    # only the namespaces of this module's tests (the server is shared by the session)
+    kubelet = KubeletStandIn(kube_api, tmp_path_factory.mktemp("kubelet"), namespaces=())
     kubelet.start()
     try:
         yield kubelet
     finally:
         kubelet.stop()
         assert not kubelet.errors, kubelet.errors[-1]
+
+
+@pytest.fixture
+def standin(module_standin, namespace):
+    module_standin.manage(namespace)
+    return module_standin
 
 
 def web(replicas=2, env=()):

@@ -337,6 +337,13 @@ class KubeletStandIn:
 
     # -- API for tests ----------------------------------------------------------------------
 
+    def manage(self, namespace: str) -> None:
+        """Add a namespace to those of a stand-in made with ``namespaces=``."""
+        if self.namespaces is None:
+            return
+        self.namespaces = self.namespaces | {namespace}
+        self._wake.set()
+
     @property
     def hosts_file(self) -> Path:
         return self.dns_dir / "hosts"
