@@ -821,6 +821,8 @@ class KubeletStandIn:
             if env is None:
                 return f"container {cspec['name']}: a referenced ConfigMap or Secret is missing"
             argv = self._argv(cspec, env, paths, image)
+            if not argv:
+                return f"container {cspec['name']}: no command, and image {image} has no known one"
             workdir = cspec.get("workingDir")
             cwd = Path(paths.rewrite(workdir)) if workdir else runtime.directory
             if not cwd.is_dir():

@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 Obj = dict[str, Any]
-EVENTS_KEPT_MAX = 200_000
+EVENTS_KEPT_MAX = 20_000  # older resourceVersions get 410 Gone (watchers re-list)
 
 
 class ApiError(Exception):
