@@ -22,6 +22,8 @@ HTTP server, router and discovery (``KubernetesScaffold``), and this store holds
 - garbage collection when an object is removed: dependents (ownerReferences by uid) whose owners
   are all gone are deleted (Background; Foreground is treated the same, the owner does not wait),
   with Orphan the references are stripped; deleting a namespace deletes what is in it;
+- Services get a clusterIP (10.96.x.y, routed nowhere) unless headless, kept when an update
+  omits it;
 - the scale subresource of kinds that declare one (specReplicasPath, statusReplicasPath,
   labelSelectorPath), as autoscaling/v1 Scale.
 
@@ -321,6 +323,7 @@ class ObjectStore:
         self._events: list[_Event] = []
         self._oldest_rv = 0  # events after this rv are all held
         self._listeners: list[Callable[[], None]] = []
+        self._service_ips = 0
         for kind in kinds:
             self.register(kind)
 
@@ -681,7 +684,14 @@ class ObjectStore:
         if kind.status:
             obj.pop("status", None)
         if kind.key == ("", "v1", "services"):
-            obj.setdefault("spec", {}).setdefault("type", "ClusterIP")
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("type", "ClusterIP")
+            if not spec.get("clusterIP"):
+                # allocated as a real server does; nothing routes to it (DNS names the pods)
+                self._service_ips += 1
+                n = self._service_ips
+                spec["clusterIP"] = f"10.96.{n // 250}.{n % 250 + 1}"
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
         if kind.namespaced and ("", "v1", "namespaces") in self._kinds:
             ns_key = (("", "v1", "namespaces"), "", meta["namespace"])
             if ns_key not in self._objects:
@@ -724,6 +734,12 @@ class ObjectStore:
                     meta.pop(fixed, None)
             result["apiVersion"] = kind.api_version
             result["kind"] = kind.kind
+            if kind.key == ("", "v1", "services"):
+                # as the real strategy does: allocated values kept when an update omits them
+                old_spec, new_spec = old.get("spec") or {}, result.setdefault("spec", {})
+                for allocated in ("clusterIP", "clusterIPs", "type"):
+                    if allocated in old_spec and not new_spec.get(allocated):
+                        new_spec[allocated] = copy.deepcopy(old_spec[allocated])
             if _spec_part(result) != _spec_part(old):
                 meta["generation"] = old_meta.get("generation", 1) + 1
         result["metadata"]["resourceVersion"] = old_meta["resourceVersion"]
