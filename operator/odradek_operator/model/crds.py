@@ -281,6 +281,7 @@ def topic_spec() -> Schema:
             ),
             "topicName": _str(
                 pattern=TOPIC_NAME_PATTERN,
+                maxLength=249,
                 description="The topic's name in Kafka; default: metadata.name.",
                 **{"x-kubernetes-validations": immutable("topicName is immutable")},
             ),
