@@ -37,13 +37,16 @@ QUANTITY_PATTERN = (
 )
 # Kafka's legal topic names (org.apache.kafka.common.internals.Topic).
 TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
-# An RFC 1123 label: the names of the objects the operator derives from a cluster's name.
-DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# An RFC 1035 label: the names of the objects the operator derives from a cluster's name.
+DNS_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+# "<name>-controller-nodes" must stay a 63-character DNS label (as model/spec.py checks).
+CLUSTER_NAME_MAX = 40
 
 # The limits a schema states (bounded lists keep CEL cost estimates and the API server happy).
 VOLUMES_MAX = 16
 CONDITIONS_MAX = 16
 BROKERS_MAX = 1000
+PARTITIONS_MAX = 100_000
 
 
 def _obj(
@@ -215,6 +218,7 @@ def cluster_spec() -> Schema:
                     )
                 },
                 required=["topologyKey"],
+                description="Not implemented yet: the operator refuses it.",
             ),
         },
         required=["replicas", "storage"],
@@ -275,7 +279,7 @@ def topic_spec() -> Schema:
         {
             "cluster": _str(
                 pattern=DNS_LABEL_PATTERN,
-                maxLength=63,
+                maxLength=CLUSTER_NAME_MAX,
                 description="The OdradekCluster in the same namespace.",
                 **{"x-kubernetes-validations": immutable("cluster is immutable")},
             ),
@@ -287,6 +291,7 @@ def topic_spec() -> Schema:
             ),
             "partitions": _int(
                 minimum=1,
+                maximum=PARTITIONS_MAX,
                 description="Partitions can be added, never removed.",
                 **{
                     "x-kubernetes-validations": [
@@ -317,6 +322,7 @@ def _crd(
     kind: str,
     *,
     short_names: list[str],
+    metadata: Schema | None = None,
     spec: Schema,
     status: Schema,
     columns: list[Schema],
@@ -330,7 +336,7 @@ def _crd(
         {
             "apiVersion": _str(),
             "kind": _str(),
-            "metadata": {"type": "object"},
+            "metadata": metadata or {"type": "object"},
             "spec": spec,
             "status": status,
         },
@@ -369,6 +375,8 @@ def cluster_crd() -> dict[str, Any]:
     return _crd(
         "OdradekCluster",
         short_names=["odc", "odradek"],
+        # The one metadata field a CRD may restrict: the name, which every derived object carries.
+        metadata=_obj({"name": _str(pattern=DNS_LABEL_PATTERN, maxLength=CLUSTER_NAME_MAX)}),
         spec=cluster_spec(),
         status=cluster_status(),
         columns=[

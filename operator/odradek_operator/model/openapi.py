@@ -83,9 +83,12 @@ def validator(crd: dict[str, Any], version: str = crds.VERSION) -> jsonschema.pr
     group = crd["spec"]["group"]
     schema["properties"]["apiVersion"] = {"const": f"{group}/{version}"}
     schema["properties"]["kind"] = {"const": crd["spec"]["names"]["kind"]}
+    # Only metadata.name may be restricted by a CRD; the rest of ObjectMeta is Kubernetes' own.
+    metadata = schema["properties"].get("metadata", {})
+    name = metadata.get("properties", {}).get("name", {"type": "string"})
     schema["properties"]["metadata"] = {
         "type": "object",
-        "properties": {"name": {"type": "string", "minLength": 1}},
+        "properties": {"name": {**name, "minLength": 1}},
         "required": ["name"],
     }
     schema["required"] = sorted({*schema.get("required", []), "apiVersion", "kind", "metadata"})
