@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
@@ -57,6 +58,9 @@ def test_crd_schema_is_structural(crd: dict[str, Any]) -> None:
             assert "maxItems" in node, f"{path}: unbounded list"
         for rule in node.get("x-kubernetes-validations", []):
             assert rule["rule"] and rule["message"], path
+        if "default" in node:  # the API server refuses a CRD whose default its own schema refuses
+            defaulted = openapi.apply_defaults(node, node["default"])
+            jsonschema.validate(defaulted, openapi.to_json_schema(node))
 
 
 def test_crds_state_the_contract() -> None:
