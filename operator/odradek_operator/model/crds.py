@@ -2,8 +2,10 @@
 
 ``scripts/render_crds.py`` writes them into the Helm chart (``charts/odradek/templates/crds/``);
 a test keeps the checked-in YAML equal to what this module builds. Every kind is one entry of
-:data:`CRDS`: the Connect kinds (a later issue) are added by writing their ``*_crd()`` function
-and appending it there; the chart, its RBAC test and the validators pick them up from the list.
+:func:`crds`: the Connect kinds (a later issue) are added by writing their ``*_crd()`` function
+and appending it there; the chart, the test API server (tests/support/k8s), the RBAC test and
+the validators pick them up from that list. The chart's RBAC rules name the kinds by hand:
+tests/chart/test_chart.py fails until a new kind is granted there too.
 
 The schemas are structural OpenAPI v3 (``apiextensions.k8s.io/v1``): every node has a type except
 where ``x-kubernetes-int-or-string`` or ``x-kubernetes-preserve-unknown-fields`` says otherwise,
