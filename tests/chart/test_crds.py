@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from odradek_operator.model import crds, openapi
-from support.chart import MANIFESTS, documents, script, validate_builtin
+from support.chart import MANIFESTS, ROOT, documents, script, validate_builtin
 
 pytestmark = pytest.mark.k8s
 
@@ -257,3 +257,9 @@ def test_cluster_names_the_derived_objects_cannot_carry_are_refused(name: str, s
 def test_partitions_are_bounded() -> None:
     assert openapi.errors(broken("spec.partitions", 100_000, TOPIC)) == []
     assert openapi.errors(broken("spec.partitions", 100_001, TOPIC))
+
+
+def test_generated_crds_are_plain_yaml_without_anchors() -> None:
+    for path in (ROOT / "charts" / "odradek" / "templates" / "crds").glob("*.yaml"):
+        text = path.read_text()
+        assert "&id" not in text and "*id" not in text, path
