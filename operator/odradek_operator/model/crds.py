@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from typing import Any
 
-GROUP = "odradek.io"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
+from odradek_operator.model.names import API_VERSION, GROUP, VERSION
+
+__all__ = ["API_VERSION", "GROUP", "VERSION", "crds"]
+
 CATEGORY = "odradek"
 
 Schema = dict[str, Any]
