@@ -1051,6 +1051,9 @@ class KubeletStandIn:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(c.process.pid, sig)
+            if sig == signal.SIGTERM:
+                # a group paused by a fault test (SIGSTOP) would not see SIGTERM before SIGKILL
+                os.killpg(c.process.pid, signal.SIGCONT)
 
     # -- probes ----------------------------------------------------------------------------
 
