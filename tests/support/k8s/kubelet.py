@@ -20,7 +20,9 @@ StatefulSet controller
   observedGeneration.
 
 kubelet
-  Every pod gets ``spec.nodeName`` (so deleting it is graceful, see store.py) and a loopback
+  Every pod gets ``spec.nodeName: standin`` (a Node object with labels kubernetes.io/hostname
+  and topology.kubernetes.io/zone ``standin-zone``; deleting a bound pod is graceful, see
+  store.py) and a loopback
   address from ``loopback_pool`` (the same address again for the same namespace/name), and each
   container runs as a local process in its own process group, stdout and stderr appended to
   ``<workdir>/pods/<ns>/<pod>/<container>.log``.
@@ -297,6 +299,20 @@ class KubeletStandIn:
         dns.install(self.dns_dir)
         self._write_shims()
         dns.write_hosts(self.hosts_file, [])
+        if self.store.try_get("nodes", None, NODE_NAME) is None:
+            node = {
+                "metadata": {
+                    "name": NODE_NAME,
+                    "labels": {
+                        "kubernetes.io/hostname": NODE_NAME,
+                        "kubernetes.io/os": "linux",
+                        "topology.kubernetes.io/zone": f"{NODE_NAME}-zone",
+                    },
+                },
+                "spec": {},
+            }
+            with contextlib.suppress(ApiError):
+                self.store.create("nodes", None, node)
         self.store.subscribe(self._wake.set)
         self._thread = threading.Thread(target=self._run, name="kubelet-standin", daemon=True)
         self._thread.start()
