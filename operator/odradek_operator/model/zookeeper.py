@@ -1,0 +1,131 @@
+"""The ZooKeeper ensemble: ``zoo.cfg`` in a ConfigMap and a StatefulSet of the official image.
+
+``zoo.cfg`` lists every server as ``server.N=<pod>.<cluster>-zookeeper-nodes.<ns>.svc.cluster.local
+:2888:3888;<same host>:2181``: the client address comes from the server's own line (there is no
+``clientPort`` line), so each server binds its own pod's address and not 0.0.0.0, which lets the
+test harness run several servers on one host. ``standaloneEnabled=false`` makes a single server a
+one-member ensemble, so one, three and five servers read the same file. Dynamic reconfiguration
+stays off (ZooKeeper's default), so ZooKeeper never rewrites the read-only ``/conf/zoo.cfg``.
+
+``myid`` (ordinal + 1) is written into the data directory at each start by a one-line ``sh -c``
+in front of ``zkServer.sh start-foreground``: Kubernetes' ``$(VAR)`` expansion cannot add one,
+and the image's own ``ZOO_MY_ID`` takes the number ready-made. ``expr`` is used, not ``$((...))``,
+so that no ``$(`` reaches Kubernetes' expansion.
+
+The ensemble's size is part of the config hash (zoo.cfg lists it); changing it is refused by
+``spec.check_transition`` (a static ensemble cannot grow safely: new empty servers could form a
+majority of their own).
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek_operator.model import meta, names
+from odradek_operator.model.spec import ClusterSpec
+
+C = names.Component.ZOOKEEPER
+TICK_TIME_MS = 2000
+INIT_LIMIT_TICKS = 10
+SYNC_LIMIT_TICKS = 5
+TERMINATION_GRACE_S = 30
+STARTUP_MAX_S = 5 * 60  # loading a snapshot and the transaction log
+HEAP_MIN_MIB = 64
+CLIENT_PORT_OPEN = {"tcpSocket": {"port": "client"}}
+FOUR_LETTER_WORDS = "srvr,ruok,mntr"
+
+
+def zoo_cfg(cluster: ClusterSpec) -> str:
+    lines = [
+        "# Written by odradek-operator; edits are overwritten.",
+        f"dataDir={names.ZOOKEEPER_DATA_DIR}",
+        f"tickTime={TICK_TIME_MS}",
+        f"initLimit={INIT_LIMIT_TICKS}",
+        f"syncLimit={SYNC_LIMIT_TICKS}",
+        "standaloneEnabled=false",
+        "reconfigEnabled=false",
+        "autopurge.snapRetainCount=3",
+        "autopurge.purgeInterval=1",
+        f"4lw.commands.whitelist={FOUR_LETTER_WORDS}",
+        "admin.enableServer=false",
+    ]
+    for ordinal in range(cluster.zookeeper.replicas):
+        host = names.pod_host(cluster.name, C, ordinal, cluster.namespace)
+        lines.append(
+            f"server.{names.zookeeper_myid(ordinal)}={host}:{names.ZOOKEEPER_PEER_PORT}:"
+            f"{names.ZOOKEEPER_ELECTION_PORT};{host}:{names.ZOOKEEPER_CLIENT_PORT}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def config_map(cluster: ClusterSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta.object_meta(cluster, names.config_map(cluster.name, C), C),
+        "data": {names.ZOOKEEPER_CONFIG_FILE: zoo_cfg(cluster)},
+    }
+
+
+def start_command() -> list[str]:
+    myid = f"{names.ZOOKEEPER_DATA_DIR}/myid"
+    script = f'expr "${names.ENV_POD_INDEX}" + 1 > {myid} && exec zkServer.sh start-foreground'
+    return ["sh", "-c", script]
+
+
+def heap_env(cluster: ClusterSpec) -> list[dict[str, str]]:
+    """``ZK_SERVER_HEAP`` (MiB, read by zkEnv.sh; 1000 by default) at half the memory limit, so
+    the JVM's heap and the rest of it fit under a limit; nothing without a limit."""
+    limit = dict(cluster.zookeeper.resources.limits).get("memory")
+    if limit is None:
+        return []
+    heap_mib = max(HEAP_MIN_MIB, meta.quantity_bytes(limit) // 2 // 2**20)
+    return [{"name": "ZK_SERVER_HEAP", "value": str(heap_mib)}]
+
+
+def statefulset(cluster: ClusterSpec) -> dict[str, Any]:
+    zk = cluster.zookeeper
+    container = {
+        "name": "zookeeper",
+        "image": zk.image,
+        "imagePullPolicy": cluster.image_pull_policy,
+        "command": start_command(),
+        "env": [
+            *meta.pod_env(),
+            {"name": "ZOOCFGDIR", "value": names.ZOOKEEPER_CONFIG_DIR},
+            *heap_env(cluster),
+        ],
+        "ports": [
+            {"name": "client", "containerPort": names.ZOOKEEPER_CLIENT_PORT},
+            {"name": "peer", "containerPort": names.ZOOKEEPER_PEER_PORT},
+            {"name": "election", "containerPort": names.ZOOKEEPER_ELECTION_PORT},
+        ],
+        **meta.probes(CLIENT_PORT_OPEN, CLIENT_PORT_OPEN, STARTUP_MAX_S),
+        "resources": meta.resources(zk.resources),
+        "securityContext": meta.container_security_context(),
+        "volumeMounts": [
+            {"name": meta.CONFIG_VOLUME, "mountPath": names.ZOOKEEPER_CONFIG_DIR, "readOnly": True},
+            {"name": names.ZOOKEEPER_DATA_VOLUME, "mountPath": names.ZOOKEEPER_DATA_DIR},
+        ],
+    }
+    pod = meta.pod_spec(cluster, C, container, uid=meta.ZOOKEEPER_UID, grace_s=TERMINATION_GRACE_S)
+    claim = {
+        "metadata": {"name": names.ZOOKEEPER_DATA_VOLUME, "labels": names.labels(cluster.name, C)},
+        "spec": meta.claim_spec(zk.storage.size, zk.storage.storage_class),
+    }
+    digest = meta.config_hash(zoo_cfg(cluster), pod, claim["spec"], cluster.restart)
+    return meta.statefulset(
+        cluster,
+        C,
+        zk.replicas,
+        pod,
+        digest,
+        persistentVolumeClaimRetentionPolicy={
+            # ZooKeeper's data describes the brokers' logs: it goes when they go.
+            "whenDeleted": "Delete" if cluster.brokers.delete_claim else "Retain",
+            "whenScaled": "Retain",
+        },
+        volumeClaimTemplates=[claim],
+    )
