@@ -21,6 +21,9 @@
 # ODRADEK_IMAGE_CACHE (default ~/.cache/odradek-image), ODRADEK_IMAGE_REFRESH=1 (remake everything:
 # the base, the dependencies' wheels, every layer; for a fresh Debian or new dependency releases).
 # Prints the image's name on its last line.
+#
+# `build_image.sh --wheels-only` does step 2 alone, into wheels/ at the top of the repository (the
+# context `docker build .` and skaffold use elsewhere; .dockerignore sends nothing else).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,10 +43,18 @@ die() { log "$*"; exit 1; }
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
 
-for tool in podman debootstrap; do
-    command -v "$tool" >/dev/null || die "$tool is missing (scripts/setup.sh installs it)"
-done
-[ "$(id -u)" -eq 0 ] || die "debootstrap and podman's chroot isolation need root"
+wheels_only=0
+case "${1:-}" in
+    "") ;;
+    --wheels-only) wheels_only=1 ;;
+    *) die "usage: $0 [--wheels-only]" ;;
+esac
+if [ "$wheels_only" = 0 ]; then
+    for tool in podman debootstrap; do
+        command -v "$tool" >/dev/null || die "$tool is missing (scripts/setup.sh installs it)"
+    done
+    [ "$(id -u)" -eq 0 ] || die "debootstrap and podman's chroot isolation need root"
+fi
 "$python" -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null \
     || die "$python is not CPython 3.11: the wheel's C extension must match the base's Python"
 
@@ -73,6 +84,47 @@ debian_mirror() {
         | grep -E '/debian/?$' | head -n 1 || true)"
     printf '%s\n' "${uri:-http://deb.debian.org/debian}"
 }
+
+# --- 2. wheels (a function: --wheels-only runs it alone) -----------------------------------------
+# Into $1: odradek's wheel, and deps/ with the dependencies' wheels and their SHA256SUMS.
+build_wheels() {
+    local wheels_dir="$1" started
+    started="$(now)"
+    mkdir -p "$wheels_dir/deps"
+    local dependencies deps_key deps_dir deps_note source_dir
+    mapfile -t dependencies < <("$python" -c 'import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))')
+    deps_key="$(printf '%s\n' "${dependencies[@]}" | sha256sum | cut -c1-16)"
+    deps_dir="$cache_dir/wheels-$deps_key"
+    if [ "$refresh" = 1 ]; then
+        rm -rf "$deps_dir"
+    fi
+    if [ -n "$(ls "$deps_dir" 2>/dev/null)" ]; then
+        deps_note="cached dependencies $deps_key"
+    else
+        rm -rf "$deps_dir.partial"
+        quietly "$python" -m pip wheel --disable-pip-version-check -w "$deps_dir.partial" "${dependencies[@]}"
+        mv "$deps_dir.partial" "$deps_dir"
+        deps_note="dependencies built"
+    fi
+    cp -l "$deps_dir"/*.whl "$wheels_dir/deps/" 2>/dev/null || cp "$deps_dir"/*.whl "$wheels_dir/deps/"
+    # Their checksums, with the paths the Dockerfile mounts them at.
+    (cd "$wheels_dir/deps" && sha256sum -- *.whl) | sed 's|  |  /mnt/|' >"$wheels_dir/deps/SHA256SUMS"
+    # From a copy of the working tree's sources (tracked or not, without build products): setuptools
+    # reuses an in-tree build/ directory, where a module deleted since would still be picked up.
+    source_dir="$work_dir/source"
+    mkdir -p "$source_dir"
+    tar -c --exclude=__pycache__ --exclude='*.so' --exclude='*.egg-info' \
+        pyproject.toml README.md services operator | tar -x -C "$source_dir"
+    quietly "$python" -m pip wheel --disable-pip-version-check --no-deps -w "$wheels_dir" "$source_dir"
+    log "wheels: odradek + $(ls "$wheels_dir/deps"/*.whl | wc -l) dependencies ($deps_note) in $(elapsed "$started")"
+}
+
+if [ "$wheels_only" = 1 ]; then
+    rm -rf "$repo_root/wheels"
+    build_wheels "$repo_root/wheels"
+    exit 0
+fi
 
 # --- 1. base --------------------------------------------------------------------------------------
 started="$(now)"
@@ -109,41 +161,10 @@ else
 fi
 log "base: $base_image ($base_note) in $(elapsed "$started")"
 
-# --- 2. wheels ------------------------------------------------------------------------------------
-started="$(now)"
-context="$work_dir/context"
-mkdir -p "$context/wheels/deps"
-mapfile -t dependencies < <("$python" -c '
-import tomllib
-for requirement in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]:
-    print(requirement)')
-deps_key="$(printf '%s\n' "${dependencies[@]}" | sha256sum | cut -c1-16)"
-deps_dir="$cache_dir/wheels-$deps_key"
-if [ "$refresh" = 1 ]; then
-    rm -rf "$deps_dir"
-fi
-if [ -n "$(ls "$deps_dir" 2>/dev/null)" ]; then
-    deps_note="cached dependencies $deps_key"
-else
-    rm -rf "$deps_dir.partial"
-    quietly "$python" -m pip wheel --disable-pip-version-check -w "$deps_dir.partial" "${dependencies[@]}"
-    mv "$deps_dir.partial" "$deps_dir"
-    deps_note="dependencies built"
-fi
-cp -l "$deps_dir"/*.whl "$context/wheels/deps/" 2>/dev/null || cp "$deps_dir"/*.whl "$context/wheels/deps/"
-# Their checksums, with the paths the Dockerfile mounts them at.
-(cd "$context/wheels/deps" && sha256sum -- *.whl) | sed 's|  |  /mnt/|' >"$context/wheels/deps/SHA256SUMS"
-# From a copy of the working tree's sources (tracked or not, without build products): setuptools
-# reuses an in-tree build/ directory, where a module deleted since would still be picked up.
-source_dir="$work_dir/source"
-mkdir -p "$source_dir"
-tar -c --exclude=__pycache__ --exclude='*.so' --exclude='*.egg-info' \
-    pyproject.toml README.md services operator | tar -x -C "$source_dir"
-quietly "$python" -m pip wheel --disable-pip-version-check --no-deps -w "$context/wheels" "$source_dir"
-log "wheels: odradek + $(ls "$context/wheels/deps"/*.whl | wc -l) dependencies ($deps_note) in $(elapsed "$started")"
-
 # --- 3. image -------------------------------------------------------------------------------------
 started="$(now)"
+context="$work_dir/context"
+build_wheels "$context/wheels"
 cp Dockerfile "$context/Dockerfile"
 previous="$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
 no_cache=()
