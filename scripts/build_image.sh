@@ -162,9 +162,9 @@ fi
 log "base: $base_image ($base_note) in $(elapsed "$started")"
 
 # --- 3. image -------------------------------------------------------------------------------------
-started="$(now)"
 context="$work_dir/context"
 build_wheels "$context/wheels"
+started="$(now)"
 cp Dockerfile "$context/Dockerfile"
 previous="$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
 no_cache=()
