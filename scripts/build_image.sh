@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the container image localhost/odradek:<version> here, without a Docker engine or a registry
-# (docs/image.md). Three steps, each timed:
+# (docs/image.md). Three steps, each timed (1 and 2 side by side):
 #   1. base     localhost/debian-python:bookworm, Debian's python3 + python3-venv made with
 #               debootstrap from the mirror apt already uses (no registry is reachable, so no
 #               python:3.11-slim). Slow (about a minute), so it is cached twice: the imported image
@@ -62,13 +62,16 @@ version="$("$python" -c 'import tomllib; print(tomllib.load(open("pyproject.toml
 image="${ODRADEK_IMAGE:-localhost/odradek:$version}"
 mkdir -p "$cache_dir"
 work_dir="$(mktemp -d "$cache_dir/build.XXXXXX")"
-trap 'rm -rf "$work_dir"' EXIT
+# The base is made in the background while the wheels are built: on a failure, wait for it
+# before removing the directory it works in.
+trap 'wait; rm -rf "$work_dir"' EXIT
 
-# Installers write to a log that is shown only if they fail.
+# Installers write to a log (one per concurrent step) that is shown only if they fail.
+step_log="$work_dir/step.log"
 quietly() {
-    if ! "$@" >"$work_dir/step.log" 2>&1; then
+    if ! "$@" >"$step_log" 2>&1; then
         log "failed: $*"
-        tail -n 40 "$work_dir/step.log" >&2
+        tail -n 40 "$step_log" >&2
         exit 1
     fi
 }
@@ -126,44 +129,51 @@ if [ "$wheels_only" = 1 ]; then
     exit 0
 fi
 
-# --- 1. base --------------------------------------------------------------------------------------
-started="$(now)"
-base_key="$(printf '%s\n' "$suite" minbase "$base_packages" "$base_recipe" | sha256sum | cut -c1-16)"
-base_tar="$cache_dir/debian-python-$suite-$base_key.tar"
-have_key="$(podman image inspect --format '{{index .Labels "odradek.base-key"}}' "$base_image" 2>/dev/null || true)"
-if [ "$refresh" = 1 ]; then
-    rm -f "$base_tar"
-    have_key=""
-fi
-if [ "$have_key" = "$base_key" ]; then
-    base_note="cached image $base_key"
-else
-    if [ ! -s "$base_tar" ]; then
-        mirror="$(debian_mirror)"
-        log "base: debootstrap $suite ($base_packages) from $mirror"
-        rootfs="$work_dir/rootfs"
-        quietly debootstrap --variant=minbase --include="$base_packages" "$suite" "$rootfs" "$mirror"
-        # What only installing packages needs: the downloaded .debs and the package lists
-        # (100 MB), documentation and translations. apt and dpkg themselves stay.
-        rm -rf "$rootfs"/var/cache/apt/* "$rootfs"/var/lib/apt/lists/* \
-            "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
-            "$rootfs"/usr/share/locale/*
-        tar -C "$rootfs" --numeric-owner -cf "$base_tar.partial" .
-        mv "$base_tar.partial" "$base_tar"
-        rm -rf "$rootfs"
-        base_note="debootstrap"
-    else
-        base_note="cached rootfs"
+# --- 1. base (a function: run in the background, beside step 2) ---------------------------------
+make_base() {
+    local started base_key base_tar have_key base_note mirror rootfs
+    local step_log="$work_dir/base.log"
+    started="$(now)"
+    base_key="$(printf '%s\n' "$suite" minbase "$base_packages" "$base_recipe" | sha256sum | cut -c1-16)"
+    base_tar="$cache_dir/debian-python-$suite-$base_key.tar"
+    have_key="$(podman image inspect --format '{{index .Labels "odradek.base-key"}}' "$base_image" 2>/dev/null || true)"
+    if [ "$refresh" = 1 ]; then
+        rm -f "$base_tar"
+        have_key=""
     fi
-    quietly podman import --change "LABEL odradek.base-key=$base_key" \
-        --change 'CMD ["/usr/bin/python3"]' "$base_tar" "$base_image"
-    base_note="$base_note, imported"
-fi
-log "base: $base_image ($base_note) in $(elapsed "$started")"
+    if [ "$have_key" = "$base_key" ]; then
+        base_note="cached image $base_key"
+    else
+        if [ ! -s "$base_tar" ]; then
+            mirror="$(debian_mirror)"
+            log "base: debootstrap $suite ($base_packages) from $mirror"
+            rootfs="$work_dir/rootfs"
+            quietly debootstrap --variant=minbase --include="$base_packages" "$suite" "$rootfs" "$mirror"
+            # What only installing packages needs: the downloaded .debs and the package lists
+            # (100 MB), documentation and translations. apt and dpkg themselves stay.
+            rm -rf "$rootfs"/var/cache/apt/* "$rootfs"/var/lib/apt/lists/* \
+                "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
+                "$rootfs"/usr/share/locale/*
+            tar -C "$rootfs" --numeric-owner -cf "$base_tar.partial" .
+            mv "$base_tar.partial" "$base_tar"
+            rm -rf "$rootfs"
+            base_note="debootstrap"
+        else
+            base_note="cached rootfs"
+        fi
+        quietly podman import --change "LABEL odradek.base-key=$base_key" \
+            --change 'CMD ["/usr/bin/python3"]' "$base_tar" "$base_image"
+        base_note="$base_note, imported"
+    fi
+    log "base: $base_image ($base_note) in $(elapsed "$started")"
+}
 
-# --- 3. image -------------------------------------------------------------------------------------
+# --- 3. image, once 1 and 2 (side by side: debootstrap and pip wheel both wait on the network) ---
 context="$work_dir/context"
+make_base &
+base_pid=$!
 build_wheels "$context/wheels"
+wait "$base_pid" || die "the base failed (see above)"
 started="$(now)"
 cp Dockerfile "$context/Dockerfile"
 previous="$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
