@@ -197,8 +197,9 @@ def test_a_cluster_run_from_the_image_serves_a_real_client(
         assert segments and all(s.stat().st_uid == IMAGE_UID for s in segments)
         assert segments[0].stat().st_size > 0
     finally:
-        for process in reversed(processes):
-            process.stop()
+        # Broker first, then the controller: each stops on SIGTERM, by its own PID.
+        exit_codes = [process.stop() for process in reversed(processes)]
         zookeeper.stop()
     for process in processes:
         assert process.remaining() == [], f"left running: {process.remaining()}"
+    assert exit_codes == [0, 0], "the broker and the controller should shut down cleanly"

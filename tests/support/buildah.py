@@ -9,6 +9,8 @@ A long-running command started with ``Container.start`` is a tree of processes::
 
     buildah run -> buildah-chroot-runtime -> buildah-chroot-exec -> the command (uid 10001)
 
+(the two helpers run from in-memory copies of buildah, so their exe is ``/memfd:buildah-...``).
+
 SIGTERM to ``buildah run`` alone does not stop that tree cleanly (a grandchild can be left
 behind, orphaned), so ``ContainerProcess`` starts ``buildah run`` in a session of its own and
 stops by PID: SIGTERM to the command's own processes first (a broker shuts down in order), then,
@@ -38,6 +40,7 @@ BUILD_TIMEOUT_S = 900.0  # a cold build: debootstrap, every wheel, the dependenc
 RUN_TIMEOUT_S = 60.0
 STOP_GRACE_S = 15.0
 KILL_WAIT_S = 5.0
+BUILDAH_HELPER_EXE_PREFIX = "/memfd:buildah"
 POLL_S = 0.1
 
 Volume = tuple[Path, str]  # (host directory, path inside the container)
@@ -193,11 +196,13 @@ class ContainerProcess:
         return [p.pid for p in _processes_in_session(self.session)]
 
     def command_pids(self) -> list[int]:
-        """The command's own processes: those in the session that are not buildah."""
+        """The command's own processes: those in the session that are not buildah. (buildah's
+        chroot runtime and exec helpers run from in-memory copies: ``/memfd:buildah-...``.)"""
         return [
             p.pid
             for p in _processes_in_session(self.session)
             if os.path.realpath(p.exe) != self.buildah_exe
+            and not p.exe.startswith(BUILDAH_HELPER_EXE_PREFIX)
         ]
 
     def log_tail(self, bytes_max: int = 4000) -> str:
