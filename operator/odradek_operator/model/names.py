@@ -1,0 +1,237 @@
+"""Every name, label, annotation, port and path the operator gives a Kubernetes object: one home.
+
+For an ``OdradekCluster`` named ``demo`` in namespace ``data``:
+
+- StatefulSets ``demo-zookeeper``, ``demo-controller``, ``demo-broker``; their pods
+  ``demo-broker-0``... and headless Services ``demo-broker-nodes``... (publishNotReadyAddresses);
+  client Services ``demo-zookeeper-client`` (2181) and ``demo-bootstrap`` (the client port);
+- ConfigMaps ``demo-<component>-config``; PodDisruptionBudgets ``demo-zookeeper``, ``demo-broker``;
+  ServiceAccount ``demo-odradek``;
+- a broker's id is its pod's ordinal, a controller's id ``1001 + ordinal`` (apart from broker ids,
+  which stay below ``CONTROLLER_ID_BASE``), a ZooKeeper server's myid ``ordinal + 1``;
+- JBOD volume ``N`` is the volumeClaimTemplate ``data-N`` mounted at ``/var/lib/odradek/data-N``;
+  the broker's log dir is its ``log`` subdirectory (a real disk's ``lost+found`` stays out of it).
+
+Labels follow Kubernetes' recommended ``app.kubernetes.io/*`` keys. The selector of a component is
+``name``, ``instance`` and ``component`` (StatefulSet selectors are immutable: never add to it).
+
+Pure constants and functions, no I/O: any thread may call them.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = [
+    "API_VERSION",
+    "CLUSTER_KIND",
+    "CONFIG_HASH_ANNOTATION",
+    "RESTART_ANNOTATION",
+    "TOPIC_CLUSTER_LABEL",
+    "TOPIC_KIND",
+    "Component",
+]
+
+GROUP = "odradek.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+CLUSTER_KIND = "OdradekCluster"
+CLUSTER_PLURAL = "odradekclusters"
+TOPIC_KIND = "OdradekTopic"
+TOPIC_PLURAL = "odradektopics"
+
+APP_NAME = "odradek"
+MANAGED_BY = "odradek-operator"
+NAME_LABEL = "app.kubernetes.io/name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+TOPIC_CLUSTER_LABEL = f"{GROUP}/cluster"  # on an OdradekTopic: the cluster it belongs to
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"  # set by the StatefulSet controller (1.28+)
+
+CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
+RESTART_ANNOTATION = f"{GROUP}/restart"
+
+# Ports the spec does not choose.
+ZOOKEEPER_CLIENT_PORT = 2181
+ZOOKEEPER_PEER_PORT = 2888
+ZOOKEEPER_ELECTION_PORT = 3888
+CONTROLLER_PORT = 9093  # the controller's own listener (AlterPartition from brokers)
+
+# Listener names, as odradek.config and odradek.local.cluster use them.
+CLIENT_LISTENER = "PLAINTEXT"
+CONTROL_PLANE_LISTENER = "CONTROL_PLANE"
+CONTROLLER_LISTENER = "CONTROLLER"
+
+ZOOKEEPER_CHROOT = "/odradek"
+CONTROLLER_ID_BASE = 1001
+CLUSTER_DOMAIN = "cluster.local"
+
+# Paths inside the containers.
+ODRADEK_CONFIG_DIR = "/etc/odradek"
+BROKER_PROPERTIES = "broker.properties"
+ZOOKEEPER_CONFIG_DIR = "/conf"
+ZOOKEEPER_CONFIG_FILE = "zoo.cfg"
+ZOOKEEPER_DATA_DIR = "/data"
+LOG_DIR_ROOT = "/var/lib/odradek"
+
+# Downward-API environment variables every Odradek and ZooKeeper container gets.
+ENV_POD_INDEX = "POD_INDEX"
+ENV_POD_IP = "POD_IP"
+ENV_POD_NAME = "POD_NAME"
+ENV_POD_NAMESPACE = "POD_NAMESPACE"
+
+
+class Component(enum.StrEnum):
+    ZOOKEEPER = "zookeeper"
+    CONTROLLER = "controller"
+    BROKER = "broker"
+
+
+# --- object names -------------------------------------------------------------------------------
+
+
+def statefulset(cluster: str, component: Component) -> str:
+    return f"{cluster}-{component}"
+
+
+def pod(cluster: str, component: Component, ordinal: int) -> str:
+    return f"{statefulset(cluster, component)}-{ordinal}"
+
+
+def headless_service(cluster: str, component: Component) -> str:
+    return f"{cluster}-{component}-nodes"
+
+
+def zookeeper_client_service(cluster: str) -> str:
+    return f"{cluster}-zookeeper-client"
+
+
+def bootstrap_service(cluster: str) -> str:
+    return f"{cluster}-bootstrap"
+
+
+def config_map(cluster: str, component: Component) -> str:
+    return f"{cluster}-{component}-config"
+
+
+def pod_disruption_budget(cluster: str, component: Component) -> str:
+    return f"{cluster}-{component}"
+
+
+def service_account(cluster: str) -> str:
+    return f"{cluster}-odradek"
+
+
+def volume_claim_template(volume_id: int) -> str:
+    """The volumeClaimTemplate (and pod volume) of JBOD volume ``volume_id``."""
+    return f"data-{volume_id}"
+
+
+def broker_pvc(cluster: str, volume_id: int, ordinal: int) -> str:
+    """The PersistentVolumeClaim the StatefulSet controller makes: ``<template>-<pod>``."""
+    return f"{volume_claim_template(volume_id)}-{pod(cluster, Component.BROKER, ordinal)}"
+
+
+ZOOKEEPER_DATA_VOLUME = "data"
+
+
+def zookeeper_pvc(cluster: str, ordinal: int) -> str:
+    return f"{ZOOKEEPER_DATA_VOLUME}-{pod(cluster, Component.ZOOKEEPER, ordinal)}"
+
+
+# --- DNS and addresses --------------------------------------------------------------------------
+
+
+def service_host(service: str, namespace: str) -> str:
+    return f"{service}.{namespace}.svc.{CLUSTER_DOMAIN}"
+
+
+def pod_host(cluster: str, component: Component, ordinal: int, namespace: str) -> str:
+    """A StatefulSet pod's stable name through its headless Service."""
+    nodes = headless_service(cluster, component)
+    return f"{pod(cluster, component, ordinal)}.{service_host(nodes, namespace)}"
+
+
+def zookeeper_connect(cluster: str, namespace: str) -> str:
+    """``zookeeper.connect`` of brokers and controllers: the client Service, chroot /odradek."""
+    host = service_host(zookeeper_client_service(cluster), namespace)
+    return f"{host}:{ZOOKEEPER_CLIENT_PORT}{ZOOKEEPER_CHROOT}"
+
+
+def bootstrap_address(cluster: str, namespace: str, client_port: int) -> str:
+    """What ``status.bootstrap`` shows: ``demo-bootstrap.data.svc:9092``."""
+    return f"{bootstrap_service(cluster)}.{namespace}.svc:{client_port}"
+
+
+# --- ids ----------------------------------------------------------------------------------------
+
+
+def broker_id(ordinal: int) -> int:
+    return ordinal
+
+
+def broker_ordinal(broker_id: int) -> int:
+    return broker_id
+
+
+def controller_id(ordinal: int) -> int:
+    return CONTROLLER_ID_BASE + ordinal
+
+
+def controller_ordinal(controller_id: int) -> int:
+    return controller_id - CONTROLLER_ID_BASE
+
+
+def zookeeper_myid(ordinal: int) -> int:
+    return ordinal + 1
+
+
+def ordinal_of(pod_name: str) -> int:
+    """The ordinal at the end of a StatefulSet pod's name."""
+    head, _, tail = pod_name.rpartition("-")
+    if not head or not tail.isdigit():
+        raise ValueError(f"{pod_name!r} is not a StatefulSet pod name")
+    return int(tail)
+
+
+# --- JBOD paths ---------------------------------------------------------------------------------
+
+
+def log_dir_mount(volume_id: int) -> str:
+    return f"{LOG_DIR_ROOT}/data-{volume_id}"
+
+
+def log_dir(volume_id: int) -> str:
+    return f"{log_dir_mount(volume_id)}/log"
+
+
+# --- labels and selectors -----------------------------------------------------------------------
+
+
+def selector_labels(cluster: str, component: Component) -> dict[str, str]:
+    """The labels a component's selector matches (immutable once a StatefulSet exists)."""
+    return {NAME_LABEL: APP_NAME, INSTANCE_LABEL: cluster, COMPONENT_LABEL: str(component)}
+
+
+def labels(cluster: str, component: Component | None = None) -> dict[str, str]:
+    """Labels on every object of the cluster; ``component`` is left out for shared objects."""
+    out = {NAME_LABEL: APP_NAME, INSTANCE_LABEL: cluster, MANAGED_BY_LABEL: MANAGED_BY}
+    if component is not None:
+        out[COMPONENT_LABEL] = str(component)
+    return out
+
+
+def label_selector(selector: dict[str, str]) -> str:
+    """``k=v,k=v`` as the API's ``labelSelector`` query parameter and the scale subresource take."""
+    return ",".join(f"{k}={v}" for k, v in selector.items())
+
+
+def selector(cluster: str, component: Component) -> str:
+    """A component's pods as a label selector string (``status.brokers.selector``)."""
+    return label_selector(selector_labels(cluster, component))
+
+
+def cluster_selector(cluster: str) -> str:
+    """Every object the operator made for ``cluster``."""
+    return label_selector(labels(cluster))

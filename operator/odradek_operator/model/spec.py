@@ -1,0 +1,596 @@
+"""The custom resources' ``spec`` as frozen, validated values: read a resource once, here.
+
+``ClusterSpec.from_resource(body)`` reads an ``OdradekCluster`` (the API's JSON as a dict) and
+``TopicSpec.from_resource(body)`` (also ``topic_state``) an ``OdradekTopic``. Defaults are the
+issue's contract (docs/kubernetes.md); anything wrong raises ``SpecError(field, message)``, where
+``field`` is the path a user would look at (``spec.brokers.config[min.insync.replicas]``): the
+operator turns it into an ``Error`` status condition and does not retry until the spec changes.
+
+Rule: never accept what is not honoured. So:
+
+- ``spec.brokers.config`` holds Odradek's broker keys (``odradek.config.broker``), each value
+  parsed as ``odradek broker --override key=value`` parses it, and the whole file is checked as a
+  broker checks it at start (rules between keys), with the keys the operator owns put in. The
+  keys the operator owns (ids, listeners, log dirs, ZooKeeper, the admin listener, the rack) are
+  refused. The operator's defaults (``BROKER_CONFIG_DEFAULTS``) are Kafka's production choice:
+  3 replicas, at least 2 in sync; a replication factor larger than ``spec.brokers.replicas`` is
+  refused, since such topics could never be created (set it in ``config`` for smaller clusters).
+- ``spec.brokers.rack`` is refused: Kubernetes has no downward API for node labels, and the ways
+  around it (an init container reading the Node, which needs cluster-wide RBAC, or the operator
+  copying the label onto the pod after scheduling) are a later issue's.
+- ``OdradekTopic`` config keys are ``odradek.config.topic``'s, validated the same way.
+
+Immutable, no I/O: any thread may call it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.config.broker import BROKER_KEYS, BrokerConfig
+from odradek.config.topic import CONFIG_KEYS as TOPIC_CONFIG_KEYS
+from odradek.config.topic import TopicConfig
+from odradek.errors import InvalidConfigError
+from odradek_operator.model import names
+
+__all__ = [
+    "BROKER_CONFIG_DEFAULTS",
+    "OPERATOR_OWNED_BROKER_KEYS",
+    "BrokerSpec",
+    "ClusterSpec",
+    "ControllersSpec",
+    "Resources",
+    "SpecError",
+    "TopicSpec",
+    "Volume",
+    "ZooKeeperSpec",
+    "topic_state",
+]
+
+
+class SpecError(ValueError):
+    """A custom resource's spec the operator refuses; ``field`` names where, ``message`` why."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+# Limits, in one place.
+CLUSTER_NAME_MAX = 40  # "<name>-controller-nodes" must stay a 63-character DNS label
+ZOOKEEPER_REPLICAS = (1, 3, 5)
+CONTROLLER_REPLICAS_MAX = 5
+BROKER_REPLICAS_MAX = names.CONTROLLER_ID_BASE  # broker ids stay below controller ids
+VOLUMES_MAX = 16
+TOPIC_NAME_MAX = 249  # Kafka's
+TOPIC_PARTITIONS_MAX = 100_000
+TOPIC_REPLICATION_FACTOR_MAX = 32767  # an INT16 on the wire
+
+DEFAULT_ZOOKEEPER_IMAGE = "zookeeper:3.8"
+DEFAULT_IMAGE_PULL_POLICY = "IfNotPresent"
+DEFAULT_ZOOKEEPER_SIZE = "1Gi"
+DEFAULT_VOLUME_SIZE = "10Gi"
+DEFAULT_CLIENT_PORT = 9092
+DEFAULT_CONTROL_PLANE_PORT = 9091
+DEFAULT_METRICS_PORT = 9645
+
+OPERATOR_OWNED_BROKER_KEYS = frozenset(
+    {
+        "broker.id",
+        "listeners",
+        "advertised.listeners",
+        "log.dirs",
+        "log.dir",
+        "zookeeper.connect",
+        "control.plane.listener.name",
+        "odradek.admin.listener",
+        "broker.rack",
+    }
+)
+BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+}
+# Replication factors of topics brokers create; each needs that many brokers.
+_REPLICATION_FACTOR_KEYS = (
+    "default.replication.factor",
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+)
+_PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+_DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_QUANTITY = re.compile(
+    r"\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?"
+)
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+_ABSENT = object()
+
+
+# --- small readers: each names the field it reads ----------------------------------------------
+
+
+def _mapping(value: object, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SpecError(where, f"expected an object, got {_kind(value)}")
+    return value
+
+
+def _kind(value: object) -> str:
+    return {bool: "a boolean", int: "an integer", str: "a string", list: "a list"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _only(section: Mapping[str, Any], where: str, known: tuple[str, ...]) -> None:
+    for key in section:
+        if key not in known:
+            raise SpecError(f"{where}.{key}", f"unknown field (known: {', '.join(known)})")
+
+
+def _int(
+    section: Mapping[str, Any], key: str, where: str, default: object, low: int, high: int
+) -> int:
+    value = section.get(key, default)
+    path = f"{where}.{key}"
+    if value is _ABSENT:
+        raise SpecError(path, "required")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(path, f"expected an integer, got {_kind(value)}")
+    if not low <= value <= high:
+        raise SpecError(path, f"{value} is out of range: must be from {low} to {high}")
+    return value
+
+
+def _str(section: Mapping[str, Any], key: str, where: str, default: str | None) -> str | None:
+    value = section.get(key, default)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(f"{where}.{key}", f"expected a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _bool(section: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
+    value = section.get(key, default)
+    if not isinstance(value, bool):
+        raise SpecError(f"{where}.{key}", f"expected true or false, got {value!r}")
+    return value
+
+
+def _quantity(section: Mapping[str, Any], key: str, where: str, default: str) -> str:
+    value = section.get(key, default)
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not _QUANTITY.fullmatch(text):
+        raise SpecError(f"{where}.{key}", f"{value!r} is not a quantity such as 10Gi")
+    return text
+
+
+def _port(section: Mapping[str, Any], where: str, default: int) -> int:
+    return _int(section, "port", where, default, 1, 65535)
+
+
+# --- values -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """core/v1 ResourceRequirements (limits and requests), quantities checked."""
+
+    limits: tuple[tuple[str, str], ...] = ()
+    requests: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, value: object, where: str) -> Resources:
+        section = _mapping(value, where)
+        _only(section, where, ("limits", "requests"))
+        parts = {}
+        for part in ("limits", "requests"):
+            entries = _mapping(section.get(part), f"{where}.{part}")
+            for name in entries:
+                if not isinstance(name, str) or not name:
+                    raise SpecError(f"{where}.{part}", f"{name!r} is not a resource name")
+            parts[part] = tuple(
+                sorted((name, _quantity(entries, name, f"{where}.{part}", "")) for name in entries)
+            )
+        return cls(**parts)
+
+    def to_dict(self) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        if self.limits:
+            out["limits"] = dict(self.limits)
+        if self.requests:
+            out["requests"] = dict(self.requests)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Storage:
+    size: str
+    storage_class: str | None
+
+    @classmethod
+    def parse(cls, value: object, where: str, default_size: str) -> Storage:
+        section = _mapping(value, where)
+        _only(section, where, ("size", "storageClass"))
+        storage_class = section.get("storageClass")
+        if storage_class is not None and not isinstance(storage_class, str):
+            raise SpecError(f"{where}.storageClass", "expected a string or null")
+        return cls(_quantity(section, "size", where, default_size), storage_class)
+
+
+@dataclass(frozen=True, slots=True)
+class Volume:
+    """One JBOD volume: a volumeClaimTemplate ``data-<id>``, one directory of ``log.dirs``."""
+
+    id: int
+    size: str
+    storage_class: str | None
+
+    @property
+    def claim_template(self) -> str:
+        return names.volume_claim_template(self.id)
+
+    @property
+    def mount_path(self) -> str:
+        return names.log_dir_mount(self.id)
+
+    @property
+    def log_dir(self) -> str:
+        return names.log_dir(self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class ZooKeeperSpec:
+    replicas: int = 3
+    image: str = DEFAULT_ZOOKEEPER_IMAGE
+    storage: Storage = Storage(DEFAULT_ZOOKEEPER_SIZE, None)
+    resources: Resources = Resources()
+
+    @classmethod
+    def parse(cls, value: object) -> ZooKeeperSpec:
+        where = "spec.zookeeper"
+        section = _mapping(value, where)
+        _only(section, where, ("replicas", "image", "storage", "resources"))
+        replicas = _int(section, "replicas", where, 3, 1, max(ZOOKEEPER_REPLICAS))
+        if replicas not in ZOOKEEPER_REPLICAS:
+            raise SpecError(
+                f"{where}.replicas",
+                f"{replicas}: an ensemble has 1, 3 or 5 servers (an odd number keeps a majority)",
+            )
+        return cls(
+            replicas=replicas,
+            image=_str(section, "image", where, DEFAULT_ZOOKEEPER_IMAGE) or "",
+            storage=Storage.parse(section.get("storage"), f"{where}.storage", "1Gi"),
+            resources=Resources.parse(section.get("resources"), f"{where}.resources"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ControllersSpec:
+    replicas: int = 2
+    resources: Resources = Resources()
+
+    @classmethod
+    def parse(cls, value: object) -> ControllersSpec:
+        where = "spec.controllers"
+        section = _mapping(value, where)
+        _only(section, where, ("replicas", "resources"))
+        return cls(
+            replicas=_int(section, "replicas", where, 2, 1, CONTROLLER_REPLICAS_MAX),
+            resources=Resources.parse(section.get("resources"), f"{where}.resources"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSpec:
+    replicas: int = 3
+    volumes: tuple[Volume, ...] = (Volume(0, DEFAULT_VOLUME_SIZE, None),)
+    delete_claim: bool = False
+    resources: Resources = Resources()
+    # The user's keys only, each as Kafka prints its value (what goes in broker.properties).
+    config: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def log_dirs(self) -> str:
+        return ",".join(v.log_dir for v in self.volumes)
+
+    def properties(self) -> dict[str, str]:
+        """The shared part of broker.properties: the operator's defaults, the user's keys over."""
+        return {**BROKER_CONFIG_DEFAULTS, **self.config}
+
+
+@dataclass(frozen=True, slots=True)
+class Ports:
+    client: int = DEFAULT_CLIENT_PORT
+    control_plane: int = DEFAULT_CONTROL_PLANE_PORT
+    metrics: int = DEFAULT_METRICS_PORT
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """An ``OdradekCluster``: its identity (for owner references) and its validated spec."""
+
+    name: str
+    namespace: str
+    uid: str
+    image: str | None  # None: the operator's default image (env ODRADEK_IMAGE)
+    image_pull_policy: str
+    zookeeper: ZooKeeperSpec
+    controllers: ControllersSpec
+    brokers: BrokerSpec
+    ports: Ports
+    restart: str  # the cluster's odradek.io/restart annotation: changing it restarts every pod
+
+    @classmethod
+    def from_resource(cls, body: Mapping[str, Any]) -> ClusterSpec:
+        metadata = _mapping(body.get("metadata"), "metadata")
+        name = metadata.get("name")
+        if not isinstance(name, str) or not _DNS_1035.fullmatch(name):
+            raise SpecError(
+                "metadata.name",
+                f"{name!r}: a cluster's name must be a DNS label (lowercase letters, digits, "
+                "'-', starting with a letter)",
+            )
+        if len(name) > CLUSTER_NAME_MAX:
+            raise SpecError(
+                "metadata.name",
+                f"{name!r} is {len(name)} characters; at most {CLUSTER_NAME_MAX}, so the "
+                "names derived from it stay valid DNS labels",
+            )
+        annotations = _mapping(metadata.get("annotations"), "metadata.annotations")
+        spec = _mapping(body.get("spec"), "spec")
+        _only(
+            spec,
+            "spec",
+            (
+                "image",
+                "imagePullPolicy",
+                "zookeeper",
+                "controllers",
+                "brokers",
+                "listeners",
+                "metrics",
+            ),
+        )
+        pull_policy = spec.get("imagePullPolicy", DEFAULT_IMAGE_PULL_POLICY)
+        if pull_policy not in _PULL_POLICIES:
+            raise SpecError(
+                "spec.imagePullPolicy", f"{pull_policy!r}: one of {', '.join(_PULL_POLICIES)}"
+            )
+        ports = _ports(spec)
+        return cls(
+            name=name,
+            namespace=str(metadata.get("namespace") or "default"),
+            uid=str(metadata.get("uid") or ""),
+            image=_str(spec, "image", "spec", None),
+            image_pull_policy=pull_policy,
+            zookeeper=ZooKeeperSpec.parse(spec.get("zookeeper")),
+            controllers=ControllersSpec.parse(spec.get("controllers")),
+            brokers=_brokers(spec.get("brokers"), ports),
+            ports=ports,
+            restart=str(annotations.get(names.RESTART_ANNOTATION, "")),
+        )
+
+
+def _ports(spec: Mapping[str, Any]) -> Ports:
+    listeners = _mapping(spec.get("listeners"), "spec.listeners")
+    _only(listeners, "spec.listeners", ("client", "controlPlane"))
+    client = _mapping(listeners.get("client"), "spec.listeners.client")
+    control_plane = _mapping(listeners.get("controlPlane"), "spec.listeners.controlPlane")
+    metrics = _mapping(spec.get("metrics"), "spec.metrics")
+    _only(client, "spec.listeners.client", ("port",))
+    _only(control_plane, "spec.listeners.controlPlane", ("port",))
+    _only(metrics, "spec.metrics", ("port",))
+    ports = Ports(
+        client=_port(client, "spec.listeners.client", DEFAULT_CLIENT_PORT),
+        control_plane=_port(
+            control_plane, "spec.listeners.controlPlane", DEFAULT_CONTROL_PLANE_PORT
+        ),
+        metrics=_port(metrics, "spec.metrics", DEFAULT_METRICS_PORT),
+    )
+    taken = {
+        names.CONTROLLER_PORT: "the controllers' own listener",
+        names.ZOOKEEPER_CLIENT_PORT: "ZooKeeper",
+    }
+    for path, port in (
+        ("spec.listeners.client.port", ports.client),
+        ("spec.listeners.controlPlane.port", ports.control_plane),
+        ("spec.metrics.port", ports.metrics),
+    ):
+        if port in taken:
+            raise SpecError(path, f"{port} is already {taken[port]}'s port")
+        taken[port] = path
+    return ports
+
+
+def _brokers(value: object, ports: Ports) -> BrokerSpec:
+    where = "spec.brokers"
+    section = _mapping(value, where)
+    _only(section, where, ("replicas", "storage", "resources", "config", "rack"))
+    if section.get("rack") is not None:
+        raise SpecError(
+            f"{where}.rack",
+            "not implemented yet: Kubernetes gives pods no node labels, so broker.rack cannot "
+            "follow the node's topology label; remove it (brokers then have no rack)",
+        )
+    replicas = _int(section, "replicas", where, 3, 1, BROKER_REPLICAS_MAX)
+    storage = _mapping(section.get("storage"), f"{where}.storage")
+    _only(storage, f"{where}.storage", ("volumes", "deleteClaim"))
+    volumes = _volumes(storage.get("volumes", [{"id": 0}]), f"{where}.storage.volumes")
+    config = _broker_config(section.get("config"), f"{where}.config")
+    spec = BrokerSpec(
+        replicas=replicas,
+        volumes=volumes,
+        delete_claim=_bool(storage, "deleteClaim", f"{where}.storage", False),
+        resources=Resources.parse(section.get("resources"), f"{where}.resources"),
+        config=config,
+    )
+    _check_broker_config(spec, ports, f"{where}.config")
+    return spec
+
+
+def _volumes(value: object, where: str) -> tuple[Volume, ...]:
+    if not isinstance(value, list) or not value:
+        raise SpecError(where, "expected a list of at least one volume")
+    if len(value) > VOLUMES_MAX:
+        raise SpecError(where, f"{len(value)} volumes; at most {VOLUMES_MAX}")
+    volumes: dict[int, Volume] = {}
+    for i, item in enumerate(value):
+        path = f"{where}[{i}]"
+        entry = _mapping(item, path)
+        _only(entry, path, ("id", "size", "storageClass"))
+        volume_id = _int(entry, "id", path, _ABSENT, 0, 999)
+        if volume_id in volumes:
+            raise SpecError(f"{path}.id", f"volume id {volume_id} is listed twice")
+        storage = Storage.parse(
+            {k: v for k, v in entry.items() if k != "id"}, path, DEFAULT_VOLUME_SIZE
+        )
+        volumes[volume_id] = Volume(volume_id, storage.size, storage.storage_class)
+    # Ordered by id: listing the same volumes in another order changes nothing.
+    return tuple(volumes[i] for i in sorted(volumes))
+
+
+def _as_property(value: object, where: str) -> str:
+    """A YAML value as the text a properties file (or ``--override``) would carry."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | str):
+        return str(value)
+    raise SpecError(where, f"expected a string, number or boolean, got {_kind(value)}")
+
+
+def _broker_config(value: object, where: str) -> dict[str, str]:
+    config: dict[str, str] = {}
+    for key, raw in _mapping(value, where).items():
+        path = f"{where}[{key}]"
+        if key in OPERATOR_OWNED_BROKER_KEYS:
+            raise SpecError(
+                path, "set by the operator (from the pod, the listeners and the volumes)"
+            )
+        row = BROKER_KEYS.get(key)
+        if row is None:
+            raise SpecError(path, f"unknown broker config key{_close(key, BROKER_KEYS)}")
+        try:
+            config[key] = row.to_string(row.parse(_as_property(raw, path)))
+        except InvalidConfigError as e:
+            raise SpecError(path, str(e)) from e
+    return config
+
+
+def _close(key: str, known: Mapping[str, object]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _check_broker_config(spec: BrokerSpec, ports: Ports, where: str) -> None:
+    """The whole broker.properties as a broker would check it at start, with placeholders for
+    the per-pod keys; then the replication factors against the number of brokers."""
+    props = {
+        **spec.properties(),
+        "broker.id": "0",
+        "zookeeper.connect": f"zookeeper:{names.ZOOKEEPER_CLIENT_PORT}{names.ZOOKEEPER_CHROOT}",
+        "listeners": f"{names.CLIENT_LISTENER}://127.0.0.1:{ports.client},"
+        f"{names.CONTROL_PLANE_LISTENER}://127.0.0.1:{ports.control_plane}",
+        "control.plane.listener.name": names.CONTROL_PLANE_LISTENER,
+        "odradek.admin.listener": f"127.0.0.1:{ports.metrics}",
+        "log.dirs": spec.log_dirs,
+    }
+    try:
+        config = BrokerConfig.from_properties(props)
+    except InvalidConfigError as e:
+        raise SpecError(where, str(e)) from e
+    for key in _REPLICATION_FACTOR_KEYS:
+        factor = getattr(config, BROKER_KEYS[key].attr)
+        if factor > spec.replicas:
+            origin = "" if key in spec.config else " (the operator's default)"
+            raise SpecError(
+                f"{where}[{key}]",
+                f"{key} is {factor}{origin} but spec.brokers.replicas is {spec.replicas}: "
+                f"such topics could not be created; set {key} to at most {spec.replicas}",
+            )
+
+
+# --- OdradekTopic -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """An ``OdradekTopic``: the Kafka topic it declares, in the cluster it names."""
+
+    name: str  # the resource's metadata.name
+    namespace: str
+    cluster: str
+    topic_name: str  # the Kafka topic: spec.topicName, default metadata.name
+    partitions: int
+    replication_factor: int
+    config: Mapping[str, str]  # as Kafka prints each value, only the keys the resource sets
+
+    @classmethod
+    def from_resource(cls, body: Mapping[str, Any]) -> TopicSpec:
+        metadata = _mapping(body.get("metadata"), "metadata")
+        name = metadata.get("name")
+        if not isinstance(name, str) or not name:
+            raise SpecError("metadata.name", "required")
+        spec = _mapping(body.get("spec"), "spec")
+        _only(spec, "spec", ("cluster", "topicName", "partitions", "replicationFactor", "config"))
+        cluster = _str(spec, "cluster", "spec", None)
+        if cluster is None:
+            raise SpecError("spec.cluster", "required: the OdradekCluster in this namespace")
+        topic_name = _str(spec, "topicName", "spec", name) or name
+        if (
+            len(topic_name) > TOPIC_NAME_MAX
+            or topic_name in (".", "..")
+            or not _TOPIC_NAME.fullmatch(topic_name)
+        ):
+            where = "spec.topicName" if "topicName" in spec else "metadata.name"
+            raise SpecError(
+                where,
+                f"{topic_name!r} is not a legal topic name: up to {TOPIC_NAME_MAX} ASCII "
+                "letters, digits, '.', '_' and '-', not '.' or '..'",
+            )
+        return cls(
+            name=name,
+            namespace=str(metadata.get("namespace") or "default"),
+            cluster=cluster,
+            topic_name=topic_name,
+            partitions=_int(spec, "partitions", "spec", _ABSENT, 1, TOPIC_PARTITIONS_MAX),
+            replication_factor=_int(
+                spec, "replicationFactor", "spec", _ABSENT, 1, TOPIC_REPLICATION_FACTOR_MAX
+            ),
+            config=_topic_config(spec.get("config"), "spec.config"),
+        )
+
+    def topic_config(self) -> TopicConfig:
+        """The effective config with Kafka's defaults under the keys the resource sets."""
+        return TopicConfig.from_properties(self.config)
+
+
+def _topic_config(value: object, where: str) -> dict[str, str]:
+    config: dict[str, str] = {}
+    for key, raw in _mapping(value, where).items():
+        path = f"{where}[{key}]"
+        row = TOPIC_CONFIG_KEYS.get(key)
+        if row is None:
+            raise SpecError(path, f"unknown topic config key{_close(key, TOPIC_CONFIG_KEYS)}")
+        try:
+            config[key] = row.to_string(row.parse(_as_property(raw, path)))
+        except InvalidConfigError as e:
+            raise SpecError(path, str(e)) from e
+    try:
+        TopicConfig.from_properties(config)  # rules between keys (compaction lags)
+    except InvalidConfigError as e:
+        raise SpecError(where, str(e)) from e
+    return config
+
+
+def topic_state(topic_body: Mapping[str, Any]) -> TopicSpec:
+    """The desired state of an ``OdradekTopic``; ``SpecError`` if it cannot be honoured."""
+    return TopicSpec.from_resource(topic_body)
