@@ -75,8 +75,13 @@ KINDS: dict[str, Kind] = {
         Kind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets"),
         Kind("Role", "rbac.authorization.k8s.io", "v1", "roles"),
         Kind("RoleBinding", "rbac.authorization.k8s.io", "v1", "rolebindings"),
-        Kind("CustomResourceDefinition", "apiextensions.k8s.io", "v1",
-             "customresourcedefinitions", namespaced=False),  # fmt: skip
+        Kind(
+            "CustomResourceDefinition",
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            namespaced=False,
+        ),  # fmt: skip
         Kind("OdradekCluster", "odradek.io", "v1alpha1", "odradekclusters"),
         Kind("OdradekTopic", "odradek.io", "v1alpha1", "odradektopics"),
     )

@@ -17,7 +17,22 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from odradek.ops import ClusterView
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
+
+from odradek import ops
+from odradek.errors import ErrorCode
+from odradek.ops import ClusterView, OpsError
+from odradek.ops.client import DESCRIBE_LOG_DIRS, ClusterClient, build
+from odradek.ops.cluster import read_cluster
+from odradek.ops.reassign import list_reassignments
 
 __all__ = ["ClusterAdmin", "ClusterUnavailable", "OpsAdmin", "AdminRefused"]
 
@@ -70,9 +85,7 @@ class OpsAdmin:
     # -- odradek.ops --------------------------------------------------------------------------
 
     async def view(self) -> ClusterView:
-        from odradek.ops import OpsError
         from odradek.ops.client import ClusterClient
-        from odradek.ops.cluster import read_cluster
 
         try:
             async with ClusterClient(self.bootstrap, request_timeout_s=REQUEST_TIMEOUT_S) as c:
@@ -81,9 +94,7 @@ class OpsAdmin:
             raise ClusterUnavailable(f"Metadata from {self.bootstrap}: {e}") from e
 
     async def reassignments_in_progress(self) -> int:
-        from odradek.ops import OpsError
         from odradek.ops.client import ClusterClient
-        from odradek.ops.reassign import list_reassignments
 
         try:
             async with ClusterClient(self.bootstrap, request_timeout_s=REQUEST_TIMEOUT_S) as c:
@@ -92,17 +103,14 @@ class OpsAdmin:
             raise ClusterUnavailable(f"ListPartitionReassignments: {e}") from e
 
     async def drain(self, broker_id: int) -> int:
-        from odradek import ops
 
         return await self._run(ops.prepare_drain(self.bootstrap, broker_id))
 
     async def rebalance(self) -> int:
-        from odradek import ops
 
         return await self._run(ops.prepare_rebalance(self.bootstrap))
 
     async def _run(self, preparing) -> int:
-        from odradek import ops
 
         try:
             prepared = await preparing
@@ -118,9 +126,7 @@ class OpsAdmin:
         return len(prepared.plan)
 
     async def log_dir_partitions(self, broker_ids: Iterable[int]) -> dict[int, dict[str, int]]:
-        from odradek.errors import ErrorCode
         from odradek.ops import OpsError
-        from odradek.ops.client import DESCRIBE_LOG_DIRS, ClusterClient, build
         from odradek.ops.cluster import read_cluster
 
         result: dict[int, dict[str, int]] = {}
@@ -147,7 +153,6 @@ class OpsAdmin:
     # -- confluent_kafka ----------------------------------------------------------------------
 
     def _client(self):
-        from confluent_kafka.admin import AdminClient
 
         return AdminClient(
             {
@@ -162,8 +167,6 @@ class OpsAdmin:
             for key, future in futures.items():
                 results[key] = future.result(timeout=ADMIN_TIMEOUT_S)
             return results
-
-        from confluent_kafka import KafkaException
 
         try:
             return await asyncio.to_thread(wait_all)
@@ -181,7 +184,6 @@ class OpsAdmin:
             raise ClusterUnavailable(f"{self.bootstrap}: no answer in {ADMIN_TIMEOUT_S}s") from e
 
     async def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, tuple[str, bool]]]:
-        from confluent_kafka.admin import ConfigResource
 
         resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in sorted(set(topics))]
         if not resources:
@@ -198,20 +200,17 @@ class OpsAdmin:
     async def create_topic(
         self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str]
     ) -> None:
-        from confluent_kafka.admin import NewTopic
 
         topic = NewTopic(name, partitions, replication_factor, config={**config})
         await self._wait(self._client().create_topics([topic], operation_timeout=ADMIN_TIMEOUT_S))
 
     async def create_partitions(self, name: str, total: int) -> None:
-        from confluent_kafka.admin import NewPartitions
 
         await self._wait(self._client().create_partitions([NewPartitions(name, total)]))
 
     async def alter_topic_config(
         self, name: str, set_: Mapping[str, str], delete: Iterable[str]
     ) -> None:
-        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
         entries = [
             ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET)
@@ -237,7 +236,6 @@ def _source(entry) -> int:
 
 
 def _UNAVAILABLE_CODES() -> set[int]:
-    from confluent_kafka import KafkaError
 
     return {
         KafkaError._TRANSPORT,

@@ -17,10 +17,17 @@ IDLE = {"type": "Idle"}
 
 
 class Retry(Exception):
-    def __init__(self, message: str, delay_s: float = 5.0, reason: str = "Waiting") -> None:
+    def __init__(
+        self,
+        message: str,
+        delay_s: float = 5.0,
+        reason: str = "Waiting",
+        status: dict | None = None,
+    ) -> None:
         super().__init__(message)
         self.delay_s = delay_s
         self.reason = reason
+        self.status = status or {}  # status fields to write while waiting (operation, ...)
 
 
 class Refused(Exception):

@@ -1,7 +1,6 @@
 """What the reconcilers read of the world: a cluster's StatefulSets and pods, by component.
 
-Names and labels follow the common contract (model/names.py owns them; the few used to *read*
-the world are repeated here as functions of the cluster name). ``PodState`` is the part of a pod
+Names and labels come from model/names.py. ``PodState`` is the part of a pod
 the decisions need: ordinal, readiness, the config hash it was created with, the manual restart
 annotation, whether it is already terminating.
 """
@@ -11,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek_operator.kube import Kube
+from odradek_operator.model import names
 
 __all__ = [
     "COMPONENTS",
@@ -24,21 +24,17 @@ __all__ = [
     "template_hash",
 ]
 
-COMPONENTS = ("zookeeper", "controller", "broker")
-CONFIG_HASH = "odradek.io/config-hash"
-RESTART = "odradek.io/restart"
-CONTROLLER_ID_BASE = 1001
+COMPONENTS = tuple(names.Component)
+CONFIG_HASH = names.CONFIG_HASH_ANNOTATION
+RESTART = names.RESTART_ANNOTATION
 
 
 def sts_name(cluster: str, component: str) -> str:
-    return f"{cluster}-{component}"
+    return names.statefulset(cluster, names.Component(component))
 
 
-def component_labels(cluster: str, component: str | None = None) -> dict[str, str]:
-    labels = {"app.kubernetes.io/name": "odradek", "app.kubernetes.io/instance": cluster}
-    if component:
-        labels["app.kubernetes.io/component"] = component
-    return labels
+def component_labels(cluster: str, component: str) -> dict[str, str]:
+    return names.selector_labels(cluster, names.Component(component))
 
 
 @dataclass(frozen=True)
@@ -62,9 +58,9 @@ def pod_state(pod: dict) -> PodState:
     annotations = meta.get("annotations") or {}
     labels = meta.get("labels") or {}
     name = meta["name"]
-    ordinal = labels.get("apps.kubernetes.io/pod-index")
+    ordinal = labels.get(names.POD_INDEX_LABEL)
     if ordinal is None:
-        ordinal = name.rsplit("-", 1)[-1]
+        ordinal = names.ordinal_of(name)
     status = pod.get("status") or {}
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
