@@ -12,9 +12,13 @@ Rule: never accept what is not honoured. So:
   parsed as ``odradek broker --override key=value`` parses it, and the whole file is checked as a
   broker checks it at start (rules between keys), with the keys the operator owns put in. The
   keys the operator owns (ids, listeners, log dirs, ZooKeeper, the admin listener, the rack) are
-  refused. The operator's defaults (``BROKER_CONFIG_DEFAULTS``) are Kafka's production choice:
-  3 replicas, at least 2 in sync; a replication factor larger than ``spec.brokers.replicas`` is
-  refused, since such topics could never be created (set it in ``config`` for smaller clusters).
+  refused. Kafka's brokers read the controller's keys too (``auto.leader.rebalance.enable``...);
+  Odradek's controllers are processes of their own, so those keys go to the controllers' files
+  (``BrokerSpec.controller_config``), and the keys both read (ZooKeeper timeouts,
+  ``unclean.leader.election.enable``) to both. The operator's defaults
+  (``BROKER_CONFIG_DEFAULTS``) are Kafka's production choice: 3 replicas, at least 2 in sync;
+  a replication factor larger than ``spec.brokers.replicas`` is refused, since such topics could
+  never be created (set it in ``config`` for smaller clusters).
 - ``spec.brokers.rack`` is refused: Kubernetes has no downward API for node labels, and the ways
   around it (an init container reading the Node, which needs cluster-wide RBAC, or the operator
   copying the label onto the pod after scheduling) are a later issue's.
@@ -31,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.config.broker import BROKER_KEYS, BrokerConfig
+from odradek.config.controller import CONTROLLER_KEYS, ControllerConfig
 from odradek.config.topic import CONFIG_KEYS as TOPIC_CONFIG_KEYS
 from odradek.config.topic import TopicConfig
 from odradek.errors import InvalidConfigError
@@ -91,6 +96,10 @@ OPERATOR_OWNED_BROKER_KEYS = frozenset(
         "broker.rack",
     }
 )
+# Keys Kafka's brokers read as the controller; Odradek's controllers read them from their file.
+_CONTROLLER_ONLY_KEYS = {
+    k: row for k, row in CONTROLLER_KEYS.items() if k not in BROKER_KEYS and k != "controller.id"
+}
 BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
     "default.replication.factor": "3",
     "min.insync.replicas": "2",
@@ -295,6 +304,9 @@ class BrokerSpec:
     resources: Resources = Resources()
     # The user's keys only, each as Kafka prints its value (what goes in broker.properties).
     config: Mapping[str, str] = field(default_factory=dict)
+    # The user's keys that only controllers read (auto.leader.rebalance.enable...): in Kafka the
+    # controller is a broker and reads them from server.properties; here they go to controllers.
+    controller_config: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def log_dirs(self) -> str:
@@ -303,6 +315,11 @@ class BrokerSpec:
     def properties(self) -> dict[str, str]:
         """The shared part of broker.properties: the operator's defaults, the user's keys over."""
         return {**BROKER_CONFIG_DEFAULTS, **self.config}
+
+    def controller_properties(self) -> dict[str, str]:
+        """The user's keys a controller reads too (ZooKeeper timeouts, unclean election...)."""
+        shared = {k: v for k, v in self.properties().items() if k in CONTROLLER_KEYS}
+        return {**shared, **self.controller_config}
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,7 +446,8 @@ def _brokers(value: object, ports: Ports) -> BrokerSpec:
         volumes=volumes,
         delete_claim=_bool(storage, "deleteClaim", f"{where}.storage", False),
         resources=Resources.parse(section.get("resources"), f"{where}.resources"),
-        config=config,
+        config={k: v for k, v in config.items() if k in BROKER_KEYS},
+        controller_config={k: v for k, v in config.items() if k not in BROKER_KEYS},
     )
     _check_broker_config(spec, ports, f"{where}.config")
     return spec
@@ -473,9 +491,10 @@ def _broker_config(value: object, where: str) -> dict[str, str]:
             raise SpecError(
                 path, "set by the operator (from the pod, the listeners and the volumes)"
             )
-        row = BROKER_KEYS.get(key)
+        row = BROKER_KEYS.get(key) or _CONTROLLER_ONLY_KEYS.get(key)
         if row is None:
-            raise SpecError(path, f"unknown broker config key{_close(key, BROKER_KEYS)}")
+            known = {**BROKER_KEYS, **_CONTROLLER_ONLY_KEYS}
+            raise SpecError(path, f"unknown broker config key{_close(key, known)}")
         try:
             config[key] = row.to_string(row.parse(_as_property(raw, path)))
         except InvalidConfigError as e:
@@ -505,6 +524,14 @@ def _check_broker_config(spec: BrokerSpec, ports: Ports, where: str) -> None:
     }
     try:
         config = BrokerConfig.from_properties(props)
+        ControllerConfig.from_properties(
+            {
+                **spec.controller_properties(),
+                "controller.id": str(names.CONTROLLER_ID_BASE),
+                "zookeeper.connect": props["zookeeper.connect"],
+                "listeners": f"{names.CONTROLLER_LISTENER}://127.0.0.1:{names.CONTROLLER_PORT}",
+            }
+        )
     except InvalidConfigError as e:
         raise SpecError(where, str(e)) from e
     for key in _REPLICATION_FACTOR_KEYS:
@@ -594,3 +621,34 @@ def _topic_config(value: object, where: str) -> dict[str, str]:
 def topic_state(topic_body: Mapping[str, Any]) -> TopicSpec:
     """The desired state of an ``OdradekTopic``; ``SpecError`` if it cannot be honoured."""
     return TopicSpec.from_resource(topic_body)
+
+
+def check_transition(old: ClusterSpec, new: ClusterSpec) -> None:
+    """Refuse the changes to a running cluster that cannot be honoured.
+
+    - ``spec.zookeeper.replicas``: the ensemble is static (zoo.cfg lists it); servers added to a
+      running one start empty and could form a majority of their own, losing the metadata.
+    - ``spec.zookeeper.storage`` and an existing JBOD volume's size or storage class: a claim
+      made from a volumeClaimTemplate is never resized or moved by the StatefulSet.
+
+    Adding and removing JBOD volumes are operations of their own (``reconcile``), not refused here.
+    """
+    if new.zookeeper.replicas != old.zookeeper.replicas:
+        raise SpecError(
+            "spec.zookeeper.replicas",
+            f"cannot change from {old.zookeeper.replicas} to {new.zookeeper.replicas}: the "
+            "ensemble's size is fixed when the cluster is created",
+        )
+    if new.zookeeper.storage != old.zookeeper.storage:
+        raise SpecError(
+            "spec.zookeeper.storage", "cannot change once the cluster exists (claims are kept)"
+        )
+    before = {v.id: v for v in old.brokers.volumes}
+    for volume in new.brokers.volumes:
+        was = before.get(volume.id)
+        if was is not None and was != volume:
+            raise SpecError(
+                f"spec.brokers.storage.volumes[id={volume.id}]",
+                f"volume {volume.id} exists: its size and storageClass cannot change "
+                "(add a volume with a new id instead)",
+            )

@@ -1,0 +1,163 @@
+"""The brokers: ``broker.properties`` in a ConfigMap, and their StatefulSet with one claim per
+JBOD volume.
+
+``broker.properties`` is the operator's defaults with the user's ``spec.brokers.config`` over
+them, plus the keys the operator owns that are the same on every pod (``zookeeper.connect``,
+``control.plane.listener.name``, ``log.dirs``). The per-pod keys go in by ``--override`` with
+Kubernetes' ``$(VAR)`` expansion, no shell: ``broker.id=$(POD_INDEX)``, both listeners and the
+advertised ones on ``$(POD_IP)`` (clients outside the cluster's DNS reach a pod by its IP), the
+admin listener on the metrics port.
+
+Volume ``N`` is the volumeClaimTemplate ``data-N`` mounted at ``/var/lib/odradek/data-N``; its
+``log`` subdirectory is in ``log.dirs``. Claims are kept when the cluster is deleted or scaled
+down unless ``deleteClaim: true`` (``persistentVolumeClaimRetentionPolicy``).
+
+``updateStrategy: OnDelete``: the operator restarts pods itself, one at a time, when a pod's
+``odradek.io/config-hash`` differs from the template's. The hash covers broker.properties, the pod
+template (image, resources, ports...), the claim templates and the cluster's restart annotation;
+not the number of replicas. ``terminationGracePeriodSeconds`` outlasts a controlled shutdown:
+``controlled.shutdown.max.retries`` x (``controller.socket.timeout.ms`` +
+``controlled.shutdown.retry.backoff.ms``) + ``SHUTDOWN_MARGIN_S`` to close the logs.
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from odradek.config.broker import BROKER_KEYS
+from odradek_operator.model import meta, names
+from odradek_operator.model.spec import ClusterSpec
+
+C = names.Component.BROKER
+CONFIG_VOLUME = "config"
+SHUTDOWN_MARGIN_S = 30
+
+
+def properties(cluster: ClusterSpec) -> dict[str, str]:
+    """broker.properties: everything but the per-pod keys."""
+    return {
+        **cluster.brokers.properties(),
+        "zookeeper.connect": names.zookeeper_connect(cluster.name, cluster.namespace),
+        "control.plane.listener.name": names.CONTROL_PLANE_LISTENER,
+        "log.dirs": cluster.brokers.log_dirs,
+    }
+
+
+def config_map(cluster: ClusterSpec) -> dict[str, Any]:
+    header = "Written by odradek-operator from spec.brokers.config; edits are overwritten."
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta.object_meta(cluster, names.config_map(cluster.name, C), C),
+        "data": {names.BROKER_PROPERTIES: meta.render_properties(properties(cluster), header)},
+    }
+
+
+def listeners(cluster: ClusterSpec) -> str:
+    ip = f"$({names.ENV_POD_IP})"
+    return (
+        f"{names.CLIENT_LISTENER}://{ip}:{cluster.ports.client},"
+        f"{names.CONTROL_PLANE_LISTENER}://{ip}:{cluster.ports.control_plane}"
+    )
+
+
+def args(cluster: ClusterSpec) -> list[str]:
+    overrides = [
+        f"broker.id=$({names.ENV_POD_INDEX})",
+        f"listeners={listeners(cluster)}",
+        f"advertised.listeners={listeners(cluster)}",
+        f"odradek.admin.listener=$({names.ENV_POD_IP}):{cluster.ports.metrics}",
+    ]
+    config = ["--config", f"{names.ODRADEK_CONFIG_DIR}/{names.BROKER_PROPERTIES}"]
+    return ["broker", *config, *(arg for o in overrides for arg in ("--override", o))]
+
+
+def termination_grace_s(cluster: ClusterSpec) -> int:
+    props = cluster.brokers.properties()
+
+    def value(key: str) -> Any:
+        row = BROKER_KEYS[key]
+        return row.parse(props.get(key, row.default))
+
+    if not value("controlled.shutdown.enable"):
+        return SHUTDOWN_MARGIN_S
+    attempt_ms = value("controller.socket.timeout.ms") + value(
+        "controlled.shutdown.retry.backoff.ms"
+    )
+    return math.ceil(value("controlled.shutdown.max.retries") * attempt_ms / 1000) + (
+        SHUTDOWN_MARGIN_S
+    )
+
+
+def claim_templates(cluster: ClusterSpec) -> list[dict[str, Any]]:
+    return [
+        {
+            "metadata": {"name": v.claim_template, "labels": names.labels(cluster.name, C)},
+            "spec": meta.claim_spec(v.size, v.storage_class),
+        }
+        for v in cluster.brokers.volumes
+    ]
+
+
+def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
+    brokers = cluster.brokers
+    container = {
+        "name": "broker",
+        "image": image,
+        "imagePullPolicy": cluster.image_pull_policy,
+        "command": ["odradek"],
+        "args": args(cluster),
+        "env": meta.pod_env(),
+        "ports": [
+            {"name": "client", "containerPort": cluster.ports.client},
+            {"name": "control-plane", "containerPort": cluster.ports.control_plane},
+            {"name": "metrics", "containerPort": cluster.ports.metrics},
+        ],
+        "readinessProbe": meta.http_probe("/readyz", initial_delay_s=5, failure_threshold=3),
+        "livenessProbe": meta.http_probe("/healthz", initial_delay_s=30, failure_threshold=6),
+        "resources": meta.resources(brokers.resources),
+        "securityContext": meta.container_security_context(),
+        "volumeMounts": [
+            {"name": CONFIG_VOLUME, "mountPath": names.ODRADEK_CONFIG_DIR, "readOnly": True},
+            *({"name": v.claim_template, "mountPath": v.mount_path} for v in brokers.volumes),
+        ],
+    }
+    pod_spec = {
+        "serviceAccountName": names.service_account(cluster.name),
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": termination_grace_s(cluster),
+        "securityContext": meta.pod_security_context(meta.ODRADEK_UID),
+        "topologySpreadConstraints": meta.spread(cluster, C),
+        "containers": [container],
+        "volumes": [
+            {"name": CONFIG_VOLUME, "configMap": {"name": names.config_map(cluster.name, C)}}
+        ],
+    }
+    claims = claim_templates(cluster)
+    digest = meta.config_hash(
+        properties(cluster), pod_spec, [c["spec"] for c in claims], cluster.restart
+    )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta.object_meta(cluster, names.statefulset(cluster.name, C), C),
+        "spec": {
+            "serviceName": names.headless_service(cluster.name, C),
+            "replicas": brokers.replicas,
+            "selector": {"matchLabels": names.selector_labels(cluster.name, C)},
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "persistentVolumeClaimRetentionPolicy": meta.retention_policy(brokers.delete_claim),
+            "template": {
+                "metadata": {
+                    "labels": names.labels(cluster.name, C),
+                    "annotations": {names.CONFIG_HASH_ANNOTATION: digest},
+                },
+                "spec": pod_spec,
+            },
+            "volumeClaimTemplates": claims,
+        },
+    }

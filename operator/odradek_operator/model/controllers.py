@@ -1,0 +1,122 @@
+"""The controllers: one properties file per ordinal in a ConfigMap, and their StatefulSet.
+
+``controller.id`` is ``1001 + ordinal``, and Kubernetes' ``$(VAR)`` expansion cannot add, so the
+ConfigMap holds one file per ordinal, ``controller-<ordinal>.properties`` (identical but for
+``controller.id``), and the container picks its own with
+``--config /etc/odradek/controller-$(POD_INDEX).properties``: no shell, no new Odradek option.
+The pod's address goes in by ``--override`` (``listeners=CONTROLLER://$(POD_IP):9093``, the admin
+listener on the metrics port). Scaling the controllers adds files to the ConfigMap, which is
+applied before the StatefulSet (``desired.desired_objects`` returns objects in apply order).
+
+The config hash covers the files without ``controller.id`` (so the number of controllers does not
+restart them), the pod template and the cluster's restart annotation.
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek_operator.model import meta, names
+from odradek_operator.model.spec import ClusterSpec
+
+C = names.Component.CONTROLLER
+TERMINATION_GRACE_S = 30
+CONFIG_VOLUME = "config"
+CONFIG_FILE = "controller-{ordinal}.properties"
+
+
+def config_file(ordinal: int | str) -> str:
+    return CONFIG_FILE.format(ordinal=ordinal)
+
+
+def shared_properties(cluster: ClusterSpec) -> dict[str, str]:
+    """What every controller's file holds besides its id."""
+    return {
+        **cluster.brokers.controller_properties(),
+        "zookeeper.connect": names.zookeeper_connect(cluster.name, cluster.namespace),
+        "control.plane.listener.name": names.CONTROL_PLANE_LISTENER,
+    }
+
+
+def properties(cluster: ClusterSpec, ordinal: int) -> dict[str, str]:
+    return {**shared_properties(cluster), "controller.id": str(names.controller_id(ordinal))}
+
+
+def config_map(cluster: ClusterSpec) -> dict[str, Any]:
+    header = "Written by odradek-operator; edits are overwritten."
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta.object_meta(cluster, names.config_map(cluster.name, C), C),
+        "data": {
+            config_file(n): meta.render_properties(properties(cluster, n), header)
+            for n in range(cluster.controllers.replicas)
+        },
+    }
+
+
+def args(cluster: ClusterSpec) -> list[str]:
+    return [
+        "controller",
+        "--config",
+        f"{names.ODRADEK_CONFIG_DIR}/{config_file(f'$({names.ENV_POD_INDEX})')}",
+        "--override",
+        f"listeners={names.CONTROLLER_LISTENER}://$({names.ENV_POD_IP}):{names.CONTROLLER_PORT}",
+        "--override",
+        f"odradek.admin.listener=$({names.ENV_POD_IP}):{cluster.ports.metrics}",
+    ]
+
+
+def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
+    container = {
+        "name": "controller",
+        "image": image,
+        "imagePullPolicy": cluster.image_pull_policy,
+        "command": ["odradek"],
+        "args": args(cluster),
+        "env": meta.pod_env(),
+        "ports": [
+            {"name": "controller", "containerPort": names.CONTROLLER_PORT},
+            {"name": "metrics", "containerPort": cluster.ports.metrics},
+        ],
+        "readinessProbe": meta.http_probe("/readyz", initial_delay_s=5, failure_threshold=3),
+        "livenessProbe": meta.http_probe("/healthz", initial_delay_s=30, failure_threshold=6),
+        "resources": meta.resources(cluster.controllers.resources),
+        "securityContext": meta.container_security_context(),
+        "volumeMounts": [
+            {"name": CONFIG_VOLUME, "mountPath": names.ODRADEK_CONFIG_DIR, "readOnly": True}
+        ],
+    }
+    pod_spec = {
+        "serviceAccountName": names.service_account(cluster.name),
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
+        "securityContext": meta.pod_security_context(meta.ODRADEK_UID),
+        "topologySpreadConstraints": meta.spread(cluster, C),
+        "containers": [container],
+        "volumes": [
+            {"name": CONFIG_VOLUME, "configMap": {"name": names.config_map(cluster.name, C)}}
+        ],
+    }
+    digest = meta.config_hash(shared_properties(cluster), pod_spec, cluster.restart)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta.object_meta(cluster, names.statefulset(cluster.name, C), C),
+        "spec": {
+            "serviceName": names.headless_service(cluster.name, C),
+            "replicas": cluster.controllers.replicas,
+            "selector": {"matchLabels": names.selector_labels(cluster.name, C)},
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "template": {
+                "metadata": {
+                    "labels": names.labels(cluster.name, C),
+                    "annotations": {names.CONFIG_HASH_ANNOTATION: digest},
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
