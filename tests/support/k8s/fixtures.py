@@ -1,0 +1,70 @@
+"""pytest fixtures of the Kubernetes test harness; a conftest imports them with ``*``.
+
+- ``kube_api`` (session): the API server (``ApiServerThread``) with the odradek.io CRDs;
+  ``kube_api.store`` is the in-memory object store, ``kube_api.url`` its address.
+- ``kubeconfig`` (session): the path of its kubeconfig (pass it to kopf as ``KUBECONFIG`` and
+  to ``kubernetes.config.new_client_from_config(config_file=...)``).
+- ``kube_client``: a ``kubernetes.client.ApiClient`` on it.
+- ``namespace``: a fresh namespace name per test (the server is shared by the session).
+- ``kubelet``: a started ``KubeletStandIn`` on ``kube_api`` (per test), always stopped.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .apiserver import ApiServerThread
+from .crds import odradek_crds
+
+__all__ = ["kube_api", "kubeconfig", "kube_client", "namespace", "kubelet"]
+
+_namespaces = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def kube_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServerThread]:
+    path = tmp_path_factory.mktemp("kube") / "kubeconfig"
+    server = ApiServerThread(path)
+    for crd in odradek_crds():
+        server.store.create("customresourcedefinitions", None, crd)
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(kube_api: ApiServerThread) -> Path:
+    assert kube_api.kubeconfig is not None
+    return kube_api.kubeconfig
+
+
+@pytest.fixture
+def kube_client(kubeconfig: Path) -> Iterator[object]:
+    import kubernetes
+
+    client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest) -> str:
+    base = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
+    return f"{base}-{next(_namespaces)}"
+
+
+@pytest.fixture
+def kubelet(kube_api: ApiServerThread, tmp_path: Path) -> Iterator[object]:
+    from .kubelet import KubeletStandIn
+
+    standin = KubeletStandIn(kube_api.store, tmp_path / "kubelet")
+    standin.start()
+    try:
+        yield standin
+    finally:
+        standin.stop()
