@@ -1,0 +1,422 @@
+"""The CustomResourceDefinitions of group ``odradek.io``, as Python data: the one source of truth.
+
+``scripts/render_crds.py`` writes them into the Helm chart (``charts/odradek/templates/crds/``);
+a test keeps the checked-in YAML equal to what this module builds. Every kind is one entry of
+:data:`CRDS`: the Connect kinds (a later issue) are added by writing their ``*_crd()`` function
+and appending it there; the chart, its RBAC test and the validators pick them up from the list.
+
+The schemas are structural OpenAPI v3 (``apiextensions.k8s.io/v1``): every node has a type except
+where ``x-kubernetes-int-or-string`` or ``x-kubernetes-preserve-unknown-fields`` says otherwise,
+and ``anyOf`` only carries the Quantity pattern. Status fields carry no enums on purpose: a value
+the schema does not know would make the operator's status patch fail on a real API server.
+
+CEL rules (``x-kubernetes-validations``) only say what the API server can refuse cheaply (a
+partition count that decreases, a topic renamed). Neither ``jsonschema`` nor kmock evaluates CEL,
+so the operator checks the same rules itself and reports them in a status condition.
+
+Defaults (``default:``) are applied by a real API server on write; kmock does not apply them, so
+:func:`odradek_operator.model.openapi.apply_defaults` does the same thing for code that reads a
+resource (see that module).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GROUP = "odradek.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+CATEGORY = "odradek"
+
+Schema = dict[str, Any]
+
+# Kubernetes' own Quantity schema, as controller-gen writes it for resource.Quantity.
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+# Kafka's legal topic names (org.apache.kafka.common.internals.Topic).
+TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
+# An RFC 1123 label: the names of the objects the operator derives from a cluster's name.
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+# The limits a schema states (bounded lists keep CEL cost estimates and the API server happy).
+VOLUMES_MAX = 16
+CONDITIONS_MAX = 16
+BROKERS_MAX = 1000
+
+
+def _obj(
+    properties: dict[str, Schema], *, required: list[str] | None = None, **extra: Any
+) -> Schema:
+    schema: Schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    schema.update(extra)
+    return schema
+
+
+def _int(*, minimum: int | None = None, maximum: int | None = None, **extra: Any) -> Schema:
+    schema: Schema = {"type": "integer"}
+    if minimum is not None:
+        schema["minimum"] = minimum
+    if maximum is not None:
+        schema["maximum"] = maximum
+    schema.update(extra)
+    return schema
+
+
+def _str(**extra: Any) -> Schema:
+    return {"type": "string", **extra}
+
+
+def quantity(description: str, **extra: Any) -> Schema:
+    """A Kubernetes Quantity (``10Gi``, ``500m`` or a plain integer)."""
+    return {
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "pattern": QUANTITY_PATTERN,
+        "x-kubernetes-int-or-string": True,
+        "description": description,
+        **extra,
+    }
+
+
+def resources() -> Schema:
+    """core/v1 ResourceRequirements (limits and requests)."""
+    per_resource = {"type": "object", "additionalProperties": quantity("An amount of a resource.")}
+    return _obj(
+        {"limits": per_resource, "requests": per_resource},
+        description="CPU and memory for each container (core/v1 ResourceRequirements).",
+    )
+
+
+def storage_class() -> Schema:
+    return _str(
+        nullable=True,
+        description="StorageClass of the claim; null or absent: the cluster's default class.",
+    )
+
+
+def port(default: int, description: str) -> Schema:
+    return _obj(
+        {"port": _int(minimum=1, maximum=65535, default=default, description=description)},
+        default={},
+    )
+
+
+def config_map(description: str) -> Schema:
+    """Kafka config keys to string, integer or boolean values (checked by odradek.config)."""
+    return {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "description": description,
+    }
+
+
+def conditions() -> Schema:
+    """metav1.Condition, as a list keyed by ``type``."""
+    condition = _obj(
+        {
+            "type": _str(description="Ready, Reconciling or Error."),
+            "status": _str(enum=["True", "False", "Unknown"]),
+            "reason": _str(description="A CamelCase reason, e.g. AllBrokersReady."),
+            "message": _str(description="What happened, in words a user understands."),
+            "lastTransitionTime": _str(format="date-time"),
+            "observedGeneration": _int(minimum=0),
+        },
+        required=["type", "status"],
+    )
+    return {
+        "type": "array",
+        "items": condition,
+        "maxItems": CONDITIONS_MAX,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+    }
+
+
+def ready_column() -> Schema:
+    return {
+        "name": "Ready",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+    }
+
+
+AGE_COLUMN = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+
+def immutable(message: str) -> list[Schema]:
+    return [{"rule": "self == oldSelf", "message": message}]
+
+
+def cluster_spec() -> Schema:
+    volume = _obj(
+        {
+            "id": _int(
+                minimum=0, description="The volume's id: mounted at /var/lib/odradek/data-<id>."
+            ),
+            "size": quantity("The claim's size, e.g. 10Gi."),
+            "storageClass": storage_class(),
+        },
+        required=["id", "size"],
+    )
+    zookeeper = _obj(
+        {
+            "replicas": _int(enum=[1, 3, 5], default=3, description="The ensemble's size."),
+            "image": _str(default="zookeeper:3.8", description="The official ZooKeeper image."),
+            "storage": _obj(
+                {
+                    "size": quantity("The data claim's size.", default="1Gi"),
+                    "storageClass": storage_class(),
+                },
+                default={},
+            ),
+            "resources": resources(),
+        },
+        default={},
+    )
+    controllers = _obj(
+        {"replicas": _int(minimum=1, maximum=7, default=2), "resources": resources()},
+        default={},
+    )
+    brokers = _obj(
+        {
+            "replicas": _int(
+                minimum=1,
+                maximum=BROKERS_MAX,
+                description="The number of brokers (the scale subresource's replicas).",
+            ),
+            "storage": _obj(
+                {
+                    "volumes": {
+                        "type": "array",
+                        "description": "JBOD: one claim per volume, all in log.dirs.",
+                        "items": volume,
+                        "minItems": 1,
+                        "maxItems": VOLUMES_MAX,
+                        "x-kubernetes-list-type": "map",
+                        "x-kubernetes-list-map-keys": ["id"],
+                    },
+                    "deleteClaim": {
+                        "type": "boolean",
+                        "default": False,
+                        "description": "Delete claims on cluster deletion or scale-down.",
+                    },
+                },
+                required=["volumes"],
+            ),
+            "resources": resources(),
+            "config": config_map("Kafka broker config keys, e.g. min.insync.replicas: 2."),
+            "rack": _obj(
+                {
+                    "topologyKey": _str(
+                        minLength=1, description="The node label read as broker.rack."
+                    )
+                },
+                required=["topologyKey"],
+            ),
+        },
+        required=["replicas", "storage"],
+    )
+    return _obj(
+        {
+            "image": _str(description="The Odradek image; default: the operator's ODRADEK_IMAGE."),
+            "imagePullPolicy": _str(
+                enum=["Always", "IfNotPresent", "Never"], default="IfNotPresent"
+            ),
+            "zookeeper": zookeeper,
+            "controllers": controllers,
+            "brokers": brokers,
+            "listeners": _obj(
+                {
+                    "client": port(9092, "PLAINTEXT, for clients; advertised per pod."),
+                    "controlPlane": port(
+                        9091, "CONTROL_PLANE: the controller's requests to brokers."
+                    ),
+                },
+                default={},
+            ),
+            "metrics": port(9645, "The admin listener: /metrics, /healthz, /readyz."),
+        },
+        required=["brokers"],
+    )
+
+
+def cluster_status() -> Schema:
+    return _obj(
+        {
+            "observedGeneration": _int(minimum=0),
+            "conditions": conditions(),
+            "brokerIds": {"type": "array", "items": _int(minimum=0), "maxItems": BROKERS_MAX},
+            "bootstrap": _str(description="host:port of the bootstrap Service."),
+            "brokers": _obj(
+                {
+                    "replicas": _int(minimum=0, description="Brokers that exist now."),
+                    "selector": _str(description="The label selector of the broker pods."),
+                }
+            ),
+            "operation": _obj(
+                {
+                    "type": _str(
+                        description="RollingRestart, ScaleUp, ScaleDown, AddVolume or Idle."
+                    ),
+                    "brokers": {"type": "array", "items": _int(minimum=0), "maxItems": BROKERS_MAX},
+                    "message": _str(),
+                    "startedAt": _str(format="date-time"),
+                }
+            ),
+        }
+    )
+
+
+def topic_spec() -> Schema:
+    return _obj(
+        {
+            "cluster": _str(
+                pattern=DNS_LABEL_PATTERN,
+                maxLength=63,
+                description="The OdradekCluster in the same namespace.",
+                **{"x-kubernetes-validations": immutable("cluster is immutable")},
+            ),
+            "topicName": _str(
+                pattern=TOPIC_NAME_PATTERN,
+                description="The topic's name in Kafka; default: metadata.name.",
+                **{"x-kubernetes-validations": immutable("topicName is immutable")},
+            ),
+            "partitions": _int(
+                minimum=1,
+                description="Partitions can be added, never removed.",
+                **{
+                    "x-kubernetes-validations": [
+                        {"rule": "self >= oldSelf", "message": "partitions may not decrease"}
+                    ]
+                },
+            ),
+            "replicationFactor": _int(minimum=1, maximum=BROKERS_MAX),
+            "config": config_map("Kafka topic config keys, e.g. retention.ms: 604800000."),
+        },
+        required=["cluster", "partitions", "replicationFactor"],
+    )
+
+
+def topic_status() -> Schema:
+    return _obj(
+        {
+            "observedGeneration": _int(minimum=0),
+            "conditions": conditions(),
+            "partitions": _int(minimum=0),
+            "replicationFactor": _int(minimum=0),
+            "config": config_map("The topic's non-default config as the cluster reports it."),
+        }
+    )
+
+
+def _crd(
+    kind: str,
+    *,
+    short_names: list[str],
+    spec: Schema,
+    status: Schema,
+    columns: list[Schema],
+    scale: Schema | None = None,
+) -> dict[str, Any]:
+    plural = kind.lower() + "s"
+    subresources: dict[str, Any] = {"status": {}}
+    if scale is not None:
+        subresources["scale"] = scale
+    root = _obj(
+        {
+            "apiVersion": _str(),
+            "kind": _str(),
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+        required=["spec"],
+    )
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short_names,
+                "categories": [CATEGORY],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": root},
+                    "subresources": subresources,
+                    "additionalPrinterColumns": columns,
+                }
+            ],
+        },
+    }
+
+
+def cluster_crd() -> dict[str, Any]:
+    return _crd(
+        "OdradekCluster",
+        short_names=["odc", "odradek"],
+        spec=cluster_spec(),
+        status=cluster_status(),
+        columns=[
+            {"name": "Brokers", "type": "integer", "jsonPath": ".spec.brokers.replicas"},
+            ready_column(),
+            {"name": "Operation", "type": "string", "jsonPath": ".status.operation.type"},
+            {"name": "Bootstrap", "type": "string", "jsonPath": ".status.bootstrap"},
+            AGE_COLUMN,
+        ],
+        scale={
+            "specReplicasPath": ".spec.brokers.replicas",
+            "statusReplicasPath": ".status.brokers.replicas",
+            "labelSelectorPath": ".status.brokers.selector",
+        },
+    )
+
+
+def topic_crd() -> dict[str, Any]:
+    return _crd(
+        "OdradekTopic",
+        short_names=["odt"],
+        spec=topic_spec(),
+        status=topic_status(),
+        columns=[
+            {"name": "Cluster", "type": "string", "jsonPath": ".spec.cluster"},
+            {"name": "Partitions", "type": "integer", "jsonPath": ".spec.partitions"},
+            {"name": "RF", "type": "integer", "jsonPath": ".spec.replicationFactor"},
+            ready_column(),
+            AGE_COLUMN,
+        ],
+    )
+
+
+def crds() -> list[dict[str, Any]]:
+    """Every CRD of the group, in the order the chart renders them. Add new kinds here."""
+    return [cluster_crd(), topic_crd()]
+
+
+def crd_for(kind: str) -> dict[str, Any]:
+    """The CRD whose kind is ``kind`` (KeyError if the group has no such kind)."""
+    for crd in crds():
+        if crd["spec"]["names"]["kind"] == kind:
+            return crd
+    raise KeyError(kind)
+
+
+def open_api_schema(crd: dict[str, Any], version: str = VERSION) -> Schema:
+    """The ``openAPIV3Schema`` of one served version of ``crd``."""
+    for served in crd["spec"]["versions"]:
+        if served["name"] == version:
+            return served["schema"]["openAPIV3Schema"]
+    raise KeyError(version)

@@ -1,0 +1,223 @@
+"""The CRDs (model/crds.py) are valid structural apiextensions/v1 objects, the chart carries exactly
+them, and their schemas accept every example resource and refuse bad ones."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import yaml
+
+from odradek_operator.model import crds, openapi
+from support.chart import MANIFESTS, documents, script, validate_builtin
+
+pytestmark = pytest.mark.k8s
+
+EXAMPLES = sorted(MANIFESTS.glob("*.yaml"))
+
+
+def example(name: str, kind: str) -> dict[str, Any]:
+    (found,) = [
+        d for d in documents((MANIFESTS / name).read_text()) if d["metadata"]["name"] == kind
+    ]
+    return found
+
+
+def walk(schema: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    nodes = [(path, schema)]
+    for name, sub in schema.get("properties", {}).items():
+        nodes += walk(sub, f"{path}.{name}")
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            nodes += walk(schema[key], f"{path}[{key}]")
+    return nodes
+
+
+@pytest.mark.parametrize("crd", crds.crds(), ids=lambda c: c["metadata"]["name"])
+def test_crd_is_a_valid_apiextensions_v1_object(crd: dict[str, Any]) -> None:
+    validate_builtin(crd)
+
+
+@pytest.mark.parametrize("crd", crds.crds(), ids=lambda c: c["metadata"]["name"])
+def test_crd_schema_is_structural(crd: dict[str, Any]) -> None:
+    """Kubernetes' structural rules: a type on every node (but int-or-string and preserve-unknown
+    nodes), no type or default inside anyOf except int-or-string's own, list-map keys required."""
+    for path, node in walk(crds.open_api_schema(crd)):
+        special = node.get("x-kubernetes-int-or-string") or node.get(
+            "x-kubernetes-preserve-unknown-fields"
+        )
+        assert "type" in node or special, f"{path}: no type"
+        for branch in node.get("anyOf", []):
+            assert node.get("x-kubernetes-int-or-string"), f"{path}: anyOf outside int-or-string"
+            assert set(branch) == {"type"} and branch["type"] in ("integer", "string"), path
+        if node.get("x-kubernetes-list-type") == "map":
+            keys = node["x-kubernetes-list-map-keys"]
+            assert set(keys) <= set(node["items"]["required"]), f"{path}: map keys not required"
+            assert "maxItems" in node, f"{path}: unbounded list"
+        for rule in node.get("x-kubernetes-validations", []):
+            assert rule["rule"] and rule["message"], path
+
+
+def test_crds_state_the_contract() -> None:
+    cluster = crds.crd_for("OdradekCluster")["spec"]
+    topic = crds.crd_for("OdradekTopic")["spec"]
+    assert cluster["names"]["shortNames"] == ["odc", "odradek"]
+    assert topic["names"]["shortNames"] == ["odt"]
+    for spec in (cluster, topic):
+        assert spec["group"] == "odradek.io" and spec["scope"] == "Namespaced"
+        (version,) = spec["versions"]
+        assert version["name"] == "v1alpha1" and version["subresources"]["status"] == {}
+    (version,) = cluster["versions"]
+    assert version["subresources"]["scale"] == {
+        "specReplicasPath": ".spec.brokers.replicas",
+        "statusReplicasPath": ".status.brokers.replicas",
+        "labelSelectorPath": ".status.brokers.selector",
+    }
+    columns = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert columns == ["Brokers", "Ready", "Operation", "Bootstrap", "Age"]
+    (version,) = topic["versions"]
+    columns = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert columns == ["Cluster", "Partitions", "RF", "Ready", "Age"]
+    partitions = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    rules = partitions["partitions"]["x-kubernetes-validations"]
+    assert {"rule": "self >= oldSelf", "message": "partitions may not decrease"} in rules
+
+
+def test_checked_in_crds_are_current() -> None:
+    assert script("render_crds").stale() == [], "run scripts/render_manifests.py"
+
+
+def test_the_rendered_chart_carries_exactly_the_model_crds() -> None:
+    text = (MANIFESTS / "rendered" / "default.yaml").read_text()
+    rendered = {
+        d["metadata"]["name"]: d
+        for d in documents(text)
+        if d["kind"] == "CustomResourceDefinition" and d["spec"]["group"] == crds.GROUP
+    }
+    assert set(rendered) == {c["metadata"]["name"] for c in crds.crds()}
+    for crd in crds.crds():
+        got = rendered[crd["metadata"]["name"]]
+        assert got["spec"] == crd["spec"]
+        assert got["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+
+
+def custom_resources() -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for path in [*EXAMPLES, *sorted((MANIFESTS / "rendered").glob("*.yaml"))]:
+        for doc in documents(path.read_text()):
+            if doc["apiVersion"].startswith(crds.GROUP + "/"):
+                found.append((f"{path.name}:{doc['kind']}/{doc['metadata']['name']}", doc))
+    return found
+
+
+@pytest.mark.parametrize(
+    "resource", [r for _, r in custom_resources()], ids=[i for i, _ in custom_resources()]
+)
+def test_every_example_resource_is_valid(resource: dict[str, Any]) -> None:
+    assert openapi.errors(resource) == []
+
+
+def test_examples_cover_both_kinds_and_jbod() -> None:
+    kinds = {r["kind"] for _, r in custom_resources()}
+    assert kinds == {"OdradekCluster", "OdradekTopic"}
+    jbod = example("cluster-jbod.yaml", "jbod")
+    assert len(jbod["spec"]["brokers"]["storage"]["volumes"]) == 2
+
+
+def broken(path: str, value: Any, base: dict[str, Any]) -> dict[str, Any]:
+    resource = copy.deepcopy(base)
+    *parents, last = path.split(".")
+    node = resource
+    for name in parents:
+        node = node[name] if not isinstance(node, list) else node[int(name)]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+    return resource
+
+
+CLUSTER = example("cluster-minimal.yaml", "demo")
+TOPIC = example("topics.yaml", "orders")
+
+
+@pytest.mark.parametrize(
+    ("base", "path", "value", "says"),
+    [
+        (TOPIC, "spec.partitions", -1, "less than the minimum of 1"),
+        (TOPIC, "spec.partitions", 0, "less than the minimum of 1"),
+        (TOPIC, "spec.replicationFactor", 0, "less than the minimum of 1"),
+        (TOPIC, "spec.partitons", 3, "'partitons' was unexpected"),
+        (TOPIC, "spec.topicName", "no spaces", "does not match"),
+        (TOPIC, "spec.cluster", "Demo", "does not match"),
+        (CLUSTER, "spec.zookeeper.replicas", 2, "is not one of [1, 3, 5]"),
+        (CLUSTER, "spec.brokers.replicas", 0, "less than the minimum of 1"),
+        (CLUSTER, "spec.brokers.storage.volumes", [], "should be non-empty"),
+        (CLUSTER, "spec.brokers.storage.volumes.0.size", "ten gigs", "does not match"),
+        (CLUSTER, "spec.brokers.storage.volumes.0.id", -1, "less than the minimum of 0"),
+        (CLUSTER, "spec.brokers.replica", 3, "'replica' was unexpected"),
+        (CLUSTER, "spec.imagePullPolicy", "Sometimes", "is not one of"),
+        (CLUSTER, "spec.listeners", {"client": {"port": 70000}}, "greater than the maximum"),
+        (CLUSTER, "apiVersion", "odradek.io/v1", "was expected"),
+    ],
+)
+def test_bad_resources_are_refused(base: dict, path: str, value: Any, says: str) -> None:
+    problems = openapi.errors(broken(path, value, base))
+    assert any(says in p for p in problems), problems
+
+
+def test_duplicate_volume_ids_are_refused() -> None:
+    volumes = [{"id": 0, "size": "1Gi"}, {"id": 0, "size": "2Gi"}]
+    problems = openapi.errors(broken("spec.brokers.storage.volumes", volumes, CLUSTER))
+    assert problems == ["spec.brokers.storage.volumes: duplicate entries for key [id=0]"]
+
+
+def test_missing_required_fields_are_refused() -> None:
+    topic = copy.deepcopy(TOPIC)
+    del topic["spec"]["partitions"]
+    assert any("'partitions' is a required property" in p for p in openapi.errors(topic))
+    assert openapi.errors({**CLUSTER, "kind": "OdradekUser"}) == [
+        "unknown kind 'OdradekUser' (not one of group odradek.io)"
+    ]
+
+
+def test_storage_class_may_be_null_and_status_is_accepted() -> None:
+    cluster = broken("spec.brokers.storage.volumes.0.storageClass", None, CLUSTER)
+    cluster["status"] = {
+        "observedGeneration": 1,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "AllBrokersReady",
+                "message": "3 of 3 brokers ready",
+                "lastTransitionTime": "2026-11-26T04:00:00Z",
+            }
+        ],
+        "brokerIds": [0, 1, 2],
+        "bootstrap": "demo-bootstrap.data.svc:9092",
+        "brokers": {"replicas": 3, "selector": "app.kubernetes.io/instance=demo"},
+        "operation": {"type": "Idle"},
+    }
+    assert openapi.errors(cluster) == []
+
+
+def test_defaults_are_applied_like_the_api_server() -> None:
+    filled = openapi.resource_with_defaults(CLUSTER)
+    spec = filled["spec"]
+    assert spec["listeners"] == {"client": {"port": 9092}, "controlPlane": {"port": 9091}}
+    assert spec["metrics"] == {"port": 9645}
+    assert spec["imagePullPolicy"] == "IfNotPresent"
+    assert spec["zookeeper"]["replicas"] == 1  # given values win
+    assert spec["zookeeper"]["image"] == "zookeeper:3.8"
+    assert spec["zookeeper"]["storage"] == {"size": "1Gi"}
+    assert spec["brokers"]["storage"]["deleteClaim"] is False
+    assert "image" not in spec  # no default: the operator's ODRADEK_IMAGE
+    assert CLUSTER["spec"].get("metrics") is None  # the input is not changed
+    assert openapi.errors(filled) == []
+
+
+def test_crds_round_trip_through_yaml() -> None:
+    for crd in crds.crds():
+        assert yaml.safe_load(yaml.safe_dump(crd)) == crd
