@@ -21,19 +21,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from odradek_operator.kube import Kube, apply
-from odradek_operator.model import names
+from odradek_operator.model import desired, names
 from odradek_operator.model.spec import ClusterSpec, SpecError
 from odradek_operator.reconcile import restarts, scaling, volumes
 from odradek_operator.reconcile.admin import AdminRefused, ClusterAdmin, ClusterUnavailable
 from odradek_operator.reconcile.status import IDLE, Refused, Retry, condition, now, set_condition
 from odradek_operator.reconcile.world import bootstrap_of, read_pods
 
-__all__ = ["ClusterContext", "reconcile_cluster", "write_status"]
+__all__ = ["ClusterContext", "check_against_live", "reconcile_cluster", "write_status"]
 
 log = logging.getLogger(__name__)
 
 WAIT_S = 3.0  # the next pass while pods start or an operation runs
-ORDER = {None: 0, "zookeeper": 1, "controller": 2, "broker": 3}
 
 AdminFactory = Callable[[str], ClusterAdmin]
 
@@ -46,16 +45,38 @@ class ClusterContext:
     find_active: restarts.ActiveController = restarts.active_controller
 
 
-def desired_objects(spec: ClusterSpec, default_image: str) -> list[dict]:
-    from odradek_operator import model
-
-    objects = list(model.desired_objects(spec, default_image=default_image))
-    return sorted(objects, key=_apply_order)
-
-
-def _apply_order(obj: dict) -> int:
-    component = (obj.get("metadata", {}).get("labels") or {}).get(names.COMPONENT_LABEL)
-    return ORDER.get(component, 0)
+def check_against_live(spec: ClusterSpec, zookeeper_sts: dict | None, broker_sts: dict | None):
+    """Refuse what a running cluster cannot become (read from its live StatefulSets, so the
+    periodic pass refuses it as the change handler does): another ZooKeeper ensemble size, an
+    existing volume resized or moved to another storage class."""
+    if zookeeper_sts is not None:
+        running = int(zookeeper_sts.get("spec", {}).get("replicas", 0))
+        if running != spec.zookeeper.replicas:
+            raise Refused(
+                "ZooKeeperResizeRefused",
+                f"spec.zookeeper.replicas: the ensemble has {running} servers and cannot become "
+                f"{spec.zookeeper.replicas} (its size is fixed when the cluster is created)",
+            )
+    if broker_sts is None:
+        return
+    live = {
+        t["metadata"]["name"]: t.get("spec", {})
+        for t in broker_sts.get("spec", {}).get("volumeClaimTemplates") or []
+    }
+    for volume in spec.brokers.volumes:
+        claim = live.get(names.volume_claim_template(volume.id))
+        if claim is None:
+            continue
+        size = claim.get("resources", {}).get("requests", {}).get("storage")
+        storage_class = claim.get("storageClassName")
+        moved = volume.storage_class is not None and storage_class != volume.storage_class
+        if size != volume.size or moved:
+            raise Refused(
+                "VolumeChangeRefused",
+                f"spec.brokers.storage.volumes[id={volume.id}]: volume {volume.id} exists "
+                f"({size}, storageClass {storage_class}); its size and storageClass cannot "
+                "change (add a volume with a new id instead)",
+            )
 
 
 async def write_status(kube: Kube, body: Mapping, status: dict) -> None:
@@ -127,9 +148,13 @@ def _retry(reason: str, message: str, **status) -> Retry:
 
 async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict) -> dict:
     kube, ns = ctx.kube, spec.namespace
-    desired = desired_objects(spec, ctx.default_image)
+    objects = desired.build(spec, ctx.default_image)
     broker_sts_name = names.statefulset(spec.name, names.Component.BROKER)
     broker_sts = await kube.get("StatefulSet", broker_sts_name, ns)
+    zookeeper_sts = await kube.get(
+        "StatefulSet", names.statefulset(spec.name, names.Component.ZOOKEEPER), ns
+    )
+    check_against_live(spec, zookeeper_sts, broker_sts)
     broker_pods = await read_pods(kube, ns, spec.name, "broker")
     admin = _admin(ctx, broker_pods, spec.ports.client)
     operation = old.get("operation") if (old.get("operation") or {}).get("type") != "Idle" else None
@@ -151,7 +176,7 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
         )
     wanted_sts = next(
         o
-        for o in desired
+        for o in objects
         if o["kind"] == "StatefulSet" and o["metadata"]["name"] == broker_sts_name
     )
     try:
@@ -162,7 +187,7 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
                 operation=_op("AddVolume", "recreating the brokers StatefulSet"),
                 **common,
             )
-        for obj in desired:
+        for obj in objects:
             await apply(kube, obj, keep_replicas=obj is wanted_sts)
 
         broker_sts = await kube.get("StatefulSet", broker_sts_name, ns)
