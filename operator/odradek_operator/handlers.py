@@ -59,7 +59,10 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
 
 @kopf.on.login()
 def login(**kwargs):
-    return kopf.login_via_client(**kwargs)
+    # $KUBECONFIG read now (the kubernetes client reads it once, at import); else in-cluster.
+    if os.environ.get("KUBECONFIG"):
+        return kopf.login_with_kubeconfig(**kwargs)
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
 
 # -- OdradekCluster ------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -242,10 +243,11 @@ def _default_api_client():
     from kubernetes import client, config
 
     configuration = client.Configuration()
-    try:
+    path = os.environ.get("KUBECONFIG")  # read now: the client reads it once, at import
+    if path:
+        config.load_kube_config(config_file=path, client_configuration=configuration)
+    else:
         config.load_incluster_config(client_configuration=configuration)
-    except config.ConfigException:
-        config.load_kube_config(client_configuration=configuration)
     return client.ApiClient(configuration)
 
 

@@ -35,7 +35,10 @@ async def test_kopf_handles_a_cluster_resource(kube_api, kubeconfig, namespace, 
     stop = asyncio.Event()
     task = asyncio.create_task(
         kopf.operator(
-            registry=registry, settings=settings, clusterwide=True, standalone=True,
+            registry=registry,
+            settings=settings,
+            clusterwide=True,
+            standalone=True,
             stop_flag=stop,
         )
     )

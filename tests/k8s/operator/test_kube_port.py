@@ -54,5 +54,6 @@ def test_crud_and_apply(kube_client, namespace):
         )
         cluster = await kube.get("OdradekCluster", "demo", namespace)
         assert cluster["status"]["brokerIds"] == [0]
+        await kube.delete("OdradekCluster", "demo", namespace)
 
     asyncio.run(scenario())
