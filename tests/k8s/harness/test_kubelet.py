@@ -1,0 +1,244 @@
+"""The kubelet stand-in: a StatefulSet of two ``python -m http.server`` pods on loopback."""
+
+from __future__ import annotations
+
+import http.client
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from support.k8s.kubelet import KubeletStandIn, PathMap, expand
+from support.waiting import wait_until
+
+pytestmark = pytest.mark.k8s
+
+TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="module")
+def standin(kube_api, tmp_path_factory):
+    kubelet = KubeletStandIn(kube_api, tmp_path_factory.mktemp("kubelet"))
+    kubelet.start()
+    try:
+        yield kubelet
+    finally:
+        kubelet.stop()
+        assert not kubelet.errors, kubelet.errors[-1]
+
+
+def web(replicas=2, env=()):
+    container = {
+        "name": "http",
+        "image": "python:3.11-slim",
+        "command": ["python", "-m", "http.server", "--bind", "$(POD_IP)"],
+        "args": ["--directory", "/srv", "8080"],
+        "env": [
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {
+                "name": "POD_INDEX",
+                "valueFrom": {
+                    "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}
+                },
+            },
+            *env,
+        ],
+        "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1},
+        "volumeMounts": [{"name": "data", "mountPath": "/srv"}],
+    }
+    return {
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": "web-nodes",
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"terminationGracePeriodSeconds": 5, "containers": [container]},
+            },
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def headless(name, selector):
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector,
+            "ports": [{"name": "http", "port": 8080}],
+        },
+    }
+
+
+def ready_pods(store, namespace, n):
+    pods, _ = store.list("pods", namespace)
+    ready = [
+        p
+        for p in pods
+        if not p["metadata"].get("deletionTimestamp")
+        and any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in (p.get("status") or {}).get("conditions", [])
+        )
+    ]
+    return ready if len(ready) == n == len(pods) else None
+
+
+def get(ip, path, port=8080):
+    conn = http.client.HTTPConnection(ip, port, timeout=5)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def test_expansion_and_path_rewriting(tmp_path):
+    assert expand("a=$(A) b=$(B) $$(A)", {"A": "1"}) == "a=1 b=$(B) $(A)"
+    paths = PathMap({"/data": tmp_path / "d", "/var/lib/odradek/data-0": tmp_path / "x"})
+    assert paths.rewrite("/data/log") == f"{tmp_path}/d/log"
+    assert paths.rewrite("dataDir=/data") == f"dataDir={tmp_path}/d"
+    assert paths.rewrite("/data-1 /database") == "/data-1 /database"
+    assert paths.rewrite("log.dirs=/var/lib/odradek/data-0/log,/x") == (
+        f"log.dirs={tmp_path}/x/log,/x"
+    )
+
+
+def test_statefulset_pods_ready_with_their_own_addresses_and_dns(kube_api, standin, namespace):
+    store = kube_api.store
+    store.create("services", namespace, headless("web-nodes", {"app": "web"}))
+    store.create("statefulsets", namespace, web())
+    pods = wait_until(lambda: ready_pods(store, namespace, 2), "2 ready pods", TIMEOUT_S)
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    assert set(by_name) == {"web-0", "web-1"}
+    ips = {name: p["status"]["podIP"] for name, p in by_name.items()}
+    assert len(set(ips.values())) == 2 and "127.0.0.1" not in ips.values()
+    assert by_name["web-1"]["metadata"]["labels"]["apps.kubernetes.io/pod-index"] == "1"
+    assert standin.pod_ip(f"{namespace}/web-0") == ips["web-0"]
+    for name, ip in ips.items():
+        assert get(ip, "/")[0] == 200
+        assert standin.pid(f"{namespace}/{name}") is not None
+    claims, _ = store.list("persistentvolumeclaims", namespace)
+    assert sorted(c["metadata"]["name"] for c in claims) == ["data-web-0", "data-web-1"]
+    sts = wait_until(
+        lambda: (
+            s
+            if (s := store.get("statefulsets", namespace, "web"))
+            .get("status", {})
+            .get("readyReplicas")
+            == 2
+            else None
+        ),
+        "the StatefulSet's status",
+        TIMEOUT_S,
+    )
+    assert sts["status"]["currentRevision"] == sts["status"]["updateRevision"]
+
+    # cluster DNS: in a child Python process (sitecustomize) and in this one (resolver())
+    fqdn = f"web-1.web-nodes.{namespace}.svc.cluster.local"
+    code = (
+        "import os, socket, sys; "
+        "print(socket.gethostbyname(sys.argv[1]), sorted({a[4][0] for a in "
+        "socket.getaddrinfo(sys.argv[2], 8080)}))"
+    )
+    env = {
+        "PYTHONPATH": str(standin.dns_dir),
+        "ODRADEK_STANDIN_HOSTS": str(standin.dns_dir / f"hosts-{namespace}"),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code, fqdn, "web-nodes"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    assert out.split(" ", 1)[0] == ips["web-1"]
+    assert sorted(ips.values()) == eval(out.split(" ", 1)[1])
+    with standin.resolver():
+        import socket
+
+        assert socket.gethostbyname(fqdn) == ips["web-1"]
+        with pytest.raises(socket.gaierror):
+            socket.gethostbyname(f"nothing.{namespace}.svc.cluster.local")
+
+
+def test_pvc_survives_ondelete_recreation_and_scale_down(kube_api, standin, namespace):
+    store = kube_api.store
+    store.create("services", namespace, headless("web-nodes", {"app": "web"}))
+    store.create("statefulsets", namespace, web())
+    pods = wait_until(lambda: ready_pods(store, namespace, 2), "2 ready pods", TIMEOUT_S)
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
+    (standin.pvc_dir(namespace, "data-web-0") / "marker").write_text("kept")
+
+    # OnDelete: a new template restarts nothing ...
+    new = web(env=[{"name": "FLAVOUR", "value": "new"}])
+    old = store.get("statefulsets", namespace, "web")
+    store.replace("statefulsets", namespace, "web", dict(old, spec=new["spec"]))
+    sts = wait_until(
+        lambda: (
+            s
+            if (s := store.get("statefulsets", namespace, "web"))["status"].get("updateRevision")
+            != s["status"].get("currentRevision")
+            else None
+        ),
+        "a new update revision",
+        TIMEOUT_S,
+    )
+    assert {p["metadata"]["uid"] for p in store.list("pods", namespace)[0]} == set(uids.values())
+
+    # ... until the pod is deleted: SIGTERM, then recreated from the new template
+    store.delete("pods", namespace, "web-0")
+    wait_until(
+        lambda: (
+            (p := store.try_get("pods", namespace, "web-0")) is not None
+            and p["metadata"]["uid"] != uids["web-0"]
+            and ready_pods(store, namespace, 2)
+        ),
+        "web-0 recreated and ready",
+        TIMEOUT_S,
+    )
+    pod = store.get("pods", namespace, "web-0")
+    revision = sts["status"]["updateRevision"]
+    assert pod["metadata"]["labels"]["controller-revision-hash"] == revision
+    assert store.get("pods", namespace, "web-1")["metadata"]["uid"] == uids["web-1"]
+    assert get(pod["status"]["podIP"], "/marker") == (200, b"kept")
+
+    # scale down through the scale subresource: the highest ordinal goes, its PVC stays
+    store.patch("statefulsets", namespace, "web", {"spec": {"replicas": 1}}, subresource="scale")
+    wait_until(lambda: ready_pods(store, namespace, 1), "1 pod left", TIMEOUT_S)
+    assert [p["metadata"]["name"] for p in store.list("pods", namespace)[0]] == ["web-0"]
+    assert store.try_get("persistentvolumeclaims", namespace, "data-web-1") is not None
+    assert standin.pods(namespace) == [f"{namespace}/web-0"]
+
+
+def test_killed_container_restarts(kube_api, standin, namespace):
+    store = kube_api.store
+    store.create("statefulsets", namespace, web(replicas=1))
+    wait_until(lambda: ready_pods(store, namespace, 1), "a ready pod", TIMEOUT_S)
+    first = standin.pid(f"{namespace}/web-0")
+    standin.kill(f"{namespace}/web-0", signal.SIGKILL)
+
+    def restarted():
+        pod = store.get("pods", namespace, "web-0")
+        statuses = (pod.get("status") or {}).get("containerStatuses") or [{}]
+        return statuses[0].get("restartCount") == 1 and ready_pods(store, namespace, 1)
+
+    wait_until(restarted, "the container restarted and ready", TIMEOUT_S)
+    assert standin.pid(f"{namespace}/web-0") not in (None, first)
+    assert "start" in standin.log(f"{namespace}/web-0")

@@ -1,0 +1,132 @@
+"""Stand-ins for the official ``zookeeper`` image's ``docker-entrypoint.sh`` and ``zkServer.sh``.
+
+The kubelet stand-in (kubelet.py) puts executables with these names first on the PATH of a
+``zookeeper:*`` container; they run this file. The container's env has the image's ``ZOO_*``
+defaults with the image directories (``/conf``, ``/data``, ``/datalog``) already rewritten to the
+pod's local directories.
+
+``docker-entrypoint.sh CMD...`` does what the image's entrypoint does (3.8/3.9): when
+``$ZOO_CONF_DIR/zoo.cfg`` does not exist, write it from ``ZOO_DATA_DIR``, ``ZOO_DATA_LOG_DIR``,
+``ZOO_TICK_TIME``, ``ZOO_INIT_LIMIT``, ``ZOO_SYNC_LIMIT``, ``ZOO_AUTOPURGE_*``,
+``ZOO_MAX_CLIENT_CNXNS``, ``ZOO_STANDALONE_ENABLED``, ``ZOO_ADMINSERVER_ENABLED``,
+``ZOO_SERVERS`` (default ``server.1=localhost:2888:3888;2181``),
+``ZOO_4LW_COMMANDS_WHITELIST``, ``ZOO_CFG_EXTRA``; write ``$ZOO_DATA_DIR/myid`` from
+``ZOO_MY_ID`` (default 1) unless it exists; then exec CMD.
+
+``zkServer.sh start-foreground [CONFIG]`` runs Debian's ZooKeeper (``QuorumPeerMain``, like the
+image) on CONFIG (default ``$ZOOCFGDIR`` or ``$ZOO_CONF_DIR``/zoo.cfg), through a copy of the
+config that binds what a container would bind on its own network namespace to the pod's
+address: ``clientPortAddress`` and ``admin.serverAddress`` (unless set), and the client part of
+``server.N`` lines without an address. The JVM resolves cluster names from the stand-in's hosts
+file (``-Djdk.net.hosts.file``) with a 1 s address cache.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+CLASSPATH = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+
+def entrypoint(argv: list[str]) -> None:
+    env = os.environ
+    conf_dir = Path(env.get("ZOO_CONF_DIR", "/conf"))
+    data_dir = Path(env.get("ZOO_DATA_DIR", "/data"))
+    config = conf_dir / "zoo.cfg"
+    if not config.exists():
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        lines = [
+            f"dataDir={data_dir}",
+            f"dataLogDir={env.get('ZOO_DATA_LOG_DIR', '/datalog')}",
+            f"tickTime={env.get('ZOO_TICK_TIME', '2000')}",
+            f"initLimit={env.get('ZOO_INIT_LIMIT', '5')}",
+            f"syncLimit={env.get('ZOO_SYNC_LIMIT', '2')}",
+            f"autopurge.snapRetainCount={env.get('ZOO_AUTOPURGE_SNAPRETAINCOUNT', '3')}",
+            f"autopurge.purgeInterval={env.get('ZOO_AUTOPURGE_PURGEINTERVAL', '0')}",
+            f"maxClientCnxns={env.get('ZOO_MAX_CLIENT_CNXNS', '60')}",
+            f"standaloneEnabled={env.get('ZOO_STANDALONE_ENABLED', 'true')}",
+            f"admin.enableServer={env.get('ZOO_ADMINSERVER_ENABLED', 'true')}",
+        ]
+        servers = env.get("ZOO_SERVERS") or "server.1=localhost:2888:3888;2181"
+        lines += servers.split()
+        if env.get("ZOO_4LW_COMMANDS_WHITELIST"):
+            lines.append(f"4lw.commands.whitelist={env['ZOO_4LW_COMMANDS_WHITELIST']}")
+        lines += (env.get("ZOO_CFG_EXTRA") or "").split()
+        config.write_text("".join(f"{line}\n" for line in lines))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    myid = data_dir / "myid"
+    if not myid.exists():
+        myid.write_text(f"{env.get('ZOO_MY_ID', '1')}\n")
+    if not argv:
+        argv = ["zkServer.sh", "start-foreground"]
+    here = Path(sys.argv[0]).resolve().parent if os.sep in sys.argv[0] else None
+    program = argv[0]
+    if os.sep not in program:
+        candidate = (here / program) if here is not None else None
+        if candidate is not None and candidate.exists():
+            program = str(candidate)
+        else:
+            program = shutil.which(program) or program
+    os.execv(program, [program, *argv[1:]])
+
+
+def effective_config(text: str, pod_ip: str) -> str:
+    keys = {line.split("=", 1)[0].strip() for line in text.splitlines() if "=" in line}
+    out = []
+    for line in text.splitlines():
+        match = re.match(r"^(server\.\d+\s*=\s*[^;]*);\s*(\d+)\s*$", line)
+        if match:
+            host = match.group(1).split("=", 1)[1].split(":", 1)[0].strip()
+            line = f"{match.group(1)};{host}:{match.group(2)}"
+        out.append(line)
+    if "clientPortAddress" not in keys:
+        out.append(f"clientPortAddress={pod_ip}")
+    if "admin.serverAddress" not in keys:
+        out.append(f"admin.serverAddress={pod_ip}")
+    return "\n".join(out) + "\n"
+
+
+def zk_server(argv: list[str]) -> None:
+    env = os.environ
+    if not argv or argv[0] not in ("start-foreground", "start"):
+        sys.exit(f"zkServer.sh stand-in: only start-foreground is supported, not {argv!r}")
+    conf_dir = env.get("ZOOCFGDIR") or env.get("ZOO_CONF_DIR", "/conf")
+    config = Path(argv[1]) if len(argv) > 1 else Path(conf_dir) / "zoo.cfg"
+    pod_ip = env.get("ODRADEK_STANDIN_POD_IP", "127.0.0.1")
+    effective = Path(env.get("HOME", "/tmp")) / "zoo-standin.cfg"
+    effective.write_text(effective_config(config.read_text(), pod_ip))
+    java = env.get("ODRADEK_STANDIN_JAVA") or shutil.which("java") or "java"
+    flags = [
+        "-Xmx192m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-Dsun.net.inetaddr.ttl=1",
+        "-Dsun.net.inetaddr.negative.ttl=0",
+        "-Dnetworkaddress.cache.ttl=1",
+        "-Dzookeeper.admin.serverAddress=" + pod_ip,
+    ]
+    if env.get("ODRADEK_STANDIN_HOSTS"):
+        flags.append(f"-Djdk.net.hosts.file={env['ODRADEK_STANDIN_HOSTS']}")
+    flags += (env.get("JVMFLAGS", "") + " " + env.get("SERVER_JVMFLAGS", "")).split()
+    argv_java = [java, *flags, "-cp", os.pathsep.join(CLASSPATH), MAIN, str(effective)]
+    sys.stdout.flush()
+    os.execv(java, argv_java)
+
+
+def main() -> None:
+    name = os.path.basename(sys.argv[0])
+    if name == "docker-entrypoint.sh":
+        entrypoint(sys.argv[1:])
+    elif name == "zkServer.sh":
+        zk_server(sys.argv[1:])
+    else:
+        sys.exit(f"zkshim: unknown name {name}")
+
+
+if __name__ == "__main__":
+    main()
