@@ -31,8 +31,9 @@ log = logging.getLogger(__name__)
 
 CLUSTERS = (names.GROUP, names.VERSION, names.CLUSTER_PLURAL)
 TOPICS = (names.GROUP, names.VERSION, names.TOPIC_PLURAL)
-CLUSTER_INTERVAL_S = 15.0
-TOPIC_INTERVAL_S = 30.0
+# The periodic passes; the environment may shorten them (the end-to-end tests do).
+CLUSTER_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_CLUSTER_INTERVAL_S", "15"))
+TOPIC_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_TOPIC_INTERVAL_S", "30"))
 DEFAULT_IMAGE = "odradek:latest"
 
 _locks: dict[str, asyncio.Lock] = {}
