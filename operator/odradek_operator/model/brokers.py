@@ -32,8 +32,9 @@ from odradek_operator.model import meta, names
 from odradek_operator.model.spec import ClusterSpec
 
 C = names.Component.BROKER
-CONFIG_VOLUME = "config"
 SHUTDOWN_MARGIN_S = 30
+# Log recovery after an unclean stop comes before the admin listener answers.
+STARTUP_MAX_S = 30 * 60
 
 
 def properties(cluster: ClusterSpec) -> dict[str, str]:
@@ -116,48 +117,27 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
             {"name": "control-plane", "containerPort": cluster.ports.control_plane},
             {"name": "metrics", "containerPort": cluster.ports.metrics},
         ],
-        "readinessProbe": meta.http_probe("/readyz", initial_delay_s=5, failure_threshold=3),
-        "livenessProbe": meta.http_probe("/healthz", initial_delay_s=30, failure_threshold=6),
+        **meta.probes(meta.http_get("/readyz"), meta.http_get("/healthz"), STARTUP_MAX_S),
         "resources": meta.resources(brokers.resources),
         "securityContext": meta.container_security_context(),
         "volumeMounts": [
-            {"name": CONFIG_VOLUME, "mountPath": names.ODRADEK_CONFIG_DIR, "readOnly": True},
+            {"name": meta.CONFIG_VOLUME, "mountPath": names.ODRADEK_CONFIG_DIR, "readOnly": True},
             *({"name": v.claim_template, "mountPath": v.mount_path} for v in brokers.volumes),
         ],
     }
-    pod_spec = {
-        "serviceAccountName": names.service_account(cluster.name),
-        "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": termination_grace_s(cluster),
-        "securityContext": meta.pod_security_context(meta.ODRADEK_UID),
-        "topologySpreadConstraints": meta.spread(cluster, C),
-        "containers": [container],
-        "volumes": [
-            {"name": CONFIG_VOLUME, "configMap": {"name": names.config_map(cluster.name, C)}}
-        ],
-    }
+    pod = meta.pod_spec(
+        cluster, C, container, uid=meta.ODRADEK_UID, grace_s=termination_grace_s(cluster)
+    )
     claims = claim_templates(cluster)
     digest = meta.config_hash(
-        properties(cluster), pod_spec, [c["spec"] for c in claims], cluster.restart
+        properties(cluster), pod, [c["spec"] for c in claims], cluster.restart
     )
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": meta.object_meta(cluster, names.statefulset(cluster.name, C), C),
-        "spec": {
-            "serviceName": names.headless_service(cluster.name, C),
-            "replicas": brokers.replicas,
-            "selector": {"matchLabels": names.selector_labels(cluster.name, C)},
-            "podManagementPolicy": "Parallel",
-            "updateStrategy": {"type": "OnDelete"},
-            "persistentVolumeClaimRetentionPolicy": meta.retention_policy(brokers.delete_claim),
-            "template": {
-                "metadata": {
-                    "labels": names.labels(cluster.name, C),
-                    "annotations": {names.CONFIG_HASH_ANNOTATION: digest},
-                },
-                "spec": pod_spec,
-            },
-            "volumeClaimTemplates": claims,
-        },
-    }
+    return meta.statefulset(
+        cluster,
+        C,
+        brokers.replicas,
+        pod,
+        digest,
+        persistentVolumeClaimRetentionPolicy=meta.retention_policy(brokers.delete_claim),
+        volumeClaimTemplates=claims,
+    )

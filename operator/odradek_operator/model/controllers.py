@@ -23,7 +23,7 @@ from odradek_operator.model.spec import ClusterSpec
 
 C = names.Component.CONTROLLER
 TERMINATION_GRACE_S = 30
-CONFIG_VOLUME = "config"
+STARTUP_MAX_S = 5 * 60  # connecting to ZooKeeper, reading the cluster's state
 CONFIG_FILE = "controller-{ordinal}.properties"
 
 
@@ -81,42 +81,13 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
             {"name": "controller", "containerPort": names.CONTROLLER_PORT},
             {"name": "metrics", "containerPort": cluster.ports.metrics},
         ],
-        "readinessProbe": meta.http_probe("/readyz", initial_delay_s=5, failure_threshold=3),
-        "livenessProbe": meta.http_probe("/healthz", initial_delay_s=30, failure_threshold=6),
+        **meta.probes(meta.http_get("/readyz"), meta.http_get("/healthz"), STARTUP_MAX_S),
         "resources": meta.resources(cluster.controllers.resources),
         "securityContext": meta.container_security_context(),
         "volumeMounts": [
-            {"name": CONFIG_VOLUME, "mountPath": names.ODRADEK_CONFIG_DIR, "readOnly": True}
+            {"name": meta.CONFIG_VOLUME, "mountPath": names.ODRADEK_CONFIG_DIR, "readOnly": True}
         ],
     }
-    pod_spec = {
-        "serviceAccountName": names.service_account(cluster.name),
-        "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
-        "securityContext": meta.pod_security_context(meta.ODRADEK_UID),
-        "topologySpreadConstraints": meta.spread(cluster, C),
-        "containers": [container],
-        "volumes": [
-            {"name": CONFIG_VOLUME, "configMap": {"name": names.config_map(cluster.name, C)}}
-        ],
-    }
-    digest = meta.config_hash(shared_properties(cluster), pod_spec, cluster.restart)
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": meta.object_meta(cluster, names.statefulset(cluster.name, C), C),
-        "spec": {
-            "serviceName": names.headless_service(cluster.name, C),
-            "replicas": cluster.controllers.replicas,
-            "selector": {"matchLabels": names.selector_labels(cluster.name, C)},
-            "podManagementPolicy": "Parallel",
-            "updateStrategy": {"type": "OnDelete"},
-            "template": {
-                "metadata": {
-                    "labels": names.labels(cluster.name, C),
-                    "annotations": {names.CONFIG_HASH_ANNOTATION: digest},
-                },
-                "spec": pod_spec,
-            },
-        },
-    }
+    pod = meta.pod_spec(cluster, C, container, uid=meta.ODRADEK_UID, grace_s=TERMINATION_GRACE_S)
+    digest = meta.config_hash(shared_properties(cluster), pod, cluster.restart)
+    return meta.statefulset(cluster, C, cluster.controllers.replicas, pod, digest)

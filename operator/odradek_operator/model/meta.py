@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from odradek_operator.model.spec import ClusterSpec, Resources
 # The Odradek image's user (the Dockerfile's); the official ZooKeeper image runs as its own.
 ODRADEK_UID = 10001
 ZOOKEEPER_UID = 1000  # the "zookeeper" user of the official image, owner of /data and /logs
+CONFIG_VOLUME = "config"  # every pod's ConfigMap volume
 
 
 def owner_reference(cluster: ClusterSpec) -> dict[str, Any]:
@@ -76,21 +78,115 @@ def container_security_context() -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def http_probe(
-    path: str, *, initial_delay_s: int, failure_threshold: int, port: str = "metrics"
-) -> dict[str, Any]:
-    """An HTTP probe on the admin listener (``/readyz``, ``/healthz``), which binds the pod IP."""
+PROBE_PERIOD_S = 5
+PROBE_TIMEOUT_S = 5
+READY_FAILURES = 3  # 15 s unanswered: out of the Services, the operator waits
+LIVENESS_PERIOD_S = 10
+LIVENESS_FAILURES = 6  # a minute without an answer: the kubelet restarts the container
+
+
+def probes(ready: dict[str, Any], live: dict[str, Any], startup_max_s: int) -> dict[str, Any]:
+    """Readiness, liveness, and a startup probe that holds liveness off for ``startup_max_s``:
+    a broker answers only once its logs are loaded, which after an unclean stop may take long.
+    ``ready`` and ``live`` are probe handlers (``{"httpGet": ...}``, ``{"tcpSocket": ...}``)."""
+
+    def probe(handler: dict[str, Any], period_s: int, failures: int) -> dict[str, Any]:
+        return {
+            **handler,
+            "periodSeconds": period_s,
+            "timeoutSeconds": PROBE_TIMEOUT_S,
+            "failureThreshold": failures,
+        }
+
     return {
-        "httpGet": {"path": path, "port": port},
-        "initialDelaySeconds": initial_delay_s,
-        "periodSeconds": 10,
-        "timeoutSeconds": 5,
-        "failureThreshold": failure_threshold,
+        "startupProbe": probe(live, PROBE_PERIOD_S, math.ceil(startup_max_s / PROBE_PERIOD_S)),
+        "readinessProbe": probe(ready, PROBE_PERIOD_S, READY_FAILURES),
+        "livenessProbe": probe(live, LIVENESS_PERIOD_S, LIVENESS_FAILURES),
     }
+
+
+def http_get(path: str, port: str = "metrics") -> dict[str, Any]:
+    """A probe handler on the admin listener (``/readyz``, ``/healthz``); the kubelet probes
+    the pod IP, which is where that listener binds."""
+    return {"httpGet": {"path": path, "port": port}}
+
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+
+
+def quantity_bytes(quantity: str) -> int:
+    """A Quantity (``512Mi``, ``1G``, ``1e9``) as a whole number of bytes, rounded down."""
+    number = quantity.lstrip("+")
+    for suffix, scale in (*_BINARY.items(), *_DECIMAL.items()):
+        if suffix and number.endswith(suffix):
+            return int(float(number[: -len(suffix)]) * scale)
+    return int(float(number))  # plain or with an exponent (checked by spec)
 
 
 def resources(value: Resources) -> dict[str, Any]:
     return value.to_dict()
+
+
+def pod_spec(
+    cluster: ClusterSpec,
+    component: names.Component,
+    container: dict[str, Any],
+    *,
+    uid: int,
+    grace_s: int,
+) -> dict[str, Any]:
+    """A pod of ``component``: one container, its ConfigMap mounted as volume ``config``.
+
+    Pods never call the Kubernetes API (no token) and get no Service environment variables
+    (``enableServiceLinks``: they would be one per Service of the namespace, and some images read
+    variables of their own under the same prefixes)."""
+    return {
+        "serviceAccountName": names.service_account(cluster.name),
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": grace_s,
+        "securityContext": pod_security_context(uid),
+        "topologySpreadConstraints": spread(cluster, component),
+        "containers": [container],
+        "volumes": [
+            {
+                "name": CONFIG_VOLUME,
+                "configMap": {"name": names.config_map(cluster.name, component)},
+            }
+        ],
+    }
+
+
+def statefulset(
+    cluster: ClusterSpec,
+    component: names.Component,
+    replicas: int,
+    pod: dict[str, Any],
+    config_hash: str,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A StatefulSet the operator restarts itself (``OnDelete``), pods started all at once."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": object_meta(cluster, names.statefulset(cluster.name, component), component),
+        "spec": {
+            "serviceName": names.headless_service(cluster.name, component),
+            "replicas": replicas,
+            "selector": {"matchLabels": names.selector_labels(cluster.name, component)},
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "template": {
+                "metadata": {
+                    "labels": names.labels(cluster.name, component),
+                    "annotations": {names.CONFIG_HASH_ANNOTATION: config_hash},
+                },
+                "spec": pod,
+            },
+            **extra,
+        },
+    }
 
 
 def spread(cluster: ClusterSpec, component: names.Component) -> list[dict[str, Any]]:

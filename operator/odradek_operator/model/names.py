@@ -22,16 +22,6 @@ from __future__ import annotations
 
 import enum
 
-__all__ = [
-    "API_VERSION",
-    "CLUSTER_KIND",
-    "CONFIG_HASH_ANNOTATION",
-    "RESTART_ANNOTATION",
-    "TOPIC_CLUSTER_LABEL",
-    "TOPIC_KIND",
-    "Component",
-]
-
 GROUP = "odradek.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"

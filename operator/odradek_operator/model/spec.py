@@ -68,7 +68,7 @@ class SpecError(ValueError):
 # Limits, in one place.
 CLUSTER_NAME_MAX = 40  # "<name>-controller-nodes" must stay a 63-character DNS label
 ZOOKEEPER_REPLICAS = (1, 3, 5)
-CONTROLLER_REPLICAS_MAX = 5
+CONTROLLER_REPLICAS_MAX = 7  # as the CRD
 BROKER_REPLICAS_MAX = names.CONTROLLER_ID_BASE  # broker ids stay below controller ids
 VOLUMES_MAX = 16
 TOPIC_NAME_MAX = 249  # Kafka's
@@ -131,9 +131,16 @@ def _mapping(value: object, where: str) -> Mapping[str, Any]:
 
 
 def _kind(value: object) -> str:
-    return {bool: "a boolean", int: "an integer", str: "a string", list: "a list"}.get(
-        type(value), type(value).__name__
-    )
+    kinds = {
+        type(None): "null",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+    }
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _only(section: Mapping[str, Any], where: str, known: tuple[str, ...]) -> None:
@@ -274,8 +281,10 @@ class ZooKeeperSpec:
             )
         return cls(
             replicas=replicas,
-            image=_str(section, "image", where, DEFAULT_ZOOKEEPER_IMAGE) or "",
-            storage=Storage.parse(section.get("storage"), f"{where}.storage", "1Gi"),
+            image=_str(section, "image", where, None) or DEFAULT_ZOOKEEPER_IMAGE,
+            storage=Storage.parse(
+                section.get("storage"), f"{where}.storage", DEFAULT_ZOOKEEPER_SIZE
+            ),
             resources=Resources.parse(section.get("resources"), f"{where}.resources"),
         )
 

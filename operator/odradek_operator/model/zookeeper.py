@@ -31,6 +31,9 @@ TICK_TIME_MS = 2000
 INIT_LIMIT_TICKS = 10
 SYNC_LIMIT_TICKS = 5
 TERMINATION_GRACE_S = 30
+STARTUP_MAX_S = 5 * 60  # loading a snapshot and the transaction log
+HEAP_MIN_MIB = 64
+CLIENT_PORT_OPEN = {"tcpSocket": {"port": "client"}}
 FOUR_LETTER_WORDS = "srvr,ruok,mntr"
 
 
@@ -72,80 +75,57 @@ def start_command() -> list[str]:
     return ["sh", "-c", script]
 
 
-def _probe(initial_delay_s: int, failure_threshold: int) -> dict[str, Any]:
-    return {
-        "tcpSocket": {"port": "client"},
-        "initialDelaySeconds": initial_delay_s,
-        "periodSeconds": 10,
-        "timeoutSeconds": 5,
-        "failureThreshold": failure_threshold,
-    }
+def heap_env(cluster: ClusterSpec) -> list[dict[str, str]]:
+    """``ZK_SERVER_HEAP`` (MiB, read by zkEnv.sh; 1000 by default) at half the memory limit, so
+    the JVM's heap and the rest of it fit under a limit; nothing without a limit."""
+    limit = dict(cluster.zookeeper.resources.limits).get("memory")
+    if limit is None:
+        return []
+    heap_mib = max(HEAP_MIN_MIB, meta.quantity_bytes(limit) // 2 // 2**20)
+    return [{"name": "ZK_SERVER_HEAP", "value": str(heap_mib)}]
 
 
 def statefulset(cluster: ClusterSpec) -> dict[str, Any]:
     zk = cluster.zookeeper
-    config_volume = "config"
     container = {
         "name": "zookeeper",
         "image": zk.image,
         "imagePullPolicy": cluster.image_pull_policy,
         "command": start_command(),
-        "env": [*meta.pod_env(), {"name": "ZOOCFGDIR", "value": names.ZOOKEEPER_CONFIG_DIR}],
+        "env": [
+            *meta.pod_env(),
+            {"name": "ZOOCFGDIR", "value": names.ZOOKEEPER_CONFIG_DIR},
+            *heap_env(cluster),
+        ],
         "ports": [
             {"name": "client", "containerPort": names.ZOOKEEPER_CLIENT_PORT},
             {"name": "peer", "containerPort": names.ZOOKEEPER_PEER_PORT},
             {"name": "election", "containerPort": names.ZOOKEEPER_ELECTION_PORT},
         ],
-        "readinessProbe": _probe(5, 3),
-        "livenessProbe": _probe(30, 6),
+        **meta.probes(CLIENT_PORT_OPEN, CLIENT_PORT_OPEN, STARTUP_MAX_S),
         "resources": meta.resources(zk.resources),
         "securityContext": meta.container_security_context(),
         "volumeMounts": [
-            {"name": config_volume, "mountPath": names.ZOOKEEPER_CONFIG_DIR, "readOnly": True},
+            {"name": meta.CONFIG_VOLUME, "mountPath": names.ZOOKEEPER_CONFIG_DIR, "readOnly": True},
             {"name": names.ZOOKEEPER_DATA_VOLUME, "mountPath": names.ZOOKEEPER_DATA_DIR},
         ],
     }
-    pod_spec = {
-        "serviceAccountName": names.service_account(cluster.name),
-        "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
-        "securityContext": meta.pod_security_context(meta.ZOOKEEPER_UID),
-        "topologySpreadConstraints": meta.spread(cluster, C),
-        "containers": [container],
-        "volumes": [
-            {
-                "name": config_volume,
-                "configMap": {"name": names.config_map(cluster.name, C)},
-            }
-        ],
-    }
+    pod = meta.pod_spec(cluster, C, container, uid=meta.ZOOKEEPER_UID, grace_s=TERMINATION_GRACE_S)
     claim = {
         "metadata": {"name": names.ZOOKEEPER_DATA_VOLUME, "labels": names.labels(cluster.name, C)},
         "spec": meta.claim_spec(zk.storage.size, zk.storage.storage_class),
     }
-    digest = meta.config_hash(zoo_cfg(cluster), pod_spec, claim["spec"], cluster.restart)
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": meta.object_meta(cluster, names.statefulset(cluster.name, C), C),
-        "spec": {
-            "serviceName": names.headless_service(cluster.name, C),
-            "replicas": zk.replicas,
-            "selector": {"matchLabels": names.selector_labels(cluster.name, C)},
-            "podManagementPolicy": "Parallel",  # an ensemble needs its peers to start
-            "updateStrategy": {"type": "OnDelete"},
-            "persistentVolumeClaimRetentionPolicy": {
-                # ZooKeeper's data describes the brokers' logs: it goes when they go.
-                "whenDeleted": "Delete" if cluster.brokers.delete_claim else "Retain",
-                "whenScaled": "Retain",
-            },
-            "template": {
-                "metadata": {
-                    "labels": names.labels(cluster.name, C),
-                    "annotations": {names.CONFIG_HASH_ANNOTATION: digest},
-                },
-                "spec": pod_spec,
-            },
-            "volumeClaimTemplates": [claim],
+    digest = meta.config_hash(zoo_cfg(cluster), pod, claim["spec"], cluster.restart)
+    return meta.statefulset(
+        cluster,
+        C,
+        zk.replicas,
+        pod,
+        digest,
+        persistentVolumeClaimRetentionPolicy={
+            # ZooKeeper's data describes the brokers' logs: it goes when they go.
+            "whenDeleted": "Delete" if cluster.brokers.delete_claim else "Retain",
+            "whenScaled": "Retain",
         },
-    }
+        volumeClaimTemplates=[claim],
+    )
