@@ -1,12 +1,19 @@
-"""kopf 1.45 in-process against the test API server: it sees a custom resource, patches status."""
+"""kopf 1.45 against the test API server, in-process and as ``kopf run`` with the kubeconfig:
+it sees a custom resource and patches its status."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
+import subprocess
+import sys
 
 import kopf
 import pytest
+
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.k8s
 
@@ -57,3 +64,47 @@ async def test_kopf_handles_a_cluster_resource(kube_api, kubeconfig, namespace, 
         task.cancel()
         with pytest.raises((asyncio.CancelledError, Exception)):
             await asyncio.wait_for(task, 10)
+
+
+OPERATOR = """
+import kopf
+
+@kopf.on.create("odradek.io", "v1alpha1", "odradekclusters")
+def created(patch, **_):
+    patch.status["seenBy"] = "kopf run"
+"""
+
+
+def test_kopf_run_process_reads_the_kubeconfig(kube_api, kubeconfig, namespace, tmp_path):
+    script = tmp_path / "operator.py"
+    script.write_text(OPERATOR)
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig))
+    log = tmp_path / "kopf.log"
+    kube_api.store.create(
+        "odradekclusters", namespace, {"metadata": {"name": "demo"}, "spec": {"brokers": {}}}
+    )
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kopf", "run", "--standalone", "-n", namespace, str(script)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+
+        def seen():
+            obj = kube_api.store.get("odradekclusters", namespace, "demo")
+            return obj.get("status", {}).get("seenBy") == "kopf run"
+
+        try:
+            wait_until(seen, "kopf run to patch the status", 30)
+        except AssertionError:
+            raise AssertionError(log.read_text()[-3000:]) from None
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(5)

@@ -83,14 +83,15 @@ class KubeApi(kmock.KubernetesScaffold):
                 "categories": list(k.categories),
             }
             resources.append(entry)
+            sub = {"singularName": "", "namespaced": k.namespaced, "kind": k.kind}
             if k.status:
                 resources.append(
-                    {**entry, "name": f"{k.plural}/status", "verbs": ["get", "patch", "update"]}
+                    {**sub, "name": f"{k.plural}/status", "verbs": ["get", "patch", "update"]}
                 )
             if k.scale is not None:
                 resources.append(
                     {
-                        **entry,
+                        **sub,
                         "name": f"{k.plural}/scale",
                         "kind": "Scale",
                         "group": "autoscaling",
@@ -114,6 +115,11 @@ class KubeApi(kmock.KubernetesScaffold):
         if route is None:
             return await super().__call__(raw_request)
         body = await raw_request.read()
+        content_type = raw_request.headers.get("Content-Type", "")
+        if body and ("protobuf" in content_type or "cbor" in content_type):
+            # client-go (kubectl) retries with JSON after a 415
+            error = ApiError(415, "UnsupportedMediaType", f"{content_type} is not supported")
+            return aiohttp.web.json_response(error.status(), status=415)
         request = _Request(
             method=raw_request.method.upper(),
             params=dict(raw_request.query),

@@ -45,10 +45,12 @@ kubelet
     ZooKeeper (java with ``/usr/share/java/zookeeper.jar``) on the pod's zoo.cfg with the client
     and admin listeners bound to the pod IP. A bare ``python``/``python3`` is this interpreter;
     other commands run as they are (``sh -c`` scripts work, with paths rewritten).
-  - Probes (readiness, liveness; httpGet, tcpSocket, exec) every ``periodSeconds`` capped at
-    ``probe_period_max`` (1 s by default, to keep tests fast), ``initialDelaySeconds``,
-    ``failureThreshold``; readiness drives the Ready and ContainersReady conditions; a failed
-    liveness probe restarts the container. startupProbe and lifecycle hooks are ignored.
+  - Probes (startup, readiness, liveness; httpGet, tcpSocket, exec) every ``periodSeconds``
+    capped at ``probe_period_max`` (1 s by default, to keep tests fast),
+    ``initialDelaySeconds``, ``failureThreshold``; readiness and liveness wait for the startup
+    probe; readiness drives the Ready and ContainersReady conditions; failed liveness or startup
+    probes restart the container. Lifecycle hooks are ignored, as are securityContext (runAsUser:
+    every process runs as the test's user), resources and scheduling constraints.
   - A container that exits is restarted per ``restartPolicy`` (Always, the default; OnFailure;
     Never) after a back-off of 0.5 s doubling to 8 s (``restartCount`` in containerStatuses).
   - A deleted pod (deletionTimestamp) gets SIGTERM to each process group, SIGKILL after
@@ -152,7 +154,10 @@ def expand(text: str, env: dict[str, str]) -> str:
 class PathMap:
     """Container paths -> host directories, longest prefix first, whole path components only."""
 
-    def __init__(self, mapping: dict[str, Path]):
+    def __init__(
+        self, mapping: dict[str, Path], extra: tuple[tuple[re.Pattern[str], str], ...] = ()
+    ):
+        self.extra = extra
         self.mapping = {k.rstrip("/") or "/": v for k, v in mapping.items()}
         prefixes = sorted(self.mapping, key=len, reverse=True)
         if prefixes:
@@ -164,6 +169,8 @@ class PathMap:
             self._pattern = None
 
     def rewrite(self, text: str) -> str:
+        for pattern, replacement in self.extra:
+            text = pattern.sub(replacement, text)
         if self._pattern is None:
             return text
         return self._pattern.sub(lambda m: str(self.mapping[m.group(1)]), text)
@@ -198,6 +205,10 @@ class Container:
     ready: bool = False
     readiness_failures: int = 0
     liveness_failures: int = 0
+    startup_failures: int = 0
+    started_ok: bool = False
+    next_startup: float = 0.0
+    startup_future: Future[bool] | None = None
     next_readiness: float = 0.0
     next_liveness: float = 0.0
     probe_future: Future[bool] | None = None
@@ -739,7 +750,21 @@ class KubeletStandIn:
                 mapping[mount["mountPath"]] = base
             for path in mapping.values():
                 path.mkdir(parents=True, exist_ok=True)
-            paths = PathMap(mapping)
+            extra: tuple[tuple[re.Pattern[str], str], ...] = ()
+            if is_zookeeper_image(image):
+                # the image's scripts by absolute path: /docker-entrypoint.sh,
+                # /apache-zookeeper-3.8.4-bin/bin/zkServer.sh -> the shims
+                shims = str(self.shim_dir / "zookeeper")
+                extra = (
+                    (
+                        re.compile(
+                            r"(?<![\w/.-])(?:/apache-zookeeper[^/\s'\";]*/bin|/zookeeper/bin)?"
+                            r"/(docker-entrypoint\.sh|zkServer\.sh)(?![\w.-])"
+                        ),
+                        shims.replace("\\", "\\\\") + r"/\1",
+                    ),
+                )
+            paths = PathMap(mapping, extra)
             env = self._env(runtime, pod, cspec, paths, image)
             if env is None:
                 return f"container {cspec['name']}: a referenced ConfigMap or Secret is missing"
@@ -959,10 +984,11 @@ class KubeletStandIn:
                 return
         c.started_at = now_iso()
         c.term_sent_at = None
-        c.readiness_failures = c.liveness_failures = 0
+        c.readiness_failures = c.liveness_failures = c.startup_failures = 0
         c.ready = False
+        c.started_ok = False
         now = time.monotonic()
-        for kind in ("readiness", "liveness"):
+        for kind in ("startup", "readiness", "liveness"):
             probe = c.spec.get(f"{kind}Probe") or {}
             setattr(c, f"next_{kind}", now + float(probe.get("initialDelaySeconds", 0)))
 
@@ -979,6 +1005,25 @@ class KubeletStandIn:
         return min(period, self.probe_period_max) if self.probe_period_max else period
 
     def _probe(self, runtime: PodRuntime, c: Container, now: float) -> None:
+        startup = c.spec.get("startupProbe")
+        if startup is not None and not c.started_ok:
+            # readiness and liveness wait for the startup probe, as on a real kubelet
+            if c.startup_future is not None and c.startup_future.done():
+                ok = c.startup_future.result()
+                c.startup_future = None
+                if ok:
+                    c.started_ok = True
+                    c.next_readiness = c.next_liveness = now
+                else:
+                    c.startup_failures += 1
+                    if c.startup_failures >= int(startup.get("failureThreshold", 3)):
+                        c.startup_failures = 0
+                        self._signal(c, signal.SIGKILL)
+            if c.startup_future is None and now >= c.next_startup and not c.started_ok:
+                c.next_startup = now + self._period(startup)
+                c.startup_future = self._probes.submit(self._check, runtime, c, startup)
+            if not c.started_ok:
+                return
         readiness = c.spec.get("readinessProbe")
         if readiness is None:
             c.ready = True
@@ -1186,8 +1231,8 @@ class KubeletStandIn:
             path.write_text(
                 f"#!{sys.executable}\n"
                 "import runpy, sys\n"
-                f"sys.argv[0] = {str(path)!r}\n"
-                f"runpy.run_path({str(source)!r}, run_name='__main__')\n"
+                f"shim = runpy.run_path({str(source)!r}, run_name='zkshim')\n"
+                f"shim['run']({str(path)!r}, sys.argv[1:])\n"
             )
             path.chmod(0o755)
 

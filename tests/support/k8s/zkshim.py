@@ -33,7 +33,7 @@ CLASSPATH = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar"
 MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 
-def entrypoint(argv: list[str]) -> None:
+def entrypoint(here: str, argv: list[str]) -> None:
     env = os.environ
     conf_dir = Path(env.get("ZOO_CONF_DIR", "/conf"))
     data_dir = Path(env.get("ZOO_DATA_DIR", "/data"))
@@ -64,14 +64,10 @@ def entrypoint(argv: list[str]) -> None:
         myid.write_text(f"{env.get('ZOO_MY_ID', '1')}\n")
     if not argv:
         argv = ["zkServer.sh", "start-foreground"]
-    here = Path(sys.argv[0]).resolve().parent if os.sep in sys.argv[0] else None
     program = argv[0]
     if os.sep not in program:
-        candidate = (here / program) if here is not None else None
-        if candidate is not None and candidate.exists():
-            program = str(candidate)
-        else:
-            program = shutil.which(program) or program
+        candidate = Path(here) / program
+        program = str(candidate) if candidate.exists() else shutil.which(program) or program
     os.execv(program, [program, *argv[1:]])
 
 
@@ -84,7 +80,9 @@ def effective_config(text: str, pod_ip: str) -> str:
             host = match.group(1).split("=", 1)[1].split(":", 1)[0].strip()
             line = f"{match.group(1)};{host}:{match.group(2)}"
         out.append(line)
-    if "clientPortAddress" not in keys:
+    # clientPortAddress without clientPort is refused by ZooKeeper ("clientPortAddress is set
+    # but clientPort is not set"): without clientPort the address is the server line's.
+    if "clientPort" in keys and "clientPortAddress" not in keys:
         out.append(f"clientPortAddress={pod_ip}")
     if "admin.serverAddress" not in keys:
         out.append(f"admin.serverAddress={pod_ip}")
@@ -118,15 +116,12 @@ def zk_server(argv: list[str]) -> None:
     os.execv(java, argv_java)
 
 
-def main() -> None:
-    name = os.path.basename(sys.argv[0])
+def run(shim: str, argv: list[str]) -> None:
+    """The entry point of the executables the kubelet stand-in writes (``shim``: their path)."""
+    name = os.path.basename(shim)
     if name == "docker-entrypoint.sh":
-        entrypoint(sys.argv[1:])
+        entrypoint(os.path.dirname(shim), argv)
     elif name == "zkServer.sh":
-        zk_server(sys.argv[1:])
+        zk_server(argv)
     else:
         sys.exit(f"zkshim: unknown name {name}")
-
-
-if __name__ == "__main__":
-    main()
