@@ -178,7 +178,7 @@ class OpsAdmin:
                 and not error.retriable()
                 and error.code() not in _UNAVAILABLE_CODES()
             ):
-                raise AdminRefused(error.str()) from e
+                raise AdminRefused(f"{error.name()}: {error.str()}") from e
             raise ClusterUnavailable(str(e)) from e
         except TimeoutError as e:
             raise ClusterUnavailable(f"{self.bootstrap}: no answer in {ADMIN_TIMEOUT_S}s") from e
@@ -188,7 +188,8 @@ class OpsAdmin:
         resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in sorted(set(topics))]
         if not resources:
             return {}
-        answers = await self._wait(self._client().describe_configs(resources))
+        client = self._client()  # alive until its futures are done
+        answers = await self._wait(client.describe_configs(resources))
         return {
             resource.name: {
                 entry.name: (entry.value, _source(entry) == DYNAMIC_TOPIC_CONFIG)
@@ -202,11 +203,17 @@ class OpsAdmin:
     ) -> None:
 
         topic = NewTopic(name, partitions, replication_factor, config={**config})
-        await self._wait(self._client().create_topics([topic], operation_timeout=ADMIN_TIMEOUT_S))
+        client = self._client()  # alive until its futures are done
+        try:
+            await self._wait(client.create_topics([topic], operation_timeout=ADMIN_TIMEOUT_S))
+        except AdminRefused as e:
+            if not str(e).startswith("TOPIC_ALREADY_EXISTS"):  # created by a pass before: fine
+                raise
 
     async def create_partitions(self, name: str, total: int) -> None:
 
-        await self._wait(self._client().create_partitions([NewPartitions(name, total)]))
+        client = self._client()  # alive until its futures are done
+        await self._wait(client.create_partitions([NewPartitions(name, total)]))
 
     async def alter_topic_config(
         self, name: str, set_: Mapping[str, str], delete: Iterable[str]
@@ -222,10 +229,12 @@ class OpsAdmin:
         if not entries:
             return
         resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=entries)
-        await self._wait(self._client().incremental_alter_configs([resource]))
+        client = self._client()  # alive until its futures are done
+        await self._wait(client.incremental_alter_configs([resource]))
 
     async def delete_topic(self, name: str) -> None:
-        await self._wait(self._client().delete_topics([name], operation_timeout=ADMIN_TIMEOUT_S))
+        client = self._client()  # alive until its futures are done
+        await self._wait(client.delete_topics([name], operation_timeout=ADMIN_TIMEOUT_S))
 
 
 DYNAMIC_TOPIC_CONFIG = 1  # Kafka's ConfigSource of a topic's own override
@@ -243,4 +252,5 @@ def _UNAVAILABLE_CODES() -> set[int]:
         KafkaError._TIMED_OUT,
         KafkaError.REQUEST_TIMED_OUT,
         KafkaError.NOT_CONTROLLER,
+        KafkaError._DESTROY,
     }

@@ -14,7 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from odradek_operator.kube import ApiKube
 from odradek_operator.reconcile.admin import OpsAdmin
@@ -23,6 +30,8 @@ from support.k8s.kubelet import KubeletStandIn
 from support.k8s_operator import OperatorThread, condition, wait_for
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "replication"))  # the ``proof`` package
+from proof.checker import History, analyze  # noqa: E402
+from proof.workload import Producers, WorkloadConfig, read_all  # noqa: E402
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 
@@ -118,14 +127,21 @@ def test_cluster_becomes_ready_and_serves_clients(cluster):
         or status["brokers"]["replicas"] == 3
     )
     bootstrap = cluster.bootstrap()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("hello", 1, 3)])["hello"].result(timeout=30)
+    wait_for(lambda: len(partitions_of(cluster, "hello")) == 1, 30, "hello created")
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    failed = []
     for i in range(10):
-        producer.produce("hello", value=b"v%d" % i)
-    assert producer.flush(30) == 0
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "g", "auto.offset.reset": "earliest"}
-    )
-    consumer.subscribe(["hello"])
+        producer.produce(
+            "hello",
+            value=b"v%d" % i,
+            partition=0,
+            on_delivery=lambda err, msg: err and failed.append(err),
+        )
+    assert producer.flush(30) == 0 and not failed, failed
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g"})
+    consumer.assign([TopicPartition("hello", 0, OFFSET_BEGINNING)])
     seen = []
     deadline = time.monotonic() + 30
     while len(seen) < 10 and time.monotonic() < deadline:
@@ -134,3 +150,308 @@ def test_cluster_becomes_ready_and_serves_clients(cluster):
             seen.append(message.value())
     consumer.close()
     assert sorted(seen) == sorted(b"v%d" % i for i in range(10))
+
+
+def admin_of(cluster: Cluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": cluster.bootstrap()})
+
+
+def topic_config(cluster: Cluster, topic: str) -> dict[str, str]:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = admin_of(cluster)  # kept alive until its futures are done
+    entries = admin.describe_configs([resource])[resource].result(timeout=15)
+    return {k: e.value for k, e in entries.items()}
+
+
+def partitions_of(cluster: Cluster, topic: str) -> dict[int, tuple[int, ...]]:
+    admin = admin_of(cluster)
+    metadata = admin.list_topics(topic, timeout=15).topics.get(topic)
+    if metadata is None or metadata.error is not None:
+        return {}
+    return {p.id: tuple(p.replicas) for p in metadata.partitions.values()}
+
+
+def topic_ready(cluster: Cluster, name: str) -> dict | None:
+    obj = cluster.get("odradektopics", name)
+    ready = condition(obj, "Ready")
+    if (
+        ready.get("status") == "True"
+        and obj["status"]["observedGeneration"] == (obj["metadata"]["generation"])
+    ):
+        return obj
+    return None
+
+
+def test_topics_created_altered_drift_reverted_deleted(cluster):
+    cluster.wait_ready()
+    store = cluster.store
+    store.create(
+        "odradektopics",
+        NAMESPACE,
+        {
+            "metadata": {"name": "orders"},
+            "spec": {
+                "cluster": "demo",
+                "partitions": 3,
+                "replicationFactor": 3,
+                "config": {"retention.ms": 3600000},
+            },
+        },
+    )
+    wait_for(lambda: topic_ready(cluster, "orders"), 30, "orders Ready")
+    assert len(partitions_of(cluster, "orders")) == 3
+    assert topic_config(cluster, "orders")["retention.ms"] == "3600000"
+
+    store.patch(
+        "odradektopics",
+        NAMESPACE,
+        "orders",
+        {
+            "spec": {
+                "partitions": 4,
+                "config": {"retention.ms": 7200000, "cleanup.policy": "compact"},
+            }
+        },
+    )
+    wait_for(lambda: topic_ready(cluster, "orders"), 30, "orders altered")
+    wait_for(lambda: len(partitions_of(cluster, "orders")) == 4, 15, "4 partitions")
+    config = topic_config(cluster, "orders")
+    assert (config["retention.ms"], config["cleanup.policy"]) == ("7200000", "compact")
+
+    # Drift: changed behind the operator's back, reverted by the periodic pass and reported.
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "orders",
+        set_config={"retention.ms": "1000", "cleanup.policy": "compact"},
+    )
+    admin = admin_of(cluster)
+    admin.alter_configs([resource])[resource].result(timeout=15)
+    wait_for(
+        lambda: topic_config(cluster, "orders")["retention.ms"] == "7200000", 30, "drift reverted"
+    )
+    ready = wait_for(
+        lambda: (
+            condition(cluster.get("odradektopics", "orders"), "Ready").get("reason")
+            == "DriftReverted"
+            and condition(cluster.get("odradektopics", "orders"), "Ready")
+        ),
+        15,
+        "drift reported",
+    )
+    assert "retention.ms" in ready["message"]
+
+    # A partition decrease is refused in status, not retried in a loop.
+    store.patch("odradektopics", NAMESPACE, "orders", {"spec": {"partitions": 2}})
+    error = wait_for(
+        lambda: (
+            condition(cluster.get("odradektopics", "orders"), "Error").get("status") == "True"
+            and condition(cluster.get("odradektopics", "orders"), "Error")
+        ),
+        15,
+        "decrease refused",
+    )
+    assert error["reason"] == "PartitionDecreaseRefused"
+    assert len(partitions_of(cluster, "orders")) == 4
+
+    store.delete("odradektopics", NAMESPACE, "orders")
+    wait_for(lambda: cluster.get("odradektopics", "orders") is None, 30, "finalizer done")
+    wait_for(lambda: not partitions_of(cluster, "orders"), 30, "topic deleted")
+
+
+def load_topic(cluster: Cluster, name: str) -> None:
+    if cluster.get("odradektopics", name) is None:
+        cluster.store.create(
+            "odradektopics",
+            NAMESPACE,
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "cluster": "demo",
+                    "partitions": 3,
+                    "replicationFactor": 3,
+                    "config": {"min.insync.replicas": 2},
+                },
+            },
+        )
+    wait_for(lambda: topic_ready(cluster, name), 30, f"{name} Ready")
+
+
+class Load:
+    """acks=all idempotent producers on ``topic`` while an operation runs, then the checker."""
+
+    def __init__(self, cluster: Cluster, topic: str, seed: int) -> None:
+        self.cluster = cluster
+        self.config = WorkloadConfig(
+            topic=topic, partitions=3, producers=2, records_per_s=100, duration_s_max=240
+        )
+        self.history = History(seed)
+        self.producers = Producers(cluster.bootstrap(), self.history, self.config, time.monotonic())
+
+    def __enter__(self) -> Load:
+        self.producers.start()
+        time.sleep(1.0)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.producers.stop()
+
+    def check(self) -> None:
+        ends = read_all(self.cluster.bootstrap(), self.history, self.config, timeout_s=60)
+        assert len(ends) == self.config.partitions, ends
+        analysis = analyze(self.history)
+        assert analysis.valid and analysis.lost == 0, analysis.report()
+        assert sum(self.producers.sent) > 500
+
+
+def broker_pids(cluster: Cluster) -> dict[str, int | None]:
+    return {p: cluster.kubelet.pid(p) for p in (f"{NAMESPACE}/demo-broker-{i}" for i in range(3))}
+
+
+def operation_seen(cluster: Cluster, kind: str, seen: set[str]) -> bool:
+    op = (cluster.get().get("status") or {}).get("operation") or {}
+    if op.get("type"):
+        seen.add(op["type"])
+    return kind in seen
+
+
+def test_config_change_rolls_brokers_one_at_a_time_losing_nothing(cluster):
+    cluster.wait_ready()
+    load_topic(cluster, "load")
+    before = broker_pids(cluster)
+    seen: set[str] = set()
+    with Load(cluster, "load", seed=1) as load:
+        cluster.patch_spec(
+            {
+                "brokers": {
+                    "config": {
+                        "min.insync.replicas": 2,
+                        "default.replication.factor": 3,
+                        "log.retention.hours": 100,
+                    }
+                }
+            }
+        )
+        wait_for(lambda: operation_seen(cluster, "RollingRestart", seen), 30, "RollingRestart")
+        wait_for(
+            lambda: operation_seen(cluster, "Idle", set()) and cluster.ready(),
+            180,
+            "the rolling restart done",
+            0.5,
+        )
+    load.check()
+    after = broker_pids(cluster)
+    assert all(after[p] != before[p] for p in before), (before, after)
+    sts = cluster.get("statefulsets", "demo-broker")
+    template = sts["spec"]["template"]["metadata"]["annotations"]["odradek.io/config-hash"]
+    for i in range(3):
+        pod = cluster.get("pods", f"demo-broker-{i}")
+        assert pod["metadata"]["annotations"]["odradek.io/config-hash"] == template
+
+
+def test_scale_up_rebalances_and_scale_down_drains(cluster):
+    cluster.wait_ready()
+    load_topic(cluster, "load")
+    with Load(cluster, "load", seed=2) as load:
+        cluster.patch_spec({"brokers": {"replicas": 5}})
+        seen: set[str] = set()
+        wait_for(lambda: operation_seen(cluster, "ScaleUp", seen), 30, "ScaleUp")
+        obj = cluster.wait_ready(180)
+        assert obj["status"]["brokerIds"] == [0, 1, 2, 3, 4]
+        holders = {b for replicas in partitions_of(cluster, "load").values() for b in replicas}
+        everything = {
+            b
+            for t in ("load", "__consumer_offsets")
+            for r in partitions_of(cluster, t).values()
+            for b in r
+        }
+        assert {3, 4} & everything, (holders, everything)
+
+        cluster.patch_spec({"brokers": {"replicas": 3}})
+        seen = set()
+        wait_for(lambda: operation_seen(cluster, "ScaleDown", seen), 30, "ScaleDown")
+        obj = cluster.wait_ready(180)
+    load.check()
+    assert obj["status"]["brokerIds"] == [0, 1, 2]
+    for topic in ("load", "__consumer_offsets"):
+        for replicas in partitions_of(cluster, topic).values():
+            assert set(replicas) <= {0, 1, 2}, (topic, replicas)
+    assert cluster.get("persistentvolumeclaims", "data-0-demo-broker-4") is not None  # kept
+
+
+def test_scale_down_below_replication_factor_is_refused(cluster):
+    cluster.wait_ready()
+    cluster.patch_spec(
+        {
+            "brokers": {
+                "replicas": 2,
+                "config": {
+                    "min.insync.replicas": 1,
+                    "default.replication.factor": 2,
+                    "offsets.topic.replication.factor": 2,
+                    "transaction.state.log.replication.factor": 2,
+                },
+            }
+        }
+    )
+    error = wait_for(
+        lambda: (
+            condition(cluster.get(), "Error").get("status") == "True"
+            and condition(cluster.get(), "Error")
+        ),
+        30,
+        "refused",
+    )
+    assert error["reason"] == "ScaleDownBelowReplicationFactor"
+    assert cluster.get("statefulsets", "demo-broker")["spec"]["replicas"] == 3
+    cluster.patch_spec(
+        {
+            "brokers": {
+                "replicas": 3,
+                "config": {
+                    "min.insync.replicas": 2,
+                    "default.replication.factor": 3,
+                    "log.retention.hours": 100,
+                },
+            }
+        }
+    )
+    cluster.wait_ready()
+    assert condition(cluster.get(), "Error")["status"] == "False"
+
+
+def test_adding_a_jbod_volume_recreates_the_statefulset_and_rolls(cluster):
+    cluster.wait_ready()
+    cluster.patch_spec(
+        {"brokers": {"storage": {"volumes": [{"id": 0, "size": "10Gi"}, {"id": 1, "size": "1Gi"}]}}}
+    )
+    seen: set[str] = set()
+    wait_for(lambda: operation_seen(cluster, "RollingRestart", seen), 60, "the roll")
+    cluster.wait_ready(180)
+    sts = cluster.get("statefulsets", "demo-broker")
+    assert [t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]] == [
+        "data-0",
+        "data-1",
+    ]
+    for i in range(3):
+        assert cluster.get("persistentvolumeclaims", f"data-1-demo-broker-{i}") is not None
+    assert "AddVolume" in seen or "RollingRestart" in seen
+
+
+def test_deleting_the_cluster_removes_owned_objects_and_keeps_claims(cluster):
+    cluster.wait_ready()
+    claims, _ = cluster.store.list("persistentvolumeclaims", NAMESPACE)
+    dirs = [cluster.kubelet.pvc_dir(NAMESPACE, c["metadata"]["name"]) for c in claims]
+    assert dirs and all(d.is_dir() for d in dirs)
+    cluster.store.delete("odradekclusters", NAMESPACE, "demo")
+    for plural in ("statefulsets", "services", "configmaps", "poddisruptionbudgets"):
+        wait_for(
+            lambda plural=plural: not cluster.store.list(plural, NAMESPACE)[0],
+            30,
+            f"{plural} garbage collected",
+        )
+    wait_for(lambda: not cluster.store.list("pods", NAMESPACE)[0], 60, "pods stopped")
+    cluster.store.delete("odradektopics", NAMESPACE, "load")
+    wait_for(lambda: cluster.get("odradektopics", "load") is None, 30, "topic finalizer")
+    claims_after, _ = cluster.store.list("persistentvolumeclaims", NAMESPACE)
+    assert len(claims_after) == len(claims)
+    assert all(d.is_dir() for d in dirs)
