@@ -17,8 +17,6 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
     ConfigResource,
     NewTopic,
 )
@@ -219,13 +217,10 @@ def test_topics_created_altered_drift_reverted_deleted(cluster):
     assert (config["retention.ms"], config["cleanup.policy"]) == ("7200000", "compact")
 
     # Drift: changed behind the operator's back, reverted by the periodic pass and reported.
-    resource = ConfigResource(
-        ConfigResource.Type.TOPIC,
-        "orders",
-        set_config={"retention.ms": "1000", "cleanup.policy": "compact"},
-    )
+    drift = ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "orders", incremental_configs=[drift])
     admin = admin_of(cluster)
-    admin.alter_configs([resource])[resource].result(timeout=15)
+    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
     wait_for(
         lambda: topic_config(cluster, "orders")["retention.ms"] == "7200000", 30, "drift reverted"
     )
