@@ -17,6 +17,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     NewTopic,
 )
