@@ -160,8 +160,8 @@ class FakeAdmin:
     async def reassignments_in_progress(self):
         return self.moving
 
-    async def drain(self, broker_id):
-        self.calls.append(("drain", broker_id))
+    async def drain(self, broker_ids):
+        self.calls.append(("drain", list(broker_ids)))
         return 3
 
     async def rebalance(self):

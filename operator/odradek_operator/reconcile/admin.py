@@ -56,8 +56,10 @@ class ClusterAdmin(Protocol):
 
     async def reassignments_in_progress(self) -> int: ...
 
-    async def drain(self, broker_id: int) -> int:
-        """Start moving every replica off ``broker_id``; the partitions moving (0: nothing to)."""
+    async def drain(self, broker_ids: Iterable[int]) -> int:
+        """Start moving every replica off ``broker_ids`` onto the other brokers, in one
+        reassignment (draining one at a time could move replicas onto the next to go); the
+        partitions moving (0: nothing to move)."""
 
     async def rebalance(self) -> int:
         """Start evening out replicas over the brokers; the partitions moving (0: balanced)."""
@@ -102,16 +104,19 @@ class OpsAdmin:
         except (OpsError, OSError) as e:
             raise ClusterUnavailable(f"ListPartitionReassignments: {e}") from e
 
-    async def drain(self, broker_id: int) -> int:
-
-        return await self._run(ops.prepare_drain(self.bootstrap, broker_id))
+    async def drain(self, broker_ids: Iterable[int]) -> int:
+        departing = set(broker_ids)
+        view = await self.view()
+        topics = sorted({p.topic for p in view.partitions.values() if departing & set(p.replicas)})
+        if not topics:
+            return 0
+        remaining = [b for b in view.brokers if b not in departing]
+        return await self._run(ops.prepare_move(self.bootstrap, topics, remaining))
 
     async def rebalance(self) -> int:
-
         return await self._run(ops.prepare_rebalance(self.bootstrap))
 
     async def _run(self, preparing) -> int:
-
         try:
             prepared = await preparing
             if not len(prepared.plan):
@@ -153,7 +158,6 @@ class OpsAdmin:
     # -- confluent_kafka ----------------------------------------------------------------------
 
     def _client(self):
-
         return AdminClient(
             {
                 "bootstrap.servers": self.bootstrap,
@@ -184,7 +188,6 @@ class OpsAdmin:
             raise ClusterUnavailable(f"{self.bootstrap}: no answer in {ADMIN_TIMEOUT_S}s") from e
 
     async def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, tuple[str, bool]]]:
-
         resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in sorted(set(topics))]
         if not resources:
             return {}
@@ -211,7 +214,6 @@ class OpsAdmin:
                 raise
 
     async def create_partitions(self, name: str, total: int) -> None:
-
         client = self._client()  # alive until its futures are done
         await self._wait(client.create_partitions([NewPartitions(name, total)]))
 

@@ -4,10 +4,12 @@ Scale up: the brokers StatefulSet's replicas go up; once every new broker has re
 in Metadata), one rebalance (``odradek.ops.prepare_rebalance`` + ``execute``) gives them their
 share; the operation ends when no reassignment is running. Scale down: refused
 (``ScaleDownBelowReplicationFactor``) when fewer brokers than some topic's replication factor
-would remain; else each departing broker (the highest ordinals, as a StatefulSet removes them)
-is drained in turn, highest first (``prepare_drain`` + ``execute``), and the replicas go down
-only when no departing broker holds a replica. PersistentVolumeClaims of departed brokers are
-kept unless ``spec.brokers.storage.deleteClaim`` is true.
+would remain; else the departing brokers (the highest ordinals, as a StatefulSet removes them)
+are drained together, their topics moved onto the remaining brokers in one reassignment
+(``prepare_move`` + ``execute``: draining one at a time could move replicas onto the next one
+to go), and the replicas go down only when no departing broker holds a replica.
+PersistentVolumeClaims of departed brokers are kept unless ``spec.brokers.storage.deleteClaim``
+is true.
 
 Re-entrant: the operation in progress lives in the cluster's status (``status.operation``), and
 each pass decides from the StatefulSet, the pods and the cluster's Metadata.
@@ -80,10 +82,10 @@ async def scale(
     if wanted < current:
         if admin is None:
             return ScaleStep(False, operation, "ClusterUnreachable", "no broker answers")
-        view = await admin.view()
-        check_scale_down(view, wanted)
         departing = list(range(current - 1, wanted - 1, -1))
         op = _op("ScaleDown", departing, "", operation)
+        # While partitions move, Metadata lists adding and removing replicas together (a
+        # replication factor that looks one higher): wait, and check the factor between moves.
         if await admin.reassignments_in_progress():
             return ScaleStep(
                 False,
@@ -91,10 +93,12 @@ async def scale(
                 "Draining",
                 f"draining brokers {departing}",
             )
+        view = await admin.view()
+        check_scale_down(view, wanted)
         holding = departing_with_replicas(view, wanted, current)
         if holding:
-            moving = await admin.drain(holding[0])
-            message = f"draining broker {holding[0]} ({moving} partition(s) moving)"
+            moving = await admin.drain(departing)
+            message = f"draining brokers {holding} ({moving} partition(s) moving)"
             return ScaleStep(False, {**op, "message": message}, "Draining", message)
         await kube.merge_patch("StatefulSet", name, namespace, {"spec": {"replicas": wanted}})
         if delete_claims:

@@ -47,7 +47,11 @@ CLUSTER = {
         "controllers": {"replicas": 1},
         "brokers": {
             "replicas": 3,
-            "config": {"min.insync.replicas": 2, "default.replication.factor": 3},
+            "config": {
+                "min.insync.replicas": 2,
+                "default.replication.factor": 3,
+                "offsets.topic.num.partitions": 6,  # fewer partitions to move when scaling
+            },
         },
     },
 }
@@ -404,10 +408,11 @@ def test_scale_down_below_replication_factor_is_refused(cluster):
         {
             "brokers": {
                 "replicas": 3,
-                "config": {
+                "config": {  # as before; null removes a key (JSON merge patch)
                     "min.insync.replicas": 2,
                     "default.replication.factor": 3,
-                    "log.retention.hours": 100,
+                    "offsets.topic.replication.factor": None,
+                    "transaction.state.log.replication.factor": None,
                 },
             }
         }

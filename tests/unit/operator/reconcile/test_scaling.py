@@ -55,21 +55,21 @@ def test_scale_down_below_replication_factor_is_refused():
     assert kube.find("StatefulSet", "demo-broker")["spec"]["replicas"] == 3
 
 
-def test_scale_down_drains_highest_first_then_shrinks():
+def test_scale_down_drains_the_departing_brokers_together_then_shrinks():
     assignment = {("t", 0): (0, 4, 3), ("t", 1): (1, 3, 2), ("t", 2): (2, 0, 1)}
     kube, admin = FakeKube(), FakeAdmin(view(assignment, range(5)))
     step = run(kube, admin, 5, 3)
-    assert admin.calls == [("drain", 4)] and step.reason == "Draining"
+    assert admin.calls == [("drain", [4, 3])] and step.reason == "Draining"
     assert step.operation["type"] == "ScaleDown" and step.operation["brokers"] == [4, 3]
     admin.moving = 1
     step = run(kube, admin, 5, 3, step.operation)
-    assert admin.calls == [("drain", 4)]  # waits for the running drain
+    assert admin.calls == [("drain", [4, 3])]  # waits for the running drain
     admin.moving = 0
     admin.cluster_view = view(
         {("t", 0): (0, 1, 3), ("t", 1): (1, 3, 2), ("t", 2): (2, 0, 1)}, range(5)
     )
     step = run(kube, admin, 5, 3, step.operation)
-    assert admin.calls[-1] == ("drain", 3)
+    assert admin.calls[-1] == ("drain", [4, 3])  # broker 3 still holds t-1
     assert kube.find("StatefulSet", "demo-broker")["spec"]["replicas"] == 5
     admin.cluster_view = view({("t", 0): (0, 1, 2)}, range(5))
     step = run(kube, admin, 5, 3, step.operation)
