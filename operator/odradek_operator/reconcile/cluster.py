@@ -80,7 +80,12 @@ def check_against_live(spec: ClusterSpec, zookeeper_sts: dict | None, broker_sts
 
 
 async def write_status(kube: Kube, body: Mapping, status: dict) -> None:
+    """Merge-patch the status; the operation is replaced whole (a merge patch would keep the
+    keys of the previous operation, such as a finished scale-up's ``rebalanced``)."""
     meta = body["metadata"]
+    if "operation" in status:
+        old = (body.get("status") or {}).get("operation") or {}
+        status = {**status, "operation": {**dict.fromkeys(old), **status["operation"]}}
     await kube.merge_patch(
         names.CLUSTER_KIND, meta["name"], meta.get("namespace"), {"status": status}, "status"
     )
