@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 # Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
 LINT_PATHS := $(wildcard services operator tests bench scripts)
 
-.PHONY: help setup demo test soak lint bench bench-cluster bench-replication bench-drain bench-groups bench-transactions clean
+.PHONY: help setup demo test soak lint manifests bench bench-cluster bench-replication bench-drain bench-groups bench-transactions clean
 
 help:
 	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream"
@@ -14,6 +14,7 @@ help:
 	@echo "make soak    the slow scenarios at length: the fuzz over several seeds, hostile clients, crashes, replication faults over more seeds, group proofs with every library"
 	@echo "make setup   install system packages and .venv only"
 	@echo "make lint    ruff check and the import-layer contracts"
+	@echo "make manifests   regenerate the chart's CRDs (from operator/odradek_operator/model/crds.py) and manifests/rendered/"
 	@echo "make bench   storage benchmark"
 	@echo "make bench-cluster   Odradek against Tansu, side by side"
 	@echo "make bench-replication   Odradek with 3 replicas against 1, acks=1 and acks=all"
@@ -53,6 +54,11 @@ soak: setup
 	ODRADEK_FAULT_SEEDS="$(SOAK_FAULT_SEEDS)" $(PYTHON) -m pytest -p no:cacheprovider -rxX -m fault tests/replication
 	ODRADEK_GROUP_LIBRARIES=all $(PYTHON) -m pytest -p no:cacheprovider tests/groups
 	ODRADEK_TXN_SEEDS="$(SOAK_TXN_SEEDS)" $(PYTHON) -m pytest -p no:cacheprovider -s tests/transactions
+
+# The CRDs are Python data (operator/odradek_operator/model/crds.py): write them into the chart, then
+# render the chart into manifests/rendered/ (tests/chart checks both are current).
+manifests: setup
+	$(PYTHON) scripts/render_manifests.py
 
 lint: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)

@@ -39,8 +39,15 @@ metadata:
 """
 
 
+class _NoAliases(yaml.SafeDumper):
+    """Plain YAML: a sub-schema used twice is written twice, not as an &anchor and *alias."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
 def dump(data: object) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
+    return yaml.dump(data, Dumper=_NoAliases, sort_keys=False, default_flow_style=False, width=100)
 
 
 def render_crd(crd: dict) -> str:

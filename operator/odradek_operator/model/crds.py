@@ -2,8 +2,10 @@
 
 ``scripts/render_crds.py`` writes them into the Helm chart (``charts/odradek/templates/crds/``);
 a test keeps the checked-in YAML equal to what this module builds. Every kind is one entry of
-:data:`CRDS`: the Connect kinds (a later issue) are added by writing their ``*_crd()`` function
-and appending it there; the chart, its RBAC test and the validators pick them up from the list.
+:func:`crds`: the Connect kinds (a later issue) are added by writing their ``*_crd()`` function
+and appending it there; the chart, the test API server (tests/support/k8s), the RBAC test and
+the validators pick them up from that list. The chart's RBAC rules name the kinds by hand:
+tests/chart/test_chart.py fails until a new kind is granted there too.
 
 The schemas are structural OpenAPI v3 (``apiextensions.k8s.io/v1``): every node has a type except
 where ``x-kubernetes-int-or-string`` or ``x-kubernetes-preserve-unknown-fields`` says otherwise,
@@ -23,9 +25,10 @@ from __future__ import annotations
 
 from typing import Any
 
-GROUP = "odradek.io"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
+from odradek_operator.model.names import API_VERSION, GROUP, VERSION
+
+__all__ = ["API_VERSION", "GROUP", "VERSION", "crds"]
+
 CATEGORY = "odradek"
 
 Schema = dict[str, Any]
@@ -37,13 +40,16 @@ QUANTITY_PATTERN = (
 )
 # Kafka's legal topic names (org.apache.kafka.common.internals.Topic).
 TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
-# An RFC 1123 label: the names of the objects the operator derives from a cluster's name.
-DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# An RFC 1035 label: the names of the objects the operator derives from a cluster's name.
+DNS_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+# "<name>-controller-nodes" must stay a 63-character DNS label (as model/spec.py checks).
+CLUSTER_NAME_MAX = 40
 
 # The limits a schema states (bounded lists keep CEL cost estimates and the API server happy).
 VOLUMES_MAX = 16
 CONDITIONS_MAX = 16
 BROKERS_MAX = 1000
+PARTITIONS_MAX = 100_000
 
 
 def _obj(
@@ -215,6 +221,7 @@ def cluster_spec() -> Schema:
                     )
                 },
                 required=["topologyKey"],
+                description="Not implemented yet: the operator refuses it.",
             ),
         },
         required=["replicas", "storage"],
@@ -275,17 +282,19 @@ def topic_spec() -> Schema:
         {
             "cluster": _str(
                 pattern=DNS_LABEL_PATTERN,
-                maxLength=63,
+                maxLength=CLUSTER_NAME_MAX,
                 description="The OdradekCluster in the same namespace.",
                 **{"x-kubernetes-validations": immutable("cluster is immutable")},
             ),
             "topicName": _str(
                 pattern=TOPIC_NAME_PATTERN,
+                maxLength=249,
                 description="The topic's name in Kafka; default: metadata.name.",
                 **{"x-kubernetes-validations": immutable("topicName is immutable")},
             ),
             "partitions": _int(
                 minimum=1,
+                maximum=PARTITIONS_MAX,
                 description="Partitions can be added, never removed.",
                 **{
                     "x-kubernetes-validations": [
@@ -316,6 +325,7 @@ def _crd(
     kind: str,
     *,
     short_names: list[str],
+    metadata: Schema | None = None,
     spec: Schema,
     status: Schema,
     columns: list[Schema],
@@ -329,7 +339,7 @@ def _crd(
         {
             "apiVersion": _str(),
             "kind": _str(),
-            "metadata": {"type": "object"},
+            "metadata": metadata or {"type": "object"},
             "spec": spec,
             "status": status,
         },
@@ -368,6 +378,8 @@ def cluster_crd() -> dict[str, Any]:
     return _crd(
         "OdradekCluster",
         short_names=["odc", "odradek"],
+        # The one metadata field a CRD may restrict: the name, which every derived object carries.
+        metadata=_obj({"name": _str(pattern=DNS_LABEL_PATTERN, maxLength=CLUSTER_NAME_MAX)}),
         spec=cluster_spec(),
         status=cluster_status(),
         columns=[

@@ -16,6 +16,7 @@ Pure functions over plain dicts; safe to call from any thread.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -83,9 +84,12 @@ def validator(crd: dict[str, Any], version: str = crds.VERSION) -> jsonschema.pr
     group = crd["spec"]["group"]
     schema["properties"]["apiVersion"] = {"const": f"{group}/{version}"}
     schema["properties"]["kind"] = {"const": crd["spec"]["names"]["kind"]}
+    # Only metadata.name may be restricted by a CRD; the rest of ObjectMeta is Kubernetes' own.
+    metadata = schema["properties"].get("metadata", {})
+    name = metadata.get("properties", {}).get("name", {"type": "string"})
     schema["properties"]["metadata"] = {
         "type": "object",
-        "properties": {"name": {"type": "string", "minLength": 1}},
+        "properties": {"name": {**name, "minLength": 1}},
         "required": ["name"],
     }
     schema["required"] = sorted({*schema.get("required", []), "apiVersion", "kind", "metadata"})
@@ -93,14 +97,19 @@ def validator(crd: dict[str, Any], version: str = crds.VERSION) -> jsonschema.pr
     return _Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
 
 
+@functools.cache
+def _validator_for(kind: str) -> jsonschema.protocols.Validator:
+    return validator(crds.crd_for(kind))
+
+
 def errors(resource: dict[str, Any]) -> list[str]:
     """Why ``resource`` (any kind of group odradek.io) would be refused; [] when it is valid."""
     kind = resource.get("kind")
     try:
-        crd = crds.crd_for(str(kind))
+        check = _validator_for(str(kind))
     except KeyError:
         return [f"unknown kind {kind!r} (not one of group {crds.GROUP})"]
-    found = validator(crd).iter_errors(resource)
+    found = check.iter_errors(resource)
     return [f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in found]
 
 

@@ -259,3 +259,21 @@ def test_discovery(kube_client):
     groups = {g["name"] for g in body["groups"]}
     assert {"apps", "policy", "odradek.io", "kopf.dev"} <= groups
     assert call(kube_client, "GET", "/apis/nothing.io/v1/things")[0] == 404
+
+
+def test_dry_run_refused_and_initial_events_bookmark(kube_client, namespace):
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    status, body = call(kube_client, "POST", path, cm("d"), query=[("dryRun", "All")])
+    assert status == 400 and call(kube_client, "GET", f"{path}/d")[0] == 404
+    call(kube_client, "POST", path, cm("d"))
+    headers = {"Accept": "application/json"}
+    query = [("watch", "true"), ("sendInitialEvents", "true"), ("timeoutSeconds", "1")]
+    m, url, h, b, _ = kube_client.param_serialize(
+        "GET", path, query_params=query, header_params=headers
+    )
+    response = kube_client.call_api(m, url, h, b)
+    response.read()
+    events = [json.loads(line) for line in response.data.splitlines() if line.strip()]
+    assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
+    annotations = events[1]["object"]["metadata"]["annotations"]
+    assert annotations == {"k8s.io/initial-events-end": "true"}

@@ -18,14 +18,21 @@ TIMEOUT_S = 30
 
 
 @pytest.fixture(scope="module")
-def standin(kube_api, tmp_path_factory):
-    kubelet = KubeletStandIn(kube_api, tmp_path_factory.mktemp("kubelet"))
+def module_standin(kube_api, tmp_path_factory):
+    # only the namespaces of this module's tests (the server is shared by the session)
+    kubelet = KubeletStandIn(kube_api, tmp_path_factory.mktemp("kubelet"), namespaces=())
     kubelet.start()
     try:
         yield kubelet
     finally:
         kubelet.stop()
         assert not kubelet.errors, kubelet.errors[-1]
+
+
+@pytest.fixture
+def standin(module_standin, namespace):
+    module_standin.manage(namespace)
+    return module_standin
 
 
 def web(replicas=2, env=()):
@@ -242,3 +249,35 @@ def test_killed_container_restarts(kube_api, standin, namespace):
     wait_until(restarted, "the container restarted and ready", TIMEOUT_S)
     assert standin.pid(f"{namespace}/web-0") not in (None, first)
     assert "start" in standin.log(f"{namespace}/web-0")
+
+
+def test_orphaned_pods_adopted_then_collected_with_their_statefulset(kube_api, standin, namespace):
+    store = kube_api.store
+    store.create("statefulsets", namespace, web(replicas=1))
+    (pod,) = wait_until(lambda: ready_pods(store, namespace, 1), "a ready pod", TIMEOUT_S)
+    uid = pod["metadata"]["uid"]
+
+    store.delete("statefulsets", namespace, "web", propagation="Orphan")
+    orphan = store.get("pods", namespace, "web-0")
+    assert not orphan["metadata"].get("ownerReferences")
+    sts = store.create("statefulsets", namespace, web(replicas=1))
+    wait_until(
+        lambda: (
+            [
+                r["uid"]
+                for r in store.get("pods", namespace, "web-0")["metadata"].get(
+                    "ownerReferences", []
+                )
+            ]
+            == [sts["metadata"]["uid"]]
+        ),
+        "the pod adopted",
+        TIMEOUT_S,
+    )
+    assert store.get("pods", namespace, "web-0")["metadata"]["uid"] == uid
+
+    # background deletion: the pod is terminated and goes, the claim stays (Retain)
+    store.delete("statefulsets", namespace, "web")
+    wait_until(lambda: not store.list("pods", namespace)[0], "the pod collected", TIMEOUT_S)
+    assert store.try_get("persistentvolumeclaims", namespace, "data-web-0") is not None
+    wait_until(lambda: not standin.pods(namespace), "the kubelet forgot the pod", TIMEOUT_S)

@@ -150,7 +150,7 @@ def test_one_server_ensemble_becomes_ready(kube_api, namespace, tmp_path: Path):
     store.create("services", namespace, nodes)
     store.create("services", namespace, client)
     store.create("statefulsets", namespace, sts)
-    with KubeletStandIn(kube_api, tmp_path / "kubelet") as kubelet:
+    with KubeletStandIn(kube_api, tmp_path / "kubelet", namespaces=[namespace]) as kubelet:
 
         def ready():
             pod = store.try_get("pods", namespace, "demo-zookeeper-0")

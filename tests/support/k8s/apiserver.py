@@ -9,7 +9,13 @@ its ``_handle`` for the resource paths and serves them from the store (kmock's o
   resourceVersion or from now with synthetic ADDED events, ``timeoutSeconds``, 410 Gone as an
   ERROR event for a too old resourceVersion), POST, PUT, PATCH, DELETE (propagationPolicy and
   gracePeriodSeconds from the query or a DeleteOptions body), DELETE on a collection;
-- the ``status`` and ``scale`` subresources; errors as ``Status`` objects (404, 409, 422).
+- the ``status`` and ``scale`` subresources; errors as ``Status`` objects (404, 409, 422);
+- ``sendInitialEvents=true`` ends the initial ADDED events with the BOOKMARK that marks them.
+
+Not served: protobuf and CBOR bodies (415: kubectl's typed ``create`` fails, ``kubectl apply
+--validate=false`` and ``get``/``scale``/``delete`` work), ``dryRun`` (400), ``/openapi``,
+pagination (``limit`` is ignored: every item in one page), managedFields, admission, schema
+validation and defaulting of CRDs, authentication and authorization (any token passes).
 
 ``ApiServerThread`` runs it on a thread with its own event loop (for sync tests and for processes
 started by the tests) and writes a kubeconfig (token auth, no TLS) that kopf and the ``kubernetes``
@@ -168,6 +174,9 @@ class KubeApi(kmock.KubernetesScaffold):
             raise ApiError(404, "NotFound", f"no subresource {sub!r}")
         if kind.namespaced is False and namespace is not None:
             raise ApiError(404, "NotFound", f"{kind.plural} is not namespaced")
+        if params.get("dryRun") and method != "GET":
+            # refused loudly rather than written: the store has no dry mode
+            raise ApiError(400, "BadRequest", "dryRun is not supported by the test API server")
         if method == "GET" and params.get("watch") in ("true", "1", "True"):
             return await self._watch(request, kind, namespace, name)
         if name is None:
@@ -252,6 +261,16 @@ class KubeApi(kmock.KubernetesScaffold):
                 items, cursor = self.store.list(kind, namespace, labels, fields)
                 for item in items:
                     await _send(response, {"type": "ADDED", "object": item})
+                if params.get("sendInitialEvents") == "true":
+                    bookmark = {
+                        "apiVersion": kind.api_version,
+                        "kind": kind.kind,
+                        "metadata": {
+                            "resourceVersion": str(cursor),
+                            "annotations": {"k8s.io/initial-events-end": "true"},
+                        },
+                    }
+                    await _send(response, {"type": "BOOKMARK", "object": bookmark})
             else:
                 cursor = int(since)
             selector = LabelSelector(labels)

@@ -5,8 +5,10 @@
 - ``kubeconfig`` (session): the path of its kubeconfig (pass it to kopf as ``KUBECONFIG`` and
   to ``kubernetes.config.new_client_from_config(config_file=...)``).
 - ``kube_client``: a ``kubernetes.client.ApiClient`` on it.
-- ``namespace``: a fresh namespace name per test (the server is shared by the session).
-- ``kubelet``: a started ``KubeletStandIn`` on ``kube_api`` (per test), always stopped.
+- ``namespace``: a fresh namespace name per test (the server is shared by the session), purged
+  after the test.
+- ``kubelet``: a started ``KubeletStandIn`` on ``kube_api`` for the test's ``namespace`` only,
+  always stopped (before the namespace is purged).
 """
 
 from __future__ import annotations
@@ -53,16 +55,19 @@ def kube_client(kubeconfig: Path) -> Iterator[object]:
 
 
 @pytest.fixture
-def namespace(request: pytest.FixtureRequest) -> str:
+def namespace(request: pytest.FixtureRequest, kube_api: ApiServerThread) -> Iterator[str]:
+    """A fresh namespace name; everything in it is removed at once after the test."""
     base = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
-    return f"{base}-{next(_namespaces)}"
+    name = f"{base}-{next(_namespaces)}"
+    yield name
+    kube_api.store.purge_namespace(name)
 
 
 @pytest.fixture
-def kubelet(kube_api: ApiServerThread, tmp_path: Path) -> Iterator[object]:
+def kubelet(kube_api: ApiServerThread, namespace: str, tmp_path: Path) -> Iterator[object]:
     from .kubelet import KubeletStandIn
 
-    standin = KubeletStandIn(kube_api.store, tmp_path / "kubelet")
+    standin = KubeletStandIn(kube_api.store, tmp_path / "kubelet", namespaces=[namespace])
     standin.start()
     try:
         yield standin

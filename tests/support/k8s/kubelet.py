@@ -1,10 +1,11 @@
 """The kubelet stand-in: StatefulSet controller, kubelet and cluster DNS on local processes.
 
 ``KubeletStandIn(api, workdir)`` watches the test API server's object store (store.py) on a
-thread and plays:
+thread and plays, for every namespace or only for ``namespaces=[...]``:
 
 StatefulSet controller
-  Pods ``<sts>-<ordinal>`` from the current template, with labels
+  Pods ``<sts>-<ordinal>`` from the current template (orphans matching the selector are
+  adopted), with labels
   ``statefulset.kubernetes.io/pod-name``, ``apps.kubernetes.io/pod-index`` and
   ``controller-revision-hash``, ``spec.hostname``/``subdomain`` (the serviceName), an owner
   reference to the StatefulSet. Updates behave as ``OnDelete`` whatever the updateStrategy: a
@@ -19,7 +20,9 @@ StatefulSet controller
   observedGeneration.
 
 kubelet
-  Every pod gets ``spec.nodeName`` (so deleting it is graceful, see store.py) and a loopback
+  Every pod gets ``spec.nodeName: standin`` (a Node object with labels kubernetes.io/hostname
+  and topology.kubernetes.io/zone ``standin-zone``; deleting a bound pod is graceful, see
+  store.py) and a loopback
   address from ``loopback_pool`` (the same address again for the same namespace/name), and each
   container runs as a local process in its own process group, stdout and stderr appended to
   ``<workdir>/pods/<ns>/<pod>/<container>.log``.
@@ -84,7 +87,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,12 +125,35 @@ ZOOKEEPER_IMAGE_DIRS = ("/conf", "/data", "/datalog", "/logs", "/apache-zookeepe
 ODRADEK_IMAGE_DIRS = ("/var/lib/odradek", "/etc/odradek")
 
 
-def default_loopback_pool() -> Iterator[str]:
-    """127.0.<N>.<M>, N from this process's id (tests of other processes use other blocks)."""
+def _loopback_addresses() -> Iterator[str]:
     first = 10 + os.getpid() % 200
     for n in itertools.chain(range(first, 250), range(10, first)):
         for m in range(1, 255):
             yield f"127.0.{n}.{m}"
+
+
+class _SharedPool:
+    """One sequence per test process, so that stand-ins alive at once never share addresses."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._addresses = _loopback_addresses()
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        with self._lock:
+            return next(self._addresses)
+
+
+_SHARED_POOL = _SharedPool()
+
+
+def default_loopback_pool() -> Iterator[str]:
+    """127.0.<N>.<M> (never 127.0.0.x), N starting from this process's id so that tests of
+    other processes on the host likely use other blocks; shared by the stand-ins of a process."""
+    return _SHARED_POOL
 
 
 def is_odradek_image(image: str) -> bool:
@@ -246,8 +272,10 @@ class KubeletStandIn:
         workdir: Path,
         loopback_pool: Iterator[str] | None = None,
         *,
+        namespaces: Collection[str] | None = None,
         probe_period_max: float | None = PROBE_PERIOD_MAX_S,
     ):
+        self.namespaces = set(namespaces) if namespaces is not None else None
         self.store: ObjectStore = api.store if hasattr(api, "store") else api
         self.workdir = Path(workdir)
         self.pool = iter(loopback_pool) if loopback_pool is not None else default_loopback_pool()
@@ -271,6 +299,20 @@ class KubeletStandIn:
         dns.install(self.dns_dir)
         self._write_shims()
         dns.write_hosts(self.hosts_file, [])
+        if self.store.try_get("nodes", None, NODE_NAME) is None:
+            node = {
+                "metadata": {
+                    "name": NODE_NAME,
+                    "labels": {
+                        "kubernetes.io/hostname": NODE_NAME,
+                        "kubernetes.io/os": "linux",
+                        "topology.kubernetes.io/zone": f"{NODE_NAME}-zone",
+                    },
+                },
+                "spec": {},
+            }
+            with contextlib.suppress(ApiError):
+                self.store.create("nodes", None, node)
         self.store.subscribe(self._wake.set)
         self._thread = threading.Thread(target=self._run, name="kubelet-standin", daemon=True)
         self._thread.start()
@@ -310,6 +352,13 @@ class KubeletStandIn:
         self.stop()
 
     # -- API for tests ----------------------------------------------------------------------
+
+    def manage(self, namespace: str) -> None:
+        """Add a namespace to those of a stand-in made with ``namespaces=``."""
+        if self.namespaces is None:
+            return
+        self.namespaces = self.namespaces | {namespace}
+        self._wake.set()
 
     @property
     def hosts_file(self) -> Path:
@@ -388,6 +437,12 @@ class KubeletStandIn:
                 del e
                 time.sleep(TICK_S)
 
+    def _list(self, plural: str) -> list[Obj]:
+        items, _ = self.store.list(plural)
+        if self.namespaces is None:
+            return items
+        return [i for i in items if i["metadata"].get("namespace") in self.namespaces]
+
     def _tick(self) -> None:
         self._statefulsets()
         self._claims()
@@ -397,8 +452,8 @@ class KubeletStandIn:
     # -- StatefulSet controller -------------------------------------------------------------
 
     def _statefulsets(self) -> None:
-        sets, _ = self.store.list("statefulsets")
-        pods, _ = self.store.list("pods")
+        sets = self._list("statefulsets")
+        pods = self._list("pods")
         for sts in sets:
             if sts["metadata"].get("deletionTimestamp"):
                 continue
@@ -415,13 +470,26 @@ class KubeletStandIn:
         parallel = spec.get("podManagementPolicy") == "Parallel"
         revision = f"{name}-{_template_hash(spec['template'])}"
         owned = {}
+        selector = LabelSelector.from_dict(spec.get("selector"))
         for pod in all_pods:
             pmeta = pod["metadata"]
             if pmeta["namespace"] != ns:
                 continue
-            if not any(r.get("uid") == meta["uid"] for r in pmeta.get("ownerReferences") or []):
-                continue
             ordinal = _ordinal(pmeta["name"], name)
+            refs = pmeta.get("ownerReferences") or []
+            if not any(r.get("uid") == meta["uid"] for r in refs):
+                # adopt an orphan (its StatefulSet deleted with Orphan and made again)
+                orphan = not any(r.get("controller") for r in refs)
+                if ordinal is None or not orphan or not selector.matches(pmeta.get("labels")):
+                    continue
+                if pmeta.get("deletionTimestamp"):
+                    continue
+                pod = self.store.patch(
+                    "pods",
+                    ns,
+                    pmeta["name"],
+                    {"metadata": {"ownerReferences": [*refs, _owner_ref(sts, controller=True)]}},
+                )
             if ordinal is not None:
                 owned[ordinal] = pod
         retention = spec.get("persistentVolumeClaimRetentionPolicy") or {}
@@ -544,7 +612,7 @@ class KubeletStandIn:
 
     def _claims(self) -> None:
         """Bind every PVC (status Bound), drop the directories of PVCs that are gone."""
-        claims, _ = self.store.list("persistentvolumeclaims")
+        claims = self._list("persistentvolumeclaims")
         live = set()
         for claim in claims:
             live.add(self._pvc_path(claim))
@@ -578,7 +646,7 @@ class KubeletStandIn:
     # -- kubelet -----------------------------------------------------------------------------
 
     def _kubelet(self) -> None:
-        pods, _ = self.store.list("pods")
+        pods = self._list("pods")
         seen = set()
         for pod in pods:
             meta = pod["metadata"]
@@ -769,6 +837,8 @@ class KubeletStandIn:
             if env is None:
                 return f"container {cspec['name']}: a referenced ConfigMap or Secret is missing"
             argv = self._argv(cspec, env, paths, image)
+            if not argv:
+                return f"container {cspec['name']}: no command, and image {image} has no known one"
             workdir = cspec.get("workingDir")
             cwd = Path(paths.rewrite(workdir)) if workdir else runtime.directory
             if not cwd.is_dir():
@@ -997,6 +1067,9 @@ class KubeletStandIn:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(c.process.pid, sig)
+            if sig == signal.SIGTERM:
+                # a group paused by a fault test (SIGSTOP) would not see SIGTERM before SIGKILL
+                os.killpg(c.process.pid, signal.SIGCONT)
 
     # -- probes ----------------------------------------------------------------------------
 
@@ -1177,8 +1250,8 @@ class KubeletStandIn:
     # -- DNS -------------------------------------------------------------------------------
 
     def _dns(self) -> None:
-        services, _ = self.store.list("services")
-        pods, _ = self.store.list("pods")
+        services = self._list("services")
+        pods = self._list("pods")
         qualified: list[tuple[str, str]] = []
         short: dict[str, list[tuple[str, str]]] = {}
         for svc in services:

@@ -22,6 +22,8 @@ HTTP server, router and discovery (``KubernetesScaffold``), and this store holds
 - garbage collection when an object is removed: dependents (ownerReferences by uid) whose owners
   are all gone are deleted (Background; Foreground is treated the same, the owner does not wait),
   with Orphan the references are stripped; deleting a namespace deletes what is in it;
+- Services get a clusterIP (10.96.x.y, routed nowhere) unless headless, kept when an update
+  omits it;
 - the scale subresource of kinds that declare one (specReplicasPath, statusReplicasPath,
   labelSelectorPath), as autoscaling/v1 Scale.
 
@@ -58,7 +60,7 @@ __all__ = [
 ]
 
 Obj = dict[str, Any]
-EVENTS_KEPT_MAX = 200_000
+EVENTS_KEPT_MAX = 20_000  # older resourceVersions get 410 Gone (watchers re-list)
 
 
 class ApiError(Exception):
@@ -321,6 +323,7 @@ class ObjectStore:
         self._events: list[_Event] = []
         self._oldest_rv = 0  # events after this rv are all held
         self._listeners: list[Callable[[], None]] = []
+        self._service_ips = 0
         for kind in kinds:
             self.register(kind)
 
@@ -593,6 +596,18 @@ class ObjectStore:
                 deleted.append(self.delete(kind, meta.get("namespace"), meta["name"], propagation))
         return deleted
 
+    def purge_namespace(self, namespace: str) -> None:
+        """Remove a namespace and everything in it at once: no finalizers, no grace, no GC
+        (test teardown)."""
+        with self._lock:
+            for key in [k for k in self._objects if k[1] == namespace]:
+                obj = self._objects.pop(key)
+                self._emit(self._kinds[key[0]], "DELETED", obj)
+            ns_key = (("", "v1", "namespaces"), "", namespace)
+            if ns_key in self._objects:
+                self._emit(self._kinds[ns_key[0]], "DELETED", self._objects.pop(ns_key))
+        self._notify()
+
     # -- internals (called with the lock held) -------------------------------------------
 
     def _ns(self, kind: Kind, namespace: str | None) -> str:
@@ -669,7 +684,14 @@ class ObjectStore:
         if kind.status:
             obj.pop("status", None)
         if kind.key == ("", "v1", "services"):
-            obj.setdefault("spec", {}).setdefault("type", "ClusterIP")
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("type", "ClusterIP")
+            if not spec.get("clusterIP"):
+                # allocated as a real server does; nothing routes to it (DNS names the pods)
+                self._service_ips += 1
+                n = self._service_ips
+                spec["clusterIP"] = f"10.96.{n // 250}.{n % 250 + 1}"
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
         if kind.namespaced and ("", "v1", "namespaces") in self._kinds:
             ns_key = (("", "v1", "namespaces"), "", meta["namespace"])
             if ns_key not in self._objects:
@@ -712,6 +734,12 @@ class ObjectStore:
                     meta.pop(fixed, None)
             result["apiVersion"] = kind.api_version
             result["kind"] = kind.kind
+            if kind.key == ("", "v1", "services"):
+                # as the real strategy does: allocated values kept when an update omits them
+                old_spec, new_spec = old.get("spec") or {}, result.setdefault("spec", {})
+                for allocated in ("clusterIP", "clusterIPs", "type"):
+                    if allocated in old_spec and not new_spec.get(allocated):
+                        new_spec[allocated] = copy.deepcopy(old_spec[allocated])
             if _spec_part(result) != _spec_part(old):
                 meta["generation"] = old_meta.get("generation", 1) + 1
         result["metadata"]["resourceVersion"] = old_meta["resourceVersion"]

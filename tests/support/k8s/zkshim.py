@@ -18,7 +18,9 @@ image) on CONFIG (default ``$ZOOCFGDIR`` or ``$ZOO_CONF_DIR``/zoo.cfg), through 
 config that binds what a container would bind on its own network namespace to the pod's
 address: ``clientPortAddress`` and ``admin.serverAddress`` (unless set), and the client part of
 ``server.N`` lines without an address. The JVM resolves cluster names from the stand-in's hosts
-file (``-Djdk.net.hosts.file``) with a 1 s address cache.
+file (``-Djdk.net.hosts.file``) with a 1 s address cache. The heap is ``ZK_SERVER_HEAP`` MiB
+(as zkEnv.sh reads it) capped at 256, 192 without it; ``JVMFLAGS`` and ``SERVER_JVMFLAGS`` are
+passed on.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from pathlib import Path
 
 CLASSPATH = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
 MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+HEAP_DEFAULT_MIB = 192
+HEAP_MAX_MIB = 256
 
 
 def entrypoint(here: str, argv: list[str]) -> None:
@@ -99,8 +103,10 @@ def zk_server(argv: list[str]) -> None:
     effective = Path(env.get("HOME", "/tmp")) / "zoo-standin.cfg"
     effective.write_text(effective_config(config.read_text(), pod_ip))
     java = env.get("ODRADEK_STANDIN_JAVA") or shutil.which("java") or "java"
+    # zkEnv.sh's ZK_SERVER_HEAP (MiB), capped: a test host runs several servers
+    heap = min(int(env.get("ZK_SERVER_HEAP") or HEAP_DEFAULT_MIB), HEAP_MAX_MIB)
     flags = [
-        "-Xmx192m",
+        f"-Xmx{heap}m",
         "-XX:+UseSerialGC",
         "-XX:TieredStopAtLevel=1",
         "-Dsun.net.inetaddr.ttl=1",
