@@ -308,6 +308,20 @@ def broker_pids(cluster: Cluster) -> dict[str, int | None]:
     return {p: cluster.kubelet.pid(p) for p in (f"{NAMESPACE}/demo-broker-{i}" for i in range(3))}
 
 
+def brokers_down(cluster: Cluster, replicas: int) -> int:
+    """Brokers missing, terminating or not ready right now."""
+    up = 0
+    for i in range(replicas):
+        pod = cluster.get("pods", f"demo-broker-{i}")
+        if (
+            pod
+            and not pod["metadata"].get("deletionTimestamp")
+            and condition(pod, "Ready").get("status") == "True"
+        ):
+            up += 1
+    return replicas - up
+
+
 def operation_seen(cluster: Cluster, kind: str, seen: set[str]) -> bool:
     op = (cluster.get().get("status") or {}).get("operation") or {}
     if op.get("type"):
@@ -332,14 +346,17 @@ def test_config_change_rolls_brokers_one_at_a_time_losing_nothing(cluster):
                 }
             }
         )
+        down_max = 0
+
+        def done() -> bool:
+            nonlocal down_max
+            down_max = max(down_max, brokers_down(cluster, 3))
+            return operation_seen(cluster, "Idle", seen) and cluster.ready()
+
         wait_for(lambda: operation_seen(cluster, "RollingRestart", seen), 30, "RollingRestart")
-        wait_for(
-            lambda: operation_seen(cluster, "Idle", set()) and cluster.ready(),
-            180,
-            "the rolling restart done",
-            0.5,
-        )
+        wait_for(done, 180, "the rolling restart done", 0.1)
     load.check()
+    assert down_max == 1, "brokers restarted one at a time"
     after = broker_pids(cluster)
     assert all(after[p] != before[p] for p in before), (before, after)
     sts = cluster.get("statefulsets", "demo-broker")
@@ -425,6 +442,7 @@ def test_scale_down_below_replication_factor_is_refused(cluster):
 
 def test_adding_a_jbod_volume_recreates_the_statefulset_and_rolls(cluster):
     cluster.wait_ready()
+    before = broker_pids(cluster)
     cluster.patch_spec(
         {"brokers": {"storage": {"volumes": [{"id": 0, "size": "10Gi"}, {"id": 1, "size": "1Gi"}]}}}
     )
@@ -439,6 +457,8 @@ def test_adding_a_jbod_volume_recreates_the_statefulset_and_rolls(cluster):
     for i in range(3):
         assert cluster.get("persistentvolumeclaims", f"data-1-demo-broker-{i}") is not None
     assert "AddVolume" in seen or "RollingRestart" in seen
+    after = broker_pids(cluster)
+    assert all(after[p] != before[p] for p in before), "every broker restarted on the new layout"
 
 
 def test_deleting_the_cluster_removes_owned_objects_and_keeps_claims(cluster):
