@@ -19,7 +19,9 @@ from odradek_operator.reconcile.status import Refused
 
 __all__ = ["claim_names", "reconcile_volumes", "volume_of_dir"]
 
-_DIR = re.compile(r"data-(\d+)(?:/log)?/?$")
+# The volume's directory: ``.../data-N`` (its mount path), or a directory named after the claim
+# (``data-N-<statefulset>-<ordinal>...``, where a host path stands for the mount), then ``log``.
+_DIR = re.compile(r"(?:^|/)data-(\d+)(?:-[^/]*)?(?:/log)?/?$")
 
 
 def claim_names(sts: dict) -> list[str]:

@@ -460,6 +460,28 @@ def test_adding_a_jbod_volume_recreates_the_statefulset_and_rolls(cluster):
     after = broker_pids(cluster)
     assert all(after[p] != before[p] for p in before), "every broker restarted on the new layout"
 
+    # New partitions go to the emptiest dir, the new volume: removing it is refused until they
+    # are moved off, and nothing is deleted meanwhile.
+    admin = admin_of(cluster)
+    admin.create_topics([NewTopic("jbod", 6, 3)])["jbod"].result(timeout=30)
+    wait_for(lambda: len(partitions_of(cluster, "jbod")) == 6, 30, "jbod created")
+    cluster.patch_spec({"brokers": {"storage": {"volumes": [{"id": 0, "size": "10Gi"}]}}})
+    error = wait_for(
+        lambda: (
+            condition(cluster.get(), "Error").get("status") == "True"
+            and condition(cluster.get(), "Error")
+        ),
+        30,
+        "removal refused",
+    )
+    assert error["reason"] == "VolumeStillInUse" and "data-1" in error["message"]
+    assert len(cluster.get("statefulsets", "demo-broker")["spec"]["volumeClaimTemplates"]) == 2
+    cluster.patch_spec(
+        {"brokers": {"storage": {"volumes": [{"id": 0, "size": "10Gi"}, {"id": 1, "size": "1Gi"}]}}}
+    )
+    cluster.wait_ready()
+    assert condition(cluster.get(), "Error")["status"] == "False"
+
 
 def test_deleting_the_cluster_removes_owned_objects_and_keeps_claims(cluster):
     cluster.wait_ready()

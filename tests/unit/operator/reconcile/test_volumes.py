@@ -15,7 +15,9 @@ from support.operator_doubles import FakeAdmin, FakeKube, statefulset, view
 def test_log_dir_to_volume():
     assert volume_of_dir("/var/lib/odradek/data-1/log") == "data-1"
     assert volume_of_dir("/tmp/pods/demo-broker-0/data-12/log/") == "data-12"
+    assert volume_of_dir("/pvcs/ns/data-1-demo-broker-0-1a2b/log") == "data-1"
     assert volume_of_dir("/elsewhere") is None
+    assert volume_of_dir("/x/metadata-1/log") is None
 
 
 def test_same_volumes_nothing_to_do():
