@@ -204,6 +204,7 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
             spec.brokers.replicas,
             operation,
             spec.brokers.delete_claim,
+            announce=lambda op: write_status(kube, body, {"operation": op}),
         )
         if not step.done:
             raise _retry(step.reason, step.message, operation=step.operation, **common)

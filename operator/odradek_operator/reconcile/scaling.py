@@ -17,6 +17,7 @@ each pass decides from the StatefulSet, the pods and the cluster's Metadata.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from odradek.ops import ClusterView
@@ -26,6 +27,8 @@ from odradek_operator.reconcile.status import Refused, now
 from odradek_operator.reconcile.world import PodState
 
 __all__ = ["ScaleStep", "check_scale_down", "scale"]
+
+Announce = Callable[[dict], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -65,13 +68,18 @@ async def scale(
     wanted: int,
     operation: dict | None,
     delete_claims: bool = False,
+    announce: Announce | None = None,
 ) -> ScaleStep:
-    """One step towards ``wanted`` brokers (see the module docstring)."""
+    """One step towards ``wanted`` brokers (see the module docstring). ``announce`` writes the
+    operation to status before the StatefulSet grows, so an operator restarted right after
+    still knows that a rebalance is owed."""
     meta = sts["metadata"]
     name, namespace = meta["name"], meta.get("namespace")
     current = int(sts.get("spec", {}).get("replicas", 0))
     op_type = (operation or {}).get("type")
     if wanted > current:
+        if announce is not None:
+            await announce(_op("ScaleUp", range(current, wanted), "starting new brokers"))
         await kube.merge_patch("StatefulSet", name, namespace, {"spec": {"replicas": wanted}})
         return ScaleStep(
             False,

@@ -483,6 +483,22 @@ def test_adding_a_jbod_volume_recreates_the_statefulset_and_rolls(cluster):
     assert condition(cluster.get(), "Error")["status"] == "False"
 
 
+def test_restart_annotation_restarts_the_active_controller(cluster):
+    cluster.wait_ready()
+    pod = f"{NAMESPACE}/demo-controller-0"
+    before = cluster.kubelet.pid(pod)
+    cluster.store.patch(
+        "pods",
+        NAMESPACE,
+        "demo-controller-0",
+        {"metadata": {"annotations": {"odradek.io/restart": "true"}}},
+    )
+    wait_for(lambda: cluster.kubelet.pid(pod) not in (None, before), 60, "controller restarted")
+    cluster.wait_ready()
+    annotations = cluster.get("pods", "demo-controller-0")["metadata"].get("annotations", {})
+    assert "odradek.io/restart" not in annotations
+
+
 def test_deleting_the_cluster_removes_owned_objects_and_keeps_claims(cluster):
     cluster.wait_ready()
     claims, _ = cluster.store.list("persistentvolumeclaims", NAMESPACE)

@@ -84,3 +84,20 @@ def test_scale_down_deletes_claims_only_when_asked():
     kube, admin = FakeKube(), FakeAdmin(view({("t", 0): (0, 1)}, range(3)))
     run(kube, admin, 3, 2, delete_claims=True)
     assert kube.deleted("PersistentVolumeClaim") == ["data-0-demo-broker-2"]
+
+
+def test_scale_up_is_announced_before_the_statefulset_grows():
+    kube, admin = FakeKube(), FakeAdmin(view({("t", 0): (0, 1, 2)}, range(3)))
+    kube.put(statefulset("demo-broker", 3))
+    order = []
+
+    async def announce(op):
+        order.append(
+            ("announce", op["type"], kube.find("StatefulSet", "demo-broker")["spec"]["replicas"])
+        )
+
+    sts = kube.find("StatefulSet", "demo-broker")
+    pods = [pod_state(pod(f"demo-broker-{i}")) for i in range(3)]
+    asyncio.run(scaling.scale(kube, admin, sts, pods, 5, None, announce=announce))
+    assert order == [("announce", "ScaleUp", 3)]
+    assert kube.find("StatefulSet", "demo-broker")["spec"]["replicas"] == 5
