@@ -185,6 +185,14 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
         if o["kind"] == "StatefulSet" and o["metadata"]["name"] == broker_sts_name
     )
     try:
+        # A refused scale-down refuses the whole change: nothing of it is applied.
+        if broker_sts is not None and admin is not None:
+            live_replicas = int(broker_sts.get("spec", {}).get("replicas", 0))
+            if (
+                spec.brokers.replicas < live_replicas
+                and not await admin.reassignments_in_progress()
+            ):
+                scaling.check_scale_down(await admin.view(), spec.brokers.replicas)
         if await volumes.reconcile_volumes(kube, admin, broker_sts, wanted_sts):
             raise _retry(
                 "RecreatingStatefulSet",

@@ -304,8 +304,16 @@ class Load:
         assert sum(self.producers.sent) > 500
 
 
+def pid(cluster: Cluster, pod: str) -> int | None:
+    """The pod's process id; None while the pod is gone (between deletion and recreation)."""
+    try:
+        return cluster.kubelet.pid(pod)
+    except KeyError:
+        return None
+
+
 def broker_pids(cluster: Cluster) -> dict[str, int | None]:
-    return {p: cluster.kubelet.pid(p) for p in (f"{NAMESPACE}/demo-broker-{i}" for i in range(3))}
+    return {p: pid(cluster, p) for p in (f"{NAMESPACE}/demo-broker-{i}" for i in range(3))}
 
 
 def brokers_down(cluster: Cluster, replicas: int) -> int:
@@ -423,6 +431,8 @@ def test_scale_down_below_replication_factor_is_refused(cluster):
     )
     assert error["reason"] == "ScaleDownBelowReplicationFactor"
     assert cluster.get("statefulsets", "demo-broker")["spec"]["replicas"] == 3
+    config = cluster.get("configmaps", "demo-broker-config")["data"]
+    assert not any("offsets.topic.replication.factor=2" in text for text in config.values())
     cluster.patch_spec(
         {
             "brokers": {
@@ -486,14 +496,14 @@ def test_adding_a_jbod_volume_recreates_the_statefulset_and_rolls(cluster):
 def test_restart_annotation_restarts_the_active_controller(cluster):
     cluster.wait_ready()
     pod = f"{NAMESPACE}/demo-controller-0"
-    before = cluster.kubelet.pid(pod)
+    before = pid(cluster, pod)
     cluster.store.patch(
         "pods",
         NAMESPACE,
         "demo-controller-0",
         {"metadata": {"annotations": {"odradek.io/restart": "true"}}},
     )
-    wait_for(lambda: cluster.kubelet.pid(pod) not in (None, before), 60, "controller restarted")
+    wait_for(lambda: pid(cluster, pod) not in (None, before), 60, "controller restarted")
     cluster.wait_ready()
     annotations = cluster.get("pods", "demo-controller-0")["metadata"].get("annotations", {})
     assert "odradek.io/restart" not in annotations
