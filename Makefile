@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 # Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
 LINT_PATHS := $(wildcard services operator tests bench scripts)
 
-.PHONY: help setup demo test soak lint manifests bench bench-cluster bench-replication bench-drain bench-groups bench-transactions clean
+.PHONY: help setup demo test soak lint manifests image bench bench-cluster bench-replication bench-drain bench-groups bench-transactions clean
 
 help:
 	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream"
@@ -15,6 +15,7 @@ help:
 	@echo "make setup   install system packages and .venv only"
 	@echo "make lint    ruff check and the import-layer contracts"
 	@echo "make manifests   regenerate the chart's CRDs (from operator/odradek_operator/model/crds.py) and manifests/rendered/"
+	@echo "make image   the container image localhost/odradek:<version>, with podman (docs/image.md)"
 	@echo "make bench   storage benchmark"
 	@echo "make bench-cluster   Odradek against Tansu, side by side"
 	@echo "make bench-replication   Odradek with 3 replicas against 1, acks=1 and acks=all"
@@ -63,6 +64,10 @@ manifests: setup
 lint: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/lint-imports
+
+# The base (debootstrap, about a minute) and the dependencies' wheels are cached in ~/.cache/odradek-image.
+image: setup
+	PYTHON=$(abspath $(PYTHON)) bash scripts/build_image.sh
 
 bench: setup
 	$(PYTHON) bench/log_bench.py

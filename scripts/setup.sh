@@ -9,7 +9,7 @@ cd "$repo_root"
 
 # gcc and python3-dev build the package's C extension (odradek.storage._recordwalk).
 # buildah, podman, crun, fuse-overlayfs and debootstrap build and run the container image without
-# a Docker engine (docs/kubernetes.md, "The image").
+# a Docker engine (docs/image.md).
 apt_packages=(openjdk-17-jre-headless zookeeper kcat gcc python3-dev
     buildah podman crun fuse-overlayfs debootstrap)
 venv_dir="$repo_root/.venv"

@@ -42,6 +42,7 @@ BOOLEAN = {"type": "boolean"}
 INTEGER = {"type": "integer"}
 ANY_MAP = {"type": "object"}
 
+HOST_HOOK = closed({"command": STRINGS, "os": STRINGS, "dir": STRING}, ("command",))
 HELM_RELEASE = closed(
     {
         "name": STRING,
@@ -66,6 +67,13 @@ BUILD = closed(
                     "context": STRING,
                     "docker": closed(
                         {"dockerfile": STRING, "buildArgs": ANY_MAP, "target": STRING}
+                    ),
+                    # BuildHooks of HostHook (skaffold.dev/docs/lifecycle-hooks)
+                    "hooks": closed(
+                        {
+                            "before": {"type": "array", "items": HOST_HOOK},
+                            "after": {"type": "array", "items": HOST_HOOK},
+                        }
                     ),
                 },
                 ("image",),
@@ -192,3 +200,10 @@ def test_each_release_renders_with_what_skaffold_passes(profile: str | None) -> 
     (cluster,) = by_kind(example, "OdradekCluster")
     forwarded = cfg["portForward"][0]["resourceName"]
     assert forwarded == f"{cluster['metadata']['name']}-bootstrap"
+
+
+def test_the_wheels_the_dockerfile_installs_are_built_before_the_image() -> None:
+    (artifact,) = config()["build"]["artifacts"]
+    (hook,) = artifact["hooks"]["before"]
+    assert hook["command"] == ["bash", "scripts/build_image.sh", "--wheels-only"]
+    assert (ROOT / "scripts" / "build_image.sh").exists()
