@@ -240,7 +240,9 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
                 else _op("", "")["startedAt"],
             }
             raise _retry(decision.reason, decision.message, operation=op, **common)
-    except (ClusterUnavailable, AdminRefused) as e:
+    except AdminRefused as e:  # the cluster refused an operation's plan (placement...)
+        raise Refused("OperationRefused", f"the cluster refused the operation: {e}") from e
+    except ClusterUnavailable as e:
         raise _retry(
             "ClusterUnreachable",
             f"the cluster's admin API: {e}",
