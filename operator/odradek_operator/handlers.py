@@ -36,11 +36,10 @@ CLUSTER_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_CLUSTER_INTERVAL_S",
 TOPIC_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_TOPIC_INTERVAL_S", "30"))
 DEFAULT_IMAGE = "odradek:latest"
 
-_locks: dict[str, asyncio.Lock] = {}
 
-
-def _lock(uid: str) -> asyncio.Lock:
-    return _locks.setdefault(uid, asyncio.Lock())
+def _lock(memo: kopf.Memo, uid: str) -> asyncio.Lock:
+    """The lock of one cluster's passes, in this operator's memo (its event loop's)."""
+    return memo.locks.setdefault(uid, asyncio.Lock())
 
 
 @kopf.on.startup()
@@ -52,6 +51,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     )
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 60
+    memo.locks = {}
     if getattr(memo, "ctx", None) is None:
         memo.ctx = ClusterContext(
             ApiKube(), OpsAdmin, os.environ.get("ODRADEK_IMAGE", DEFAULT_IMAGE)
@@ -71,7 +71,7 @@ def login(**kwargs):
 
 async def _cluster_pass(body, memo, *, periodic: bool) -> None:
     meta = body["metadata"]
-    lock = _lock(meta["uid"])
+    lock = _lock(memo, meta["uid"])
     if periodic and lock.locked():
         return  # a change handler is on it
     async with lock:

@@ -58,9 +58,19 @@ CLUSTER = {
 
 
 class Cluster:
-    def __init__(self, store, kubelet: KubeletStandIn) -> None:
+    def __init__(self, store, kubelet: KubeletStandIn, ctx: ClusterContext) -> None:
         self.store = store
         self.kubelet = kubelet
+        self.ctx = ctx
+        self.operator: OperatorThread | None = None
+
+    def start_operator(self) -> None:
+        self.operator = OperatorThread(self.ctx).__enter__()
+
+    def stop_operator(self) -> None:
+        if self.operator is not None:
+            self.operator.__exit__(None, None, None)
+            self.operator = None
 
     def get(self, plural="odradekclusters", name="demo"):
         return self.store.try_get(plural, NAMESPACE, name)
@@ -100,11 +110,13 @@ def cluster(kube_api, kubeconfig, tmp_path_factory):
     client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
     kubelet = KubeletStandIn(kube_api.store, tmp_path_factory.mktemp("kubelet")).start()
     ctx = ClusterContext(ApiKube(client), OpsAdmin, "odradek:test")
+    cluster = Cluster(kube_api.store, kubelet, ctx)
     try:
-        with OperatorThread(ctx):
-            kube_api.store.create("odradekclusters", NAMESPACE, copy.deepcopy(CLUSTER))
-            yield Cluster(kube_api.store, kubelet)
+        cluster.start_operator()
+        kube_api.store.create("odradekclusters", NAMESPACE, copy.deepcopy(CLUSTER))
+        yield cluster
     finally:
+        cluster.stop_operator()
         kubelet.stop()
         client.close()
         for key, value in saved.items():
@@ -337,7 +349,9 @@ def operation_seen(cluster: Cluster, kind: str, seen: set[str]) -> bool:
     return kind in seen
 
 
-def test_config_change_rolls_brokers_one_at_a_time_losing_nothing(cluster):
+def test_config_change_rolls_brokers_one_at_a_time_losing_nothing_across_operator_restart(
+    cluster,
+):
     cluster.wait_ready()
     load_topic(cluster, "load-roll")  # a topic per load: the checker reads it all
     before = broker_pids(cluster)
@@ -362,6 +376,14 @@ def test_config_change_rolls_brokers_one_at_a_time_losing_nothing(cluster):
             return operation_seen(cluster, "Idle", seen) and cluster.ready()
 
         wait_for(lambda: operation_seen(cluster, "RollingRestart", seen), 30, "RollingRestart")
+        # The operator restarted in the middle carries on from the status and the world.
+        wait_for(
+            lambda: sum(broker_pids(cluster)[p] not in (None, before[p]) for p in before) >= 1,
+            60,
+            "a first broker restarted",
+        )
+        cluster.stop_operator()
+        cluster.start_operator()
         wait_for(done, 180, "the rolling restart done", 0.1)
     load.check()
     assert down_max == 1, "brokers restarted one at a time"
