@@ -18,8 +18,9 @@ STOP_TIMEOUT_S = 15.0
 
 
 class OperatorThread:
-    def __init__(self, ctx: ClusterContext) -> None:
+    def __init__(self, ctx: ClusterContext, namespace: str) -> None:
         self.ctx = ctx
+        self.namespace = namespace  # watched alone: other tests' resources are not ours
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="operator", daemon=True)
@@ -33,7 +34,7 @@ class OperatorThread:
         try:
             asyncio.run(
                 kopf.operator(
-                    clusterwide=True,
+                    namespaces=[self.namespace],
                     standalone=True,
                     settings=settings,
                     memo=kopf.Memo(ctx=self.ctx),

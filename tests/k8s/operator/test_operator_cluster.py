@@ -65,7 +65,7 @@ class Cluster:
         self.operator: OperatorThread | None = None
 
     def start_operator(self) -> None:
-        self.operator = OperatorThread(self.ctx).__enter__()
+        self.operator = OperatorThread(self.ctx, NAMESPACE).__enter__()
 
     def stop_operator(self) -> None:
         if self.operator is not None:

@@ -73,7 +73,7 @@ def test_cluster_ready_topic_created_scale_down_refused(
     admin = FakeAdmin(view({("__consumer_offsets", 0): (0, 1, 2)}, range(3)))
     ctx = ClusterContext(ApiKube(kube_client), lambda bootstrap: admin, "odradek:test")
     store.create("odradekclusters", namespace, copy.deepcopy(CLUSTER))
-    with OperatorThread(ctx):
+    with OperatorThread(ctx, namespace):
         wait_for(
             lambda: store.try_get("statefulsets", namespace, "demo-broker"),
             20,
