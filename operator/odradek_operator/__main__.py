@@ -34,6 +34,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="serve kopf's liveness probe, e.g. http://0.0.0.0:8080/healthz",
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve the operator's Prometheus metrics on this port (/metrics); off by default",
+    )
+    parser.add_argument(
+        "--metrics-address", default="0.0.0.0", help="address for --metrics-port (0.0.0.0)"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     return parser
 
@@ -43,11 +53,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
     import kopf
 
-    from odradek_operator import handlers  # noqa: F401  (registers the handlers)
+    from odradek_operator import (
+        handlers,  # noqa: F401  (registers the handlers)
+        metrics,
+    )
 
+    if args.metrics_port is not None:
+        metrics.serve(args.metrics_port, args.metrics_address)
+    # kopf.run (1.45): clusterwide=True, or namespaces=[...]; neither: the current namespace of
+    # the kubeconfig is not assumed, so default to the whole cluster like `kopf run -A`.
     kopf.run(
-        clusterwide=args.all_namespaces,
-        namespaces=args.namespace or None,
+        clusterwide=args.all_namespaces or not args.namespace,
+        namespaces=args.namespace,
         standalone=args.peering is None,
         peering_name=args.peering,
         liveness_endpoint=args.liveness,

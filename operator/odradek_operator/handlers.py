@@ -1,1 +1,163 @@
-"""The kopf registrations, and nothing else: each handler hands over to ``reconcile``."""
+"""The kopf registrations, and nothing else: each handler hands over to ``reconcile``.
+
+OdradekCluster: create/update/resume run one reconciliation pass; a pass with more to do raises
+``Retry`` and kopf calls it again after ``delay_s`` (TemporaryError), a refused spec is a
+PermanentError (the status says why) until the spec changes; a timer runs the same pass every
+``CLUSTER_INTERVAL_S`` so an operator restarted mid-operation, or a pod deleted by hand, is picked
+up. Passes of one cluster never overlap (a lock per object). OdradekTopic: create/update/resume
+converge it, a timer reverts drift, deletion (kopf's finalizer) deletes the topic.
+
+The Kubernetes port and the admin factory live in kopf's ``memo`` (``memo.ctx``, a
+``ClusterContext``), made at startup unless the caller (a test) gave one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+import kopf
+
+from odradek_operator import metrics
+from odradek_operator.kube import ApiKube
+from odradek_operator.model import names
+from odradek_operator.reconcile.admin import ClusterUnavailable, OpsAdmin
+from odradek_operator.reconcile.cluster import ClusterContext, reconcile_cluster
+from odradek_operator.reconcile.status import Refused, Retry
+from odradek_operator.reconcile.topics import delete_topic, sync_topic
+
+log = logging.getLogger(__name__)
+
+CLUSTERS = (names.GROUP, names.VERSION, names.CLUSTER_PLURAL)
+TOPICS = (names.GROUP, names.VERSION, names.TOPIC_PLURAL)
+# The periodic passes; the environment may shorten them (the end-to-end tests do).
+CLUSTER_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_CLUSTER_INTERVAL_S", "15"))
+TOPIC_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_TOPIC_INTERVAL_S", "30"))
+DEFAULT_IMAGE = "odradek:latest"
+
+
+def _lock(memo: kopf.Memo, uid: str) -> asyncio.Lock:
+    """The lock of one cluster's passes, in this operator's memo (its event loop's)."""
+    return memo.locks.setdefault(uid, asyncio.Lock())
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
+    # Progress and the last-handled spec in annotations: the status belongs to the resource.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="odradek.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="odradek.io", key="last-handled-configuration"
+    )
+    settings.posting.level = logging.INFO
+    settings.watching.server_timeout = 60
+    memo.locks = {}
+    if getattr(memo, "ctx", None) is None:
+        memo.ctx = ClusterContext(
+            ApiKube(), OpsAdmin, os.environ.get("ODRADEK_IMAGE", DEFAULT_IMAGE)
+        )
+
+
+@kopf.on.login()
+def login(**kwargs):
+    # $KUBECONFIG read now (the kubernetes client reads it once, at import); else in-cluster.
+    if os.environ.get("KUBECONFIG"):
+        return kopf.login_with_kubeconfig(**kwargs)
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+
+# -- OdradekCluster ------------------------------------------------------------------------------
+
+
+async def _cluster_pass(body, memo, *, periodic: bool) -> None:
+    meta = body["metadata"]
+    lock = _lock(memo, meta["uid"])
+    if periodic and lock.locked():
+        return  # a change handler is on it
+    async with lock:
+        old_op = (body.get("status") or {}).get("operation") or {}
+        try:
+            status = await reconcile_cluster(memo.ctx, body)
+        except Retry as retry:
+            metrics.RECONCILIATIONS.labels("OdradekCluster", "retry").inc()
+            metrics.ERRORS.labels("OdradekCluster", retry.reason).inc()
+            _announce(body, old_op, retry.status.get("operation"))
+            raise kopf.TemporaryError(str(retry), delay=retry.delay_s) from retry
+        except Refused as refused:
+            metrics.RECONCILIATIONS.labels("OdradekCluster", "refused").inc()
+            metrics.ERRORS.labels("OdradekCluster", refused.reason).inc()
+            kopf.warn(body, reason=refused.reason, message=str(refused))
+            if periodic:
+                return  # the status says it; the timer keeps running
+            raise kopf.PermanentError(str(refused)) from refused
+        except Exception:
+            metrics.RECONCILIATIONS.labels("OdradekCluster", "error").inc()
+            raise
+        metrics.RECONCILIATIONS.labels("OdradekCluster", "ok").inc()
+        _announce(body, old_op, status.get("operation"))
+
+
+def _announce(body, old: dict, new: dict | None) -> None:
+    meta = body["metadata"]
+    metrics.record_operation(meta.get("namespace", ""), meta["name"], new)
+    message = (new or {}).get("message")
+    if new and message and message != old.get("message"):
+        kopf.info(body, reason=new.get("type", "Operation"), message=message)
+
+
+@kopf.on.resume(*CLUSTERS)
+@kopf.on.create(*CLUSTERS)
+@kopf.on.update(*CLUSTERS)
+async def cluster_changed(body, memo, **_) -> None:
+    await _cluster_pass(body, memo, periodic=False)
+
+
+@kopf.on.field(*CLUSTERS, field="spec.brokers.replicas")
+def brokers_scaled(body, old, new, **_) -> None:
+    if old is not None and new is not None and old != new:
+        kopf.info(body, reason="Scaling", message=f"brokers {old} -> {new} requested")
+
+
+@kopf.timer(*CLUSTERS, interval=CLUSTER_INTERVAL_S, initial_delay=CLUSTER_INTERVAL_S)
+async def cluster_periodic(body, memo, **_) -> None:
+    await _cluster_pass(body, memo, periodic=True)
+
+
+# -- OdradekTopic --------------------------------------------------------------------------------
+
+
+async def _topic_pass(body, memo, *, periodic: bool) -> None:
+    try:
+        await sync_topic(memo.ctx.kube, memo.ctx.admin_for, body, periodic=periodic)
+    except Retry as retry:
+        metrics.RECONCILIATIONS.labels("OdradekTopic", "retry").inc()
+        metrics.ERRORS.labels("OdradekTopic", retry.reason).inc()
+        raise kopf.TemporaryError(str(retry), delay=retry.delay_s) from retry
+    except Refused as refused:
+        metrics.RECONCILIATIONS.labels("OdradekTopic", "refused").inc()
+        metrics.ERRORS.labels("OdradekTopic", refused.reason).inc()
+        kopf.warn(body, reason=refused.reason, message=str(refused))
+        if not periodic:
+            raise kopf.PermanentError(str(refused)) from refused
+        return
+    metrics.RECONCILIATIONS.labels("OdradekTopic", "ok").inc()
+
+
+@kopf.on.resume(*TOPICS)
+@kopf.on.create(*TOPICS)
+@kopf.on.update(*TOPICS)
+async def topic_changed(body, memo, **_) -> None:
+    await _topic_pass(body, memo, periodic=False)
+
+
+@kopf.timer(*TOPICS, interval=TOPIC_INTERVAL_S, initial_delay=TOPIC_INTERVAL_S)
+async def topic_periodic(body, memo, **_) -> None:
+    await _topic_pass(body, memo, periodic=True)
+
+
+@kopf.on.delete(*TOPICS, retries=10, backoff=5)
+async def topic_deleted(body, memo, logger, **_) -> None:
+    try:
+        logger.info(await delete_topic(memo.ctx.kube, memo.ctx.admin_for, body))
+    except (Retry, ClusterUnavailable) as e:
+        raise kopf.TemporaryError(str(e), delay=5) from e

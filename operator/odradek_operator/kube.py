@@ -1,0 +1,350 @@
+"""The operator's port to the Kubernetes API, its adapter on the ``kubernetes`` client, ``apply``.
+
+``Kube`` is the small surface the reconcilers use (get, list by labels, create, JSON merge
+patch, delete with a propagation policy); ``ApiKube`` implements it over the ``kubernetes``
+client's ``ApiClient`` on raw paths, each blocking call in a worker thread, with the client's own
+configuration ($KUBECONFIG or the pod's service account). The unit tests use an in-memory fake
+(tests/unit/operator/fake_kube.py).
+
+``apply(kube, desired)`` is the one write path for the objects the operator owns: create the
+object when missing, else merge-patch only the top-level fields of ``desired`` whose value is not
+already contained in the live object (``contains``: dicts compared key by key, so defaults the
+API server adds and fields other controllers own never cause a patch). A few fields are never
+patched because Kubernetes forbids it or another piece owns them (``NEVER_PATCHED``): a
+StatefulSet's selector, serviceName and volumeClaimTemplates (volumes.py recreates the
+StatefulSet for those), and the brokers' replicas (scaling.py changes them). ``apply`` never
+deletes anything; PersistentVolumeClaims are deleted only by an explicit call.
+
+Objects are plain dicts (Kubernetes' JSON). One ``ApiKube`` may be shared by tasks of one loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = [
+    "KINDS",
+    "ApiKube",
+    "ApplyResult",
+    "Kind",
+    "Kube",
+    "KubeError",
+    "apply",
+    "contains",
+    "kind_of",
+]
+
+REQUEST_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: str
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return f"{base}/{name}" if name else base
+
+
+KINDS: dict[str, Kind] = {
+    k.kind: k
+    for k in (
+        Kind("Pod", "", "v1", "pods"),
+        Kind("Service", "", "v1", "services"),
+        Kind("ConfigMap", "", "v1", "configmaps"),
+        Kind("ServiceAccount", "", "v1", "serviceaccounts"),
+        Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims"),
+        Kind("Event", "", "v1", "events"),
+        Kind("Namespace", "", "v1", "namespaces", namespaced=False),
+        Kind("StatefulSet", "apps", "v1", "statefulsets"),
+        Kind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets"),
+        Kind("Role", "rbac.authorization.k8s.io", "v1", "roles"),
+        Kind("RoleBinding", "rbac.authorization.k8s.io", "v1", "rolebindings"),
+        Kind(
+            "CustomResourceDefinition",
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            namespaced=False,
+        ),  # fmt: skip
+        Kind("OdradekCluster", "odradek.io", "v1alpha1", "odradekclusters"),
+        Kind("OdradekTopic", "odradek.io", "v1alpha1", "odradektopics"),
+    )
+}
+
+
+def kind_of(kind: str) -> Kind:
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise ValueError(f"kind {kind!r} is not in the operator's kind table") from None
+
+
+class KubeError(Exception):
+    """A request the API server refused; ``status`` is the HTTP status (0: no answer)."""
+
+    def __init__(self, message: str, status: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+
+class Kube(Protocol):
+    """The Kubernetes API as the reconcilers use it."""
+
+    async def get(self, kind: str, name: str, namespace: str | None) -> dict | None: ...
+
+    async def list(
+        self, kind: str, namespace: str | None, labels: Mapping[str, str] | None = None
+    ) -> list[dict]: ...
+
+    async def create(self, obj: dict) -> dict: ...
+
+    async def merge_patch(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        patch: dict,
+        subresource: str | None = None,
+    ) -> dict: ...
+
+    async def delete(
+        self, kind: str, name: str, namespace: str | None, propagation: str = "Background"
+    ) -> bool: ...
+
+
+class ApiKube:
+    """``Kube`` over ``kubernetes.client.ApiClient`` (raw paths, calls in a worker thread)."""
+
+    def __init__(self, api_client: Any = None) -> None:
+        if api_client is None:
+            api_client = _default_api_client()
+        self._api = api_client
+
+    async def get(self, kind: str, name: str, namespace: str | None) -> dict | None:
+        try:
+            return await self._call("GET", kind_of(kind).path(namespace, name))
+        except KubeError as e:
+            if e.not_found:
+                return None
+            raise
+
+    async def list(
+        self, kind: str, namespace: str | None, labels: Mapping[str, str] | None = None
+    ) -> list[dict]:
+        query = {"labelSelector": selector(labels)} if labels else None
+        answer = await self._call("GET", kind_of(kind).path(namespace), query=query)
+        k = kind_of(kind)
+        items = answer.get("items") or []
+        for item in items:  # lists leave kind/apiVersion out of their items
+            item.setdefault("kind", k.kind)
+            item.setdefault("apiVersion", k.api_version)
+        return items
+
+    async def create(self, obj: dict) -> dict:
+        meta = obj["metadata"]
+        path = kind_of(obj["kind"]).path(meta.get("namespace"))
+        return await self._call("POST", path, body=obj)
+
+    async def merge_patch(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        patch: dict,
+        subresource: str | None = None,
+    ) -> dict:
+        path = kind_of(kind).path(namespace, name)
+        if subresource:
+            path += f"/{subresource}"
+        return await self._call(
+            "PATCH", path, body=patch, content_type="application/merge-patch+json"
+        )
+
+    async def delete(
+        self, kind: str, name: str, namespace: str | None, propagation: str = "Background"
+    ) -> bool:
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        try:
+            await self._call("DELETE", kind_of(kind).path(namespace, name), body=body)
+        except KubeError as e:
+            if e.not_found:
+                return False
+            raise
+        return True
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> dict:
+        return await asyncio.to_thread(self._call_sync, method, path, query, body, content_type)
+
+    def _call_sync(self, method, path, query, body, content_type) -> dict:
+        from kubernetes.client.exceptions import ApiException
+
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        try:
+            method, url, headers, body, post = self._api.param_serialize(
+                method,
+                path,
+                query_params=list(query.items()) if query else None,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            response = self._api.call_api(
+                method, url, header_params=headers, body=body, _request_timeout=REQUEST_TIMEOUT_S
+            )
+            data = response.read()
+        except ApiException as e:
+            raise KubeError(f"{method} {path}: {e.reason}", e.status or 0, str(e.reason)) from e
+        except OSError as e:  # urllib3's connection errors are OSErrors
+            raise KubeError(f"{method} {path}: {e}") from e
+        status = int(response.status)
+        answer = json.loads(data) if data else {}
+        if status >= 400:
+            message = answer.get("message") if isinstance(answer, dict) else None
+            reason = answer.get("reason", "") if isinstance(answer, dict) else ""
+            raise KubeError(f"{method} {path}: {status} {message or data[:200]!r}", status, reason)
+        return answer
+
+
+def _default_api_client():
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    path = os.environ.get("KUBECONFIG")  # read now: the client reads it once, at import
+    if path:
+        config.load_kube_config(config_file=path, client_configuration=configuration)
+    else:
+        config.load_incluster_config(client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+def selector(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+# -- apply ---------------------------------------------------------------------------------------
+
+# (kind, component label or None for any) -> top-level paths apply never patches on a live object.
+NEVER_PATCHED: dict[str, tuple[tuple[str, ...], ...]] = {
+    "StatefulSet": (
+        ("spec", "selector"),
+        ("spec", "serviceName"),
+        ("spec", "volumeClaimTemplates"),
+        ("spec", "podManagementPolicy"),
+    ),
+    "Service": (("spec", "clusterIP"), ("spec", "clusterIPs")),
+    "PodDisruptionBudget": (("spec", "selector"),),
+}
+COMPONENT = "app.kubernetes.io/component"
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    kind: str
+    name: str
+    action: str  # "Created" | "Patched" | "Noop"
+    obj: dict
+
+
+def contains(live: Any, desired: Any) -> bool:
+    """Whether ``live`` already holds ``desired``: dicts by their keys in ``desired``, lists
+    element by element (same length), anything else by equality."""
+    if isinstance(desired, dict):
+        if not isinstance(live, dict):
+            return False
+        return all(contains(live.get(k), v) for k, v in desired.items())
+    if isinstance(desired, list):
+        if not isinstance(live, list) or len(live) != len(desired):
+            return False
+        return all(contains(a, b) for a, b in zip(live, desired, strict=True))
+    if isinstance(desired, (int, float)) and isinstance(live, (int, float)):
+        return live == desired
+    return live == desired
+
+
+def owned_patch(live: dict, desired: dict, skip: tuple[tuple[str, ...], ...] = ()) -> dict:
+    """The merge patch that makes ``live`` hold ``desired`` (empty: nothing to do). Two levels
+    deep (metadata.labels, spec.template, ...): a field is replaced as a whole when it differs."""
+    patch: dict = {}
+    for section, value in desired.items():
+        if section in ("apiVersion", "kind", "status"):
+            continue
+        if section == "metadata":
+            meta = {
+                k: v
+                for k, v in value.items()
+                if k in ("labels", "annotations", "ownerReferences")
+                and not contains(live.get("metadata", {}).get(k), v)
+            }
+            if meta:
+                patch["metadata"] = meta
+            continue
+        if not isinstance(value, dict):
+            if not contains(live.get(section), value):
+                patch[section] = value
+            continue
+        inner = {
+            k: v
+            for k, v in value.items()
+            if (section, k) not in skip and not contains((live.get(section) or {}).get(k), v)
+        }
+        if inner:
+            patch[section] = inner
+    return patch
+
+
+async def apply(kube: Kube, desired: dict, *, keep_replicas: bool = False) -> ApplyResult:
+    """Create ``desired`` or patch the fields of it the live object lacks (module docstring).
+    ``keep_replicas``: leave a live StatefulSet's replicas alone (scaling.py owns them)."""
+    kind, meta = desired["kind"], desired["metadata"]
+    name, namespace = meta["name"], meta.get("namespace")
+    live = await kube.get(kind, name, namespace)
+    if live is None:
+        try:
+            return ApplyResult(kind, name, "Created", await kube.create(desired))
+        except KubeError as e:
+            if not e.conflict:
+                raise
+            live = await kube.get(kind, name, namespace)  # created meanwhile: patch it below
+            if live is None:
+                raise
+    skip = NEVER_PATCHED.get(kind, ())
+    if keep_replicas:
+        skip = (*skip, ("spec", "replicas"))
+    patch = owned_patch(live, desired, skip)
+    if not patch:
+        return ApplyResult(kind, name, "Noop", live)
+    return ApplyResult(kind, name, "Patched", await kube.merge_patch(kind, name, namespace, patch))

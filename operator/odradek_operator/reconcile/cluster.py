@@ -1,0 +1,294 @@
+"""One reconciliation pass of an OdradekCluster, and its status.
+
+A pass: read the spec (``ClusterSpec``: a bad spec is ``Refused("InvalidSpec")``), build the
+desired objects (``odradek_operator.model``), let volumes.py recreate the brokers' StatefulSet
+when its volumes changed, apply every object in order (shared objects, ZooKeeper, controllers,
+brokers; the brokers' replicas are scaling.py's), then one step of scaling (scaling.py) and
+one step of the rolling restart (restarts.py), and finally wait for every pod to be ready.
+A pass that has more to do raises ``Retry`` after writing the status that says what it waits
+for; the handlers call the pass again after the delay. Nothing is remembered in memory: the
+operation in progress is in ``status.operation`` and everything else is read again.
+
+Status: conditions Ready / Reconciling / Error (reasons in CamelCase, messages in words),
+observedGeneration, brokerIds, bootstrap (the Service address clients use), brokers.replicas and
+brokers.selector (the scale subresource), operation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from odradek_operator.kube import Kube, apply
+from odradek_operator.model import desired, names
+from odradek_operator.model.spec import ClusterSpec, SpecError
+from odradek_operator.reconcile import restarts, scaling, volumes
+from odradek_operator.reconcile.admin import AdminRefused, ClusterAdmin, ClusterUnavailable
+from odradek_operator.reconcile.status import IDLE, Refused, Retry, condition, now, set_condition
+from odradek_operator.reconcile.world import bootstrap_of, read_pods
+
+__all__ = ["ClusterContext", "check_against_live", "reconcile_cluster", "write_status"]
+
+log = logging.getLogger(__name__)
+
+WAIT_S = 3.0  # the next pass while pods start or an operation runs
+
+AdminFactory = Callable[[str], ClusterAdmin]
+
+
+@dataclass(frozen=True)
+class ClusterContext:
+    kube: Kube
+    admin_for: AdminFactory
+    default_image: str = "odradek:latest"
+    find_active: restarts.ActiveController = restarts.active_controller
+
+
+def check_against_live(spec: ClusterSpec, zookeeper_sts: dict | None, broker_sts: dict | None):
+    """Refuse what a running cluster cannot become (read from its live StatefulSets, so the
+    periodic pass refuses it as the change handler does): another ZooKeeper ensemble size, an
+    existing volume resized or moved to another storage class."""
+    if zookeeper_sts is not None:
+        running = int(zookeeper_sts.get("spec", {}).get("replicas", 0))
+        if running != spec.zookeeper.replicas:
+            raise Refused(
+                "ZooKeeperResizeRefused",
+                f"spec.zookeeper.replicas: the ensemble has {running} servers and cannot become "
+                f"{spec.zookeeper.replicas} (its size is fixed when the cluster is created)",
+            )
+    if broker_sts is None:
+        return
+    live = {
+        t["metadata"]["name"]: t.get("spec", {})
+        for t in broker_sts.get("spec", {}).get("volumeClaimTemplates") or []
+    }
+    for volume in spec.brokers.volumes:
+        claim = live.get(names.volume_claim_template(volume.id))
+        if claim is None:
+            continue
+        size = claim.get("resources", {}).get("requests", {}).get("storage")
+        storage_class = claim.get("storageClassName")
+        moved = volume.storage_class is not None and storage_class != volume.storage_class
+        if size != volume.size or moved:
+            raise Refused(
+                "VolumeChangeRefused",
+                f"spec.brokers.storage.volumes[id={volume.id}]: volume {volume.id} exists "
+                f"({size}, storageClass {storage_class}); its size and storageClass cannot "
+                "change (add a volume with a new id instead)",
+            )
+
+
+async def write_status(kube: Kube, body: Mapping, status: dict) -> None:
+    """Merge-patch the status; the operation is replaced whole (a merge patch would keep the
+    keys of the previous operation, such as a finished scale-up's ``rebalanced``)."""
+    meta = body["metadata"]
+    if "operation" in status:
+        old = (body.get("status") or {}).get("operation") or {}
+        status = {**status, "operation": {**dict.fromkeys(old), **status["operation"]}}
+    await kube.merge_patch(
+        names.CLUSTER_KIND, meta["name"], meta.get("namespace"), {"status": status}, "status"
+    )
+
+
+def _status_base(body: Mapping, spec: ClusterSpec | None) -> dict:
+    meta = body["metadata"]
+    status: dict = {"observedGeneration": meta.get("generation", 0)}
+    if spec is not None:
+        status["bootstrap"] = names.bootstrap_address(spec.name, spec.namespace, spec.ports.client)
+    return status
+
+
+async def reconcile_cluster(ctx: ClusterContext, body: Mapping) -> dict:
+    """One pass (module docstring); the status written. Raises Retry or Refused."""
+    old = dict(body.get("status") or {})
+    conditions = old.get("conditions") or []
+    spec = None
+    try:
+        try:
+            spec = ClusterSpec.from_resource(body)
+        except SpecError as e:
+            raise Refused("InvalidSpec", str(e)) from e
+        status = await _pass(ctx, body, spec, old)
+    except Retry as retry:
+        status = {**_status_base(body, spec), **_progress(old, retry)}
+        status["conditions"] = _conditions(
+            conditions,
+            ready=(False, retry.reason, str(retry)),
+            reconciling=(True, retry.reason, str(retry)),
+            error=(False, "NoError", ""),
+        )
+        await write_status(ctx.kube, body, status)
+        raise
+    except Refused as refused:
+        status = _status_base(body, spec)
+        status["operation"] = old.get("operation") or IDLE
+        status["conditions"] = set_condition(
+            set_condition(conditions, condition("Error", True, refused.reason, str(refused))),
+            condition("Reconciling", False, refused.reason, "waiting for the spec to change"),
+        )
+        await write_status(ctx.kube, body, status)
+        raise
+    await write_status(ctx.kube, body, status)
+    return status
+
+
+def _progress(old: dict, retry: Retry) -> dict:
+    return {"operation": old.get("operation") or IDLE, **retry.status}
+
+
+def _conditions(conditions, *, ready, reconciling, error) -> list[dict]:
+    for type_, (true, reason, message) in (
+        ("Ready", ready),
+        ("Reconciling", reconciling),
+        ("Error", error),
+    ):
+        conditions = set_condition(conditions, condition(type_, true, reason, message))
+    return conditions
+
+
+def _retry(reason: str, message: str, **status) -> Retry:
+    return Retry(message, WAIT_S, reason, status)
+
+
+async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict) -> dict:
+    kube, ns = ctx.kube, spec.namespace
+    objects = desired.build(spec, ctx.default_image)
+    broker_sts_name = names.statefulset(spec.name, names.Component.BROKER)
+    broker_sts = await kube.get("StatefulSet", broker_sts_name, ns)
+    zookeeper_sts = await kube.get(
+        "StatefulSet", names.statefulset(spec.name, names.Component.ZOOKEEPER), ns
+    )
+    check_against_live(spec, zookeeper_sts, broker_sts)
+    broker_pods = await read_pods(kube, ns, spec.name, "broker")
+    admin = _admin(ctx, broker_pods, spec.ports.client)
+    operation = old.get("operation") if (old.get("operation") or {}).get("type") != "Idle" else None
+    common = {
+        "brokers": {
+            "replicas": len([p for p in broker_pods if not p.terminating]),
+            "selector": names.selector(spec.name, names.Component.BROKER),
+        },
+        "brokerIds": sorted(p.ordinal for p in broker_pods if not p.terminating),
+    }
+
+    # JBOD: a StatefulSet whose volumes changed is deleted (orphaning its pods) and recreated.
+    if broker_sts is not None and broker_sts["metadata"].get("deletionTimestamp"):
+        raise _retry(
+            "RecreatingStatefulSet",
+            "waiting for the old brokers StatefulSet to go",
+            operation=_op("AddVolume", "recreating the brokers StatefulSet"),
+            **common,
+        )
+    wanted_sts = next(
+        o
+        for o in objects
+        if o["kind"] == "StatefulSet" and o["metadata"]["name"] == broker_sts_name
+    )
+    try:
+        # A refused scale-down refuses the whole change: nothing of it is applied.
+        if broker_sts is not None and admin is not None:
+            live_replicas = int(broker_sts.get("spec", {}).get("replicas", 0))
+            if (
+                spec.brokers.replicas < live_replicas
+                and not await admin.reassignments_in_progress()
+            ):
+                scaling.check_scale_down(await admin.view(), spec.brokers.replicas)
+        if await volumes.reconcile_volumes(kube, admin, broker_sts, wanted_sts):
+            raise _retry(
+                "RecreatingStatefulSet",
+                "the brokers' volumes changed: recreating their StatefulSet, pods keep running",
+                operation=_op("AddVolume", "recreating the brokers StatefulSet"),
+                **common,
+            )
+        for obj in objects:
+            await apply(kube, obj, keep_replicas=obj is wanted_sts)
+
+        broker_sts = await kube.get("StatefulSet", broker_sts_name, ns)
+        step = await scaling.scale(
+            kube,
+            admin,
+            broker_sts,
+            broker_pods,
+            spec.brokers.replicas,
+            operation,
+            spec.brokers.delete_claim,
+            announce=lambda op: write_status(kube, body, {"operation": op}),
+        )
+        if not step.done:
+            raise _retry(step.reason, step.message, operation=step.operation, **common)
+
+        target = restarts.RollTarget(
+            ns,
+            spec.name,
+            {
+                "zookeeper": spec.zookeeper.replicas,
+                "controller": spec.controllers.replicas,
+                "broker": spec.brokers.replicas,
+            },
+            spec.ports.metrics,
+        )
+        decision = await restarts.roll(kube, admin, target, ctx.find_active)
+        if decision.action != "done":
+            op = {
+                "type": "RollingRestart",
+                "brokers": sorted(
+                    _ordinals(decision.pending) if decision.component == "broker" else []
+                ),
+                "message": decision.message,
+                "startedAt": (operation or {}).get("startedAt")
+                if (operation or {}).get("type") == "RollingRestart"
+                else _op("", "")["startedAt"],
+            }
+            raise _retry(decision.reason, decision.message, operation=op, **common)
+    except AdminRefused as e:  # the cluster refused an operation's plan (placement...)
+        raise Refused("OperationRefused", f"the cluster refused the operation: {e}") from e
+    except ClusterUnavailable as e:
+        raise _retry(
+            "ClusterUnreachable",
+            f"the cluster's admin API: {e}",
+            operation=operation or IDLE,
+            **common,
+        ) from e
+
+    not_ready = []
+    for component in names.Component:
+        pods = await read_pods(kube, ns, spec.name, component)
+        want = {
+            "zookeeper": spec.zookeeper.replicas,
+            "controller": spec.controllers.replicas,
+            "broker": spec.brokers.replicas,
+        }[component]
+        ready = len([p for p in pods if p.ready and not p.terminating])
+        if ready < want:
+            not_ready.append(f"{component} {ready}/{want}")
+    if not_ready:
+        raise _retry(
+            "PodsNotReady",
+            "waiting for pods: " + ", ".join(not_ready),
+            operation=operation or IDLE,
+            **common,
+        )
+
+    status = _status_base(body, spec)
+    status.update(common)
+    status["operation"] = IDLE
+    status["conditions"] = _conditions(
+        old.get("conditions"),
+        ready=(True, "AllPodsReady", f"{spec.brokers.replicas} broker(s) ready"),
+        reconciling=(False, "Reconciled", "the cluster matches its spec"),
+        error=(False, "NoError", ""),
+    )
+    return status
+
+
+def _admin(ctx: ClusterContext, broker_pods, client_port: int) -> ClusterAdmin | None:
+    bootstrap = bootstrap_of(broker_pods, client_port)
+    return ctx.admin_for(bootstrap) if bootstrap else None
+
+
+def _ordinals(pod_names) -> list[int]:
+    return [names.ordinal_of(n) for n in pod_names]
+
+
+def _op(type_: str, message: str) -> dict:
+    return {"type": type_, "brokers": [], "message": message, "startedAt": now()}

@@ -1,0 +1,565 @@
+"""The operator end to end: kopf in-process against the test API server, the kubelet stand-in
+running the pods it asks for as real processes (ZooKeeper, a controller, brokers), real clients.
+One cluster shared by the tests of this module, in order: Ready and serving clients; topics
+created, altered and their drift reverted; a config change rolled one broker at a time under
+acks=all load losing nothing; scaled 3 -> 5 -> 3 with rebalance and drain; a JBOD volume
+added; deleted, its PVC directories kept."""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+
+from odradek_operator.kube import ApiKube
+from odradek_operator.reconcile.admin import OpsAdmin
+from odradek_operator.reconcile.cluster import ClusterContext
+from support.k8s.kubelet import KubeletStandIn
+from support.k8s_operator import OperatorThread, condition, wait_for
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "replication"))  # the ``proof`` package
+from proof.checker import History, analyze  # noqa: E402
+from proof.workload import Producers, WorkloadConfig, read_all  # noqa: E402
+
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
+
+NAMESPACE = "e2e"
+READY_TIMEOUT_S = 120.0
+CLUSTER = {
+    "apiVersion": "odradek.io/v1alpha1",
+    "kind": "OdradekCluster",
+    "metadata": {"name": "demo"},
+    "spec": {
+        "image": "odradek:test",
+        "zookeeper": {"replicas": 1, "storage": {"size": "1Gi"}},
+        "controllers": {"replicas": 1},
+        "brokers": {
+            "replicas": 3,
+            "config": {
+                "min.insync.replicas": 2,
+                "default.replication.factor": 3,
+                "offsets.topic.num.partitions": 6,  # fewer partitions to move when scaling
+            },
+        },
+    },
+}
+
+
+class Cluster:
+    def __init__(self, store, kubelet: KubeletStandIn, ctx: ClusterContext) -> None:
+        self.store = store
+        self.kubelet = kubelet
+        self.ctx = ctx
+        self.operator: OperatorThread | None = None
+
+    def start_operator(self) -> None:
+        self.operator = OperatorThread(self.ctx, NAMESPACE).__enter__()
+
+    def stop_operator(self) -> None:
+        if self.operator is not None:
+            self.operator.__exit__(None, None, None)
+            self.operator = None
+
+    def get(self, plural="odradekclusters", name="demo"):
+        return self.store.try_get(plural, NAMESPACE, name)
+
+    def bootstrap(self) -> str:
+        pods, _ = self.store.list(
+            "pods", NAMESPACE, "app.kubernetes.io/instance=demo,app.kubernetes.io/component=broker"
+        )
+        return ",".join(
+            f"{p['status']['podIP']}:9092"
+            for p in pods
+            if p.get("status", {}).get("podIP") and not p["metadata"].get("deletionTimestamp")
+        )
+
+    def ready(self) -> bool:
+        cluster = self.get()
+        return (
+            condition(cluster, "Ready").get("status") == "True"
+            and cluster["status"].get("observedGeneration") == cluster["metadata"]["generation"]
+            and cluster["status"]["operation"]["type"] == "Idle"
+        )
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> dict:
+        wait_for(self.ready, timeout_s, f"cluster Ready: {self.get().get('status')}", 0.5)
+        return self.get()
+
+    def patch_spec(self, spec: dict) -> None:
+        self.store.patch("odradekclusters", NAMESPACE, "demo", {"spec": spec})
+
+
+@pytest.fixture(scope="module")
+def cluster(kube_api, kubeconfig, tmp_path_factory):
+    saved = {k: os.environ.get(k) for k in ("KUBECONFIG", "ODRADEK_OPERATOR_TOPIC_INTERVAL_S")}
+    os.environ["KUBECONFIG"] = str(kubeconfig)
+    import kubernetes
+
+    client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+    kubelet = KubeletStandIn(kube_api.store, tmp_path_factory.mktemp("kubelet")).start()
+    ctx = ClusterContext(ApiKube(client), OpsAdmin, "odradek:test")
+    cluster = Cluster(kube_api.store, kubelet, ctx)
+    try:
+        cluster.start_operator()
+        kube_api.store.create("odradekclusters", NAMESPACE, copy.deepcopy(CLUSTER))
+        yield cluster
+    finally:
+        cluster.stop_operator()
+        kubelet.stop()
+        client.close()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def test_cluster_becomes_ready_and_serves_clients(cluster):
+    started = time.monotonic()
+    obj = cluster.wait_ready()
+    print(f"cluster Ready after {time.monotonic() - started:.1f}s")
+    status = obj["status"]
+    assert status["brokerIds"] == [0, 1, 2]
+    assert status["bootstrap"] == f"demo-bootstrap.{NAMESPACE}.svc:9092"
+    assert (
+        status["brokers"]
+        == {
+            "replicas": 3,
+            "selector": "app.kubernetes.io/name=odradek,app.kubernetes.io/instance=demo,"
+            "app.kubernetes.io/component=broker",
+        }
+        or status["brokers"]["replicas"] == 3
+    )
+    bootstrap = cluster.bootstrap()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("hello", 1, 3)])["hello"].result(timeout=30)
+    wait_for(lambda: len(partitions_of(cluster, "hello")) == 1, 30, "hello created")
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    failed = []
+    for i in range(10):
+        producer.produce(
+            "hello",
+            value=b"v%d" % i,
+            partition=0,
+            on_delivery=lambda err, msg: err and failed.append(err),
+        )
+    assert producer.flush(30) == 0 and not failed, failed
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g"})
+    consumer.assign([TopicPartition("hello", 0, OFFSET_BEGINNING)])
+    seen = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 10 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.value())
+    consumer.close()
+    assert sorted(seen) == sorted(b"v%d" % i for i in range(10))
+
+
+def admin_of(cluster: Cluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": cluster.bootstrap()})
+
+
+def topic_config(cluster: Cluster, topic: str) -> dict[str, str]:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = admin_of(cluster)  # kept alive until its futures are done
+    entries = admin.describe_configs([resource])[resource].result(timeout=15)
+    return {k: e.value for k, e in entries.items()}
+
+
+def partitions_of(cluster: Cluster, topic: str) -> dict[int, tuple[int, ...]]:
+    admin = admin_of(cluster)
+    metadata = admin.list_topics(topic, timeout=15).topics.get(topic)
+    if metadata is None or metadata.error is not None:
+        return {}
+    return {p.id: tuple(p.replicas) for p in metadata.partitions.values()}
+
+
+def topic_ready(cluster: Cluster, name: str) -> dict | None:
+    obj = cluster.get("odradektopics", name)
+    ready = condition(obj, "Ready")
+    if (
+        ready.get("status") == "True"
+        and obj["status"]["observedGeneration"] == (obj["metadata"]["generation"])
+    ):
+        return obj
+    return None
+
+
+def test_topics_created_altered_drift_reverted_deleted(cluster):
+    cluster.wait_ready()
+    store = cluster.store
+    store.create(
+        "odradektopics",
+        NAMESPACE,
+        {
+            "metadata": {"name": "orders"},
+            "spec": {
+                "cluster": "demo",
+                "partitions": 3,
+                "replicationFactor": 3,
+                "config": {"retention.ms": 3600000},
+            },
+        },
+    )
+    wait_for(lambda: topic_ready(cluster, "orders"), 30, "orders Ready")
+    assert len(partitions_of(cluster, "orders")) == 3
+    assert topic_config(cluster, "orders")["retention.ms"] == "3600000"
+
+    store.patch(
+        "odradektopics",
+        NAMESPACE,
+        "orders",
+        {
+            "spec": {
+                "partitions": 4,
+                "config": {"retention.ms": 7200000, "cleanup.policy": "compact"},
+            }
+        },
+    )
+    wait_for(lambda: topic_ready(cluster, "orders"), 30, "orders altered")
+    wait_for(lambda: len(partitions_of(cluster, "orders")) == 4, 15, "4 partitions")
+    config = topic_config(cluster, "orders")
+    assert (config["retention.ms"], config["cleanup.policy"]) == ("7200000", "compact")
+
+    # Drift: changed behind the operator's back, reverted by the periodic pass and reported.
+    drift = ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "orders", incremental_configs=[drift])
+    admin = admin_of(cluster)
+    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
+    wait_for(
+        lambda: topic_config(cluster, "orders")["retention.ms"] == "7200000", 30, "drift reverted"
+    )
+    ready = wait_for(
+        lambda: (
+            condition(cluster.get("odradektopics", "orders"), "Ready").get("reason")
+            == "DriftReverted"
+            and condition(cluster.get("odradektopics", "orders"), "Ready")
+        ),
+        15,
+        "drift reported",
+    )
+    assert "retention.ms" in ready["message"]
+
+    # A partition decrease is refused in status, not retried in a loop.
+    store.patch("odradektopics", NAMESPACE, "orders", {"spec": {"partitions": 2}})
+    error = wait_for(
+        lambda: (
+            condition(cluster.get("odradektopics", "orders"), "Error").get("status") == "True"
+            and condition(cluster.get("odradektopics", "orders"), "Error")
+        ),
+        15,
+        "decrease refused",
+    )
+    assert error["reason"] == "PartitionDecreaseRefused"
+    assert len(partitions_of(cluster, "orders")) == 4
+
+    store.delete("odradektopics", NAMESPACE, "orders")
+    wait_for(lambda: cluster.get("odradektopics", "orders") is None, 30, "finalizer done")
+    wait_for(lambda: not partitions_of(cluster, "orders"), 30, "topic deleted")
+
+
+def load_topic(cluster: Cluster, name: str) -> None:
+    if cluster.get("odradektopics", name) is None:
+        cluster.store.create(
+            "odradektopics",
+            NAMESPACE,
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "cluster": "demo",
+                    "partitions": 3,
+                    "replicationFactor": 3,
+                    "config": {"min.insync.replicas": 2},
+                },
+            },
+        )
+    wait_for(lambda: topic_ready(cluster, name), 30, f"{name} Ready")
+
+
+class Load:
+    """acks=all idempotent producers on ``topic`` while an operation runs, then the checker."""
+
+    def __init__(self, cluster: Cluster, topic: str, seed: int) -> None:
+        self.cluster = cluster
+        self.config = WorkloadConfig(
+            topic=topic, partitions=3, producers=2, records_per_s=100, duration_s_max=240
+        )
+        self.history = History(seed)
+        self.producers = Producers(cluster.bootstrap(), self.history, self.config, time.monotonic())
+
+    def __enter__(self) -> Load:
+        self.producers.start()
+        time.sleep(1.0)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.producers.stop()
+
+    def check(self) -> None:
+        ends = read_all(self.cluster.bootstrap(), self.history, self.config, timeout_s=60)
+        assert len(ends) == self.config.partitions, ends
+        analysis = analyze(self.history)
+        assert analysis.valid and analysis.lost == 0, analysis.report()
+        assert sum(self.producers.sent) > 500
+
+
+def pid(cluster: Cluster, pod: str) -> int | None:
+    """The pod's process id; None while the pod is gone (between deletion and recreation)."""
+    try:
+        return cluster.kubelet.pid(pod)
+    except KeyError:
+        return None
+
+
+def broker_pids(cluster: Cluster) -> dict[str, int | None]:
+    return {p: pid(cluster, p) for p in (f"{NAMESPACE}/demo-broker-{i}" for i in range(3))}
+
+
+def brokers_down(cluster: Cluster, replicas: int) -> int:
+    """Brokers missing, terminating or not ready right now."""
+    up = 0
+    for i in range(replicas):
+        pod = cluster.get("pods", f"demo-broker-{i}")
+        if (
+            pod
+            and not pod["metadata"].get("deletionTimestamp")
+            and condition(pod, "Ready").get("status") == "True"
+        ):
+            up += 1
+    return replicas - up
+
+
+def operation_seen(cluster: Cluster, kind: str, seen: set[str]) -> bool:
+    op = (cluster.get().get("status") or {}).get("operation") or {}
+    if op.get("type"):
+        seen.add(op["type"])
+    return kind in seen
+
+
+def test_config_change_rolls_brokers_one_at_a_time_losing_nothing_across_operator_restart(
+    cluster,
+):
+    cluster.wait_ready()
+    load_topic(cluster, "load-roll")  # a topic per load: the checker reads it all
+    before = broker_pids(cluster)
+    seen: set[str] = set()
+    with Load(cluster, "load-roll", seed=1) as load:
+        cluster.patch_spec(
+            {
+                "brokers": {
+                    "config": {
+                        "min.insync.replicas": 2,
+                        "default.replication.factor": 3,
+                        "log.retention.hours": 100,
+                    }
+                }
+            }
+        )
+        down_max = 0
+
+        def done() -> bool:
+            nonlocal down_max
+            down_max = max(down_max, brokers_down(cluster, 3))
+            return operation_seen(cluster, "Idle", seen) and cluster.ready()
+
+        wait_for(lambda: operation_seen(cluster, "RollingRestart", seen), 30, "RollingRestart")
+        # The operator restarted in the middle carries on from the status and the world.
+        wait_for(
+            lambda: sum(broker_pids(cluster)[p] not in (None, before[p]) for p in before) >= 1,
+            60,
+            "a first broker restarted",
+        )
+        cluster.stop_operator()
+        cluster.start_operator()
+        wait_for(done, 180, "the rolling restart done", 0.1)
+    load.check()
+    assert down_max == 1, "brokers restarted one at a time"
+    after = broker_pids(cluster)
+    assert all(after[p] != before[p] for p in before), (before, after)
+    sts = cluster.get("statefulsets", "demo-broker")
+    template = sts["spec"]["template"]["metadata"]["annotations"]["odradek.io/config-hash"]
+    for i in range(3):
+        pod = cluster.get("pods", f"demo-broker-{i}")
+        assert pod["metadata"]["annotations"]["odradek.io/config-hash"] == template
+
+
+def test_scale_up_rebalances_and_scale_down_drains(cluster):
+    cluster.wait_ready()
+    load_topic(cluster, "load-scale")
+    with Load(cluster, "load-scale", seed=2) as load:
+        cluster.patch_spec({"brokers": {"replicas": 5}})
+        seen: set[str] = set()
+        wait_for(lambda: operation_seen(cluster, "ScaleUp", seen), 30, "ScaleUp")
+        obj = cluster.wait_ready(180)
+        assert obj["status"]["brokerIds"] == [0, 1, 2, 3, 4]
+        holders = {
+            b for replicas in partitions_of(cluster, "load-scale").values() for b in replicas
+        }
+        everything = {
+            b
+            for t in ("load-scale", "__consumer_offsets")
+            for r in partitions_of(cluster, t).values()
+            for b in r
+        }
+        assert {3, 4} & everything, (holders, everything)
+
+        cluster.patch_spec({"brokers": {"replicas": 3}})
+        seen = set()
+        wait_for(lambda: operation_seen(cluster, "ScaleDown", seen), 30, "ScaleDown")
+        obj = cluster.wait_ready(180)
+    load.check()
+    assert obj["status"]["brokerIds"] == [0, 1, 2]
+    for topic in ("load-roll", "load-scale", "__consumer_offsets"):
+        for replicas in partitions_of(cluster, topic).values():
+            assert set(replicas) <= {0, 1, 2}, (topic, replicas)
+    assert cluster.get("persistentvolumeclaims", "data-0-demo-broker-4") is not None  # kept
+
+
+def test_scale_down_below_replication_factor_is_refused(cluster):
+    cluster.wait_ready()
+    cluster.patch_spec(
+        {
+            "brokers": {
+                "replicas": 2,
+                "config": {
+                    "min.insync.replicas": 1,
+                    "default.replication.factor": 2,
+                    "offsets.topic.replication.factor": 2,
+                    "transaction.state.log.replication.factor": 2,
+                },
+            }
+        }
+    )
+    error = wait_for(
+        lambda: (
+            condition(cluster.get(), "Error").get("status") == "True"
+            and condition(cluster.get(), "Error")
+        ),
+        30,
+        "refused",
+    )
+    assert error["reason"] == "ScaleDownBelowReplicationFactor"
+    assert cluster.get("statefulsets", "demo-broker")["spec"]["replicas"] == 3
+    config = cluster.get("configmaps", "demo-broker-config")["data"]
+    assert not any("offsets.topic.replication.factor=2" in text for text in config.values())
+    cluster.patch_spec(
+        {
+            "brokers": {
+                "replicas": 3,
+                "config": {  # as before; null removes a key (JSON merge patch)
+                    "min.insync.replicas": 2,
+                    "default.replication.factor": 3,
+                    "offsets.topic.replication.factor": None,
+                    "transaction.state.log.replication.factor": None,
+                },
+            }
+        }
+    )
+    cluster.wait_ready()
+    assert condition(cluster.get(), "Error")["status"] == "False"
+
+
+def test_adding_a_jbod_volume_recreates_the_statefulset_and_rolls(cluster):
+    cluster.wait_ready()
+    before = broker_pids(cluster)
+    cluster.patch_spec(
+        {"brokers": {"storage": {"volumes": [{"id": 0, "size": "10Gi"}, {"id": 1, "size": "1Gi"}]}}}
+    )
+    seen: set[str] = set()
+    wait_for(lambda: operation_seen(cluster, "RollingRestart", seen), 60, "the roll")
+    cluster.wait_ready(180)
+    sts = cluster.get("statefulsets", "demo-broker")
+    assert [t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]] == [
+        "data-0",
+        "data-1",
+    ]
+    for i in range(3):
+        assert cluster.get("persistentvolumeclaims", f"data-1-demo-broker-{i}") is not None
+    assert "AddVolume" in seen or "RollingRestart" in seen
+    after = broker_pids(cluster)
+    assert all(after[p] != before[p] for p in before), "every broker restarted on the new layout"
+
+    # New partitions go to the emptiest dir, the new volume: removing it is refused until they
+    # are moved off, and nothing is deleted meanwhile.
+    admin = admin_of(cluster)
+    admin.create_topics([NewTopic("jbod", 6, 3)])["jbod"].result(timeout=30)
+    wait_for(lambda: len(partitions_of(cluster, "jbod")) == 6, 30, "jbod created")
+    cluster.patch_spec({"brokers": {"storage": {"volumes": [{"id": 0, "size": "10Gi"}]}}})
+    error = wait_for(
+        lambda: (
+            condition(cluster.get(), "Error").get("status") == "True"
+            and condition(cluster.get(), "Error")
+        ),
+        30,
+        "removal refused",
+    )
+    assert error["reason"] == "VolumeStillInUse" and "data-1" in error["message"]
+    assert len(cluster.get("statefulsets", "demo-broker")["spec"]["volumeClaimTemplates"]) == 2
+    cluster.patch_spec(
+        {"brokers": {"storage": {"volumes": [{"id": 0, "size": "10Gi"}, {"id": 1, "size": "1Gi"}]}}}
+    )
+    cluster.wait_ready()
+    assert condition(cluster.get(), "Error")["status"] == "False"
+
+
+def test_restart_annotation_restarts_the_active_controller(cluster):
+    cluster.wait_ready()
+    pod = f"{NAMESPACE}/demo-controller-0"
+    before = pid(cluster, pod)
+    cluster.store.patch(
+        "pods",
+        NAMESPACE,
+        "demo-controller-0",
+        {"metadata": {"annotations": {"odradek.io/restart": "true"}}},
+    )
+    wait_for(lambda: pid(cluster, pod) not in (None, before), 60, "controller restarted")
+    cluster.wait_ready()
+    annotations = cluster.get("pods", "demo-controller-0")["metadata"].get("annotations", {})
+    assert "odradek.io/restart" not in annotations
+
+
+def test_deleting_the_cluster_removes_owned_objects_and_keeps_claims(cluster):
+    cluster.wait_ready()
+    claims, _ = cluster.store.list("persistentvolumeclaims", NAMESPACE)
+    dirs = [cluster.kubelet.pvc_dir(NAMESPACE, c["metadata"]["name"]) for c in claims]
+    assert dirs and all(d.is_dir() for d in dirs)
+    cluster.store.delete("odradekclusters", NAMESPACE, "demo")
+    for plural in ("statefulsets", "services", "configmaps", "poddisruptionbudgets"):
+        wait_for(
+            lambda plural=plural: not cluster.store.list(plural, NAMESPACE)[0],
+            30,
+            f"{plural} garbage collected",
+        )
+    # Their pods are being deleted (garbage collected with the StatefulSets); the brokers'
+    # controlled shutdowns may take the grace period with the controller gone too, and the
+    # kubelet stand-in kills what is left when the module ends.
+    wait_for(
+        lambda: all(
+            p["metadata"].get("deletionTimestamp") for p in cluster.store.list("pods", NAMESPACE)[0]
+        ),
+        30,
+        "pods terminating",
+    )
+    for topic in cluster.store.list("odradektopics", NAMESPACE)[0]:
+        cluster.store.delete("odradektopics", NAMESPACE, topic["metadata"]["name"])
+    wait_for(
+        lambda: not cluster.store.list("odradektopics", NAMESPACE)[0],
+        30,
+        "topic finalizers: nothing to delete from a deleted cluster",
+    )
+    claims_after, _ = cluster.store.list("persistentvolumeclaims", NAMESPACE)
+    assert len(claims_after) == len(claims)
+    assert all(d.is_dir() for d in dirs)

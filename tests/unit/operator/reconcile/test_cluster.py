@@ -1,0 +1,101 @@
+"""The cluster pass: objects applied in order and owned, status conditions, refusals read from
+the live StatefulSets, the operation replaced whole in status."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from odradek_operator.reconcile.cluster import ClusterContext, reconcile_cluster, write_status
+from odradek_operator.reconcile.status import Refused, Retry
+from support.operator_doubles import FakeAdmin, FakeKube, pod, view
+
+BODY = {
+    "apiVersion": "odradek.io/v1alpha1",
+    "kind": "OdradekCluster",
+    "metadata": {"name": "demo", "namespace": "ns", "uid": "u1", "generation": 2},
+    "spec": {
+        "zookeeper": {"replicas": 1},
+        "controllers": {"replicas": 1},
+        "brokers": {"replicas": 3},
+    },
+}
+
+
+def world():
+    kube = FakeKube()
+    kube.put(BODY)
+    admin = FakeAdmin(view({("t", 0): (0, 1, 2)}, range(3)))
+    return kube, ClusterContext(kube, lambda bootstrap: admin, "odradek:test")
+
+
+def conditions(kube):
+    status = kube.find("OdradekCluster", "demo")["status"]
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+
+def test_first_pass_creates_everything_and_waits_for_pods():
+    kube, ctx = world()
+    with pytest.raises(Retry) as retry:
+        asyncio.run(reconcile_cluster(ctx, BODY))
+    assert retry.value.reason == "PodsNotReady"
+    created = [a[1] for a in kube.actions if a[0] == "create"]
+    assert created.index("StatefulSet") > created.index("ConfigMap")
+    names = [a[2] for a in kube.actions if a[0] == "create" and a[1] == "StatefulSet"]
+    assert names == ["demo-zookeeper", "demo-controller", "demo-broker"]
+    assert conditions(kube)["Reconciling"] == ("True", "PodsNotReady")
+    assert conditions(kube)["Ready"][0] == "False"
+
+
+def test_ready_when_every_pod_is():
+    kube, ctx = world()
+    with pytest.raises(Retry):
+        asyncio.run(reconcile_cluster(ctx, BODY))
+    for sts, n, component in (
+        ("demo-zookeeper", 1, "zookeeper"),
+        ("demo-controller", 1, "controller"),
+        ("demo-broker", 3, "broker"),
+    ):
+        template = kube.find("StatefulSet", sts)["spec"]["template"]["metadata"]["annotations"]
+        for i in range(n):
+            kube.put(
+                pod(
+                    f"{sts}-{i}",
+                    component=component,
+                    config_hash=template["odradek.io/config-hash"],
+                )
+            )
+    status = asyncio.run(reconcile_cluster(ctx, kube.find("OdradekCluster", "demo")))
+    assert conditions(kube)["Ready"] == ("True", "AllPodsReady")
+    assert status["brokerIds"] == [0, 1, 2] and status["observedGeneration"] == 2
+    assert status["bootstrap"] == "demo-bootstrap.ns.svc:9092"
+
+
+def test_zookeeper_resize_is_refused_from_the_live_statefulset():
+    kube, ctx = world()
+    with pytest.raises(Retry):
+        asyncio.run(reconcile_cluster(ctx, BODY))
+    bigger = {**BODY, "spec": {**BODY["spec"], "zookeeper": {"replicas": 3}}}
+    with pytest.raises(Refused) as refused:
+        asyncio.run(reconcile_cluster(ctx, bigger))
+    assert refused.value.reason == "ZooKeeperResizeRefused"
+    assert conditions(kube)["Error"] == ("True", "ZooKeeperResizeRefused")
+    assert kube.find("StatefulSet", "demo-zookeeper")["spec"]["replicas"] == 1
+
+
+def test_invalid_spec_is_an_error_condition():
+    kube, ctx = world()
+    bad = {**BODY, "spec": {**BODY["spec"], "brokers": {"replicas": -1}}}
+    with pytest.raises(Refused) as refused:
+        asyncio.run(reconcile_cluster(ctx, bad))
+    assert refused.value.reason == "InvalidSpec"
+    assert conditions(kube)["Error"] == ("True", "InvalidSpec")
+
+
+def test_operation_is_replaced_whole():
+    kube, _ = world()
+    body = {**BODY, "status": {"operation": {"type": "ScaleUp", "rebalanced": True}}}
+    kube.put(body)
+    asyncio.run(write_status(kube, body, {"operation": {"type": "Idle"}}))
+    assert kube.find("OdradekCluster", "demo")["status"]["operation"] == {"type": "Idle"}

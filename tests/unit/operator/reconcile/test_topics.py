@@ -1,0 +1,142 @@
+"""Topics: the diff between an OdradekTopic and the cluster, refusals, drift reverted, and the
+resource's status."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from odradek_operator.model.spec import TopicSpec
+from odradek_operator.reconcile import topics
+from odradek_operator.reconcile.admin import AdminRefused
+from odradek_operator.reconcile.status import Refused, Retry
+from odradek_operator.reconcile.topics import TopicActual, topic_diff
+from support.operator_doubles import FakeAdmin, FakeKube, pod, view
+
+
+def spec(partitions=3, rf=2, config=None, name="orders"):
+    return TopicSpec("orders", "ns", "demo", name, partitions, rf, config or {})
+
+
+def test_missing_topic_is_created():
+    assert topic_diff(spec(), None).create
+
+
+def test_in_sync_topic_needs_nothing():
+    actual = TopicActual(3, 2, {"retention.ms": "1000"})
+    assert topic_diff(spec(config={"retention.ms": "1000"}), actual).empty
+
+
+def test_partitions_grow_and_never_shrink():
+    assert topic_diff(spec(partitions=6), TopicActual(3, 2, {})).grow_to == 6
+    with pytest.raises(Refused) as refused:
+        topic_diff(spec(partitions=2), TopicActual(3, 2, {}))
+    assert refused.value.reason == "PartitionDecreaseRefused"
+
+
+def test_replication_factor_change_is_refused():
+    with pytest.raises(Refused) as refused:
+        topic_diff(spec(rf=3), TopicActual(3, 2, {}))
+    assert refused.value.reason == "ReplicationFactorChangeRefused"
+
+
+def test_config_drift_is_reverted():
+    actual = TopicActual(3, 2, {"retention.ms": "5", "cleanup.policy": "compact"})
+    diff = topic_diff(spec(config={"retention.ms": "1000"}), actual)
+    assert diff.set_config == {"retention.ms": "1000"}
+    assert diff.delete_config == ("cleanup.policy",)
+
+
+def body(partitions=3, config=None, name="orders"):
+    return {
+        "apiVersion": "odradek.io/v1alpha1",
+        "kind": "OdradekTopic",
+        "metadata": {"name": name, "namespace": "ns", "generation": 2},
+        "spec": {
+            "cluster": "demo",
+            "partitions": partitions,
+            "replicationFactor": 2,
+            "config": config or {},
+        },
+    }
+
+
+def world():
+    kube = FakeKube()
+    kube.put(
+        {"kind": "OdradekCluster", "metadata": {"name": "demo", "namespace": "ns"}, "spec": {}}
+    )
+    kube.put(body())
+    for i in range(2):
+        kube.put(pod(f"demo-broker-{i}"))
+    admin = FakeAdmin(view({}, range(2)))
+    return kube, admin
+
+
+def test_sync_creates_and_writes_status():
+    kube, admin = world()
+    seen = []
+
+    def admin_for(bootstrap):
+        seen.append(bootstrap)
+        return admin
+
+    status = asyncio.run(topics.sync_topic(kube, admin_for, body(config={"retention.ms": 9})))
+    assert seen == ["127.0.1.1:9092,127.0.1.2:9092"]
+    assert admin.calls[0] == ("create_topic", "orders", 3, 2, {"retention.ms": "9"})
+    assert status["partitions"] == 3 and status["config"] == {"retention.ms": "9"}
+    written = kube.find("OdradekTopic", "orders")["status"]
+    ready = next(c for c in written["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("True", "Created")
+    assert written["observedGeneration"] == 2
+
+
+def test_periodic_pass_reports_drift():
+    kube, admin = world()
+    asyncio.run(topics.sync_topic(kube, lambda b: admin, body(config={"retention.ms": 9})))
+    admin.configs["orders"]["retention.ms"] = ("1", True)  # changed behind our back
+    asyncio.run(
+        topics.sync_topic(kube, lambda b: admin, body(config={"retention.ms": 9}), periodic=True)
+    )
+    assert admin.calls[-1] == ("alter_topic_config", "orders", {"retention.ms": "9"}, ())
+    ready = next(
+        c
+        for c in kube.find("OdradekTopic", "orders")["status"]["conditions"]
+        if c["type"] == "Ready"
+    )
+    assert ready["reason"] == "DriftReverted" and "retention.ms" in ready["message"]
+
+
+def test_invalid_config_is_a_condition_not_a_crash():
+    kube, admin = world()
+    with pytest.raises(Refused) as refused:
+        asyncio.run(topics.sync_topic(kube, lambda b: admin, body(config={"no.such.key": 1})))
+    assert refused.value.reason == "InvalidConfig"
+    admin.refuse = AdminRefused("INVALID_CONFIG: retention.ms")
+    with pytest.raises(Refused) as refused:
+        asyncio.run(topics.sync_topic(kube, lambda b: admin, body()))
+    error = next(
+        c
+        for c in kube.find("OdradekTopic", "orders")["status"]["conditions"]
+        if c["type"] == "Error"
+    )
+    assert (error["status"], error["reason"]) == ("True", "InvalidConfig")
+
+
+def test_missing_cluster_is_retried():
+    kube, admin = world()
+    del kube.objects["OdradekCluster", "ns", "demo"]
+    with pytest.raises(Retry) as retry:
+        asyncio.run(topics.sync_topic(kube, lambda b: admin, body()))
+    assert retry.value.reason == "ClusterNotFound"
+
+
+def test_delete_removes_the_topic_unless_the_cluster_is_gone():
+    kube, admin = world()
+    asyncio.run(topics.sync_topic(kube, lambda b: admin, body()))
+    asyncio.run(topics.delete_topic(kube, lambda b: admin, body()))
+    assert admin.calls[-1] == ("delete_topic", "orders")
+    del kube.objects["OdradekCluster", "ns", "demo"]
+    message = asyncio.run(topics.delete_topic(kube, lambda b: admin, body()))
+    assert "gone" in message
