@@ -630,34 +630,3 @@ def _topic_config(value: object, where: str) -> dict[str, str]:
 def topic_state(topic_body: Mapping[str, Any]) -> TopicSpec:
     """The desired state of an ``OdradekTopic``; ``SpecError`` if it cannot be honoured."""
     return TopicSpec.from_resource(topic_body)
-
-
-def check_transition(old: ClusterSpec, new: ClusterSpec) -> None:
-    """Refuse the changes to a running cluster that cannot be honoured.
-
-    - ``spec.zookeeper.replicas``: the ensemble is static (zoo.cfg lists it); servers added to a
-      running one start empty and could form a majority of their own, losing the metadata.
-    - ``spec.zookeeper.storage`` and an existing JBOD volume's size or storage class: a claim
-      made from a volumeClaimTemplate is never resized or moved by the StatefulSet.
-
-    Adding and removing JBOD volumes are operations of their own (``reconcile``), not refused here.
-    """
-    if new.zookeeper.replicas != old.zookeeper.replicas:
-        raise SpecError(
-            "spec.zookeeper.replicas",
-            f"cannot change from {old.zookeeper.replicas} to {new.zookeeper.replicas}: the "
-            "ensemble's size is fixed when the cluster is created",
-        )
-    if new.zookeeper.storage != old.zookeeper.storage:
-        raise SpecError(
-            "spec.zookeeper.storage", "cannot change once the cluster exists (claims are kept)"
-        )
-    before = {v.id: v for v in old.brokers.volumes}
-    for volume in new.brokers.volumes:
-        was = before.get(volume.id)
-        if was is not None and was != volume:
-            raise SpecError(
-                f"spec.brokers.storage.volumes[id={volume.id}]",
-                f"volume {volume.id} exists: its size and storageClass cannot change "
-                "(add a volume with a new id instead)",
-            )

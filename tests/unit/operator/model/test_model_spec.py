@@ -15,7 +15,6 @@ from odradek_operator.model.spec import (
     ClusterSpec,
     SpecError,
     TopicSpec,
-    check_transition,
     topic_state,
 )
 
@@ -272,29 +271,6 @@ def test_the_checked_properties_are_what_a_broker_accepts():
         "log.dirs": spec.brokers.log_dirs,
     }
     assert BrokerConfig.from_properties(props).min_insync_replicas == 2
-
-
-# --- transitions --------------------------------------------------------------------------------
-
-
-def test_resizing_zookeeper_or_an_existing_volume_is_refused():
-    old = ClusterSpec.from_resource(cluster())
-    for spec, field in [
-        ({"zookeeper": {"replicas": 5}}, "spec.zookeeper.replicas"),
-        ({"zookeeper": {"storage": {"size": "2Gi"}}}, "spec.zookeeper.storage"),
-        ({"brokers": {"storage": {"volumes": [{"id": 0, "size": "20Gi"}]}}}, "volumes[id=0]"),
-    ]:
-        with pytest.raises(SpecError) as info:
-            check_transition(old, ClusterSpec.from_resource(cluster(spec)))
-        assert info.value.field.endswith(field)
-
-
-def test_scaling_brokers_and_adding_volumes_are_allowed_transitions():
-    old = ClusterSpec.from_resource(cluster())
-    new = ClusterSpec.from_resource(
-        brokers(replicas=5, storage={"volumes": [{"id": 0}, {"id": 1}]})
-    )
-    check_transition(old, new)
 
 
 # --- topics -------------------------------------------------------------------------------------
