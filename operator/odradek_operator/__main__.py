@@ -2,6 +2,15 @@
 
 Kubernetes credentials come from the pod's service account, or ``$KUBECONFIG`` outside a
 cluster, as kopf and the ``kubernetes`` client both read them.
+
+Peering (``--peering``): kopf is not a leader election. Every replica writes its priority into
+the KopfPeering object; a replica pauses while a live peer has a higher priority, and every
+replica pauses while a live peer has the same one (kopf 1.45: "Pausing all operators, including
+self"). So replicas with kopf's default priority (0 for all) would all stand still. Each replica
+takes minus its start time in microseconds instead: the oldest replica is the active one, and a
+replica restarted later never displaces the one that took over. A replica that exits cleanly
+removes itself from the object, and the next one resumes at once; one killed outright is waited
+for until its entry expires (kopf's peering lifetime, 60 s).
 """
 
 from __future__ import annotations
@@ -9,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from collections.abc import Sequence
 
 
@@ -27,6 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         default=None,
         help="elect one active operator among replicas through this KopfPeering object",
+    )
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=None,
+        help="this replica's peering priority (default: minus its start time in microseconds,"
+        " so the oldest replica is active)",
     )
     parser.add_argument(
         "--liveness",
@@ -48,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def start_priority() -> int:
+    """Distinct per replica, highest for the oldest (see the module's docstring)."""
+    return -(time.time_ns() // 1000)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
@@ -67,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         namespaces=args.namespace,
         standalone=args.peering is None,
         peering_name=args.peering,
+        priority=args.priority if args.priority is not None else start_priority(),
         liveness_endpoint=args.liveness,
     )
     return 0

@@ -15,8 +15,10 @@ files) on ``PYTHONPATH`` and ``ODRADEK_STANDIN_HOSTS=<hosts file>``: it patches
 ``socket.getaddrinfo``, ``gethostbyname`` and ``gethostbyname_ex`` for names in the table, and
 for any name ending in ``.svc.cluster.local`` or ``.svc`` (unknown ones fail like NXDOMAIN
 instead of going to the real DNS); the file is re-read whenever its mtime changes. Everything
-else goes to the real resolver. ``resolver(hosts_file)`` installs the same patch in the test
-process. C libraries (librdkafka in confluent_kafka) resolve by themselves and do not see it.
+else goes to the real resolver. With ``ODRADEK_STANDIN_POD_IP`` it also plays the pod's network
+namespace: an IPv4 socket bound to ``0.0.0.0`` (or ``""``) is bound to the pod's address.
+``resolver(hosts_file)`` installs the DNS patch (only) in the test process. C libraries
+(librdkafka in confluent_kafka) resolve by themselves and do not see it.
 """
 
 from __future__ import annotations
@@ -107,6 +109,20 @@ def _odradek_standin_dns(hosts_file):
 
 if _os.environ.get("ODRADEK_STANDIN_HOSTS"):
     _odradek_standin_dns(_os.environ["ODRADEK_STANDIN_HOSTS"])
+
+def _odradek_standin_pod_network(pod_ip):
+    real_bind = _socket.socket.bind
+
+    def bind(self, address):
+        wildcard = isinstance(address, tuple) and address[0] in ("", "0.0.0.0")
+        if self.family == _socket.AF_INET and wildcard:
+            address = (pod_ip, *address[1:])
+        return real_bind(self, address)
+
+    _socket.socket.bind = bind
+
+if _os.environ.get("ODRADEK_STANDIN_POD_IP"):
+    _odradek_standin_pod_network(_os.environ["ODRADEK_STANDIN_POD_IP"])
 """
 
 

@@ -19,6 +19,14 @@ StatefulSet controller
   availableReplicas, currentReplicas, updatedReplicas, currentRevision, updateRevision,
   observedGeneration.
 
+Deployment controller
+  Pods ``<deployment>-<hash>-<suffix>`` straight from the template (no ReplicaSet objects:
+  ``<hash>`` is the template's, also the ``pod-template-hash`` label; the owner reference is the
+  Deployment), ``spec.replicas`` of them, a missing or deleted pod made again; on a template
+  change every old pod is deleted first and the new ones made once they are gone (``Recreate``,
+  whatever the strategy). Status: replicas, readyReplicas, availableReplicas, updatedReplicas,
+  observedGeneration.
+
 kubelet
   Every pod gets ``spec.nodeName: standin`` (a Node object with labels kubernetes.io/hostname
   and topology.kubernetes.io/zone ``standin-zone``; deleting a bound pod is graceful, see
@@ -40,6 +48,15 @@ kubelet
     ``value``, ``valueFrom.fieldRef`` (metadata.name/namespace/uid/labels['k']/annotations['k'],
     status.podIP, status.hostIP, spec.nodeName, spec.serviceAccountName), ``configMapKeyRef``,
     ``secretKeyRef``; ``envFrom`` configMapRef/secretRef.
+  - A pod with ``spec.serviceAccountName`` (the operator's) gets ``KUBECONFIG`` pointing at
+    ``<pod dir>/kubeconfig``, written for the test API server when the stand-in was given an
+    ``ApiServerThread``: a real kubelet mounts the service account's token and CA for https at
+    ``/var/run/secrets/kubernetes.io/serviceaccount``, which the stand-in cannot give (the test
+    server speaks plain http and takes any token). Programs that prefer ``$KUBECONFIG`` to the
+    in-cluster credentials (kopf, ``kubernetes``' ``load_kube_config``) reach the server.
+  - Each pod has its own network namespace on a real node; here a Python process binding
+    ``0.0.0.0`` (or ``""``) binds the pod's address instead (the ``sitecustomize``, dns.py), so
+    two pods can serve the same port.
   - Images: an image whose name contains ``odradek`` runs its commands from the current venv's
     bin directory (``odradek``, ``odradek-operator``; no command means ``odradek``);
     ``zookeeper:*`` (the official image) gets ``docker-entrypoint.sh`` and ``zkServer.sh`` on
@@ -79,6 +96,7 @@ import http.client
 import itertools
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -277,6 +295,7 @@ class KubeletStandIn:
     ):
         self.namespaces = set(namespaces) if namespaces is not None else None
         self.store: ObjectStore = api.store if hasattr(api, "store") else api
+        self._api_server = api if hasattr(api, "store") else None
         self.workdir = Path(workdir)
         self.pool = iter(loopback_pool) if loopback_pool is not None else default_loopback_pool()
         self.probe_period_max = probe_period_max
@@ -444,6 +463,7 @@ class KubeletStandIn:
         return [i for i in items if i["metadata"].get("namespace") in self.namespaces]
 
     def _tick(self) -> None:
+        self._deployments()
         self._statefulsets()
         self._claims()
         self._kubelet()
@@ -558,6 +578,64 @@ class KubeletStandIn:
         }
         if status != old_status:
             self.store.replace("statefulsets", ns, name, {"status": status}, subresource="status")
+
+    # -- Deployment controller --------------------------------------------------------------
+
+    def _deployments(self) -> None:
+        pods = self._list("pods")
+        for deployment in self._list("deployments"):
+            if deployment["metadata"].get("deletionTimestamp"):
+                continue
+            try:
+                self._deployment(deployment, pods)
+            except ApiError as e:
+                if e.code not in (404, 409):
+                    raise
+
+    def _deployment(self, deployment: Obj, all_pods: list[Obj]) -> None:
+        meta, spec = deployment["metadata"], deployment["spec"]
+        ns, name = meta["namespace"], meta["name"]
+        replicas = spec.get("replicas", 1)
+        template_hash = _template_hash(spec["template"])
+        owned = [
+            p
+            for p in all_pods
+            if p["metadata"]["namespace"] == ns
+            and any(r.get("uid") == meta["uid"] for r in p["metadata"].get("ownerReferences") or [])
+        ]
+        live = [p for p in owned if not p["metadata"].get("deletionTimestamp")]
+        current = [p for p in live if _labels(p).get("pod-template-hash") == template_hash]
+        old = [p for p in live if p not in current]
+        for pod in old + current[replicas:]:
+            self.store.delete("pods", ns, pod["metadata"]["name"])
+        if all(_labels(p).get("pod-template-hash") == template_hash for p in owned):
+            # Recreate: new pods once no pod of an old template is left, even terminating
+            for _ in range(replicas - len(current)):
+                self._create_deployment_pod(deployment, template_hash)
+        current = current[:replicas]
+        ready = sum(1 for p in current if _pod_ready(p))
+        status = {
+            "observedGeneration": meta.get("generation", 1),
+            "replicas": len(live),
+            "updatedReplicas": len(current),
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+        }
+        if status != (deployment.get("status") or {}):
+            self.store.replace("deployments", ns, name, {"status": status}, subresource="status")
+
+    def _create_deployment_pod(self, deployment: Obj, template_hash: str) -> None:
+        meta = deployment["metadata"]
+        template = copy.deepcopy(deployment["spec"]["template"])
+        suffix = "".join(random.choices("bcdfghjklmnpqrstvwxz2456789", k=5))
+        pmeta = template.get("metadata") or {}
+        pmeta["name"] = f"{meta['name']}-{template_hash}-{suffix}"
+        pmeta["labels"] = {**(pmeta.get("labels") or {}), "pod-template-hash": template_hash}
+        pmeta["ownerReferences"] = [_owner_ref(deployment, controller=True)]
+        pmeta.pop("namespace", None)
+        body = {"metadata": pmeta, "spec": template.get("spec") or {}}
+        with contextlib.suppress(ApiError):
+            self.store.create("pods", meta["namespace"], body)
 
     def _create_claims(self, sts: Obj, ordinal: int) -> None:
         meta, spec = sts["metadata"], sts["spec"]
@@ -1029,8 +1107,25 @@ class KubeletStandIn:
         for key in ("JAVA_HOME", "TMPDIR", "KUBECONFIG"):
             if key in os.environ:
                 env[key] = os.environ[key]
+        kubeconfig = self._kubeconfig(runtime)
+        if kubeconfig is not None:
+            env["KUBECONFIG"] = str(kubeconfig)
         env.update(c.env)
         return env
+
+    def _kubeconfig(self, runtime: PodRuntime) -> Path | None:
+        """The pod's stand-in for its service account's credentials (see the docstring)."""
+        if self._api_server is None or not getattr(self._api_server, "url", ""):
+            return None
+        pod = self.store.try_get("pods", runtime.namespace, runtime.name)
+        if not pod or not (pod.get("spec") or {}).get("serviceAccountName"):
+            return None
+        from .apiserver import write_kubeconfig
+
+        path = runtime.directory / "kubeconfig"
+        if not path.exists():
+            write_kubeconfig(path, self._api_server.url, runtime.namespace)
+        return path
 
     def _spawn(self, runtime: PodRuntime, c: Container) -> None:
         log = runtime.directory / f"{c.name}.log"
@@ -1327,6 +1422,10 @@ def _owner_ref(owner: Obj, controller: bool = False) -> Obj:
         "controller": controller,
         "blockOwnerDeletion": True,
     }
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return obj["metadata"].get("labels") or {}
 
 
 def _pod_ready(pod: Obj) -> bool:

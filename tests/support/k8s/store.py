@@ -145,6 +145,15 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         status=True,
         scale=Scale(".spec.replicas", ".status.replicas", ".spec.selector"),
     ),
+    _k(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        short_names=("deploy",),
+        status=True,
+        scale=Scale(".spec.replicas", ".status.replicas", ".spec.selector"),
+    ),
     _k("events.k8s.io", "v1", "events", "Event", short_names=("ev",)),
     _k(
         "policy",

@@ -1,0 +1,268 @@
+"""docs/kubernetes.md runs as written: the chart installed (helm template, every object applied,
+the operator's Deployment run by the kubelet stand-in), manifests/cluster-minimal.yaml and
+manifests/topics.yaml applied with kubectl, records produced and consumed, the cluster scaled
+with `kubectl scale`, then two operator replicas electing one active through kopf peering.
+
+One API server and one stand-in for the module; the tests run in order and share the cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from support.chart import CHART, MANIFESTS, helm
+from support.k8s.apiserver import ApiServerThread
+from support.k8s.kubelet import VENV_BIN, KubeletStandIn
+from support.k8s_operator import condition, wait_for
+
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300)]
+
+NAMESPACE = "odradek"  # the docs' namespace: `--namespace odradek --create-namespace`
+RELEASE = "odradek"
+READY_TIMEOUT_S = 90.0
+
+
+class Walkthrough:
+    def __init__(self, server: ApiServerThread, kubelet: KubeletStandIn, workdir: Path) -> None:
+        self.server = server
+        self.store = server.store
+        self.kubelet = kubelet
+        self.workdir = workdir
+
+    def kubectl(self, *args: str, stdin: str | None = None) -> str:
+        """The real kubectl on the test API server (no protobuf there: --validate=false)."""
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.server.kubeconfig),
+            "KUBECACHEDIR": str(self.workdir / "kubectl-cache"),
+        }
+        done = subprocess.run(
+            [str(VENV_BIN / "kubectl"), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def helm_install(self, *values: str) -> list[dict]:
+        """`helm upgrade --install odradek charts/odradek --namespace odradek --create-namespace`
+        as `helm template` (CRDs included, as install does) + `kubectl apply`."""
+        args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--include-crds"]
+        for value in values:
+            args += ["--set", value]
+        done = helm(*args)
+        assert done.returncode == 0, done.stderr
+        # --create-namespace (kubectl's typed `create namespace` sends protobuf: apply instead)
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        self.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(namespace))
+        self.kubectl("apply", "--validate=false", "-f", "-", stdin=done.stdout)
+        return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+    def get(self, plural: str, name: str) -> dict | None:
+        return self.store.try_get(plural, NAMESPACE, name)
+
+    def operator_pods(self) -> list[str]:
+        pods, _ = self.store.list("pods", NAMESPACE, "app.kubernetes.io/name=odradek-operator")
+        return sorted(
+            p["metadata"]["name"]
+            for p in pods
+            if not p["metadata"].get("deletionTimestamp")
+            and p.get("status", {}).get("phase") == "Running"
+        )
+
+    def cluster_ready(self, name: str = "demo") -> bool:
+        cluster = self.get("odradekclusters", name)
+        return (
+            condition(cluster, "Ready").get("status") == "True"
+            and cluster["status"].get("observedGeneration") == cluster["metadata"]["generation"]
+            and cluster["status"]["operation"]["type"] == "Idle"
+        )
+
+    def broker_ip(self, ordinal: int = 0) -> str:
+        return self.kubelet.pod_ip(f"{NAMESPACE}/demo-broker-{ordinal}")
+
+
+def _operator_image_installed() -> bool:
+    return (VENV_BIN / "odradek-operator").exists() and (VENV_BIN / "kubectl").exists()
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory):
+    if not _operator_image_installed():
+        pytest.skip("odradek-operator or kubectl missing from the venv")
+    workdir = tmp_path_factory.mktemp("walkthrough")
+    server = ApiServerThread(workdir / "kubeconfig")  # no CRDs: the chart registers them
+    with server:
+        kubelet = KubeletStandIn(server, workdir / "kubelet").start()
+        try:
+            yield Walkthrough(server, kubelet, workdir)
+        finally:
+            kubelet.stop()
+
+
+def test_1_helm_install_runs_the_operator_deployment(walk):
+    started = time.monotonic()
+    objs = walk.helm_install()
+    kinds = {o["kind"] for o in objs}
+    assert {"CustomResourceDefinition", "Deployment", "ServiceAccount", "Role"} <= kinds
+    assert walk.store.kind_of("odradek.io/v1alpha1", "OdradekCluster").scale is not None
+    (pod,) = wait_for(walk.operator_pods, 30, "the operator's pod running")
+    assert re.fullmatch(r"odradek-[0-9a-f]{10}-[a-z0-9]{5}", pod), pod
+    argv = walk.kubelet.log(f"{NAMESPACE}/{pod}").splitlines()[0]
+    assert "odradek-operator" in argv and "'--namespace', 'odradek'" in argv
+    deployment = wait_for(
+        lambda: (
+            (d := walk.get("deployments", RELEASE))
+            and d.get("status", {}).get("readyReplicas") == 1
+            and d
+        ),
+        30,
+        "the Deployment ready",
+    )
+    assert deployment["status"]["updatedReplicas"] == 1
+    print(f"operator running after {time.monotonic() - started:.1f}s")
+
+
+def test_2_cluster_and_topics_as_in_the_docs(walk):
+    started = time.monotonic()
+    walk.kubectl(
+        "-n", NAMESPACE, "apply", "--validate=false", "-f", str(MANIFESTS / "cluster-minimal.yaml")
+    )
+    walk.kubectl("-n", NAMESPACE, "apply", "--validate=false", "-f", str(MANIFESTS / "topics.yaml"))
+    wait_for(
+        walk.cluster_ready,
+        READY_TIMEOUT_S,
+        "cluster Ready",
+        0.5,
+    )
+    print(f"cluster Ready after {time.monotonic() - started:.1f}s")
+    cluster = walk.get("odradekclusters", "demo")
+    assert cluster["status"]["brokerIds"] == [0, 1, 2]
+    assert cluster["status"]["bootstrap"] == "demo-bootstrap.odradek.svc:9092"
+    for name in ("orders", "customers", "payments-events"):
+        wait_for(
+            lambda name=name: (
+                condition(walk.get("odradektopics", name), "Ready").get("status") == "True"
+            ),
+            30,
+            f"topic {name} Ready",
+        )
+    topics = walk.kubectl("-n", NAMESPACE, "get", "odt", "-o", "json")
+    assert {t["metadata"]["name"] for t in json.loads(topics)["items"]} == {
+        "orders",
+        "customers",
+        "payments-events",
+    }
+    print(f"topics Ready after {time.monotonic() - started:.1f}s")
+
+    bootstrap = f"{walk.broker_ip(0)}:9092"
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(10):
+        producer.produce("orders", key=str(i).encode(), value=f"order-{i}".encode())
+    assert producer.flush(30) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "walkthrough",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.subscribe(["orders"])
+        seen: set[bytes] = set()
+        deadline = time.monotonic() + 30
+        while len(seen) < 10 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.add(message.value())
+    finally:
+        consumer.close()
+    assert seen == {f"order-{i}".encode() for i in range(10)}
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    assert "Payments_Events" in metadata.topics
+
+
+def test_3_kubectl_scale_adds_a_broker_that_takes_partitions(walk):
+    started = time.monotonic()
+    walk.kubectl("-n", NAMESPACE, "scale", "odc/demo", "--replicas=4")
+    wait_for(
+        lambda: (
+            walk.get("odradekclusters", "demo")["status"].get("brokerIds") == [0, 1, 2, 3]
+            and walk.cluster_ready()
+        ),
+        READY_TIMEOUT_S,
+        "the cluster Ready with 4 brokers",
+        0.5,
+    )
+    admin = AdminClient({"bootstrap.servers": f"{walk.broker_ip(0)}:9092"})
+    metadata = admin.list_topics(timeout=10)
+    on_new = [
+        (t, p)
+        for t, topic in metadata.topics.items()
+        for p, partition in topic.partitions.items()
+        if 3 in partition.replicas
+    ]
+    assert on_new, "broker 3 holds no replica"
+    print(f"scaled to 4 after {time.monotonic() - started:.1f}s, broker 3 has {len(on_new)}")
+
+
+def test_4_two_operator_replicas_elect_one_and_fail_over(walk):
+    started = time.monotonic()
+    walk.helm_install("operator.replicas=2")
+    pods = wait_for(lambda: len(p := walk.operator_pods()) == 2 and p, 30, "two operator pods")
+    peering = wait_for(
+        lambda: (
+            len((walk.get("kopfpeerings", "odradek") or {}).get("status") or {}) == 2
+            and walk.get("kopfpeerings", "odradek")
+        ),
+        30,
+        "both replicas in the KopfPeering",
+    )
+    priorities = {p["priority"] for p in peering["status"].values()}
+    assert len(priorities) == 2, peering["status"]
+
+    def paused(pod: str) -> bool:
+        return "Pausing operations in favour of" in walk.kubelet.log(f"{NAMESPACE}/{pod}")
+
+    wait_for(lambda: sum(map(paused, pods)) == 1, 20, "one replica paused")
+    (active,) = [p for p in pods if not paused(p)]
+    (standby,) = [p for p in pods if paused(p)]
+
+    walk.kubelet.kill(f"{NAMESPACE}/{active}", signal.SIGTERM)
+    wait_for(
+        lambda: "Resuming operations" in walk.kubelet.log(f"{NAMESPACE}/{standby}"),
+        30,
+        "the standby resumes",
+    )
+    walk.kubectl(
+        "-n",
+        NAMESPACE,
+        "patch",
+        "odt",
+        "orders",
+        "--type=merge",
+        "-p",
+        '{"spec": {"config": {"retention.ms": "86400000"}}}',
+    )
+    wait_for(
+        lambda: (
+            (walk.get("odradektopics", "orders")["status"].get("config") or {}).get("retention.ms")
+            == "86400000"
+        ),
+        30,
+        "the topic change reconciled",
+    )
+    print(f"peering failover after {time.monotonic() - started:.1f}s")
