@@ -223,46 +223,73 @@ def test_4_two_operator_replicas_elect_one_and_fail_over(walk):
     started = time.monotonic()
     walk.helm_install("operator.replicas=2")
     pods = wait_for(lambda: len(p := walk.operator_pods()) == 2 and p, 30, "two operator pods")
-    peering = wait_for(
+    # kopf's identity is the pod's name (POD_ID); the highest priority is the active replica
+    peers = wait_for(
         lambda: (
-            len((walk.get("kopfpeerings", "odradek") or {}).get("status") or {}) == 2
-            and walk.get("kopfpeerings", "odradek")
+            set(status := (walk.get("kopfpeerings", "odradek") or {}).get("status") or {})
+            == set(pods)
+            and status
         ),
         30,
         "both replicas in the KopfPeering",
     )
-    priorities = {p["priority"] for p in peering["status"].values()}
-    assert len(priorities) == 2, peering["status"]
+    assert len({peer["priority"] for peer in peers.values()}) == 2, peers
+    active = max(pods, key=lambda pod: peers[pod]["priority"])
+    (standby,) = set(pods) - {active}
 
-    def paused(pod: str) -> bool:
-        return "Pausing operations in favour of" in walk.kubelet.log(f"{NAMESPACE}/{pod}")
+    def since_start(pod: str) -> str:
+        """The log of the pod's current container (the file keeps earlier runs)."""
+        return walk.kubelet.log(f"{NAMESPACE}/{pod}").rsplit("--- ", 1)[-1]
 
-    wait_for(lambda: sum(map(paused, pods)) == 1, 20, "one replica paused")
-    (active,) = [p for p in pods if not paused(p)]
-    (standby,) = [p for p in pods if paused(p)]
+    def active_now(pod: str) -> bool:
+        """kopf starts paused, resumes when no live peer outranks it, pauses when one appears
+        (a replica that joins first works alone until an older one joins)."""
+        log = since_start(pod)
+        return log.rfind("Resuming operations") > log.rfind("Pausing operations")
 
-    walk.kubelet.kill(f"{NAMESPACE}/{active}", signal.SIGTERM)
     wait_for(
-        lambda: "Resuming operations" in walk.kubelet.log(f"{NAMESPACE}/{standby}"),
+        lambda: active_now(active) and not active_now(standby),
         30,
-        "the standby resumes",
+        "one active replica, the other paused",
     )
-    walk.kubectl(
-        "-n",
-        NAMESPACE,
-        "patch",
-        "odt",
-        "orders",
-        "--type=merge",
-        "-p",
-        '{"spec": {"config": {"retention.ms": "86400000"}}}',
-    )
+    print(f"one active replica after {time.monotonic() - started:.1f}s")
+    mark = {pod: since_start(pod).count("Handler 'topic_changed' succeeded") for pod in pods}
+    set_config(walk, "customers", {"retention.ms": "3600000"})
     wait_for(
+        lambda: since_start(active).count("Handler 'topic_changed' succeeded") > mark[active],
+        10,
+        "the active replica's handler",
+    )
+    assert since_start(standby).count("Handler 'topic_changed' succeeded") == mark[standby]
+
+    # a clean exit (SIGTERM) removes the active one from the KopfPeering: the standby resumes
+    walk.kubelet.kill(f"{NAMESPACE}/{active}", signal.SIGTERM)
+    wait_for(lambda: active_now(standby), 30, "the standby takes over")
+    set_config(walk, "orders", {"retention.ms": "86400000"})
+    # the first replica comes back (restartPolicy Always) younger, so it stays paused
+    again = wait_for(
         lambda: (
-            (walk.get("odradektopics", "orders")["status"].get("config") or {}).get("retention.ms")
-            == "86400000"
+            (status := walk.get("kopfpeerings", "odradek")["status"]).get(active)
+            and status[active]["priority"] != peers[active]["priority"]
+            and status
         ),
         30,
-        "the topic change reconciled",
+        "the restarted replica back in the KopfPeering",
     )
+    assert again[active]["priority"] < again[standby]["priority"]
+    assert "Handler '" not in since_start(active)
     print(f"peering failover after {time.monotonic() - started:.1f}s")
+
+
+def set_config(walk: Walkthrough, topic: str, config: dict[str, str]) -> None:
+    """`kubectl patch odt <topic>` and wait until the topic's status reports the config."""
+    patch = json.dumps({"spec": {"config": config}})
+    walk.kubectl("-n", NAMESPACE, "patch", "odt", topic, "--type=merge", "-p", patch)
+    wait_for(
+        lambda: (
+            (walk.get("odradektopics", topic)["status"].get("config") or {}).items()
+            >= config.items()
+        ),
+        30,
+        f"topic {topic}'s config {config} reconciled",
+    )

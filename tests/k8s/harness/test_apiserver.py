@@ -41,7 +41,7 @@ def test_crud_with_generated_fields(kube_client, namespace):
     status, body = call(kube_client, "POST", f"/api/v1/namespaces/{namespace}/configmaps", cm("a"))
     assert status == 409 and body["kind"] == "Status" and body["reason"] == "AlreadyExists"
 
-    # merge patch, strategic merge patch (as a merge patch), JSON patch, PUT
+    # merge patch, strategic merge patch, JSON patch, PUT
     path = f"/api/v1/namespaces/{namespace}/configmaps/a"
     status, body = call(
         kube_client, "PATCH", path, {"data": {"k2": "v2"}}, "application/merge-patch+json"
@@ -277,3 +277,42 @@ def test_dry_run_refused_and_initial_events_bookmark(kube_client, namespace):
     assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
     annotations = events[1]["object"]["metadata"]["annotations"]
     assert annotations == {"k8s.io/initial-events-end": "true"}
+
+
+def test_strategic_merge_patch_merges_containers_by_name_as_kubectl_apply_needs():
+    from support.k8s.store import strategic_merge_patch
+
+    live = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "a",
+                    "command": ["run"],
+                    "args": ["--x"],
+                    "env": [{"name": "E", "value": "1"}],
+                },
+                {"name": "b", "image": "b"},
+            ],
+            "tolerations": [{"key": "t"}],
+        }
+    }
+    patch = {  # kubectl apply's patch: only what changed, and directives
+        "spec": {
+            "$setElementOrder/containers": [{"name": "b"}, {"name": "a"}],
+            "containers": [
+                {"name": "a", "args": ["--y"], "env": [{"name": "F", "value": "2"}]},
+                {"name": "c", "$patch": "delete"},
+            ],
+            "tolerations": [],
+        }
+    }
+    merged = strategic_merge_patch(live, patch)["spec"]
+    assert [c["name"] for c in merged["containers"]] == ["b", "a"]
+    a = merged["containers"][1]
+    assert a["command"] == ["run"] and a["args"] == ["--y"]  # args: a list that is replaced
+    assert a["env"] == [{"name": "E", "value": "1"}, {"name": "F", "value": "2"}]
+    assert merged["tolerations"] == []
+    deleted = strategic_merge_patch(
+        live, {"spec": {"containers": [{"name": "b", "$patch": "delete"}]}}
+    )
+    assert [c["name"] for c in deleted["spec"]["containers"]] == ["a"]

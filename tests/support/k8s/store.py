@@ -13,9 +13,11 @@ HTTP server, router and discovery (``KubernetesScaffold``), and this store holds
   status of kinds with a status subresource, and ``status`` writes touch only the status;
   generation is bumped when anything outside metadata and status changes; no-op writes change
   nothing (no new resourceVersion, no event), as on a real server;
-- patch: JSON merge patch (merge-patch+json, and strategic-merge-patch+json treated as a merge
-  patch: lists are replaced, ``$patch`` directives are not understood), JSON patch (RFC 6902,
-  incl. ``test``), and apply-patch+yaml treated as a merge patch that creates a missing object;
+- patch: JSON merge patch (merge-patch+json), strategic merge patch (a merge patch whose
+  containers, volumes, env, ports, volumeMounts, ... lists merge by key, with the ``$patch``,
+  ``$setElementOrder`` and ``$retainKeys`` directives: what kubectl apply sends, see
+  ``strategic_merge_patch``), JSON patch (RFC 6902, incl. ``test``), and apply-patch+yaml
+  treated as a merge patch that creates a missing object;
 - delete: finalizers -> deletionTimestamp, removed when the last finalizer goes; pods bound to a
   node (``spec.nodeName``, set by the kubelet stand-in) are deleted gracefully: deletionTimestamp
   and deletionGracePeriodSeconds, until the kubelet deletes them with grace 0;
@@ -190,6 +192,75 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
 
 def now_iso() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# Lists that a strategic merge patch merges element by element, and their merge keys (a subset
+# of the built-in types' patchStrategy=merge fields); every other list is replaced, as in SMP.
+SMP_MERGE_KEYS = {
+    "containers": "name",
+    "initContainers": "name",
+    "volumes": "name",
+    "env": "name",
+    "imagePullSecrets": "name",
+    "volumeMounts": "mountPath",
+    "ports": "containerPort",  # a Service's: "port" (chosen below by what the elements hold)
+    "conditions": "type",
+}
+
+
+def strategic_merge_patch(target: Any, patch: Any, field: str = "") -> Any:
+    """A strategic merge patch as kubectl apply/patch sends it for built-in kinds: a merge patch,
+    except that the lists of ``SMP_MERGE_KEYS`` merge by key, with the directives
+    ``$patch: delete|replace``, ``$setElementOrder/<list>`` and ``$retainKeys``. Lists of other
+    fields are replaced, like a merge patch. (Treating it as a plain merge patch would replace a
+    pod template's ``containers`` with only the fields kubectl sends: the changed ones.)"""
+    if isinstance(patch, list):
+        key = SMP_MERGE_KEYS.get(field)
+        if key == "containerPort" and not all("containerPort" in p for p in patch):
+            key = "port"
+        mergeable = key is not None and isinstance(target, list)
+        elements = [*patch, *(target or [])]
+        if not mergeable or not all(isinstance(e, dict) and key in e for e in elements):
+            return [p for p in copy.deepcopy(patch) if not _smp_delete(p)]
+        result = copy.deepcopy(target)
+        for element in patch:
+            index = next((i for i, e in enumerate(result) if e[key] == element[key]), None)
+            if _smp_delete(element):
+                if index is not None:
+                    del result[index]
+            elif index is None:
+                result.append(strategic_merge_patch({}, element))
+            else:
+                result[index] = strategic_merge_patch(result[index], element)
+        return result
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if patch.get("$patch") == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    orders = {}
+    for key, value in patch.items():
+        if key.startswith("$setElementOrder/"):
+            orders[key.split("/", 1)[1]] = value
+        elif key.startswith("$"):
+            continue
+        elif value is None:
+            result.pop(key, None)
+        else:
+            result[key] = strategic_merge_patch(result.get(key), value, key)
+    if "$retainKeys" in patch:
+        result = {k: v for k, v in result.items() if k in patch["$retainKeys"]}
+    for name, order in orders.items():
+        key = SMP_MERGE_KEYS.get(name, "name")
+        items = result.get(name)
+        if isinstance(items, list) and all(isinstance(o, dict) and key in o for o in order):
+            rank = {o[key]: i for i, o in enumerate(order)}
+            items.sort(key=lambda e: rank.get(e.get(key), len(rank)))
+    return result
+
+
+def _smp_delete(element: Any) -> bool:
+    return isinstance(element, dict) and element.get("$patch") == "delete"
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -559,7 +630,10 @@ class ObjectStore:
         ):
             if not isinstance(patch, dict):
                 raise ApiError(400, "BadRequest", "a merge patch must be a JSON object")
-            new = merge_patch(base, patch)
+            if content_type == "application/strategic-merge-patch+json":
+                new = strategic_merge_patch(base, patch)
+            else:
+                new = merge_patch(base, patch)
         else:
             raise ApiError(415, "UnsupportedMediaType", f"unsupported patch type {content_type}")
         if subresource == "scale":
