@@ -293,3 +293,36 @@ def set_config(walk: Walkthrough, topic: str, config: dict[str, str]) -> None:
         30,
         f"topic {topic}'s config {config} reconciled",
     )
+
+
+def test_5_delete_keeps_the_claims_and_the_jbod_cluster_runs(walk):
+    started = time.monotonic()
+    walk.kubectl("-n", NAMESPACE, "delete", "odc", "demo", "--timeout=30s")
+
+    # everything it owns is deleted; brokers stopping all at once find no broker to hand their
+    # leaderships to, so they use up their grace period: the test does not wait for that
+    def demo_objects() -> list[str]:
+        return [
+            f"{plural}/{o['metadata']['name']}"
+            for plural in ("statefulsets", "services", "configmaps", "poddisruptionbudgets", "pods")
+            for o in walk.store.list(plural, NAMESPACE)[0]
+            if o["metadata"]["name"].startswith("demo-")
+            and not (plural == "pods" and o["metadata"].get("deletionTimestamp"))
+        ]
+
+    wait_for(lambda: not demo_objects(), 30, "the demo cluster's objects deleted")
+    claims, _ = walk.store.list("persistentvolumeclaims", NAMESPACE)
+    kept = {c["metadata"]["name"] for c in claims}
+    assert {f"data-0-demo-broker-{i}" for i in range(4)} <= kept
+    print(f"demo deleted after {time.monotonic() - started:.1f}s")
+
+    walk.kubectl(
+        "-n", NAMESPACE, "apply", "--validate=false", "-f", str(MANIFESTS / "cluster-jbod.yaml")
+    )
+    wait_for(lambda: walk.cluster_ready("jbod"), READY_TIMEOUT_S, "the jbod cluster Ready", 0.5)
+    cluster = walk.get("odradekclusters", "jbod")
+    assert cluster["status"]["brokerIds"] == [0, 1, 2]
+    claims, _ = walk.store.list("persistentvolumeclaims", NAMESPACE)
+    names = {c["metadata"]["name"] for c in claims}
+    assert {f"data-{v}-jbod-broker-{i}" for v in (0, 1) for i in range(3)} <= names
+    print(f"jbod Ready after {time.monotonic() - started:.1f}s")
