@@ -92,7 +92,6 @@ def test_default_install_is_namespaced(renders: dict) -> None:
     assert kinds == sorted(
         ["CustomResourceDefinition"] * 4
         + ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
-        + ["ClusterRole", "ClusterRoleBinding"]  # get on nodes, for spec.brokers.rack
     )
     assert operator_container(objs)["args"] == [
         "--namespace",
@@ -126,9 +125,8 @@ def test_namespaced_rbac_is_least_privilege(renders: dict) -> None:
     assert all("*" not in verbs for verbs in granted.values())
 
 
-@pytest.mark.parametrize("values", ["default-values.yaml", "cluster-wide-examples-values.yaml"])
-def test_nodes_are_only_read_through_a_cluster_role_of_their_own(renders: dict, values) -> None:
-    objs = renders[values]
+def test_nodes_are_only_read_through_a_cluster_role_of_their_own(renders: dict) -> None:
+    objs = renders["cluster-wide-examples-values.yaml"]
     (role,) = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"].endswith("-nodes")]
     assert role["metadata"]["name"] == "odradek-odradek-nodes"
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
@@ -141,8 +139,8 @@ def test_nodes_are_only_read_through_a_cluster_role_of_their_own(renders: dict, 
     ]
 
 
-def test_read_nodes_false_grants_nothing_cluster_wide() -> None:
-    objs = render(CI_VALUES / "default-values.yaml", extra=("--set", "rbac.readNodes=false"))
+def test_a_default_install_grants_nothing_cluster_wide(renders: dict) -> None:
+    objs = renders["default-values.yaml"]
     assert not by_kind(objs, "ClusterRole") and not by_kind(objs, "ClusterRoleBinding")
 
 
