@@ -203,10 +203,19 @@ def test_controller_keys_go_to_the_controllers_and_shared_ones_to_both():
     assert error.field == "spec.brokers.config[leader.imbalance.per.broker.percentage]"
 
 
-def test_rack_is_refused_until_it_is_honoured():
-    error = refused(brokers(rack={"topologyKey": "topology.kubernetes.io/zone"}))
-    assert error.field == "spec.brokers.rack"
-    assert "not implemented yet" in error.message
+def test_rack_names_a_node_label():
+    spec = ClusterSpec.from_resource(brokers(rack={"topologyKey": "topology.kubernetes.io/zone"}))
+    assert spec.brokers.rack_topology_key == "topology.kubernetes.io/zone"
+    assert ClusterSpec.from_resource(brokers()).brokers.rack_topology_key is None
+    assert refused(brokers(rack={})).field == "spec.brokers.rack.topologyKey"
+    assert refused(brokers(rack={"topologyKey": "no spaces"})).field == (
+        "spec.brokers.rack.topologyKey"
+    )
+    assert refused(brokers(rack={"topologyKey": "zone", "x": 1})).field.startswith(
+        "spec.brokers.rack"
+    )
+    error = refused(brokers(config={"odradek.broker.rack.file": "/tmp/rack"}))
+    assert "odradek.broker.rack.file" in error.field
 
 
 @pytest.mark.parametrize(
