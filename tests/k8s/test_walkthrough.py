@@ -1,7 +1,8 @@
 """docs/kubernetes.md runs as written: the chart installed (helm template, every object applied,
 the operator's Deployment run by the kubelet stand-in), manifests/cluster-minimal.yaml and
 manifests/topics.yaml applied with kubectl, records produced and consumed, the cluster scaled
-with `kubectl scale`, then two operator replicas electing one active through kopf peering.
+with `kubectl scale`, two operator replicas electing one active through kopf peering and failing
+over, `kubectl delete` keeping the claims, and manifests/cluster-jbod.yaml running as written.
 
 One API server and one stand-in for the module; the tests run in order and share the cluster."""
 
@@ -316,6 +317,8 @@ def test_5_delete_keeps_the_claims_and_the_jbod_cluster_runs(walk):
     assert {f"data-0-demo-broker-{i}" for i in range(4)} <= kept
     print(f"demo deleted after {time.monotonic() - started:.1f}s")
 
+    # its brokers' rack needs the operator to read nodes, as its comment says
+    walk.helm_install("operator.replicas=2", "rbac.readNodes=true")
     walk.kubectl(
         "-n", NAMESPACE, "apply", "--validate=false", "-f", str(MANIFESTS / "cluster-jbod.yaml")
     )
@@ -325,4 +328,8 @@ def test_5_delete_keeps_the_claims_and_the_jbod_cluster_runs(walk):
     claims, _ = walk.store.list("persistentvolumeclaims", NAMESPACE)
     names = {c["metadata"]["name"] for c in claims}
     assert {f"data-{v}-jbod-broker-{i}" for v in (0, 1) for i in range(3)} <= names
+    ip = walk.kubelet.pod_ip(f"{NAMESPACE}/jbod-broker-0")
+    admin = AdminClient({"bootstrap.servers": f"{ip}:9092"})  # kept: the future needs it
+    nodes = admin.describe_cluster(request_timeout=10).result(15).nodes
+    assert {node.rack for node in nodes} == {"standin-zone"}  # the stand-in node's zone label
     print(f"jbod Ready after {time.monotonic() - started:.1f}s")
