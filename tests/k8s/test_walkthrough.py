@@ -124,6 +124,12 @@ def test_1_helm_install_runs_the_operator_deployment(walk):
     assert re.fullmatch(r"odradek-[0-9a-f]{10}-[a-z0-9]{5}", pod), pod
     argv = walk.kubelet.log(f"{NAMESPACE}/{pod}").splitlines()[0]
     assert "odradek-operator" in argv and "'--namespace', 'odradek'" in argv
+    # the stand-in's substitute for the service account's credentials
+    pid = walk.kubelet.pid(f"{NAMESPACE}/{pod}")
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    assert (
+        f"KUBECONFIG={walk.workdir}/kubelet/pods/{NAMESPACE}/{pod}/kubeconfig".encode() in environ
+    )
     deployment = wait_for(
         lambda: (
             (d := walk.get("deployments", RELEASE))

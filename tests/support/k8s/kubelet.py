@@ -51,7 +51,8 @@ kubelet
     ``value``, ``valueFrom.fieldRef`` (metadata.name/namespace/uid/labels['k']/annotations['k'],
     status.podIP, status.hostIP, spec.nodeName, spec.serviceAccountName), ``configMapKeyRef``,
     ``secretKeyRef``; ``envFrom`` configMapRef/secretRef.
-  - A pod with ``spec.serviceAccountName`` (the operator's) gets ``KUBECONFIG`` pointing at
+  - A pod whose service account token would be mounted (``automountServiceAccountToken`` not
+    false on the pod, else on its ServiceAccount) gets ``KUBECONFIG`` pointing at
     ``<pod dir>/kubeconfig``, written for the test API server when the stand-in was given an
     ``ApiServerThread``: a real kubelet mounts the service account's token and CA for https at
     ``/var/run/secrets/kubernetes.io/serviceaccount``, which the stand-in cannot give (the test
@@ -1147,7 +1148,16 @@ class KubeletStandIn:
         if self._api_server is None or not getattr(self._api_server, "url", ""):
             return None
         pod = self.store.try_get("pods", runtime.namespace, runtime.name)
-        if not pod or not (pod.get("spec") or {}).get("serviceAccountName"):
+        if not pod:
+            return None
+        spec = pod.get("spec") or {}
+        account = self.store.try_get(
+            "serviceaccounts", runtime.namespace, spec.get("serviceAccountName") or "default"
+        )
+        automount = spec.get("automountServiceAccountToken")
+        if automount is None:
+            automount = (account or {}).get("automountServiceAccountToken", True)
+        if not automount:
             return None
         from .apiserver import write_kubeconfig
 
