@@ -55,7 +55,8 @@ kubelet
     ``initialDelaySeconds``, ``failureThreshold``; readiness and liveness wait for the startup
     probe; readiness drives the Ready and ContainersReady conditions; failed liveness or startup
     probes restart the container. Lifecycle hooks are ignored, as are securityContext (runAsUser:
-    every process runs as the test's user), resources and scheduling constraints.
+    every process runs as the test's user, or in image mode as the image's), resources and
+    scheduling constraints.
   - A container that exits is restarted per ``restartPolicy`` (Always, the default; OnFailure;
     Never) after a back-off of 0.5 s doubling to 8 s (``restartCount`` in containerStatuses).
   - A deleted pod (deletionTimestamp) gets SIGTERM to each process group, SIGKILL after
@@ -908,7 +909,12 @@ class KubeletStandIn:
         return None
 
     def _prepare_in_image(
-        self, runtime: PodRuntime, pod: Obj, cspec: Obj, volumes: dict[str, Path], writable: set
+        self,
+        runtime: PodRuntime,
+        pod: Obj,
+        cspec: Obj,
+        volumes: dict[str, Path],
+        writable: set[str],
     ) -> Container | str:
         """An Odradek container run from the built image: its volumes bind-mounted at their
         mount paths (PVC and emptyDir directories owned by the image's user), env and args with
