@@ -92,6 +92,11 @@ def _from_the_image(pid: int) -> None:
     assert {int(u) for u in uids} == {IMAGE_UID}
 
 
+def _uid(store, namespace: str, name: str) -> str | None:
+    pod = store.try_get("pods", namespace, name)
+    return None if pod is None else pod["metadata"]["uid"]
+
+
 def _ready_pod(store, namespace: str, name: str) -> dict | None:
     pod = store.try_get("pods", namespace, name)
     return pod if condition(pod, "Ready").get("status") == "True" else None
@@ -182,13 +187,9 @@ def test_the_operators_cluster_runs_from_the_image(
             kubelet.kill(f"{namespace}/demo-broker-0", signal.SIGKILL)
             store.delete("pods", namespace, "demo-broker-1")
             log = kubelet.workdir / "pods" / namespace / "demo-broker-1" / "broker.log"
+            old_uid = old["demo-broker-1"]["metadata"]["uid"]
             wait_for(
-                lambda: (
-                    (store.try_get("pods", namespace, "demo-broker-1") or old["demo-broker-1"])[
-                        "metadata"
-                    ]["uid"]
-                    != old["demo-broker-1"]["metadata"]["uid"]
-                ),
+                lambda: _uid(store, namespace, "demo-broker-1") not in (None, old_uid),
                 60,
                 "demo-broker-1 deleted and made again",
             )
