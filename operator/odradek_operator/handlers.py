@@ -19,7 +19,7 @@ import os
 
 import kopf
 
-from odradek_operator import metrics
+from odradek_operator import logs, metrics
 from odradek_operator.kube import ApiKube
 from odradek_operator.model import names
 from odradek_operator.reconcile.admin import ClusterUnavailable, OpsAdmin
@@ -50,6 +50,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
         prefix="odradek.io", key="last-handled-configuration"
     )
     settings.posting.level = logging.INFO
+    logs.install()  # a pass that waits is logged and posted at INFO, not as an error
     settings.watching.server_timeout = 60
     memo.locks = {}
     if getattr(memo, "ctx", None) is None:

@@ -72,6 +72,7 @@ KINDS: dict[str, Kind] = {
         Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims"),
         Kind("Event", "", "v1", "events"),
         Kind("Namespace", "", "v1", "namespaces", namespaced=False),
+        Kind("Node", "", "v1", "nodes", namespaced=False),
         Kind("StatefulSet", "apps", "v1", "statefulsets"),
         Kind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets"),
         Kind("Role", "rbac.authorization.k8s.io", "v1", "roles"),

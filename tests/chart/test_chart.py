@@ -40,8 +40,13 @@ def operator_container(objs: list[dict[str, Any]]) -> dict[str, Any]:
     return container
 
 
+def operator_rbac(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """The operator's main Role/ClusterRole (or binding): not the one for nodes."""
+    return [o for o in by_kind(objs, kind) if not o["metadata"]["name"].endswith("-nodes")]
+
+
 def rules(objs: list[dict[str, Any]], kind: str) -> dict[tuple[str, str], set[str]]:
-    (role,) = by_kind(objs, kind)
+    (role,) = operator_rbac(objs, kind)
     granted: dict[tuple[str, str], set[str]] = {}
     for rule in role["rules"]:
         for group in rule["apiGroups"]:
@@ -85,7 +90,8 @@ def test_default_install_is_namespaced(renders: dict) -> None:
     objs = renders["default-values.yaml"]
     kinds = sorted(o["kind"] for o in objs)
     assert kinds == sorted(
-        ["CustomResourceDefinition"] * 4 + ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
+        ["CustomResourceDefinition"] * 4
+        + ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
     )
     assert operator_container(objs)["args"] == [
         "--namespace",
@@ -119,6 +125,25 @@ def test_namespaced_rbac_is_least_privilege(renders: dict) -> None:
     assert all("*" not in verbs for verbs in granted.values())
 
 
+def test_nodes_are_only_read_through_a_cluster_role_of_their_own(renders: dict) -> None:
+    objs = renders["cluster-wide-examples-values.yaml"]
+    (role,) = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"].endswith("-nodes")]
+    assert role["metadata"]["name"] == "odradek-odradek-nodes"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    (binding,) = [
+        b for b in by_kind(objs, "ClusterRoleBinding") if b["metadata"]["name"].endswith("-nodes")
+    ]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "odradek", "namespace": "odradek"}
+    ]
+
+
+def test_a_default_install_grants_nothing_cluster_wide(renders: dict) -> None:
+    objs = renders["default-values.yaml"]
+    assert not by_kind(objs, "ClusterRole") and not by_kind(objs, "ClusterRoleBinding")
+
+
 def test_rbac_covers_every_custom_kind(renders: dict) -> None:
     """A kind added to model/crds.py (Connect) must be added to the chart's RBAC too."""
     for objs, kind in (
@@ -145,7 +170,7 @@ def test_cluster_wide_install(renders: dict) -> None:
         "watch",
     }
     assert ("kopf.dev", "clusterkopfpeerings") in granted
-    (binding,) = by_kind(objs, "ClusterRoleBinding")
+    (binding,) = operator_rbac(objs, "ClusterRoleBinding")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "odradek", "namespace": "odradek"}
     ]

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 import kopf
 
 from odradek_operator.reconcile.cluster import ClusterContext
+from support.waiting import wait_until
 
 STOP_TIMEOUT_S = 15.0
 
@@ -57,15 +57,8 @@ class OperatorThread:
 
 
 def wait_for(what: Callable[[], object], timeout_s: float, message: str, step_s: float = 0.2):
-    """Poll ``what`` until truthy (returned), at most ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = what()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s: {message}")
-        time.sleep(step_s)
+    """Poll ``what`` until truthy (returned), at most ``timeout_s`` (``support.waiting``)."""
+    return wait_until(what, message, timeout_s, poll_s=step_s)
 
 
 def condition(obj: dict | None, type_: str) -> dict:

@@ -8,6 +8,11 @@ Kubernetes' ``$(VAR)`` expansion, no shell: ``broker.id=$(POD_INDEX)``, both lis
 advertised ones on ``$(POD_IP)`` (clients outside the cluster's DNS reach a pod by its IP), the
 admin listener on the metrics port.
 
+With ``spec.brokers.rack``, the pod gets a downward API volume ``pod-info`` at
+``/etc/odradek-pod`` whose file ``rack`` is the pod's ``odradek.io/rack`` annotation (empty until
+the operator copies the node's label there, reconcile/racks.py), and broker.properties gets
+``odradek.broker.rack.file`` naming it: the broker waits for the file before it starts.
+
 Volume ``N`` is the volumeClaimTemplate ``data-N`` mounted at ``/var/lib/odradek/data-N``; its
 ``log`` subdirectory is in ``log.dirs``. Claims are kept when the cluster is deleted or scaled
 down unless ``deleteClaim: true`` (``persistentVolumeClaimRetentionPolicy``).
@@ -37,13 +42,28 @@ SHUTDOWN_MARGIN_S = 30
 STARTUP_MAX_S = 30 * 60
 
 
+POD_INFO_VOLUME = "pod-info"
+
+
 def properties(cluster: ClusterSpec) -> dict[str, str]:
     """broker.properties: everything but the per-pod keys."""
-    return {
+    props = {
         **cluster.brokers.properties(),
         "zookeeper.connect": names.zookeeper_connect(cluster.name, cluster.namespace),
         "control.plane.listener.name": names.CONTROL_PLANE_LISTENER,
         "log.dirs": cluster.brokers.log_dirs,
+    }
+    if cluster.brokers.rack_topology_key is not None:
+        props["odradek.broker.rack.file"] = f"{names.POD_INFO_DIR}/{names.RACK_FILE}"
+    return props
+
+
+def pod_info_volume() -> dict[str, Any]:
+    """The downward API volume with the rack annotation as a file."""
+    field = {"apiVersion": "v1", "fieldPath": f"metadata.annotations['{names.RACK_ANNOTATION}']"}
+    return {
+        "name": POD_INFO_VOLUME,
+        "downwardAPI": {"items": [{"path": names.RACK_FILE, "fieldRef": field}]},
     }
 
 
@@ -128,6 +148,11 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
     pod = meta.pod_spec(
         cluster, C, container, uid=meta.ODRADEK_UID, grace_s=termination_grace_s(cluster)
     )
+    if brokers.rack_topology_key is not None:
+        container["volumeMounts"].append(
+            {"name": POD_INFO_VOLUME, "mountPath": names.POD_INFO_DIR, "readOnly": True}
+        )
+        pod["volumes"].append(pod_info_volume())
     claims = claim_templates(cluster)
     digest = meta.config_hash(
         properties(cluster), pod, [c["spec"] for c in claims], cluster.restart

@@ -221,7 +221,10 @@ def cluster_spec() -> Schema:
                     )
                 },
                 required=["topologyKey"],
-                description="Not implemented yet: the operator refuses it.",
+                description=(
+                    "broker.rack from a node label: the operator copies the label of each "
+                    "broker pod's node onto the pod, the broker reads it at start."
+                ),
             ),
         },
         required=["replicas", "storage"],

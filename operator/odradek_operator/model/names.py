@@ -41,6 +41,8 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"  # set by the StatefulSet contr
 
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
 RESTART_ANNOTATION = f"{GROUP}/restart"
+# On a broker pod: its node's spec.brokers.rack.topologyKey label, written by the operator.
+RACK_ANNOTATION = f"{GROUP}/rack"
 
 # Ports the spec does not choose.
 ZOOKEEPER_CLIENT_PORT = 2181
@@ -64,6 +66,9 @@ ZOOKEEPER_CONFIG_DIR = "/conf"
 ZOOKEEPER_CONFIG_FILE = "zoo.cfg"
 ZOOKEEPER_DATA_DIR = "/data"
 LOG_DIR_ROOT = "/var/lib/odradek"
+# The brokers' downward API volume (not under ODRADEK_CONFIG_DIR: that is a read-only ConfigMap).
+POD_INFO_DIR = "/etc/odradek-pod"
+RACK_FILE = "rack"  # in POD_INFO_DIR: the RACK_ANNOTATION's value
 
 # Downward-API environment variables every Odradek and ZooKeeper container gets.
 ENV_POD_INDEX = "POD_INDEX"

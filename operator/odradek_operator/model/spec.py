@@ -19,9 +19,12 @@ Rule: never accept what is not honoured. So:
   (``BROKER_CONFIG_DEFAULTS``) are Kafka's production choice: 3 replicas, at least 2 in sync;
   a replication factor larger than ``spec.brokers.replicas`` is refused, since such topics could
   never be created (set it in ``config`` for smaller clusters).
-- ``spec.brokers.rack`` is refused: Kubernetes has no downward API for node labels, and the ways
-  around it (an init container reading the Node, which needs cluster-wide RBAC, or the operator
-  copying the label onto the pod after scheduling) are a later issue's.
+- ``spec.brokers.rack.topologyKey`` names a node label (``topology.kubernetes.io/zone``) whose
+  value becomes each broker's ``broker.rack``. Kubernetes has no downward API for node labels, so
+  the operator copies the label of a broker pod's node onto the pod (annotation
+  ``odradek.io/rack``, reconcile/racks.py), the pod sees it as a downward API file, and the broker
+  waits for that file at start (``odradek.broker.rack.file``, model/brokers.py). Both keys are the
+  operator's; ``odradek.broker.rack.file.timeout.ms`` stays the user's.
 - ``OdradekTopic`` config keys are ``odradek.config.topic``'s, validated the same way.
 
 Immutable, no I/O: any thread may call it.
@@ -94,6 +97,7 @@ OPERATOR_OWNED_BROKER_KEYS = frozenset(
         "control.plane.listener.name",
         "odradek.admin.listener",
         "broker.rack",
+        "odradek.broker.rack.file",
     }
 )
 # Keys Kafka's brokers read as the controller; Odradek's controllers read them from their file.
@@ -116,6 +120,11 @@ _QUANTITY = re.compile(
     r"\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?"
 )
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+# A label key: an optional DNS-subdomain prefix and "/", then a name (Kubernetes' qualified name).
+_LABEL_KEY = re.compile(
+    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
 _ABSENT = object()
 
 
@@ -316,6 +325,8 @@ class BrokerSpec:
     # The user's keys that only controllers read (auto.leader.rebalance.enable...): in Kafka the
     # controller is a broker and reads them from server.properties; here they go to controllers.
     controller_config: Mapping[str, str] = field(default_factory=dict)
+    # spec.brokers.rack.topologyKey: the node label copied to broker.rack; None: no rack.
+    rack_topology_key: str | None = None
 
     @property
     def log_dirs(self) -> str:
@@ -439,12 +450,6 @@ def _brokers(value: object, ports: Ports) -> BrokerSpec:
     where = "spec.brokers"
     section = _mapping(value, where)
     _only(section, where, ("replicas", "storage", "resources", "config", "rack"))
-    if section.get("rack") is not None:
-        raise SpecError(
-            f"{where}.rack",
-            "not implemented yet: Kubernetes gives pods no node labels, so broker.rack cannot "
-            "follow the node's topology label; remove it (brokers then have no rack)",
-        )
     replicas = _int(section, "replicas", where, 3, 1, BROKER_REPLICAS_MAX)
     storage = _mapping(section.get("storage"), f"{where}.storage")
     _only(storage, f"{where}.storage", ("volumes", "deleteClaim"))
@@ -457,9 +462,26 @@ def _brokers(value: object, ports: Ports) -> BrokerSpec:
         resources=Resources.parse(section.get("resources"), f"{where}.resources"),
         config={k: v for k, v in config.items() if k in BROKER_KEYS},
         controller_config={k: v for k, v in config.items() if k not in BROKER_KEYS},
+        rack_topology_key=_rack(section.get("rack"), f"{where}.rack"),
     )
     _check_broker_config(spec, ports, f"{where}.config")
     return spec
+
+
+def _rack(value: object, where: str) -> str | None:
+    if value is None:
+        return None
+    rack = _mapping(value, where)
+    _only(rack, where, ("topologyKey",))
+    key = _str(rack, "topologyKey", where, None)
+    if key is None:
+        raise SpecError(f"{where}.topologyKey", "required: the node label read as broker.rack")
+    if len(key) > 316 or not _LABEL_KEY.fullmatch(key):
+        raise SpecError(
+            f"{where}.topologyKey",
+            f"{key!r} is not a label key (e.g. topology.kubernetes.io/zone)",
+        )
+    return key
 
 
 def _volumes(value: object, where: str) -> tuple[Volume, ...]:
@@ -630,34 +652,3 @@ def _topic_config(value: object, where: str) -> dict[str, str]:
 def topic_state(topic_body: Mapping[str, Any]) -> TopicSpec:
     """The desired state of an ``OdradekTopic``; ``SpecError`` if it cannot be honoured."""
     return TopicSpec.from_resource(topic_body)
-
-
-def check_transition(old: ClusterSpec, new: ClusterSpec) -> None:
-    """Refuse the changes to a running cluster that cannot be honoured.
-
-    - ``spec.zookeeper.replicas``: the ensemble is static (zoo.cfg lists it); servers added to a
-      running one start empty and could form a majority of their own, losing the metadata.
-    - ``spec.zookeeper.storage`` and an existing JBOD volume's size or storage class: a claim
-      made from a volumeClaimTemplate is never resized or moved by the StatefulSet.
-
-    Adding and removing JBOD volumes are operations of their own (``reconcile``), not refused here.
-    """
-    if new.zookeeper.replicas != old.zookeeper.replicas:
-        raise SpecError(
-            "spec.zookeeper.replicas",
-            f"cannot change from {old.zookeeper.replicas} to {new.zookeeper.replicas}: the "
-            "ensemble's size is fixed when the cluster is created",
-        )
-    if new.zookeeper.storage != old.zookeeper.storage:
-        raise SpecError(
-            "spec.zookeeper.storage", "cannot change once the cluster exists (claims are kept)"
-        )
-    before = {v.id: v for v in old.brokers.volumes}
-    for volume in new.brokers.volumes:
-        was = before.get(volume.id)
-        if was is not None and was != volume:
-            raise SpecError(
-                f"spec.brokers.storage.volumes[id={volume.id}]",
-                f"volume {volume.id} exists: its size and storageClass cannot change "
-                "(add a volume with a new id instead)",
-            )

@@ -13,8 +13,8 @@ and the image's own ``ZOO_MY_ID`` takes the number ready-made. ``expr`` is used,
 so that no ``$(`` reaches Kubernetes' expansion.
 
 The ensemble's size is part of the config hash (zoo.cfg lists it); changing it is refused by
-``spec.check_transition`` (a static ensemble cannot grow safely: new empty servers could form a
-majority of their own).
+the reconciler (``ZooKeeperResizeRefused`` in reconcile/cluster.py): a static ensemble cannot
+grow safely, as new empty servers could form a majority of their own.
 
 Pure functions, no I/O.
 """

@@ -3,7 +3,8 @@
 A pass: read the spec (``ClusterSpec``: a bad spec is ``Refused("InvalidSpec")``), build the
 desired objects (``odradek_operator.model``), let volumes.py recreate the brokers' StatefulSet
 when its volumes changed, apply every object in order (shared objects, ZooKeeper, controllers,
-brokers; the brokers' replicas are scaling.py's), then one step of scaling (scaling.py) and
+brokers; the brokers' replicas are scaling.py's), the brokers' racks copied from their nodes when
+``spec.brokers.rack`` is set (racks.py), then one step of scaling (scaling.py) and
 one step of the rolling restart (restarts.py), and finally wait for every pod to be ready.
 A pass that has more to do raises ``Retry`` after writing the status that says what it waits
 for; the handlers call the pass again after the delay. Nothing is remembered in memory: the
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from odradek_operator.kube import Kube, apply
 from odradek_operator.model import desired, names
 from odradek_operator.model.spec import ClusterSpec, SpecError
-from odradek_operator.reconcile import restarts, scaling, volumes
+from odradek_operator.reconcile import racks, restarts, scaling, volumes
 from odradek_operator.reconcile.admin import AdminRefused, ClusterAdmin, ClusterUnavailable
 from odradek_operator.reconcile.status import IDLE, Refused, Retry, condition, now, set_condition
 from odradek_operator.reconcile.world import bootstrap_of, read_pods
@@ -202,6 +203,17 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
             )
         for obj in objects:
             await apply(kube, obj, keep_replicas=obj is wanted_sts)
+        if spec.brokers.rack_topology_key is not None:
+            waiting = await racks.annotate_racks(
+                kube, ns, spec.name, spec.brokers.rack_topology_key
+            )
+            if waiting:
+                raise _retry(
+                    "NodeLabelMissing",
+                    "brokers wait for their rack: " + "; ".join(waiting),
+                    operation=operation or IDLE,
+                    **common,
+                )
 
         broker_sts = await kube.get("StatefulSet", broker_sts_name, ns)
         step = await scaling.scale(

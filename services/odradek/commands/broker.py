@@ -14,5 +14,10 @@ async def _run(config: BrokerConfig) -> None:
     await BrokerApp(config).run()
 
 
+def _load(path: str | None, overrides: dict[str, str]) -> BrokerConfig:
+    """The config, with broker.rack from odradek.broker.rack.file once that file has it."""
+    return BrokerConfig.load(path, overrides).with_rack_from_file()
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    add_service_parser(subparsers, "broker", "run a broker", BrokerConfig.load, _run)
+    add_service_parser(subparsers, "broker", "run a broker", _load, _run)

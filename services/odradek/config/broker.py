@@ -37,14 +37,22 @@ Keys that Kafka does not have start with ``odradek.``. The limits a client can p
 ``odradek.connection.max.inflight.requests``) are all here, with finite defaults;
 docs/security.md says what happens at each.
 
-Immutable and free of I/O except ``load``: any thread may use it.
+``odradek.broker.rack.file`` names a file whose content is ``broker.rack`` (on Kubernetes, a
+downward API file of the pod annotation the operator copies from the node's topology label:
+pods get no node labels otherwise). ``with_rack_from_file()`` waits at start, up to
+``odradek.broker.rack.file.timeout.ms``, for the file to be non-empty and returns the config with
+``broker.rack`` set from it; a timeout is an ``InvalidConfigError`` (the broker does not start).
+
+Immutable and free of I/O except ``load`` and ``with_rack_from_file``: any thread may use it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -72,12 +80,15 @@ from odradek.errors import InvalidConfigError
 
 __all__ = ["BROKER_KEYS", "TOPIC_CONFIG_SYNONYMS", "BrokerConfig"]
 
+log = logging.getLogger(__name__)
+
 MINUTE_MS = 60 * 1000
 HOUR_MS = 60 * MINUTE_MS
 _NON_ROUTABLE = ("0.0.0.0", "::")
 # Kafka derives the inter-broker listener from security.inter.broker.protocol, PLAINTEXT.
 DEFAULT_INTER_BROKER_LISTENER_NAME = "PLAINTEXT"
 DEFAULT_LISTENERS = f"PLAINTEXT://127.0.0.1:9092,{CONTROL_PLANE_LISTENER_NAME}://127.0.0.1:9091"
+RACK_FILE_POLL_S = 0.5  # how often a broker waiting for odradek.broker.rack.file looks again
 
 
 def _zookeeper_connect(name: str, raw: object) -> str:
@@ -86,6 +97,12 @@ def _zookeeper_connect(name: str, raw: object) -> str:
 
 
 def _rack(name: str, raw: object) -> str | None:
+    if not isinstance(raw, str):
+        raise invalid_value(name, raw, "Expected a value of type STRING")
+    return raw.strip() or None
+
+
+def _path(name: str, raw: object) -> str | None:
     if not isinstance(raw, str):
         raise invalid_value(name, raw, "Expected a value of type STRING")
     return raw.strip() or None
@@ -137,6 +154,21 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             None,
             "Rack or zone of this broker; replicas of a partition are spread across racks.",
             convert=_rack,
+        ),
+        ConfigKey(
+            "odradek.broker.rack.file",
+            _T.STRING,
+            None,
+            "A file whose content is broker.rack: the broker waits at start for it to be "
+            "non-empty (a Kubernetes downward API file). Not together with broker.rack.",
+            convert=_path,
+        ),
+        ConfigKey(
+            "odradek.broker.rack.file.timeout.ms",
+            _T.LONG,
+            600000,
+            "How long a broker waits for odradek.broker.rack.file; then it refuses to start.",
+            minimum=0,
         ),
         ConfigKey(
             "listeners",
@@ -757,6 +789,8 @@ class BrokerConfig(PropertiesConfig):
     broker_id: int
     zookeeper_connect: str
     broker_rack: str | None = None
+    odradek_broker_rack_file: str | None = None
+    odradek_broker_rack_file_timeout_ms: int = _default("odradek.broker.rack.file.timeout.ms")
     listeners: tuple[Endpoint, ...] = _default("listeners")
     advertised_listeners: tuple[Endpoint, ...] | None = None
     listener_security_protocol_map: tuple[ListenerProtocol, ...] = _default(
@@ -885,6 +919,11 @@ class BrokerConfig(PropertiesConfig):
         if self.log_dirs is None and self.log_dir is None:
             raise missing_required("log.dirs")
         self._check_group_coordinator()
+        if self.broker_rack is not None and self.odradek_broker_rack_file is not None:
+            raise InvalidConfigError(
+                "broker.rack and odradek.broker.rack.file are both set: the rack comes from one "
+                "of them; remove the other"
+            )
         if self.queued_max_request_bytes == 0 or (
             0 < self.queued_max_request_bytes < self.socket_request_max_bytes
         ):
@@ -1021,6 +1060,45 @@ class BrokerConfig(PropertiesConfig):
                 f"the inter broker listener name. Currently they both have the value "
                 f"{control_plane}"
             )
+
+    def with_rack_from_file(
+        self,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> BrokerConfig:
+        """This config with ``broker.rack`` read from ``odradek.broker.rack.file`` (and that key
+        cleared), waiting up to its timeout for the file to exist and be non-empty; ``self``
+        when the key is unset. Raises ``InvalidConfigError`` on timeout."""
+        path = self.odradek_broker_rack_file
+        if path is None:
+            return self
+        deadline = monotonic() + self.odradek_broker_rack_file_timeout_ms / 1000
+        waiting_logged = False
+        while True:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    content = f.read().strip()
+            except FileNotFoundError:
+                content = ""
+            except OSError as e:
+                raise InvalidConfigError(f"odradek.broker.rack.file {path}: {e}") from e
+            if content:
+                rack = BROKER_KEYS["broker.rack"].parse(content)
+                log.info("broker.rack is %s (from %s)", rack, path)
+                return dataclasses.replace(self, broker_rack=rack, odradek_broker_rack_file=None)
+            if monotonic() >= deadline:
+                raise InvalidConfigError(
+                    f"odradek.broker.rack.file {path} is still missing or empty after "
+                    f"{self.odradek_broker_rack_file_timeout_ms} ms "
+                    f"(odradek.broker.rack.file.timeout.ms): no rack to start with. On "
+                    f"Kubernetes the operator writes it from the node's topology label: see "
+                    f"the OdradekCluster's status"
+                )
+            if not waiting_logged:
+                log.warning("waiting for odradek.broker.rack.file %s to give broker.rack", path)
+                waiting_logged = True
+            sleep(min(RACK_FILE_POLL_S, max(deadline - monotonic(), 0.0)))
 
     @property
     def effective_advertised_listeners(self) -> tuple[Endpoint, ...]:

@@ -281,3 +281,33 @@ def test_orphaned_pods_adopted_then_collected_with_their_statefulset(kube_api, s
     wait_until(lambda: not store.list("pods", namespace)[0], "the pod collected", TIMEOUT_S)
     assert store.try_get("persistentvolumeclaims", namespace, "data-web-0") is not None
     wait_until(lambda: not standin.pods(namespace), "the kubelet forgot the pod", TIMEOUT_S)
+
+
+def test_downward_api_files_follow_the_pods_annotations(kube_api, standin, namespace):
+    store = kube_api.store
+    sts = web(replicas=1)
+    pod_spec = sts["spec"]["template"]["spec"]
+    (container,) = pod_spec["containers"]
+    container["args"] = ["--directory", "/etc/pod", "8080"]
+    container["volumeMounts"].append({"name": "info", "mountPath": "/etc/pod"})
+    rack = {"fieldPath": "metadata.annotations['odradek.io/rack']"}
+    pod_spec["volumes"] = [
+        {
+            "name": "info",
+            "downwardAPI": {
+                "items": [
+                    {"path": "rack", "fieldRef": rack},
+                    {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+                ]
+            },
+        }
+    ]
+    store.create("statefulsets", namespace, sts)
+    (pod,) = wait_until(lambda: ready_pods(store, namespace, 1), "a ready pod", TIMEOUT_S)
+    ip = pod["status"]["podIP"]
+    assert get(ip, "/rack") == (200, b"")  # the annotation is not there yet: an empty file
+    assert b'app="web"' in get(ip, "/labels")[1].split(b"\n")
+    store.patch(
+        "pods", namespace, "web-0", {"metadata": {"annotations": {"odradek.io/rack": "z1"}}}
+    )
+    wait_until(lambda: get(ip, "/rack") == (200, b"z1"), "the rack file written", TIMEOUT_S)

@@ -1,12 +1,14 @@
 """The operator end to end: kopf in-process against the test API server, the kubelet stand-in
 running the pods it asks for as real processes (ZooKeeper, a controller, brokers), real clients.
 One cluster shared by the tests of this module, in order: Ready and serving clients; topics
-created, altered and their drift reverted; a config change rolled one broker at a time under
-acks=all load losing nothing; scaled 3 -> 5 -> 3 with rebalance and drain; a JBOD volume
+created, altered and their drift reverted; a config change (with spec.brokers.rack turned on)
+rolled one broker at a time under acks=all load losing nothing, the brokers then reporting their
+node's zone as their rack; scaled 3 -> 5 -> 3 with rebalance and drain; a JBOD volume
 added; deleted, its PVC directories kept."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import os
 import sys
@@ -23,6 +25,8 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from odradek.ops.client import ClusterClient
+from odradek.ops.cluster import read_cluster
 from odradek_operator.kube import ApiKube
 from odradek_operator.reconcile.admin import OpsAdmin
 from odradek_operator.reconcile.cluster import ClusterContext
@@ -349,6 +353,16 @@ def operation_seen(cluster: Cluster, kind: str, seen: set[str]) -> bool:
     return kind in seen
 
 
+def racks(cluster: Cluster) -> dict[int, str | None]:
+    """Each broker's rack as Metadata reports it (confluent_kafka's list_topics shows none)."""
+
+    async def read() -> dict[int, str | None]:
+        async with ClusterClient(cluster.bootstrap()) as client:
+            return (await read_cluster(client)).rack_of()
+
+    return asyncio.run(read())
+
+
 def test_config_change_rolls_brokers_one_at_a_time_losing_nothing_across_operator_restart(
     cluster,
 ):
@@ -364,7 +378,8 @@ def test_config_change_rolls_brokers_one_at_a_time_losing_nothing_across_operato
                         "min.insync.replicas": 2,
                         "default.replication.factor": 3,
                         "log.retention.hours": 100,
-                    }
+                    },
+                    "rack": {"topologyKey": "topology.kubernetes.io/zone"},
                 }
             }
         )
@@ -394,6 +409,9 @@ def test_config_change_rolls_brokers_one_at_a_time_losing_nothing_across_operato
     for i in range(3):
         pod = cluster.get("pods", f"demo-broker-{i}")
         assert pod["metadata"]["annotations"]["odradek.io/config-hash"] == template
+        # the stand-in's node has topology.kubernetes.io/zone=standin-zone
+        assert pod["metadata"]["annotations"]["odradek.io/rack"] == "standin-zone"
+    assert racks(cluster) == dict.fromkeys(range(3), "standin-zone")
 
 
 def test_scale_up_rebalances_and_scale_down_drains(cluster):

@@ -30,7 +30,10 @@ kubelet
   - Volumes are local directories: ``configMap``/``secret`` written under the pod's directory
     (re-written when the ConfigMap changes), ``emptyDir`` under the pod's directory (removed with
     the pod), ``persistentVolumeClaim`` under ``<workdir>/pvcs/<ns>/<claim>-<uid>`` (kept while
-    the PVC object exists; a pod whose claim does not exist stays Pending).
+    the PVC object exists; a pod whose claim does not exist stays Pending), ``downwardAPI``
+    items (``fieldRef`` as for env, and whole ``metadata.labels``/``metadata.annotations`` as
+    ``key="value"`` lines) written under the pod's directory and re-written as the pod's labels
+    and annotations change, as the kubelet does.
   - Mount paths are rewritten to those directories in the command, args and env values, and in
     the files written from ConfigMaps and Secrets (that is where configuration files name data
     directories). A path is rewritten only as a whole path prefix (``/data`` in ``/data/x`` but
@@ -770,6 +773,10 @@ class KubeletStandIn:
             runtime.pending_reason = None
         else:
             self._refresh_configmaps(runtime, pod)
+            for volume in (pod.get("spec") or {}).get("volumes") or []:
+                if "downwardAPI" in volume:
+                    directory = runtime.directory / "volumes" / volume["name"]
+                    self._write_downward_api(runtime, pod, volume, directory)
         restart_policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
         for c in runtime.containers:
             if c.process is not None and not c.running and not c.finished:
@@ -905,6 +912,8 @@ class KubeletStandIn:
                 runtime, volume, volumes[volume["name"]], runtime_paths
             ):
                 return f"volume {volume['name']}: the ConfigMap or Secret is missing"
+            if "downwardAPI" in volume:
+                self._write_downward_api(runtime, pod, volume, volumes[volume["name"]])
         runtime.containers = containers
         return None
 
@@ -980,6 +989,26 @@ class KubeletStandIn:
                 tmp.write_text(new)
                 os.replace(tmp, target)
         return True
+
+    def _write_downward_api(
+        self, runtime: PodRuntime, pod: Obj, volume: Obj, directory: Path
+    ) -> None:
+        """A downwardAPI volume's files from the pod as it is now; unchanged files untouched."""
+        for item in volume["downwardAPI"].get("items") or []:
+            path = (item.get("fieldRef") or {}).get("fieldPath", "")
+            if path in ("metadata.labels", "metadata.annotations"):
+                values = pod["metadata"].get(path.split(".")[1]) or {}
+                text = "\n".join(f"{k}={json.dumps(str(v))}" for k, v in sorted(values.items()))
+            elif "fieldRef" in item:
+                text = self._field(runtime, pod, path)
+            else:
+                text = ""  # resourceFieldRef: no resources here
+            target = directory / item["path"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists() or target.read_text() != text:
+                tmp = target.with_name(f".{target.name}.tmp")
+                tmp.write_text(text)
+                os.replace(tmp, target)
 
     def _refresh_configmaps(self, runtime: PodRuntime, pod: Obj) -> None:
         for volume in (pod.get("spec") or {}).get("volumes") or []:

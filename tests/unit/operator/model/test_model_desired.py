@@ -65,6 +65,7 @@ EXAMPLES = {
                     "requests": {"cpu": "500m", "memory": "1Gi"},
                     "limits": {"memory": "2Gi"},
                 },
+                "rack": {"topologyKey": "topology.kubernetes.io/zone"},
             },
             "listeners": {"client": {"port": 19092}, "controlPlane": {"port": 19091}},
             "metrics": {"port": 19645},
@@ -309,6 +310,39 @@ def test_the_users_config_is_merged_over_the_operators_defaults():
     assert config.effective_log_retention_ms == 3600000
 
 
+def test_a_rack_cluster_reads_broker_rack_from_its_pods_annotation_file():
+    body = EXAMPLES["jbod"]
+    sts = build(body)[("StatefulSet", "demo-broker")]
+    pod = sts["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if "downwardAPI" in v]
+    assert volume["downwardAPI"]["items"] == [
+        {
+            "path": "rack",
+            "fieldRef": {
+                "apiVersion": "v1",
+                "fieldPath": "metadata.annotations['odradek.io/rack']",
+            },
+        }
+    ]
+    mounts = {m["name"]: m["mountPath"] for m in container(sts)["volumeMounts"]}
+    assert mounts[volume["name"]] == "/etc/odradek-pod"
+    config = broker_config(body, 0)
+    assert config.odradek_broker_rack_file == "/etc/odradek-pod/rack"
+    assert config.broker_rack is None  # until the broker reads the file
+    assert broker_config(EXAMPLES["three-two-three"], 0).odradek_broker_rack_file is None
+
+
+def test_enabling_rack_restarts_the_brokers_only():
+    plain = EXAMPLES["three-two-three"]
+    rack = copy.deepcopy(plain)
+    rack["spec"]["brokers"]["rack"] = {"topologyKey": "topology.kubernetes.io/zone"}
+    assert pod_hash(plain, ("StatefulSet", "demo-broker")) != pod_hash(
+        rack, ("StatefulSet", "demo-broker")
+    )
+    for other in ("demo-zookeeper", "demo-controller"):
+        assert pod_hash(plain, ("StatefulSet", other)) == pod_hash(rack, ("StatefulSet", other))
+
+
 def test_a_jbod_cluster_has_one_claim_and_one_log_dir_per_volume():
     body = EXAMPLES["jbod"]
     sts = build(body)[("StatefulSet", "demo-broker")]
@@ -329,6 +363,7 @@ def test_a_jbod_cluster_has_one_claim_and_one_log_dir_per_volume():
         "config": "/etc/odradek",
         "data-0": "/var/lib/odradek/data-0",
         "data-1": "/var/lib/odradek/data-1",
+        "pod-info": "/etc/odradek-pod",  # the rack file
     }
     config = broker_config(body, 3)
     assert config.effective_log_dirs == (

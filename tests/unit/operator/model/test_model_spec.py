@@ -15,7 +15,6 @@ from odradek_operator.model.spec import (
     ClusterSpec,
     SpecError,
     TopicSpec,
-    check_transition,
     topic_state,
 )
 
@@ -204,10 +203,19 @@ def test_controller_keys_go_to_the_controllers_and_shared_ones_to_both():
     assert error.field == "spec.brokers.config[leader.imbalance.per.broker.percentage]"
 
 
-def test_rack_is_refused_until_it_is_honoured():
-    error = refused(brokers(rack={"topologyKey": "topology.kubernetes.io/zone"}))
-    assert error.field == "spec.brokers.rack"
-    assert "not implemented yet" in error.message
+def test_rack_names_a_node_label():
+    spec = ClusterSpec.from_resource(brokers(rack={"topologyKey": "topology.kubernetes.io/zone"}))
+    assert spec.brokers.rack_topology_key == "topology.kubernetes.io/zone"
+    assert ClusterSpec.from_resource(brokers()).brokers.rack_topology_key is None
+    assert refused(brokers(rack={})).field == "spec.brokers.rack.topologyKey"
+    assert refused(brokers(rack={"topologyKey": "no spaces"})).field == (
+        "spec.brokers.rack.topologyKey"
+    )
+    assert refused(brokers(rack={"topologyKey": "zone", "x": 1})).field.startswith(
+        "spec.brokers.rack"
+    )
+    error = refused(brokers(config={"odradek.broker.rack.file": "/tmp/rack"}))
+    assert "odradek.broker.rack.file" in error.field
 
 
 @pytest.mark.parametrize(
@@ -272,29 +280,6 @@ def test_the_checked_properties_are_what_a_broker_accepts():
         "log.dirs": spec.brokers.log_dirs,
     }
     assert BrokerConfig.from_properties(props).min_insync_replicas == 2
-
-
-# --- transitions --------------------------------------------------------------------------------
-
-
-def test_resizing_zookeeper_or_an_existing_volume_is_refused():
-    old = ClusterSpec.from_resource(cluster())
-    for spec, field in [
-        ({"zookeeper": {"replicas": 5}}, "spec.zookeeper.replicas"),
-        ({"zookeeper": {"storage": {"size": "2Gi"}}}, "spec.zookeeper.storage"),
-        ({"brokers": {"storage": {"volumes": [{"id": 0, "size": "20Gi"}]}}}, "volumes[id=0]"),
-    ]:
-        with pytest.raises(SpecError) as info:
-            check_transition(old, ClusterSpec.from_resource(cluster(spec)))
-        assert info.value.field.endswith(field)
-
-
-def test_scaling_brokers_and_adding_volumes_are_allowed_transitions():
-    old = ClusterSpec.from_resource(cluster())
-    new = ClusterSpec.from_resource(
-        brokers(replicas=5, storage={"volumes": [{"id": 0}, {"id": 1}]})
-    )
-    check_transition(old, new)
 
 
 # --- topics -------------------------------------------------------------------------------------
