@@ -20,9 +20,9 @@ from odradek.local.zookeeper import LOOPBACK, ZooKeeperProcess, free_loopback_po
 from support.buildah import (
     BUILD_TIMEOUT_S,
     Container,
-    build_image,
     containers_named,
     missing_tools,
+    session_image,
 )
 from support.waiting import wait_until
 
@@ -43,8 +43,9 @@ def image() -> str:
     if missing:
         pytest.skip(f"the image tier needs {', '.join(missing)} (scripts/setup.sh installs them)")
     started = time.monotonic()
-    name, build_log = build_image()
-    print(f"\n{build_log}image built in {time.monotonic() - started:.1f} s")
+    name, build_log = session_image()  # built once per session, shared with tests/k8s
+    if build_log:
+        print(f"\n{build_log}image built in {time.monotonic() - started:.1f} s")
     return name
 
 

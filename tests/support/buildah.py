@@ -1,9 +1,10 @@
 """The Odradek image, built and run here without a Docker engine (docs/image.md).
 
-``build_image()`` runs ``scripts/build_image.sh``. ``Container`` is one buildah working container
-of an image: ``buildah from`` makes it, ``buildah run --isolation chroot --network host`` runs a
-command in it as the image's ``USER`` with the host's network (``podman run`` does not work on
-this machine), ``buildah rm`` removes it.
+``build_image()`` runs ``scripts/build_image.sh``; ``session_image()`` does it once per test
+process (the image tests and the kubelet stand-in's image mode share one build). ``Container`` is
+one buildah working container of an image: ``buildah from`` makes it, ``buildah run --isolation
+chroot --network host`` runs a command in it as the image's ``USER`` with the host's network
+(``podman run`` does not work on this machine), ``buildah rm`` removes it.
 
 A long-running command started with ``Container.start`` is a tree of processes::
 
@@ -29,7 +30,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,8 +71,27 @@ def build_image(timeout_s: float = BUILD_TIMEOUT_S) -> tuple[str, str]:
     return result.stdout.strip().splitlines()[-1], result.stderr
 
 
-def _volume_args(volumes: Sequence[Volume]) -> list[str]:
-    return [f"--volume={host}:{inside}" for host, inside in volumes]
+_session_image: tuple[str, str] | None = None
+
+
+def session_image() -> tuple[str, str]:
+    """``build_image()`` once per process: its name, and the build's log ("" after the first
+    call). A failed build raises, and is tried again by the next caller."""
+    global _session_image
+    if _session_image is not None:
+        return _session_image[0], ""
+    _session_image = build_image()
+    return _session_image
+
+
+def _run_options(
+    volumes: Sequence[Volume], env: Mapping[str, str], workdir: str | None
+) -> list[str]:
+    options = [f"--volume={host}:{inside}" for host, inside in volumes]
+    options += [f"--env={key}={value}" for key, value in env.items()]
+    if workdir:
+        options.append(f"--workingdir={workdir}")
+    return options
 
 
 class Container:
@@ -88,7 +108,15 @@ class Container:
             timeout=RUN_TIMEOUT_S,
         )
 
-    def _run_argv(self, args: Sequence[str], volumes: Sequence[Volume]) -> list[str]:
+    def _run_argv(
+        self,
+        args: Sequence[str],
+        volumes: Sequence[Volume],
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+    ) -> list[str]:
+        """``volumes``: (host path, path inside), with ``:ro`` or other options appended to the
+        inside path; ``env`` on top of the image's; ``workdir`` instead of the image's."""
         return [
             "buildah",
             "run",
@@ -96,18 +124,23 @@ class Container:
             "chroot",
             "--network",
             "host",
-            *_volume_args(volumes),
+            *_run_options(volumes, env or {}, workdir),
             self.name,
             "--",
             *args,
         ]
 
     def run(
-        self, *args: str, volumes: Sequence[Volume] = (), timeout_s: float = RUN_TIMEOUT_S
+        self,
+        *args: str,
+        volumes: Sequence[Volume] = (),
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        timeout_s: float = RUN_TIMEOUT_S,
     ) -> subprocess.CompletedProcess[str]:
         """Run ``args`` in the container to completion; its exit code and output."""
         return subprocess.run(
-            self._run_argv(args, volumes),
+            self._run_argv(args, volumes, env, workdir),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -116,13 +149,19 @@ class Container:
         )
 
     def start(
-        self, args: Sequence[str], log_path: Path, *, volumes: Sequence[Volume] = ()
+        self,
+        args: Sequence[str],
+        log_path: Path,
+        *,
+        volumes: Sequence[Volume] = (),
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
     ) -> ContainerProcess:
         """Start ``args`` in the container, output to ``log_path``; returns at once."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as log:
             popen = subprocess.Popen(
-                self._run_argv(args, volumes),
+                self._run_argv(args, volumes, env, workdir),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -156,6 +195,7 @@ def containers_named(prefix: str) -> list[str]:
 @dataclass(frozen=True)
 class _Proc:
     pid: int
+    ppid: int
     session: int
     exe: str
 
@@ -175,7 +215,7 @@ def _processes_in_session(session: int) -> list[_Proc]:
             exe = os.readlink(entry / "exe")
         except (OSError, IndexError, ValueError):
             continue  # exited while we looked, or a kernel thread
-        found.append(_Proc(int(entry.name), session, exe))
+        found.append(_Proc(int(entry.name), int(fields[1]), session, exe))
     return found
 
 
@@ -204,6 +244,16 @@ class ContainerProcess:
             if os.path.realpath(p.exe) != self.buildah_exe
             and not p.exe.startswith(BUILDAH_HELPER_EXE_PREFIX)
         ]
+
+    def command_pid(self) -> int | None:
+        """The command's first process (the one buildah's exec helper became), once started."""
+        pids = set(self.command_pids())
+        tops = [
+            p.pid
+            for p in _processes_in_session(self.session)
+            if p.pid in pids and p.ppid not in pids
+        ]
+        return min(tops) if tops else None
 
     def log_tail(self, bytes_max: int = 4000) -> str:
         data = self.log_path.read_bytes() if self.log_path.exists() else b""

@@ -141,6 +141,7 @@ def write_hosts(path: Path, entries: list[tuple[str, str]]) -> bool:
         if path.read_text() == text:
             return False
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".hosts-")
+    os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide it from a container's non-root user
     with os.fdopen(fd, "w") as f:
         f.write(text)
     os.replace(tmp, path)

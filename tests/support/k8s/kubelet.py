@@ -62,7 +62,9 @@ kubelet
     ``0.0.0.0`` (or ``""``) binds the pod's address instead (the ``sitecustomize``, dns.py), so
     two pods can serve the same port.
   - Images: an image whose name contains ``odradek`` runs its commands from the current venv's
-    bin directory (``odradek``, ``odradek-operator``; no command means ``odradek``);
+    bin directory (``odradek``, ``odradek-operator``; no command means ``odradek``), or, given
+    ``odradek_image=`` (the built image's name), from that image with ``buildah run``: volumes
+    bind-mounted at their mount paths, nothing rewritten, the image's user (image_mode.py);
     ``zookeeper:*`` (the official image) gets ``docker-entrypoint.sh`` and ``zkServer.sh`` on
     PATH as shims (zkshim.py): the entrypoint writes zoo.cfg from ``ZOO_*`` when the pod does not
     mount one and ``myid`` from ``ZOO_MY_ID``, ``zkServer.sh start-foreground`` runs Debian's
@@ -74,7 +76,8 @@ kubelet
     ``initialDelaySeconds``, ``failureThreshold``; readiness and liveness wait for the startup
     probe; readiness drives the Ready and ContainersReady conditions; failed liveness or startup
     probes restart the container. Lifecycle hooks are ignored, as are securityContext (runAsUser:
-    every process runs as the test's user), resources and scheduling constraints.
+    every process runs as the test's user, or in image mode as the image's), resources and
+    scheduling constraints.
   - A container that exits is restarted per ``restartPolicy`` (Always, the default; OnFailure;
     Never) after a back-off of 0.5 s doubling to 8 s (``restartCount`` in containerStatuses).
   - A deleted pod (deletionTimestamp) gets SIGTERM to each process group, SIGKILL after
@@ -115,7 +118,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..buildah import Container as BuildahContainer
+from ..buildah import ContainerProcess, Volume
 from . import dns
+from .image_mode import ImageMode
 from .store import ApiError, LabelSelector, ObjectStore, now_iso
 
 __all__ = ["KubeletStandIn", "default_loopback_pool"]
@@ -262,6 +268,11 @@ class Container:
     probe_future: Future[bool] | None = None
     liveness_future: Future[bool] | None = None
     term_sent_at: float | None = None
+    # image mode: the buildah working container, its volumes, and the running ``buildah run``
+    in_image: bool = False
+    mounts: list[Volume] = field(default_factory=list)
+    sandbox: BuildahContainer | None = None
+    boxed: ContainerProcess | None = None
 
     @property
     def running(self) -> bool:
@@ -296,7 +307,10 @@ class KubeletStandIn:
         *,
         namespaces: Collection[str] | None = None,
         probe_period_max: float | None = PROBE_PERIOD_MAX_S,
+        odradek_image: str | None = None,
     ):
+        """``odradek_image``: the built image's name (``localhost/odradek:<version>``); the
+        Odradek image's containers then run from it with buildah (image_mode.py)."""
         self.namespaces = set(namespaces) if namespaces is not None else None
         self.store: ObjectStore = api.store if hasattr(api, "store") else api
         self._api_server = api if hasattr(api, "store") else None
@@ -314,6 +328,9 @@ class KubeletStandIn:
         self._thread: threading.Thread | None = None
         self._probes = ThreadPoolExecutor(max_workers=8, thread_name_prefix="standin-probe")
         self.errors: list[str] = []
+        self.image_mode = (
+            ImageMode(odradek_image, self.dns_dir) if odradek_image is not None else None
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -367,6 +384,8 @@ class KubeletStandIn:
             # the group may hold children that outlived their parent
             self._signal(c, signal.SIGKILL)
         self._probes.shutdown(wait=True, cancel_futures=True)
+        for runtime in runtimes:
+            self._remove_sandboxes(runtime)
 
     def __enter__(self) -> KubeletStandIn:
         return self.start()
@@ -419,10 +438,13 @@ class KubeletStandIn:
 
     def pid(self, pod: str, container: str | None = None) -> int | None:
         c = self._container(pod, container)
+        if c.boxed is not None:
+            return c.boxed.command_pid() if c.running else None
         return c.process.pid if c.running and c.process is not None else None
 
     def kill(self, pod: str, sig: int = signal.SIGKILL, container: str | None = None) -> None:
-        """Signal a container's process group (the pod stays; the container restarts)."""
+        """Signal a container's process group, or in image mode its command's processes (the
+        pod stays; the container restarts)."""
         self._signal(self._container(pod, container), sig)
 
     def pod_ip(self, pod: str) -> str:
@@ -793,8 +815,22 @@ class KubeletStandIn:
             if alive:
                 kept.append(runtime)
             else:
+                self._remove_sandboxes(runtime)
                 self._cleanup_dirs(runtime)
         self._orphans = kept
+
+    def _remove_sandboxes(self, runtime: PodRuntime) -> None:
+        """Image mode: the pod's buildah containers, once their processes are gone."""
+        if self.image_mode is None:
+            return
+        for c in runtime.containers:
+            if c.boxed is not None:
+                self.image_mode.kill_leftovers(c.boxed)
+            if c.sandbox is not None and not c.running:
+                error = self.image_mode.remove(c.sandbox)
+                if error is not None:
+                    self.errors.append(error)
+                c.sandbox = None
 
     def _cleanup_dirs(self, runtime: PodRuntime) -> None:
         shutil.rmtree(runtime.directory / "volumes", ignore_errors=True)
@@ -823,6 +859,8 @@ class KubeletStandIn:
         restart_policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
         for c in runtime.containers:
             if c.process is not None and not c.running and not c.finished:
+                if c.boxed is not None and self.image_mode is not None:
+                    self.image_mode.kill_leftovers(c.boxed)
                 code = c.process.returncode
                 c.last_exit = code
                 c.ready = False
@@ -863,6 +901,7 @@ class KubeletStandIn:
         with self._lock:
             if self._pods.get((runtime.namespace, runtime.name)) is runtime:
                 del self._pods[(runtime.namespace, runtime.name)]
+        self._remove_sandboxes(runtime)
         self._cleanup_dirs(runtime)
 
     # -- containers ------------------------------------------------------------------------
@@ -872,8 +911,11 @@ class KubeletStandIn:
         spec = pod.get("spec") or {}
         ns = runtime.namespace
         volumes: dict[str, Path] = {}
+        writable: set[str] = set()  # PVC and emptyDir volumes
         for volume in spec.get("volumes") or []:
             vname = volume["name"]
+            if "persistentVolumeClaim" in volume or "emptyDir" in volume:
+                writable.add(vname)
             if "persistentVolumeClaim" in volume:
                 claim_name = volume["persistentVolumeClaim"]["claimName"]
                 claim = self.store.try_get("persistentvolumeclaims", ns, claim_name)
@@ -887,6 +929,12 @@ class KubeletStandIn:
         containers = []
         for cspec in spec.get("containers") or []:
             image = cspec.get("image", "")
+            if self.image_mode is not None and is_odradek_image(image):
+                c_or_reason = self._prepare_in_image(runtime, pod, cspec, volumes, writable)
+                if isinstance(c_or_reason, str):
+                    return c_or_reason
+                containers.append(c_or_reason)
+                continue
             mapping: dict[str, Path] = {}
             image_dirs = ()
             if is_zookeeper_image(image):
@@ -933,6 +981,8 @@ class KubeletStandIn:
         # ConfigMap and Secret volumes: written with every container's mount paths rewritten
         all_paths: dict[str, Path] = {}
         for c in containers:
+            if c.in_image:
+                continue  # its volumes are mounted at their paths: nothing to rewrite
             for mount in c.spec.get("volumeMounts") or []:
                 all_paths[mount["mountPath"]] = volumes[mount["name"]] / mount.get("subPath", "")
         runtime_paths = PathMap(all_paths)
@@ -945,6 +995,48 @@ class KubeletStandIn:
                 self._write_downward_api(runtime, pod, volume, volumes[volume["name"]])
         runtime.containers = containers
         return None
+
+    def _prepare_in_image(
+        self,
+        runtime: PodRuntime,
+        pod: Obj,
+        cspec: Obj,
+        volumes: dict[str, Path],
+        writable: set[str],
+    ) -> Container | str:
+        """An Odradek container run from the built image: its volumes bind-mounted at their
+        mount paths (PVC and emptyDir directories owned by the image's user), env and args with
+        ``$(VAR)`` expanded and nothing rewritten. A Container, or a reason to stay Pending."""
+        assert self.image_mode is not None
+        mounts: list[Volume] = []
+        for mount in cspec.get("volumeMounts") or []:
+            base = volumes.get(mount["name"])
+            if base is None:
+                return f"volume {mount['name']} not found"
+            if mount.get("subPath"):
+                base = base / mount["subPath"]
+            if mount["name"] in writable:
+                base.mkdir(parents=True, exist_ok=True)
+                self.image_mode.give_to_user(base)
+            options = ":ro" if mount.get("readOnly") else ""
+            mounts.append((base, f"{mount['mountPath']}{options}"))
+        mounts.append(self.image_mode.dns_volume())
+        identity = PathMap({})
+        env = self._env(runtime, pod, cspec, identity, cspec.get("image", ""))
+        if env is None:
+            return f"container {cspec['name']}: a referenced ConfigMap or Secret is missing"
+        command = list(cspec.get("command") or ["odradek"])  # the image's ENTRYPOINT
+        argv = [expand(a, env) for a in command + list(cspec.get("args") or [])]
+        return Container(
+            cspec["name"],
+            cspec,
+            argv,
+            env,
+            runtime.directory,
+            identity,
+            in_image=True,
+            mounts=mounts,
+        )
 
     def _write_configmap(
         self, runtime: PodRuntime, volume: Obj, directory: Path, paths: PathMap
@@ -1025,6 +1117,8 @@ class KubeletStandIn:
             else:
                 volumes[volume["name"]] = runtime.directory / "volumes" / volume["name"]
         for c in runtime.containers:
+            if c.in_image:
+                continue
             for mount in c.spec.get("volumeMounts") or []:
                 if mount["name"] in volumes:
                     mapping[mount["mountPath"]] = volumes[mount["name"]] / mount.get("subPath", "")
@@ -1166,26 +1260,53 @@ class KubeletStandIn:
             write_kubeconfig(path, self._api_server.url, runtime.namespace)
         return path
 
+    def _image_env(self, runtime: PodRuntime, c: Container) -> dict[str, str]:
+        """The env of a container run from the image: the image's, then these."""
+        assert self.image_mode is not None
+        return {
+            **self.image_mode.env(runtime.namespace),
+            "HOSTNAME": runtime.name,
+            "ODRADEK_STANDIN_POD_IP": runtime.ip,
+            **c.env,
+        }
+
+    def _spawn_in_image(self, runtime: PodRuntime, c: Container, log: Path) -> None:
+        assert self.image_mode is not None
+        if c.sandbox is None:
+            c.sandbox = self.image_mode.create(runtime.namespace, runtime.name, runtime.uid, c.name)
+        c.boxed = c.sandbox.start(
+            c.argv,
+            log,
+            volumes=c.mounts,
+            env=self._image_env(runtime, c),
+            workdir=c.spec.get("workingDir"),
+        )
+        c.process = c.boxed.popen
+
     def _spawn(self, runtime: PodRuntime, c: Container) -> None:
         log = runtime.directory / f"{c.name}.log"
         with open(log, "ab") as out:
             out.write(f"--- {now_iso()} start {c.argv!r}\n".encode())
-            out.flush()
-            try:
-                c.process = subprocess.Popen(
-                    c.argv,
-                    env=self._process_env(runtime, c),
-                    cwd=c.cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            except OSError as e:
+        try:
+            if c.in_image:
+                self._spawn_in_image(runtime, c, log)
+            else:
+                with open(log, "ab") as out:
+                    c.process = subprocess.Popen(
+                        c.argv,
+                        env=self._process_env(runtime, c),
+                        cwd=c.cwd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+        except (OSError, subprocess.SubprocessError) as e:
+            with open(log, "ab") as out:
                 out.write(f"--- cannot start: {e}\n".encode())
-                c.restarts += 1
-                c.next_start = time.monotonic() + BACKOFF_MAX_S
-                return
+            c.restarts += 1
+            c.next_start = time.monotonic() + BACKOFF_MAX_S
+            return
         c.started_at = now_iso()
         c.term_sent_at = None
         c.readiness_failures = c.liveness_failures = c.startup_failures = 0
@@ -1198,6 +1319,9 @@ class KubeletStandIn:
 
     def _signal(self, c: Container, sig: int) -> None:
         if c.process is None:
+            return
+        if c.boxed is not None and self.image_mode is not None:
+            self.image_mode.signal(c.boxed, sig)
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(c.process.pid, sig)
@@ -1279,6 +1403,16 @@ class KubeletStandIn:
                 host = tcp.get("host") or runtime.ip
                 with socket.create_connection((host, self._port(c, tcp["port"])), timeout):
                     return True
+            if "exec" in probe and c.in_image and c.sandbox is not None:
+                argv = [expand(a, c.env) for a in probe["exec"].get("command") or []]
+                result = c.sandbox.run(
+                    *argv,
+                    volumes=c.mounts,
+                    env=self._image_env(runtime, c),
+                    workdir=c.spec.get("workingDir"),
+                    timeout_s=max(timeout, 1.0),
+                )
+                return result.returncode == 0
             if "exec" in probe:
                 argv = [expand(a, c.env) for a in probe["exec"].get("command") or []]
                 argv = [(c.paths or PathMap({})).rewrite(a) for a in argv]
@@ -1327,7 +1461,13 @@ class KubeletStandIn:
                     "name": c.name,
                     "image": c.spec.get("image", ""),
                     "imageID": "",
-                    "containerID": f"standin://{c.process.pid}" if c.process else "",
+                    "containerID": (
+                        f"buildah://{c.sandbox.name}"
+                        if c.sandbox is not None
+                        else f"standin://{c.process.pid}"
+                        if c.process
+                        else ""
+                    ),
                     "ready": c.ready and c.running,
                     "started": c.running,
                     "restartCount": c.restarts,
