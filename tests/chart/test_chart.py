@@ -90,8 +90,7 @@ def test_default_install_is_namespaced(renders: dict) -> None:
     objs = renders["default-values.yaml"]
     kinds = sorted(o["kind"] for o in objs)
     assert kinds == sorted(
-        ["CustomResourceDefinition"] * 4
-        + ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
+        ["CustomResourceDefinition"] * 4 + ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
     )
     assert operator_container(objs)["args"] == [
         "--namespace",
