@@ -14,7 +14,9 @@ partition; none missing, none twice.
 A worker can get stuck inside librdkafka (2.16): after its transaction coordinator's broker is
 killed, ``AddOffsetsToTxn`` retried across the coordinator change is answered NO_ERROR, yet no
 ``TxnOffsetCommit`` follows and ``send_offsets_to_transaction`` outlives its timeout (seen in 3 of
-about 40 runs). The supervisor treats a worker silent for 45 s as a failed liveness probe: its
+about 40 runs), or keeps timing out the same ``AddOffsetsToTxn``, which stays in librdkafka's
+out-queue for the coordinator and is never sent. The supervisor treats a worker that has made no
+progress for 45 s (retries are not progress) as a failed liveness probe: its
 stacks go to its log, it is killed and restarted (at the end: its transactional id is fenced);
 the run prints each as STUCK, and exactly-once must still hold. This matches librdkafka's open
 issues #5511 (``send_offsets_to_transaction`` hangs once the group coordinator's broker left the

@@ -4,8 +4,9 @@
 the process: ``kill`` is a crash (SIGKILL) and ``restart`` starts the same worker again with the
 same transactional id (its ``InitProducerId`` fences the dead one and aborts its open
 transaction). ``supervise`` restarts a worker that exited by itself, as a process supervisor
-would, except after a fatal error (exit 3), which it reports; and one whose journal has been
-silent for ``STUCK_S`` (stuck in a client call past its timeout), reported as STUCK. ``close``
+would, except after a fatal error (exit 3), which it reports; and one that has made no progress
+for ``STUCK_S`` (stuck in a client call, or retrying one that times out every time), reported as
+STUCK. ``close``
 SIGKILLs whatever is still running; every wait is bounded.
 """
 
@@ -23,10 +24,13 @@ from typing import Any
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 STOP_WAIT_S = 45.0
-# A worker writes its journal at least every 5 s (a transaction, or ``idle``); silent this long it
-# is stuck inside a client call past the call's own timeout, and is restarted like a process a
-# liveness probe failed (its Python stacks first go to its log).
+# A worker journals progress at least every 5 s (a transaction, or ``idle``); without progress this
+# long it is stuck, inside a client call past the call's own timeout or retrying a call that times
+# out every time (librdkafka can leave a request in its out-queue for good), and is restarted like
+# a process a liveness probe failed (its Python stacks first go to its log).
 STUCK_S = 45.0
+# Journal events that show a worker alive but not advancing.
+NOT_PROGRESS = frozenset({"retry"})
 STACK_WAIT_S = 1.0
 EXIT_FATAL = 3
 
@@ -71,9 +75,13 @@ class Worker:
         return events
 
     def silent_s(self) -> float:
-        """Seconds since the worker last wrote its journal (or since it started)."""
-        written = self.journal.stat().st_mtime if self.journal.exists() else 0.0
-        return time.time() - max(written, self.started_at)
+        """Seconds since the worker last made progress (or since it started): retries do not
+        count, since a call that times out on every attempt keeps the journal fresh."""
+        progress = next(
+            (float(e["t"]) for e in reversed(self.events()) if e.get("e") not in NOT_PROGRESS),
+            0.0,
+        )
+        return time.time() - max(progress, self.started_at)
 
     def tail(self, lines: int = 40) -> str:
         journal = [json.dumps(e) for e in self.events()[-lines:]]
@@ -150,7 +158,7 @@ class Workers:
                 worker.stuck += 1
                 self._spawn(worker)
                 happened.append(
-                    f"{worker.name} STUCK (journal silent {STUCK_S:.0f} s, stacks in "
+                    f"{worker.name} STUCK (no progress for {STUCK_S:.0f} s, stacks in "
                     f"{worker.log.name}): kill -9, restarted"
                 )
                 continue
