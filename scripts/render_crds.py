@@ -61,18 +61,18 @@ def rendered() -> dict[Path, str]:
     return {CRD_DIR / f"{crd['metadata']['name']}.yaml": render_crd(crd) for crd in crds.crds()}
 
 
-def stale_files(directory: Path, files: dict[Path, str]) -> list[Path]:
-    """Files whose checked-in text differs from ``files``, and YAML files of ``directory`` that
-    ``files`` does not generate (shared with render_manifests.py)."""
+def stale() -> list[Path]:
+    """Generated files whose checked-in text differs, and checked-in files no CRD generates."""
+    files = rendered()
     wrong = [path for path, text in files.items() if not path.exists() or path.read_text() != text]
-    extra = [path for path in directory.glob("*.yaml") if path not in files]
+    extra = [path for path in CRD_DIR.glob("*.yaml") if path not in files]
     return wrong + extra
 
 
-def write_files(directory: Path, files: dict[Path, str]) -> list[Path]:
-    """Write ``files`` into ``directory`` and remove its YAML files they do not include."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for path in directory.glob("*.yaml"):
+def write() -> list[Path]:
+    CRD_DIR.mkdir(parents=True, exist_ok=True)
+    files = rendered()
+    for path in CRD_DIR.glob("*.yaml"):
         if path not in files:
             path.unlink()
     for path, text in files.items():
@@ -80,23 +80,14 @@ def write_files(directory: Path, files: dict[Path, str]) -> list[Path]:
     return list(files)
 
 
-def stale() -> list[Path]:
-    return stale_files(CRD_DIR, rendered())
-
-
-def write() -> list[Path]:
-    return write_files(CRD_DIR, rendered())
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only check; exit 1 if stale")
     args = parser.parse_args()
     if args.check:
-        paths = stale()
-        for path in paths:
+        for path in stale():
             print(f"stale: {path.relative_to(ROOT)} (run scripts/render_crds.py)")
-        return 1 if paths else 0
+        return 1 if stale() else 0
     for path in write():
         print(f"wrote {path.relative_to(ROOT)}")
     return 0

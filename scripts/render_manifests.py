@@ -80,7 +80,10 @@ def rendered() -> dict[Path, str]:
 
 
 def stale() -> list[Path]:
-    return render_crds.stale() + render_crds.stale_files(RENDERED, rendered())
+    files = rendered()
+    wrong = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
+    extra = [p for p in RENDERED.glob("*.yaml") if p not in files]
+    return render_crds.stale() + wrong + extra
 
 
 def main() -> int:
@@ -92,7 +95,14 @@ def main() -> int:
         for path in paths:
             print(f"stale: {path.relative_to(ROOT)} (run scripts/render_manifests.py)")
         return 1 if paths else 0
-    for path in render_crds.write() + render_crds.write_files(RENDERED, rendered()):
+    render_crds.write()
+    RENDERED.mkdir(parents=True, exist_ok=True)
+    files = rendered()
+    for path in RENDERED.glob("*.yaml"):
+        if path not in files:
+            path.unlink()
+    for path, text in files.items():
+        path.write_text(text)
         print(f"wrote {path.relative_to(ROOT)}")
     return 0
 

@@ -34,8 +34,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build_image.sh"
 TOOLS = ("buildah", "podman")  # the build itself fails loudly on anything else missing
@@ -84,19 +82,6 @@ def session_image() -> tuple[str, str]:
         return _session_image[0], ""
     _session_image = build_image()
     return _session_image
-
-
-def image_or_skip() -> str:
-    """The session's image, for a test fixture: the test is skipped (naming what is missing)
-    without buildah or podman; the first build's log and time are printed."""
-    missing = missing_tools()
-    if missing:
-        pytest.skip(f"the image tier needs {', '.join(missing)} (scripts/setup.sh installs them)")
-    started = time.monotonic()
-    name, build_log = session_image()
-    if build_log:
-        print(f"\n{build_log}image built in {time.monotonic() - started:.1f} s")
-    return name
 
 
 def _run_options(

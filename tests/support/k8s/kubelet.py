@@ -498,18 +498,13 @@ class KubeletStandIn:
     # -- StatefulSet controller -------------------------------------------------------------
 
     def _statefulsets(self) -> None:
-        self._each_owner("statefulsets", self._statefulset)
-
-    def _each_owner(self, kind: str, reconcile) -> None:
-        """``reconcile(owner, pods)`` for each live object of ``kind``; an object deleted or
-        changed meanwhile (404, 409) is left for the next round."""
-        owners = self._list(kind)
+        sets = self._list("statefulsets")
         pods = self._list("pods")
-        for owner in owners:
-            if owner["metadata"].get("deletionTimestamp"):
+        for sts in sets:
+            if sts["metadata"].get("deletionTimestamp"):
                 continue
             try:
-                reconcile(owner, pods)
+                self._statefulset(sts, pods)
             except ApiError as e:
                 if e.code not in (404, 409):
                     raise
@@ -613,7 +608,15 @@ class KubeletStandIn:
     # -- Deployment controller --------------------------------------------------------------
 
     def _deployments(self) -> None:
-        self._each_owner("deployments", self._deployment)
+        pods = self._list("pods")
+        for deployment in self._list("deployments"):
+            if deployment["metadata"].get("deletionTimestamp"):
+                continue
+            try:
+                self._deployment(deployment, pods)
+            except ApiError as e:
+                if e.code not in (404, 409):
+                    raise
 
     def _deployment(self, deployment: Obj, all_pods: list[Obj]) -> None:
         meta, spec = deployment["metadata"], deployment["spec"]
