@@ -184,7 +184,8 @@ def write_stats(stats: DataFrame, output: str) -> None:
 
 
 def run(spark: SparkSession, args: argparse.Namespace) -> Summary:
-    """Read, aggregate, write; then summarise and show from what was written."""
+    """Read, aggregate, write; then summarise and show this run's rows."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     import odradek.spark
@@ -192,46 +193,47 @@ def run(spark: SparkSession, args: argparse.Namespace) -> Summary:
     odradek.spark.register(spark)
     if args.time_zone is not None:
         spark.conf.set("spark.sql.session.timeZone", args.time_zone)
-    started = time.monotonic()
-    write_stats(key_hour_stats(read_topic(spark, args)), args.output)
-    elapsed_s = time.monotonic() - started
-
-    # Read back only this run's rows: the directory may hold other dates from earlier runs.
-    written = spark.read.parquet(args.output).where(F.col("topic") == args.topic)
-    totals = written.agg(
-        F.coalesce(F.sum("records"), F.lit(0)).alias("records"),
-        F.count(F.lit(1)).alias("rows"),
-        F.count_distinct(F.coalesce(F.hex("key"), F.lit("null"))).alias("keys"),
-        F.count_distinct("hour").alias("hours"),
-    ).first()
-    summary = Summary(
-        records=int(totals["records"]),
-        rows=int(totals["rows"]),
-        keys=int(totals["keys"]),
-        hours=int(totals["hours"]),
-        elapsed_s=elapsed_s,
-    )
-    print(
-        f"batch_key_stats: {summary.records} records of topic {args.topic} -> {summary.rows} "
-        f"rows ({summary.keys} keys, {summary.hours} hours) in {args.output}, "
-        f"{summary.elapsed_s:.1f} s",
-        flush=True,
-    )
-    if args.show > 0:
-        busiest = written.orderBy(F.desc("records"), "partition", "key_text", "hour").limit(
-            args.show
+    # The statistics are small next to the topic: kept after the write computes them, the
+    # summary and the rows shown need no second read of the topic (nor of other runs' output).
+    stats = key_hour_stats(read_topic(spark, args)).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        started = time.monotonic()
+        write_stats(stats, args.output)
+        elapsed_s = time.monotonic() - started
+        totals = stats.agg(
+            F.coalesce(F.sum("records"), F.lit(0)).alias("records"),
+            F.count(F.lit(1)).alias("rows"),
+            F.count_distinct(F.coalesce(F.hex("key"), F.lit("null"))).alias("keys"),
+            F.count_distinct("hour").alias("hours"),
+        ).first()
+        summary = Summary(
+            records=int(totals["records"]),
+            rows=int(totals["rows"]),
+            keys=int(totals["keys"]),
+            hours=int(totals["hours"]),
+            elapsed_s=elapsed_s,
         )
-        busiest.select(
-            "hour",
-            "partition",
-            "key_text",
-            "records",
-            "bytes",
-            "first_timestamp",
-            "last_timestamp",
-            "min_offset",
-            "max_offset",
-        ).show(args.show, truncate=False)
+        print(
+            f"batch_key_stats: {summary.records} records of topic {args.topic} -> "
+            f"{summary.rows} rows ({summary.keys} keys, {summary.hours} hours) in "
+            f"{args.output}, {summary.elapsed_s:.1f} s",
+            flush=True,
+        )
+        if args.show > 0:
+            busiest = stats.orderBy(F.desc("records"), "partition", "key_text", "hour")
+            busiest.select(
+                "hour",
+                "partition",
+                "key_text",
+                "records",
+                "bytes",
+                "first_timestamp",
+                "last_timestamp",
+                "min_offset",
+                "max_offset",
+            ).show(args.show, truncate=False)
+    finally:
+        stats.unpersist()
     return summary
 
 
