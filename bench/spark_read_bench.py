@@ -170,6 +170,7 @@ def spark_steps(
 ) -> float:
     """Session start, ``--rounds`` counts, one Parquet write; returns the best count's seconds."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers: this venv, not PATH's
     from pyspark.sql import SparkSession
 
     import odradek.spark

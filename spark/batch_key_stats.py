@@ -250,6 +250,8 @@ def start_session(args: argparse.Namespace) -> SparkSession:
         builder = builder.master(master)
     if master is not None and master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers run `python3` from PATH unless told; this interpreter has the package.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.config("spark.ui.enabled", "false").config(
             "spark.ui.showConsoleProgress", "false"
         )
