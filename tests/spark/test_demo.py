@@ -14,7 +14,7 @@ import pytest
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 RECORDS = 3000
-DEMO_TIMEOUT_S = 240
+DEMO_TIMEOUT_S = 480
 STOP_TIMEOUT_S = 30
 
 
