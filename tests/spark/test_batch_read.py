@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]

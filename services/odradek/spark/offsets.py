@@ -112,9 +112,7 @@ class OffsetReader:
         metadata = self._retry(
             "listing topics", lambda: self._consumer.list_topics(timeout=self._timeout_s)
         )
-        return {
-            name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None
-        }
+        return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
 
     def partitions(self, subscription: Subscription) -> list[TopicPartition]:
         """The partitions a subscription reads now, sorted. Topics that do not exist give none
@@ -123,15 +121,15 @@ class OffsetReader:
         if isinstance(subscription, Subscribe):
             names: Iterable[str] = (t for t in subscription.topics if t in topics)
         elif isinstance(subscription, SubscribePattern):
-            names = (
-                t for t in topics if t not in INTERNAL_TOPICS and subscription.matches(t)
-            )
+            names = (t for t in topics if t not in INTERNAL_TOPICS and subscription.matches(t))
         elif isinstance(subscription, Assign):
             missing = [
                 str(tp) for tp in subscription.partitions if tp.partition >= topics.get(tp.topic, 0)
             ]
             if missing:
-                raise OffsetLookupError(f"option 'assign' names partitions that do not exist: {missing}")
+                raise OffsetLookupError(
+                    f"option 'assign' names partitions that do not exist: {missing}"
+                )
             return sorted(subscription.partitions)
         else:
             raise TypeError(f"not a subscription: {subscription!r}")
@@ -166,7 +164,9 @@ class OffsetReader:
         """The first offset at or after each time; None where no record is that late."""
         if not timestamps_ms:
             return {}
-        request = [KafkaTopicPartition(tp.topic, tp.partition, ts) for tp, ts in timestamps_ms.items()]
+        request = [
+            KafkaTopicPartition(tp.topic, tp.partition, ts) for tp, ts in timestamps_ms.items()
+        ]
         found = self._retry(
             "looking up offsets by timestamp",
             lambda: self._consumer.offsets_for_times(request, timeout=self._timeout_s),

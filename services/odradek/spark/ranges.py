@@ -142,9 +142,7 @@ def split_ranges(
             parted.extend(_cut(r, parts))
         live = parted
     if max_records_per_partition is not None:
-        live = [
-            part for r in live for part in _cut(r, -(-r.size // max_records_per_partition))
-        ]
+        live = [part for r in live for part in _cut(r, -(-r.size // max_records_per_partition))]
     return live
 
 

@@ -231,7 +231,7 @@ def _partition_map(name: str, value: str) -> dict[TopicPartition, int]:
     for topic, parts in _json_object(name, value).items():
         if not isinstance(parts, dict):
             raise OptionError(
-                f"option {name!r}: expected {{\"topic\": {{\"0\": number, ...}}}}, got {value!r}"
+                f'option {name!r}: expected {{"topic": {{"0": number, ...}}}}, got {value!r}'
             )
         for p, n in parts.items():
             try:
@@ -410,19 +410,24 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
 
     max_per_trigger = opt_int("maxoffsetspertrigger")
     min_per_trigger = opt_int("minoffsetspertrigger")
-    if max_per_trigger is not None and min_per_trigger is not None:
-        if min_per_trigger > max_per_trigger:
-            raise OptionError(
-                f"minOffsetsPerTrigger ({min_per_trigger}) is higher than "
-                f"maxOffsetsPerTrigger ({max_per_trigger})"
-            )
+    if (
+        max_per_trigger is not None
+        and min_per_trigger is not None
+        and min_per_trigger > max_per_trigger
+    ):
+        raise OptionError(
+            f"minOffsetsPerTrigger ({min_per_trigger}) is higher than "
+            f"maxOffsetsPerTrigger ({max_per_trigger})"
+        )
 
     client = client_config(options)
     group_id = next((v for k, v in client.items() if k.lower() == "group.id"), None)
     if group_id is None:
         prefix_opt = get("groupidprefix")
-        prefix = prefix_opt[1] if prefix_opt else (
-            "spark-kafka-source" if streaming else "spark-kafka-relation"
+        prefix = (
+            prefix_opt[1]
+            if prefix_opt
+            else ("spark-kafka-source" if streaming else "spark-kafka-relation")
         )
         client["group.id"] = f"{prefix}-{uuid.uuid4()}"
     else:
