@@ -272,8 +272,14 @@ def test_fail_on_data_loss(reader, spark_cluster, unique) -> None:
     assert reader(subscribe=topic).count() == 15  # earliest is the log start: no loss
 
 
-def test_topics_that_do_not_exist_read_empty(reader, unique) -> None:
+def test_missing_topics_read_empty_and_log_append_time(reader, spark_cluster, unique) -> None:
     assert reader(subscribe=unique("none")).count() == 0
+    topic, bootstrap = unique("append-time"), spark_cluster.bootstrap_servers
+    _create(bootstrap, topic, 1, **{"message.timestamp.type": "LogAppendTime"})
+    _produce(bootstrap, topic, [{"value": b"x", "timestamp": 1000}])
+    (row,) = reader(subscribe=topic).collect()
+    assert row.timestampType == 1  # LogAppendTime: the broker's clock, not the producer's
+    assert row.timestamp > dt.datetime(2020, 1, 1)
 
 
 @pytest.mark.parametrize(

@@ -187,7 +187,11 @@ def read_range(
     if r.until_offset <= r.from_offset:
         return
     schema = schema or arrow_schema(settings.include_headers)
-    consumer = Consumer(settings.consumer)
+    config = dict(settings.consumer)
+    # Prefetch no more than the range holds (a split partition's tasks would each read ahead).
+    prefetch = int(config.get("queued.min.messages", _CONSUMER_DEFAULTS["queued.min.messages"]))
+    config["queued.min.messages"] = str(max(1, min(prefetch, r.size)))
+    consumer = Consumer(config)
     try:
         position = r.from_offset
         log_start = _log_start(consumer, r)
