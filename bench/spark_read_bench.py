@@ -12,22 +12,30 @@ cannot shrink them away). Then, one after the other on the same topic:
   so librdkafka does not pause fetching: docs/benchmarks.md, issue 3), touching every value;
 - **Spark count**: a ``local[2]`` session, ``spark.read.format("odradek")`` over the topic,
   ``count()``, ``--rounds`` (2) times (the first one starts the Python workers);
-- **Spark to Parquet**: the same DataFrame written with ``df.write.parquet`` (snappy).
+- **Spark to Parquet**: the same DataFrame written with ``df.write.parquet`` (snappy);
+- **the source alone** (a diagnosis, not a target): the executor side of the source
+  (``odradek.spark.partition_read.read_range``) over the same ranges Spark reads, in 2 processes
+  and no Spark: what Spark adds is the difference to the count. ``--profile`` also prints
+  cProfile's top functions of one range read in this process.
 
 Rates are records/s and MB/s of key + value bytes over the wall time of each step (Spark's
 session start is reported apart, not counted). The target of issue 12: Spark's best count at
 50 % or more of the plain consumer's records/s.
 
 Usage: ``.venv/bin/python bench/spark_read_bench.py [--gib 1] [--value-size 1024] [--partitions
-6] [--rounds 2] [--min-partitions N] [--no-spark]`` (``make bench-spark``). Every process started
+6] [--rounds 2] [--min-partitions N] [--no-spark] [--profile]`` (``make bench-spark``). Every process started
 is stopped by pid at the end, on error too (the Spark JVM by its PID); every wait is bounded.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import datetime
+import io
+import multiprocessing
 import os
+import pstats
 import shutil
 import signal
 import subprocess
@@ -189,16 +197,7 @@ def spark_steps(
         spark.sparkContext.setLogLevel("WARN")
         odradek.spark.register(spark)
         print(f"spark session (local[2]) started in {time.monotonic() - started:.1f} s")
-        reader = (
-            spark.read.format("odradek")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", TOPIC)
-            .option("startingOffsets", "earliest")
-            .option("endingOffsets", "latest")
-        )
-        if args.min_partitions:
-            reader = reader.option("minPartitions", str(args.min_partitions))
-        df = reader.load()
+        df = spark.read.format("odradek").options(**source_options(bootstrap, args)).load()
         counts = []
         for round_ in range(1, args.rounds + 1):
             started = time.monotonic()
@@ -230,6 +229,57 @@ def spark_steps(
                 proc.wait(SPARK_STOP_TIMEOUT_S)
 
 
+def source_options(bootstrap: str, args: argparse.Namespace) -> dict[str, str]:
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": TOPIC,
+        "startingOffsets": "earliest",
+        "endingOffsets": "latest",
+    }
+    if args.min_partitions:
+        options["minPartitions"] = str(args.min_partitions)
+    return options
+
+
+def _read_one(offset_range, settings) -> tuple[int, float]:
+    from odradek.spark.partition_read import read_range
+
+    started = time.monotonic()
+    rows = sum(batch.num_rows for batch in read_range(offset_range, settings))
+    return rows, time.monotonic() - started
+
+
+def source_alone(bootstrap: str, records: int, total_bytes: int, args: argparse.Namespace) -> None:
+    """The source's executor code over Spark's ranges in 2 spawned processes, no Spark."""
+    from odradek.spark.batch_read import plan_batch
+    from odradek.spark.partition_read import ReadSettings
+    from odradek.spark.read_options import parse_read_options
+
+    options = parse_read_options(source_options(bootstrap, args), streaming=False)
+    ranges = plan_batch(options)
+    settings = ReadSettings.from_options(options)
+    # spawn: fresh interpreters, as Spark's workers (fork after librdkafka's threads is unsafe).
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        pool.starmap(_read_one, [(ranges[0], settings)])  # start both workers' imports first
+        pool.starmap(_read_one, [(ranges[0], settings)] * 2)
+        started = time.monotonic()
+        results = pool.starmap(_read_one, [(r, settings) for r in ranges])
+        elapsed = time.monotonic() - started
+    if sum(rows for rows, _ in results) != records:
+        raise RuntimeError(f"the source alone read {sum(r for r, _ in results)} of {records}")
+    per_task = ", ".join(f"{seconds:.1f}" for _, seconds in results)
+    print(f"  source alone, 2 processes {rate(records, total_bytes, elapsed)}; tasks {per_task} s")
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        rows, seconds = _read_one(ranges[0], settings)
+        profiler.disable()
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(12)
+        print(f"\nprofile of one range ({rows:,} rows, {seconds:.1f} s), by own time:")
+        print("\n".join(out.getvalue().splitlines()[:40]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gib", type=float, default=1.0, help="topic size (default 1 GiB)")
@@ -239,6 +289,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="Spark count() rounds")
     parser.add_argument("--min-partitions", type=int, default=None, help="Spark minPartitions")
     parser.add_argument("--no-spark", action="store_true", help="the plain consumer only")
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile one range read by the source alone"
+    )
     args = parser.parse_args()
     records = int(args.gib * 2**30) // args.value_size
 
@@ -267,6 +320,7 @@ def main() -> None:
         print(f"  plain confluent-kafka      {rate(plain_records, total_bytes, plain_s)}")
         if not args.no_spark:
             best_s = spark_steps(bootstrap, records, total_bytes, work, args)
+            source_alone(bootstrap, records, total_bytes, args)
             print(
                 f"\nspark count (best) / plain consumer: {plain_s / best_s:.2f} "
                 f"(target 0.50 or more)"
