@@ -23,8 +23,9 @@ session start is reported apart, not counted). The target of issue 12: Spark's b
 50 % or more of the plain consumer's records/s.
 
 Usage: ``.venv/bin/python bench/spark_read_bench.py [--gib 1] [--value-size 1024] [--partitions
-6] [--rounds 2] [--min-partitions N] [--no-spark] [--profile]`` (``make bench-spark``). Every process started
-is stopped by pid at the end, on error too (the Spark JVM by its PID); every wait is bounded.
+6] [--rounds 2] [--min-partitions N] [--no-spark] [--profile]`` (``make bench-spark``). Every
+process started is stopped by pid at the end, on error too (the Spark JVM by its PID); every wait
+is bounded.
 """
 
 from __future__ import annotations
