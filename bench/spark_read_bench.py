@@ -208,7 +208,7 @@ def spark_steps(
             if counted != records:
                 raise RuntimeError(f"Spark counted {counted} of {records} records")
             counts.append(elapsed)
-            print(f"  spark count(), round {round_}    {rate(records, total_bytes, elapsed)}")
+            print(f"  {f'spark count(), round {round_}':<27}{rate(records, total_bytes, elapsed)}")
         output = work / "parquet"
         writes = []
         for round_ in range(1, args.rounds + 1):
@@ -218,7 +218,7 @@ def spark_steps(
             writes.append(elapsed)
             size = sum(f.stat().st_size for f in output.rglob("*.parquet"))
             print(
-                f"  spark write Parquet, round {round_} {rate(records, total_bytes, elapsed)}, "
+                f"  {f'spark Parquet, round {round_}':<27}{rate(records, total_bytes, elapsed)}, "
                 f"{size / 2**30:.2f} GiB of Parquet"
             )
         return min(counts), min(writes)
@@ -273,7 +273,8 @@ def source_alone(bootstrap: str, records: int, total_bytes: int, args: argparse.
     if sum(rows for rows, _ in results) != records:
         raise RuntimeError(f"the source alone read {sum(r for r, _ in results)} of {records}")
     per_task = ", ".join(f"{seconds:.1f}" for _, seconds in results)
-    print(f"  source alone, 2 processes {rate(records, total_bytes, elapsed)}; tasks {per_task} s")
+    label = "source alone, 2 processes"
+    print(f"  {label:<27}{rate(records, total_bytes, elapsed)}; tasks {per_task} s")
     if args.profile:
         profiler = cProfile.Profile()
         profiler.enable()
@@ -322,7 +323,7 @@ def main() -> None:
             flush=True,
         )
         plain_records, total_bytes, plain_s = plain_consumer(bootstrap, ends)
-        print(f"  plain confluent-kafka      {rate(plain_records, total_bytes, plain_s)}")
+        print(f"  {'plain confluent-kafka':<27}{rate(plain_records, total_bytes, plain_s)}")
         if not args.no_spark:
             count_s, parquet_s = spark_steps(bootstrap, records, total_bytes, work, args)
             source_alone(bootstrap, records, total_bytes, args)
