@@ -181,6 +181,7 @@ def test_statistics_per_key_and_hour(job, spark, spark_cluster, unique, tmp_path
     produce(bootstrap, topic, later)
     starting = f'{{"{topic}": {{"0": 60, "1": 4}}}}'
     assert job.main([*argv, "--starting-offsets", starting, "--show", "0"], spark=spark) == 0
+    assert f"batch_key_stats: 1 records of topic {topic}" in capsys.readouterr().out
     dates = {
         str(r["date"]): r["n"]
         for r in spark.read.parquet(str(output)).groupBy("date").count().toDF("date", "n").collect()
