@@ -7,7 +7,9 @@ its ``_handle`` for the resource paths and serves them from the store (kmock's o
 
 - GET (object, list with labelSelector/fieldSelector), watch (``?watch=true``, from a
   resourceVersion or from now with synthetic ADDED events, ``timeoutSeconds``, 410 Gone as an
-  ERROR event for a too old resourceVersion), POST, PUT, PATCH, DELETE (propagationPolicy and
+  ERROR event for a too old resourceVersion), as a chunked JSON stream or, when the request asks
+  to upgrade to a WebSocket (fabric8, the Java client Spark uses, watches that way), one event per
+  text message; POST, PUT, PATCH, DELETE (propagationPolicy and
   gracePeriodSeconds from the query or a DeleteOptions body), DELETE on a collection;
 - the ``status`` and ``scale`` subresources; errors as ``Status`` objects (404, 409, 422);
 - ``sendInitialEvents=true`` ends the initial ADDED events with the BOOKMARK that marks them.
@@ -252,8 +254,15 @@ class KubeApi(kmock.KubernetesScaffold):
             with contextlib.suppress(RuntimeError):  # the loop is closed
                 loop.call_soon_threadsafe(wake.set)
 
-        response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
-        await response.prepare(request.raw)
+        response: aiohttp.web.StreamResponse
+        reader: asyncio.Task[None] | None = None
+        if request.headers.get("Upgrade", "").lower() == "websocket":
+            response = aiohttp.web.WebSocketResponse()
+            await response.prepare(request.raw)
+            reader = asyncio.create_task(_read_until_closed(response, wake))
+        else:
+            response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
+            await response.prepare(request.raw)
         self.store.subscribe(listener)
         try:
             since = params.get("resourceVersion")
@@ -274,7 +283,7 @@ class KubeApi(kmock.KubernetesScaffold):
             else:
                 cursor = int(since)
             selector = LabelSelector(labels)
-            while not self.closing.is_set():
+            while not self.closing.is_set() and not (reader is not None and reader.done()):
                 wake.clear()
                 events = self.store.events_after(kind, cursor)
                 if events is None:
@@ -300,6 +309,14 @@ class KubeApi(kmock.KubernetesScaffold):
             pass
         finally:
             self.store.unsubscribe(listener)
+        if isinstance(response, aiohttp.web.WebSocketResponse):
+            assert reader is not None
+            with contextlib.suppress(ConnectionResetError, RuntimeError):
+                await response.close()
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+            return response
         with contextlib.suppress(ConnectionResetError, RuntimeError):
             await response.write_eof()
         return response
@@ -334,7 +351,18 @@ def _delete_options(request: _Request) -> dict[str, Any]:
 
 
 async def _send(response: aiohttp.web.StreamResponse, event: dict[str, Any]) -> None:
-    await response.write(json.dumps(event).encode() + b"\n")
+    if isinstance(response, aiohttp.web.WebSocketResponse):
+        await response.send_str(json.dumps(event))
+    else:
+        await response.write(json.dumps(event).encode() + b"\n")
+
+
+async def _read_until_closed(ws: aiohttp.web.WebSocketResponse, wake: asyncio.Event) -> None:
+    """A watch client sends nothing but pings and its close: this notices the close."""
+    with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
+        async for _ in ws:
+            pass
+    wake.set()
 
 
 def write_kubeconfig(path: Path, url: str, namespace: str = "default") -> Path:
