@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 # Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
 LINT_PATHS := $(wildcard services operator tests bench scripts)
 
-.PHONY: help setup demo test soak lint manifests image bench bench-cluster bench-replication bench-drain bench-groups bench-transactions clean
+.PHONY: help setup demo test soak lint manifests image image-spark bench bench-cluster bench-replication bench-drain bench-groups bench-transactions clean
 
 help:
 	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream"
@@ -16,6 +16,7 @@ help:
 	@echo "make lint    ruff check and the import-layer contracts"
 	@echo "make manifests   regenerate the chart's CRDs (from operator/odradek_operator/model/crds.py) and manifests/rendered/"
 	@echo "make image   the container image localhost/odradek:<version>, with podman (docs/image.md)"
+	@echo "make image-spark   the Spark image localhost/odradek-spark:<version> (docs/spark.md; not built in CI)"
 	@echo "make bench   storage benchmark"
 	@echo "make bench-cluster   Odradek against Tansu, side by side"
 	@echo "make bench-replication   Odradek with 3 replicas against 1, acks=1 and acks=all"
@@ -68,6 +69,10 @@ lint: setup
 # The base (debootstrap, about a minute) and the dependencies' wheels are cached in ~/.cache/odradek-image.
 image: setup
 	PYTHON=$(abspath $(PYTHON)) bash scripts/build_image.sh
+
+# The Dockerfile's spark target: Java 17, pyspark and pyarrow, the entrypoint for Spark's pods.
+image-spark: setup
+	PYTHON=$(abspath $(PYTHON)) bash scripts/build_image.sh --spark
 
 bench: setup
 	$(PYTHON) bench/log_bench.py

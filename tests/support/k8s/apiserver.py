@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from kmock._internal import rendering
 
 from .store import ApiError, Kind, LabelSelector, ObjectStore, field_selector_matches
 
-__all__ = ["ApiServerThread", "KubeApi", "write_kubeconfig"]
+__all__ = ["ApiServerThread", "AuditRecord", "KubeApi", "write_kubeconfig"]
 
 WATCH_POLL_S = 5.0  # a watch re-checks for shutdown at least this often
 
@@ -59,12 +60,55 @@ class _Request:
         return self.body.decode()
 
 
+@attrs.frozen
+class AuditRecord:
+    """One resource request, with its verb as RBAC names it (get, list, watch, create, ...)."""
+
+    verb: str
+    group: str
+    resource: str  # the plural, with its subresource: ``pods``, ``pods/status``
+    namespace: str | None
+    name: str | None
+    token: str  # the bearer token, "" without one
+    body: Any  # the decoded JSON body of a write, else None
+
+
+def _audit_record(
+    request: _Request, kind: Kind, namespace: str | None, name: str | None, sub: str | None
+) -> AuditRecord:
+    method = request.method
+    if method == "GET":
+        watch = request.params.get("watch") in ("true", "1", "True")
+        verb = "watch" if watch else "get" if name is not None else "list"
+    elif method == "DELETE":
+        verb = "delete" if name is not None else "deletecollection"
+    else:
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+    auth = request.headers.get("Authorization", "")
+    body: Any = None
+    if request.body:
+        with contextlib.suppress(ValueError):
+            body = yaml.safe_load(request.text)  # JSON, or apply-patch YAML
+    return AuditRecord(
+        verb=verb,
+        group=kind.group,
+        resource=f"{kind.plural}/{sub}" if sub else kind.plural,
+        namespace=namespace,
+        name=name,
+        token=auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else "",
+        body=body,
+    )
+
+
 @attrs.define(kw_only=True)
 class KubeApi(kmock.KubernetesScaffold):
     """kmock's scaffold with the resource endpoints served from an ``ObjectStore``."""
 
     store: ObjectStore = attrs.field(factory=ObjectStore)
     closing: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
+    # Called with each resource request (off by default: watches and polls would pile up);
+    # tests use it to see what a client asked for, and as whom (the Authorization header).
+    audit: Callable[[AuditRecord], None] | None = attrs.field(default=None)
 
     # -- discovery: from the store's kinds ----------------------------------------------
 
@@ -136,6 +180,8 @@ class KubeApi(kmock.KubernetesScaffold):
             raw=raw_request,
         )
         kind, namespace, name, sub = route
+        if self.audit is not None and kind is not None:
+            self.audit(_audit_record(request, kind, namespace, name, sub))
         try:
             if kind is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -392,8 +438,15 @@ class ApiServerThread:
     ...     api.store.create("configmaps", "default", {...})
     """
 
-    def __init__(self, kubeconfig: Path | None = None, store: ObjectStore | None = None):
+    def __init__(
+        self,
+        kubeconfig: Path | None = None,
+        store: ObjectStore | None = None,
+        audit: Callable[[AuditRecord], None] | None = None,
+    ):
+        """``audit``: called (on the server's thread) with each resource request."""
         self.store = store or ObjectStore()
+        self.audit = audit
         self.kubeconfig = kubeconfig
         self.url = ""
         self._thread: threading.Thread | None = None
@@ -424,7 +477,8 @@ class ApiServerThread:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        async with KubeApi(store=self.store) as handler, kmock.Server(handler) as server:
+        handler = KubeApi(store=self.store, audit=self.audit)
+        async with handler, kmock.Server(handler) as server:
             self.handler = handler
             self.url = str(server.url).rstrip("/")
             self._ready.set()
