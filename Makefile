@@ -4,12 +4,12 @@
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 # Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
-LINT_PATHS := $(wildcard services operator tests bench scripts)
+LINT_PATHS := $(wildcard services operator tests bench scripts spark)
 
-.PHONY: help setup demo test soak lint manifests image image-spark bench bench-cluster bench-replication bench-drain bench-groups bench-transactions clean
+.PHONY: help setup demo test soak lint manifests image image-spark bench bench-cluster bench-replication bench-drain bench-groups bench-transactions bench-spark clean
 
 help:
-	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream"
+	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream, run a Spark batch job on it"
 	@echo "make test    install everything, then lint and run all tests"
 	@echo "make soak    the slow scenarios at length: the fuzz over several seeds, hostile clients, crashes, replication faults over more seeds, group proofs with every library"
 	@echo "make setup   install system packages and .venv only"
@@ -23,6 +23,7 @@ help:
 	@echo "make bench-drain   time to drain a broker holding 1 GiB, throttled and not"
 	@echo "make bench-groups   rebalance time, commit throughput, group consume vs assign()"
 	@echo "make bench-transactions   transactional vs idempotent produce, read_committed latency"
+	@echo "make bench-spark   Spark batch read of a 1 GiB topic (count, Parquet) vs a plain consumer"
 	@echo "make clean   remove .venv and caches"
 
 setup:
@@ -97,6 +98,10 @@ bench-groups: setup
 bench-transactions: setup
 	$(PYTHON) bench/transactions.py
 
+# Issue 12: Spark local[2] count() and Parquet write of a 1 GiB topic next to a plain consumer.
+bench-spark: setup
+	$(PYTHON) bench/spark_read_bench.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build services/*.egg-info
-	find services tests bench -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null || true
+	find services tests bench spark -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null || true
