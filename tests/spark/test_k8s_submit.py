@@ -89,6 +89,8 @@ def submit_command(job: dict[str, Any], url: str, templates: Path, bootstrap: st
         "spark.executor.instances=1",  # later --conf values win
         "spark.driver.memory=512m",
         "spark.executor.memory=512m",
+        # 200 shuffle partitions (4 stages of them in this job) on one executor core: minutes
+        "spark.sql.shuffle.partitions=2",
         f"spark.driver.extraJavaOptions={QUICK_JVM}",
         f"spark.executor.extraJavaOptions={QUICK_JVM}",
     ]
