@@ -70,7 +70,11 @@ kubelet
     mount one and ``myid`` from ``ZOO_MY_ID``, ``zkServer.sh start-foreground`` runs Debian's
     ZooKeeper (java with ``/usr/share/java/zookeeper.jar``) on the pod's zoo.cfg with the client
     and admin listeners bound to the pod IP. A bare ``python``/``python3`` is this interpreter;
-    other commands run as they are (``sh -c`` scripts work, with paths rewritten).
+    other commands run as they are (``sh -c`` scripts work, with paths rewritten). The Spark
+    image (``odradek-spark:*``, the Dockerfile's ``spark`` target) always runs as local processes:
+    no command means its entrypoint, ``spark/k8s/entrypoint.sh`` of this checkout (Spark's
+    ``driver``/``executor`` roles), and its JVMs get ``-Djdk.net.hosts.file`` through
+    ``JAVA_TOOL_OPTIONS``.
   - Probes (startup, readiness, liveness; httpGet, tcpSocket, exec) every ``periodSeconds``
     capped at ``probe_period_max`` (1 s by default, to keep tests fast),
     ``initialDelaySeconds``, ``failureThreshold``; readiness and liveness wait for the startup
