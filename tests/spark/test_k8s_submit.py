@@ -125,6 +125,7 @@ def run_submit(command: list[str], tmp_path: Path) -> subprocess.CompletedProces
     return subprocess.CompletedProcess(command, process.returncode, stdout, "")
 
 
+@pytest.mark.timeout(SUBMIT_TIMEOUT_S + 120)  # beyond spark-submit's own, which says more
 def test_spark_job_manifest_in_cluster_mode(
     spark_cluster: ClusterState, unique: Any, tmp_path: Path
 ) -> None:
