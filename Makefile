@@ -30,10 +30,13 @@ setup:
 demo: setup
 	$(VENV)/bin/odradek demo
 
+# The unit tier is pure CPU and runs on both cores (pytest-xdist); the tiers that start processes
+# run one test at a time, as their timings assume.
 test: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/lint-imports
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest -n 2 tests/unit
+	$(PYTHON) -m pytest --ignore=tests/unit
 
 # The fuzz with many more cases, once per seed (each run prints how to replay it), then the other
 # slow scenarios: hostile connections against a broker process, writers killed mid-append, and
