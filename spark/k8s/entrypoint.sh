@@ -3,8 +3,8 @@
 #
 # Spark's Kubernetes scheduler starts its pods with the image's entrypoint and one argument naming
 # the role: `driver <spark-submit arguments>` for the driver pod it creates in cluster mode, and
-# `executor` (everything else in SPARK_* variables) for the executor pods the driver creates. Spark's
-# own images carry an entrypoint.sh for this (resource-managers/kubernetes/docker in Spark's
+# `executor` (everything else in SPARK_* variables) for the executor pods the driver creates.
+# Spark's own images carry an entrypoint.sh for this (resource-managers/kubernetes/docker in Spark's
 # sources); the pyspark wheel ships bin/ and jars/ but not that script, so this is ours. It does the
 # same for those two roles:
 #
