@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 MAX_ROWS_PER_BATCH = 10_000
 MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
-FIRST_BATCH_ROWS = 500  # until the bytes per row are known
+FIRST_BATCH_ROWS = 100  # until the bytes per row are known
 CONSUME_TIMEOUT_S = 0.2  # one consume() call; progress is judged over poll_timeout_ms
 WATERMARK_TIMEOUT_S = 30.0
 
