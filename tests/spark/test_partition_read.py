@@ -1,5 +1,6 @@
 """An executor's read of one offset range, without Spark: batches stay within their row and byte
-bounds, and a range that cannot reach its end fails in bounded time, naming the partition."""
+bounds, a range that cannot reach its end fails in bounded time naming the partition, and under
+read_committed a read planned up to the last stable offset finishes while a transaction is open."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.spark.offsets import OffsetReader
 from odradek.spark.partition_read import (
     PartitionReadError,
     ReadSettings,
     consumer_config,
     read_range,
 )
-from odradek.spark.ranges import OffsetRange
+from odradek.spark.ranges import OffsetRange, TopicPartition, plan_ranges
+from odradek.spark.read_options import Earliest, Latest
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -66,3 +69,46 @@ def test_a_range_past_the_end_fails_in_bounded_time(spark_cluster, topic) -> Non
             rows += batch.num_rows
     assert rows == 5
     assert time.monotonic() - started < 10
+
+
+def test_read_committed_ends_at_the_last_stable_offset(spark_cluster, unique) -> None:
+    bootstrap = spark_cluster.bootstrap_servers
+    name = unique("open-txn")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=3)])[name].result(
+        TIMEOUT_S
+    )
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": name})
+    txn.init_transactions(TIMEOUT_S)
+    txn.begin_transaction()
+    txn.produce(name, value=b"committed", partition=0)
+    txn.commit_transaction(TIMEOUT_S)  # 0, its marker 1
+    txn.begin_transaction()
+    txn.produce(name, value=b"open", partition=0)  # 2, left open while reading
+    assert txn.flush(TIMEOUT_S) == 0
+    plain = Producer({"bootstrap.servers": bootstrap})
+    plain.produce(name, value=b"after", partition=0)  # 3
+    assert plain.flush(TIMEOUT_S) == 0
+    try:
+        read = {}
+        for level in ("read_committed", "read_uncommitted"):
+            client = {"bootstrap.servers": bootstrap, "group.id": "g", "isolation.level": level}
+            with OffsetReader(client) as offsets:
+                tps = [TopicPartition(name, 0)]
+                ranges = plan_ranges(
+                    offsets.resolve(Earliest(), tps, starting=True),
+                    offsets.resolve(Latest(), tps, starting=False),
+                )
+            settings = ReadSettings(consumer=consumer_config(client), poll_timeout_ms=5000)
+            read[level] = [
+                (r.until_offset, v)
+                for r in ranges
+                for b in read_range(r, settings)
+                for v in b.column("value").to_pylist()
+            ]
+        assert read == {
+            "read_committed": [(2, b"committed")],
+            "read_uncommitted": [(4, b"committed"), (4, b"open"), (4, b"after")],
+        }
+    finally:
+        txn.abort_transaction(TIMEOUT_S)
