@@ -92,6 +92,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help=f"Spark master (default: spark-submit's, else {DEFAULT_MASTER})",
     )
     parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the session this job starts, as spark-submit's --conf "
+        "(repeatable; ignored with a session given to main)",
+    )
+    parser.add_argument(
         "--time-zone",
         default=None,
         help=f"time zone of hours and dates (default: {DEFAULT_TIME_ZONE} in a session this job "
@@ -101,9 +109,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--show", type=int, default=5, metavar="N", help="print the N busiest rows (default 5)"
     )
     args = parser.parse_args(argv)
-    for setting in args.kafka:
-        if "=" not in setting:
-            parser.error(f"--kafka takes KEY=VALUE, not {setting!r}")
+    for option, settings in (("--kafka", args.kafka), ("--conf", args.conf)):
+        for setting in settings:
+            if "=" not in setting:
+                parser.error(f"{option} takes KEY=VALUE, not {setting!r}")
     if args.min_partitions is not None and args.min_partitions < 1:
         parser.error("--min-partitions must be at least 1")
     return args
@@ -241,6 +250,9 @@ def start_session(args: argparse.Namespace) -> SparkSession:
     master = args.master or (None if "PYSPARK_GATEWAY_PORT" in os.environ else DEFAULT_MASTER)
     if master is not None:
         builder = builder.master(master)
+    for setting in args.conf:
+        key, value = setting.split("=", 1)
+        builder = builder.config(key.strip(), value)
     if master is not None and master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # Python workers run `python3` from PATH unless told; this interpreter has the package.
