@@ -44,6 +44,26 @@ def test_help_runs_without_spark():
         assert option in result.stdout
 
 
+def test_arguments_become_the_kafka_source_options(job):
+    args = job.parse_args(
+        ["--bootstrap-servers", "b:9092", "--topic", "t", "--output", "/o", "--min-partitions", "8"]
+        + ["--kafka", "security.protocol=SSL", "--kafka", "fetch.max.bytes=1048576"]
+        + ["--ending-offsets", '{"t": {"0": 5}}']
+    )
+    assert job.source_options(args) == {
+        "kafka.bootstrap.servers": "b:9092",
+        "subscribe": "t",
+        "startingOffsets": "earliest",
+        "endingOffsets": '{"t": {"0": 5}}',
+        "minPartitions": "8",
+        "kafka.security.protocol": "SSL",
+        "kafka.fetch.max.bytes": "1048576",
+    }
+    for bad in (["--kafka", "no-equals"], ["--conf", "no-equals"], ["--min-partitions", "0"]):
+        with pytest.raises(SystemExit):
+            job.parse_args(["--bootstrap-servers", "b", "--topic", "t", "--output", "/o", *bad])
+
+
 def create_topic(bootstrap: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS)])[topic].result(timeout=WAIT_S)
