@@ -20,7 +20,8 @@ Locally: ``python spark/batch_key_stats.py --bootstrap-servers 127.0.0.1:9092 --
 --output /tmp/orders-stats`` (a ``local[2]`` session). Under ``spark-submit`` the master and the
 rest of the session's configuration come from spark-submit (docs/spark.md, "Spark on
 Kubernetes"); ``--master`` is then left unset unless given. The source's client settings
-(``security.protocol``, SASL, ...) are passed with ``--kafka KEY=VALUE``.
+(``security.protocol``, SASL, ...) are passed with ``--kafka KEY=VALUE``, Spark settings for a
+session the job starts with ``--conf KEY=VALUE``.
 
 ``main(argv, spark=session)`` runs the job in a session the caller owns (tests, notebooks) and
 leaves that session running.
@@ -250,9 +251,6 @@ def start_session(args: argparse.Namespace) -> SparkSession:
     master = args.master or (None if "PYSPARK_GATEWAY_PORT" in os.environ else DEFAULT_MASTER)
     if master is not None:
         builder = builder.master(master)
-    for setting in args.conf:
-        key, value = setting.split("=", 1)
-        builder = builder.config(key.strip(), value)
     if master is not None and master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # Python workers run `python3` from PATH unless told; this interpreter has the package.
@@ -260,6 +258,9 @@ def start_session(args: argparse.Namespace) -> SparkSession:
         builder = builder.config("spark.ui.enabled", "false").config(
             "spark.ui.showConsoleProgress", "false"
         )
+    for setting in args.conf:  # last: the user's settings win over the defaults above
+        key, value = setting.split("=", 1)
+        builder = builder.config(key.strip(), value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
