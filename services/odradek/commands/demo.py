@@ -11,8 +11,8 @@ starting offsets) with a local Spark session and writes per-key, per-hour statis
 under the data directory, printing the busiest rows. Spark runs in a child process (its own
 process group, stopped by PID on a timeout): this module never imports pyspark, an optional
 dependency (``odradek[spark]``); without it, or outside a source checkout, the step is skipped
-with a note.
-The cluster keeps running afterwards for a look around; ``odradek local down`` stops it.
+with a note (``--no-spark`` skips it too). The cluster keeps running afterwards for a look
+around; ``odradek local down`` stops it.
 """
 
 from __future__ import annotations
