@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -33,6 +34,8 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterS
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Spark's Python workers run `python3` from PATH unless told: make them run this venv's.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     from odradek.spark import register

@@ -1,0 +1,74 @@
+"""A streaming query in a driver process of its own, for tests/spark/test_stream_read.py to kill.
+
+Reads a topic with ``format("odradek")`` and appends ``(partition, offset, value)`` to a Parquet
+sink with a checkpoint, ``trigger(availableNow=True)``, then exits 0. ``--batch-delay-ms`` makes
+each micro-batch sleep in the executor, so that a kill lands inside a batch. The test starts it in
+a process group of its own: the group holds the JVM that PySpark starts, so one ``killpg`` stops
+both. Run with the environment's PYTHONPATH so that Spark's workers import ``odradek.spark``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap-servers", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=0)
+    parser.add_argument("--batch-delay-ms", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from odradek.spark import register
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("odradek-stream-driver")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    register(spark)
+    reader = (
+        spark.readStream.format("odradek")
+        .option("kafka.bootstrap.servers", args.bootstrap_servers)
+        .option("subscribe", args.topic)
+        .option("startingOffsets", "earliest")
+    )
+    if args.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
+    frame = reader.load().select("partition", "offset", "value")
+    if args.batch_delay_ms:
+        delay_s = args.batch_delay_ms / 1000
+
+        def slow(batches):  # runs in the executor: one sleep per task of a batch
+            time.sleep(delay_s)
+            yield from batches
+
+        frame = frame.mapInArrow(slow, frame.schema)
+    query = (
+        frame.writeStream.format("parquet")
+        .option("path", args.output)
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
