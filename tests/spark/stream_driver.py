@@ -51,13 +51,18 @@ def main(argv: list[str] | None = None) -> int:
         reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
     frame = reader.load().select("partition", "offset", "value")
     if args.batch_delay_ms:
-        delay_s = args.batch_delay_ms / 1000
+        from pyspark.sql.functions import udf
 
-        def slow(batches):  # runs in the executor: one sleep per task of a batch
-            time.sleep(delay_s)
-            yield from batches
+        # A plain Python UDF (mapInArrow would need pandas): a sleep per row, about
+        # --batch-delay-ms per task of a full batch, so that batches take long enough to kill one.
+        row_delay_s = args.batch_delay_ms / 1000 / max(1, args.max_offsets_per_trigger // 3)
 
-        frame = frame.mapInArrow(slow, frame.schema)
+        @udf("long", useArrow=False)
+        def slow(offset):
+            time.sleep(row_delay_s)
+            return offset
+
+        frame = frame.withColumn("offset", slow("offset"))
     query = (
         frame.writeStream.format("parquet")
         .option("path", args.output)
