@@ -214,8 +214,7 @@ def test_fail_on_data_loss_after_deletion(
     else:
         assert error is None
         got = sorted(
-            (r.partition, r.offset)
-            for r in spark.read.parquet(str(tmp_path / "out")).collect()
+            (r.partition, r.offset) for r in spark.read.parquet(str(tmp_path / "out")).collect()
         )
         assert got == [(0, o) for o in [*range(50), *range(80, 100)]]
 

@@ -23,19 +23,26 @@ partition the next offset to read (an end is exclusive). The rules, each as Spar
   the query with a message saying what was lost; ``false`` logs a warning and reads on from what is
   there.
 
+Reading is helper modules' work: ``read_options`` parses the options, ``offsets.OffsetReader``
+asks the cluster, ``ranges`` rate-limits and splits (``minPartitions``), ``partition_read`` reads a
+range in an executor (and finds deletions that happen between planning and reading). This module
+adds what only a stream needs: the planner over a stream's offsets, apart from Spark and the
+cluster so it is unit-tested with a fake ``OffsetReader``.
+
 Not thread-safe; Spark calls one reader from one thread. ``read()`` runs in executors on a
-pickled copy: it carries plain data only and delegates to ``partition_read``.
+pickled copy: it carries plain data only (the parsed options); the planner and its consumer live
+on the driver, made on first use and closed by ``stop()``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
-from pyspark.sql.datasource import CaseInsensitiveDict, DataSourceStreamReader, InputPartition
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -45,13 +52,16 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from odradek.spark.client_config import OptionError, client_config
+from odradek.spark.batch_read import RangePartition
+from odradek.spark.offsets import OffsetReader
+from odradek.spark.partition_read import DataLossError, ReadSettings, arrow_schema, read_range
+from odradek.spark.ranges import OffsetRange, TopicPartition, rate_limit, split_ranges
+from odradek.spark.read_options import OffsetLimit, ReadOptions, Subscription, parse_read_options
 
-__all__ = ["DataLossError", "StreamReader", "decode", "encode", "rate_limit"]
+__all__ = ["DataLossError", "StreamPlanner", "StreamReader", "decode", "encode"]
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]
 
 DATA_LOSS_HINT = (
@@ -62,80 +72,41 @@ DATA_LOSS_HINT = (
 )
 
 
-# Spark's default for maxTriggerDelay ("15m").
-DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
-
-
-class DataLossError(RuntimeError):
-    """A batch needs records the topic no longer holds and ``failOnDataLoss`` is true."""
-
-
 def decode(offsets: Mapping[str, Mapping[str, int]]) -> Offsets:
-    """Spark's checkpoint JSON -> ``{(topic, partition): offset}``."""
+    """Spark's checkpoint JSON -> ``{TopicPartition: offset}``."""
     return {
-        (topic, int(partition)): int(offset)
+        TopicPartition(topic, int(partition)): int(offset)
         for topic, partitions in offsets.items()
         for partition, offset in partitions.items()
     }
 
 
 def encode(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
-    """``{(topic, partition): offset}`` -> Spark's checkpoint JSON, sorted for stable logs."""
+    """``{TopicPartition: offset}`` -> Spark's checkpoint JSON, sorted for stable logs."""
     out: dict[str, dict[str, int]] = {}
-    for topic, partition in sorted(offsets):
-        out.setdefault(topic, {})[str(partition)] = offsets[(topic, partition)]
+    for tp in sorted(offsets):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
     return out
 
 
-def rate_limit(max_rows: int, start: Offsets, latest: Offsets) -> Offsets:
-    """The end of a batch of at most about ``max_rows`` records between ``start`` and ``latest``.
+class Cluster(Protocol):
+    """What the planner asks the cluster: the part of ``offsets.OffsetReader`` it uses."""
 
-    Each partition gets a share of ``max_rows`` in proportion to what it has waiting, rounded
-    down, except that a share under one record is rounded up so no partition starves (so a batch
-    may exceed ``max_rows`` by at most the number of partitions, as in Spark). ``start`` must hold
-    every partition of ``latest`` (new partitions at their earliest offset).
-    """
-    waiting = {tp: latest[tp] - start[tp] for tp in latest if latest[tp] > start[tp]}
-    total = sum(waiting.values())
-    if total <= max_rows:
-        return dict(latest)
-    end = dict(latest)
-    for tp, size in waiting.items():
-        share = max_rows * size / total
-        rows = int(share) if share >= 1 else 1
-        end[tp] = min(latest[tp], start[tp] + rows)
-    return end
+    def partitions(self, subscription: Subscription) -> list[TopicPartition]: ...
 
+    def earliest(self, tps: Iterable[TopicPartition]) -> Offsets: ...
 
-class OffsetSource(Protocol):
-    """What the driver asks the cluster; ``offsets`` answers it, tests give a fake."""
+    def latest(self, tps: Iterable[TopicPartition]) -> Offsets: ...
 
-    def assigned(self) -> list[TopicPartition]:
-        """The partitions read now (``subscribe``, ``subscribePattern`` or ``assign``)."""
-
-    def earliest(self, partitions: Sequence[TopicPartition]) -> Offsets:
-        """Each partition's log start offset."""
-
-    def latest(self, partitions: Sequence[TopicPartition]) -> Offsets:
-        """Each partition's end: high watermark, or last stable offset with read_committed."""
-
-    def starting(self) -> Offsets:
-        """``startingOffsets`` (or ``startingTimestamp``...) resolved to offsets."""
+    def resolve(
+        self, limit: OffsetLimit, tps: Iterable[TopicPartition], *, starting: bool
+    ) -> Offsets: ...
 
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class Limits:
-    """The read limits of the options (``None``: not set)."""
-
-    max_offsets: int | None = None
-    min_offsets: int | None = None
-    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
-
-
 class StreamPlanner:
-    """The driver's decisions over offsets, apart from Spark: unit-tested with a fake source.
+    """The driver's decisions over a stream's offsets, apart from Spark.
 
     ``clock_ms`` is injected for ``maxTriggerDelay``. Holds the end fixed for availableNow and the
     time of the last batch; nothing else survives between calls (the checkpoint holds the rest).
@@ -143,26 +114,29 @@ class StreamPlanner:
 
     def __init__(
         self,
-        source: OffsetSource,
-        limits: Limits,
-        fail_on_data_loss: bool,
+        cluster: Cluster,
+        options: ReadOptions,
         clock_ms: Callable[[], float] = lambda: time.monotonic() * 1000,
     ) -> None:
-        self._source = source
-        self._limits = limits
-        self._fail_on_data_loss = fail_on_data_loss
+        self._cluster = cluster
+        self._options = options
         self._clock_ms = clock_ms
         self._available_now_end: Offsets | None = None
         self._last_batch_ms = clock_ms()
 
+    def close(self) -> None:
+        self._cluster.close()
+
     def initial(self) -> Offsets:
-        return self._source.starting()
+        """``startingOffsets`` (default latest) of the partitions read now."""
+        tps = self._cluster.partitions(self._options.subscription)
+        return self._cluster.resolve(self._options.starting, tps, starting=True)
 
     def fix_end_for_available_now(self) -> None:
         self._available_now_end = self._current_latest()
 
     def _current_latest(self) -> Offsets:
-        return self._source.latest(self._source.assigned())
+        return self._cluster.latest(self._cluster.partitions(self._options.subscription))
 
     def latest(self, start: Offsets, limit: ReadLimit) -> Offsets:
         """The end of the next batch (``start`` itself when there is nothing to read yet)."""
@@ -170,15 +144,15 @@ class StreamPlanner:
             latest = dict(self._available_now_end)
         else:
             latest = self._current_latest()
-        # A partition the latest listing lacks (deleted, or outside a fixed availableNow end)
-        # keeps its start: partitions() reports a deleted one as data loss.
+        # A partition the listing lacks (deleted) keeps its start: ranges() reports it.
         for tp, offset in start.items():
             latest.setdefault(tp, offset)
         if isinstance(limit, ReadAllAvailable):
             return latest
-        # The engine passes back getDefaultReadLimit()'s limit (or ReadAllAvailable); it can carry
-        # one number only, so the other comes from the options.
-        max_offsets, min_offsets = self._limits.max_offsets, self._limits.min_offsets
+        # The engine passes back getDefaultReadLimit()'s limit (or ReadAllAvailable); that
+        # carries one number only, so the other comes from the options.
+        max_offsets = self._options.max_offsets_per_trigger
+        min_offsets = self._options.min_offsets_per_trigger
         if isinstance(limit, ReadMaxRows):
             max_offsets = limit.max_rows
         elif isinstance(limit, ReadMinRows):
@@ -189,7 +163,7 @@ class StreamPlanner:
             min_offsets is not None
             and self._available_now_end is None
             and waiting < min_offsets
-            and self._clock_ms() - self._last_batch_ms < self._limits.max_trigger_delay_ms
+            and self._clock_ms() - self._last_batch_ms < self._options.max_trigger_delay_ms
         ):
             return dict(start)
         if waiting > 0:
@@ -197,152 +171,94 @@ class StreamPlanner:
         if max_offsets is None:
             return latest
         end = rate_limit(max_offsets, begin, latest)
-        # Partitions with nothing to read keep their start (no offset moves backwards).
+        # A partition whose deleted offsets are skipped may not move; none moves backwards.
         return {tp: max(end[tp], start.get(tp, end[tp])) for tp in end}
 
     def _begin(self, start: Offsets, latest: Offsets) -> Offsets:
         """Where each partition's records begin: new partitions at their earliest offset; and,
         when data loss is tolerated, nothing below a log start (it cannot be read)."""
         new = [tp for tp in latest if tp not in start]
-        earliest = self._source.earliest(sorted(set(new) | set(start))) if latest else {}
+        if not new and self._options.fail_on_data_loss:
+            return {tp: start[tp] for tp in latest}
+        earliest = self._cluster.earliest(sorted(latest))
         begin = {}
         for tp in latest:
             if tp not in start:
-                begin[tp] = earliest.get(tp, 0)
-            elif not self._fail_on_data_loss:
-                begin[tp] = max(start[tp], earliest.get(tp, start[tp]))
+                begin[tp] = earliest[tp]
+            elif not self._options.fail_on_data_loss:
+                begin[tp] = max(start[tp], earliest[tp])
             else:
                 begin[tp] = start[tp]
         return begin
 
-    def close(self) -> None:
-        self._source.close()
-
-    def ranges(self, start: Offsets, end: Offsets) -> list[tuple[TopicPartition, int, int]]:
-        """``[(partition, from, until)]`` of a batch, with the data-loss rules applied."""
-        losses: list[str] = []
-        for tp in sorted(set(start) - set(end)):
-            losses.append(f"{_name(tp)} is gone (deleted) with offsets from {start[tp]} unread")
-        planned = sorted(tp for tp in end if end[tp] > start.get(tp, -1) or tp not in start)
-        earliest = self._source.earliest(planned) if planned else {}
+    def ranges(self, start: Offsets, end: Offsets) -> list[OffsetRange]:
+        """The batch's offset ranges, with the data-loss rules applied, split into tasks."""
+        losses = [
+            f"partition {tp} is gone (deleted) with offsets from {start[tp]} unread"
+            for tp in sorted(set(start) - set(end))
+        ]
+        planned = sorted(tp for tp in end if tp not in start or end[tp] > start[tp])
+        earliest = self._cluster.earliest(planned) if planned else {}
         out = []
         for tp in planned:
             until = end[tp]
             if tp in start:
                 begin = start[tp]
             else:
-                begin = earliest.get(tp, 0)
+                begin = earliest[tp]
                 if begin != 0:
-                    losses.append(f"{_name(tp)} was added but starts at offset {begin}, not 0")
-            log_start = earliest.get(tp, begin)
-            if begin < log_start:
+                    losses.append(f"partition {tp} was added but starts at offset {begin}, not 0")
+            if begin < earliest[tp]:
                 losses.append(
-                    f"{_name(tp)}: offsets {begin} to {min(log_start, until) - 1} were deleted "
-                    f"(its log now starts at {log_start})"
+                    f"partition {tp}: offsets {begin} to {min(earliest[tp], until) - 1} were "
+                    f"deleted (its log now starts at {earliest[tp]})"
                 )
-                begin = log_start
+                begin = earliest[tp]
             if begin < until:
-                out.append((tp, begin, until))
+                out.append(OffsetRange(tp.topic, tp.partition, begin, until))
         for tp in sorted(set(start) & set(end)):
             if end[tp] < start[tp]:
-                losses.append(f"{_name(tp)}: its offset went back from {start[tp]} to {end[tp]}")
+                losses.append(f"partition {tp}: its offset went back from {start[tp]} to {end[tp]}")
         if losses:
             self._data_loss(losses)
-        return out
+        return split_ranges(
+            out, self._options.min_partitions, self._options.max_records_per_partition
+        )
 
     def _data_loss(self, losses: list[str]) -> None:
         detail = "; ".join(losses)
-        if self._fail_on_data_loss:
+        if self._options.fail_on_data_loss:
             raise DataLossError(f"{detail}. {DATA_LOSS_HINT}")
         log.warning("data loss (failOnDataLoss=false, reading on): %s", detail)
-
-
-def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
-    value = options.get(name)
-    if value is None:
-        return default
-    if value.strip().lower() not in ("true", "false"):
-        raise OptionError(f"option {name!r} must be true or false, not {value!r}")
-    return value.strip().lower() == "true"
-
-
-def _name(tp: TopicPartition) -> str:
-    return f"partition {tp[0]}-{tp[1]}"
-
-
-_DURATION_UNITS_MS = {
-    "ms": 1,
-    "s": 1000,
-    "m": 60_000,
-    "min": 60_000,
-    "h": 3_600_000,
-    "d": 86_400_000,
-}
-
-
-def duration_ms(name: str, text: str) -> int:
-    """A Spark duration (``15m``, ``30s``, ``500ms``; a bare number is milliseconds) -> ms."""
-    value = text.strip().lower()
-    digits = value.rstrip("abcdefghijklmnopqrstuvwxyz").strip()
-    unit = value[len(digits) :].strip() or "ms"
-    if not digits.isdigit() or unit not in _DURATION_UNITS_MS:
-        raise OptionError(f"option {name!r} must be a duration like 30s or 15m, not {text!r}")
-    return int(digits) * _DURATION_UNITS_MS[unit]
-
-
-def _positive(options: Mapping[str, str], name: str) -> int | None:
-    text = options.get(name)
-    if text is None:
-        return None
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise OptionError(f"option {name!r} must be a positive integer, not {text!r}")
-    return value
-
-
-def stream_limits(options: Mapping[str, str]) -> Limits:
-    """The read limits of a stream's (case-insensitive) options."""
-    delay = options.get("maxTriggerDelay")
-    return Limits(
-        max_offsets=_positive(options, "maxOffsetsPerTrigger"),
-        min_offsets=_positive(options, "minOffsetsPerTrigger"),
-        max_trigger_delay_ms=(
-            DEFAULT_MAX_TRIGGER_DELAY_MS if delay is None else duration_ms("maxTriggerDelay", delay)
-        ),
-    )
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("odradek")``: plans micro-batches on the driver, reads in tasks."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        for refused in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"):
-            if options.get(refused) is not None:
-                raise OptionError(f"option {refused!r} is not valid in a streaming query")
-        self._options = dict(options.items())  # plain data: pickled to executors
+        self._options = parse_read_options(options, streaming=True)
+        self._settings = ReadSettings.from_options(self._options)
         self._schema = schema
-        self._limits = stream_limits(options)
-        self._fail_on_data_loss = _flag(options, "failOnDataLoss", True)
         self._planner: StreamPlanner | None = None  # driver only, made on first use
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_planner"] = None  # its consumer stays on the driver
+        return state
 
     def _plan(self) -> StreamPlanner:
         if self._planner is None:
-            self._planner = StreamPlanner(
-                _offset_source(self._options), self._limits, self._fail_on_data_loss
-            )
+            self._planner = StreamPlanner(OffsetReader.for_options(self._options), self._options)
         return self._planner
 
     def initialOffset(self) -> dict:
         return encode(self._plan().initial())
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        if self._limits.min_offsets is not None:
-            return ReadMinRows(self._limits.min_offsets)
-        if self._limits.max_offsets is not None:
-            return ReadMaxRows(self._limits.max_offsets)
+        if self._options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self._options.min_offsets_per_trigger)
+        if self._options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self._options.max_offsets_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -351,15 +267,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         return encode(self._plan().latest(decode(start), limit))
 
-    def reportLatestOffset(self) -> dict | None:
-        return None  # one more round trip per batch for a number in the progress report
-
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        ranges = self._plan().ranges(decode(start), decode(end))
-        return _input_partitions(ranges, self._options)
+        return [RangePartition(r) for r in self._plan().ranges(decode(start), decode(end))]
 
-    def read(self, partition: InputPartition) -> Iterator:
-        return _read_partition(partition, self._options, self._schema)
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        offset_range = partition.offset_range  # type: ignore[attr-defined]
+        schema = arrow_schema(self._settings.include_headers)
+        return read_range(offset_range, self._settings, schema)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the offsets live in Spark's checkpoint, never in a consumer group."""
@@ -368,152 +282,3 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._planner is not None:
             self._planner.close()
             self._planner = None
-
-
-# --- to be replaced by offsets.py / partition_read.py (helper read) as they land -------------
-
-
-class _ConsumerOffsets:
-    def __init__(self, options: Mapping[str, str]) -> None:
-        import json
-        import re
-
-        from confluent_kafka import Consumer
-
-        self._options = CaseInsensitiveDict(options)
-        config = client_config(self._options)
-        config.update({"group.id": "odradek-spark-driver", "enable.auto.commit": "false"})
-        self._consumer = Consumer(config)
-        self._json = json
-        subscribe = self._options.get("subscribe")
-        pattern = self._options.get("subscribePattern")
-        assign = self._options.get("assign")
-        self._topics = [t.strip() for t in subscribe.split(",")] if subscribe else None
-        self._pattern = re.compile(pattern) if pattern else None
-        self._assign = decode(json.loads(assign)) if assign else None
-
-    def assigned(self) -> list[TopicPartition]:
-        if self._assign is not None:
-            return sorted(self._assign)
-        metadata = self._consumer.list_topics(timeout=10)
-        out = []
-        for name, topic in metadata.topics.items():
-            if topic.error is not None:
-                continue
-            if self._topics is not None and name not in self._topics:
-                continue
-            if self._pattern is not None and not self._pattern.fullmatch(name):
-                continue
-            out.extend((name, p) for p in topic.partitions)
-        return sorted(out)
-
-    def _watermarks(self, partitions: Sequence[TopicPartition], index: int) -> Offsets:
-        from confluent_kafka import TopicPartition as KafkaPartition
-
-        return {
-            tp: self._consumer.get_watermark_offsets(KafkaPartition(*tp), timeout=10)[index]
-            for tp in partitions
-        }
-
-    def earliest(self, partitions: Sequence[TopicPartition]) -> Offsets:
-        return self._watermarks(partitions, 0)
-
-    def latest(self, partitions: Sequence[TopicPartition]) -> Offsets:
-        return self._watermarks(partitions, 1)
-
-    def starting(self) -> Offsets:
-        text = (self._options.get("startingOffsets") or "latest").strip()
-        partitions = self.assigned()
-        if text == "latest":
-            return self.latest(partitions)
-        if text == "earliest":
-            return self.earliest(partitions)
-        given = decode(self._json.loads(text))
-        earliest = self.earliest(partitions)
-        latest = self.latest(partitions)
-        return {
-            tp: {-2: earliest[tp], -1: latest[tp]}.get(given.get(tp, -1), given.get(tp, -1))
-            for tp in partitions
-        }
-
-    def close(self) -> None:
-        self._consumer.close()
-
-
-class StreamRange(InputPartition):
-    """One task of a micro-batch: ``[from_offset, until_offset)`` of one partition."""
-
-    def __init__(self, topic: str, partition: int, from_offset: int, until_offset: int) -> None:
-        super().__init__((topic, partition, from_offset, until_offset))
-        self.topic = topic
-        self.partition = partition
-        self.from_offset = from_offset
-        self.until_offset = until_offset
-
-
-def _offset_source(options: Mapping[str, str]) -> OffsetSource:
-    return _ConsumerOffsets(options)
-
-
-def _input_partitions(
-    ranges: list[tuple[TopicPartition, int, int]], options: Mapping[str, str]
-) -> list[InputPartition]:
-    return [StreamRange(tp[0], tp[1], begin, until) for tp, begin, until in ranges]
-
-
-def _read_partition(
-    partition: InputPartition, options: Mapping[str, str], schema: StructType
-) -> Iterator:
-    import pyarrow as pa
-    from confluent_kafka import Consumer
-    from confluent_kafka import TopicPartition as KafkaPartition
-
-    assert isinstance(partition, StreamRange)
-    config = client_config(CaseInsensitiveDict(options))
-    config.update({"group.id": "odradek-spark-executor", "enable.auto.commit": "false"})
-    consumer = Consumer(config)
-    try:
-        consumer.assign(
-            [KafkaPartition(partition.topic, partition.partition, partition.from_offset)]
-        )
-        rows = {
-            n: []
-            for n in ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
-        }
-        next_offset = partition.from_offset
-        deadline = time.monotonic() + 60
-        while next_offset < partition.until_offset and time.monotonic() < deadline:
-            for message in consumer.consume(1000, timeout=1):
-                if message.error() is not None:
-                    continue
-                if message.offset() >= partition.until_offset:
-                    next_offset = partition.until_offset
-                    break
-                rows["key"].append(message.key())
-                rows["value"].append(message.value())
-                rows["topic"].append(message.topic())
-                rows["partition"].append(message.partition())
-                rows["offset"].append(message.offset())
-                ts_type, ts = message.timestamp()
-                rows["timestamp"].append(ts * 1000)
-                rows["timestampType"].append(ts_type - 1)
-                next_offset = message.offset() + 1
-            position = consumer.position([KafkaPartition(partition.topic, partition.partition)])[
-                0
-            ].offset
-            if position >= partition.until_offset:
-                break
-        arrow = pa.schema(
-            [
-                ("key", pa.binary()),
-                ("value", pa.binary()),
-                ("topic", pa.string()),
-                ("partition", pa.int32()),
-                ("offset", pa.int64()),
-                ("timestamp", pa.timestamp("us", tz="UTC")),
-                ("timestampType", pa.int32()),
-            ]
-        )
-        yield pa.RecordBatch.from_pydict(rows, schema=arrow)
-    finally:
-        consumer.close()
