@@ -38,6 +38,15 @@ def create_topic(admin: AdminClient, topic: str, partitions: int) -> None:
 def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes]]) -> None:
     """Each ``(partition, value)`` in order; waits for every acknowledgement."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": "true"})
+    # A producer knows the partitions of its first metadata: wait until it has them all.
+    needed = max(partition for partition, _ in records) + 1
+    wait_for(
+        lambda: (
+            len(producer.list_topics(topic, timeout=ADMIN_TIMEOUT_S).topics[topic].partitions)
+            >= needed
+        ),
+        f"{topic} to have {needed} partitions",
+    )
     errors: list[object] = []
 
     def delivered(error, _message) -> None:
