@@ -1,9 +1,11 @@
 """Executor side of writes: a task's Arrow record batches -> records, through one producer.
 
 Spark hands each write task its rows as ``pyarrow.RecordBatch``es (``DataSourceArrowWriter``);
-each column becomes a Python list once per batch and every row one ``Producer.produce`` call, far
-cheaper than Spark building a ``Row`` per record (measured in tests/spark/test_write.py's module
-docstring). A task makes its clients inside ``write()`` and closes them before it returns.
+each column becomes a Python list once per batch and every row one ``Producer.produce`` call.
+Measured (2026-11, ``local[2]`` on a loaded 2-core machine, 1M rows of 100-byte values, client
+side only): about 85k rows/s through Arrow against 25k rows/s through ``DataSourceWriter``'s
+``Row``s, which Spark builds one by one. A task makes its clients inside ``write()`` and drops
+them before it returns.
 
 No silent loss: delivery reports are asked for failures only (``delivery.report.only.error``), a
 fatal producer error is recorded by ``error_cb``, and a task fails (raises ``WriteError``) if any
@@ -56,6 +58,7 @@ log = logging.getLogger(__name__)
 FLUSH_TIMEOUT_S = 330  # librdkafka's message.timeout.ms (300 s) fails any record before this
 TXN_TIMEOUT_S = 60  # init_transactions, send_offsets_to_transaction, commit/abort_transaction
 ADMIN_TIMEOUT_S = 30  # reading a writer's committed marker
+UNSTABLE_RETRY_S = 0.1  # between reads of a marker while a transaction has it pending
 QUEUE_FULL_WAIT_S = 0.05  # poll() between produce() retries while librdkafka's queue is full
 QUEUE_FULL_RETRIES_MAX = int(FLUSH_TIMEOUT_S / QUEUE_FULL_WAIT_S)
 POLL_EVERY_ROWS = 20_000  # serve failure reports (and fail fast) this often
@@ -249,26 +252,35 @@ def write_records(
         rows = _produce(producer, failures, _non_empty(batches), columns, topic)
         _flush(producer, failures)
     except BaseException:
-        producer.purge()
-        producer.flush(0)
+        producer.purge()  # the task fails: what is still queued need not wait for close()
         raise
+    finally:
+        producer.close()
     return WriteReport(partition_id=partition_id, rows=rows)
 
 
 def last_committed_batch(config: dict[str, str], group: str) -> int:
-    """The highest batch id a writer committed (its marker offset - 1), -1 if none."""
+    """The highest batch id a writer committed (its marker offset - 1), -1 if none.
+
+    Waits (up to ``ADMIN_TIMEOUT_S``) while a transaction's offset of the group is pending
+    (UNSTABLE_OFFSET_COMMIT), so the answer is what that transaction ended with."""
     admin = AdminClient(_client_config(config))
-    request = [ConsumerGroupTopicPartitions(group)]
-    future = admin.list_consumer_group_offsets(
-        request, require_stable=True, request_timeout=ADMIN_TIMEOUT_S
-    )[group]
-    answer = future.result(timeout=ADMIN_TIMEOUT_S)
-    last = -1
-    for partition in answer.topic_partitions or ():
-        if partition.error is not None:
-            raise WriteError(f"reading the marker of {group}: {partition.error}")
-        last = max(last, partition.offset - 1)
-    return last
+    deadline = time.monotonic() + ADMIN_TIMEOUT_S
+    while True:
+        future = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)],
+            require_stable=True,
+            request_timeout=ADMIN_TIMEOUT_S,
+        )[group]
+        answer = future.result(timeout=ADMIN_TIMEOUT_S)
+        partitions = answer.topic_partitions or ()
+        errors = [p.error for p in partitions if p.error is not None]
+        if not errors:
+            return max((p.offset - 1 for p in partitions), default=-1)
+        pending = all(e.code() == KafkaError.UNSTABLE_OFFSET_COMMIT for e in errors)
+        if not pending or time.monotonic() > deadline:
+            raise WriteError(f"reading the marker of {group}: {errors[0]}")
+        time.sleep(UNSTABLE_RETRY_S)
 
 
 def write_transactional(
@@ -290,36 +302,58 @@ def write_transactional(
         return WriteReport(partition_id=ids.partition_id, rows=0)  # nothing to write, no marker
     failures = _Failures()
     txn_id = transactional_id(ids.query_id, ids.partition_id)
-    group = marker_group(ids.query_id, ids.partition_id)
     producer = _producer(config, failures, **{"transactional.id": txn_id})
-    producer.init_transactions(TXN_TIMEOUT_S)
-    last = last_committed_batch(config, group)
-    if last >= ids.batch_id:
-        for _ in rows_iter:  # Spark's worker expects its input read to the end
-            pass
-        log.info("%s: batch %d already committed (marker %d): skipped", txn_id, ids.batch_id, last)
-        return WriteReport(partition_id=ids.partition_id, rows=0, skipped=True)
-    marker_topic = topic if topic is not None else first.column(columns.topic)[0].as_py()
+    try:
+        producer.init_transactions(TXN_TIMEOUT_S)
+        last = last_committed_batch(config, marker_group(ids.query_id, ids.partition_id))
+        if last >= ids.batch_id:
+            for _ in rows_iter:  # Spark's worker expects its input read to the end
+                pass
+            log.info(
+                "%s: batch %d already committed (last %d): skipped", txn_id, ids.batch_id, last
+            )
+            return WriteReport(partition_id=ids.partition_id, rows=0, skipped=True)
+        rows = _commit_batch(
+            producer, failures, config, ids, itertools.chain([first], rows_iter), columns, topic
+        )
+    finally:
+        producer.close()  # aborts a transaction still open (the task fails anyway)
+    log.info("%s: batch %d committed, %d rows", txn_id, ids.batch_id, rows)
+    return WriteReport(partition_id=ids.partition_id, rows=rows)
+
+
+def _commit_batch(
+    producer: Producer,
+    failures: _Failures,
+    config: dict[str, str],
+    ids: TaskIds,
+    batches: Iterator[pa.RecordBatch],
+    columns: Columns,
+    topic: str | None,
+) -> int:
+    """Produce ``batches`` and the marker in one transaction and commit it; return the rows."""
+    group = marker_group(ids.query_id, ids.partition_id)
     producer.begin_transaction()
     try:
-        rows = _produce(producer, failures, itertools.chain([first], rows_iter), columns, topic)
+        first = next(batches)
+        # The marker's partition: any existing one will do (a retry reads the whole group).
+        marker_topic = topic if topic is not None else first.column(columns.topic)[0].as_py()
+        rows = _produce(producer, failures, itertools.chain([first], batches), columns, topic)
         _flush(producer, failures)
         consumer = Consumer({**_client_config(config), "group.id": group})
         try:
             metadata = consumer.consumer_group_metadata()
         finally:
             consumer.close()
-        marker = TopicPartition(marker_topic, 0, ids.batch_id + 1)
-        marker.metadata = f"batch {ids.batch_id}"
+        marker = TopicPartition(marker_topic, 0, ids.batch_id + 1, metadata=f"batch {ids.batch_id}")
         producer.send_offsets_to_transaction([marker], metadata, TXN_TIMEOUT_S)
         producer.commit_transaction(TXN_TIMEOUT_S)
     except BaseException as error:
-        _abort(producer, txn_id, error)
+        _abort(producer, group, error)
         if isinstance(error, KafkaException):
-            raise WriteError(f"{txn_id} batch {ids.batch_id}: {error}") from error
+            raise WriteError(f"{group} batch {ids.batch_id}: {error}") from error
         raise
-    log.info("%s: batch %d committed, %d rows", txn_id, ids.batch_id, rows)
-    return WriteReport(partition_id=ids.partition_id, rows=rows)
+    return rows
 
 
 def _abort(producer: Producer, txn_id: str, cause: BaseException) -> None:
