@@ -172,7 +172,6 @@ def start_query(spark: SparkSession, args: argparse.Namespace) -> StreamingQuery
         .option("transactional", "false" if args.at_least_once else "true")
         .option("checkpointLocation", args.checkpoint)
         .outputMode("append")
-        .queryName(APP_NAME.replace("-", "_"))
     )
     if args.available_now:
         writer = writer.trigger(availableNow=True)
