@@ -14,7 +14,10 @@ partition the next offset to read (an end is exclusive). The rules, each as Spar
 - Read limits: ``maxOffsetsPerTrigger`` caps a batch, shared among partitions in proportion to
   what each has waiting (a partition with less than one record's share still gets one);
   ``minOffsetsPerTrigger`` delays a batch until that many records wait or ``maxTriggerDelay``
-  has passed since the last batch. ``ReadAllAvailable`` from the engine overrides both.
+  has passed since the last batch. ``ReadAllAvailable`` from the engine overrides both. PySpark
+  has no composite read limit: ``getDefaultReadLimit`` gives ``ReadMinRows`` when
+  ``minOffsetsPerTrigger`` is set (else ``ReadMaxRows``) and the other bound comes from the
+  options.
 - ``trigger(availableNow=True)``: ``prepareForTriggerAvailableNow`` fixes the end at the latest
   offsets of that moment; ``maxOffsetsPerTrigger`` still splits the way there into batches, and
   ``minOffsetsPerTrigger`` is not applied (no more data is coming to wait for).
@@ -23,7 +26,7 @@ partition the next offset to read (an end is exclusive). The rules, each as Spar
   the query with a message saying what was lost; ``false`` logs a warning and reads on from what is
   there.
 
-Reading is helper modules' work: ``read_options`` parses the options, ``offsets.OffsetReader``
+Reading itself is shared with batch reads: ``read_options`` parses the options, ``offsets.OffsetReader``
 asks the cluster, ``ranges`` rate-limits and splits (``minPartitions``), ``partition_read`` reads a
 range in an executor (and finds deletions that happen between planning and reading). This module
 adds what only a stream needs: the planner over a stream's offsets, apart from Spark and the
