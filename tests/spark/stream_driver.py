@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
+        # A Python worker must connect back within this (default 15 s): on a loaded 2-core
+        # machine the streaming planner's worker took longer and the query failed at start.
+        .config("spark.python.authenticate.socketTimeout", "60s")
         .getOrCreate()
     )
     register(spark)
