@@ -166,6 +166,44 @@ def test_a_partition_added_mid_stream_is_read(spark, spark_cluster, admin, uniqu
     ]
 
 
+def test_a_topic_created_mid_stream_is_read_with_subscribe_pattern(
+    spark, spark_cluster, admin, unique
+):
+    prefix = unique("family")
+    first, second = f"{prefix}-a", f"{prefix}-b"
+    create_topic(admin, first, 1)
+    produce(spark_cluster.bootstrap_servers, first, [(0, b"a-0")])
+    frame = (
+        spark.readStream.format("odradek")
+        .option("kafka.bootstrap.servers", spark_cluster.bootstrap_servers)
+        .option("subscribePattern", f"{prefix}-.*")
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    query = (
+        frame.select("topic", "offset", "value")
+        .writeStream.format("memory")
+        .queryName("family")
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+
+    def seen() -> list[tuple[str, int, bytes]]:
+        return sorted(
+            (r.topic, r.offset, bytes(r.value))
+            for r in spark.sql("SELECT topic, offset, value FROM family").collect()
+        )
+
+    try:
+        wait_for(lambda: len(seen()) == 1, "the first topic's record")
+        create_topic(admin, second, 1)
+        produce(spark_cluster.bootstrap_servers, second, [(0, b"b-0"), (0, b"b-1")])
+        wait_for(lambda: len(seen()) == 3, "the new topic's records")
+    finally:
+        query.stop()
+    assert seen() == [(first, 0, b"a-0"), (second, 0, b"b-0"), (second, 1, b"b-1")]
+
+
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = QUERY_TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -123,6 +123,16 @@ def test_a_new_partition_is_read_from_its_earliest_offset() -> None:
     assert plan.ranges(start, end) == [OffsetRange("a", 1, 0, 4)]
 
 
+def test_a_new_topic_is_read_from_its_earliest_offset() -> None:
+    cluster = FakeCluster({A0: (0, 10)})
+    plan = planner(cluster, maxOffsetsPerTrigger="4")
+    b0 = TopicPartition("b", 0)
+    cluster.logs[b0] = (0, 6)
+    end = plan.latest({A0: 10}, ReadMaxRows(4))
+    assert end == {A0: 10, b0: 4}  # the limit counts the new topic from its start
+    assert plan.ranges({A0: 10}, end) == [OffsetRange("b", 0, 0, 4)]
+
+
 def test_a_new_partition_missing_its_first_records_is_data_loss() -> None:
     cluster = FakeCluster({A0: (0, 10), A1: (2, 4)})
     with pytest.raises(DataLossError, match="a-1 was added but starts at offset 2"):
