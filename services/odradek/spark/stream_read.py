@@ -26,11 +26,11 @@ partition the next offset to read (an end is exclusive). The rules, each as Spar
   the query with a message saying what was lost; ``false`` logs a warning and reads on from what is
   there.
 
-Reading itself is shared with batch reads: ``read_options`` parses the options, ``offsets.OffsetReader``
-asks the cluster, ``ranges`` rate-limits and splits (``minPartitions``), ``partition_read`` reads a
-range in an executor (and finds deletions that happen between planning and reading). This module
-adds what only a stream needs: the planner over a stream's offsets, apart from Spark and the
-cluster so it is unit-tested with a fake ``OffsetReader``.
+Reading itself is shared with batch reads: ``read_options`` parses the options,
+``offsets.OffsetReader`` asks the cluster, ``ranges`` rate-limits and splits (``minPartitions``),
+``partition_read`` reads a range in an executor (and finds deletions that happen between planning
+and reading). This module adds what only a stream needs: the planner over a stream's offsets,
+apart from Spark and the cluster so that it is unit-tested with a fake ``OffsetReader``.
 
 Not thread-safe; Spark calls one reader from one thread. ``read()`` runs in executors on a
 pickled copy: it carries plain data only (the parsed options); the planner and its consumer live
@@ -147,9 +147,8 @@ class StreamPlanner:
             latest = dict(self._available_now_end)
         else:
             latest = self._current_latest()
-        # A partition the listing lacks (deleted) keeps its start: ranges() reports it.
-        for tp, offset in start.items():
-            latest.setdefault(tp, offset)
+        # A partition of ``start`` the listing lacks was deleted: the end leaves it out, as
+        # Spark's does, and ranges() reports the loss.
         if isinstance(limit, ReadAllAvailable):
             return latest
         # The engine passes back getDefaultReadLimit()'s limit (or ReadAllAvailable); that
@@ -173,9 +172,7 @@ class StreamPlanner:
             self._last_batch_ms = self._clock_ms()
         if max_offsets is None:
             return latest
-        end = rate_limit(max_offsets, begin, latest)
-        # A partition whose deleted offsets are skipped may not move; none moves backwards.
-        return {tp: max(end[tp], start.get(tp, end[tp])) for tp in end}
+        return rate_limit(max_offsets, begin, latest)
 
     def _begin(self, start: Offsets, latest: Offsets) -> Offsets:
         """Where each partition's records begin: new partitions at their earliest offset; and,

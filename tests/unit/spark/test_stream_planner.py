@@ -156,8 +156,12 @@ def test_deleted_offsets_fail_the_batch_or_are_skipped(caplog) -> None:
 def test_a_deleted_partition_or_an_offset_going_back_is_data_loss() -> None:
     cluster = FakeCluster({A0: (0, 5)})
     plan = planner(cluster)
+    end = plan.latest({A0: 0, A1: 3}, ReadMaxRows(100))
+    assert end == {A0: 5}
     with pytest.raises(DataLossError, match="a-1 is gone"):
-        plan.ranges({A0: 0, A1: 3}, {A0: 5})
+        plan.ranges({A0: 0, A1: 3}, end)
+    cluster.logs[A0] = (0, 2)  # the topic was deleted and made again, shorter
+    assert plan.latest({A0: 9}, ReadMaxRows(100)) == {A0: 2}
     with pytest.raises(DataLossError, match="went back from 9 to 5"):
         plan.ranges({A0: 9}, {A0: 5})
 
