@@ -47,6 +47,45 @@ RUN python3 -m venv /opt/pip \
     && /opt/pip/bin/pip --python /opt/odradek/bin/python install --no-cache-dir --no-index \
         --root /staging /wheels/odradek-*.whl
 
+# Spark drivers and executors (target `spark`, localhost/odradek-spark:<version>; docs/spark.md,
+# "Spark on Kubernetes"): the final image's files, plus a headless Java 17, odradek's `spark` extra
+# (pyspark with Spark's bin/ and jars/, pyarrow; their wheels in wheels/spark/, checked like the
+# others) and our entrypoint for Spark's `driver` and `executor` roles (spark/k8s/entrypoint.sh),
+# and the jobs of spark/ at /opt/odradek/spark (spark-submit ... local:///opt/odradek/spark/<job>.py).
+# `scripts/build_image.sh --spark` (make image-spark) builds it; it is not built by default: this
+# stage comes before the final one, so a build without --target never runs it.
+FROM runtime AS spark
+# JRE_VERSION: apt's version pattern; the default takes bookworm's current Java 17 update.
+ARG JRE_VERSION=17.0.*
+# Debian's slim images (and the debootstrap base) have no man directories; the JRE's
+# update-alternatives fails without this one.
+RUN mkdir -p /usr/share/man/man1 \
+    && apt-get update \
+    && apt-get install --yes --no-install-recommends "openjdk-17-jre-headless=${JRE_VERSION}" \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=app /staging/ /
+COPY wheels/spark/SHA256SUMS /opt/odradek/spark-dependencies.sha256
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# A throwaway pip (in /tmp, removed in the same step) installs the wheels into the venv.
+RUN --mount=type=bind,source=wheels/spark,target=/mnt \
+    sha256sum --check --quiet /opt/odradek/spark-dependencies.sha256 \
+    && python3 -m venv /tmp/pip \
+    && cut -c67- /opt/odradek/spark-dependencies.sha256 \
+        | xargs /tmp/pip/bin/pip --python /opt/odradek/bin/python install --no-cache-dir --no-index \
+    && rm -rf /tmp/pip \
+    && /opt/odradek/bin/python -c "import pyspark, pyarrow, odradek.spark"
+COPY --chmod=755 spark/k8s/entrypoint.sh /opt/odradek/bin/odradek-spark-entrypoint
+COPY spark/*.py /opt/odradek/spark/
+ENV PATH=/opt/odradek/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PYSPARK_PYTHON=/opt/odradek/bin/python
+USER 10001:10001
+WORKDIR /var/lib/odradek
+# The driver's RPC and block manager ports as Spark's Kubernetes scheduler sets them, its UI.
+EXPOSE 7078 7079 4040
+ENTRYPOINT ["/opt/odradek/bin/odradek-spark-entrypoint"]
+
 FROM runtime
 COPY --from=app /staging/ /
 # The record walker must load: the wheel's C extension was built for this Python.

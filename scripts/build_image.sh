@@ -24,6 +24,13 @@
 #
 # `build_image.sh --wheels-only` does step 2 alone, into wheels/ at the top of the repository (the
 # context `docker build .` and skaffold use elsewhere; .dockerignore sends nothing else).
+#
+# `build_image.sh --spark` (make image-spark) builds the Dockerfile's `spark` target instead,
+# localhost/odradek-spark:<version> (ODRADEK_SPARK_IMAGE): step 2 also makes the wheels of the
+# `spark` extra (pyspark, pyarrow; cached by their list's hash, as the dependencies) into
+# wheels/spark/, and the context gets spark/ (the jobs and the entrypoint). With --wheels-only it
+# writes wheels/spark/ too. The image step also installs a JRE with apt inside the build (from the
+# mirror the base names). Not run in CI: pyspark's wheel alone is about 450 MB.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -44,11 +51,14 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
 
 wheels_only=0
-case "${1:-}" in
-    "") ;;
-    --wheels-only) wheels_only=1 ;;
-    *) die "usage: $0 [--wheels-only]" ;;
-esac
+spark=0
+for arg in "$@"; do
+    case "$arg" in
+        --wheels-only) wheels_only=1 ;;
+        --spark) spark=1 ;;
+        *) die "usage: $0 [--wheels-only] [--spark]" ;;
+    esac
+done
 if [ "$wheels_only" = 0 ]; then
     for tool in podman debootstrap; do
         command -v "$tool" >/dev/null || die "$tool is missing (scripts/setup.sh installs it)"
@@ -60,6 +70,11 @@ fi
 
 version="$("$python" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')"
 image="${ODRADEK_IMAGE:-localhost/odradek:$version}"
+target=()
+if [ "$spark" = 1 ]; then
+    image="${ODRADEK_SPARK_IMAGE:-localhost/odradek-spark:$version}"
+    target=(--target spark)
+fi
 mkdir -p "$cache_dir"
 work_dir="$(mktemp -d "$cache_dir/build.XXXXXX")"
 # The base is made in the background while the wheels are built: on a failure, wait for it
@@ -120,7 +135,32 @@ print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependenc
     tar -c --exclude=__pycache__ --exclude='*.so' --exclude='*.egg-info' \
         pyproject.toml README.md services operator | tar -x -C "$source_dir"
     quietly "$python" -m pip wheel --disable-pip-version-check --no-deps -w "$wheels_dir" "$source_dir"
+    if [ "$spark" = 1 ]; then
+        build_spark_wheels "$wheels_dir/spark"
+    fi
     log "wheels: odradek + $(ls "$wheels_dir/deps"/*.whl | wc -l) dependencies ($deps_note) in $(elapsed "$started")"
+}
+
+# Into $1: the wheels of odradek's `spark` extra and their SHA256SUMS (as /mnt/NAME.whl).
+build_spark_wheels() {
+    local spark_dir="$1" started extra key cached
+    started="$(now)"
+    mapfile -t extra < <("$python" -c 'import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["spark"]))')
+    key="$(printf '%s\n' "${extra[@]}" | sha256sum | cut -c1-16)"
+    cached="$cache_dir/wheels-spark-$key"
+    if [ "$refresh" = 1 ]; then
+        rm -rf "$cached"
+    fi
+    if [ -z "$(ls "$cached" 2>/dev/null)" ]; then
+        rm -rf "$cached.partial"
+        quietly "$python" -m pip wheel --disable-pip-version-check -w "$cached.partial" "${extra[@]}"
+        mv "$cached.partial" "$cached"
+    fi
+    mkdir -p "$spark_dir"
+    cp -l "$cached"/*.whl "$spark_dir/" 2>/dev/null || cp "$cached"/*.whl "$spark_dir/"
+    (cd "$spark_dir" && sha256sum -- *.whl) | sed 's|  |  /mnt/|' >"$spark_dir/SHA256SUMS"
+    log "spark wheels: $(ls "$spark_dir"/*.whl | wc -l) ($key) in $(elapsed "$started")"
 }
 
 if [ "$wheels_only" = 1 ]; then
@@ -176,12 +216,17 @@ build_wheels "$context/wheels"
 wait "$base_pid" || die "the base failed (see above)"
 started="$(now)"
 cp Dockerfile "$context/Dockerfile"
+if [ "$spark" = 1 ]; then
+    mkdir -p "$context/spark/k8s"
+    cp spark/*.py "$context/spark/"
+    cp spark/k8s/entrypoint.sh "$context/spark/k8s/"
+fi
 previous="$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
 no_cache=()
 if [ "$refresh" = 1 ]; then
     no_cache=(--no-cache)
 fi
-quietly podman build --isolation chroot "${no_cache[@]}" --build-arg "BASE=$base_image" -t "$image" "$context"
+quietly podman build --isolation chroot "${no_cache[@]}" "${target[@]}" --build-arg "BASE=$base_image" -t "$image" "$context"
 # The image this tag named before is dangling now: drop it unless a container still uses it.
 if [ -n "$previous" ] && [ "$previous" != "$(podman image inspect --format '{{.Id}}' "$image")" ]; then
     podman rmi "$previous" >/dev/null 2>&1 || true

@@ -5,13 +5,25 @@ spread over every broker and replicated on the cluster's default (3 replicas, wi
 ``min.insync.replicas`` 2), produces a sample stream with confluent-kafka (librdkafka, the client
 most Kafka users run) with ``acks=all`` (a record is acknowledged once every in-sync replica has
 it), consumes it back with a consumer group of three members sharing the partitions and
-committing their offsets, checks every record arrived, and prints what it measured. The cluster
-keeps running afterwards for a look around; ``odradek local down`` stops it.
+committing their offsets, checks every record arrived, and prints what it measured. Last, the
+batch Spark job ``spark/batch_key_stats.py`` reads the records this run produced (per-partition
+starting offsets) with a local Spark session and writes per-key, per-hour statistics to Parquet
+under the data directory, printing the busiest rows. Spark runs in a child process (its own
+process group, stopped by PID on a timeout): this module never imports pyspark, an optional
+dependency (``odradek[spark]``); without it, or outside a source checkout, the step is skipped
+with a note.
+The cluster keeps running afterwards for a look around; ``odradek local down`` stops it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 import zlib
 from pathlib import Path
@@ -22,6 +34,11 @@ TOPIC = "demo-events"
 PARTITIONS = 6
 GROUP_MEMBERS = 3
 WAIT_S = 30.0
+# The batch job lives in the source tree's spark/ (with the other jobs), not in the package.
+SPARK_JOB = Path(__file__).resolve().parents[3] / "spark" / "batch_key_stats.py"
+SPARK_JOB_TIMEOUT_S = 600.0
+SPARK_STOP_TIMEOUT_S = 30.0
+SPARK_SHOW_ROWS = 5
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,6 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--record-size", type=int, default=512)
+    parser.add_argument(
+        "--no-spark", action="store_true", help="skip the Spark batch job at the end"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -49,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         say(f"  {member.role:<10} {member.id:>5}  pid {member.pid:<7} {where}")
     try:
         create_topic(state.bootstrap_servers)
+        starting_offsets = end_offsets(state.bootstrap_servers)
         produced, checksum = produce(state.bootstrap_servers, args.records, args.record_size)
         consumed, consumed_checksum = consume(state.bootstrap_servers, produced)
     except (KafkaException, TimeoutError) as e:
@@ -58,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
         say(f"MISMATCH: produced {produced} records, consumed {consumed}")
         return 1
     say(f"every record came back: {consumed} records, content checksum {checksum:#010x}")
+    if not args.no_spark and not run_spark_job(
+        state.bootstrap_servers, starting_offsets, Path(args.data_dir)
+    ):
+        return 1
     say(
         "the cluster keeps running: try `odradek local status`, `kcat -b "
         f"{state.bootstrap_servers.split(',')[0]} -L`; stop it with `odradek local down`"
@@ -218,6 +243,91 @@ def consume(bootstrap: str, expected: int) -> tuple[int, int]:
         f"{ {tp.partition: tp.offset for tp in sorted(committed, key=lambda t: t.partition)} }"
     )
     return len(seen), checksum
+
+
+def end_offsets(bootstrap: str) -> dict[int, int]:
+    """Each partition's high watermark: where this run's records will start."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "odradek-demo-offsets"})
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
+            for p in range(PARTITIONS)
+        }
+    finally:
+        consumer.close()
+
+
+def run_spark_job(bootstrap: str, starting_offsets: dict[int, int], data_dir: Path) -> bool:
+    """Run spark/batch_key_stats.py over this run's records; False if it failed."""
+    if importlib.util.find_spec("pyspark") is None:
+        say("Spark step skipped: pyspark is not installed (pip install 'odradek[spark]')")
+        return True
+    if not SPARK_JOB.exists():
+        say(f"Spark step skipped: {SPARK_JOB} is not here (it ships with the source tree)")
+        return True
+    work = data_dir.absolute() / "spark"
+    work.mkdir(parents=True, exist_ok=True)
+    output = work / f"{TOPIC}-key-stats"
+    log_path = work / "batch_key_stats.log"
+    starting = json.dumps({TOPIC: {str(p): o for p, o in starting_offsets.items()}})
+    command = [
+        sys.executable,
+        str(SPARK_JOB),
+        "--bootstrap-servers",
+        bootstrap,
+        "--topic",
+        TOPIC,
+        "--output",
+        str(output),
+        "--starting-offsets",
+        starting,
+        "--master",
+        "local[2]",
+        "--show",
+        str(SPARK_SHOW_ROWS),
+    ]
+    say(
+        f"Spark: per-key, per-hour statistics of this run's records with a local[2] session "
+        f"(spark/batch_key_stats.py; log in {log_path})"
+    )
+    env = {**os.environ, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
+    started = time.monotonic()
+    with open(log_path, "wb") as log:
+        # Its own process group: the JVM it starts is stopped with it.
+        process = subprocess.Popen(command, stderr=log, env=env, start_new_session=True)
+        try:
+            code = process.wait(SPARK_JOB_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _stop_group(process)
+            say(f"Spark job still running after {SPARK_JOB_TIMEOUT_S:.0f} s: stopped it")
+            return False
+        except BaseException:
+            _stop_group(process)
+            raise
+    elapsed = time.monotonic() - started
+    if code != 0:
+        tail = log_path.read_text(errors="replace").splitlines()[-15:]
+        say(f"Spark job failed (exit {code}) after {elapsed:.1f} s; the end of its log:")
+        for line in tail:
+            print(f"    {line}", flush=True)
+        return False
+    say(f"Spark job done in {elapsed:.1f} s (session start included); Parquet in {output}")
+    return True
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, signum)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(SPARK_STOP_TIMEOUT_S)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def say(message: str) -> None:

@@ -18,9 +18,10 @@ from pyspark.sql.types import StructType
 from odradek.spark.offsets import OffsetReader
 from odradek.spark.partition_read import ReadSettings, arrow_schema, read_range
 from odradek.spark.ranges import OffsetRange, plan_ranges, split_ranges
-from odradek.spark.read_options import ReadOptions, parse_read_options
+from odradek.spark.read_options import OptionError, ReadOptions, parse_read_options
+from odradek.spark.schema import read_schema
 
-__all__ = ["BatchReader", "RangePartition", "plan_batch"]
+__all__ = ["BatchReader", "RangePartition", "check_schema", "plan_batch"]
 
 
 class RangePartition(InputPartition):
@@ -44,13 +45,23 @@ def plan_batch(options: ReadOptions) -> list[OffsetRange]:
     )
 
 
+def check_schema(schema: StructType, options: ReadOptions) -> None:
+    """Spark's Kafka source has a fixed schema: refuse a user-specified one that differs."""
+    expected = read_schema(options.include_headers)
+    if schema != expected:
+        raise OptionError(
+            "the Kafka source has a fixed schema and cannot be set with a custom one: "
+            f"expected {expected.simpleString()}, got {schema.simpleString()}"
+        )
+
+
 class BatchReader(DataSourceReader):
     """Reads the options' offset ranges once; see docs/spark.md for the options."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self._options = parse_read_options(options, streaming=False)
+        check_schema(schema, self._options)
         self._settings = ReadSettings.from_options(self._options)
-        self._schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
         ranges = plan_batch(self._options)

@@ -8,8 +8,8 @@ committed read ends where committed data ends, as Spark's does. Not thread-safe:
 planning thread; make one per batch or keep one for a stream's life and ``close()`` it.
 
 Each look-up is retried ``retries`` times ``retry_interval_ms`` apart (Spark's
-``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``), each bounded by
-``LOOKUP_TIMEOUT_S``; then it fails with an ``OffsetLookupError`` naming the partition.
+``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``), all tries of one look-up within
+``LOOKUP_TIMEOUT_S``; then it fails with an ``OffsetLookupError`` naming what it looked up.
 """
 
 from __future__ import annotations
@@ -95,13 +95,18 @@ class OffsetReader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _retry(self, what: str, call: Callable[[], T]) -> T:
+    def _retry(self, what: str, call: Callable[[float], T]) -> T:
+        """``call(timeout_s)``, retried on Kafka errors; all tries together within the timeout."""
+        deadline = time.monotonic() + self._timeout_s
         for attempt in range(self._retries + 1):
+            remaining = deadline - time.monotonic()
             try:
-                return call()
+                return call(max(remaining, 0.001))
             except KafkaException as e:
-                if attempt == self._retries:
-                    raise OffsetLookupError(f"{what}: {e}") from e
+                if attempt == self._retries or remaining <= self._retry_interval_s:
+                    raise OffsetLookupError(
+                        f"{what}: {e} (after {attempt + 1} tries within {self._timeout_s:g} s)"
+                    ) from e
                 time.sleep(self._retry_interval_s)
         raise AssertionError("unreachable")
 
@@ -110,7 +115,7 @@ class OffsetReader:
     def topics(self) -> dict[str, int]:
         """Every topic the cluster has, with its partition count."""
         metadata = self._retry(
-            "listing topics", lambda: self._consumer.list_topics(timeout=self._timeout_s)
+            "listing topics", lambda timeout_s: self._consumer.list_topics(timeout=timeout_s)
         )
         return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
 
@@ -144,10 +149,8 @@ class OffsetReader:
         for tp in tps:
             out[tp] = self._retry(
                 f"looking up the offsets of {tp}",
-                lambda tp=tp: self._consumer.get_watermark_offsets(
-                    KafkaTopicPartition(tp.topic, tp.partition),
-                    timeout=self._timeout_s,
-                    cached=False,
+                lambda timeout_s, tp=tp: self._consumer.get_watermark_offsets(
+                    KafkaTopicPartition(tp.topic, tp.partition), timeout=timeout_s, cached=False
                 ),
             )
         return out
@@ -169,7 +172,7 @@ class OffsetReader:
         ]
         found = self._retry(
             "looking up offsets by timestamp",
-            lambda: self._consumer.offsets_for_times(request, timeout=self._timeout_s),
+            lambda timeout_s: self._consumer.offsets_for_times(request, timeout=timeout_s),
         )
         out: dict[TopicPartition, int | None] = {}
         for r in found:

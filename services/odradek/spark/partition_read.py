@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 MAX_ROWS_PER_BATCH = 10_000
 MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
+FIRST_BATCH_ROWS = 100  # until the bytes per row are known
 CONSUME_TIMEOUT_S = 0.2  # one consume() call; progress is judged over poll_timeout_ms
 WATERMARK_TIMEOUT_S = 30.0
 
@@ -187,7 +188,11 @@ def read_range(
     if r.until_offset <= r.from_offset:
         return
     schema = schema or arrow_schema(settings.include_headers)
-    consumer = Consumer(settings.consumer)
+    config = dict(settings.consumer)
+    # Prefetch no more than the range holds (a split partition's tasks would each read ahead).
+    prefetch = int(config.get("queued.min.messages", _CONSUMER_DEFAULTS["queued.min.messages"]))
+    config["queued.min.messages"] = str(max(1, min(prefetch, r.size)))
+    consumer = Consumer(config)
     try:
         position = r.from_offset
         log_start = _log_start(consumer, r)
@@ -204,6 +209,8 @@ def read_range(
             want = min(settings.max_rows, r.until_offset - position)
             if bytes_per_row > 0:
                 want = min(want, max(1, int(settings.max_bytes / bytes_per_row)))
+            else:
+                want = min(want, FIRST_BATCH_ROWS)
             messages = consumer.consume(num_messages=want, timeout=CONSUME_TIMEOUT_S)
             done = False
             records = []

@@ -12,6 +12,8 @@ real count smaller). Empty ranges are dropped from plans, as Spark drops them.
   are split into parts proportional to their share of the total (small ranges are kept whole and
   taken out of the proportion); then any part larger than ``max_records_per_partition`` is cut
   into equal parts.
+- ``offsets_to_json`` / ``offsets_from_json``: the per-partition offsets as Spark's Kafka source
+  writes them in checkpoints and options, ``{"topic": {"0": 23, "1": -1}}``.
 - ``rate_limit(limit, start, end)``: Spark's ``KafkaMicroBatchStream.rateLimit`` for
   ``maxOffsetsPerTrigger``: each partition gets ``limit * its share`` of the available offsets
   (rounded down, but at least 1 so small partitions are not starved), never past its end.
@@ -30,6 +32,8 @@ __all__ = [
     "OffsetRange",
     "RangeError",
     "TopicPartition",
+    "offsets_from_json",
+    "offsets_to_json",
     "plan_ranges",
     "rate_limit",
     "split_ranges",
@@ -178,3 +182,23 @@ def rate_limit(
 def total_size(ranges: Sequence[OffsetRange]) -> int:
     """The offsets the ranges cover (an upper bound of their records)."""
     return sum(r.size for r in ranges)
+
+
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """``{TopicPartition: offset}`` -> ``{"topic": {"0": offset}}``, sorted, as Spark writes it."""
+    out: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
+    return out
+
+
+def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
+    """The inverse of ``offsets_to_json``."""
+    try:
+        return {
+            TopicPartition(topic, int(p)): int(off)
+            for topic, parts in data.items()
+            for p, off in parts.items()
+        }
+    except (AttributeError, TypeError, ValueError) as e:
+        raise RangeError(f'not per-partition offsets {{"topic": {{"0": 23}}}}: {data!r}') from e

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.request
 
 import kubernetes
 import pytest
@@ -316,3 +317,53 @@ def test_strategic_merge_patch_merges_containers_by_name_as_kubectl_apply_needs(
         live, {"spec": {"containers": [{"name": "b", "$patch": "delete"}]}}
     )
     assert [c["name"] for c in deleted["spec"]["containers"]] == ["a"]
+
+
+def test_watch_over_websocket_new_pods_pending_and_audit(kube_api, kube_client, namespace):
+    """What Spark's client (fabric8) needs: a watch as WebSocket messages, a new pod's phase, the
+    NetworkPolicy kind (Spark 4 applies one per application); and the audit hook's verbs."""
+    import asyncio
+
+    import aiohttp
+
+    from support.k8s.apiserver import ApiServerThread
+
+    async def watch_one() -> dict:
+        url = f"{kube_api.url}/api/v1/namespaces/{namespace}/pods?watch=true&timeoutSeconds=10"
+        async with aiohttp.ClientSession() as session, session.ws_connect(url) as ws:
+            message = await asyncio.wait_for(ws.receive(), 10)
+            assert message.type == aiohttp.WSMsgType.TEXT
+            return json.loads(message.data)
+
+    kube_api.store.create("pods", namespace, {"metadata": {"name": "p"}, "spec": {}})
+    event = asyncio.run(watch_one())
+    assert event["type"] == "ADDED" and event["object"]["metadata"]["name"] == "p"
+    assert event["object"]["status"] == {"phase": "Pending"}
+
+    policy = {"metadata": {"name": "np"}, "spec": {"podSelector": {}}}
+    path = f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies"
+    status, _ = call(kube_client, "POST", path, policy)
+    assert status == 201
+
+    records = []
+    with ApiServerThread(audit=records.append) as audited:
+        other = path.replace(namespace, "x")
+        for method, suffix, body in (
+            ("POST", "", policy),
+            ("GET", "/np", None),
+            ("DELETE", "", None),
+        ):
+            request = urllib.request.Request(
+                audited.url + other + suffix,
+                data=json.dumps(body).encode() if body else None,
+                method=method,
+                headers={"Authorization": "Bearer t", "Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                assert response.status in (200, 201)
+    verbs = [(r.verb, r.group, r.resource, r.token) for r in records]
+    assert verbs == [
+        ("create", "networking.k8s.io", "networkpolicies", "t"),
+        ("get", "networking.k8s.io", "networkpolicies", "t"),
+        ("deletecollection", "networking.k8s.io", "networkpolicies", "t"),
+    ]

@@ -14,5 +14,4 @@ Typical use in an end-to-end test (fixtures in fixtures.py; a conftest imports t
 - kubelet.py: ``KubeletStandIn``, StatefulSet controller + kubelet + DNS on local processes;
 - dns.py: hosts files, the ``sitecustomize`` for child processes, ``resolver()``;
 - zkshim.py: the official zookeeper image's entrypoint and ``zkServer.sh`` on Debian's ZooKeeper;
-- crds.py: the odradek.io CRDs served (the operator package's, or minimal ones).
 """

@@ -7,7 +7,9 @@ its ``_handle`` for the resource paths and serves them from the store (kmock's o
 
 - GET (object, list with labelSelector/fieldSelector), watch (``?watch=true``, from a
   resourceVersion or from now with synthetic ADDED events, ``timeoutSeconds``, 410 Gone as an
-  ERROR event for a too old resourceVersion), POST, PUT, PATCH, DELETE (propagationPolicy and
+  ERROR event for a too old resourceVersion), as a chunked JSON stream or, when the request asks
+  to upgrade to a WebSocket (fabric8, the Java client Spark uses, watches that way), one event per
+  text message; POST, PUT, PATCH, DELETE (propagationPolicy and
   gracePeriodSeconds from the query or a DeleteOptions body), DELETE on a collection;
 - the ``status`` and ``scale`` subresources; errors as ``Status`` objects (404, 409, 422);
 - ``sendInitialEvents=true`` ends the initial ADDED events with the BOOKMARK that marks them.
@@ -28,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +42,7 @@ from kmock._internal import rendering
 
 from .store import ApiError, Kind, LabelSelector, ObjectStore, field_selector_matches
 
-__all__ = ["ApiServerThread", "KubeApi", "write_kubeconfig"]
+__all__ = ["ApiServerThread", "AuditRecord", "KubeApi", "write_kubeconfig"]
 
 WATCH_POLL_S = 5.0  # a watch re-checks for shutdown at least this often
 
@@ -57,12 +60,55 @@ class _Request:
         return self.body.decode()
 
 
+@attrs.frozen
+class AuditRecord:
+    """One resource request, with its verb as RBAC names it (get, list, watch, create, ...)."""
+
+    verb: str
+    group: str
+    resource: str  # the plural, with its subresource: ``pods``, ``pods/status``
+    namespace: str | None
+    name: str | None
+    token: str  # the bearer token, "" without one
+    body: Any  # the decoded JSON body of a write, else None
+
+
+def _audit_record(
+    request: _Request, kind: Kind, namespace: str | None, name: str | None, sub: str | None
+) -> AuditRecord:
+    method = request.method
+    if method == "GET":
+        watch = request.params.get("watch") in ("true", "1", "True")
+        verb = "watch" if watch else "get" if name is not None else "list"
+    elif method == "DELETE":
+        verb = "delete" if name is not None else "deletecollection"
+    else:
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+    auth = request.headers.get("Authorization", "")
+    body: Any = None
+    if request.body:
+        with contextlib.suppress(ValueError):
+            body = yaml.safe_load(request.text)  # JSON, or apply-patch YAML
+    return AuditRecord(
+        verb=verb,
+        group=kind.group,
+        resource=f"{kind.plural}/{sub}" if sub else kind.plural,
+        namespace=namespace,
+        name=name,
+        token=auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else "",
+        body=body,
+    )
+
+
 @attrs.define(kw_only=True)
 class KubeApi(kmock.KubernetesScaffold):
     """kmock's scaffold with the resource endpoints served from an ``ObjectStore``."""
 
     store: ObjectStore = attrs.field(factory=ObjectStore)
     closing: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
+    # Called with each resource request (off by default: watches and polls would pile up);
+    # tests use it to see what a client asked for, and as whom (the Authorization header).
+    audit: Callable[[AuditRecord], None] | None = attrs.field(default=None)
 
     # -- discovery: from the store's kinds ----------------------------------------------
 
@@ -134,6 +180,8 @@ class KubeApi(kmock.KubernetesScaffold):
             raw=raw_request,
         )
         kind, namespace, name, sub = route
+        if self.audit is not None and kind is not None:
+            self.audit(_audit_record(request, kind, namespace, name, sub))
         try:
             if kind is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -252,8 +300,15 @@ class KubeApi(kmock.KubernetesScaffold):
             with contextlib.suppress(RuntimeError):  # the loop is closed
                 loop.call_soon_threadsafe(wake.set)
 
-        response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
-        await response.prepare(request.raw)
+        response: aiohttp.web.StreamResponse
+        reader: asyncio.Task[None] | None = None
+        if request.headers.get("Upgrade", "").lower() == "websocket":
+            response = aiohttp.web.WebSocketResponse()
+            await response.prepare(request.raw)
+            reader = asyncio.create_task(_read_until_closed(response, wake))
+        else:
+            response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
+            await response.prepare(request.raw)
         self.store.subscribe(listener)
         try:
             since = params.get("resourceVersion")
@@ -274,7 +329,7 @@ class KubeApi(kmock.KubernetesScaffold):
             else:
                 cursor = int(since)
             selector = LabelSelector(labels)
-            while not self.closing.is_set():
+            while not self.closing.is_set() and not (reader is not None and reader.done()):
                 wake.clear()
                 events = self.store.events_after(kind, cursor)
                 if events is None:
@@ -300,6 +355,14 @@ class KubeApi(kmock.KubernetesScaffold):
             pass
         finally:
             self.store.unsubscribe(listener)
+        if isinstance(response, aiohttp.web.WebSocketResponse):
+            assert reader is not None
+            with contextlib.suppress(ConnectionResetError, RuntimeError):
+                await response.close()
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+            return response
         with contextlib.suppress(ConnectionResetError, RuntimeError):
             await response.write_eof()
         return response
@@ -334,7 +397,18 @@ def _delete_options(request: _Request) -> dict[str, Any]:
 
 
 async def _send(response: aiohttp.web.StreamResponse, event: dict[str, Any]) -> None:
-    await response.write(json.dumps(event).encode() + b"\n")
+    if isinstance(response, aiohttp.web.WebSocketResponse):
+        await response.send_str(json.dumps(event))
+    else:
+        await response.write(json.dumps(event).encode() + b"\n")
+
+
+async def _read_until_closed(ws: aiohttp.web.WebSocketResponse, wake: asyncio.Event) -> None:
+    """A watch client sends nothing but pings and its close: this notices the close."""
+    with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
+        async for _ in ws:
+            pass
+    wake.set()
 
 
 def write_kubeconfig(path: Path, url: str, namespace: str = "default") -> Path:
@@ -364,8 +438,15 @@ class ApiServerThread:
     ...     api.store.create("configmaps", "default", {...})
     """
 
-    def __init__(self, kubeconfig: Path | None = None, store: ObjectStore | None = None):
+    def __init__(
+        self,
+        kubeconfig: Path | None = None,
+        store: ObjectStore | None = None,
+        audit: Callable[[AuditRecord], None] | None = None,
+    ):
+        """``audit``: called (on the server's thread) with each resource request."""
         self.store = store or ObjectStore()
+        self.audit = audit
         self.kubeconfig = kubeconfig
         self.url = ""
         self._thread: threading.Thread | None = None
@@ -396,7 +477,8 @@ class ApiServerThread:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        async with KubeApi(store=self.store) as handler, kmock.Server(handler) as server:
+        handler = KubeApi(store=self.store, audit=self.audit)
+        async with handler, kmock.Server(handler) as server:
             self.handler = handler
             self.url = str(server.url).rstrip("/")
             self._ready.set()

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from odradek_operator.model.crds import crds
+
 from .apiserver import ApiServerThread
-from .crds import odradek_crds
 
 __all__ = ["kube_api", "kubeconfig", "kube_client", "namespace", "kubelet"]
 
@@ -31,7 +32,7 @@ _namespaces = itertools.count(1)
 def kube_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServerThread]:
     path = tmp_path_factory.mktemp("kube") / "kubeconfig"
     server = ApiServerThread(path)
-    for crd in odradek_crds():
+    for crd in crds():  # the chart's CRDs, from their one source
         server.store.create("customresourcedefinitions", None, crd)
     with server:
         yield server

@@ -70,7 +70,11 @@ kubelet
     mount one and ``myid`` from ``ZOO_MY_ID``, ``zkServer.sh start-foreground`` runs Debian's
     ZooKeeper (java with ``/usr/share/java/zookeeper.jar``) on the pod's zoo.cfg with the client
     and admin listeners bound to the pod IP. A bare ``python``/``python3`` is this interpreter;
-    other commands run as they are (``sh -c`` scripts work, with paths rewritten).
+    other commands run as they are (``sh -c`` scripts work, with paths rewritten). The Spark
+    image (``odradek-spark:*``, the Dockerfile's ``spark`` target) always runs as local processes:
+    no command means its entrypoint, ``spark/k8s/entrypoint.sh`` of this checkout (Spark's
+    ``driver``/``executor`` roles), and its JVMs get ``-Djdk.net.hosts.file`` through
+    ``JAVA_TOOL_OPTIONS``.
   - Probes (startup, readiness, liveness; httpGet, tcpSocket, exec) every ``periodSeconds``
     capped at ``probe_period_max`` (1 s by default, to keep tests fast),
     ``initialDelaySeconds``, ``failureThreshold``; readiness and liveness wait for the startup
@@ -135,6 +139,8 @@ STOP_GRACE_S = 5.0
 NODE_NAME = "standin"
 
 VENV_BIN = Path(sys.executable).parent
+# The Spark image's ENTRYPOINT (Dockerfile target ``spark``), run from the repository.
+SPARK_ENTRYPOINT = Path(__file__).resolve().parents[3] / "spark" / "k8s" / "entrypoint.sh"
 ZOOKEEPER_IMAGE_ENV = {
     "ZOO_CONF_DIR": "/conf",
     "ZOO_DATA_DIR": "/data",
@@ -186,6 +192,12 @@ def default_loopback_pool() -> Iterator[str]:
 
 def is_odradek_image(image: str) -> bool:
     return "odradek" in image.rsplit("/", 1)[-1]
+
+
+def is_spark_image(image: str) -> bool:
+    """The Odradek image's ``spark`` target (``odradek-spark:<version>``, docs/spark.md)."""
+    name = image.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
+    return is_odradek_image(image) and name.endswith("-spark")
 
 
 def is_zookeeper_image(image: str) -> bool:
@@ -929,7 +941,11 @@ class KubeletStandIn:
         containers = []
         for cspec in spec.get("containers") or []:
             image = cspec.get("image", "")
-            if self.image_mode is not None and is_odradek_image(image):
+            if (
+                self.image_mode is not None
+                and is_odradek_image(image)
+                and not is_spark_image(image)
+            ):
                 c_or_reason = self._prepare_in_image(runtime, pod, cspec, volumes, writable)
                 if isinstance(c_or_reason, str):
                     return c_or_reason
@@ -1189,6 +1205,8 @@ class KubeletStandIn:
             if not command:
                 command = [str(self.shim_dir / "zookeeper" / "docker-entrypoint.sh")]
                 args = args or ["zkServer.sh", "start-foreground"]
+        elif is_spark_image(image) and not command:
+            command = [str(SPARK_ENTRYPOINT)]
         elif is_odradek_image(image) and not command:
             command = ["odradek"]
         argv = [paths.rewrite(expand(a, env)) for a in command + args]
@@ -1228,6 +1246,10 @@ class KubeletStandIn:
             "ODRADEK_STANDIN_POD_IP": runtime.ip,
             "ODRADEK_STANDIN_JAVA": shutil.which("java") or "java",
         }
+        if is_spark_image(image):
+            # Spark's JVMs (driver, executors) resolve the cluster's names from the hosts table.
+            hosts = self.dns_dir / f"hosts-{runtime.namespace}"
+            env["JAVA_TOOL_OPTIONS"] = f"-Djdk.net.hosts.file={hosts}"
         for key in ("JAVA_HOME", "TMPDIR", "KUBECONFIG"):
             if key in os.environ:
                 env[key] = os.environ[key]

@@ -8,7 +8,8 @@ HTTP server, router and discovery (``KubernetesScaffold``), and this store holds
 - every change gets the next resourceVersion of one counter and is appended to an event log that
   watch streams replay from any resourceVersion still held (older ones: 410 Gone);
 - create fills uid, resourceVersion, generation, creationTimestamp, namespace, generateName;
-  409 AlreadyExists; status dropped on create when the kind has a status subresource;
+  409 AlreadyExists; status dropped on create when the kind has a status subresource (a pod's
+  becomes ``{phase: Pending}``);
 - replace (PUT) checks a given resourceVersion (409 Conflict); main-resource writes keep the
   status of kinds with a status subresource, and ``status`` writes touch only the status;
   generation is bumped when anything outside metadata and status changes; no-op writes change
@@ -166,6 +167,8 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         status=True,
     ),
     _k("coordination.k8s.io", "v1", "leases", "Lease"),
+    # Spark 4's submission client applies one per application (the driver's ingress).
+    _k("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", short_names=("netpol",)),
     _k("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     _k("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
     _k("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False),
@@ -766,6 +769,9 @@ class ObjectStore:
             meta.pop(transient, None)
         if kind.status:
             obj.pop("status", None)
+        if kind.key == ("", "v1", "pods"):
+            # as a real server's defaulting: clients (fabric8, Spark's) read the phase of a new pod
+            obj["status"] = {"phase": "Pending"}
         if kind.key == ("", "v1", "services"):
             spec = obj.setdefault("spec", {})
             spec.setdefault("type", "ClusterIP")

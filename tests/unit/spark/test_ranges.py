@@ -8,6 +8,8 @@ from odradek.spark.ranges import (
     OffsetRange,
     RangeError,
     TopicPartition,
+    offsets_from_json,
+    offsets_to_json,
     plan_ranges,
     rate_limit,
     split_ranges,
@@ -102,3 +104,11 @@ def test_rate_limit_needs_every_start() -> None:
         rate_limit(10, {A0: 0}, {A0: 5, A1: 5})
     with pytest.raises(RangeError, match="positive"):
         rate_limit(0, {A0: 0}, {A0: 5})
+
+
+def test_offsets_json_round_trip() -> None:
+    offsets = {A1: 7, A0: -2, B0: 0}
+    assert offsets_to_json(offsets) == {"a": {"0": -2, "1": 7}, "b": {"0": 0}}
+    assert offsets_from_json(offsets_to_json(offsets)) == offsets
+    with pytest.raises(RangeError):
+        offsets_from_json({"a": [0]})

@@ -1,0 +1,277 @@
+"""Per-key, per-hour statistics of a topic, written to Parquet: a batch job over Odradek.
+
+Reads the topic with the Odradek data source (``spark.read.format("odradek")``, the options and
+columns of Spark's Kafka source) between ``--starting-offsets`` and ``--ending-offsets``, and
+writes one row per (topic, partition, key, hour) to ``--output``, partitioned by ``date``:
+
+    topic, partition, key (binary, as read), key_text (UTF-8, malformed bytes replaced),
+    hour (timestamp, start of the hour), records, tombstones (null values), key_bytes,
+    value_bytes, bytes (key + value), first_timestamp, last_timestamp, min_offset, max_offset,
+    date (yyyy-MM-dd of the hour; the partition column)
+
+Rows are per partition as well as per key because offsets only compare within a partition (and a
+key lives in one partition under the default partitioner). Hours and dates are in the session's
+time zone, UTC unless ``--time-zone`` says otherwise. A date partition is replaced as a whole
+when the job writes rows for it again (dynamic partition overwrite), so a re-run over the same
+offsets gives the same output and a run over a later range adds its dates; dates a run does not
+touch are kept.
+
+Locally: ``python spark/batch_key_stats.py --bootstrap-servers 127.0.0.1:9092 --topic orders
+--output /tmp/orders-stats`` (a ``local[2]`` session). Under ``spark-submit`` the master and the
+rest of the session's configuration come from spark-submit (docs/spark.md, "Spark on
+Kubernetes"); ``--master`` is then left unset unless given. The source's client settings
+(``security.protocol``, SASL, ...) are passed with ``--kafka KEY=VALUE``.
+
+``main(argv, spark=session)`` runs the job in a session the caller owns (tests, notebooks) and
+leaves that session running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+APP_NAME = "odradek-batch-key-stats"
+DEFAULT_MASTER = "local[2]"
+DEFAULT_TIME_ZONE = "UTC"
+PARTITION_COLUMN = "date"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a run read and wrote."""
+
+    records: int  # records read from the topic
+    rows: int  # statistics rows written (one per topic, partition, key and hour)
+    keys: int  # distinct keys (null counts as one)
+    hours: int  # distinct hours
+    elapsed_s: float  # read, aggregate and write, session start excluded
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="batch_key_stats.py",
+        description="Per-key and per-hour statistics of an Odradek topic, written to Parquet "
+        "(partitioned by date).",
+        epilog="Offsets take what Spark's Kafka source takes: earliest, latest, or per-partition "
+        'JSON such as \'{"orders": {"0": 100, "1": -2}}\' (-2 earliest, -1 latest).',
+    )
+    parser.add_argument(
+        "--bootstrap-servers",
+        required=True,
+        help="the cluster's bootstrap servers, host:port[,host:port...]",
+    )
+    parser.add_argument("--topic", required=True, help="the topic to read")
+    parser.add_argument(
+        "--output", required=True, help="Parquet directory (any path Spark writes: file, s3a://)"
+    )
+    parser.add_argument("--starting-offsets", default="earliest", help="default: earliest")
+    parser.add_argument("--ending-offsets", default="latest", help="default: latest")
+    parser.add_argument(
+        "--min-partitions",
+        type=int,
+        default=None,
+        help="split the topic's partitions into at least this many Spark tasks",
+    )
+    parser.add_argument(
+        "--kafka",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a client setting for the source, passed as option kafka.KEY (repeatable)",
+    )
+    parser.add_argument(
+        "--master",
+        default=None,
+        help=f"Spark master (default: spark-submit's, else {DEFAULT_MASTER})",
+    )
+    parser.add_argument(
+        "--time-zone",
+        default=None,
+        help=f"time zone of hours and dates (default: {DEFAULT_TIME_ZONE} in a session this job "
+        "starts; the session's own when given one)",
+    )
+    parser.add_argument(
+        "--show", type=int, default=5, metavar="N", help="print the N busiest rows (default 5)"
+    )
+    args = parser.parse_args(argv)
+    for setting in args.kafka:
+        if "=" not in setting:
+            parser.error(f"--kafka takes KEY=VALUE, not {setting!r}")
+    if args.min_partitions is not None and args.min_partitions < 1:
+        parser.error("--min-partitions must be at least 1")
+    return args
+
+
+def source_options(args: argparse.Namespace) -> dict[str, str]:
+    """The data source's options, named as Spark's Kafka source names them."""
+    options = {
+        "kafka.bootstrap.servers": args.bootstrap_servers,
+        "subscribe": args.topic,
+        "startingOffsets": args.starting_offsets,
+        "endingOffsets": args.ending_offsets,
+    }
+    if args.min_partitions is not None:
+        options["minPartitions"] = str(args.min_partitions)
+    for setting in args.kafka:
+        key, value = setting.split("=", 1)
+        options[f"kafka.{key.strip()}"] = value
+    return options
+
+
+def read_topic(spark: SparkSession, args: argparse.Namespace) -> DataFrame:
+    return spark.read.format("odradek").options(**source_options(args)).load()
+
+
+def key_hour_stats(records: DataFrame) -> DataFrame:
+    """Kafka-source rows -> one statistics row per (topic, partition, key, hour)."""
+    from pyspark.sql import functions as F
+
+    hour = F.date_trunc("hour", F.col("timestamp"))
+    key_bytes = F.coalesce(F.length("key"), F.lit(0)).cast("long")
+    value_bytes = F.coalesce(F.length("value"), F.lit(0)).cast("long")
+    stats = (
+        records.withColumn("hour", hour)
+        .groupBy("topic", "partition", "key", "hour")
+        .agg(
+            F.count(F.lit(1)).alias("records"),
+            F.count_if(F.col("value").isNull()).alias("tombstones"),
+            F.sum(key_bytes).alias("key_bytes"),
+            F.sum(value_bytes).alias("value_bytes"),
+            F.min("timestamp").alias("first_timestamp"),
+            F.max("timestamp").alias("last_timestamp"),
+            F.min("offset").alias("min_offset"),
+            F.max("offset").alias("max_offset"),
+        )
+    )
+    return stats.select(
+        "topic",
+        "partition",
+        "key",
+        F.make_valid_utf8(F.col("key").cast("string")).alias("key_text"),
+        "hour",
+        "records",
+        "tombstones",
+        "key_bytes",
+        "value_bytes",
+        (F.col("key_bytes") + F.col("value_bytes")).alias("bytes"),
+        "first_timestamp",
+        "last_timestamp",
+        "min_offset",
+        "max_offset",
+        F.date_format("hour", "yyyy-MM-dd").alias(PARTITION_COLUMN),
+    )
+
+
+def write_stats(stats: DataFrame, output: str) -> None:
+    # REBALANCE: with adaptive execution, a few files of a sensible size per date rather than
+    # one per shuffle partition (200 by default).
+    (
+        stats.hint("rebalance", PARTITION_COLUMN)
+        .write.mode("overwrite")
+        .option("partitionOverwriteMode", "dynamic")  # replace only the dates written
+        .partitionBy(PARTITION_COLUMN)
+        .parquet(output)
+    )
+
+
+def run(spark: SparkSession, args: argparse.Namespace) -> Summary:
+    """Read, aggregate, write; then summarise and show this run's rows."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    import odradek.spark
+
+    odradek.spark.register(spark)
+    if args.time_zone is not None:
+        spark.conf.set("spark.sql.session.timeZone", args.time_zone)
+    # The statistics are small next to the topic: kept after the write computes them, the
+    # summary and the rows shown need no second read of the topic (nor of other runs' output).
+    stats = key_hour_stats(read_topic(spark, args)).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        started = time.monotonic()
+        write_stats(stats, args.output)
+        elapsed_s = time.monotonic() - started
+        totals = stats.agg(
+            F.coalesce(F.sum("records"), F.lit(0)).alias("records"),
+            F.count(F.lit(1)).alias("rows"),
+            F.count_distinct(F.coalesce(F.hex("key"), F.lit("null"))).alias("keys"),
+            F.count_distinct("hour").alias("hours"),
+        ).first()
+        summary = Summary(
+            records=int(totals["records"]),
+            rows=int(totals["rows"]),
+            keys=int(totals["keys"]),
+            hours=int(totals["hours"]),
+            elapsed_s=elapsed_s,
+        )
+        print(
+            f"batch_key_stats: {summary.records} records of topic {args.topic} -> "
+            f"{summary.rows} rows ({summary.keys} keys, {summary.hours} hours) in "
+            f"{args.output}, {summary.elapsed_s:.1f} s",
+            flush=True,
+        )
+        if args.show > 0:
+            busiest = stats.orderBy(F.desc("records"), "partition", "key_text", "hour")
+            busiest.select(
+                "hour",
+                "partition",
+                "key_text",
+                "records",
+                "bytes",
+                "first_timestamp",
+                "last_timestamp",
+                "min_offset",
+                "max_offset",
+            ).show(args.show, truncate=False)
+    finally:
+        stats.unpersist()
+    return summary
+
+
+def start_session(args: argparse.Namespace) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(APP_NAME).config(
+        "spark.sql.session.timeZone", args.time_zone or DEFAULT_TIME_ZONE
+    )
+    # Under spark-submit the JVM is already running and gave the master; setting one here
+    # would override --master k8s://... So only outside it (no gateway handed to us).
+    master = args.master or (None if "PYSPARK_GATEWAY_PORT" in os.environ else DEFAULT_MASTER)
+    if master is not None:
+        builder = builder.master(master)
+    if master is not None and master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers run `python3` from PATH unless told; this interpreter has the package.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = builder.config("spark.ui.enabled", "false").config(
+            "spark.ui.showConsoleProgress", "false"
+        )
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
+    args = parse_args(argv)
+    if spark is not None:
+        run(spark, args)
+        return 0
+    session = start_session(args)
+    try:
+        run(session, args)
+    finally:
+        session.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
