@@ -204,7 +204,6 @@ def test_streaming_write_at_least_once(
     ids = write_parquet_files(tmp_path / "in", files=2, rows_per_file=100)
     query = (
         spark.readStream.schema("id long")
-        .option("maxFilesPerTrigger", 1)
         .parquet(str(tmp_path / "in"))
         .selectExpr("CAST(id AS STRING) AS key", "CAST(id AS STRING) AS value")
         .writeStream.format("odradek")
@@ -319,13 +318,14 @@ def test_transactional_stream_survives_a_killed_driver(
     bootstrap = spark_cluster.bootstrap_servers
     topic = unique("out")
     create_topic(bootstrap, topic, 3)
-    ids = write_parquet_files(tmp_path / "in", files=8, rows_per_file=50)
+    ids = write_parquet_files(tmp_path / "in", files=5, rows_per_file=50)
     checkpoint = tmp_path / "checkpoint"
     log = tmp_path / "driver.log"
     args = [
         "--bootstrap-servers", bootstrap, "--topic", topic, "--input", str(tmp_path / "in"),
         "--checkpoint", str(checkpoint), "--rows-per-file", "50",
     ]  # fmt: skip
+    started = time.monotonic()
     first = run_driver([*args, "--batch-delay-s", "0.5"], log)
     config = {"bootstrap.servers": bootstrap}
     try:
@@ -346,9 +346,11 @@ def test_transactional_stream_survives_a_killed_driver(
     finally:
         stop_group(first)
     assert committed_batches(checkpoint) == batch, "Spark committed the batch before the kill"
+    killed_s = time.monotonic() - started
     second = run_driver(args, log)
     try:
         assert second.wait(DRIVER_TIMEOUT_S) == 0, log.read_text()[-3000:]
     finally:
         stop_group(second)
+    print(f"killed after {killed_s:.1f} s, restarted run {time.monotonic() - started:.1f} s")
     assert values_of(read_topic(bootstrap, topic, 3, committed_only=True)) == Counter(ids)

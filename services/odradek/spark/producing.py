@@ -246,10 +246,14 @@ def write_records(
     partition_id: int,
 ) -> WriteReport:
     """At-least-once: produce every row, flush, and fail on any record not written."""
+    rows_iter = _non_empty(batches)
+    first = next(rows_iter, None)
+    if first is None:
+        return WriteReport(partition_id=partition_id, rows=0)  # no producer for an empty task
     failures = _Failures()
     producer = _producer(config, failures)
     try:
-        rows = _produce(producer, failures, _non_empty(batches), columns, topic)
+        rows = _produce(producer, failures, itertools.chain([first], rows_iter), columns, topic)
         _flush(producer, failures)
     except BaseException:
         producer.purge()  # the task fails: what is still queued need not wait for close()
