@@ -49,6 +49,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         .config("spark.sql.warehouse.dir", str(warehouse))
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
+        # A Python worker must connect back within this (default 15 s): on a loaded 2-core
+        # machine the streaming planner's worker took longer and the query failed at start.
+        .config("spark.python.authenticate.socketTimeout", "60s")
         .getOrCreate()
     )
     register(session)

@@ -54,7 +54,8 @@ __all__ = [
 
 # Options other than kafka.* a write takes (lower case: Spark passes option names lower-cased).
 _BATCH_OPTIONS = frozenset({"topic", "includeheaders", "transactional"})
-_STREAM_OPTIONS = _BATCH_OPTIONS | {"checkpointlocation"}
+# Spark itself passes the checkpoint and the query's name (``.queryName(...)``) to a stream sink.
+_STREAM_OPTIONS = _BATCH_OPTIONS | {"checkpointlocation", "queryname"}
 
 # Producer settings the writer owns, and why (the user's kafka.* may not change them).
 _PRODUCER_REFUSED = {

@@ -115,9 +115,15 @@ def test_bad_batch_options_are_named(option: str, value: str, message: str) -> N
         write_options({**BOOTSTRAP, "topic": "t", option: value}, VALUE_ONLY, streaming=False)
 
 
-def test_streaming_takes_transactional_and_the_checkpoint() -> None:
+def test_streaming_takes_transactional_the_checkpoint_and_the_query_name() -> None:
     options = write_options(
-        {**BOOTSTRAP, "topic": "t", "transactional": "TRUE", "checkpointlocation": "/c"},
+        {
+            **BOOTSTRAP,
+            "topic": "t",
+            "transactional": "TRUE",
+            "checkpointlocation": "/c",
+            "queryname": "counts",  # what Spark passes for .queryName("counts")
+        },
         VALUE_ONLY,
         streaming=True,
     )
