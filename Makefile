@@ -32,13 +32,15 @@ setup:
 demo: setup
 	$(VENV)/bin/odradek demo
 
-# The unit tier is pure CPU and runs on both cores (pytest-xdist); the tiers that start processes
-# run one test at a time, as their timings assume.
+# The tiers that are pure CPU (unit tests, the chart with the helm binary, the test Kubernetes
+# API server's own tests) run on both cores (pytest-xdist); the tiers that start clusters run one
+# test at a time, as their timings assume.
+PARALLEL_TIERS := tests/unit tests/chart tests/k8s/harness
 test: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/lint-imports
-	$(PYTHON) -m pytest -n 2 tests/unit
-	$(PYTHON) -m pytest --ignore=tests/unit
+	$(PYTHON) -m pytest -n 2 $(PARALLEL_TIERS)
+	$(PYTHON) -m pytest $(addprefix --ignore=,$(PARALLEL_TIERS))
 
 # The fuzz with many more cases, once per seed (each run prints how to replay it), then the other
 # slow scenarios: hostile connections against a broker process, writers killed mid-append, and

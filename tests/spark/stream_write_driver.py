@@ -18,6 +18,48 @@ RUN_TIMEOUT_S = 300
 PARTITIONS = 3
 
 
+def start_query(
+    spark,
+    *,
+    bootstrap_servers: str,
+    topic: str,
+    input_dir: str,
+    checkpoint: str,
+    rows_per_file: int,
+    batch_delay_s: float = 0.0,
+):
+    """The query, started in ``spark`` (this script's session, or a test's for the restart)."""
+    from pyspark.sql.functions import udf
+
+    from odradek.spark import register
+
+    register(spark)
+    rows_per_task = rows_per_file / PARTITIONS
+
+    def slow(value: str) -> str:  # a plain UDF: mapInArrow would need pandas
+        time.sleep(batch_delay_s / rows_per_task)
+        return value
+
+    rows = (
+        spark.readStream.schema("id long")
+        .option("maxFilesPerTrigger", 1)
+        .parquet(input_dir)
+        .repartition(PARTITIONS, "id")
+        .selectExpr("CAST(id AS STRING) AS value")
+    )
+    if batch_delay_s:
+        rows = rows.select(udf(slow, "string")("value").alias("value"))
+    return (
+        rows.writeStream.format("odradek")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("topic", topic)
+        .option("transactional", "true")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bootstrap-servers", required=True)
@@ -31,9 +73,6 @@ def main() -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    from pyspark.sql.functions import udf
-
-    from odradek.spark import register
 
     spark = (
         SparkSession.builder.master("local[2]")
@@ -44,32 +83,14 @@ def main() -> int:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .getOrCreate()
     )
-    register(spark)
-    delay_s = args.batch_delay_s
-
-    rows_per_task = args.rows_per_file / PARTITIONS
-
-    def slow(value: str) -> str:  # a plain UDF: mapInArrow would need pandas
-        time.sleep(delay_s / rows_per_task)
-        return value
-
-    rows = (
-        spark.readStream.schema("id long")
-        .option("maxFilesPerTrigger", 1)
-        .parquet(args.input)
-        .repartition(PARTITIONS, "id")
-        .selectExpr("CAST(id AS STRING) AS value")
-    )
-    if delay_s:
-        rows = rows.select(udf(slow, "string")("value").alias("value"))
-    query = (
-        rows.writeStream.format("odradek")
-        .option("kafka.bootstrap.servers", args.bootstrap_servers)
-        .option("topic", args.topic)
-        .option("transactional", "true")
-        .option("checkpointLocation", args.checkpoint)
-        .trigger(availableNow=True)
-        .start()
+    query = start_query(
+        spark,
+        bootstrap_servers=args.bootstrap_servers,
+        topic=args.topic,
+        input_dir=args.input,
+        checkpoint=args.checkpoint,
+        rows_per_file=args.rows_per_file,
+        batch_delay_s=args.batch_delay_s,
     )
     print(f"query {query.id} started", flush=True)
     finished = query.awaitTermination(RUN_TIMEOUT_S)
