@@ -30,18 +30,18 @@ leaves that session running.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from odradek.spark import jobs
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 APP_NAME = "odradek-batch-key-stats"
-DEFAULT_MASTER = "local[2]"
 DEFAULT_TIME_ZONE = "UTC"
 PARTITION_COLUMN = "date"
 
@@ -90,7 +90,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--master",
         default=None,
-        help=f"Spark master (default: spark-submit's, else {DEFAULT_MASTER})",
+        help=f"Spark master (default: spark-submit's, else {jobs.DEFAULT_MASTER})",
     )
     parser.add_argument(
         "--conf",
@@ -129,10 +129,7 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     }
     if args.min_partitions is not None:
         options["minPartitions"] = str(args.min_partitions)
-    for setting in args.kafka:
-        key, value = setting.split("=", 1)
-        options[f"kafka.{key.strip()}"] = value
-    return options
+    return {**options, **jobs.kafka_options(args.kafka)}
 
 
 def read_topic(spark: SparkSession, args: argparse.Namespace) -> DataFrame:
@@ -241,29 +238,11 @@ def run(spark: SparkSession, args: argparse.Namespace) -> Summary:
 
 
 def start_session(args: argparse.Namespace) -> SparkSession:
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName(APP_NAME).config(
-        "spark.sql.session.timeZone", args.time_zone or DEFAULT_TIME_ZONE
-    )
-    # Under spark-submit the JVM is already running and gave the master; setting one here
-    # would override --master k8s://... So only outside it (no gateway handed to us).
-    master = args.master or (None if "PYSPARK_GATEWAY_PORT" in os.environ else DEFAULT_MASTER)
-    if master is not None:
-        builder = builder.master(master)
-    if master is not None and master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        # Python workers run `python3` from PATH unless told; this interpreter has the package.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = builder.config("spark.ui.enabled", "false").config(
-            "spark.ui.showConsoleProgress", "false"
-        )
-    for setting in args.conf:  # last: the user's settings win over the defaults above
+    conf = {"spark.sql.session.timeZone": args.time_zone or DEFAULT_TIME_ZONE}
+    for setting in args.conf:  # after the defaults: the user's settings win
         key, value = setting.split("=", 1)
-        builder = builder.config(key.strip(), value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
-    return session
+        conf[key.strip()] = value
+    return jobs.start_session(APP_NAME, args.master, conf)
 
 
 def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:

@@ -34,18 +34,18 @@ Under ``spark-submit`` the master comes from spark-submit (docs/spark.md, "Spark
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from odradek.spark import jobs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 APP_NAME = "odradek-stream-windowed-counts"
-DEFAULT_MASTER = "local[2]"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -107,7 +107,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--master",
         default=None,
-        help=f"Spark master (default: spark-submit's, else {DEFAULT_MASTER})",
+        help=f"Spark master (default: spark-submit's, else {jobs.DEFAULT_MASTER})",
     )
     args = parser.parse_args(argv)
     for setting in args.kafka:
@@ -119,11 +119,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def client_options(args: argparse.Namespace) -> dict[str, str]:
-    options = {"kafka.bootstrap.servers": args.bootstrap_servers}
-    for setting in args.kafka:
-        key, value = setting.split("=", 1)
-        options[f"kafka.{key.strip()}"] = value
-    return options
+    return {"kafka.bootstrap.servers": args.bootstrap_servers, **jobs.kafka_options(args.kafka)}
 
 
 def windowed_counts(records: DataFrame, window: str, watermark: str, value_field: str):
@@ -203,25 +199,10 @@ def run(spark: SparkSession, args: argparse.Namespace) -> int:
 
 
 def start_session(args: argparse.Namespace) -> SparkSession:
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName(APP_NAME)
-    # Under spark-submit the JVM is already running and gave the master: do not override it.
-    master = args.master or (None if "PYSPARK_GATEWAY_PORT" in os.environ else DEFAULT_MASTER)
-    if master is not None:
-        builder = builder.master(master)
-    if master is not None and master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        # Python workers run `python3` from PATH unless told; this interpreter has the package.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = (
-            builder.config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-        )
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
-    return session
+    # Two shuffle partitions in a local session: each non-empty one is a transaction per batch.
+    return jobs.start_session(
+        APP_NAME, args.master, local_conf={"spark.sql.shuffle.partitions": "2"}
+    )
 
 
 def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:

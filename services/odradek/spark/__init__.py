@@ -15,6 +15,7 @@ write with confluent-kafka. Modules:
 - reading: ``read_options``, ``offsets``, ``ranges``, ``batch_read``, ``stream_read``,
   ``partition_read``
 - writing: ``write_options``, ``batch_write``, ``stream_write``, ``producing``
+- ``jobs``          what the job scripts in spark/ share: their session, ``--kafka`` settings
 """
 
 from __future__ import annotations
