@@ -76,6 +76,14 @@ async def _cluster_pass(body, memo, *, periodic: bool) -> None:
     if periodic and lock.locked():
         return  # a change handler is on it
     async with lock:
+        if not periodic:
+            # The body kopf handed over was read before this pass waited for the lock: a timer's
+            # pass may have written status since (an operation's progress, "rebalanced"), and a
+            # stale one would repeat that step. Work from the object as it is now.
+            latest = await memo.ctx.kube.get("OdradekCluster", meta["name"], meta.get("namespace"))
+            if latest is None:
+                return  # deleted meanwhile
+            body = latest
         old_op = (body.get("status") or {}).get("operation") or {}
         try:
             status = await reconcile_cluster(memo.ctx, body)
