@@ -210,6 +210,9 @@ async def cancel(
         return running
 
 
+METADATA_SETTLE_S = 5.0
+
+
 async def watch(
     bootstrap: str,
     plan: Plan,
@@ -221,8 +224,14 @@ async def watch(
     request_timeout_s: float = REQUEST_TIMEOUT_S,
 ) -> StatusReport:
     """``status`` every ``interval_s`` until nothing is in progress (throttles then cleared) or
-    ``timeout_s`` has passed (the last report, still in progress, is returned)."""
+    ``timeout_s`` has passed (the last report, still in progress, is returned).
+
+    A partition the controller has just finished can still show its old replicas for a moment
+    (Metadata is answered from a broker's cache, which an UpdateMetadata round brings up to
+    date): with nothing in progress but partitions DIFFERENT, polling goes on for up to
+    ``METADATA_SETTLE_S`` before the report is final (a cancelled move stays DIFFERENT)."""
     deadline = time.monotonic() + timeout_s
+    settled_by = None
     while True:
         report = await status(
             bootstrap, plan, clear_when_done=clear_when_done, request_timeout_s=request_timeout_s
@@ -231,7 +240,13 @@ async def watch(
             result = on_report(report)
             if asyncio.iscoroutine(result):
                 await result
-        if report.finished or time.monotonic() + interval_s > deadline:
+        if report.finished:
+            if not any(p.state is PartitionState.DIFFERENT for p in report.partitions):
+                return report
+            settled_by = settled_by or time.monotonic() + METADATA_SETTLE_S
+            if time.monotonic() >= settled_by:
+                return report
+        if time.monotonic() + interval_s > deadline:
             return report
         await asyncio.sleep(interval_s)
 
