@@ -260,6 +260,17 @@ def test_4_two_operator_replicas_elect_one_and_fail_over(walk):
         "one active replica, the other paused",
     )
     print(f"one active replica after {time.monotonic() - started:.1f}s")
+    # pausing stops new work, not handlers already running: a standby that worked alone first may
+    # finish a few after its pause (seen in CI), so wait until its log stops growing
+    last = {"log": since_start(standby), "at": time.monotonic()}
+
+    def standby_quiet() -> bool:
+        log = since_start(standby)
+        if log != last["log"]:
+            last.update(log=log, at=time.monotonic())
+        return time.monotonic() - last["at"] >= 2.0
+
+    wait_for(standby_quiet, 30, "the paused replica's running handlers finished")
     mark = {pod: since_start(pod).count("Handler 'topic_changed' succeeded") for pod in pods}
     set_config(walk, "customers", {"retention.ms": "3600000"})
     wait_for(
