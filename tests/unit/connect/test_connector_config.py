@@ -69,7 +69,7 @@ def plugins():
             EntryPointSpec(
                 "org.example.FakeSinkConnector", "fake_cc_mod:FakeSinkConnector", CONNECTORS_GROUP
             ),
-            *builtin_entry_points(),
+            *builtin_entry_points(connectors=False),
         ],
         version="1",
     )

@@ -71,7 +71,7 @@ def plugins():
             CONNECTORS_GROUP,
         ),
         EntryPointSpec("x.BrokenConnector", "no_such_module_xyz:Nope", CONNECTORS_GROUP),
-        *builtin_entry_points(),
+        *builtin_entry_points(connectors=False),
     ]
     yield Plugins(eps, version="9.9")
     del sys.modules["fake_plugins_mod"]
@@ -150,9 +150,16 @@ def test_listing(plugins):
     ) in kinds
 
 
-def test_installed_entry_points_when_registered():
+def test_default_plugins_know_the_builtins_and_pyproject_registers_them():
+    import tomllib
+    from pathlib import Path
+
     installed = Plugins()
-    names = {p.class_name for p in installed.plugins(connectors_only=False)}
-    if "org.apache.kafka.connect.json.JsonConverter" not in names:
-        pytest.skip("the package's entry points are not installed in this environment yet")
     assert installed.converter_class("JsonConverter") is JsonConverter
+    assert installed.transform_class("InsertField$Value", "t") is InsertFieldValue
+    listed = {(p.class_name, p.type) for p in installed.plugins(connectors_only=False)}
+    assert ("org.apache.kafka.connect.transforms.Filter", PluginType.TRANSFORMATION) in listed
+    pyproject = Path(__file__).parents[3] / "pyproject.toml"
+    registered = tomllib.loads(pyproject.read_text())["project"]["entry-points"]
+    for spec in builtin_entry_points():
+        assert registered[spec.group][spec.name] == spec.value, spec
