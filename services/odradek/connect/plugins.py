@@ -244,6 +244,24 @@ class Plugins:
     def new_predicate(self, name: str, key: str) -> Any:
         return self._instantiate(self.predicate_class(name, key), name, key)
 
+    _KINDS = {
+        "connector": ("connector_class", "connector.class"),
+        "converter": ("converter_class", "value.converter"),
+        "header_converter": ("header_converter_class", "header.converter"),
+        "transform": ("transform_class", "transforms"),
+        "transformation": ("transform_class", "transforms"),
+        "predicate": ("predicate_class", "predicates"),
+    }
+
+    def load(self, kind: str, name: str, key: str | None = None) -> type:
+        """The class ``name`` of ``kind`` (``connector``, ``converter``, ``header_converter``,
+        ``transform``, ``predicate``): the runtime's one entry point into the lookups above."""
+        try:
+            method, default_key = self._KINDS[kind]
+        except KeyError:
+            raise ValueError(f"unknown plugin kind {kind!r}") from None
+        return getattr(self, method)(name, key or default_key)
+
     @staticmethod
     def _instantiate(cls: type, name: str, key: str) -> Any:
         try:

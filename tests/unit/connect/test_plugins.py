@@ -111,6 +111,19 @@ def test_other_plugin_kinds_resolve(plugins):
     assert plugins.predicate_class("RecordIsTombstone", "predicates.p.type")
 
 
+def test_load_by_kind_for_the_runtime(plugins):
+    assert plugins.load("connector", "FileStreamSource") is _Source
+    assert plugins.load("converter", "JsonConverter") is JsonConverter
+    assert plugins.load("header_converter", "SimpleHeaderConverter").__name__ == (
+        "SimpleHeaderConverter"
+    )
+    assert plugins.load("transform", "InsertField$Value") is InsertFieldValue
+    assert plugins.load("predicate", "RecordIsTombstone").__name__ == "RecordIsTombstone"
+    with pytest.raises(ConfigException) as info:
+        plugins.load("transform", "Nope", "transforms.x.type")
+    assert info.value.name == "transforms.x.type"
+
+
 def test_unknown_and_broken_plugins_name_the_key(plugins):
     with pytest.raises(ConfigException) as info:
         plugins.connector_class("NoSuchConnector")

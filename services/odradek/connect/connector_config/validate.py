@@ -26,7 +26,9 @@ from odradek.connect.connector_config.parsed import (
 from odradek.connect.plugins import CONNECTORS_GROUP, Plugins
 
 
-def _definition_json(key: ConfigKey) -> dict[str, Any]:
+def config_key_info(key: ConfigKey) -> dict[str, Any]:
+    """Kafka's ``ConfigKeyInfo`` JSON. Kafka's class takes ``order_in_group`` in its constructor
+    but serializes the getter, ``order``: what clients read is ``order``."""
     return {
         "name": key.name,
         "type": key.type.value,
@@ -42,7 +44,8 @@ def _definition_json(key: ConfigKey) -> dict[str, Any]:
     }
 
 
-def _value_json(key: ConfigKey, value: ConfigValue, errors: list[str]) -> dict[str, Any]:
+def config_value_info(key: ConfigKey, value: ConfigValue, errors: list[str]) -> dict[str, Any]:
+    """Kafka's ``ConfigValueInfo`` JSON (values as strings, passwords ``[hidden]``)."""
     list_type = key.type is ConfigType.LIST
     return {
         "name": key.name,
@@ -89,7 +92,7 @@ class _Report:
 
     def to_json(self, name: str) -> dict[str, Any]:
         configs = [
-            {"definition": _definition_json(k), "value": _value_json(k, v, errs)}
+            {"definition": config_key_info(k), "value": config_value_info(k, v, errs)}
             for k, v, errs in self.entries.values()
         ]
         return {
