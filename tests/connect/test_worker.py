@@ -5,7 +5,6 @@ queue with Kafka's context headers, pause/resume, bounded stops, exactly-once so
 
 from __future__ import annotations
 
-import importlib
 import json
 import threading
 import time
@@ -28,13 +27,12 @@ from odradek.connect.api import (
     SourceTask,
     TopicPartition,
 )
-from odradek.connect.converters import BUILTIN_CONVERTERS, SimpleHeaderConverter
 from odradek.connect.herder import ConnectorTaskId, State, TargetState
+from odradek.connect.plugins import Plugins
 from odradek.connect.runtime.offsets import FileOffsetStore, MemoryOffsetStore
 from odradek.connect.runtime.status import MemoryStatusListener
 from odradek.connect.runtime.worker import Worker
 from odradek.connect.storage_format import partition_key
-from odradek.connect.transforms import builtin_transforms
 from odradek.connect.worker_config import WorkerConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.connect]
@@ -52,22 +50,6 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = WAIT_S) -> 
             return result
         time.sleep(STEP_S)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-class Plugins:
-    """The plugin lookup the Worker needs, for the classes these tests use."""
-
-    def load(self, kind: str, name: str) -> type:
-        if ":" in name:
-            module, _, attr = name.partition(":")
-            return getattr(importlib.import_module(module), attr)
-        if kind == "converter":
-            return BUILTIN_CONVERTERS[name]
-        if kind == "header_converter":
-            return SimpleHeaderConverter
-        if kind == "transform":
-            return builtin_transforms()[name]
-        raise LookupError(name)
 
 
 # ---------------------------------------------------------------- test connectors
@@ -94,6 +76,7 @@ class CountingTask(SourceTask):
     """Counts from its stored offset to ``count``, ``batch`` records per poll."""
 
     committed: dict[str, list[int]] = {}
+    polled: dict[str, int] = {}
 
     def start(self, props: Mapping[str, str]) -> None:
         self.topic = props["topic"]
@@ -128,6 +111,7 @@ class CountingTask(SourceTask):
             for n in range(self.next, end)
         ]
         self.next = end
+        CountingTask.polled[self.name] = end
         return records
 
     def commit_record(self, record: SourceRecord, metadata: Any) -> None:
@@ -375,7 +359,10 @@ def test_pause_and_resume_a_source(bootstrap, tmp_path, unique):
     worker.set_target_state(name, TargetState.PAUSED)
     wait_for("task PAUSED", lambda: status.get_task(task_id).state is State.PAUSED)
     assert status.get_connector(name).state is State.PAUSED
-    time.sleep(0.3)  # acknowledgements of records sent before the pause come in
+    wait_for(  # acknowledgements of records sent before the pause come in
+        "every polled record acknowledged",
+        lambda: len(CountingTask.committed[name]) == CountingTask.polled[name],
+    )
     paused_at = len(CountingTask.committed[name])
     time.sleep(0.3)  # a paused task polls nothing: the count stays where it was
     assert len(CountingTask.committed[name]) == paused_at

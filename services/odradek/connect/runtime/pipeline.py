@@ -23,15 +23,15 @@ from odradek.connect.transforms.chain import TransformationStage
 from odradek.connect.worker_config import WorkerConfig
 
 
-def load_class(plugins: Any, kind: str, name: str) -> type:
+def load_class(plugins: Any, kind: str, name: str, key: str) -> type:
     """The plugin class ``name`` of ``kind`` (connector, converter, header_converter, transform,
-    predicate); ``ConfigException`` naming the class when there is none."""
+    predicate) through ``Plugins.load``; ``ConfigException`` naming ``key`` when there is none."""
     try:
-        return plugins.load(kind, name)
+        return plugins.load(kind, name, key)
     except ConfigException:
         raise
     except (LookupError, ImportError, AttributeError, ValueError) as e:
-        raise ConfigException(name, f"no {kind} plugin named {name}: {e}") from e
+        raise ConfigException(key, f"no {kind} plugin named {name}: {e}") from e
 
 
 def _split_list(raw: str | None) -> list[str]:
@@ -67,7 +67,7 @@ class Pipeline:
             else:
                 class_, props = worker.converter_config(which)
             kind = "header_converter" if which == "header" else "converter"
-            converter = load_class(plugins, kind, class_)()
+            converter = load_class(plugins, kind, class_, name)()
             if which == "header":
                 converter.configure(props)
             else:
@@ -78,7 +78,7 @@ class Pipeline:
             type_name = config.get(f"predicates.{alias}.type")
             if not type_name:
                 raise ConfigException(f"predicates.{alias}.type", "required for every predicate")
-            predicate = load_class(plugins, "predicate", type_name)()
+            predicate = load_class(plugins, "predicate", type_name, f"predicates.{alias}.type")()
             predicate.configure(_prefixed(config, f"predicates.{alias}."))
             predicates[alias] = predicate
         steps = []
@@ -87,7 +87,7 @@ class Pipeline:
             type_name = config.get(prefix + "type")
             if not type_name:
                 raise ConfigException(prefix + "type", "required for every transform")
-            transform = load_class(plugins, "transform", type_name)()
+            transform = load_class(plugins, "transform", type_name, prefix + "type")()
             transform.configure(_prefixed(config, prefix))
             predicate = None
             if config.get(prefix + "predicate"):

@@ -223,7 +223,7 @@ class Worker:
         name = config.get("connector.class")
         if not name:
             raise ConfigException("connector.class", "required")
-        cls = load_class(self.plugins, "connector", name)
+        cls = load_class(self.plugins, "connector", name, "connector.class")
         if not (isinstance(cls, type) and issubclass(cls, (SourceConnector, SinkConnector))):
             raise ConfigException("connector.class", f"{name} is not a source or sink connector")
         return cls
