@@ -6,6 +6,7 @@ queue with Kafka's context headers, pause/resume, bounded stops, exactly-once so
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -500,7 +501,9 @@ def test_errant_record_reporter_sends_to_the_dlq_or_fails_the_task(bootstrap, tm
             "errors.deadletterqueue.context.headers.enable": "true",
         },
     )
-    [strict_id] = run(worker, strict, base)
+    [strict_id] = run(  # the same topic, through topics.regex
+        worker, strict, {**base, "topics": "", "topics.regex": re.escape(topic)}
+    )
     [m] = read_all(bootstrap, dlq, 1)
     assert m.value() == b"b"
     assert dict(m.headers())["__connect.errors.stage"] == b"TASK_PUT"
@@ -543,3 +546,45 @@ def test_exactly_once_source_commits_records_and_offsets_in_one_transaction(
     offsets = read_all(bootstrap, offsets_topic, 3, committed=True)
     assert [json.loads(m.key()) for m in offsets] == [[name, PARTITION]] * 3
     assert [json.loads(m.value()) for m in offsets] == [{"n": 10}, {"n": 20}, {"n": 30}]
+
+
+def test_a_newer_producer_fences_an_exactly_once_task_and_records_match_offsets(
+    bootstrap, tmp_path, unique
+):
+    topic, offsets_topic, name, group = unique("t"), unique("offsets"), unique("src"), unique("g")
+    create_topics(bootstrap, topic, offsets_topic)
+    config = WorkerConfig(
+        {
+            "bootstrap.servers": bootstrap,
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "group.id": group,
+            "config.storage.topic": unique("configs"),
+            "offset.storage.topic": offsets_topic,
+            "status.storage.topic": unique("status"),
+            "exactly.once.source.support": "enabled",
+        },
+        distributed=True,
+    )
+    worker, status = make_worker(config, MemoryOffsetStore())
+    [task_id] = run(
+        worker,
+        name,
+        {"connector.class": f"{__name__}:CountingSource", "topic": topic, "count": "100000"},
+    )
+    wait_for("some transactions", lambda: len(CountingTask.committed.get(name, [])) >= 20)
+    zombie_killer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"{group}-{name}-0"}
+    )
+    zombie_killer.init_transactions(WAIT_S)  # the task's producer is fenced from now on
+    entry = wait_for(
+        "fenced task FAILED",
+        lambda: (e := status.get_task(task_id)) and e.state is State.FAILED and e,
+    )
+    assert "fenced" in entry.trace.lower() or "fatal" in entry.trace.lower()
+    worker.close()
+    committed_offsets = read_all(bootstrap, offsets_topic, 1, committed=True)
+    last = json.loads(committed_offsets[-1].value())["n"]
+    records = read_all(bootstrap, topic, last, committed=True)
+    # What is visible is exactly what the visible offsets cover: nothing more, nothing less.
+    assert sorted(int(m.value()) for m in records) == list(range(last))

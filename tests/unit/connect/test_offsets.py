@@ -78,7 +78,7 @@ def test_submitted_offsets_commit_only_an_acknowledged_prefix():
     assert s.committable() == [({"p": "b"}, {"o": 1})]  # a2 waits for a1
     s.ack(a1)
     assert s.committable() == [({"p": "a"}, {"o": 2})]
-    assert s.in_flight == 1
+    assert s.in_flight == 1 and s.pending == 1
     s.ack(a3)
     assert s.committable() == [({"p": "a"}, {"o": 3})]
-    assert s.committable() == [] and s.in_flight == 0
+    assert s.committable() == [] and s.in_flight == 0 and s.pending == 0

@@ -188,19 +188,28 @@ class SubmittedOffsets:
     def __init__(self) -> None:
         self._pending: dict[PartitionKey, collections.deque[Submitted]] = {}
         self._count = 0
+        self._unacked = 0
 
     def submit(self, partition: Mapping[str, Any], offset: Mapping[str, Any]) -> Submitted:
         key = partition_key(partition)
         s = Submitted(key, partition, offset)
         self._pending.setdefault(key, collections.deque()).append(s)
         self._count += 1
+        self._unacked += 1
         return s
 
     def ack(self, submitted: Submitted) -> None:
-        submitted.acked = True
+        if not submitted.acked:
+            submitted.acked = True
+            self._unacked -= 1
 
     @property
     def in_flight(self) -> int:
+        """Submitted records not yet acknowledged."""
+        return self._unacked
+
+    @property
+    def pending(self) -> int:
         """Submitted records not yet taken by ``committable`` (acknowledged or not)."""
         return self._count
 

@@ -54,7 +54,8 @@ TOPIC_WAIT_S = 3.0
 TOPIC_RETRY_S = 0.2
 TRANSACTION_TIMEOUT_S = 30.0
 IN_FLIGHT_MAX = 10_000
-"""Submitted, unacknowledged records above which the task stops polling until acks arrive."""
+"""Unacknowledged records above which the task stops polling until acks arrive; also how many
+acknowledged ones are kept before their offsets are folded into the next flush."""
 
 
 class SourceContext:
@@ -150,6 +151,8 @@ class SourceTaskRunner(TaskRunner):
                 else:
                     self._poll_and_send()
             self._check_delivery()
+            if self.submitted.pending >= IN_FLIGHT_MAX:
+                self._collect_committable()  # bounds the bookkeeping between flushes
             if (
                 self.eos_offsets_topic is None
                 and time.monotonic() - last_flush >= self.flush_interval_s
@@ -308,13 +311,16 @@ class SourceTaskRunner(TaskRunner):
         except Exception:  # noqa: BLE001 - Kafka logs and goes on
             log.exception("task %s: commit_record failed", self.id)
 
+    def _collect_committable(self) -> None:
+        for partition, offset in self.submitted.committable():
+            self._unflushed[partition_key(partition)] = (partition, offset)
+
     def commit_offsets(self) -> None:
         """Write what is committable to the offset store, then ``task.commit()``."""
         if self.cancelled:
             return
         self.producer.poll(0)
-        for partition, offset in self.submitted.committable():
-            self._unflushed[partition_key(partition)] = (partition, offset)
+        self._collect_committable()
         if not self._unflushed:
             return
         pairs = list(self._unflushed.values())

@@ -62,9 +62,19 @@ ADMIN_TIMEOUT_S = 15.0
 TASK_CLASS_CONFIG = "task.class"
 
 
-def _client_overrides(config: Mapping[str, str], client: str) -> dict[str, str]:
+def _client_overrides(
+    config: Mapping[str, str], client: str, worker: WorkerConfig
+) -> dict[str, str]:
+    """A connector's ``<client>.override.*`` keys, if the worker's
+    ``connector.client.config.override.policy`` allows them (``All``; ``None`` refuses)."""
     prefix = f"{client}.override."
-    return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+    overrides = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+    if overrides and worker.get("connector.client.config.override.policy") == "None":
+        raise ConfigException(
+            prefix + next(iter(overrides)),
+            "client overrides are refused by connector.client.config.override.policy=None",
+        )
+    return overrides
 
 
 class _ConnectorContext:
@@ -352,7 +362,8 @@ class Worker:
             if error_config.dlq_topic:
                 reporters.append(self._dlq_reporter(task_id, connector_config, error_config))
             consumer_config = self.config.consumer_config(
-                f"connect-{task_id.connector}", _client_overrides(connector_config, "consumer")
+                f"connect-{task_id.connector}",
+                _client_overrides(connector_config, "consumer", self.config),
             )
             return SinkTaskRunner(
                 task_id,
@@ -376,7 +387,7 @@ class Worker:
         common: dict[str, Any],
     ) -> SourceTaskRunner:
         producer_config = self.config.producer_config(
-            _client_overrides(connector_config, "producer")
+            _client_overrides(connector_config, "producer", self.config)
         )
         eos_topic = None
         if self.config.exactly_once_source_enabled:
@@ -422,7 +433,9 @@ class Worker:
     ) -> DeadLetterQueueReporter:
         self._ensure_topic(error_config.dlq_topic, error_config.dlq_replication_factor)
         producer = self._producer_factory(
-            self.config.producer_config(_client_overrides(connector_config, "producer"))
+            self.config.producer_config(
+                _client_overrides(connector_config, "producer", self.config)
+            )
         )
         return DeadLetterQueueReporter(
             producer,
