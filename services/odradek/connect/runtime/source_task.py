@@ -33,6 +33,7 @@ from odradek.connect import storage_format as sf
 from odradek.connect.api import (
     ConnectError,
     RecordMetadata,
+    RetriableError,
     SourceRecord,
     SourceTask,
 )
@@ -183,6 +184,10 @@ class SourceTaskRunner(TaskRunner):
     def _poll_and_send(self) -> None:
         try:
             records = self.task.poll()
+        except RetriableError as e:  # as Kafka: log it and poll again
+            log.warning("task %s: poll() failed, will poll again: %s", self.id, e)
+            self.stopping.wait(PRODUCE_BACKOFF_S)
+            return
         except Exception as e:
             if self.stopping.is_set():
                 return

@@ -12,6 +12,10 @@ event loop calls them through ``asyncio.to_thread`` or directly: they block at m
 ``task.shutdown.graceful.timeout.ms`` plus ``CONNECTOR_CALL_TIMEOUT_S``). A lock guards the maps
 of what runs here.
 
+``on_reconfigure`` (given to ``start_connector``) is called from the connector's thread when it
+asks for new task configs: a herder on an event loop hands it over with
+``loop.call_soon_threadsafe``.
+
 Stopping is bounded: tasks are asked to stop together and awaited until the graceful timeout;
 a task still running then is abandoned (cancelled: it reports and commits nothing more) and
 logged, as Kafka does.
@@ -32,6 +36,7 @@ from odradek.connect.api import (
     ConfigException,
     ConnectError,
     Connector,
+    ExactlyOnceSupport,
     SinkConnector,
     SinkTask,
     SourceConnector,
@@ -398,6 +403,15 @@ class Worker:
                 raise ConfigException(
                     "transaction.boundary", f"{boundary!r} is not implemented (only poll)"
                 )
+            if connector_config.get("exactly.once.support", "requested") == "required":
+                connector = self.connector_class(connector_config)()
+                if connector.exactly_once_support(connector_config) is not (
+                    ExactlyOnceSupport.SUPPORTED
+                ):
+                    raise ConfigException(
+                        "exactly.once.support",
+                        f"required, but {type(connector).__name__} does not declare it SUPPORTED",
+                    )
             eos_topic = connector_config.get("offsets.storage.topic") or self.config.get(
                 "offset.storage.topic"
             )
