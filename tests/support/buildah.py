@@ -84,6 +84,21 @@ def session_image() -> tuple[str, str]:
     return _session_image
 
 
+def image_or_skip() -> str:
+    """The session's image for a test fixture: skipped when the image tools are missing, built
+    once per session otherwise (the build's log and time printed by the first caller)."""
+    import pytest
+
+    missing = missing_tools()
+    if missing:
+        pytest.skip(f"the image tier needs {', '.join(missing)} (scripts/setup.sh installs them)")
+    started = time.monotonic()
+    name, build_log = session_image()
+    if build_log:
+        print(f"\n{build_log}image built in {time.monotonic() - started:.1f} s")
+    return name
+
+
 def _run_options(
     volumes: Sequence[Volume], env: Mapping[str, str], workdir: str | None
 ) -> list[str]:
