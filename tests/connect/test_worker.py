@@ -163,9 +163,13 @@ class CollectingTask(SinkTask):
         self.store = STORES.setdefault(props["name"], Store())
         self.report_value = props.get("report.value")
         self.retry_once = props.get("retry.once") == "true"
+        self.rewind_to = props.get("rewind.to")
 
     def open(self, partitions: Sequence[TopicPartition]) -> None:
         self.store.opened += partitions
+        if self.rewind_to is not None:  # a sink that keeps its own offsets starts there
+            for tp in partitions:
+                self.context.offset(tp, int(self.rewind_to))
 
     def put(self, records: Sequence[SinkRecord]) -> None:
         if records and self.retry_once and not self.store.retried:
@@ -499,6 +503,7 @@ def test_errant_record_reporter_sends_to_the_dlq_or_fails_the_task(bootstrap, tm
             "errors.deadletterqueue.topic.name": dlq,
             "errors.deadletterqueue.topic.replication.factor": "3",
             "errors.deadletterqueue.context.headers.enable": "true",
+            "rewind.to": "1",
         },
     )
     [strict_id] = run(  # the same topic, through topics.regex
@@ -507,6 +512,8 @@ def test_errant_record_reporter_sends_to_the_dlq_or_fails_the_task(bootstrap, tm
     [m] = read_all(bootstrap, dlq, 1)
     assert m.value() == b"b"
     assert dict(m.headers())["__connect.errors.stage"] == b"TASK_PUT"
+    # "a" was skipped by the rewind in open(), "b" went to the DLQ
+    wait_for("c durable", lambda: [r.value for r in STORES[tolerant].durable] == ["c"])
     entry = wait_for(
         "strict task FAILED",
         lambda: (e := status.get_task(strict_id)) and e.state is State.FAILED and e,
