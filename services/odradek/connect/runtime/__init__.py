@@ -1,7 +1,9 @@
 """The worker runtime: connectors and tasks in threads, source offsets, sink consumer groups,
 error handling and the dead letter queue.
 
-- ``worker``: ``Worker``, what a herder drives (start/stop connectors and tasks, target states).
+- ``worker``: ``Worker``, what a herder drives (start/stop connectors and tasks, target states);
+  ``connector_runner`` (a connector on its thread) and ``task_builder`` (a task from its configs).
+- ``task_base``: what source and sink task runners share (thread, target state, bounded stop).
 - ``source_task`` / ``sink_task``: one thread per task (poll -> transforms -> converters ->
   producer; consumer -> converters -> transforms -> put).
 - ``offsets``: the ``OffsetStore`` protocol, the standalone file store, the reader source tasks

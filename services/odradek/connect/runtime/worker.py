@@ -5,7 +5,7 @@ A herder (standalone or distributed) decides what runs where; the Worker only do
 ``stop_tasks``, ``set_target_state``. It reports every state change to its ``StatusListener``
 and stores source offsets in its ``OffsetStore``.
 
-Threads: each connector instance has a thread of its own (a one-thread executor: its ``start``,
+Threads: each connector instance has a thread of its own (``connector_runner``: its ``start``,
 ``task_configs`` and ``stop`` run there in order, never concurrently); each task has its own
 thread (``source_task``, ``sink_task``). Worker methods may be called from any thread (a herder's
 event loop calls them through ``asyncio.to_thread`` or directly: they block at most
@@ -28,161 +28,28 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from odradek.connect.api import (
     ConfigException,
     ConnectError,
     Connector,
-    ExactlyOnceSupport,
     SinkConnector,
-    SinkTask,
     SourceConnector,
-    SourceTask,
 )
 from odradek.connect.herder import ConnectorTaskId, State, StatusEntry, TargetState
-from odradek.connect.runtime.errors import (
-    DeadLetterQueueReporter,
-    ErrorConfig,
-    ErrorHandler,
-    ErrorReporter,
-    LogReporter,
-)
+from odradek.connect.runtime.connector_runner import ConnectorRunner
 from odradek.connect.runtime.offsets import OffsetStore
-from odradek.connect.runtime.pipeline import Pipeline, load_class
-from odradek.connect.runtime.sink_task import SinkTaskRunner, subscription
-from odradek.connect.runtime.source_task import SourceTaskRunner
+from odradek.connect.runtime.pipeline import load_class
+from odradek.connect.runtime.sink_task import subscription
 from odradek.connect.runtime.status import StatusListener
 from odradek.connect.runtime.task_base import TaskRunner
+from odradek.connect.runtime.task_builder import TaskBuilder
 from odradek.connect.worker_config import WorkerConfig
 
 log = logging.getLogger(__name__)
 
-CONNECTOR_CALL_TIMEOUT_S = 30.0
-"""Longest wait for a connector's ``start``/``task_configs``/``stop`` on its thread."""
-DLQ_PARTITIONS = 1
-ADMIN_TIMEOUT_S = 15.0
 TASK_CLASS_CONFIG = "task.class"
-
-
-def _client_overrides(
-    config: Mapping[str, str], client: str, worker: WorkerConfig
-) -> dict[str, str]:
-    """A connector's ``<client>.override.*`` keys, if the worker's
-    ``connector.client.config.override.policy`` allows them (``All``; ``None`` refuses)."""
-    prefix = f"{client}.override."
-    overrides = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
-    if overrides and worker.get("connector.client.config.override.policy") == "None":
-        raise ConfigException(
-            prefix + next(iter(overrides)),
-            "client overrides are refused by connector.client.config.override.policy=None",
-        )
-    return overrides
-
-
-class _ConnectorContext:
-    def __init__(self, runner: ConnectorRunner):
-        self._runner = runner
-
-    def request_task_reconfiguration(self) -> None:
-        self._runner.request_reconfiguration()
-
-    def raise_error(self, error: Exception) -> None:
-        self._runner.fail(error)
-
-
-class ConnectorRunner:
-    """One connector instance and its thread."""
-
-    def __init__(
-        self,
-        name: str,
-        connector: Connector,
-        config: Mapping[str, str],
-        worker: Worker,
-        on_reconfigure: Callable[[], None],
-    ):
-        self.name = name
-        self.connector = connector
-        self.config = dict(config)
-        self.worker = worker
-        self.on_reconfigure = on_reconfigure
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"connect-connector-{name}")
-        self.started = False
-        self.failed: BaseException | None = None
-        self.target = TargetState.STARTED
-
-    def _report(self, state: State, error: BaseException | None = None) -> None:
-        trace = "".join(traceback.format_exception(error)) if error is not None else None
-        self.worker._report_connector(self.name, state, trace)
-
-    def fail(self, error: BaseException) -> None:
-        log.error("connector %s failed", self.name, exc_info=error)
-        self.failed = error
-        self._report(State.FAILED, error)
-
-    def request_reconfiguration(self) -> None:
-        if self.failed is None and self.started:
-            try:
-                self.on_reconfigure()
-            except Exception:  # noqa: BLE001
-                log.exception("connector %s: reconfiguration request failed", self.name)
-
-    def submit(self, fn: Callable[[], Any]) -> Future:
-        return self.executor.submit(fn)
-
-    def transition(self, target: TargetState) -> Future:
-        """Start, pause or stop the connector object on its thread (in order)."""
-        return self.submit(lambda: self._transition(target))
-
-    def _transition(self, target: TargetState) -> None:
-        self.target = target
-        if self.failed is not None:
-            return
-        try:
-            if target is TargetState.STOPPED:
-                if self.started:
-                    self.started = False
-                    self.connector.stop()
-                self._report(State.STOPPED)
-                return
-            if not self.started:
-                self.connector.start(self.config)
-                self.started = True
-            self._report(State.RUNNING if target is TargetState.STARTED else State.PAUSED)
-        except Exception as e:  # noqa: BLE001 - a connector's failure fails it, not the worker
-            self.fail(e)
-
-    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
-        def call() -> list[dict[str, str]]:
-            if self.failed is not None:
-                raise ConnectError(f"connector {self.name} has failed: {self.failed}")
-            if not self.started:
-                raise ConnectError(f"connector {self.name} is not started ({self.target})")
-            return [dict(c) for c in self.connector.task_configs(max_tasks)]
-
-        return self.submit(call).result(CONNECTOR_CALL_TIMEOUT_S)
-
-    def shutdown(self, timeout_s: float) -> bool:
-        def stop() -> None:
-            if self.started:
-                self.started = False
-                self.connector.stop()
-
-        future = self.submit(stop)
-        try:
-            future.result(timeout_s)
-            ok = True
-        except FutureTimeout:
-            log.error("connector %s did not stop within %.1f s; abandoned", self.name, timeout_s)
-            ok = False
-        except Exception:  # noqa: BLE001
-            log.exception("connector %s: stop() failed", self.name)
-            ok = True
-        self.executor.shutdown(wait=False)
-        return ok
 
 
 class Worker:
@@ -208,9 +75,18 @@ class Worker:
         self._lock = threading.Lock()
         self._connectors: dict[str, ConnectorRunner] = {}
         self._tasks: dict[ConnectorTaskId, TaskRunner] = {}
-        self._producer_factory = producer_factory or _confluent("Producer")
-        self._consumer_factory = consumer_factory or _confluent("Consumer")
-        self._admin_factory = admin_factory or _admin
+        self._builder = TaskBuilder(
+            config,
+            plugins,
+            offset_store,
+            status,
+            worker_id,
+            lambda: self.generation,
+            self.connector_class,
+            producer_factory=producer_factory,
+            consumer_factory=consumer_factory,
+            admin_factory=admin_factory,
+        )
 
     @property
     def connectors(self) -> frozenset[str]:
@@ -259,8 +135,7 @@ class Worker:
         if issubclass(cls, SinkConnector):
             subscription(config)
         connector = cls()
-        runner = ConnectorRunner(name, connector, config, self, on_reconfigure)
-        connector.initialize(_ConnectorContext(runner))
+        runner = ConnectorRunner(name, connector, config, self._report_connector, on_reconfigure)
         with self._lock:
             self._connectors[name] = runner
         runner.transition(target)
@@ -318,7 +193,7 @@ class Worker:
             if task_id in self._tasks:
                 raise ConnectError(f"task {task_id} is already running on this worker")
         try:
-            runner = self._build_task(task_id, connector_config, task_config, target)
+            runner = self._builder.build(task_id, connector_config, task_config, target)
         except Exception as e:  # noqa: BLE001 - reported, as Kafka reports a task it cannot build
             log.error("task %s could not start", task_id, exc_info=e)
             self.status.task(
@@ -334,150 +209,6 @@ class Worker:
         with self._lock:
             self._tasks[task_id] = runner
         runner.start()
-
-    def _build_task(
-        self,
-        task_id: ConnectorTaskId,
-        connector_config: Mapping[str, str],
-        task_config: Mapping[str, str],
-        target: TargetState,
-    ) -> TaskRunner:
-        connector_cls = self.connector_class(connector_config)
-        task_cls = connector_cls().task_class()
-        task = task_cls()
-        pipeline = Pipeline.build(connector_config, self.config, self.plugins)
-        error_config = ErrorConfig.from_connector_config(connector_config)
-        reporters: list[ErrorReporter] = []
-        if error_config.log_enable:
-            reporters.append(LogReporter(str(task_id), error_config.log_include_messages))
-        common = {
-            "pipeline": pipeline,
-            "status": self.status,
-            "worker_id": self.worker_id,
-            "target": target,
-            "generation": lambda: self.generation,
-            "flush_interval_ms": self.config.offset_flush_interval_ms,
-            "flush_timeout_ms": self.config.offset_flush_timeout_ms,
-        }
-        if isinstance(task, SourceTask):
-            return self._build_source(
-                task_id, task, connector_config, task_config, error_config, reporters, common
-            )
-        if isinstance(task, SinkTask):
-            if error_config.dlq_topic:
-                reporters.append(self._dlq_reporter(task_id, connector_config, error_config))
-            consumer_config = self.config.consumer_config(
-                f"connect-{task_id.connector}",
-                _client_overrides(connector_config, "consumer", self.config),
-            )
-            return SinkTaskRunner(
-                task_id,
-                task,
-                task_config,
-                connector_config=connector_config,
-                errors=ErrorHandler(error_config, reporters),
-                consumer_factory=lambda: self._consumer_factory(consumer_config),
-                **common,
-            )
-        raise ConnectError(f"{task_cls.__name__} is neither a SourceTask nor a SinkTask")
-
-    def _build_source(
-        self,
-        task_id: ConnectorTaskId,
-        task: SourceTask,
-        connector_config: Mapping[str, str],
-        task_config: Mapping[str, str],
-        error_config: ErrorConfig,
-        reporters: list[ErrorReporter],
-        common: dict[str, Any],
-    ) -> SourceTaskRunner:
-        producer_config = self.config.producer_config(
-            _client_overrides(connector_config, "producer", self.config)
-        )
-        eos_topic = None
-        if self.config.exactly_once_source_enabled:
-            if not self.config.distributed:
-                raise ConnectError("exactly.once.source.support needs distributed mode")
-            boundary = connector_config.get("transaction.boundary", "poll")
-            if boundary != "poll":
-                raise ConfigException(
-                    "transaction.boundary", f"{boundary!r} is not implemented (only poll)"
-                )
-            if connector_config.get("exactly.once.support", "requested") == "required":
-                connector = self.connector_class(connector_config)()
-                if connector.exactly_once_support(connector_config) is not (
-                    ExactlyOnceSupport.SUPPORTED
-                ):
-                    raise ConfigException(
-                        "exactly.once.support",
-                        f"required, but {type(connector).__name__} does not declare it SUPPORTED",
-                    )
-            eos_topic = connector_config.get("offsets.storage.topic") or self.config.get(
-                "offset.storage.topic"
-            )
-            producer_config["transactional.id"] = (
-                f"{self.config.group_id}-{task_id.connector}-{task_id.task}"
-            )
-            # librdkafka refuses a delivery timeout above the transaction timeout.
-            txn_timeout = int(producer_config.setdefault("transaction.timeout.ms", 60_000))
-            producer_config["delivery.timeout.ms"] = min(
-                int(producer_config.get("delivery.timeout.ms", txn_timeout)), txn_timeout
-            )
-        elif connector_config.get("exactly.once.support", "requested") == "required":
-            raise ConfigException(
-                "exactly.once.support",
-                "required, but the worker's exactly.once.source.support is not enabled",
-            )
-        return SourceTaskRunner(
-            task_id,
-            task,
-            task_config,
-            errors=ErrorHandler(error_config, reporters),
-            producer_factory=lambda: self._producer_factory(producer_config),
-            offset_store=self.offset_store,
-            transactional_offsets_topic=eos_topic,
-            **common,
-        )
-
-    def _dlq_reporter(
-        self,
-        task_id: ConnectorTaskId,
-        connector_config: Mapping[str, str],
-        error_config: ErrorConfig,
-    ) -> DeadLetterQueueReporter:
-        self._ensure_topic(error_config.dlq_topic, error_config.dlq_replication_factor)
-        producer = self._producer_factory(
-            self.config.producer_config(
-                _client_overrides(connector_config, "producer", self.config)
-            )
-        )
-        return DeadLetterQueueReporter(
-            producer,
-            error_config.dlq_topic,
-            task_id.connector,
-            task_id.task,
-            error_config.dlq_context_headers,
-        )
-
-    def _ensure_topic(self, topic: str, replication_factor: int) -> None:
-        """Create the DLQ topic if the cluster does not have it (as Kafka's DLQ reporter does)."""
-        from confluent_kafka.admin import NewTopic
-
-        admin = self._admin_factory(self.config.admin_config())
-        if topic in admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics:
-            return
-        futures = admin.create_topics(
-            [NewTopic(topic, DLQ_PARTITIONS, replication_factor)],
-            request_timeout=ADMIN_TIMEOUT_S,
-        )
-        for future in futures.values():
-            try:
-                future.result(ADMIN_TIMEOUT_S)
-            except Exception as e:  # noqa: BLE001
-                if "TOPIC_ALREADY_EXISTS" not in str(e):
-                    raise ConnectError(
-                        f"could not create the dead letter queue {topic}: {e}"
-                    ) from e
 
     def stop_tasks(self, ids: Iterable[ConnectorTaskId]) -> None:
         """Stop ``ids`` in parallel, waiting at most ``task.shutdown.graceful.timeout.ms`` in
@@ -501,18 +232,3 @@ class Worker:
         self.stop_tasks(self.tasks)
         for name in self.connectors:
             self.stop_connector(name)
-
-
-def _confluent(kind: str) -> Callable[[dict[str, Any]], Any]:
-    def make(config: dict[str, Any]) -> Any:
-        import confluent_kafka
-
-        return getattr(confluent_kafka, kind)(config)
-
-    return make
-
-
-def _admin(config: dict[str, Any]) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient(config)
