@@ -430,8 +430,8 @@ def test_sink_commits_only_what_it_flushed(bootstrap, tmp_path, unique):
     store.volatile.clear()
 
     # The next task gets them all again, retries a put once, flushes and commits.
-    worker, _ = make_worker(worker_config(bootstrap, tmp_path))
-    run(worker, name, {**connector, "retry.once": "true"})
+    worker, status = make_worker(worker_config(bootstrap, tmp_path))
+    [task_id] = run(worker, name, {**connector, "retry.once": "true"})
     wait_for("30 records durable", lambda: len(store.durable) == 30)
     wait_for(
         "offsets committed",
@@ -440,6 +440,15 @@ def test_sink_commits_only_what_it_flushed(bootstrap, tmp_path, unique):
     assert store.retried == 1
     assert sorted(int(r.value) for r in store.durable) == list(range(30))
     assert {(r.topic, r.partition) for r in store.durable} == {(topic, 0), (topic, 1)}
+
+    # Paused, the sink gets nothing new; resumed, it gets what arrived meanwhile.
+    worker.set_target_state(name, TargetState.PAUSED)
+    wait_for("task PAUSED", lambda: status.get_task(task_id).state is State.PAUSED)
+    produce(bootstrap, topic, [b"30", b"31"])
+    time.sleep(0.5)
+    assert len(store.durable) + len(store.volatile) == 30
+    worker.set_target_state(name, TargetState.STARTED)
+    wait_for("32 records durable", lambda: len(store.durable) == 32)
     worker.close()
 
 
