@@ -26,6 +26,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from confluent_kafka import KafkaException
+from confluent_kafka import TopicPartition as CKTopicPartition
+
 from odradek.connect.api import (
     ConnectError,
     RetriableError,
@@ -147,9 +150,7 @@ def _context(msg: Any, stage: Stage, executing_class: str) -> ErrorContext:
     )
 
 
-def _ck(tp: TopicPartition) -> Any:
-    from confluent_kafka import TopicPartition as CKTopicPartition
-
+def _ck(tp: TopicPartition) -> CKTopicPartition:
     return CKTopicPartition(tp.topic, tp.partition)
 
 
@@ -414,7 +415,13 @@ class SinkTaskRunner(TaskRunner):
             ck = _ck(tp)
             ck.offset = o
             cks.append(ck)
-        self.consumer.commit(offsets=cks, asynchronous=False)
+        try:
+            self.consumer.commit(offsets=cks, asynchronous=False)
+        except KafkaException as e:
+            # A rebalance in progress, a coordinator moving: the offsets stay uncommitted and
+            # are committed by the next attempt (or redelivered to the partition's next owner).
+            log.warning("task %s: offset commit failed, retried at the next one: %s", self.id, e)
+            return
         self.committed.update(todo)
 
     def close_partitions(self, partitions: set[TopicPartition], *, commit: bool) -> None:
