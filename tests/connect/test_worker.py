@@ -84,6 +84,7 @@ class CountingTask(SourceTask):
         self.count = int(props["count"])
         self.batch = int(props.get("batch", "10"))
         self.block_until_stopped = props.get("ignore.stop") == "true"
+        self.fail_at = int(props.get("fail.at", "-1")) % (1 << 62)
         offset = self.context.offset_storage_reader.offset(PARTITION)
         self.next = offset["n"] if offset else 0
         self.stopped = threading.Event()
@@ -93,6 +94,8 @@ class CountingTask(SourceTask):
         if self.block_until_stopped:
             RELEASE.wait(WAIT_S)  # ignores stop(): the worker must give up on it
             return None
+        if self.next >= self.fail_at:
+            raise RuntimeError(f"broken at {self.next}")
         if self.next >= self.count:
             self.stopped.wait(0.1)
             return None
@@ -241,7 +244,8 @@ def run(worker: Worker, name: str, config: dict[str, str]) -> list[ConnectorTask
 
 
 def read_all(bootstrap: str, topic: str, count: int, *, committed: bool = False) -> list[Any]:
-    """Every message of ``topic`` once ``count`` are there (read_committed if asked)."""
+    """Every message of ``topic``, once at least ``count`` are there (read_committed if
+    asked), to the end: until a read finds nothing more."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -261,8 +265,11 @@ def read_all(bootstrap: str, topic: str, count: int, *, committed: bool = False)
         deadline = time.monotonic() + WAIT_S
         while len(messages) < count and time.monotonic() < deadline:
             messages += [m for m in consumer.consume(100, 0.2) if m.error() is None]
-        # a short extra look for duplicates beyond ``count``
-        messages += [m for m in consumer.consume(100, 0.5) if m.error() is None]
+        while time.monotonic() < deadline:  # then to the end: duplicates would show here
+            more = [m for m in consumer.consume(500, 0.5) if m.error() is None]
+            if not more:
+                break
+            messages += more
         return messages
     finally:
         consumer.close()
@@ -343,6 +350,31 @@ def test_a_record_for_a_missing_topic_fails_the_task_clearly(bootstrap, tmp_path
     )
     assert "does not exist" in entry.trace
     assert worker.offset_store.all(name) == []
+    worker.close()
+
+
+def test_a_failing_source_keeps_the_offsets_of_what_was_acknowledged(bootstrap, tmp_path, unique):
+    topic, name = unique("t"), unique("src")
+    create_topics(bootstrap, topic)
+    worker, status = make_worker(
+        worker_config(bootstrap, tmp_path, **{"offset.flush.interval.ms": "600000"})
+    )
+    [task_id] = run(
+        worker,
+        name,
+        {
+            "connector.class": f"{__name__}:CountingSource",
+            "topic": topic,
+            "count": "100",
+            "fail.at": "20",
+        },
+    )
+    entry = wait_for(
+        "task FAILED",
+        lambda: (e := status.get_task(task_id)) and e.state is State.FAILED and e,
+    )
+    assert "broken at 20" in entry.trace
+    assert worker.offset_store.get(name, [PARTITION]) == {partition_key(PARTITION): {"n": 20}}
     worker.close()
 
 

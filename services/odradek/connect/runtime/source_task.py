@@ -171,6 +171,13 @@ class SourceTaskRunner(TaskRunner):
     def close(self) -> None:
         self._stop_task()
         if self.producer is not None:
+            if self.failed is not None and self.eos_offsets_topic is None:
+                # Keep what was acknowledged before the failure: fewer duplicates on restart.
+                try:
+                    self.producer.flush(self.flush_timeout_s)
+                    self.commit_offsets()
+                except Exception:  # noqa: BLE001 - the task has failed already
+                    log.warning("task %s: last offset flush failed", self.id, exc_info=True)
             self.producer.flush(0)
             self.producer = None
         self.pipeline.close()

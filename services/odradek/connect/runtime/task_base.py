@@ -87,20 +87,22 @@ class TaskRunner:
             log.exception("task %s: could not report %s", self.id, state)
 
     def _main(self) -> None:
+        """Run, close, then report: FAILED or UNASSIGNED is reported once the task has closed
+        (its last offsets committed), so a status says all that will happen has happened."""
+        error: BaseException | None = None
         try:
             self.run()
         except BaseException as e:  # noqa: BLE001 - any failure of plugin code fails the task
-            self.failed = e
+            error = self.failed = e
             log.error("task %s failed", self.id, exc_info=e)
-            self.report(State.FAILED, e)
-        else:
-            if not self.cancelled and self.state is not State.FAILED:
-                self.report(State.UNASSIGNED)
-        finally:
-            try:
-                self.close()
-            except Exception:  # noqa: BLE001
-                log.exception("task %s: closing failed", self.id)
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            log.exception("task %s: closing failed", self.id)
+        if error is not None:
+            self.report(State.FAILED, error)
+        elif not self.cancelled:
+            self.report(State.UNASSIGNED)
 
     def run(self) -> None:
         raise NotImplementedError
