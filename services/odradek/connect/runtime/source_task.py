@@ -395,11 +395,15 @@ class SourceTaskRunner(TaskRunner):
                     f"{remaining} records unacknowledged in the transaction"
                 )
             producer.commit_transaction(TRANSACTION_TIMEOUT_S)
-        except BaseException:
+        except BaseException as e:
             try:
                 producer.abort_transaction(TRANSACTION_TIMEOUT_S)
-            except Exception:  # noqa: BLE001 - fenced or already failed: the task fails anyway
-                log.warning("task %s: abort_transaction failed", self.id, exc_info=True)
+            except Exception as abort_error:  # noqa: BLE001 - fenced or fatal: say which
+                # The abort's error is the telling one (e.g. fenced by a newer instance of the
+                # task); the first failure is chained.
+                raise ConnectError(
+                    f"exactly-once transaction failed and could not be aborted: {abort_error}"
+                ) from e
             raise
         self.records_sent += sum(1 for _, m in acked if m is not None)
         for record, metadata in acked:
