@@ -286,3 +286,24 @@ def test_any_schema_and_value_round_trip_through_the_envelope(data):
     back = c.to_connect("t", c.from_connect("t", schema, value))
     assert back.schema == schema
     assert back.value == value
+
+
+def test_number_converters_write_what_kafkas_serializers_do():
+    from odradek.connect.converters.numbers import DoubleConverter, IntegerConverter, LongConverter
+
+    i = IntegerConverter()
+    i.configure({}, is_key=True)
+    assert i.from_connect("t", INT32, 258) == b"\x00\x00\x01\x02"
+    assert i.to_connect("t", b"\xff\xff\xff\xfe").value == -2
+    assert LongConverter().to_connect(
+        "t", LongConverter().from_connect("t", None, 2**40)
+    ).value == (2**40)
+    assert DoubleConverter().to_connect(
+        "t", DoubleConverter().from_connect("t", None, 1.5)
+    ).value == (1.5)
+    with pytest.raises(ConverterError, match="is not 4"):
+        i.to_connect("t", b"\x00")
+    with pytest.raises(ConverterError):
+        i.from_connect("t", None, 2**40)
+    with pytest.raises(ConverterError, match="Invalid schema type"):
+        i.from_connect("t", STRING, "x")
