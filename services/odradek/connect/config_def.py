@@ -214,8 +214,9 @@ def _recommend(key: ConfigKey, parsed: Mapping[str, Any]) -> tuple[tuple[Any, ..
 
 
 def error_count(values: list[ConfigValue]) -> int:
-    """How many keys have at least one error (what Kafka's ConfigInfos counts)."""
-    return sum(1 for v in values if v.errors)
+    """How many error messages ``values`` carry: Kafka's ConfigInfos ``error_count`` counts
+    messages, not keys."""
+    return sum(len(v.errors) for v in values)
 
 
 # ------------------------------------------------------------------ validators
