@@ -163,7 +163,13 @@ def _parse_key(key: ConfigKey, props: Mapping[str, Any]) -> Any:
     else:
         value = default_of(key)
     if key.validator is not None:
-        key.validator(key.name, value)
+        try:
+            key.validator(key.name, value)
+        except ConfigException as exc:
+            if key.type is ConfigType.PASSWORD and value:
+                # Kafka's Password prints as [hidden]; a message must not carry the secret.
+                raise ConfigException(exc.name, exc.message.replace(value, HIDDEN)) from None
+            raise
     return value
 
 

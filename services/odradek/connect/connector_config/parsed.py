@@ -69,9 +69,7 @@ class ConnectorConfig:
         props = dict(props)
         class_name = props.get(CONNECTOR_CLASS)
         if not class_name:
-            raise ConfigException(
-                CONNECTOR_CLASS, f"Connector config {props} contains no connector type"
-            )
+            raise ConfigException(CONNECTOR_CLASS, "Connector config contains no connector type")
         connector_class = plugins.connector_class(class_name)
         base = base_def(connector_class)
         for key in (TRANSFORMS, PREDICATES):
