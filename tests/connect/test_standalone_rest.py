@@ -229,6 +229,9 @@ def test_pipeline_pause_resume_restart_stop_offsets_delete(
     )
     assert offsets == [{"partition": {"filename": str(source_file)}, "offset": {"position": size}}]
     rewind = {"offsets": [{"partition": {"filename": str(source_file)}, "offset": {"position": 0}}]}
+    wrong = {"offsets": [{"partition": {"file": str(source_file)}, "offset": {"position": 0}}]}
+    got, error = worker.call("PATCH", f"/connectors/{source}/offsets", wrong)
+    assert got == 400 and "'filename'" in error["message"], error  # the connector refused it
     assert "altered" in worker.ok("PATCH", f"/connectors/{source}/offsets", rewind)["message"]
     worker.ok("PUT", f"/connectors/{source}/resume", status=202)
     wait_for("the replayed lines", lambda: len(lines_of(sink_file)) == 12)

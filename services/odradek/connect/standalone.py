@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from odradek.connect.api import ConfigException, SinkConnector
+from odradek.connect.api import ConfigException, SinkConnector, TopicPartition
 from odradek.connect.herder import (
     AlreadyExistsError,
     BadRequestError,
@@ -41,6 +41,7 @@ from odradek.connect.herder import (
 from odradek.connect.runtime.offsets import OffsetStore
 from odradek.connect.runtime.status import MemoryStatusListener
 from odradek.connect.sink_offsets import SinkOffsets, parse_sink_offsets, sink_group_id
+from odradek.connect.storage_format import partition_key
 
 __all__ = ["StandaloneHerder", "config_errors_message", "TASKS_MAX_LIMIT"]
 
@@ -413,30 +414,66 @@ class StandaloneHerder:
         pairs = await asyncio.to_thread(self._offsets.all, name)
         return [{"partition": p, "offset": o} for p, o in pairs]
 
+    def _consult(self, name: str, config: Mapping[str, str], offsets: Mapping[Any, Any]) -> bool:
+        """KIP-875: the connector's ``alter_offsets`` sees the change first and may refuse it
+        (400 with its reason); True when it also handled offsets it keeps itself."""
+        try:
+            connector = self._worker.connector_class(config)()
+            return bool(connector.alter_offsets(dict(config), offsets))
+        except Exception as exc:  # noqa: BLE001 - the connector's refusal, told to the user
+            raise BadRequestError(
+                f"connector {name} refused the offsets: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    @staticmethod
+    def _offsets_message(verb: str, consulted: bool) -> str:
+        if consulted:
+            return f"The offsets for this connector have been {verb} successfully"
+        return (
+            f"The Connect framework-managed offsets for this connector have been {verb} "
+            "successfully. However, if this connector manages offsets externally, they will "
+            f"need to be manually {verb} in the system that the connector uses."
+        )
+
     async def alter_offsets(self, name: str, offsets: Sequence[Mapping[str, Any]]) -> str:
         async with self._lock:
             config = self._config(name)
             self._require_stopped(name)
             if self._is_sink(name):
                 parsed = parse_sink_offsets(offsets)
+                seen = {TopicPartition(t, p): o for t, p, o in parsed}
+                consulted = await asyncio.to_thread(self._consult, name, config, seen)
                 group = sink_group_id(name, config)
                 await asyncio.to_thread(self._sink_offsets.alter, group, parsed)
             else:
                 pairs = [(dict(o["partition"]), o["offset"]) for o in offsets]
+                seen = {partition_key(p): o for p, o in pairs}
+                consulted = await asyncio.to_thread(self._consult, name, config, seen)
                 await asyncio.to_thread(self._offsets.put, name, pairs)
-            return "The offsets for this connector have been altered successfully"
+            return self._offsets_message("altered", consulted)
 
     async def reset_offsets(self, name: str) -> str:
         async with self._lock:
             config = self._config(name)
             self._require_stopped(name)
             if self._is_sink(name):
-                group = sink_group_id(name, config)
-                await asyncio.to_thread(self._sink_offsets.reset, group)
+                current = await asyncio.to_thread(
+                    self._sink_offsets.get, sink_group_id(name, config)
+                )
+                seen = {
+                    TopicPartition(
+                        o["partition"]["kafka_topic"], o["partition"]["kafka_partition"]
+                    ): None
+                    for o in current
+                }
+                consulted = await asyncio.to_thread(self._consult, name, config, seen)
+                await asyncio.to_thread(self._sink_offsets.reset, sink_group_id(name, config))
             else:
                 pairs = await asyncio.to_thread(self._offsets.all, name)
+                seen = {partition_key(p): None for p, _ in pairs}
+                consulted = await asyncio.to_thread(self._consult, name, config, seen)
                 await asyncio.to_thread(self._offsets.put, name, [(p, None) for p, _ in pairs])
-            return "The offsets for this connector have been reset successfully"
+            return self._offsets_message("reset", consulted)
 
     # -------------------------------------------------------------- lifecycle
 

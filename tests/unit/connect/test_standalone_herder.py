@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from odradek.connect.api import SinkConnector, SourceConnector
+from odradek.connect.api import ConnectError, SinkConnector, SourceConnector
 from odradek.connect.herder import (
     AlreadyExistsError,
     BadRequestError,
@@ -24,12 +24,33 @@ from odradek.connect.runtime.status import MemoryStatusListener
 from odradek.connect.standalone import StandaloneHerder
 
 
-class _Source(SourceConnector):  # only its class is looked at
-    pass
+class _Source(SourceConnector):
+    """Made only to be asked about offsets (KIP-875); a "refuse" config refuses them."""
+
+    def start(self, props):
+        pass
+
+    def task_class(self):
+        raise NotImplementedError
+
+    def stop(self):
+        pass
+
+    def config(self):
+        raise NotImplementedError
+
+    def task_configs(self, max_tasks):
+        raise NotImplementedError
+
+    def alter_offsets(self, props, offsets):
+        if props.get("refuse"):
+            raise ConnectError(f"cannot move {len(offsets)} partition(s)")
+        return True
 
 
-class _Sink(SinkConnector):
-    pass
+class _Sink(_Source, SinkConnector):
+    def alter_offsets(self, props, offsets):
+        return False
 
 
 class RecordingWorker:
@@ -240,6 +261,10 @@ def test_source_offsets_alter_and_reset_only_when_stopped() -> None:
         assert await herder.connector_offsets("a") == [entry]
         assert "reset" in await herder.reset_offsets("a")
         assert await herder.connector_offsets("a") == []
+        await herder.put_connector_config("a", {**SOURCE, "refuse": "1"}, allow_replace=True)
+        with pytest.raises(BadRequestError, match="refused the offsets.*1 partition"):
+            await herder.alter_offsets("a", [entry])
+        assert await herder.connector_offsets("a") == []
 
     asyncio.run(main())
 
@@ -253,7 +278,8 @@ def test_sink_offsets_go_to_the_consumer_group_and_bad_entries_name_the_field() 
             "partition": {"kafka_topic": "t", "kafka_partition": 0},
             "offset": {"kafka_offset": 5},
         }
-        await herder.alter_offsets("s", [entry])
+        message = await herder.alter_offsets("s", [entry])
+        assert message.startswith("The Connect framework-managed offsets")  # not consulted
         assert sinks.groups["connect-s"] == [("t", 0, 5)]
         assert await herder.connector_offsets("s") == [entry]
         bad = {"partition": {"kafka_topic": "t", "kafka_partition": "0"}, "offset": None}
