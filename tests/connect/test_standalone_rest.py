@@ -10,6 +10,7 @@ classes are named by their Python paths, which resolve without installed entry p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -82,14 +83,12 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = WAIT_TIMEOU
         time.sleep(POLL_S)
 
 
-@pytest.fixture(scope="module")
-def worker(connect_cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
-    work = tmp_path_factory.mktemp("standalone")
+def worker_properties(work: Path, bootstrap_servers: str) -> Path:
     properties = work / "worker.properties"
     properties.write_text(
         "\n".join(
             [
-                f"bootstrap.servers={connect_cluster.bootstrap_servers}",
+                f"bootstrap.servers={bootstrap_servers}",
                 f"key.converter={STRING_CONVERTER}",
                 f"value.converter={STRING_CONVERTER}",
                 f"header.converter={HEADER_CONVERTER}",
@@ -102,15 +101,25 @@ def worker(connect_cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         )
         + "\n"
     )
+    return properties
+
+
+@contextlib.contextmanager
+def standalone(work: Path, bootstrap_servers: str, *connector_files: Path) -> Iterator[Worker]:
+    """``odradek connect standalone`` in its own process group, until SIGTERM (by PID), which
+    must stop it gracefully: exit code 0 and "stopped" logged last."""
+    properties = worker_properties(work, bootstrap_servers)
     log_path = work / "worker.log"
+    previous_log = LOG_PATH[:]
     LOG_PATH[:] = [log_path]
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(SERVICES), os.environ.get("PYTHONPATH", "")]),
     }
+    command = [sys.executable, "-m", "odradek.cli", "connect", "standalone", str(properties)]
     with open(log_path, "wb") as log_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", "odradek.cli", "connect", "standalone", str(properties)],
+            [*command, *map(str, connector_files)],
             stdout=log_file,
             stderr=subprocess.STDOUT,
             env=env,
@@ -126,6 +135,7 @@ def worker(connect_cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         url = wait_for("the REST API", advertised, START_TIMEOUT_S)
         yield Worker(process, url, log_path)
     finally:
+        LOG_PATH[:] = previous_log
         if process.poll() is None:
             os.kill(process.pid, signal.SIGTERM)
             try:
@@ -136,9 +146,15 @@ def worker(connect_cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                 pytest.fail(
                     f"the worker ignored SIGTERM:\n{log_path.read_text()[-LOG_TAIL_CHARS:]}"
                 )
-    # SIGTERM is a graceful stop: exit code 0 once tasks and connectors stopped.
     assert process.returncode == 0, log_path.read_text()[-LOG_TAIL_CHARS:]
     assert "stopped" in log_path.read_text().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def worker(connect_cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+    work = tmp_path_factory.mktemp("standalone")
+    with standalone(work, connect_cluster.bootstrap_servers) as running:
+        yield running
 
 
 def create_topic(bootstrap_servers: str, topic: str) -> None:
@@ -314,3 +330,24 @@ def test_root_and_plugins(worker: Worker) -> None:
     assert set(root) == {"version", "commit", "kafka_cluster_id"} and root["kafka_cluster_id"]
     plugins = worker.ok("GET", "/connector-plugins?connectorsOnly=false")
     assert isinstance(plugins, list)
+
+
+def test_connectors_from_files_and_sigterm_flushes_offsets(connect_cluster, unique, tmp_path):
+    """Connectors given on the command line start with the worker; SIGTERM while a task runs
+    stops it within the bound, exit code 0, with its last offset in the offsets file."""
+    topic, name = unique("t"), unique("src")
+    create_topic(connect_cluster.bootstrap_servers, topic)
+    source_file = tmp_path / "in.txt"
+    source_file.write_text("".join(f"line {i}\n" for i in range(3)))
+    connector_file = tmp_path / "source.properties"
+    connector_file.write_text(
+        f"name={name}\nconnector.class={SOURCE_CLASS}\ntasks.max=1\n"
+        f"file={source_file}\ntopic={topic}\n"
+    )
+    with standalone(tmp_path, connect_cluster.bootstrap_servers, connector_file) as running:
+        assert running.ok("GET", "/connectors") == [name]
+        wait_state(running, name, "RUNNING", ["RUNNING"])
+        started = time.monotonic()
+    assert time.monotonic() - started < STOP_TIMEOUT_S
+    stored = json.loads((tmp_path / "offsets.json").read_text())["offsets"]
+    assert [json.loads(v) for _, v in stored] == [{"position": source_file.stat().st_size}]
