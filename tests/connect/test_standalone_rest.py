@@ -330,6 +330,20 @@ def test_root_and_plugins(worker: Worker) -> None:
     assert set(root) == {"version", "commit", "kafka_cluster_id"} and root["kafka_cluster_id"]
     plugins = worker.ok("GET", "/connector-plugins?connectorsOnly=false")
     assert isinstance(plugins, list)
+    keys = worker.ok("GET", f"/connector-plugins/{SOURCE_CLASS}/config")
+    assert {"file", "topic"} <= {k["name"] for k in keys}
+    infos = worker.ok(
+        "PUT",
+        "/connector-plugins/FileStreamSourceConnector/config/validate",
+        {"connector.class": SOURCE_CLASS, "topic": "t"},
+    )
+    assert infos["error_count"] >= 1
+    errors = {c["value"]["name"]: c["value"]["errors"] for c in infos["configs"]}
+    assert errors["file"], errors
+    got, error = worker.call(
+        "POST", "/connectors", {"name": "no-file", "config": {"connector.class": SOURCE_CLASS}}
+    )
+    assert got == 400 and '"file"' in error["message"], error
 
 
 def test_connectors_from_files_and_sigterm_flushes_offsets(connect_cluster, unique, tmp_path):
