@@ -61,7 +61,10 @@ class RecordTransform:
         return dict(value)
 
     def updated_schema(self, schema: Schema, build: Callable[[Schema], Schema]) -> Schema:
-        cached = self._schemas.get(schema)
+        try:
+            cached = self._schemas.get(schema)
+        except TypeError:  # a default value that is a list or map: not hashable, not cached
+            return build(schema)
         if cached is None:
             cached = build(schema)
             self._schemas[schema] = cached
