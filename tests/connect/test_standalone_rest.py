@@ -5,7 +5,7 @@ KIP-875 offsets of a source and a sink (GET, PATCH, DELETE); delete; bad bodies 
 
 One worker process serves the whole module (a start costs a Python interpreter and a cluster
 round trip); each test uses connectors, topics and files of its own. Connector and converter
-classes are named by their Python paths, which resolve without installed entry points.
+classes are named as Kafka names them.
 """
 
 from __future__ import annotations
@@ -35,10 +35,9 @@ STOP_TIMEOUT_S = 30
 POLL_S = 0.1
 HTTP_TIMEOUT_S = 30
 
-SOURCE_CLASS = "odradek.connect.connectors.file:FileStreamSourceConnector"
-SINK_CLASS = "odradek.connect.connectors.file:FileStreamSinkConnector"
-STRING_CONVERTER = "odradek.connect.converters.simple:StringConverter"
-HEADER_CONVERTER = "odradek.connect.converters.simple:SimpleHeaderConverter"
+SOURCE_CLASS = "FileStreamSource"  # Kafka's alias
+SINK_CLASS = "org.apache.kafka.connect.file.FileStreamSinkConnector"  # and its full name
+STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
 LOG_TAIL_CHARS = 4000
 SERVICES = Path(__file__).resolve().parents[2] / "services"
 
@@ -91,7 +90,6 @@ def worker_properties(work: Path, bootstrap_servers: str) -> Path:
                 f"bootstrap.servers={bootstrap_servers}",
                 f"key.converter={STRING_CONVERTER}",
                 f"value.converter={STRING_CONVERTER}",
-                f"header.converter={HEADER_CONVERTER}",
                 f"offset.storage.file.filename={work / 'offsets.json'}",
                 "offset.flush.interval.ms=200",
                 "task.shutdown.graceful.timeout.ms=3000",

@@ -253,7 +253,10 @@ class StandaloneHerder:
         return dict(self._config(name))
 
     async def validate(self, config: Mapping[str, str]) -> dict[str, Any]:
-        return await asyncio.to_thread(self._validate, dict(config))
+        try:
+            return await asyncio.to_thread(self._validate, dict(config))
+        except ConfigException as exc:
+            raise BadRequestError(str(exc)) from exc
 
     async def put_connector_config(
         self,

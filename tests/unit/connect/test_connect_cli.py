@@ -9,7 +9,7 @@ import json
 import pytest
 
 from odradek.cli import main
-from odradek.connect.process import ConnectorFileError, WorkerPlugins, read_connector_file
+from odradek.connect.process import ConnectorFileError, read_connector_file
 
 
 def test_properties_connector_file(tmp_path) -> None:
@@ -84,32 +84,3 @@ def test_cli_refuses_a_connector_given_twice(tmp_path, capsys) -> None:
     connector.write_text("name=c\nconnector.class=X\n")
     assert main(["connect", "standalone", str(worker), str(connector), str(connector)]) == 2
     assert "given twice: c" in capsys.readouterr().err
-
-
-def test_worker_plugins_loads_by_kind() -> None:
-    class Plugins:
-        def connector_class(self, name):
-            return ("connector", name)
-
-        def converter_class(self, name):
-            return ("converter", name)
-
-        def header_converter_class(self, name, key):
-            return ("header", name, key)
-
-        def transform_class(self, name, key):
-            return ("transform", name, key)
-
-        def predicate_class(self, name, key):
-            return ("predicate", name, key)
-
-        def plugin_list_json(self, connectors_only=True):
-            return []
-
-    plugins = WorkerPlugins(Plugins())
-    assert plugins.load("connector", "C") == ("connector", "C")
-    assert plugins.load("converter", "S") == ("converter", "S")
-    assert plugins.load("header_converter", "H")[0] == "header"
-    assert plugins.load("transform", "T")[0] == "transform"
-    assert plugins.load("predicate", "P")[0] == "predicate"
-    assert plugins.plugin_list_json() == []

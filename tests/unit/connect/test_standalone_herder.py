@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from odradek.connect.api import ConnectError, SinkConnector, SourceConnector
+from odradek.connect.api import ConfigException, ConnectError, SinkConnector, SourceConnector
 from odradek.connect.herder import (
     AlreadyExistsError,
     BadRequestError,
@@ -114,6 +114,8 @@ class FakeSinkOffsets:
 
 
 def validate(config):
+    if config["connector.class"] == "NoSuch":  # as connector_config answers an unknown class
+        raise ConfigException("connector.class", "Failed to find any class ... NoSuch")
     errors = [] if config.get("topic") != "bad topic" else ["Invalid value bad topic"]
     return {
         "name": config["connector.class"],
@@ -165,6 +167,10 @@ def test_invalid_config_is_400_naming_the_key_and_nothing_starts() -> None:
             )
         with pytest.raises(BadRequestError, match="tasks.max"):
             await herder.put_connector_config("a", {**SOURCE, "tasks.max": "x"}, allow_replace=True)
+        with pytest.raises(BadRequestError, match="connector.class: .*NoSuch"):
+            await herder.put_connector_config(
+                "a", {**SOURCE, "connector.class": "NoSuch"}, allow_replace=True
+            )
         assert await herder.connectors() == [] and worker.calls == []
 
     asyncio.run(main())

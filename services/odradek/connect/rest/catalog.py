@@ -1,5 +1,6 @@
 """``/connector-plugins`` over ``odradek.connect.plugins.Plugins``: the plugin list as Kafka answers
-it, and a plugin's config keys as Kafka's ``ConfigKeyInfo`` JSON (KIP-769).
+it, and a plugin's config keys as Kafka's ``ConfigKeyInfo`` JSON (KIP-769, through
+``connector_config.validate.config_key_info``, the shape validate answers with).
 
 A plugin's keys come from an instance's ``config()`` (connectors, converters, transforms and
 predicates all have one in Kafka's API), made on the caller's thread: plugin constructors must not
@@ -10,28 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.connect.api import ConfigDef, ConfigException, ConfigKey
-from odradek.connect.config_def import to_string
+from odradek.connect.api import ConfigDef, ConfigException
+from odradek.connect.connector_config.validate import config_key_info
 from odradek.connect.herder import BadRequestError, NotFoundError
 
-__all__ = ["PluginsCatalog", "config_key_info"]
-
-
-def config_key_info(key: ConfigKey) -> dict[str, Any]:
-    """Kafka's ``ConfigKeyInfo`` for one key."""
-    return {
-        "name": key.name,
-        "type": key.type.value,
-        "required": key.required,
-        "default_value": None if key.required else to_string(key.default, key.type),
-        "importance": key.importance.value,
-        "documentation": key.documentation,
-        "group": key.group,
-        "order_in_group": key.order_in_group,
-        "width": key.width,
-        "display_name": key.display_name or key.name,
-        "dependents": list(key.dependents),
-    }
+__all__ = ["PluginsCatalog"]
 
 
 class PluginsCatalog:
