@@ -195,6 +195,12 @@ def test_not_leader_forwards_to_the_leader_and_answers_what_it_answers() -> None
                     assert r.status == 201 and r.headers["Location"] == "/connectors/a"
                     assert (await r.json())["name"] == "a"
                 assert "a" in leader.configs and "a" not in follower.configs
+                odd = {"name": "a b%c", "config": SOURCE}
+                async with client.post(url(follower_server, "/connectors"), json=odd) as r:
+                    assert r.status == 201 and r.headers["Location"] == "/connectors/a%20b%25c"
+                async with client.put(url(follower_server, "/connectors/a%20b%25c/pause")) as r:
+                    assert r.status == 202
+                assert leader.targets["a b%c"] == "PAUSED"
                 async with client.post(url(follower_server, "/connectors"), json=body) as r:
                     await expect_error(r, 409, "already exists")  # the leader's answer
                 async with client.put(url(follower_server, "/connectors/a/pause")) as r:
