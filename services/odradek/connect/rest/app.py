@@ -139,6 +139,20 @@ class _Api:
             }
         )
 
+    async def health(self, request: web.Request) -> web.Response:
+        """KIP-1017: 200 once the worker can serve requests, else 503 with the reason. A herder
+        that knows more (a distributed one waiting to join its group) says so through an
+        optional ``health() -> (ready, message)``; answering at all proves the loop runs."""
+        check = getattr(self.herder, "health", None)
+        ready, message = check() if check is not None else (True, "")
+        if ready:
+            message = message or "Worker has completed startup and is ready to handle requests."
+            return web.json_response({"status": "healthy", "message": message})
+        return web.json_response(
+            {"status": "starting", "message": message or "Worker is still starting up."},
+            status=503,
+        )
+
     # -------------------------------------------------------------- connectors
 
     async def list_connectors(self, request: web.Request) -> web.Response:
@@ -357,6 +371,7 @@ def build_app(
     app.cleanup_ctx.append(_client_session)
     r = app.router
     r.add_get("/", api.root)
+    r.add_get("/health", api.health)
     r.add_get("/connectors", api.list_connectors)
     r.add_post("/connectors", api.create_connector)
     r.add_get("/connectors/{name}", api.get_connector)
