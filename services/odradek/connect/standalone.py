@@ -371,6 +371,10 @@ class StandaloneHerder:
                 )
             if tasks:
                 await self._start_tasks(name, tasks)
+            if restart_connector and self._targets[name] is TargetState.STARTED:
+                # A connector that failed before generating task configs gets its tasks now;
+                # running tasks restart only if their configs changed.
+                await self._update_tasks(name)
             return plan
 
     async def restart_task(self, task: ConnectorTaskId) -> None:

@@ -59,6 +59,7 @@ class RecordingWorker:
         self.calls: list[tuple[Any, ...]] = []
         self.running: dict[ConnectorTaskId, dict[str, str]] = {}
         self.generated = 0  # bumps the task configs' content when asked to
+        self.broken = False  # connector_task_configs fails, as with a connector that failed
 
     @property
     def tasks(self) -> frozenset[ConnectorTaskId]:
@@ -73,6 +74,8 @@ class RecordingWorker:
         self.status.connector(name, StatusEntry(state.get(target, State.STOPPED), "w:1"))
 
     def connector_task_configs(self, name, max_tasks):
+        if self.broken:
+            raise RuntimeError("the connector failed to start")
         return [{"n": str(i), "gen": str(self.generated)} for i in range(max_tasks)]
 
     def set_target_state(self, name, target):
@@ -251,6 +254,19 @@ def test_restart_plans_as_kip745() -> None:
         await herder.restart_task(ConnectorTaskId("a", 0))
         with pytest.raises(NotFoundError):
             await herder.restart_task(ConnectorTaskId("a", 5))
+
+    asyncio.run(main())
+
+
+def test_restarting_a_connector_that_failed_at_start_generates_its_tasks() -> None:
+    async def main():
+        herder, worker, _, _ = make()
+        worker.broken = True
+        await herder.put_connector_config("a", SOURCE, allow_replace=False)
+        assert worker.running == {} and await herder.task_configs("a") == []
+        worker.broken = False
+        await herder.restart_connector("a", include_tasks=False, only_failed=False)
+        assert len(worker.running) == 2
 
     asyncio.run(main())
 
