@@ -60,6 +60,8 @@ def test_create_then_get_info_config_and_list() -> None:
             assert await r.json() == {**SOURCE, "name": "a"}
         async with client.get(url(server, "/connectors")) as r:
             assert await r.json() == ["a"]
+        async with client.get(url(server, "/connectors/")) as r:  # as Kafka, a trailing slash
+            assert await r.json() == ["a"]
 
     run_with_app(scenario, MemoryHerder())
 

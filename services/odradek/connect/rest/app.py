@@ -369,30 +369,36 @@ def build_app(
         middlewares=[observe, errors], client_max_size=REST_REQUEST_BODY_MAX_BYTES
     )
     app.cleanup_ctx.append(_client_session)
+    routes = [
+        ("GET", "/", api.root),
+        ("GET", "/health", api.health),
+        ("GET", "/connectors", api.list_connectors),
+        ("POST", "/connectors", api.create_connector),
+        ("GET", "/connectors/{name}", api.get_connector),
+        ("DELETE", "/connectors/{name}", api.delete_connector),
+        ("GET", "/connectors/{name}/config", api.get_config),
+        ("PUT", "/connectors/{name}/config", api.put_config),
+        ("PATCH", "/connectors/{name}/config", api.patch_config),
+        ("GET", "/connectors/{name}/status", api.connector_status),
+        ("POST", "/connectors/{name}/restart", api.restart_connector),
+        ("PUT", "/connectors/{name}/pause", api.pause),
+        ("PUT", "/connectors/{name}/resume", api.resume),
+        ("PUT", "/connectors/{name}/stop", api.stop),
+        ("GET", "/connectors/{name}/tasks", api.tasks),
+        ("GET", "/connectors/{name}/tasks/{task}/status", api.task_status),
+        ("POST", "/connectors/{name}/tasks/{task}/restart", api.restart_task),
+        ("GET", "/connectors/{name}/offsets", api.get_offsets),
+        ("PATCH", "/connectors/{name}/offsets", api.alter_offsets),
+        ("DELETE", "/connectors/{name}/offsets", api.reset_offsets),
+        ("GET", "/connector-plugins", api.list_plugins),
+        ("GET", "/connector-plugins/{plugin}/config", api.plugin_config),
+        ("PUT", "/connector-plugins/{plugin}/config/validate", api.validate),
+    ]
     r = app.router
-    r.add_get("/", api.root)
-    r.add_get("/health", api.health)
-    r.add_get("/connectors", api.list_connectors)
-    r.add_post("/connectors", api.create_connector)
-    r.add_get("/connectors/{name}", api.get_connector)
-    r.add_delete("/connectors/{name}", api.delete_connector)
-    r.add_get("/connectors/{name}/config", api.get_config)
-    r.add_put("/connectors/{name}/config", api.put_config)
-    r.add_patch("/connectors/{name}/config", api.patch_config)
-    r.add_get("/connectors/{name}/status", api.connector_status)
-    r.add_post("/connectors/{name}/restart", api.restart_connector)
-    r.add_put("/connectors/{name}/pause", api.pause)
-    r.add_put("/connectors/{name}/resume", api.resume)
-    r.add_put("/connectors/{name}/stop", api.stop)
-    r.add_get("/connectors/{name}/tasks", api.tasks)
-    r.add_get("/connectors/{name}/tasks/{task}/status", api.task_status)
-    r.add_post("/connectors/{name}/tasks/{task}/restart", api.restart_task)
-    r.add_get("/connectors/{name}/offsets", api.get_offsets)
-    r.add_patch("/connectors/{name}/offsets", api.alter_offsets)
-    r.add_delete("/connectors/{name}/offsets", api.reset_offsets)
-    r.add_get("/connector-plugins", api.list_plugins)
-    r.add_get("/connector-plugins/{plugin}/config", api.plugin_config)
-    r.add_put("/connector-plugins/{plugin}/config/validate", api.validate)
+    for method, path, handler in routes:
+        r.add_route(method, path, handler)
+        if path != "/":
+            r.add_route(method, path + "/", handler)  # Kafka's Jersey takes a trailing slash too
     if registry is not None:
 
         async def serve_metrics(request: web.Request) -> web.Response:
