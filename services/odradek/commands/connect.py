@@ -8,7 +8,8 @@
 
 Worker files use Kafka Connect's keys (``odradek.connect.worker_config``); ``--override
 key=value`` sets one on top of the file. A file or key that cannot be used is reported in one
-line on stderr with exit code 2. SIGTERM or SIGINT stops the worker gracefully (tasks and
+line on stderr with exit code 2; a listener that cannot be bound or an offsets file that cannot
+be read, with exit code 1. SIGTERM or SIGINT stops the worker gracefully (tasks and
 connectors stopped, offsets flushed) within ``odradek.connect.process.STOP_TIMEOUT_S``.
 """
 
@@ -43,6 +44,7 @@ def _fail(mode: str, message: object) -> int:
 def _standalone(args: argparse.Namespace) -> int:
     from odradek.connect.api import ConfigException
     from odradek.connect.process import ConnectorFileError, read_connector_file, run_standalone
+    from odradek.connect.runtime.offsets import OffsetStoreError
 
     try:
         config = _worker_config(args.worker_config, args.override, distributed=False)
@@ -54,7 +56,11 @@ def _standalone(args: argparse.Namespace) -> int:
     if duplicated:
         return _fail("standalone", f"connector(s) given twice: {', '.join(duplicated)}")
     logging.getLogger("odradek").setLevel(logging.INFO)
-    return asyncio.run(run_standalone(config, connectors))
+    try:
+        return asyncio.run(run_standalone(config, connectors))
+    except (OSError, OffsetStoreError, ValueError) as e:  # the listener, the offsets file
+        print(f"odradek connect standalone: could not start: {e}", file=sys.stderr)
+        return 1
 
 
 def _distributed(args: argparse.Namespace) -> int:

@@ -7,7 +7,8 @@ statuses are made; the cluster id is asked of the brokers (bounded; unknown if t
 answer); the REST API starts serving; the connectors given on the command line are created, in
 order (one that is refused stops the process with its reason, as Kafka's ``ConnectStandalone``
 does). It then runs until SIGTERM or SIGINT: the REST listener closes, every task and connector
-stops (tasks commit their offsets as they stop), all within ``STOP_TIMEOUT_S``.
+stops (tasks commit their offsets as they stop), all within ``STOP_TIMEOUT_S``; past it the
+process exits at once with code 1 (a plugin stuck in its thread cannot be interrupted).
 
 Connector files (``read_connector_file``): a ``.properties`` file read by the project's own
 reader (``odradek.config.properties``), or a ``.json`` file holding either the config map or
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Mapping
 from pathlib import Path
@@ -122,7 +124,8 @@ async def run_standalone(
     config: WorkerConfig, connector_files: list[tuple[str, dict[str, str]]]
 ) -> int:
     """Run a standalone worker until SIGTERM/SIGINT; the exit code (0, or 1 if a connector given
-    on the command line was refused or the stop overran ``STOP_TIMEOUT_S``)."""
+    on the command line was refused; a stop that overruns ``STOP_TIMEOUT_S`` exits with 1 at
+    once)."""
     from odradek.connect.plugins import Plugins
     from odradek.connect.runtime.offsets import FileOffsetStore
     from odradek.connect.runtime.status import MemoryStatusListener
@@ -135,38 +138,42 @@ async def run_standalone(
     host, port = parse_listener(config.get("listeners"))
     sock = bind_listener(host, port)
     bound_port = sock.getsockname()[1]
-    advertised = advertised_address(
-        host,
-        bound_port,
-        config.get("rest.advertised.host.name"),
-        config.get("rest.advertised.port"),
-    )
-    worker_id = f"{advertised[0]}:{advertised[1]}"
-    status = MemoryStatusListener()
-    offset_store = FileOffsetStore(config.offset_storage_file)
-    worker = Worker(config, plugins, offset_store, status, worker_id=worker_id)
-    cluster_id = await asyncio.to_thread(_cluster_id, config)
-    herder = StandaloneHerder(
-        worker,
-        status,
-        offset_store,
-        worker_id=worker_id,
-        validate=_validator(plugins),
-        sink_offsets=SinkOffsets(config.admin_config()),
-        kafka_cluster_id=cluster_id,
-    )
-    registry = new_registry()
-    server = await start_rest_server(
-        herder,
-        PluginsCatalog(plugins),
-        host=host,
-        port=bound_port,
-        advertised_host=advertised[0],
-        advertised_port=advertised[1],
-        metrics=connect_rest_metrics(registry),
-        registry=registry,
-        sock=sock,
-    )
+    try:
+        advertised = advertised_address(
+            host,
+            bound_port,
+            config.get("rest.advertised.host.name"),
+            config.get("rest.advertised.port"),
+        )
+        worker_id = f"{advertised[0]}:{advertised[1]}"
+        status = MemoryStatusListener()
+        offset_store = FileOffsetStore(config.offset_storage_file)
+        worker = Worker(config, plugins, offset_store, status, worker_id=worker_id)
+        cluster_id = await asyncio.to_thread(_cluster_id, config)
+        herder = StandaloneHerder(
+            worker,
+            status,
+            offset_store,
+            worker_id=worker_id,
+            validate=_validator(plugins),
+            sink_offsets=SinkOffsets(config.admin_config()),
+            kafka_cluster_id=cluster_id,
+        )
+        registry = new_registry()
+        server = await start_rest_server(
+            herder,
+            PluginsCatalog(plugins),
+            host=host,
+            port=bound_port,
+            advertised_host=advertised[0],
+            advertised_port=advertised[1],
+            metrics=connect_rest_metrics(registry),
+            registry=registry,
+            sock=sock,
+        )
+    except BaseException:
+        sock.close()  # nothing else was started yet
+        raise
     log.info("standalone worker %s serving the REST API at %s", worker_id, server.advertised_url)
     code = 0
     try:
@@ -188,5 +195,13 @@ async def run_standalone(
                 await herder.close()
             log.info("stopped")
         except TimeoutError:
-            log.error("the stop took longer than %.0f s (STOP_TIMEOUT_S)", STOP_TIMEOUT_S)
-            code = 1
+            # Plugin code stuck in a thread cannot be interrupted, and the interpreter would wait
+            # for it at exit (the executors' threads are joined): the bound holds only by
+            # leaving now.
+            log.error(
+                "the stop took longer than %.0f s (STOP_TIMEOUT_S); exiting without waiting for "
+                "the threads still running",
+                STOP_TIMEOUT_S,
+            )
+            logging.shutdown()
+            os._exit(1)

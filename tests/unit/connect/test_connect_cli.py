@@ -5,6 +5,7 @@ one line naming the file and the key, with exit code 2, before anything starts."
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 
@@ -84,3 +85,33 @@ def test_cli_refuses_a_connector_given_twice(tmp_path, capsys) -> None:
     connector.write_text("name=c\nconnector.class=X\n")
     assert main(["connect", "standalone", str(worker), str(connector), str(connector)]) == 2
     assert "given twice: c" in capsys.readouterr().err
+
+
+def _worker_file(tmp_path, listeners: str):
+    worker = tmp_path / "worker.properties"
+    worker.write_text(
+        "bootstrap.servers=127.0.0.1:1\n"
+        "key.converter=StringConverter\nvalue.converter=StringConverter\n"
+        f"offset.storage.file.filename={tmp_path / 'offsets.json'}\n"
+        f"listeners={listeners}\n"
+    )
+    return worker
+
+
+def test_cli_exits_1_when_the_listener_is_taken_or_the_offsets_file_is_bad(
+    tmp_path, capsys
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        worker = _worker_file(tmp_path, f"http://127.0.0.1:{port}")
+        assert main(["connect", "standalone", str(worker)]) == 1
+    assert "could not start" in capsys.readouterr().err
+    (tmp_path / "offsets.json").write_text("not json")
+    worker = _worker_file(tmp_path, "http://127.0.0.1:0")
+    assert main(["connect", "standalone", str(worker)]) == 1
+    assert "offsets.json" in capsys.readouterr().err
+    worker = _worker_file(tmp_path, "https://127.0.0.1:0")
+    assert main(["connect", "standalone", str(worker)]) == 1
+    assert "only http://" in capsys.readouterr().err
