@@ -337,10 +337,18 @@ def build_app(
     async def observe(request: web.Request, handler: Callable) -> web.StreamResponse:
         started = time.monotonic()
         response = await handler(request)
+        elapsed_s = time.monotonic() - started
         if metrics is not None:
             resource = request.match_info.route.resource
             route = resource.canonical if resource is not None else OVERFLOW_LABEL
-            metrics.observe(request.method, route, response.status, time.monotonic() - started)
+            metrics.observe(request.method, route, response.status, elapsed_s)
+        log.debug(
+            "%s %s -> %d in %.1f ms",
+            request.method,
+            request.path_qs,
+            response.status,
+            elapsed_s * 1000,
+        )
         return response
 
     @web.middleware
