@@ -29,6 +29,13 @@ SINK_OFFSETS_TIMEOUT_S = 30.0
 NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: no committed offset
 
 
+def _code(exc: Exception) -> int | None:
+    """The Kafka error code a confluent-kafka exception carries, if any."""
+    error = exc.args[0] if exc.args else None
+    code = getattr(error, "code", None)
+    return code() if callable(code) else None
+
+
 def sink_group_id(name: str, config: Mapping[str, str]) -> str:
     return config.get("consumer.override.group.id") or f"connect-{name}"
 
@@ -81,14 +88,14 @@ class SinkOffsets:
         return self._admin
 
     def get(self, group: str) -> list[dict[str, Any]]:
-        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 
         request = [ConsumerGroupTopicPartitions(group)]
         try:
             result = self._client().list_consumer_group_offsets(request)[group]
             found = result.result(SINK_OFFSETS_TIMEOUT_S)
         except KafkaException as exc:
-            if "GROUP_ID_NOT_FOUND" in str(exc):
+            if _code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
                 return []
             raise HerderError(f"could not read the offsets of group {group}: {exc}") from exc
         return [
@@ -101,7 +108,12 @@ class SinkOffsets:
         ]
 
     def alter(self, group: str, offsets: Sequence[tuple[str, int, int | None]]) -> None:
-        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+        from confluent_kafka import (
+            ConsumerGroupTopicPartitions,
+            KafkaError,
+            KafkaException,
+            TopicPartition,
+        )
 
         if any(o is None for _, _, o in offsets):
             # confluent-kafka has no OffsetDelete: resetting single partitions is not offered.
@@ -116,22 +128,21 @@ class SinkOffsets:
             )[group]
             future.result(SINK_OFFSETS_TIMEOUT_S)
         except KafkaException as exc:
-            if "NON_EMPTY_GROUP" in str(exc) or "UNKNOWN_MEMBER" in str(exc):
+            if _code(exc) in (KafkaError.NON_EMPTY_GROUP, KafkaError.UNKNOWN_MEMBER_ID):
                 raise ConflictError(
                     f"the consumer group {group} still has members; stop the connector first"
                 ) from exc
             raise HerderError(f"could not alter the offsets of group {group}: {exc}") from exc
 
     def reset(self, group: str) -> None:
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
 
         try:
             self._client().delete_consumer_groups([group])[group].result(SINK_OFFSETS_TIMEOUT_S)
         except KafkaException as exc:
-            text = str(exc)
-            if "GROUP_ID_NOT_FOUND" in text:
+            if _code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
                 return
-            if "NON_EMPTY_GROUP" in text:
+            if _code(exc) == KafkaError.NON_EMPTY_GROUP:
                 raise ConflictError(
                     f"the consumer group {group} still has members; stop the connector first"
                 ) from exc
