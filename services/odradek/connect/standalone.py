@@ -20,8 +20,9 @@ threads (``asyncio.to_thread``); so do the consumer group admin calls of sink of
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from odradek.connect.api import ConfigException, SinkConnector, TopicPartition
@@ -32,8 +33,8 @@ from odradek.connect.herder import (
     ConnectorStateInfo,
     ConnectorTaskId,
     ConnectorType,
-    HerderError,
     NotFoundError,
+    ServiceUnavailableError,
     State,
     StatusEntry,
     TargetState,
@@ -140,6 +141,14 @@ class StandaloneHerder:
         return self._cluster_id
 
     # -------------------------------------------------------------- helpers
+
+    @contextlib.asynccontextmanager
+    async def _changing(self) -> AsyncIterator[None]:
+        """The lock every state change holds; refused (503) once the worker is stopping."""
+        async with self._lock:
+            if self._closed:
+                raise ServiceUnavailableError("the worker is shutting down")
+            yield
 
     def _config(self, name: str) -> dict[str, str]:
         config = self._configs.get(name)
@@ -273,9 +282,7 @@ class StandaloneHerder:
         infos = await self.validate(config)
         if infos.get("error_count", 0):
             raise BadRequestError(config_errors_message(infos))
-        async with self._lock:
-            if self._closed:
-                raise HerderError("the worker is shutting down")
+        async with self._changing():
             exists = name in self._configs
             if exists and not allow_replace:
                 raise AlreadyExistsError(f"Connector {name} already exists")
@@ -296,7 +303,7 @@ class StandaloneHerder:
             return not exists, self._info(name)
 
     async def delete_connector(self, name: str) -> None:
-        async with self._lock:
+        async with self._changing():
             self._config(name)
             await self._stop_all(name)
             del self._configs[name]
@@ -340,7 +347,7 @@ class StandaloneHerder:
     ) -> ConnectorStateInfo:
         """KIP-745: restart the connector unless ``only_failed`` and it is not FAILED; with
         ``include_tasks``, the tasks too (only the FAILED ones with ``only_failed``)."""
-        async with self._lock:
+        async with self._changing():
             status = await self.connector_status(name)
             restart_connector = not only_failed or status.connector.state is State.FAILED
             tasks = [
@@ -378,7 +385,7 @@ class StandaloneHerder:
             return plan
 
     async def restart_task(self, task: ConnectorTaskId) -> None:
-        async with self._lock:
+        async with self._changing():
             await self.task_status(task)
             await asyncio.to_thread(self._worker.stop_tasks, [task])
             await self._start_tasks(task.connector, [task])
@@ -386,7 +393,7 @@ class StandaloneHerder:
     # -------------------------------------------------------------- target states
 
     async def set_target_state(self, name: str, state: TargetState) -> None:
-        async with self._lock:
+        async with self._changing():
             self._config(name)
             previous = self._targets[name]
             self._targets[name] = state
@@ -443,7 +450,7 @@ class StandaloneHerder:
         )
 
     async def alter_offsets(self, name: str, offsets: Sequence[Mapping[str, Any]]) -> str:
-        async with self._lock:
+        async with self._changing():
             config = self._config(name)
             self._require_stopped(name)
             if self._is_sink(name):
@@ -460,7 +467,7 @@ class StandaloneHerder:
             return self._offsets_message("altered", consulted)
 
     async def reset_offsets(self, name: str) -> str:
-        async with self._lock:
+        async with self._changing():
             config = self._config(name)
             self._require_stopped(name)
             if self._is_sink(name):

@@ -15,6 +15,7 @@ from odradek.connect.herder import (
     BadRequestError,
     ConnectorTaskId,
     NotFoundError,
+    ServiceUnavailableError,
     State,
     StatusEntry,
     TargetState,
@@ -324,5 +325,7 @@ def test_delete_stops_everything_and_forgets_status() -> None:
             await herder.connector_status("a")
         await herder.close()
         assert worker.calls[-1] == ("close",)
+        with pytest.raises(ServiceUnavailableError, match="shutting down"):
+            await herder.put_connector_config("b", SOURCE, allow_replace=False)
 
     asyncio.run(main())
