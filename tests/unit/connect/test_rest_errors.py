@@ -9,6 +9,7 @@ import asyncio
 import aiohttp
 import pytest
 
+from odradek.connect.rest import app as rest_app
 from odradek.connect.rest.app import REST_REQUEST_BODY_MAX_BYTES
 from support.connect_rest import CLIENT_TIMEOUT_S, MemoryHerder, run_with_app, serving, url
 
@@ -229,3 +230,26 @@ def test_not_leader_forwards_to_the_leader_and_answers_what_it_answers() -> None
             await leader_server.stop()
 
     asyncio.run(main())
+
+
+def test_a_slow_herder_call_times_out_500_and_still_completes(monkeypatch) -> None:
+    monkeypatch.setattr(rest_app, "REST_REQUEST_TIMEOUT_S", 0.05)
+    finished = asyncio.Event()
+
+    class SlowHerder(MemoryHerder):
+        async def delete_connector(self, name: str) -> None:
+            await asyncio.sleep(0.2)  # longer than the timeout; not cancelled by it
+            await super().delete_connector(name)
+            finished.set()
+
+    herder = SlowHerder()
+
+    async def scenario(server, client):
+        async with client.post(url(server, "/connectors"), json={"name": "a", "config": SOURCE}):
+            pass
+        async with client.delete(url(server, "/connectors/a")) as r:
+            await expect_error(r, 500, "timed out", "may still complete")
+        await asyncio.wait_for(finished.wait(), CLIENT_TIMEOUT_S)
+        assert "a" not in herder.configs
+
+    run(scenario, herder)

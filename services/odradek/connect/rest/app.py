@@ -99,14 +99,19 @@ class _Api:
     def __init__(self, herder: Herder, plugins: PluginCatalog) -> None:
         self.herder = herder
         self.plugins = plugins
+        self._in_flight: set[asyncio.Future[Any]] = set()  # herder calls, referenced until done
 
     # -------------------------------------------------------------- helpers
 
-    @staticmethod
-    async def call(awaitable: Awaitable[T]) -> T:
+    async def call(self, awaitable: Awaitable[T]) -> T:
+        """Await one herder call for at most ``REST_REQUEST_TIMEOUT_S``. The call is shielded: a
+        timeout or a client that hangs up does not cancel it half-way (a herder holds its lock
+        across the worker's blocking calls); it completes in the background, as in Kafka."""
+        task = asyncio.ensure_future(awaitable)
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
         try:
-            async with asyncio.timeout(REST_REQUEST_TIMEOUT_S):
-                return await awaitable
+            return await asyncio.wait_for(asyncio.shield(task), REST_REQUEST_TIMEOUT_S)
         except TimeoutError:
             raise HerderError(
                 f"request timed out after {REST_REQUEST_TIMEOUT_S:.0f} s "
