@@ -9,10 +9,15 @@ What the herder keeps per connector: its config, its target state (STARTED, PAUS
 the task configs last generated. Task configs are regenerated when the connector starts, when
 its config changes, when it is resumed from STOPPED, and when the connector asks for it
 (``request_task_reconfiguration``, from its own thread: handed to the loop); tasks are restarted
-only when the generated configs differ from the running ones, as Kafka does.
+only when the generated configs differ from the running ones, as Kafka does (and when the
+connector is restarted, so one that failed before generating any gets its tasks).
+
+Offsets (KIP-875) change only while the connector is STOPPED; a change is shown to the
+connector's ``alter_offsets`` first, which may refuse it (400 with its reason).
 
 Concurrency: every coroutine runs on the worker's event loop; one ``asyncio.Lock`` serialises
-what changes state (Kafka's ``synchronized``). The ``Worker``'s methods block (bounded by
+what changes state (Kafka's ``synchronized``); once ``close`` has begun, changes are refused
+with 503. The ``Worker``'s methods block (bounded by
 ``task.shutdown.graceful.timeout.ms`` and the worker's connector call timeout), so they run in
 threads (``asyncio.to_thread``); so do the consumer group admin calls of sink offsets.
 """
