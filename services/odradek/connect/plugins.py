@@ -25,6 +25,10 @@ resolves to nothing, or a plugin whose module fails to import, is a ``ConfigExce
 the key and the class. Entry points are read once; modules are imported only when a plugin is
 used or listed, so one broken plugin does not hide the others (listing skips it and logs why).
 
+``Plugins()`` reads the installed entry points and adds the built-ins (``builtin_entry_points``)
+that the installed metadata lacks, so a source tree installed before a plugin was added still
+finds Odradek's own. ``load(kind, name)`` is the runtime's single lookup.
+
 Thread-safety: lookups may run from any thread; the caches only ever gain equal entries.
 """
 
