@@ -9,6 +9,7 @@ import asyncio
 import aiohttp
 import pytest
 
+from odradek.connect.rest import app as rest_app
 from odradek.connect.rest.app import REST_REQUEST_BODY_MAX_BYTES
 from support.connect_rest import CLIENT_TIMEOUT_S, MemoryHerder, run_with_app, serving, url
 
@@ -195,6 +196,12 @@ def test_not_leader_forwards_to_the_leader_and_answers_what_it_answers() -> None
                     assert r.status == 201 and r.headers["Location"] == "/connectors/a"
                     assert (await r.json())["name"] == "a"
                 assert "a" in leader.configs and "a" not in follower.configs
+                odd = {"name": "a b%c", "config": SOURCE}
+                async with client.post(url(follower_server, "/connectors"), json=odd) as r:
+                    assert r.status == 201 and r.headers["Location"] == "/connectors/a%20b%25c"
+                async with client.put(url(follower_server, "/connectors/a%20b%25c/pause")) as r:
+                    assert r.status == 202
+                assert leader.targets["a b%c"] == "PAUSED"
                 async with client.post(url(follower_server, "/connectors"), json=body) as r:
                     await expect_error(r, 409, "already exists")  # the leader's answer
                 async with client.put(url(follower_server, "/connectors/a/pause")) as r:
@@ -223,3 +230,26 @@ def test_not_leader_forwards_to_the_leader_and_answers_what_it_answers() -> None
             await leader_server.stop()
 
     asyncio.run(main())
+
+
+def test_a_slow_herder_call_times_out_500_and_still_completes(monkeypatch) -> None:
+    monkeypatch.setattr(rest_app, "REST_REQUEST_TIMEOUT_S", 0.05)
+    finished = asyncio.Event()
+
+    class SlowHerder(MemoryHerder):
+        async def delete_connector(self, name: str) -> None:
+            await asyncio.sleep(0.2)  # longer than the timeout; not cancelled by it
+            await super().delete_connector(name)
+            finished.set()
+
+    herder = SlowHerder()
+
+    async def scenario(server, client):
+        async with client.post(url(server, "/connectors"), json={"name": "a", "config": SOURCE}):
+            pass
+        async with client.delete(url(server, "/connectors/a")) as r:
+            await expect_error(r, 500, "timed out", "may still complete")
+        await asyncio.wait_for(finished.wait(), CLIENT_TIMEOUT_S)
+        assert "a" not in herder.configs
+
+    run(scenario, herder)

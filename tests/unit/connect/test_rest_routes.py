@@ -31,6 +31,20 @@ def test_root_lists_version_commit_and_cluster_id() -> None:
     run_with_app(scenario, MemoryHerder())
 
 
+def test_health_kip1017_asks_the_herder_when_it_can_tell() -> None:
+    herder = MemoryHerder()
+
+    async def scenario(server, client):
+        async with client.get(url(server, "/health")) as r:
+            assert r.status == 200 and (await r.json())["status"] == "healthy"
+        herder.health = lambda: (False, "joining the group")  # type: ignore[attr-defined]
+        async with client.get(url(server, "/health")) as r:
+            assert r.status == 503
+            assert await r.json() == {"status": "starting", "message": "joining the group"}
+
+    run_with_app(scenario, herder)
+
+
 def test_create_then_get_info_config_and_list() -> None:
     async def scenario(server, client):
         info = await create(server, client)
@@ -45,6 +59,8 @@ def test_create_then_get_info_config_and_list() -> None:
         async with client.get(url(server, "/connectors/a/config")) as r:
             assert await r.json() == {**SOURCE, "name": "a"}
         async with client.get(url(server, "/connectors")) as r:
+            assert await r.json() == ["a"]
+        async with client.get(url(server, "/connectors/")) as r:  # as Kafka, a trailing slash
             assert await r.json() == ["a"]
 
     run_with_app(scenario, MemoryHerder())

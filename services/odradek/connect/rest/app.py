@@ -99,14 +99,19 @@ class _Api:
     def __init__(self, herder: Herder, plugins: PluginCatalog) -> None:
         self.herder = herder
         self.plugins = plugins
+        self._in_flight: set[asyncio.Future[Any]] = set()  # herder calls, referenced until done
 
     # -------------------------------------------------------------- helpers
 
-    @staticmethod
-    async def call(awaitable: Awaitable[T]) -> T:
+    async def call(self, awaitable: Awaitable[T]) -> T:
+        """Await one herder call for at most ``REST_REQUEST_TIMEOUT_S``. The call is shielded: a
+        timeout or a client that hangs up does not cancel it half-way (a herder holds its lock
+        across the worker's blocking calls); it completes in the background, as in Kafka."""
+        task = asyncio.ensure_future(awaitable)
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
         try:
-            async with asyncio.timeout(REST_REQUEST_TIMEOUT_S):
-                return await awaitable
+            return await asyncio.wait_for(asyncio.shield(task), REST_REQUEST_TIMEOUT_S)
         except TimeoutError:
             raise HerderError(
                 f"request timed out after {REST_REQUEST_TIMEOUT_S:.0f} s "
@@ -137,6 +142,20 @@ class _Api:
                 "commit": GIT_COMMIT,
                 "kafka_cluster_id": self.herder.kafka_cluster_id,
             }
+        )
+
+    async def health(self, request: web.Request) -> web.Response:
+        """KIP-1017: 200 once the worker can serve requests, else 503 with the reason. A herder
+        that knows more (a distributed one waiting to join its group) says so through an
+        optional ``health() -> (ready, message)``; answering at all proves the loop runs."""
+        check = getattr(self.herder, "health", None)
+        ready, message = check() if check is not None else (True, "")
+        if ready:
+            message = message or "Worker has completed startup and is ready to handle requests."
+            return web.json_response({"status": "healthy", "message": message})
+        return web.json_response(
+            {"status": "starting", "message": message or "Worker is still starting up."},
+            status=503,
         )
 
     # -------------------------------------------------------------- connectors
@@ -323,10 +342,18 @@ def build_app(
     async def observe(request: web.Request, handler: Callable) -> web.StreamResponse:
         started = time.monotonic()
         response = await handler(request)
+        elapsed_s = time.monotonic() - started
         if metrics is not None:
             resource = request.match_info.route.resource
             route = resource.canonical if resource is not None else OVERFLOW_LABEL
-            metrics.observe(request.method, route, response.status, time.monotonic() - started)
+            metrics.observe(request.method, route, response.status, elapsed_s)
+        log.debug(
+            "%s %s -> %d in %.1f ms",
+            request.method,
+            request.path_qs,
+            response.status,
+            elapsed_s * 1000,
+        )
         return response
 
     @web.middleware
@@ -355,29 +382,36 @@ def build_app(
         middlewares=[observe, errors], client_max_size=REST_REQUEST_BODY_MAX_BYTES
     )
     app.cleanup_ctx.append(_client_session)
+    routes = [
+        ("GET", "/", api.root),
+        ("GET", "/health", api.health),
+        ("GET", "/connectors", api.list_connectors),
+        ("POST", "/connectors", api.create_connector),
+        ("GET", "/connectors/{name}", api.get_connector),
+        ("DELETE", "/connectors/{name}", api.delete_connector),
+        ("GET", "/connectors/{name}/config", api.get_config),
+        ("PUT", "/connectors/{name}/config", api.put_config),
+        ("PATCH", "/connectors/{name}/config", api.patch_config),
+        ("GET", "/connectors/{name}/status", api.connector_status),
+        ("POST", "/connectors/{name}/restart", api.restart_connector),
+        ("PUT", "/connectors/{name}/pause", api.pause),
+        ("PUT", "/connectors/{name}/resume", api.resume),
+        ("PUT", "/connectors/{name}/stop", api.stop),
+        ("GET", "/connectors/{name}/tasks", api.tasks),
+        ("GET", "/connectors/{name}/tasks/{task}/status", api.task_status),
+        ("POST", "/connectors/{name}/tasks/{task}/restart", api.restart_task),
+        ("GET", "/connectors/{name}/offsets", api.get_offsets),
+        ("PATCH", "/connectors/{name}/offsets", api.alter_offsets),
+        ("DELETE", "/connectors/{name}/offsets", api.reset_offsets),
+        ("GET", "/connector-plugins", api.list_plugins),
+        ("GET", "/connector-plugins/{plugin}/config", api.plugin_config),
+        ("PUT", "/connector-plugins/{plugin}/config/validate", api.validate),
+    ]
     r = app.router
-    r.add_get("/", api.root)
-    r.add_get("/connectors", api.list_connectors)
-    r.add_post("/connectors", api.create_connector)
-    r.add_get("/connectors/{name}", api.get_connector)
-    r.add_delete("/connectors/{name}", api.delete_connector)
-    r.add_get("/connectors/{name}/config", api.get_config)
-    r.add_put("/connectors/{name}/config", api.put_config)
-    r.add_patch("/connectors/{name}/config", api.patch_config)
-    r.add_get("/connectors/{name}/status", api.connector_status)
-    r.add_post("/connectors/{name}/restart", api.restart_connector)
-    r.add_put("/connectors/{name}/pause", api.pause)
-    r.add_put("/connectors/{name}/resume", api.resume)
-    r.add_put("/connectors/{name}/stop", api.stop)
-    r.add_get("/connectors/{name}/tasks", api.tasks)
-    r.add_get("/connectors/{name}/tasks/{task}/status", api.task_status)
-    r.add_post("/connectors/{name}/tasks/{task}/restart", api.restart_task)
-    r.add_get("/connectors/{name}/offsets", api.get_offsets)
-    r.add_patch("/connectors/{name}/offsets", api.alter_offsets)
-    r.add_delete("/connectors/{name}/offsets", api.reset_offsets)
-    r.add_get("/connector-plugins", api.list_plugins)
-    r.add_get("/connector-plugins/{plugin}/config", api.plugin_config)
-    r.add_put("/connector-plugins/{plugin}/config/validate", api.validate)
+    for method, path, handler in routes:
+        r.add_route(method, path, handler)
+        if path != "/":
+            r.add_route(method, path + "/", handler)  # Kafka's Jersey takes a trailing slash too
     if registry is not None:
 
         async def serve_metrics(request: web.Request) -> web.Response:

@@ -49,7 +49,9 @@ async def forward_to_leader(
     recursive = forward is None
     query = [(k, v) for k, v in request.query.items() if k != FORWARD_PARAM]
     query.append((FORWARD_PARAM, "true" if recursive else "false"))
-    target = URL(error.leader_url.rstrip("/") + request.rel_url.path).with_query(query)
+    # The path as the client encoded it: a connector name may hold spaces or '%'.
+    target = URL(error.leader_url.rstrip("/") + request.rel_url.raw_path, encoded=True)
+    target = target.with_query(query)
     body = await request.read()
     headers = {}
     if request.content_type and body:
