@@ -298,7 +298,7 @@ def test_bad_bodies_and_configs_get_json_errors_naming_the_field(worker: Worker,
     got, message = error("POST", "/connectors", raw=b"{oops")
     assert got == 400 and "not valid JSON" in message
     got, message = error(
-        "POST", "/connectors", {"name": name, "config": {**config, "tasks.max": 1}}
+        "POST", "/connectors", {"name": name, "config": {**config, "tasks.max": [1]}}
     )
     assert got == 400 and '"tasks.max"' in message
     got, message = error(

@@ -114,29 +114,26 @@ def parse_config(value: Any, *, where: str = "the request body") -> dict[str, st
     """A connector config: a JSON object of string values (the message names a bad key)."""
     if not isinstance(value, dict):
         raise BadRequestError(f"{where} must be a JSON object of config keys, got {_kind(value)}")
-    config: dict[str, str] = {}
-    for key, item in value.items():
-        if not isinstance(item, str):
-            raise BadRequestError(
-                f'config value of "{key}" must be a string, got {_kind(item)}'
-                + (f' (write "{item}")' if isinstance(item, int | float) else "")
-            )
-        config[key] = item
-    return config
+    return {key: config_string(key, item) for key, item in value.items()}
+
+
+def config_string(key: str, item: Any) -> str:
+    """A config value: a string, or a JSON number or boolean taken as its text, as Kafka's
+    Jackson reads ``"tasks.max": 1`` as "1". Objects, arrays and null are refused by key."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, bool):
+        return "true" if item else "false"
+    if isinstance(item, int | float) and item == item and abs(item) != float("inf"):
+        return str(item)
+    raise BadRequestError(f'config value of "{key}" must be a string, got {_kind(item)}')
 
 
 def parse_config_patch(value: Any) -> dict[str, str | None]:
     """KIP-477's PATCH body: like a config, but ``null`` removes the key."""
     if not isinstance(value, dict):
         raise BadRequestError(f"the request body must be a JSON object, got {_kind(value)}")
-    patch: dict[str, str | None] = {}
-    for key, item in value.items():
-        if item is not None and not isinstance(item, str):
-            raise BadRequestError(
-                f'config value of "{key}" must be a string or null, got {_kind(item)}'
-            )
-        patch[key] = item
-    return patch
+    return {key: None if item is None else config_string(key, item) for key, item in value.items()}
 
 
 def with_name(name: str, config: Mapping[str, str]) -> dict[str, str]:
