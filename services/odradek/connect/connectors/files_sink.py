@@ -70,8 +70,9 @@ from odradek.connect.api import (
     Task,
     TopicPartition,
 )
+from odradek.connect.config_def import in_range, non_empty_string, one_of
 from odradek.connect.connectors import _json
-from odradek.connect.connectors._config import at_least, non_empty, one_of, version
+from odradek.connect.connectors._config import version
 from odradek.connect.data import Schema, Type
 
 log = logging.getLogger(__name__)
@@ -106,14 +107,14 @@ def files_sink_config() -> ConfigDef:
         PATH,
         ConfigType.STRING,
         importance=Importance.HIGH,
-        validator=non_empty,
+        validator=non_empty_string,
         documentation="A directory or fsspec URL (file://, memory://, s3://, ...).",
     )
     c.define(
         FLUSH_SIZE,
         ConfigType.INT,
         importance=Importance.HIGH,
-        validator=_flush_size,
+        validator=in_range(1, FLUSH_SIZE_MAX),
         documentation="Records per file.",
     )
     c.define(
@@ -154,15 +155,10 @@ def files_sink_config() -> ConfigDef:
         ZERO_PAD_WIDTH,
         ConfigType.INT,
         10,
-        validator=at_least(1),
+        validator=in_range(1),
         documentation="Digits of the offsets in file names.",
     )
     return c  # fmt: skip
-
-
-def _flush_size(name: str, value: Any) -> None:
-    if not 1 <= value <= FLUSH_SIZE_MAX:
-        raise ConfigException(name, f"{value} is not between 1 and {FLUSH_SIZE_MAX}")
 
 
 def _timezone(name: str, value: Any) -> None:

@@ -39,6 +39,7 @@ from odradek.connect.api import (
     ConfigDef,
     ConfigException,
     ConfigType,
+    ConfigValue,
     ConnectError,
     RetriableError,
     SinkConnector,
@@ -46,7 +47,8 @@ from odradek.connect.api import (
     SinkTask,
     Task,
 )
-from odradek.connect.connectors._config import at_least, one_of, version
+from odradek.connect.config_def import in_range, one_of
+from odradek.connect.connectors._config import validate_with, version
 from odradek.connect.connectors.sql import typemap
 from odradek.connect.connectors.sql.common import create_engine, define_connection, split_name
 
@@ -126,21 +128,21 @@ def sink_config() -> ConfigDef:
         BATCH_SIZE,
         ConfigType.INT,
         3000,
-        validator=at_least(1),
+        validator=in_range(1),
         documentation="The most rows in one statement execution.",
     )
     c.define(
         MAX_RETRIES,
         ConfigType.INT,
         10,
-        validator=at_least(0),
+        validator=in_range(0),
         documentation="Retries of a failed put before the task fails.",
     )
     c.define(
         RETRY_BACKOFF_MS,
         ConfigType.INT,
         3000,
-        validator=at_least(0),
+        validator=in_range(0),
         documentation="The wait before a retry.",
     )
     return c  # fmt: skip
@@ -171,6 +173,9 @@ class SqlSinkConnector(SinkConnector):
 
     def config(self) -> ConfigDef:
         return sink_config()
+
+    def validate(self, props: Mapping[str, str]) -> list[ConfigValue]:
+        return validate_with(self.config().validate(props), props, parse)
 
     def start(self, props: Mapping[str, str]) -> None:
         parse(props)

@@ -40,6 +40,7 @@ from odradek.connect.api import (
     ConfigDef,
     ConfigException,
     ConfigType,
+    ConfigValue,
     ConnectError,
     Importance,
     RetriableError,
@@ -48,7 +49,8 @@ from odradek.connect.api import (
     SourceTask,
     Task,
 )
-from odradek.connect.connectors._config import at_least, one_of, version
+from odradek.connect.config_def import in_range, one_of
+from odradek.connect.connectors._config import validate_with, version
 from odradek.connect.connectors.sql import typemap
 from odradek.connect.connectors.sql.common import create_engine, define_connection, split_name
 
@@ -126,21 +128,21 @@ def source_config() -> ConfigDef:
         POLL_INTERVAL_MS,
         ConfigType.INT,
         5000,
-        validator=at_least(0),
+        validator=in_range(0),
         documentation="How often each table is polled for new rows.",
     )
     c.define(
         BATCH_MAX_ROWS,
         ConfigType.INT,
         100,
-        validator=at_least(1),
+        validator=in_range(1),
         documentation="The most rows one poll reads from one table.",
     )
     c.define(
         TIMESTAMP_DELAY_INTERVAL_MS,
         ConfigType.INT,
         0,
-        validator=at_least(0),
+        validator=in_range(0),
         documentation="Rows are copied once their timestamp is this much in the past.",
     )
     c.define(
@@ -179,6 +181,9 @@ class SqlSourceConnector(SourceConnector):
 
     def config(self) -> ConfigDef:
         return source_config()
+
+    def validate(self, props: Mapping[str, str]) -> list[ConfigValue]:
+        return validate_with(self.config().validate(props), props, parse)
 
     def start(self, props: Mapping[str, str]) -> None:
         self._props = dict(props)
