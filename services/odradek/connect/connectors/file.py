@@ -26,6 +26,7 @@ from typing import Any
 
 from odradek.connect.api import (
     ConfigDef,
+    ConfigException,
     ConfigType,
     ConnectError,
     ExactlyOnceSupport,
@@ -77,7 +78,7 @@ def _source_config() -> ConfigDef:
             ConfigType.STRING,
             importance=Importance.HIGH,
             documentation="The topic to send the lines to.",
-            validator=non_empty_string,
+            validator=_one_topic,
         )
         .define(
             BATCH_SIZE_CONFIG,
@@ -98,6 +99,12 @@ def _sink_config() -> ConfigDef:
         documentation="The file to append to (required: writing to stdout is not supported).",
         validator=non_empty_string,
     )
+
+
+def _one_topic(name: str, value: Any) -> None:
+    non_empty_string(name, value)
+    if "," in value:
+        raise ConfigException(name, f"{value!r}: the source writes to a single topic")
 
 
 class FileStreamSourceConnector(SourceConnector):

@@ -158,7 +158,7 @@ def files_sink_config() -> ConfigDef:
         validator=in_range(1),
         documentation="Digits of the offsets in file names.",
     )
-    return c  # fmt: skip
+    return c
 
 
 def _timezone(name: str, value: Any) -> None:
@@ -290,8 +290,10 @@ class FileSinkTask(SinkTask):
             if record.value is None:
                 if self._ignore_nulls:
                     continue
-                raise ConnectError(f"{tp.topic}-{tp.partition}@{record.kafka_offset}: a null "
-                                   f"value (set {NULL_VALUES}=ignore to skip them)")  # fmt: skip
+                raise ConnectError(
+                    f"{tp.topic}-{tp.partition}@{record.kafka_offset}: a null "
+                    f"value (set {NULL_VALUES}=ignore to skip them)"
+                )
             directory = self._directory(tp, record)
             if state.rows and (
                 directory != state.directory
@@ -319,8 +321,10 @@ class FileSinkTask(SinkTask):
         if not self._time_partitioned:
             return base
         if record.timestamp is None:
-            raise ConnectError(f"{tp.topic}-{tp.partition}@{record.kafka_offset}: partitioner=time"
-                               " needs record timestamps and this record has none")  # fmt: skip
+            raise ConnectError(
+                f"{tp.topic}-{tp.partition}@{record.kafka_offset}: partitioner=time"
+                " needs record timestamps and this record has none"
+            )
         at = datetime.datetime.fromtimestamp(record.timestamp / 1000, self._zone)
         return f"{base}/{at.strftime(self._path_format).strip('/')}"
 
@@ -413,10 +417,16 @@ def _arrow_type(schema: Schema) -> pa.DataType:
         return pa.decimal128(38, int(schema.params.get(data.DECIMAL_SCALE, "0")))
     t = schema.type
     simple = {
-        Type.INT8: pa.int8(), Type.INT16: pa.int16(), Type.INT32: pa.int32(),
-        Type.INT64: pa.int64(), Type.FLOAT32: pa.float32(), Type.FLOAT64: pa.float64(),
-        Type.BOOLEAN: pa.bool_(), Type.STRING: pa.string(), Type.BYTES: pa.binary(),
-    }  # fmt: skip
+        Type.INT8: pa.int8(),
+        Type.INT16: pa.int16(),
+        Type.INT32: pa.int32(),
+        Type.INT64: pa.int64(),
+        Type.FLOAT32: pa.float32(),
+        Type.FLOAT64: pa.float64(),
+        Type.BOOLEAN: pa.bool_(),
+        Type.STRING: pa.string(),
+        Type.BYTES: pa.binary(),
+    }
     if t in simple:
         return simple[t]
     if t is Type.ARRAY:
