@@ -8,6 +8,7 @@ import decimal
 import json
 
 import fsspec
+import pyarrow.dataset as pads
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 import pytest
@@ -96,6 +97,9 @@ def test_exactly_once_across_redelivery_and_restart(tmp_path):
     restarted.put([order(i) for i in range(6, 12)])
     assert restarted.pre_commit({TP: 12}) == {TP: 12}
     assert offsets_in(tmp_path) == list(range(12))
+    dataset = pads.dataset(tmp_path, format="parquet", partitioning="hive").to_table()
+    assert sorted(dataset.column("offset").to_pylist()) == list(range(12))
+    assert set(dataset.column("topic").to_pylist()) == {"orders"}
     restarted.close([TP])
     restarted.stop()
 
