@@ -331,6 +331,29 @@ def new_tables_reconfigure_the_tasks(url: str) -> None:
     assert context.reconfigurations == 1
 
 
+def sink_evolves_tables_with_optional_fields(url: str) -> None:
+    task = sink_task(url, **{"insert.mode": "upsert", "pk.mode": "record_key",
+                             "auto.create": "true", "auto.evolve": "true"})  # fmt: skip
+    task.put([product(0, 1, "one")])
+    wider = data.struct(*((f.name, f.schema) for f in VALUE.fields),
+                        ("colour", data.OPTIONAL_STRING), name="product")  # fmt: skip
+    value = {**product(1, 2, "two").value, "colour": "red"}
+    task.put([sink_record("products", 0, 1, value, value_schema=wider, key={"id": 2},
+                          key_schema=KEY)])  # fmt: skip
+    assert select(url, "SELECT id, colour FROM products ORDER BY id") == [(1, None), (2, "red")]
+    required = data.struct(*((f.name, f.schema) for f in VALUE.fields),
+                           ("size", data.INT32), name="product")  # fmt: skip
+    record = sink_record("products", 0, 2, {**value, "size": 3}, value_schema=required,
+                         key={"id": 3}, key_schema=KEY)  # fmt: skip
+    try:
+        task.put([record])
+    except Exception as e:  # noqa: BLE001 (the message is what is checked)
+        assert "not optional" in str(e), e
+    else:
+        raise AssertionError("a required field was added to a table with rows")
+    task.stop()
+
+
 def all_scenarios() -> Iterator:
     yield from (
         incrementing_mode_resumes,
@@ -342,4 +365,5 @@ def all_scenarios() -> Iterator:
         sink_upserts_idempotently_and_deletes,
         sink_inserts_with_kafka_coordinates,
         sink_updates_and_refuses_schemaless_auto_create,
+        sink_evolves_tables_with_optional_fields,
     )

@@ -18,7 +18,9 @@ kind and table go in one executemany; in an upsert run only the last record of a
 which is what running them in order leaves): so a batch redelivered after a failure upserts the
 same rows again. ``auto.create`` creates a missing table from the record schemas (the key
 columns NOT NULL PRIMARY KEY); without schemas it fails naming the converter setting to use.
-``auto.evolve`` (altering tables) is not implemented and refused. Database errors are retried
+``auto.evolve`` adds the columns of fields a table lacks (``ALTER TABLE ... ADD COLUMN``, as
+Confluent's: only optional fields, since existing rows have no value; never drops or changes a
+column). Database errors are retried
 ``max.retries`` times ``retry.backoff.ms`` apart (``RetriableError``), then fail the task.
 
 Threading: a task's methods run in its thread; ``stop`` disposes the engine.
@@ -109,8 +111,7 @@ def sink_config() -> ConfigDef:
         AUTO_EVOLVE,
         ConfigType.BOOLEAN,
         False,
-        validator=_no_evolve,
-        documentation="Not implemented: must be false.",
+        documentation="Add the columns of new optional fields to existing tables.",
     )
     c.define(
         DELETE_ENABLED,
@@ -146,11 +147,6 @@ def sink_config() -> ConfigDef:
         documentation="The wait before a retry.",
     )
     return c
-
-
-def _no_evolve(name: str, value: Any) -> None:
-    if value:
-        raise ConfigException(name, "altering tables is not implemented: set it to false")
 
 
 def parse(props: Mapping[str, str]) -> dict[str, Any]:
@@ -267,13 +263,10 @@ class SqlSinkTask(SinkTask):
                 row = self._row(record)
                 table = self._table(table_name, record, row)
                 op = _Op(self._config[INSERT_MODE], table, self._pk_names(record), tuple(row))
-                missing = set(row) - set(table.c.keys())
+                missing = [c for c in row if c not in table.c]
                 if missing:
-                    raise ConnectError(
-                        f"table {table_name} has no columns {sorted(missing)} for "
-                        f"{record.topic}-{record.partition}@{record.kafka_offset} "
-                        "(auto.evolve is not implemented)"
-                    )
+                    table = self._evolve(table_name, table, record, missing)
+                    op = _Op(op.kind, table, op.pk, op.columns)
             row = {k: typemap.to_sql(v) for k, v in row.items()}
             if runs and runs[-1][0] == op:
                 runs[-1][1].append(row)
@@ -389,6 +382,53 @@ class SqlSinkTask(SinkTask):
             table = self._create(schema, table_name, record)
         self._tables[name] = table
         return table
+
+    def _evolve(
+        self, name: str, table: sa.Table, record: SinkRecord, missing: list[str]
+    ) -> sa.Table:
+        """``table`` with the columns ``missing`` added (auto.evolve), reflected again."""
+        where = f"{record.topic}-{record.partition}@{record.kafka_offset}"
+        if not self._config[AUTO_EVOLVE]:
+            raise ConnectError(
+                f"{where}: table {name} has no columns {missing} and auto.evolve is false"
+            )
+        value_schema = record.value_schema
+        if value_schema is None or value_schema.type is not data.Type.STRUCT:
+            raise ConnectError(
+                f"{where}: auto.evolve adds columns {missing} to {name} from the "
+                f"record's schema, and it has none: use {JSON_WITH_SCHEMAS}"
+            )
+        preparer = self._engine.dialect.identifier_preparer
+        statements = []
+        for column in missing:
+            field_ = value_schema.field(column)
+            if field_ is None or not field_.schema.optional:
+                raise ConnectError(
+                    f"{where}: auto.evolve cannot add column {column} to {name}: "
+                    "the field is not optional (existing rows have no value)"
+                )
+            try:
+                sql_type = typemap.column_type(field_.schema).compile(dialect=self._engine.dialect)
+            except typemap.UnsupportedSchema as e:
+                raise ConnectError(f"{where}: auto.evolve of {name}: column {column}: {e}") from e
+            statements.append(
+                f"ALTER TABLE {preparer.format_table(table)} "
+                f"ADD COLUMN {preparer.quote(column)} {sql_type}"
+            )
+        try:
+            with self._engine.begin() as conn:
+                for statement in statements:
+                    conn.exec_driver_sql(statement)
+            log.info("added columns %s to table %s", missing, name)
+        except sa.exc.DBAPIError as e:
+            log.info("adding columns %s to %s failed (another task's?): %s", missing, name, e)
+        schema, table_name = split_name(name)
+        evolved = sa.Table(table_name, sa.MetaData(), schema=schema, autoload_with=self._engine)
+        still_missing = [c for c in missing if c not in evolved.c]
+        if still_missing:
+            raise ConnectError(f"{where}: could not add columns {still_missing} to {name}")
+        self._tables[name] = evolved
+        return evolved
 
     def _create(self, schema: str | None, name: str, record: SinkRecord) -> sa.Table:
         where = f"{record.topic}-{record.partition}@{record.kafka_offset}"
