@@ -51,8 +51,8 @@ from odradek.connect.api import (
 )
 from odradek.connect.config_def import in_range, one_of
 from odradek.connect.connectors._config import validate_with, version
-from odradek.connect.connectors.sql import typemap
-from odradek.connect.connectors.sql.common import create_engine, define_connection, split_name
+from odradek.connect.connectors.sql import ddl, typemap
+from odradek.connect.connectors.sql.common import create_engine, define_connection
 
 log = logging.getLogger(__name__)
 
@@ -366,27 +366,22 @@ class SqlSinkTask(SinkTask):
     def _table(
         self, name: str, record: SinkRecord, row: dict[str, Any] | None = None
     ) -> sa.Table | None:
+        """The table of ``record`` (created if ``row`` is to be written to it and auto.create);
+        None for a delete in a table that does not exist."""
         table = self._tables.get(name)
-        if table is not None:
-            return table
-        schema, table_name = split_name(name)
-        try:
-            table = sa.Table(table_name, sa.MetaData(), schema=schema, autoload_with=self._engine)
-        except sa.exc.NoSuchTableError:
-            if row is None:
-                return None
-            if not self._config[AUTO_CREATE]:
-                raise ConnectError(
-                    f"table {name} does not exist and auto.create is false"
-                ) from None
-            table = self._create(schema, table_name, record)
-        self._tables[name] = table
+        if table is None:
+            table = ddl.reflect(self._engine, name)
+            if table is None:
+                if row is None:
+                    return None
+                table = self._create(name, record)
+            self._tables[name] = table
         return table
 
     def _evolve(
         self, name: str, table: sa.Table, record: SinkRecord, missing: list[str]
     ) -> sa.Table:
-        """``table`` with the columns ``missing`` added (auto.evolve), reflected again."""
+        """``table`` with columns for the fields ``missing`` (auto.evolve)."""
         where = f"{record.topic}-{record.partition}@{record.kafka_offset}"
         if not self._config[AUTO_EVOLVE]:
             raise ConnectError(
@@ -398,40 +393,24 @@ class SqlSinkTask(SinkTask):
                 f"{where}: auto.evolve adds columns {missing} to {name} from the "
                 f"record's schema, and it has none: use {JSON_WITH_SCHEMAS}"
             )
-        preparer = self._engine.dialect.identifier_preparer
-        statements = []
+        fields = {}
         for column in missing:
             field_ = value_schema.field(column)
-            if field_ is None or not field_.schema.optional:
-                raise ConnectError(
-                    f"{where}: auto.evolve cannot add column {column} to {name}: "
-                    "the field is not optional (existing rows have no value)"
-                )
-            try:
-                sql_type = typemap.column_type(field_.schema).compile(dialect=self._engine.dialect)
-            except typemap.UnsupportedSchema as e:
-                raise ConnectError(f"{where}: auto.evolve of {name}: column {column}: {e}") from e
-            statements.append(
-                f"ALTER TABLE {preparer.format_table(table)} "
-                f"ADD COLUMN {preparer.quote(column)} {sql_type}"
-            )
+            if field_ is None:  # a key column the table lacks
+                raise ConnectError(f"{where}: table {name} has no key column {column}")
+            fields[column] = field_.schema
         try:
-            with self._engine.begin() as conn:
-                for statement in statements:
-                    conn.exec_driver_sql(statement)
-            log.info("added columns %s to table %s", missing, name)
-        except sa.exc.DBAPIError as e:
-            log.info("adding columns %s to %s failed (another task's?): %s", missing, name, e)
-        schema, table_name = split_name(name)
-        evolved = sa.Table(table_name, sa.MetaData(), schema=schema, autoload_with=self._engine)
-        still_missing = [c for c in missing if c not in evolved.c]
-        if still_missing:
-            raise ConnectError(f"{where}: could not add columns {still_missing} to {name}")
-        self._tables[name] = evolved
-        return evolved
+            widened = ddl.add_columns(self._engine, table, name, fields)
+        except ddl.DdlError as e:
+            raise ConnectError(f"{where}: auto.evolve: {e}") from e
+        self._tables[name] = widened
+        return widened
 
-    def _create(self, schema: str | None, name: str, record: SinkRecord) -> sa.Table:
+    def _create(self, name: str, record: SinkRecord) -> sa.Table:
+        """The table ``name`` created from ``record``'s schemas (auto.create)."""
         where = f"{record.topic}-{record.partition}@{record.kafka_offset}"
+        if not self._config[AUTO_CREATE]:
+            raise ConnectError(f"{where}: table {name} does not exist and auto.create is false")
         value_schema = record.value_schema
         if value_schema is None or value_schema.type is not data.Type.STRUCT:
             raise ConnectError(
@@ -451,36 +430,13 @@ class SqlSinkTask(SinkTask):
                     f"{where}: auto.create with pk.mode=record_key needs the key's "
                     "schema too (key.converter with schemas)"
                 )
-            for name_ in pk:
-                f = key_schema.field(name_) if key_schema.type is data.Type.STRUCT else None
-                fields[name_] = f.schema if f is not None else key_schema
+            for column in pk:
+                f = key_schema.field(column) if key_schema.type is data.Type.STRUCT else None
+                fields[column] = f.schema if f is not None else key_schema
         for f in value_schema.fields:
             if f.name in pk or not whitelist or f.name in whitelist:
                 fields.setdefault(f.name, f.schema)
-        columns = []
-        for col_name, col_schema in fields.items():
-            try:
-                col_type = typemap.column_type(col_schema)
-            except typemap.UnsupportedSchema as e:
-                raise ConnectError(f"{where}: auto.create of {name}: column {col_name}: {e}") from e
-            is_pk = col_name in pk
-            columns.append(
-                sa.Column(
-                    col_name,
-                    col_type,
-                    primary_key=is_pk,
-                    nullable=not is_pk and col_schema.optional,
-                    autoincrement=False,
-                )
-            )
-        table = sa.Table(name, sa.MetaData(), *columns, schema=schema)
         try:
-            table.create(self._engine, checkfirst=True)
-        except sa.exc.DBAPIError:
-            # Another task may have created it first: use theirs if it is there now.
-            try:
-                return sa.Table(name, sa.MetaData(), schema=schema, autoload_with=self._engine)
-            except sa.exc.NoSuchTableError:
-                raise
-        log.info("created table %s with columns %s (primary key %s)", name, list(fields), pk)
-        return table
+            return ddl.create_table(self._engine, name, fields, pk)
+        except ddl.DdlError as e:
+            raise ConnectError(f"{where}: auto.create: {e}") from e
