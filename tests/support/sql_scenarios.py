@@ -182,7 +182,7 @@ def timestamp_incrementing_mode_is_exact(url: str) -> None:
 def query_mode(url: str) -> None:
     create_orders(url, 4)
     offsets = MemoryOffsets()
-    query = "SELECT id, name, amount * 2 AS doubled FROM orders WHERE id % 2 = 0"
+    query = "SELECT id, name, amount * 2 AS doubled FROM orders WHERE id % 2 = 0;"
     config = {"mode": "incrementing", "incrementing.column.name": "id", "topic.prefix": "big",
               "query": query, "poll.interval.ms": "0"}  # fmt: skip
     connector = SqlSourceConnector()

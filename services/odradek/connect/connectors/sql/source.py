@@ -314,7 +314,8 @@ class SqlSourceTask(SourceTask):
         self._engine = create_engine(config)
         prefix = config[TOPIC_PREFIX]
         if config[QUERY]:
-            subquery = sa.text(f"({config[QUERY]}) AS odradek_query")
+            query = config[QUERY].strip().rstrip(";")  # a subquery cannot end a statement
+            subquery = sa.text(f"({query}) AS odradek_query")
             self._queriers = [_Querier(prefix, QUERY_PARTITION, subquery, None, None)]
         else:
             tables = config[TASK_TABLES]
