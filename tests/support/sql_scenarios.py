@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 from collections.abc import Iterator
 
 import sqlalchemy as sa
@@ -33,7 +34,9 @@ T0 = datetime.datetime(2026, 1, 1, 12, 0, 0)
 SECOND = datetime.timedelta(seconds=1)
 
 
+@functools.cache
 def engine(url: str) -> sa.Engine:
+    """The test's own engine for ``url`` (kept: a connection costs a server process)."""
     return sa.create_engine(url)
 
 
@@ -41,7 +44,6 @@ def execute(url: str, sql: str, rows: list[dict] | None = None) -> None:
     e = engine(url)
     with e.begin() as conn:
         conn.execute(sa.text(sql), rows or {})
-    e.dispose()
 
 
 def insert(url: str, table: str, rows: list[dict]) -> None:
@@ -49,14 +51,12 @@ def insert(url: str, table: str, rows: list[dict]) -> None:
     e = engine(url)
     with e.begin() as conn:
         conn.execute(sa.Table(table, sa.MetaData(), autoload_with=conn).insert(), rows)
-    e.dispose()
 
 
 def select(url: str, sql: str) -> list[tuple]:
     e = engine(url)
     with e.connect() as conn:
         rows = [tuple(r) for r in conn.execute(sa.text(sql))]
-    e.dispose()
     return rows
 
 
@@ -148,7 +148,6 @@ def timestamp_mode_keeps_equal_timestamps_together(url: str) -> None:
     with e.begin() as conn:
         events = sa.Table("events", sa.MetaData(), autoload_with=conn)
         conn.execute(events.update().where(events.c.id == 0).values(ts=T0 + 5 * SECOND))
-    e.dispose()
     future = datetime.datetime.now(UTC).replace(tzinfo=None) + datetime.timedelta(hours=1)
     insert(url, "events", [{"id": 6, "ts": future, "v": "later"}])
     assert [r.value["id"] for r in drain(task, offsets)] == [0]
