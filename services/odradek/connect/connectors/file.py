@@ -57,8 +57,8 @@ POSITION_FIELD = "position"
 
 LINE_BYTES_MAX = 1 << 20
 """The longest line the source reads (Kafka's grows its buffer without a bound)."""
-READ_BYTES_MAX = 4 * LINE_BYTES_MAX
-"""The most one poll reads from the file."""
+READ_BYTES = 1 << 20
+"""One read from the file; a poll reads when fewer bytes than this are buffered."""
 IDLE_WAIT_S = 1.0
 """How long ``poll`` waits for new lines (or for the file to appear), as Kafka's."""
 
@@ -176,6 +176,7 @@ class FileStreamSourceTask(SourceTask):
         self._stopping = threading.Event()
         self._lock = threading.Lock()  # the file, between poll's reads and stop
         self._file = None
+        self._buffer = b""  # read from the file, after _position, not sent yet
         stored = self.context.offset_storage_reader.offset(self._partition)
         position = (stored or {}).get(POSITION_FIELD, 0)
         if not isinstance(position, int) or position < 0:
@@ -191,12 +192,16 @@ class FileStreamSourceTask(SourceTask):
             if self._file is None:
                 try:
                     self._file = open(self._filename, "rb")  # noqa: SIM115 (open across polls)
+                    self._file.seek(self._position)
                 except FileNotFoundError:
                     self._file = None
-            if self._file is not None:
-                self._file.seek(self._position)
-                chunk = self._file.read(READ_BYTES_MAX)
-        if self._file is None:
+            if self._file is None:
+                chunk = None
+            else:
+                if len(self._buffer) < READ_BYTES:
+                    self._buffer += self._file.read(READ_BYTES)
+                chunk = self._buffer
+        if chunk is None:
             log.warning("%s does not exist yet; waiting for it", self._filename)
             self._stopping.wait(self.idle_wait_s)
             return None
@@ -226,6 +231,7 @@ class FileStreamSourceTask(SourceTask):
                 )
             )
         self._position += start
+        self._buffer = chunk[start:]
         if not records:
             self._stopping.wait(self.idle_wait_s)
             return None
