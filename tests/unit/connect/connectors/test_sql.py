@@ -61,3 +61,25 @@ def test_validate_reports_cross_key_errors_on_their_key(tmp_path):
     errors = {v.name: v.errors for v in SqlSinkConnector().validate(
         {"connection.url": "jdbc:sqlite:x", "pk.mode": "value"}) if v.errors}  # fmt: skip
     assert sorted(errors) == ["connection.url", "pk.mode"]
+
+
+def test_sink_retries_connection_errors_and_fails_on_data_errors(tmp_path):
+    from odradek.connect.api import ConnectError, RetriableError
+    from support.sql_scenarios import product, sink_task
+
+    unreachable = sink_task("postgresql+psycopg://nobody@127.0.0.1:1/none",
+                            **{"max.retries": "1", "retry.backoff.ms": "5"})  # fmt: skip
+    with pytest.raises(RetriableError, match="will retry"):
+        unreachable.put([product(0, 1, "one")])
+    with pytest.raises(ConnectError) as e:
+        unreachable.put([product(0, 1, "one")])  # the retries are used up
+    assert not isinstance(e.value, RetriableError)
+    unreachable.stop()
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    task = sink_task(url, **{"pk.mode": "record_key", "auto.create": "true"})
+    task.put([product(0, 1, "one")])
+    with pytest.raises(ConnectError, match="UNIQUE") as e:  # insert mode, the same key
+        task.put([product(1, 1, "again")])
+    assert not isinstance(e.value, RetriableError)
+    task.stop()

@@ -21,7 +21,8 @@ columns NOT NULL PRIMARY KEY); without schemas it fails naming the converter set
 ``auto.evolve`` adds the columns of fields a table lacks (``ALTER TABLE ... ADD COLUMN``, as
 Confluent's: only optional fields, since existing rows have no value; never drops or changes a
 column). Database errors are retried
-``max.retries`` times ``retry.backoff.ms`` apart (``RetriableError``), then fail the task.
+``max.retries`` times ``retry.backoff.ms`` apart (``RetriableError``) when they are about the
+connection or the server's state; errors of the SQL or the data fail the task at once.
 
 Threading: a task's methods run in its thread; ``stop`` disposes the engine.
 """
@@ -70,6 +71,9 @@ RETRY_BACKOFF_MS = "retry.backoff.ms"
 
 KAFKA_PK_FIELDS = ("__connect_topic", "__connect_partition", "__connect_offset")
 KAFKA_PK_SCHEMAS = (data.STRING, data.INT32, data.INT64)
+RETRIABLE = (sa.exc.OperationalError, sa.exc.InterfaceError)
+"""Errors of the connection or the server's state (retried); errors of the SQL or the data
+(constraint violations, a missing column, a wrong ON CONFLICT target) fail at once."""
 UPSERT_DIALECTS = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
 
 JSON_WITH_SCHEMAS = (
@@ -236,13 +240,12 @@ class SqlSinkTask(SinkTask):
                     self._execute(conn, op, rows)
         except sa.exc.DBAPIError as e:
             self._tables.clear()  # a table may have changed under us: reflect it again
-            if self._retries_left > 0 and not isinstance(
-                e, sa.exc.IntegrityError | sa.exc.DataError
-            ):
+            where = f"writing {len(records)} records to {self._dialect}"
+            if self._retries_left > 0 and isinstance(e, RETRIABLE):
                 self._retries_left -= 1
                 self.context.timeout(self._config[RETRY_BACKOFF_MS])
-                raise RetriableError(f"writing {len(records)} records: {e}") from e
-            raise ConnectError(f"writing {len(records)} records: {e}") from e
+                raise RetriableError(f"{where} (will retry): {e}") from e
+            raise ConnectError(f"{where}: {e}") from e
         self._retries_left = self._config[MAX_RETRIES]
 
     def _runs(self, records: Sequence[SinkRecord]) -> list[tuple[_Op, list[dict[str, Any]]]]:
