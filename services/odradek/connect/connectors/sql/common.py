@@ -13,6 +13,10 @@ CONNECTION_URL = "connection.url"
 CONNECTION_USER = "connection.user"
 CONNECTION_PASSWORD = "connection.password"
 
+RETRIABLE = (sa.exc.OperationalError, sa.exc.InterfaceError)
+"""Errors of the connection or the server's state (retried); errors of the SQL or the data
+(constraint violations, a missing column, a wrong ON CONFLICT target) fail at once."""
+
 SQLITE_BUSY_TIMEOUT_S = 10.0
 """How long a SQLite connection waits for another's write lock before failing (retriable)."""
 

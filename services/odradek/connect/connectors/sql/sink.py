@@ -53,7 +53,7 @@ from odradek.connect.api import (
 from odradek.connect.config_def import in_range, one_of
 from odradek.connect.connectors._config import validate_with, version
 from odradek.connect.connectors.sql import ddl, typemap
-from odradek.connect.connectors.sql.common import create_engine, define_connection
+from odradek.connect.connectors.sql.common import RETRIABLE, create_engine, define_connection
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +71,6 @@ RETRY_BACKOFF_MS = "retry.backoff.ms"
 
 KAFKA_PK_FIELDS = ("__connect_topic", "__connect_partition", "__connect_offset")
 KAFKA_PK_SCHEMAS = (data.STRING, data.INT32, data.INT64)
-RETRIABLE = (sa.exc.OperationalError, sa.exc.InterfaceError)
-"""Errors of the connection or the server's state (retried); errors of the SQL or the data
-(constraint violations, a missing column, a wrong ON CONFLICT target) fail at once."""
 UPSERT_DIALECTS = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
 
 JSON_WITH_SCHEMAS = (

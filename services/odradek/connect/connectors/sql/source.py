@@ -52,7 +52,12 @@ from odradek.connect.api import (
 from odradek.connect.config_def import in_range, one_of
 from odradek.connect.connectors._config import validate_with, version
 from odradek.connect.connectors.sql import typemap
-from odradek.connect.connectors.sql.common import create_engine, define_connection, split_name
+from odradek.connect.connectors.sql.common import (
+    RETRIABLE,
+    create_engine,
+    define_connection,
+    split_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -365,7 +370,7 @@ class SqlSourceTask(SourceTask):
             return None
         try:
             rows = self._read(q)
-        except sa.exc.OperationalError as e:
+        except RETRIABLE as e:
             raise RetriableError(f"reading {q.partition}: {e}") from e
         except sa.exc.SQLAlchemyError as e:
             raise ConnectError(f"reading {q.partition}: {e}") from e
