@@ -16,8 +16,10 @@ and every offset below the committed position is in one):
   hidden from readers such as pyarrow datasets) and renamed to its final name: the commit. On
   a local directory the data is fsynced before the rename and the directory after it.
 - a file is committed when it has ``flush.size`` records, when a record's timestamp is
-  ``rotate.interval.ms`` past the file's first one, or when the next record goes to another
-  directory or has another schema. Records still buffered are not committed anywhere.
+  ``rotate.interval.ms`` past the file's first one, when it has been open for
+  ``rotate.schedule.interval.ms`` on the worker's clock (checked in ``put`` and ``pre_commit``),
+  or when the next record goes to another directory or has another schema. Records still
+  buffered are not committed anywhere.
 - ``pre_commit`` gives the worker only offsets of committed files, so the consumer group never
   moves past a record that is not in a file.
 - ``open`` lists the partition's committed files, rewinds the consumer to the offset after the
@@ -46,9 +48,10 @@ import io
 import logging
 import os
 import re
+import time
 import uuid
 import zoneinfo
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +84,7 @@ FORMAT = "format"
 PATH = "path"
 FLUSH_SIZE = "flush.size"
 ROTATE_INTERVAL_MS = "rotate.interval.ms"
+ROTATE_SCHEDULE_INTERVAL_MS = "rotate.schedule.interval.ms"
 PARTITIONER = "partitioner"
 PATH_FORMAT = "path.format"
 TIMEZONE = "timezone"
@@ -123,6 +127,13 @@ def files_sink_config() -> ConfigDef:
         -1,
         documentation="Commit a file once a record's timestamp is this far past the "
         "file's first (-1: never).",
+    )
+    c.define(
+        ROTATE_SCHEDULE_INTERVAL_MS,
+        ConfigType.LONG,
+        -1,
+        documentation="Commit a file once it has been open this long on the worker's clock, "
+        "even if no record comes (-1: never).",
     )
     c.define(
         PARTITIONER,
@@ -208,6 +219,7 @@ class _Partition:
     directory: str = ""
     schema: Schema | None = None
     first_timestamp_ms: int | None = None
+    opened_s: float = 0.0
 
     @property
     def next_offset(self) -> int:
@@ -220,6 +232,8 @@ class _Partition:
 class FileSinkTask(SinkTask):
     """Not thread-safe except ``stop``."""
 
+    clock: Callable[[], float] = time.monotonic
+
     def version(self) -> str:
         return version()
 
@@ -228,6 +242,7 @@ class FileSinkTask(SinkTask):
         self._format: str = c[FORMAT]
         self._flush_size: int = c[FLUSH_SIZE]
         self._rotate_ms: int = c[ROTATE_INTERVAL_MS]
+        self._schedule_ms: int = c[ROTATE_SCHEDULE_INTERVAL_MS]
         self._time_partitioned = c[PARTITIONER] == "time"
         self._path_format: str = c[PATH_FORMAT]
         self._zone = zoneinfo.ZoneInfo(c[TIMEZONE])
@@ -306,9 +321,21 @@ class FileSinkTask(SinkTask):
                 state.directory = directory
                 state.schema = record.value_schema
                 state.first_timestamp_ms = record.timestamp
+                state.opened_s = self.clock()
             state.rows.append(record.value)
             state.last_offset = record.kafka_offset
             if len(state.rows) >= self._flush_size:
+                self._commit(tp, state)
+        self._commit_scheduled()
+
+    def _commit_scheduled(self) -> None:
+        """Commit the files open for ``rotate.schedule.interval.ms`` (the worker calls ``put``,
+        possibly with no records, and ``pre_commit`` regularly: either may do it)."""
+        if self._schedule_ms < 0:
+            return
+        now_s = self.clock()
+        for tp, state in self._partitions.items():
+            if state.rows and (now_s - state.opened_s) * 1000 >= self._schedule_ms:
                 self._commit(tp, state)
 
     def _rotate_due(self, state: _Partition, record: SinkRecord) -> bool:
@@ -334,6 +361,7 @@ class FileSinkTask(SinkTask):
     def pre_commit(
         self, current_offsets: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, int]:
+        self._commit_scheduled()
         return {
             tp: state.committed_next
             for tp, state in self._partitions.items()

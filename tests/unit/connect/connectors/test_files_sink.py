@@ -170,3 +170,18 @@ def test_config_errors_name_the_key(tmp_path):
     with pytest.raises(ConfigException) as e:
         FileSinkConnector().start({"path": str(tmp_path), "flush.size": "1", "format": "csv"})
     assert e.value.name == "format"
+
+
+def test_files_are_committed_on_schedule_without_new_records(tmp_path):
+    task, _ = task_for(tmp_path, **{"flush.size": "100", "rotate.schedule.interval.ms": "60000"})
+    now = [100.0]
+    task.clock = lambda: now[0]
+    task.put([order(0), order(1)])
+    assert task.pre_commit({TP: 2}) == {}
+    now[0] += 60
+    assert task.pre_commit({TP: 2}) == {TP: 2}  # the worker's periodic commit rotates it
+    task.put([order(2)])
+    now[0] += 60
+    task.put([])  # an empty put (no records came) rotates too
+    assert offsets_in(tmp_path) == [0, 1, 2]
+    assert len(committed_files(tmp_path)) == 2
