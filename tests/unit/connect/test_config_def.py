@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odradek.connect.api import ConfigDef, ConfigException, ConfigType, Importance
@@ -74,6 +74,13 @@ def test_validate_reports_every_key_and_hides_passwords():
     assert not values["tasks.max"].errors and values["tasks.max"].value == 1
 
 
+def test_a_password_never_appears_in_an_error():
+    d = ConfigDef().define("pw", ConfigType.PASSWORD, None, validator=one_of("a"))
+    with pytest.raises(ConfigException) as info:
+        d.parse({"pw": "hunter2"})
+    assert "hunter2" not in str(info.value) and HIDDEN in str(info.value)
+
+
 def test_recommenders_callable_and_object():
     class Rec:
         def valid_values(self, name, parsed):
@@ -107,11 +114,13 @@ def test_case_insensitive_one_of():
         v("errors.tolerance", "some")
 
 
+@settings(max_examples=40, deadline=None)
 @given(st.integers(-(2**63), 2**63 - 1))
 def test_long_round_trip(n):
     assert parse_value("k", ConfigType.LONG, f" {n} ") == n
 
 
+@settings(max_examples=40, deadline=None)
 @given(st.lists(st.text(alphabet="abc._-", min_size=1), min_size=1, max_size=5))
 def test_list_round_trip(items):
     assert parse_value("k", ConfigType.LIST, " , ".join(items)) == items
