@@ -278,8 +278,10 @@ class FileSinkTask(SinkTask):
             paths = self._fs.find(base) if self._fs.exists(base) else []
         except OSError as e:
             raise ConnectError(f"cannot list {base}: {e}") from e
+        # Files of either format count: switching ``format`` must not write records again.
+        extensions = "|".join(EXTENSIONS.values())
         committed = re.compile(
-            rf"{re.escape(tp.topic)}\+{tp.partition}\+(\d+)\+(\d+)\.{EXTENSIONS[self._format]}"
+            rf"{re.escape(tp.topic)}\+{tp.partition}\+(\d+)\+(\d+)\.(?:{extensions})"
         )
         temporary = re.compile(rf"\.{re.escape(tp.topic)}\+{tp.partition}\+\d+\.\w+\.tmp")
         end = None
