@@ -296,6 +296,8 @@ class _Querier:
     timestamp: datetime.datetime | None = None
     bulk_offset: int = 0
     inferred: dict[str, data.Schema] = field(default_factory=dict)
+    schema: data.Schema | None = None  # the value schema, rebuilt when the columns change
+    schema_columns: dict[str, data.Schema] | None = None
 
 
 class SqlSourceTask(SourceTask):
@@ -452,7 +454,10 @@ class SqlSourceTask(SourceTask):
                 if value is not None and name not in q.inferred:
                     q.inferred[name] = typemap.value_schema(value)
             columns = {n: q.inferred.get(n, data.OPTIONAL_STRING) for n in row}
-        schema = data.struct(*columns.items(), name=q.schema_name)
+        if columns != q.schema_columns:
+            q.schema = data.struct(*columns.items(), name=q.schema_name)
+            q.schema_columns = dict(columns)
+        schema = q.schema
         value = {n: typemap.to_connect(s, row.get(n)) for n, s in columns.items()}
         offset: dict[str, Any] = {}
         if INCREMENTING in self._mode:
