@@ -83,3 +83,20 @@ def test_sink_retries_connection_errors_and_fails_on_data_errors(tmp_path):
         task.put([product(1, 1, "again")])
     assert not isinstance(e.value, RetriableError)
     task.stop()
+
+
+def test_source_offsets_and_exactly_once_support(tmp_path):
+    from odradek.connect.api import ConnectError, ExactlyOnceSupport
+
+    connector = SqlSourceConnector()
+    props = {"connection.url": f"sqlite:///{tmp_path}/db", "topic.prefix": "p",
+             "mode": "incrementing", "incrementing.column.name": "id"}  # fmt: skip
+    assert connector.exactly_once_support(props) is ExactlyOnceSupport.SUPPORTED
+    bulk = {**props, "mode": "bulk"}
+    assert connector.exactly_once_support(bulk) is ExactlyOnceSupport.UNSUPPORTED
+    assert connector.alter_offsets(props, {(("table", "orders"),): {"incrementing": 5},
+                                           (("query", "query"),): None})  # fmt: skip
+    with pytest.raises(ConnectError, match="source partitions"):
+        connector.alter_offsets(props, {(("filename", "x"),): {"incrementing": 5}})
+    with pytest.raises(ConnectError, match="integers"):
+        connector.alter_offsets(props, {(("table", "orders"),): {"incrementing": "5"}})

@@ -42,6 +42,7 @@ from odradek.connect.api import (
     ConfigType,
     ConfigValue,
     ConnectError,
+    ExactlyOnceSupport,
     Importance,
     RetriableError,
     SourceConnector,
@@ -248,6 +249,37 @@ class SqlSourceConnector(SourceConnector):
 
     def task_class(self) -> type[Task]:
         return SqlSourceTask
+
+    def exactly_once_support(self, props: Mapping[str, str]) -> ExactlyOnceSupport | None:
+        # An offset names the exact position after a row (incrementing; timestamp runs are
+        # never split across polls), so a transaction's rows and offset replay exactly (KIP-618).
+        # Bulk mode has no offsets: a restart copies the tables again.
+        mode = parse(props)[MODE]
+        return ExactlyOnceSupport.UNSUPPORTED if mode == BULK else ExactlyOnceSupport.SUPPORTED
+
+    def alter_offsets(self, props: Mapping[str, str], offsets: Mapping[Any, Any]) -> bool:
+        """KIP-875: partitions must be ``{"table": name}`` or ``{"query": "query"}``, offsets
+        (or null, a reset) hold non-negative integers under Confluent's field names."""
+        for partition, offset in offsets.items():
+            items = dict(partition) if not isinstance(partition, Mapping) else partition
+            if set(items) != {"table"} and dict(items) != QUERY_PARTITION:
+                raise ConnectError(
+                    f"source partitions are {{'table': <name>}} or "
+                    f"{QUERY_PARTITION}, not {dict(items)!r}"
+                )
+            if offset is None:
+                continue
+            fields = {INCREMENTING_FIELD, TIMESTAMP_FIELD, TIMESTAMP_NANOS_FIELD}
+            bad = [
+                k
+                for k, v in offset.items()
+                if k not in fields or not isinstance(v, int) or isinstance(v, bool)
+            ]
+            if bad or not offset:
+                raise ConnectError(
+                    f"offsets hold integers under {sorted(fields)}, not {dict(offset)!r}"
+                )
+        return True
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         if self._config[QUERY]:
