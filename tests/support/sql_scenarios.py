@@ -128,6 +128,13 @@ def timestamp_mode_keeps_equal_timestamps_together(url: str) -> None:
     insert(url, "events", rows)
     offsets = MemoryOffsets()
     config = {"mode": "timestamp", "timestamp.column.name": "ts", "batch.max.rows": "2"}
+    try:
+        source_task(url, offsets, "events", **config)
+    except Exception as e:  # noqa: BLE001 (the message is what is checked)
+        assert "validate.non.null=false" in str(e), e  # ts allows NULL
+    else:
+        raise AssertionError("a nullable timestamp column was accepted")
+    config["validate.non.null"] = "false"
     task = source_task(url, offsets, "events", **config)
     batches = []
     for _ in range(10):

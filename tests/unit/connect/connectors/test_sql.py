@@ -100,3 +100,35 @@ def test_source_offsets_and_exactly_once_support(tmp_path):
         connector.alter_offsets(props, {(("filename", "x"),): {"incrementing": 5}})
     with pytest.raises(ConnectError, match="integers"):
         connector.alter_offsets(props, {(("table", "orders"),): {"incrementing": "5"}})
+
+
+def test_numeric_mapping_and_db_timezone(tmp_path):
+    from odradek.connect import data
+    from support.connector_doubles import MemoryOffsets
+    from support.sql_scenarios import execute, source_task
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    execute(url, "CREATE TABLE n (id INTEGER PRIMARY KEY, small NUMERIC(4, 0), "
+                 "big NUMERIC(15, 0), frac NUMERIC(8, 3))")  # fmt: skip
+    execute(url, "INSERT INTO n VALUES (1, 1234, 123456789012345, 12.345)")
+    expected = {
+        "none": (data.decimal_schema(0, True), data.decimal_schema(0, True),
+                 data.decimal_schema(3, True)),
+        "precision_only": (data.optional(data.INT16), data.optional(data.INT64),
+                           data.decimal_schema(3, True)),
+        "best_fit": (data.optional(data.INT16), data.optional(data.INT64),
+                     data.optional(data.FLOAT64)),
+    }  # fmt: skip
+    for mapping, schemas in expected.items():
+        task = source_task(url, MemoryOffsets(), "n", mode="bulk", **{"numeric.mapping": mapping})
+        (record,) = task.poll()
+        task.stop()
+        assert tuple(record.value_schema.field(f).schema for f in ("small", "big", "frac")) == (
+            schemas
+        ), mapping
+        data.validate(record.value_schema, record.value)
+        assert record.value["big"] == 123456789012345
+    with pytest.raises(ConfigException) as e:
+        SqlSourceConnector().start({"connection.url": url, "topic.prefix": "p", "mode": "bulk",
+                                    "db.timezone": "Europe/Paris"})  # fmt: skip
+    assert e.value.name == "db.timezone"

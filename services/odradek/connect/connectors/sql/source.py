@@ -75,6 +75,9 @@ POLL_INTERVAL_MS = "poll.interval.ms"
 BATCH_MAX_ROWS = "batch.max.rows"
 TIMESTAMP_DELAY_INTERVAL_MS = "timestamp.delay.interval.ms"
 TABLE_POLL_INTERVAL_MS = "table.poll.interval.ms"
+VALIDATE_NON_NULL = "validate.non.null"
+NUMERIC_MAPPING = "numeric.mapping"
+DB_TIMEZONE = "db.timezone"
 TASK_TABLES = "tables"
 """The task-config key with a task's share of the tables (Confluent's ``tables``)."""
 
@@ -153,6 +156,27 @@ def source_config() -> ConfigDef:
         0,
         validator=in_range(0),
         documentation="Rows are copied once their timestamp is this much in the past.",
+    )
+    c.define(
+        VALIDATE_NON_NULL,
+        ConfigType.BOOLEAN,
+        True,
+        documentation="Refuse tables whose incrementing or timestamp columns allow NULL.",
+    )
+    c.define(
+        NUMERIC_MAPPING,
+        ConfigType.STRING,
+        "none",
+        validator=one_of(*typemap.NUMERIC_MAPPINGS),
+        documentation="none: NUMERIC as Decimal; precision_only: NUMERIC(p,0) as integers; "
+        "best_fit: also NUMERIC(p,s>0) as double.",
+    )
+    c.define(
+        DB_TIMEZONE,
+        ConfigType.STRING,
+        "UTC",
+        validator=one_of("UTC"),
+        documentation="The time zone of naive timestamps: only UTC is implemented.",
     )
     c.define(
         TABLE_POLL_INTERVAL_MS,
@@ -349,6 +373,8 @@ class SqlSourceTask(SourceTask):
         self._poll_interval_s = config[POLL_INTERVAL_MS] / 1000
         self._batch_max_rows: int = config[BATCH_MAX_ROWS]
         self._delay = datetime.timedelta(milliseconds=config[TIMESTAMP_DELAY_INTERVAL_MS])
+        self._validate_non_null: bool = config[VALIDATE_NON_NULL]
+        self._numeric_mapping: str = config[NUMERIC_MAPPING]
         self._stopping = threading.Event()
         self._engine = create_engine(config)
         prefix = config[TOPIC_PREFIX]
@@ -372,12 +398,22 @@ class SqlSourceTask(SourceTask):
             raise ConnectError(f"table {name} does not exist") from None
         except sa.exc.SQLAlchemyError as e:
             raise RetriableError(f"cannot read the columns of {name}: {e}") from e
-        columns = {c.name: typemap.column_schema(c.type, bool(c.nullable)) for c in table.columns}
+        columns = {
+            c.name: typemap.column_schema(c.type, bool(c.nullable), self._numeric_mapping)
+            for c in table.columns
+        }
         for needed in [self._inc_column] * (INCREMENTING in self._mode) + (
             self._ts_columns if TIMESTAMP in self._mode else []
         ):
             if needed not in columns:
                 raise ConnectError(f"table {name} has no column {needed}")
+            column = table.c[needed]  # SQLite reflects its INTEGER PRIMARY KEY as nullable
+            if self._validate_non_null and column.nullable and not column.primary_key:
+                raise ConnectError(
+                    f"column {needed} of table {name} allows NULL, and rows "
+                    f"where it is NULL would never be copied: make it NOT NULL, "
+                    f"or set {VALIDATE_NON_NULL}=false"
+                )
         return _Querier(prefix + table_name, {"table": name}, table, columns, table_name)
 
     def _resume(self, q: _Querier) -> None:
