@@ -44,10 +44,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _accepts_connections(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-        return True
-    return False
+def _wait_for_server(process: subprocess.Popen, port: int, log_path: Path):
+    """An autocommit connection to the ``postgres`` database once the server takes one (it
+    listens before it accepts sessions: "the database system is starting up")."""
+    import psycopg
+
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            return psycopg.connect(
+                host="127.0.0.1", port=port, user="postgres", dbname="postgres",
+                autocommit=True, connect_timeout=2,
+            )  # fmt: skip
+        except psycopg.OperationalError as e:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"PostgreSQL did not start ({e}):\n" + log_path.read_text()[-2000:]
+                ) from e
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -82,19 +96,9 @@ def running_postgres() -> Iterator[str]:
             cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, **as_user,
         )  # fmt: skip
         log.close()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not _accepts_connections(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    "PostgreSQL did not start:\n" + (root / "postgres.log").read_text()[-2000:]
-                )
-            time.sleep(0.05)
-        import psycopg
-
-        with psycopg.connect(
-            host="127.0.0.1", port=port, user="postgres", dbname="postgres", autocommit=True
-        ) as conn:
-            conn.execute(f"CREATE DATABASE {DATABASE}")
+        admin = _wait_for_server(process, port, root / "postgres.log")
+        with admin:
+            admin.execute(f"CREATE DATABASE {DATABASE}")
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/{DATABASE}"
     finally:
         if process is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 from collections.abc import Iterator
 
 import sqlalchemy as sa
@@ -18,14 +19,24 @@ from odradek.connect.connectors.sql import (
     SqlSourceConnector,
     SqlSourceTask,
 )
-from support.connector_doubles import MemoryOffsets, SinkContext, SourceContext, drain, sink_record
+from support.connector_doubles import (
+    ConnectorContext,
+    MemoryOffsets,
+    SinkContext,
+    SourceContext,
+    drain,
+    sink_record,
+)
+from support.waiting import wait_until
 
 UTC = datetime.UTC
-T0 = datetime.datetime(2026, 1, 1, 12, 0, 0)
+T0 = datetime.datetime(2020, 1, 1, 12, 0, 0)  # in the past on any clock the tests meet
 SECOND = datetime.timedelta(seconds=1)
 
 
+@functools.cache
 def engine(url: str) -> sa.Engine:
+    """The test's own engine for ``url`` (kept: a connection costs a server process)."""
     return sa.create_engine(url)
 
 
@@ -33,7 +44,6 @@ def execute(url: str, sql: str, rows: list[dict] | None = None) -> None:
     e = engine(url)
     with e.begin() as conn:
         conn.execute(sa.text(sql), rows or {})
-    e.dispose()
 
 
 def insert(url: str, table: str, rows: list[dict]) -> None:
@@ -41,14 +51,12 @@ def insert(url: str, table: str, rows: list[dict]) -> None:
     e = engine(url)
     with e.begin() as conn:
         conn.execute(sa.Table(table, sa.MetaData(), autoload_with=conn).insert(), rows)
-    e.dispose()
 
 
 def select(url: str, sql: str) -> list[tuple]:
     e = engine(url)
     with e.connect() as conn:
         rows = [tuple(r) for r in conn.execute(sa.text(sql))]
-    e.dispose()
     return rows
 
 
@@ -99,7 +107,7 @@ def incrementing_mode_resumes(url: str) -> None:
     assert schema.field("day").schema.name == data.DATE
     assert first.value == {
         "id": 1, "name": "o1", "amount": decimal.Decimal("1.25"),
-        "created": datetime.datetime(2026, 1, 1, 12, 1, tzinfo=UTC),
+        "created": (T0 + datetime.timedelta(minutes=1)).replace(tzinfo=UTC),
         "day": datetime.date(2026, 1, 1),
     }  # fmt: skip
     data.validate(schema, first.value)
@@ -120,6 +128,13 @@ def timestamp_mode_keeps_equal_timestamps_together(url: str) -> None:
     insert(url, "events", rows)
     offsets = MemoryOffsets()
     config = {"mode": "timestamp", "timestamp.column.name": "ts", "batch.max.rows": "2"}
+    try:
+        source_task(url, offsets, "events", **config)
+    except Exception as e:  # noqa: BLE001 (the message is what is checked)
+        assert "validate.non.null=false" in str(e), e  # ts allows NULL
+    else:
+        raise AssertionError("a nullable timestamp column was accepted")
+    config["validate.non.null"] = "false"
     task = source_task(url, offsets, "events", **config)
     batches = []
     for _ in range(10):
@@ -140,7 +155,6 @@ def timestamp_mode_keeps_equal_timestamps_together(url: str) -> None:
     with e.begin() as conn:
         events = sa.Table("events", sa.MetaData(), autoload_with=conn)
         conn.execute(events.update().where(events.c.id == 0).values(ts=T0 + 5 * SECOND))
-    e.dispose()
     future = datetime.datetime.now(UTC).replace(tzinfo=None) + datetime.timedelta(hours=1)
     insert(url, "events", [{"id": 6, "ts": future, "v": "later"}])
     assert [r.value["id"] for r in drain(task, offsets)] == [0]
@@ -174,12 +188,14 @@ def timestamp_incrementing_mode_is_exact(url: str) -> None:
 def query_mode(url: str) -> None:
     create_orders(url, 4)
     offsets = MemoryOffsets()
-    query = "SELECT id, name, amount * 2 AS doubled FROM orders WHERE id % 2 = 0"
+    query = "SELECT id, name, amount * 2 AS doubled FROM orders WHERE id % 2 = 0;"
     config = {"mode": "incrementing", "incrementing.column.name": "id", "topic.prefix": "big",
               "query": query, "poll.interval.ms": "0"}  # fmt: skip
     connector = SqlSourceConnector()
+    connector.initialize(ConnectorContext())
     connector.start({"connection.url": url, **config})
     (task_config,) = connector.task_configs(4)
+    connector.stop()
     task = SqlSourceTask()
     task.initialize(SourceContext(configs=task_config, offset_storage_reader=offsets))
     task.start(task_config)
@@ -199,12 +215,15 @@ def bulk_mode_and_task_split(url: str) -> None:
         execute(url, f"CREATE TABLE {table} (id INTEGER PRIMARY KEY)")
         execute(url, f"INSERT INTO {table} VALUES (1), (2), (3)")
     connector = SqlSourceConnector()
+    connector.initialize(ConnectorContext())
     base = {"connection.url": url, "topic.prefix": "p-", "mode": "bulk"}
     connector.start({**base, "table.blacklist": "b"})
     configs = connector.task_configs(5)
     assert [c["tables"] for c in configs] == ["a", "c"]
-    connector.start({**base, "table.include.list": "c,a,b"})
+    connector.stop()
+    connector.start({**base, "table.include.list": "c,a,b,absent"})
     assert [c["tables"] for c in connector.task_configs(2)] == ["c,a", "b"]
+    connector.stop()
     config = {"batch.max.rows": "2", "poll.interval.ms": "60000"}
     task = source_task(url, MemoryOffsets(), "a,c", mode="bulk", **config)
     now = [1000.0]
@@ -303,6 +322,44 @@ def sink_updates_and_refuses_schemaless_auto_create(url: str) -> None:
     task.stop()
 
 
+def new_tables_reconfigure_the_tasks(url: str) -> None:
+    execute(url, "CREATE TABLE first (id INTEGER PRIMARY KEY)")
+    context = ConnectorContext()
+    connector = SqlSourceConnector()
+    connector.initialize(context)
+    connector.start({"connection.url": url, "topic.prefix": "p-", "mode": "bulk",
+                     "table.poll.interval.ms": "20"})  # fmt: skip
+    assert [c["tables"] for c in connector.task_configs(2)] == ["first"]
+    execute(url, "CREATE TABLE second (id INTEGER PRIMARY KEY)")
+    wait_until(lambda: context.reconfigurations, "a reconfiguration request", 10, poll_s=0.02)
+    connector.stop()
+    assert [c["tables"] for c in connector.task_configs(2)] == ["first", "second"]
+    assert context.reconfigurations == 1
+
+
+def sink_evolves_tables_with_optional_fields(url: str) -> None:
+    task = sink_task(url, **{"insert.mode": "upsert", "pk.mode": "record_key",
+                             "auto.create": "true", "auto.evolve": "true"})  # fmt: skip
+    task.put([product(0, 1, "one")])
+    wider = data.struct(*((f.name, f.schema) for f in VALUE.fields),
+                        ("colour", data.OPTIONAL_STRING), name="product")  # fmt: skip
+    value = {**product(1, 2, "two").value, "colour": "red"}
+    task.put([sink_record("products", 0, 1, value, value_schema=wider, key={"id": 2},
+                          key_schema=KEY)])  # fmt: skip
+    assert select(url, "SELECT id, colour FROM products ORDER BY id") == [(1, None), (2, "red")]
+    required = data.struct(*((f.name, f.schema) for f in VALUE.fields),
+                           ("size", data.INT32), name="product")  # fmt: skip
+    record = sink_record("products", 0, 2, {**value, "size": 3}, value_schema=required,
+                         key={"id": 3}, key_schema=KEY)  # fmt: skip
+    try:
+        task.put([record])
+    except Exception as e:  # noqa: BLE001 (the message is what is checked)
+        assert "not optional" in str(e), e
+    else:
+        raise AssertionError("a required field was added to a table with rows")
+    task.stop()
+
+
 def all_scenarios() -> Iterator:
     yield from (
         incrementing_mode_resumes,
@@ -310,7 +367,9 @@ def all_scenarios() -> Iterator:
         timestamp_incrementing_mode_is_exact,
         query_mode,
         bulk_mode_and_task_split,
+        new_tables_reconfigure_the_tasks,
         sink_upserts_idempotently_and_deletes,
         sink_inserts_with_kafka_coordinates,
         sink_updates_and_refuses_schemaless_auto_create,
+        sink_evolves_tables_with_optional_fields,
     )

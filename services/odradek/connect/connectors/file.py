@@ -18,10 +18,6 @@ sets an event (the source's ``poll`` waits on it at most ``IDLE_WAIT_S``).
 
 from __future__ import annotations
 
-import base64
-import datetime
-import decimal
-import json
 import logging
 import os
 import threading
@@ -30,6 +26,7 @@ from typing import Any
 
 from odradek.connect.api import (
     ConfigDef,
+    ConfigException,
     ConfigType,
     ConnectError,
     ExactlyOnceSupport,
@@ -42,7 +39,9 @@ from odradek.connect.api import (
     SourceTask,
     Task,
 )
-from odradek.connect.connectors._config import at_least, non_empty, version
+from odradek.connect.config_def import in_range, non_empty_string
+from odradek.connect.connectors import _json
+from odradek.connect.connectors._config import version
 from odradek.connect.data import STRING
 
 log = logging.getLogger(__name__)
@@ -58,8 +57,8 @@ POSITION_FIELD = "position"
 
 LINE_BYTES_MAX = 1 << 20
 """The longest line the source reads (Kafka's grows its buffer without a bound)."""
-READ_BYTES_MAX = 4 * LINE_BYTES_MAX
-"""The most one poll reads from the file."""
+READ_BYTES = 1 << 20
+"""One read from the file; a poll reads when fewer bytes than this are buffered."""
 IDLE_WAIT_S = 1.0
 """How long ``poll`` waits for new lines (or for the file to appear), as Kafka's."""
 
@@ -72,14 +71,14 @@ def _source_config() -> ConfigDef:
             ConfigType.STRING,
             importance=Importance.HIGH,
             documentation="The file to read (required: reading stdin is not supported).",
-            validator=non_empty,
+            validator=non_empty_string,
         )
         .define(
             TOPIC_CONFIG,
             ConfigType.STRING,
             importance=Importance.HIGH,
             documentation="The topic to send the lines to.",
-            validator=non_empty,
+            validator=_one_topic,
         )
         .define(
             BATCH_SIZE_CONFIG,
@@ -87,7 +86,7 @@ def _source_config() -> ConfigDef:
             BATCH_SIZE_DEFAULT,
             importance=Importance.LOW,
             documentation="The most lines one poll returns.",
-            validator=at_least(1),
+            validator=in_range(1),
         )
     )
 
@@ -98,8 +97,14 @@ def _sink_config() -> ConfigDef:
         ConfigType.STRING,
         importance=Importance.HIGH,
         documentation="The file to append to (required: writing to stdout is not supported).",
-        validator=non_empty,
+        validator=non_empty_string,
     )
+
+
+def _one_topic(name: str, value: Any) -> None:
+    non_empty_string(name, value)
+    if "," in value:
+        raise ConfigException(name, f"{value!r}: the source writes to a single topic")
 
 
 class FileStreamSourceConnector(SourceConnector):
@@ -171,6 +176,7 @@ class FileStreamSourceTask(SourceTask):
         self._stopping = threading.Event()
         self._lock = threading.Lock()  # the file, between poll's reads and stop
         self._file = None
+        self._buffer = b""  # read from the file, after _position, not sent yet
         stored = self.context.offset_storage_reader.offset(self._partition)
         position = (stored or {}).get(POSITION_FIELD, 0)
         if not isinstance(position, int) or position < 0:
@@ -186,12 +192,16 @@ class FileStreamSourceTask(SourceTask):
             if self._file is None:
                 try:
                     self._file = open(self._filename, "rb")  # noqa: SIM115 (open across polls)
+                    self._file.seek(self._position)
                 except FileNotFoundError:
                     self._file = None
-            if self._file is not None:
-                self._file.seek(self._position)
-                chunk = self._file.read(READ_BYTES_MAX)
-        if self._file is None:
+            if self._file is None:
+                chunk = None
+            else:
+                if len(self._buffer) < READ_BYTES:
+                    self._buffer += self._file.read(READ_BYTES)
+                chunk = self._buffer
+        if chunk is None:
             log.warning("%s does not exist yet; waiting for it", self._filename)
             self._stopping.wait(self.idle_wait_s)
             return None
@@ -221,6 +231,7 @@ class FileStreamSourceTask(SourceTask):
                 )
             )
         self._position += start
+        self._buffer = chunk[start:]
         if not records:
             self._stopping.wait(self.idle_wait_s)
             return None
@@ -239,19 +250,9 @@ def _line(value: Any) -> str:
         return value
     if value is None:
         return "null"
-    if isinstance(value, (bytes, bytearray, memoryview)):
+    if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).decode("utf-8", errors="replace")
-    return json.dumps(value, default=_json_default, separators=(",", ":"))
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (datetime.date, datetime.time)):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode()
-    raise TypeError(f"{type(value).__name__} is not JSON-able")
+    return _json.dumps(value)
 
 
 class FileStreamSinkConnector(SinkConnector):

@@ -7,11 +7,15 @@ from typing import Any
 import sqlalchemy as sa
 
 from odradek.connect.api import ConfigDef, ConfigException, ConfigType, Importance
-from odradek.connect.connectors._config import non_empty
+from odradek.connect.config_def import non_empty_string
 
 CONNECTION_URL = "connection.url"
 CONNECTION_USER = "connection.user"
 CONNECTION_PASSWORD = "connection.password"
+
+RETRIABLE = (sa.exc.OperationalError, sa.exc.InterfaceError)
+"""Errors of the connection or the server's state (retried); errors of the SQL or the data
+(constraint violations, a missing column, a wrong ON CONFLICT target) fail at once."""
 
 SQLITE_BUSY_TIMEOUT_S = 10.0
 """How long a SQLite connection waits for another's write lock before failing (retriable)."""
@@ -45,7 +49,7 @@ def define_connection(config: ConfigDef) -> ConfigDef:
 
 
 def _sqlalchemy_url(name: str, value: Any) -> None:
-    non_empty(name, value)
+    non_empty_string(name, value)
     if str(value).lower().startswith("jdbc:"):
         raise ConfigException(
             name,

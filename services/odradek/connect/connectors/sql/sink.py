@@ -18,8 +18,11 @@ kind and table go in one executemany; in an upsert run only the last record of a
 which is what running them in order leaves): so a batch redelivered after a failure upserts the
 same rows again. ``auto.create`` creates a missing table from the record schemas (the key
 columns NOT NULL PRIMARY KEY); without schemas it fails naming the converter setting to use.
-``auto.evolve`` (altering tables) is not implemented and refused. Database errors are retried
-``max.retries`` times ``retry.backoff.ms`` apart (``RetriableError``), then fail the task.
+``auto.evolve`` adds the columns of fields a table lacks (``ALTER TABLE ... ADD COLUMN``, as
+Confluent's: only optional fields, since existing rows have no value; never drops or changes a
+column). Database errors are retried
+``max.retries`` times ``retry.backoff.ms`` apart (``RetriableError``) when they are about the
+connection or the server's state; errors of the SQL or the data fail the task at once.
 
 Threading: a task's methods run in its thread; ``stop`` disposes the engine.
 """
@@ -39,6 +42,7 @@ from odradek.connect.api import (
     ConfigDef,
     ConfigException,
     ConfigType,
+    ConfigValue,
     ConnectError,
     RetriableError,
     SinkConnector,
@@ -46,9 +50,10 @@ from odradek.connect.api import (
     SinkTask,
     Task,
 )
-from odradek.connect.connectors._config import at_least, one_of, version
-from odradek.connect.connectors.sql import typemap
-from odradek.connect.connectors.sql.common import create_engine, define_connection, split_name
+from odradek.connect.config_def import in_range, one_of
+from odradek.connect.connectors._config import validate_with, version
+from odradek.connect.connectors.sql import ddl, typemap
+from odradek.connect.connectors.sql.common import RETRIABLE, create_engine, define_connection
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +112,7 @@ def sink_config() -> ConfigDef:
         AUTO_EVOLVE,
         ConfigType.BOOLEAN,
         False,
-        validator=_no_evolve,
-        documentation="Not implemented: must be false.",
+        documentation="Add the columns of new optional fields to existing tables.",
     )
     c.define(
         DELETE_ENABLED,
@@ -126,42 +130,41 @@ def sink_config() -> ConfigDef:
         BATCH_SIZE,
         ConfigType.INT,
         3000,
-        validator=at_least(1),
+        validator=in_range(1),
         documentation="The most rows in one statement execution.",
     )
     c.define(
         MAX_RETRIES,
         ConfigType.INT,
         10,
-        validator=at_least(0),
+        validator=in_range(0),
         documentation="Retries of a failed put before the task fails.",
     )
     c.define(
         RETRY_BACKOFF_MS,
         ConfigType.INT,
         3000,
-        validator=at_least(0),
+        validator=in_range(0),
         documentation="The wait before a retry.",
     )
-    return c  # fmt: skip
-
-
-def _no_evolve(name: str, value: Any) -> None:
-    if value:
-        raise ConfigException(name, "altering tables is not implemented: set it to false")
+    return c
 
 
 def parse(props: Mapping[str, str]) -> dict[str, Any]:
     config = sink_config().parse(props)
     pk_mode, insert_mode = config[PK_MODE], config[INSERT_MODE]
     if insert_mode != "insert" and pk_mode == "none":
-        raise ConfigException(PK_MODE, f"insert.mode={insert_mode} needs a primary key: set "
-                              "pk.mode to kafka, record_key or record_value")  # fmt: skip
+        raise ConfigException(
+            PK_MODE,
+            f"insert.mode={insert_mode} needs a primary key: set "
+            "pk.mode to kafka, record_key or record_value",
+        )
     if config[DELETE_ENABLED] and pk_mode != "record_key":
         raise ConfigException(DELETE_ENABLED, "delete.enabled=true needs pk.mode=record_key")
     if pk_mode == "kafka" and config[PK_FIELDS] and len(config[PK_FIELDS]) != 3:
-        raise ConfigException(PK_FIELDS, "pk.mode=kafka takes three names (topic, partition, "
-                              "offset columns) or none")  # fmt: skip
+        raise ConfigException(
+            PK_FIELDS, "pk.mode=kafka takes three names (topic, partition, offset columns) or none"
+        )
     return config
 
 
@@ -171,6 +174,9 @@ class SqlSinkConnector(SinkConnector):
 
     def config(self) -> ConfigDef:
         return sink_config()
+
+    def validate(self, props: Mapping[str, str]) -> list[ConfigValue]:
+        return validate_with(self.config().validate(props), props, parse)
 
     def start(self, props: Mapping[str, str]) -> None:
         parse(props)
@@ -210,8 +216,9 @@ class SqlSinkTask(SinkTask):
         self._engine = create_engine(self._config)
         self._dialect = self._engine.dialect.name
         if self._config[INSERT_MODE] == "upsert" and self._dialect not in UPSERT_DIALECTS:
-            raise ConnectError(f"insert.mode=upsert is implemented for SQLite and PostgreSQL, "
-                               f"not {self._dialect}")  # fmt: skip
+            raise ConnectError(
+                f"insert.mode=upsert is implemented for SQLite and PostgreSQL, not {self._dialect}"
+            )
         self._tables: dict[str, sa.Table] = {}
         self._retries_left: int = self._config[MAX_RETRIES]
 
@@ -230,13 +237,12 @@ class SqlSinkTask(SinkTask):
                     self._execute(conn, op, rows)
         except sa.exc.DBAPIError as e:
             self._tables.clear()  # a table may have changed under us: reflect it again
-            if self._retries_left > 0 and not isinstance(
-                e, sa.exc.IntegrityError | sa.exc.DataError
-            ):
+            where = f"writing {len(records)} records to {self._dialect}"
+            if self._retries_left > 0 and isinstance(e, RETRIABLE):
                 self._retries_left -= 1
                 self.context.timeout(self._config[RETRY_BACKOFF_MS])
-                raise RetriableError(f"writing {len(records)} records: {e}") from e
-            raise ConnectError(f"writing {len(records)} records: {e}") from e
+                raise RetriableError(f"{where} (will retry): {e}") from e
+            raise ConnectError(f"{where}: {e}") from e
         self._retries_left = self._config[MAX_RETRIES]
 
     def _runs(self, records: Sequence[SinkRecord]) -> list[tuple[_Op, list[dict[str, Any]]]]:
@@ -257,11 +263,10 @@ class SqlSinkTask(SinkTask):
                 row = self._row(record)
                 table = self._table(table_name, record, row)
                 op = _Op(self._config[INSERT_MODE], table, self._pk_names(record), tuple(row))
-                missing = set(row) - set(table.c.keys())
+                missing = [c for c in row if c not in table.c]
                 if missing:
-                    raise ConnectError(f"table {table_name} has no columns {sorted(missing)} for "
-                                       f"{record.topic}-{record.partition}@{record.kafka_offset} "
-                                       "(auto.evolve is not implemented)")  # fmt: skip
+                    table = self._evolve(table_name, table, record, missing)
+                    op = _Op(op.kind, table, op.pk, op.columns)
             row = {k: typemap.to_sql(v) for k, v in row.items()}
             if runs and runs[-1][0] == op:
                 runs[-1][1].append(row)
@@ -306,9 +311,11 @@ class SqlSinkTask(SinkTask):
         if not isinstance(value, dict) or (
             record.value_schema is not None and record.value_schema.type is not data.Type.STRUCT
         ):
-            raise ConnectError(f"{record.topic}-{record.partition}@{record.kafka_offset}: a row "
-                               f"needs a struct value, not {type(value).__name__} (use "
-                               f"{JSON_WITH_SCHEMAS})")  # fmt: skip
+            raise ConnectError(
+                f"{record.topic}-{record.partition}@{record.kafka_offset}: a row "
+                f"needs a struct value, not {type(value).__name__} (use "
+                f"{JSON_WITH_SCHEMAS})"
+            )
         whitelist = self._config[FIELDS_WHITELIST]
         row = {k: v for k, v in value.items() if not whitelist or k in whitelist}
         pk_mode = self._config[PK_MODE]
@@ -338,8 +345,10 @@ class SqlSinkTask(SinkTask):
                 raise ConnectError(f"{where}: the key has no fields {missing} (pk.fields)")
             return {n: key[n] for n in names}
         if len(names) != 1:
-            raise ConnectError(f"{where}: a primitive key fills one column: name it in "
-                               "pk.fields (exactly one name)")  # fmt: skip
+            raise ConnectError(
+                f"{where}: a primitive key fills one column: name it in "
+                "pk.fields (exactly one name)"
+            )
         return {names[0]: key}
 
     def _pk_names(self, record: SinkRecord) -> tuple[str, ...]:
@@ -357,29 +366,57 @@ class SqlSinkTask(SinkTask):
     def _table(
         self, name: str, record: SinkRecord, row: dict[str, Any] | None = None
     ) -> sa.Table | None:
+        """The table of ``record`` (created if ``row`` is to be written to it and auto.create);
+        None for a delete in a table that does not exist."""
         table = self._tables.get(name)
-        if table is not None:
-            return table
-        schema, table_name = split_name(name)
-        try:
-            table = sa.Table(table_name, sa.MetaData(), schema=schema, autoload_with=self._engine)
-        except sa.exc.NoSuchTableError:
-            if row is None:
-                return None
-            if not self._config[AUTO_CREATE]:
-                raise ConnectError(
-                    f"table {name} does not exist and auto.create is false"
-                ) from None
-            table = self._create(schema, table_name, record)
-        self._tables[name] = table
+        if table is None:
+            table = ddl.reflect(self._engine, name)
+            if table is None:
+                if row is None:
+                    return None
+                table = self._create(name, record)
+            self._tables[name] = table
         return table
 
-    def _create(self, schema: str | None, name: str, record: SinkRecord) -> sa.Table:
+    def _evolve(
+        self, name: str, table: sa.Table, record: SinkRecord, missing: list[str]
+    ) -> sa.Table:
+        """``table`` with columns for the fields ``missing`` (auto.evolve)."""
         where = f"{record.topic}-{record.partition}@{record.kafka_offset}"
+        if not self._config[AUTO_EVOLVE]:
+            raise ConnectError(
+                f"{where}: table {name} has no columns {missing} and auto.evolve is false"
+            )
         value_schema = record.value_schema
         if value_schema is None or value_schema.type is not data.Type.STRUCT:
-            raise ConnectError(f"{where}: auto.create builds table {name} from the record's "
-                               f"schema, and it has none: use {JSON_WITH_SCHEMAS}")  # fmt: skip
+            raise ConnectError(
+                f"{where}: auto.evolve adds columns {missing} to {name} from the "
+                f"record's schema, and it has none: use {JSON_WITH_SCHEMAS}"
+            )
+        fields = {}
+        for column in missing:
+            field_ = value_schema.field(column)
+            if field_ is None:  # a key column the table lacks
+                raise ConnectError(f"{where}: table {name} has no key column {column}")
+            fields[column] = field_.schema
+        try:
+            widened = ddl.add_columns(self._engine, table, name, fields)
+        except ddl.DdlError as e:
+            raise ConnectError(f"{where}: auto.evolve: {e}") from e
+        self._tables[name] = widened
+        return widened
+
+    def _create(self, name: str, record: SinkRecord) -> sa.Table:
+        """The table ``name`` created from ``record``'s schemas (auto.create)."""
+        where = f"{record.topic}-{record.partition}@{record.kafka_offset}"
+        if not self._config[AUTO_CREATE]:
+            raise ConnectError(f"{where}: table {name} does not exist and auto.create is false")
+        value_schema = record.value_schema
+        if value_schema is None or value_schema.type is not data.Type.STRUCT:
+            raise ConnectError(
+                f"{where}: auto.create builds table {name} from the record's "
+                f"schema, and it has none: use {JSON_WITH_SCHEMAS}"
+            )
         fields: dict[str, data.Schema] = {}
         pk_mode = self._config[PK_MODE]
         whitelist = self._config[FIELDS_WHITELIST]
@@ -389,32 +426,17 @@ class SqlSinkTask(SinkTask):
         elif pk_mode == "record_key":
             key_schema = record.key_schema
             if key_schema is None:
-                raise ConnectError(f"{where}: auto.create with pk.mode=record_key needs the key's "
-                                   "schema too (key.converter with schemas)")  # fmt: skip
-            for name_ in pk:
-                f = key_schema.field(name_) if key_schema.type is data.Type.STRUCT else None
-                fields[name_] = f.schema if f is not None else key_schema
+                raise ConnectError(
+                    f"{where}: auto.create with pk.mode=record_key needs the key's "
+                    "schema too (key.converter with schemas)"
+                )
+            for column in pk:
+                f = key_schema.field(column) if key_schema.type is data.Type.STRUCT else None
+                fields[column] = f.schema if f is not None else key_schema
         for f in value_schema.fields:
             if f.name in pk or not whitelist or f.name in whitelist:
                 fields.setdefault(f.name, f.schema)
-        columns = []
-        for col_name, col_schema in fields.items():
-            try:
-                col_type = typemap.column_type(col_schema)
-            except typemap.UnsupportedSchema as e:
-                raise ConnectError(f"{where}: auto.create of {name}: column {col_name}: {e}") from e
-            is_pk = col_name in pk
-            columns.append(sa.Column(col_name, col_type, primary_key=is_pk,
-                                     nullable=not is_pk and col_schema.optional,
-                                     autoincrement=False))  # fmt: skip
-        table = sa.Table(name, sa.MetaData(), *columns, schema=schema)
         try:
-            table.create(self._engine, checkfirst=True)
-        except sa.exc.DBAPIError:
-            # Another task may have created it first: use theirs if it is there now.
-            try:
-                return sa.Table(name, sa.MetaData(), schema=schema, autoload_with=self._engine)
-            except sa.exc.NoSuchTableError:
-                raise
-        log.info("created table %s with columns %s (primary key %s)", name, list(fields), pk)
-        return table
+            return ddl.create_table(self._engine, name, fields, pk)
+        except ddl.DdlError as e:
+            raise ConnectError(f"{where}: auto.create: {e}") from e

@@ -18,8 +18,8 @@ Confluent's older versions write them; a restarted task resumes from the stored 
 the table, built from its reflected columns (``typemap``). "Now" for the timestamp delay is the
 worker's clock, not the database's (Confluent asks the database).
 
-Tasks split the tables found at start into contiguous groups (tables created later are not
-picked up until the connector restarts; Confluent polls for them every ``table.poll.interval.ms``).
+Tasks split the tables into contiguous groups; the connector lists them again every
+``table.poll.interval.ms`` and asks for new task configs when they change.
 Threading: a task's methods run in its thread; ``stop`` only sets an event.
 """
 
@@ -40,7 +40,9 @@ from odradek.connect.api import (
     ConfigDef,
     ConfigException,
     ConfigType,
+    ConfigValue,
     ConnectError,
+    ExactlyOnceSupport,
     Importance,
     RetriableError,
     SourceConnector,
@@ -48,9 +50,15 @@ from odradek.connect.api import (
     SourceTask,
     Task,
 )
-from odradek.connect.connectors._config import at_least, one_of, version
+from odradek.connect.config_def import in_range, one_of
+from odradek.connect.connectors._config import validate_with, version
 from odradek.connect.connectors.sql import typemap
-from odradek.connect.connectors.sql.common import create_engine, define_connection, split_name
+from odradek.connect.connectors.sql.common import (
+    RETRIABLE,
+    create_engine,
+    define_connection,
+    split_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +74,10 @@ TOPIC_PREFIX = "topic.prefix"
 POLL_INTERVAL_MS = "poll.interval.ms"
 BATCH_MAX_ROWS = "batch.max.rows"
 TIMESTAMP_DELAY_INTERVAL_MS = "timestamp.delay.interval.ms"
+TABLE_POLL_INTERVAL_MS = "table.poll.interval.ms"
+VALIDATE_NON_NULL = "validate.non.null"
+NUMERIC_MAPPING = "numeric.mapping"
+DB_TIMEZONE = "db.timezone"
 TASK_TABLES = "tables"
 """The task-config key with a task's share of the tables (Confluent's ``tables``)."""
 
@@ -80,6 +92,8 @@ TIMESTAMP_FIELD = "timestamp"
 TIMESTAMP_NANOS_FIELD = "timestamp_nanos"
 QUERY_PARTITION = {"query": "query"}
 
+MONITOR_JOIN_TIMEOUT_S = 5.0
+"""How long ``stop`` waits for the table monitor (it may be inside a slow listing)."""
 WAIT_MAX_S = 1.0
 """The longest one ``poll`` waits for the next table to be due (``stop`` is seen within it)."""
 EPOCH = datetime.datetime(1970, 1, 1)
@@ -126,22 +140,50 @@ def source_config() -> ConfigDef:
         POLL_INTERVAL_MS,
         ConfigType.INT,
         5000,
-        validator=at_least(0),
+        validator=in_range(0),
         documentation="How often each table is polled for new rows.",
     )
     c.define(
         BATCH_MAX_ROWS,
         ConfigType.INT,
         100,
-        validator=at_least(1),
+        validator=in_range(1),
         documentation="The most rows one poll reads from one table.",
     )
     c.define(
         TIMESTAMP_DELAY_INTERVAL_MS,
         ConfigType.INT,
         0,
-        validator=at_least(0),
+        validator=in_range(0),
         documentation="Rows are copied once their timestamp is this much in the past.",
+    )
+    c.define(
+        VALIDATE_NON_NULL,
+        ConfigType.BOOLEAN,
+        True,
+        documentation="Refuse tables whose incrementing or timestamp columns allow NULL.",
+    )
+    c.define(
+        NUMERIC_MAPPING,
+        ConfigType.STRING,
+        "none",
+        validator=one_of(*typemap.NUMERIC_MAPPINGS),
+        documentation="none: NUMERIC as Decimal; precision_only: NUMERIC(p,0) as integers; "
+        "best_fit: also NUMERIC(p,s>0) as double.",
+    )
+    c.define(
+        DB_TIMEZONE,
+        ConfigType.STRING,
+        "UTC",
+        validator=one_of("UTC"),
+        documentation="The time zone of naive timestamps: only UTC is implemented.",
+    )
+    c.define(
+        TABLE_POLL_INTERVAL_MS,
+        ConfigType.INT,
+        60000,
+        validator=in_range(1),
+        documentation="How often the connector looks for tables created or dropped.",
     )
     c.define(
         TASK_TABLES,
@@ -150,7 +192,7 @@ def source_config() -> ConfigDef:
         importance=Importance.LOW,
         documentation="Set by the connector: the tables of one task.",
     )
-    return c  # fmt: skip
+    return c
 
 
 def parse(props: Mapping[str, str]) -> dict[str, Any]:
@@ -160,8 +202,10 @@ def parse(props: Mapping[str, str]) -> dict[str, Any]:
     config[TABLE_BLACKLIST] = config[TABLE_BLACKLIST] or config[TABLE_EXCLUDE_LIST]
     mode = config[MODE]
     if config[TABLE_WHITELIST] and config[TABLE_BLACKLIST]:
-        raise ConfigException(TABLE_BLACKLIST, "table.whitelist and table.blacklist exclude "
-                              "each other: set at most one")  # fmt: skip
+        raise ConfigException(
+            TABLE_BLACKLIST,
+            "table.whitelist and table.blacklist exclude each other: set at most one",
+        )
     if config[QUERY] and (config[TABLE_WHITELIST] or config[TABLE_BLACKLIST]):
         raise ConfigException(QUERY, "a query copies its own rows: do not list tables with it")
     if mode in (INCREMENTING, TIMESTAMP_INCREMENTING) and not config[INCREMENTING_COLUMN]:
@@ -172,7 +216,9 @@ def parse(props: Mapping[str, str]) -> dict[str, Any]:
 
 
 class SqlSourceConnector(SourceConnector):
-    """Lists the tables at start and splits them among the tasks."""
+    """Lists the tables at start and splits them among the tasks; a thread of its own lists
+    them again every ``table.poll.interval.ms`` and asks for new task configs when they
+    change (a table created or dropped)."""
 
     def version(self) -> str:
         return version()
@@ -180,39 +226,105 @@ class SqlSourceConnector(SourceConnector):
     def config(self) -> ConfigDef:
         return source_config()
 
+    def validate(self, props: Mapping[str, str]) -> list[ConfigValue]:
+        return validate_with(self.config().validate(props), props, parse)
+
     def start(self, props: Mapping[str, str]) -> None:
         self._props = dict(props)
-        config = parse(props)
+        self._config = config = parse(props)
+        self._lock = threading.Lock()  # _tables, between the monitor and task_configs
+        self._stopping = threading.Event()
+        self._monitor: threading.Thread | None = None
+        self._tables: list[str] = []
         if config[QUERY]:
-            self._tables: list[str] = []
             return
-        engine = create_engine(config)
+        self._engine = create_engine(config)
         try:
-            existing = sa.inspect(engine).get_table_names()
+            self._tables = self._find_tables()
         except sa.exc.SQLAlchemyError as e:
+            self._engine.dispose()
             raise ConnectError(f"cannot list the tables of the database: {e}") from e
-        finally:
-            engine.dispose()
-        whitelist, blacklist = config[TABLE_WHITELIST], set(config[TABLE_BLACKLIST])
+        self._monitor = threading.Thread(
+            target=self._watch_tables, name="sql-source-table-monitor", daemon=True
+        )
+        self._monitor.start()
+
+    def _find_tables(self) -> list[str]:
+        existing = sa.inspect(self._engine).get_table_names()
+        whitelist = self._config[TABLE_WHITELIST]
+        blacklist = set(self._config[TABLE_BLACKLIST])
         if whitelist:
-            missing = [t for t in whitelist if split_name(t)[1] not in existing]
-            if missing:
-                log.warning("tables in %s not found: %s", TABLE_WHITELIST, missing)
-            self._tables = [t for t in whitelist if t not in missing]
-        else:
-            self._tables = [t for t in sorted(existing) if t not in blacklist]
+            return [t for t in whitelist if split_name(t)[1] in existing]
+        return [t for t in sorted(existing) if t not in blacklist]
+
+    def _watch_tables(self) -> None:
+        interval_s = self._config[TABLE_POLL_INTERVAL_MS] / 1000
+        while not self._stopping.wait(interval_s):
+            try:
+                tables = self._find_tables()
+            except sa.exc.SQLAlchemyError as e:
+                log.warning("cannot list the tables of the database (will retry): %s", e)
+                continue
+            with self._lock:
+                changed, self._tables = tables != self._tables, tables
+            if changed:
+                log.info("the tables to copy are now %s", tables)
+                self.context.request_task_reconfiguration()
 
     def task_class(self) -> type[Task]:
         return SqlSourceTask
 
+    def exactly_once_support(self, props: Mapping[str, str]) -> ExactlyOnceSupport | None:
+        # An offset names the exact position after a row (incrementing; timestamp runs are
+        # never split across polls), so a transaction's rows and offset replay exactly (KIP-618).
+        # Bulk mode has no offsets: a restart copies the tables again.
+        mode = parse(props)[MODE]
+        return ExactlyOnceSupport.UNSUPPORTED if mode == BULK else ExactlyOnceSupport.SUPPORTED
+
+    def alter_offsets(self, props: Mapping[str, str], offsets: Mapping[Any, Any]) -> bool:
+        """KIP-875: partitions must be ``{"table": name}`` or ``{"query": "query"}``, offsets
+        (or null, a reset) hold non-negative integers under Confluent's field names."""
+        for partition, offset in offsets.items():
+            items = dict(partition) if not isinstance(partition, Mapping) else partition
+            if set(items) != {"table"} and dict(items) != QUERY_PARTITION:
+                raise ConnectError(
+                    f"source partitions are {{'table': <name>}} or "
+                    f"{QUERY_PARTITION}, not {dict(items)!r}"
+                )
+            if offset is None:
+                continue
+            fields = {INCREMENTING_FIELD, TIMESTAMP_FIELD, TIMESTAMP_NANOS_FIELD}
+            bad = [
+                k
+                for k, v in offset.items()
+                if k not in fields or not isinstance(v, int) or isinstance(v, bool)
+            ]
+            if bad or not offset:
+                raise ConnectError(
+                    f"offsets hold integers under {sorted(fields)}, not {dict(offset)!r}"
+                )
+        return True
+
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
-        if parse(self._props)[QUERY]:
+        if self._config[QUERY]:
             return [dict(self._props)]
-        groups = _contiguous_groups(self._tables, max_tasks)
-        return [{**self._props, TASK_TABLES: ",".join(g)} for g in groups]
+        with self._lock:
+            tables = list(self._tables)
+        if not tables:
+            log.warning("no tables to copy: the connector runs no task until one appears")
+        return [
+            {**self._props, TASK_TABLES: ",".join(g)} for g in _contiguous_groups(tables, max_tasks)
+        ]
 
     def stop(self) -> None:
-        pass
+        self._stopping.set()
+        if self._monitor is not None:
+            self._monitor.join(MONITOR_JOIN_TIMEOUT_S)
+            if self._monitor.is_alive():
+                log.warning("the table monitor did not stop within %s s", MONITOR_JOIN_TIMEOUT_S)
+            else:
+                self._engine.dispose()
+            self._monitor = None
 
 
 def _contiguous_groups(items: Sequence[str], count: int) -> list[list[str]]:
@@ -240,6 +352,8 @@ class _Querier:
     timestamp: datetime.datetime | None = None
     bulk_offset: int = 0
     inferred: dict[str, data.Schema] = field(default_factory=dict)
+    schema: data.Schema | None = None  # the value schema, rebuilt when the columns change
+    schema_columns: dict[str, data.Schema] | None = None
 
 
 class SqlSourceTask(SourceTask):
@@ -259,11 +373,14 @@ class SqlSourceTask(SourceTask):
         self._poll_interval_s = config[POLL_INTERVAL_MS] / 1000
         self._batch_max_rows: int = config[BATCH_MAX_ROWS]
         self._delay = datetime.timedelta(milliseconds=config[TIMESTAMP_DELAY_INTERVAL_MS])
+        self._validate_non_null: bool = config[VALIDATE_NON_NULL]
+        self._numeric_mapping: str = config[NUMERIC_MAPPING]
         self._stopping = threading.Event()
         self._engine = create_engine(config)
         prefix = config[TOPIC_PREFIX]
         if config[QUERY]:
-            subquery = sa.text(f"({config[QUERY]}) AS odradek_query")
+            query = config[QUERY].strip().rstrip(";")  # a subquery cannot end a statement
+            subquery = sa.text(f"({query}) AS odradek_query")
             self._queriers = [_Querier(prefix, QUERY_PARTITION, subquery, None, None)]
         else:
             tables = config[TASK_TABLES]
@@ -281,12 +398,22 @@ class SqlSourceTask(SourceTask):
             raise ConnectError(f"table {name} does not exist") from None
         except sa.exc.SQLAlchemyError as e:
             raise RetriableError(f"cannot read the columns of {name}: {e}") from e
-        columns = {c.name: typemap.column_schema(c.type, bool(c.nullable)) for c in table.columns}
+        columns = {
+            c.name: typemap.column_schema(c.type, bool(c.nullable), self._numeric_mapping)
+            for c in table.columns
+        }
         for needed in [self._inc_column] * (INCREMENTING in self._mode) + (
             self._ts_columns if TIMESTAMP in self._mode else []
         ):
             if needed not in columns:
                 raise ConnectError(f"table {name} has no column {needed}")
+            column = table.c[needed]  # SQLite reflects its INTEGER PRIMARY KEY as nullable
+            if self._validate_non_null and column.nullable and not column.primary_key:
+                raise ConnectError(
+                    f"column {needed} of table {name} allows NULL, and rows "
+                    f"where it is NULL would never be copied: make it NOT NULL, "
+                    f"or set {VALIDATE_NON_NULL}=false"
+                )
         return _Querier(prefix + table_name, {"table": name}, table, columns, table_name)
 
     def _resume(self, q: _Querier) -> None:
@@ -313,7 +440,7 @@ class SqlSourceTask(SourceTask):
             return None
         try:
             rows = self._read(q)
-        except sa.exc.OperationalError as e:
+        except RETRIABLE as e:
             raise RetriableError(f"reading {q.partition}: {e}") from e
         except sa.exc.SQLAlchemyError as e:
             raise ConnectError(f"reading {q.partition}: {e}") from e
@@ -395,7 +522,10 @@ class SqlSourceTask(SourceTask):
                 if value is not None and name not in q.inferred:
                     q.inferred[name] = typemap.value_schema(value)
             columns = {n: q.inferred.get(n, data.OPTIONAL_STRING) for n in row}
-        schema = data.struct(*columns.items(), name=q.schema_name)
+        if columns != q.schema_columns:
+            q.schema = data.struct(*columns.items(), name=q.schema_name)
+            q.schema_columns = dict(columns)
+        schema = q.schema
         value = {n: typemap.to_connect(s, row.get(n)) for n, s in columns.items()}
         offset: dict[str, Any] = {}
         if INCREMENTING in self._mode:

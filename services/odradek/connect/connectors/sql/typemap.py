@@ -30,11 +30,36 @@ from odradek.connect import data
 from odradek.connect.data import Schema, Type
 
 UTC = datetime.UTC
+_WIDE = decimal.Context(prec=1000)
+"""Room for any NUMERIC's digits (the default context rounds beyond 28)."""
 
 
-def column_schema(column_type: sa.types.TypeEngine, nullable: bool) -> Schema:
-    schema = _column_schema(column_type)
+NUMERIC_MAPPINGS = ("none", "precision_only", "best_fit")
+
+
+def column_schema(
+    column_type: sa.types.TypeEngine, nullable: bool, numeric_mapping: str = "none"
+) -> Schema:
+    schema = _numeric_fit(column_type, numeric_mapping) or _column_schema(column_type)
     return data.optional(schema) if nullable else schema
+
+
+def _numeric_fit(t: sa.types.TypeEngine, mapping: str) -> Schema | None:
+    """Confluent's ``numeric.mapping``: NUMERIC(p, 0) as the smallest integer type holding p
+    digits (``precision_only``, ``best_fit``); NUMERIC(p, s > 0) as float64 (``best_fit``)."""
+    if mapping == "none" or not isinstance(t, sa.Numeric) or isinstance(t, sa.Float | sa.Integer):
+        return None
+    precision, scale = t.precision, t.scale
+    if precision is None or scale is None:
+        return None
+    if scale == 0 and precision < 19:
+        for digits, schema in ((3, data.INT8), (5, data.INT16), (10, data.INT32)):
+            if precision < digits:
+                return schema
+        return data.INT64
+    if mapping == "best_fit" and scale > 0:
+        return data.FLOAT64
+    return None
 
 
 def _column_schema(t: sa.types.TypeEngine) -> Schema:
@@ -100,7 +125,7 @@ def to_connect(schema: Schema, value: Any) -> Any:
         return value.replace(tzinfo=None) if isinstance(value, datetime.time) else value
     if name == data.DECIMAL:
         scale = int(schema.params.get(data.DECIMAL_SCALE, "0"))
-        return decimal.Decimal(value).quantize(decimal.Decimal(1).scaleb(-scale))
+        return decimal.Decimal(value).quantize(decimal.Decimal(1).scaleb(-scale), context=_WIDE)
     t = schema.type
     if t in data.INT_BOUNDS:
         return int(value)
