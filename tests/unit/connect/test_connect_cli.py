@@ -47,7 +47,7 @@ def test_json_connector_files_both_shapes(tmp_path) -> None:
     ("file", "text", "words"),
     [
         ("a.properties", "connector.class=X\n", ['"name"']),
-        ("a.json", '{"name": "a", "tasks.max": 1}', ['"tasks.max"', "a.json"]),
+        ("a.json", '{"name": "a", "tasks.max": [1]}', ['"tasks.max"', "a.json"]),
         ("a.json", "{nope", ["not valid JSON", "a.json"]),
         ("a.json", '{"name": "a", "config": {"name": "b"}}', ["does not match"]),
     ],
