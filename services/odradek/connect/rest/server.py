@@ -15,12 +15,20 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from odradek.connect.herder import Herder
 from odradek.connect.rest.app import PluginCatalog, build_app
 from odradek.observability.metrics import ConnectRestMetrics
 
-__all__ = ["REST_SHUTDOWN_TIMEOUT_S", "RestServer", "parse_listener", "start_rest_server"]
+__all__ = [
+    "REST_SHUTDOWN_TIMEOUT_S",
+    "RestServer",
+    "advertised_address",
+    "bind_listener",
+    "parse_listener",
+    "start_rest_server",
+]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +51,30 @@ def parse_listener(listeners: str) -> tuple[str, int]:
     return parts.hostname or "", port
 
 
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: a free one), for ``start_rest_server``."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(REST_BACKLOG)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def advertised_address(
+    host: str, port: int, advertised_host: str | None, advertised_port: int | None
+) -> tuple[str, int]:
+    """``rest.advertised.host.name``/``port`` when set, else the bound host (or this machine's
+    name when bound to every interface) and port."""
+    return advertised_host or host or socket.getfqdn(), advertised_port or port
+
+
 @dataclass(eq=False)
 class RestServer:
     host: str
@@ -63,22 +95,28 @@ async def start_rest_server(
     advertised_host: str | None = None,
     advertised_port: int | None = None,
     metrics: ConnectRestMetrics | None = None,
-    registry=None,
+    registry: CollectorRegistry | None = None,
+    sock: socket.socket | None = None,
 ) -> RestServer:
-    """Serve the REST API on ``host:port`` until ``RestServer.stop()``; ``OSError`` if unbound."""
+    """Serve the REST API on ``host:port`` (or on ``sock``, from ``bind_listener``, when the
+    port must be known before the herder exists) until ``RestServer.stop()``; ``OSError`` if
+    the address cannot be bound."""
     app = build_app(herder, plugins, metrics=metrics, registry=registry)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=REST_SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host or None, port, backlog=REST_BACKLOG)
+        if sock is not None:
+            site: web.BaseSite = web.SockSite(runner, sock, backlog=REST_BACKLOG)
+        else:
+            site = web.TCPSite(runner, host or None, port, backlog=REST_BACKLOG)
         await site.start()
     except BaseException:
         await runner.cleanup()
         raise
     bound_port = runner.addresses[0][1]
-    shown = advertised_host or host or socket.gethostname()
+    shown, shown_port = advertised_address(host, bound_port, advertised_host, advertised_port)
     if ":" in shown:
         shown = f"[{shown}]"
-    url = f"http://{shown}:{advertised_port or bound_port}"
+    url = f"http://{shown}:{shown_port}"
     log.info("Connect REST API listening on %s:%d (advertised %s)", host, bound_port, url)
     return RestServer(host=host, port=bound_port, advertised_url=url, _runner=runner)
