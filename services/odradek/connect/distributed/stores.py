@@ -108,7 +108,7 @@ class ConfigStore:
 
     def __init__(self, config: WorkerConfig, on_change: ConfigChange | None = None):
         self._lock = threading.Lock()
-        self._on_change = on_change
+        self.on_change = on_change  # set before start() or by the herder once it runs
         self._offset = 0
         self._connectors: dict[str, dict[str, str]] = {}
         self._target_states: dict[str, TargetState] = {}
@@ -191,8 +191,9 @@ class ConfigStore:
             self._offset = offset + 1
             if record is not None:
                 self._apply_record(record)
-        if record is not None and self._on_change is not None:
-            self._on_change(record)
+        on_change = self.on_change
+        if record is not None and on_change is not None:
+            on_change(record)
 
     def _apply_record(self, record: sf.ConfigRecord) -> None:
         if isinstance(record, sf.ConnectorConfigRecord):
