@@ -126,8 +126,9 @@ class KafkaBasedLog:
             self._thread.join(STOP_TIMEOUT_S)
             if self._thread.is_alive():
                 log.warning("topic %s: the reading thread did not stop in time", self.topic)
-        if self._producer is not None:
-            self._producer.flush(STOP_TIMEOUT_S)
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.flush(STOP_TIMEOUT_S)
 
     def ensure_topic(self) -> None:
         """Create the topic compacted if it is missing; refuse it if it is not compacted."""
