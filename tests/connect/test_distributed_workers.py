@@ -59,6 +59,7 @@ class WorkerProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
         self.log = log
+        self.killed = False
         with log.open("ab") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "odradek.cli", "connect", "distributed", str(properties),
@@ -73,11 +74,13 @@ class WorkerProcess:
             return False
 
     def kill(self) -> None:
+        self.killed = True
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGKILL)
         self.process.wait(STOP_TIMEOUT_S)
 
     def stop(self) -> None:
+        self.killed = True
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGTERM)
             try:
@@ -96,9 +99,11 @@ def wait_for(check, what: str, timeout_s: float, workers=()):
             result = None
         if result:
             return result
-        if time.monotonic() > deadline:
+        crashed = [w for w in workers if w.process.poll() is not None and not w.killed]
+        if crashed or time.monotonic() > deadline:
             logs = "\n".join(f"--- {w.port}\n{w.log.read_text()[-3000:]}" for w in workers)
-            raise AssertionError(f"timed out waiting for {what}\n{logs}")
+            why = f"worker {crashed[0].port} exited" if crashed else "timed out"
+            raise AssertionError(f"{why} waiting for {what}\n{logs}")
         time.sleep(0.2)
 
 
