@@ -125,7 +125,7 @@ def worker_config(bootstrap: str, prefix: str) -> WorkerConfig:
             "key.converter": "org.apache.kafka.connect.json.JsonConverter",
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
             "scheduled.rebalance.max.delay.ms": str(DELAY_MS),
-            "session.timeout.ms": "6000",
+            "session.timeout.ms": "3000",
             "heartbeat.interval.ms": "300",
             "rebalance.timeout.ms": "10000",
         },

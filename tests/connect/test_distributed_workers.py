@@ -132,7 +132,7 @@ def test_workers_share_move_and_recover_tasks(connect_cluster, unique, tmp_path)
                 "key.converter=org.apache.kafka.connect.json.JsonConverter",
                 "value.converter=org.apache.kafka.connect.json.JsonConverter",
                 f"scheduled.rebalance.max.delay.ms={DELAY_MS}",
-                "session.timeout.ms=6000",
+                "session.timeout.ms=3000",
                 "heartbeat.interval.ms=500",
                 "rebalance.timeout.ms=10000",
                 "task.shutdown.graceful.timeout.ms=2000",

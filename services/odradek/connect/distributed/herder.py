@@ -175,7 +175,10 @@ class DistributedHerder:
             log.error("this worker cannot be a member of its group: %s", e)
 
     async def close(self) -> None:
-        """Stop the work here, leave the group, stop the stores; bounded by the callers."""
+        """Stop the work here, leave the group, stop the stores; bounded by the callers.
+        Idempotent."""
+        if self._closed:
+            return
         self._closed = True
         if self._delay_handle is not None:
             self._delay_handle.cancel()

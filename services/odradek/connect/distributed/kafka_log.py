@@ -179,7 +179,9 @@ class KafkaBasedLog:
     def _run(self) -> None:
         consumer = self._consumer
         assert consumer is not None
-        waiting: list[tuple[Future[None], dict[int, int]]] = []
+        # Requests being served, each with the end offsets taken when picked up (None until
+        # the brokers answered: a failed ListOffsets is retried, not fatal).
+        waiting: list[tuple[Future[None], dict[int, int] | None]] = []
         try:
             while not self._stopping.is_set():
                 message = consumer.poll(POLL_S)
@@ -196,23 +198,39 @@ class KafkaBasedLog:
                     message = consumer.poll(0)
                 while True:
                     try:
-                        future = self._reads.get_nowait()
+                        waiting.append((self._reads.get_nowait(), None))
                     except queue.Empty:
                         break
-                    waiting.append((future, self._end_offsets(consumer)))
                 if waiting:
-                    position = self._positions(consumer)
-                    done = [w for w in waiting if _reached(position, w[1])]
-                    for future, _ in done:
-                        future.set_result(None)
-                    waiting = [w for w in waiting if w not in done]
+                    waiting = self._serve(consumer, waiting)
         except BaseException as e:  # the reader dies: read_to_end answers with the reason
             self.failure = e
             log.exception("topic %s: the reading thread failed", self.topic)
         finally:
             for future, _ in waiting:
-                future.set_exception(KafkaLogError(f"topic {self.topic}: reader stopped"))
+                if not future.done():
+                    future.set_exception(KafkaLogError(f"topic {self.topic}: reader stopped"))
             consumer.close()
+
+    def _serve(
+        self, consumer: Consumer, waiting: list[tuple[Future[None], dict[int, int] | None]]
+    ) -> list[tuple[Future[None], dict[int, int] | None]]:
+        """Complete the requests whose end offsets the position reached; the others remain."""
+        try:
+            if any(ends is None for _, ends in waiting):
+                now = self._end_offsets(consumer)  # one ListOffsets round for every new request
+                waiting = [(f, now if ends is None else ends) for f, ends in waiting]
+            position = self._positions(consumer)
+        except KafkaException as e:  # the brokers did not answer in time: next round
+            log.info("topic %s: end offsets or position not known yet: %s", self.topic, e)
+            return waiting
+        remaining = []
+        for future, ends in waiting:
+            if ends is not None and _reached(position, ends):
+                future.set_result(None)
+            else:
+                remaining.append((future, ends))
+        return remaining
 
     def _end_offsets(self, consumer: Consumer) -> dict[int, int]:
         ends = {}

@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 from odradek.connect import storage_format as sf
 from odradek.connect.distributed.kafka_log import KafkaBasedLog, KafkaLogError
 from odradek.connect.herder import ConnectorTaskId, State, StatusEntry, TargetState
@@ -270,7 +272,10 @@ class StatusStore:
             and current.generation >= entry.generation
         ):
             return  # another worker owns it now
-        self.log.send_async(key, sf.status_value(entry), self._failed(key))
+        try:
+            self.log.send_async(key, sf.status_value(entry), self._failed(key))
+        except (KafkaLogError, KafkaException, BufferError) as e:  # a task thread must go on
+            log.warning("status %s not written: %s", key.decode(errors="replace"), e)
 
     def _failed(self, key: bytes) -> Callable[[Any], None]:
         def callback(error: Any) -> None:
