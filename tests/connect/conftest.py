@@ -17,7 +17,6 @@ import pytest
 from odradek.local.cluster import ClusterState
 from support.clusters import running_cluster
 
-
 # Groups form and notice a dead member in seconds, not tens of seconds: the first rebalance
 # waits 300 ms for more members (3 s by default), and sessions may be as short as 1 s (6 s),
 # so a distributed worker's test can use session.timeout.ms=3000.
