@@ -1,7 +1,8 @@
 """The distributed workers' group membership on the real cluster: two members join (member ids
 through MEMBER_ID_REQUIRED), the leader sees both members' metadata and its assignments reach
 each member; a member that stops leaves at once (the other rebalances long before its session
-would expire); a Java Connect worker's protocol in the same group gets
+would expire); a member whose coordinator connection is lost finds it again and rejoins with
+its member id; a Java Connect worker's protocol in the same group gets
 INCONSISTENT_GROUP_PROTOCOL, not our bytes."""
 
 from __future__ import annotations
@@ -116,6 +117,13 @@ def test_members_join_sync_leave_and_refuse_java_workers(connect_cluster, unique
             assert follower.assignments[-1].leader_url == f"http://{leader.name}"
 
             assert await java_join(bootstrap, group) == ErrorCode.inconsistent_group_protocol
+
+            # A lost connection to the coordinator: the member finds it again and rejoins with
+            # its member id.
+            member_id, joins = follower.member.member_id, follower.member.rebalances
+            await follower.member._coordinator.close()
+            await eventually(lambda: follower.member.rebalances > joins, "the follower rejoined")
+            assert follower.member.member_id == member_id
 
             generation = leader.member.generation.generation_id
             stopped_at = time.monotonic()

@@ -756,19 +756,24 @@ async def run(config: WorkerConfig) -> int:
     configs = ConfigStore(config)
     statuses = StatusStore(config, worker_id)
     offsets = TopicOffsetStore(config)
-    started = []
-    try:
-        for store in (configs, statuses, offsets):
-            await asyncio.to_thread(store.start)
-            started.append(store)
-    except Exception as e:  # noqa: BLE001 - the reason is logged, the process exits 1
-        log.error("the internal topics cannot be used: %s", e)
-        for store in started:
-            await asyncio.to_thread(store.stop)
+    stores = (configs, statuses, offsets)
+    # The three topics are created and read in parallel, with the cluster id asked meanwhile.
+    *results, cluster_id = await asyncio.gather(
+        *(asyncio.to_thread(store.start) for store in stores),
+        asyncio.to_thread(_cluster_id, config),
+        return_exceptions=True,
+    )
+    failures = [r for r in results if isinstance(r, BaseException)]
+    if failures:
+        log.error("the internal topics cannot be used: %s", failures[0])
+        for store, result in zip(stores, results, strict=True):
+            if not isinstance(result, BaseException):
+                await asyncio.to_thread(store.stop)
         sock.close()
         return 1
+    if isinstance(cluster_id, BaseException):
+        cluster_id = None
     worker = Worker(config, plugins, offsets, statuses, worker_id=worker_id)
-    cluster_id = await asyncio.to_thread(_cluster_id, config)
     herder = DistributedHerder(
         config,
         worker,

@@ -202,7 +202,7 @@ def scenarios(draw):
     return members, connectors, tasks, running
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(scenarios())
 def test_every_item_on_exactly_one_member_balanced_after_two_rounds(scenario):
     members, connectors, tasks, running = scenario
@@ -232,7 +232,7 @@ def test_every_item_on_exactly_one_member_balanced_after_two_rounds(scenario):
         assert moved == minimum_moves([len(k) for k in kept.values()], len(configured))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(scenarios(), st.integers(0, 4))
 def test_a_dead_members_work_returns_after_the_delay(scenario, dead_index):
     members, connectors, tasks, _ = scenario
