@@ -1,8 +1,8 @@
 """Distributed herders in one process on the real cluster, over a recording worker (what the
 runtime's Worker does is tested with it): three herders form a group, a connector's tasks spread
-over them, a follower refuses writes with the leader's URL, a member that leaves has its work
-moved after the scheduled delay, pause/stop/resume and restarts reach the workers running the
-work, and a new herder replays the config topic."""
+over them, a follower refuses writes with the leader's URL, pause/stop/resume and restarts reach
+the workers running the work, KIP-875 offsets change only when stopped, a member that leaves has
+its work moved after the scheduled delay, and a new herder replays the config topic."""
 
 from __future__ import annotations
 
@@ -211,8 +211,17 @@ def test_three_herders_share_work_forward_writes_and_move_work_after_the_delay(
                 ),
                 "tasks paused",
             )
+            offsets = [{"partition": {"file": "/a"}, "offset": {"position": 5}}]
+            with pytest.raises(BadRequestError, match="STOPPED"):
+                await leader.alter_offsets("c", offsets)  # KIP-875: only when stopped
             await leader.set_target_state("c", TargetState.STOPPED)
             await eventually(lambda: spread(workers) == [0, 0, 0], "tasks stopped")
+            with pytest.raises(NotLeaderError):
+                await follower.alter_offsets("c", offsets)
+            await leader.alter_offsets("c", offsets)
+            assert await follower.connector_offsets("c") == offsets
+            await leader.reset_offsets("c")
+            assert await follower.connector_offsets("c") == []
             await leader.set_target_state("c", TargetState.STARTED)
             await eventually(lambda: spread(workers) == [2, 2, 2], "tasks back after resume")
 

@@ -1,6 +1,6 @@
 """Three ``odradek connect distributed`` processes on the real cluster: they form one group, a
-connector created through any of them (a follower forwards to the leader) has its tasks spread
-over all three, ``kill -9`` of a worker moves its tasks to the others after
+connector created and paused through any of them (followers forward to the leader) has its
+tasks spread over all three, ``kill -9`` of a worker moves its tasks to the others after
 ``scheduled.rebalance.max.delay.ms``, and after every worker is stopped and started again the
 connector and its tasks come back from the internal topics."""
 
@@ -107,11 +107,11 @@ def wait_for(check, what: str, timeout_s: float, workers=()):
         time.sleep(0.2)
 
 
-def task_owners(url: str, name: str) -> Counter | None:
+def task_owners(url: str, name: str, state: str = "RUNNING") -> Counter | None:
     status, body = http("GET", f"{url}/connectors/{name}/status")
     if status != 200 or len(body["tasks"]) != TASKS:
         return None
-    if any(t["state"] != "RUNNING" for t in body["tasks"]):
+    if any(t["state"] != state for t in body["tasks"]):
         return None
     return Counter(t["worker_id"] for t in body["tasks"])
 
@@ -168,6 +168,13 @@ def test_workers_share_move_and_recover_tasks(connect_cluster, unique, tmp_path)
             workers,
         )
         assert sorted(owners.values()) == [2, 2, 2]
+
+        # Pause through every worker: two of them are followers and forward to the leader.
+        for w in workers:
+            assert http("PUT", f"{w.url}/connectors/{name}/pause")[0] == 202
+        wait_for(lambda: task_owners(workers[0].url, name, "PAUSED"), "paused", 30, workers)
+        assert http("PUT", f"{workers[2].url}/connectors/{name}/resume")[0] == 202
+        wait_for(lambda: task_owners(workers[1].url, name), "resumed", 30, workers)
 
         victim = workers[2]
         killed_at = time.monotonic()
