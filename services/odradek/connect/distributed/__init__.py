@@ -5,5 +5,7 @@
 - ``assignor``: the leader's incremental cooperative assignment (KIP-415; pure).
 - ``membership``: the group member (asyncio, the project's own client).
 - ``stores``: the config, status and offset topics (confluent-kafka, in threads).
-- ``herder``: ``DistributedHerder``, which ties them to the worker, and ``run()``.
+- ``kafka_log``: ``KafkaBasedLog``, the compacted topic the stores are built on.
+- ``herder``: ``DistributedHerder``, which ties them to the worker.
+- ``process``: the ``odradek connect distributed`` process (``herder.run`` calls it).
 """

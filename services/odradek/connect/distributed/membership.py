@@ -185,6 +185,11 @@ class GroupMember:
                 log.info("group %s: %s; retrying", self.group_id, e)
                 await self._close_coordinator()
                 await self._pause(RETRY_BACKOFF_S)
+            except MembershipError:
+                raise
+            except Exception:  # a callback failed (a store unreadable): log, rejoin, go on
+                log.exception("group %s: a rebalance step failed; rejoining", self.group_id)
+                await self._pause(RETRY_BACKOFF_S)
             finally:
                 self.joined.clear()
 
