@@ -305,10 +305,11 @@ class DistributedHerder:
         """The statuses of a deleted connector go once its owner stopped it (after the
         UNASSIGNED its stop reported), as Kafka's DESTROYED does."""
         for name in connectors - set(snapshot.connectors):
-            self._statuses.delete_connector(name, 0)
+            self._statuses.delete_connector(name)
+            self._connector_configs.pop(name, None)
         for t in tasks:
             if t.connector not in snapshot.connectors:
-                self._statuses.log.send_async(sf.status_task_key(t.connector, t.task), None)
+                self._statuses.delete_task(t)
 
     async def _start_connector(self, snapshot: ConfigSnapshot, name: str) -> None:
         config = snapshot.connectors.get(name)

@@ -284,11 +284,18 @@ class StatusStore:
 
         return callback
 
-    def delete_connector(self, name: str, tasks: int) -> None:
-        """Tombstones for a deleted connector's statuses (the leader writes them)."""
-        self.log.send_async(sf.status_connector_key(name), None)
-        for i in range(tasks):
-            self.log.send_async(sf.status_task_key(name, i), None)
+    def delete_connector(self, name: str) -> None:
+        """The tombstone of a deleted connector's status (its owner writes it once stopped)."""
+        self._tombstone(sf.status_connector_key(name))
+
+    def delete_task(self, task_id: ConnectorTaskId) -> None:
+        self._tombstone(sf.status_task_key(task_id.connector, task_id.task))
+
+    def _tombstone(self, key: bytes) -> None:
+        try:
+            self.log.send_async(key, None, self._failed(key))
+        except (KafkaLogError, KafkaException, BufferError) as e:
+            log.warning("status %s not deleted: %s", key.decode(errors="replace"), e)
 
     # -- reading -------------------------------------------------------------------------------
 
