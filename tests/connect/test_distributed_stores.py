@@ -5,6 +5,8 @@ transaction are never seen (read_committed)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -95,11 +97,22 @@ def test_offsets_of_an_aborted_transaction_are_not_read(connect_cluster, unique)
             }
         )
         producer.init_transactions(30)
-        for commit, position in ((False, 1), (True, 2)):
+        key = sf.offset_key("c", {"f": 1})
+        for commit, position in ((True, 2), (False, 1)):  # an aborted write after a committed one
             producer.begin_transaction()
-            key = sf.offset_key("c", {"f": 1})
-            producer.produce(offsets.topic, key=key, value=sf.offset_value({"p": position}))
+            value = sf.offset_value({"p": position})
+            producer.produce(offsets.topic, key=key, value=value, partition=0)
             producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+        # A plain write after both, to the same partition: once it is read, so were the
+        # transactions' markers (the last stable offset passed them): "c" is final then.
+        plain = Producer({"bootstrap.servers": connect_cluster.bootstrap_servers})
+        d_key = sf.offset_key("d", {"f": 1})
+        plain.produce(offsets.topic, key=d_key, value=b'{"p":0}', partition=0)
+        assert plain.flush(30) == 0
+        deadline = time.monotonic() + 30
+        while offsets.all("d") != [({"f": 1}, {"p": 0})] or not offsets.all("c"):
+            assert time.monotonic() < deadline, "the writes were never read"
+            time.sleep(0.1)
         assert offsets.all("c") == [({"f": 1}, {"p": 2})]
     finally:
         offsets.stop()
