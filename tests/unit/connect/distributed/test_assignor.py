@@ -1,6 +1,7 @@
 """The incremental cooperative assignor: after at most two rounds every configured connector and
 task runs on exactly one live member, balanced within one, with no more moves than balance
-needs; a departed member's work is held for the scheduled delay and reassigned once it expires."""
+needs, the same whatever order its inputs come in; a departed member's work is held for the
+scheduled delay and reassigned once it expires."""
 
 from __future__ import annotations
 
@@ -213,7 +214,10 @@ def test_every_item_on_exactly_one_member_balanced_after_two_rounds(scenario):
             {i for i in items if isinstance(i, T)},
         )
     before = {m: set(c) | set(t) for m, (c, t) in group.running.items()}
-    group.round(connectors, tasks)
+    twin = Group(members=tuple(reversed(members)))  # the same inputs, given in another order
+    twin.running = {m: (set(c), set(t)) for m, (c, t) in reversed(group.running.items())}
+    first = group.round(connectors, tasks)
+    assert twin.round(list(reversed(connectors)), list(reversed(tasks))) == first  # deterministic
     group.round(connectors, tasks)
     assert_balanced(group, connectors, tasks)
     third = group.round(connectors, tasks)  # stable afterwards
