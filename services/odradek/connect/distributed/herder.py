@@ -73,7 +73,9 @@ __all__ = ["DistributedHerder", "run"]
 log = logging.getLogger(__name__)
 
 TASKS_MAX_LIMIT = 1024
-JOIN_WAIT_S = 30.0  # how long a request waits for the first assignment before 503
+JOIN_WAIT_S = 30.0  # how long a request waits for the first assignment before 409
+RECONFIGURE_RETRY_S = 1.0
+RECONFIGURE_ATTEMPTS = 10
 
 
 class DistributedHerder:
@@ -355,8 +357,10 @@ class DistributedHerder:
 
         return request
 
-    async def _reconfigure(self, name: str) -> None:
-        """Generate ``name``'s task configs where it runs; write them if they changed."""
+    async def _reconfigure(self, name: str, attempt: int = 0) -> None:
+        """Generate ``name``'s task configs where it runs; write them if they changed. A write
+        that fails is tried again after ``RECONFIGURE_RETRY_S``, ``RECONFIGURE_ATTEMPTS`` times
+        in all (Kafka retries too; a new assignment or config change starts over)."""
         async with self._lock:
             snapshot = self._configs.snapshot()
             config = snapshot.connectors.get(name)
@@ -376,7 +380,18 @@ class DistributedHerder:
                 return
             if [dict(c) for c in snapshot.tasks.get(name, ())] == configs:
                 return
-            await asyncio.to_thread(self._configs.put_task_configs, name, configs)
+            try:
+                await asyncio.to_thread(self._configs.put_task_configs, name, configs)
+            except StoreError as e:
+                if attempt + 1 >= RECONFIGURE_ATTEMPTS:
+                    log.error("connector %s: task configs not written, giving up: %s", name, e)
+                    return
+                log.warning("connector %s: task configs not written (%s); retrying", name, e)
+                loop = asyncio.get_running_loop()
+                loop.call_later(
+                    RECONFIGURE_RETRY_S, lambda: self._spawn(self._reconfigure(name, attempt + 1))
+                )
+                return
             log.info("connector %s: wrote %d task configs", name, len(configs))
 
     # -------------------------------------------------------------- config topic changes
