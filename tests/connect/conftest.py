@@ -17,12 +17,20 @@ import pytest
 from odradek.local.cluster import ClusterState
 from support.clusters import running_cluster
 
+# Groups form and notice a dead member in seconds, not tens of seconds: the first rebalance
+# waits 300 ms for more members (3 s by default), and sessions may be as short as 1 s (6 s),
+# so a distributed worker's test can use session.timeout.ms=3000.
+GROUP_OVERRIDES = {
+    "group.initial.rebalance.delay.ms": "300",
+    "group.min.session.timeout.ms": "1000",
+}
+
 
 @pytest.fixture(scope="session")
 def connect_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterState]:
     """The shared 3-broker cluster; ``.bootstrap_servers`` is ``host:port,host:port,...``."""
     data_dir = tmp_path_factory.mktemp("connect-cluster")
-    with running_cluster(data_dir, brokers=3) as state:
+    with running_cluster(data_dir, brokers=3, broker_overrides=GROUP_OVERRIDES) as state:
         yield state
 
 

@@ -1,0 +1,212 @@
+"""Three ``odradek connect distributed`` processes on the real cluster: they form one group, a
+connector created and paused through any of them (followers forward to the leader) has its
+tasks spread over all three, ``kill -9`` of a worker moves its tasks to the others after
+``scheduled.rebalance.max.delay.ms``, and after every worker is stopped and started again the
+connector and its tasks come back from the internal topics."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.connect]
+
+HERE = Path(__file__).parent
+START_TIMEOUT_S = 60.0
+MOVE_TIMEOUT_S = 40.0
+STOP_TIMEOUT_S = 30.0
+HTTP_TIMEOUT_S = 10.0
+DELAY_MS = 2000
+TASKS = 6
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method: str, url: str, body: object | None = None) -> tuple[int, object]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
+            raw = answer.read()
+            return answer.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        return e.code, json.loads(raw) if raw else None
+
+
+class WorkerProcess:
+    def __init__(self, properties: Path, port: int, log: Path):
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
+        self.log = log
+        self.killed = False
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "odradek.cli", "connect", "distributed", str(properties),
+                 "--override", f"listeners=http://127.0.0.1:{port}"],
+                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            )  # fmt: skip
+
+    def ready(self) -> bool:
+        try:
+            return http("GET", f"{self.url}/connectors")[0] == 200
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        self.killed = True
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(STOP_TIMEOUT_S)
+
+    def stop(self) -> None:
+        self.killed = True
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise AssertionError(f"worker {self.port} did not stop on SIGTERM") from None
+
+
+def wait_for(check, what: str, timeout_s: float, workers=()):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            result = check()
+        except OSError:
+            result = None
+        if result:
+            return result
+        crashed = [w for w in workers if w.process.poll() is not None and not w.killed]
+        if crashed or time.monotonic() > deadline:
+            logs = "\n".join(f"--- {w.port}\n{w.log.read_text()[-3000:]}" for w in workers)
+            why = f"worker {crashed[0].port} exited" if crashed else "timed out"
+            raise AssertionError(f"{why} waiting for {what}\n{logs}")
+        time.sleep(0.2)
+
+
+def task_owners(url: str, name: str, state: str = "RUNNING") -> Counter | None:
+    status, body = http("GET", f"{url}/connectors/{name}/status")
+    if status != 200 or len(body["tasks"]) != TASKS:
+        return None
+    if any(t["state"] != state for t in body["tasks"]):
+        return None
+    return Counter(t["worker_id"] for t in body["tasks"])
+
+
+def test_workers_share_move_and_recover_tasks(connect_cluster, unique, tmp_path):
+    prefix = unique("dist")
+    properties = tmp_path / "worker.properties"
+    properties.write_text(
+        "\n".join(
+            [
+                f"bootstrap.servers={connect_cluster.bootstrap_servers}",
+                f"group.id={prefix}",
+                f"config.storage.topic={prefix}-configs",
+                f"offset.storage.topic={prefix}-offsets",
+                f"status.storage.topic={prefix}-status",
+                "offset.storage.partitions=2",
+                "status.storage.partitions=2",
+                "key.converter=org.apache.kafka.connect.json.JsonConverter",
+                "value.converter=org.apache.kafka.connect.json.JsonConverter",
+                f"scheduled.rebalance.max.delay.ms={DELAY_MS}",
+                "session.timeout.ms=3000",
+                "heartbeat.interval.ms=500",
+                "rebalance.timeout.ms=10000",
+                "task.shutdown.graceful.timeout.ms=2000",
+            ]
+        )
+    )
+    ports = [free_port() for _ in range(3)]
+    workers = [WorkerProcess(properties, p, tmp_path / f"worker-{p}.log") for p in ports]
+    try:
+        for w in workers:
+            wait_for(w.ready, f"worker {w.port} serving", START_TIMEOUT_S, workers)
+        name = unique("idle")
+        body = {
+            "name": name,
+            "config": {
+                "connector.class": "distributed_plugins:IdleSource",
+                "tasks.max": str(TASKS),
+            },
+        }
+        # Sent to every worker in turn until one answers 201: followers forward to the leader,
+        # a worker still joining answers 409 (retried).
+        status, answer = wait_for(
+            lambda: (r := http("POST", f"{workers[1].url}/connectors", body))[0] != 409 and r,
+            "the connector created",
+            START_TIMEOUT_S,
+            workers,
+        )
+        assert status == 201, answer
+        owners = wait_for(
+            lambda: (o := task_owners(workers[0].url, name)) and len(o) == 3 and o,
+            "tasks spread over three workers",
+            START_TIMEOUT_S,
+            workers,
+        )
+        assert sorted(owners.values()) == [2, 2, 2]
+
+        # Pause through every worker: two of them are followers and forward to the leader.
+        for w in workers:
+            assert http("PUT", f"{w.url}/connectors/{name}/pause")[0] == 202
+        wait_for(lambda: task_owners(workers[0].url, name, "PAUSED"), "paused", 30, workers)
+        assert http("PUT", f"{workers[2].url}/connectors/{name}/resume")[0] == 202
+        wait_for(lambda: task_owners(workers[1].url, name), "resumed", 30, workers)
+
+        victim = workers[2]
+        killed_at = time.monotonic()
+        victim.kill()
+        survivors = {f"127.0.0.1:{w.port}" for w in workers[:2]}
+        owners = wait_for(
+            lambda: (o := task_owners(workers[0].url, name)) and set(o) == survivors and o,
+            "the killed worker's tasks moved",
+            MOVE_TIMEOUT_S,
+            workers,
+        )
+        assert sorted(owners.values()) == [3, 3]
+        assert time.monotonic() - killed_at >= DELAY_MS / 1000
+
+        # A full restart: the connector and its tasks come back from the topics.
+        for w in workers[:2]:
+            w.stop()
+        # New ports: the status topic still holds the old workers' entries, under their ids.
+        ports = [free_port() for _ in range(3)]
+        workers = [WorkerProcess(properties, p, tmp_path / f"worker-{p}.log") for p in ports]
+        for w in workers:
+            wait_for(w.ready, f"worker {w.port} serving again", START_TIMEOUT_S, workers)
+        restarted = {f"127.0.0.1:{p}" for p in ports}
+        status, names = http("GET", f"{workers[2].url}/connectors")
+        assert (status, names) == (200, [name])
+        wait_for(
+            lambda: (o := task_owners(workers[2].url, name)) and set(o) == restarted,
+            "tasks running again after the restart",
+            START_TIMEOUT_S,
+            workers,
+        )
+    finally:
+        for w in workers:
+            with contextlib.suppress(AssertionError):
+                w.stop()
