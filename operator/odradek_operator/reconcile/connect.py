@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from odradek_operator.kube import Kube, apply
@@ -36,7 +37,6 @@ from odradek_operator.reconcile.connect_api import (
     ConnectUnavailable,
 )
 from odradek_operator.reconcile.status import Refused, Retry, condition, set_condition
-from odradek_operator.reconcile.world import pod_state
 
 __all__ = ["delete_connector", "reconcile_connect", "sync_connector", "worker_urls"]
 
@@ -55,6 +55,31 @@ async def _write_status(kube: Kube, kind: str, body: Mapping, status: dict) -> N
 def _conditions(old: list[dict] | None, ready: tuple, error: tuple) -> list[dict]:
     conditions = set_condition(old, condition("Ready", *ready))
     return set_condition(conditions, condition("Error", *error))
+
+
+@dataclass(frozen=True)
+class Worker:
+    """What the passes read of a worker pod (a Deployment's: no ordinal)."""
+
+    name: str
+    ip: str | None
+    ready: bool
+    terminating: bool
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any]) -> Worker:
+        meta = pod.get("metadata") or {}
+        status = pod.get("status") or {}
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        )
+        return cls(meta["name"], status.get("podIP"), ready, bool(meta.get("deletionTimestamp")))
+
+
+async def read_workers(kube: Kube, namespace: str, connect_name: str) -> list[Worker]:
+    pods = await kube.list("Pod", namespace, names.connect_selector_labels(connect_name))
+    return [Worker.of(p) for p in pods]
 
 
 # --- OdradekConnect -----------------------------------------------------------------------------
@@ -101,13 +126,7 @@ async def reconcile_connect(kube: Kube, default_image: str, body: Mapping) -> di
                 await apply(kube, obj)
         except SpecError as e:
             raise Refused("InvalidSpec", str(e)) from e
-        pods = [
-            pod_state(p)
-            for p in await kube.list(
-                "Pod", spec.namespace, names.connect_selector_labels(spec.name)
-            )
-        ]
-        live = [p for p in pods if not p.terminating]
+        live = [w for w in await read_workers(kube, spec.namespace, spec.name) if not w.terminating]
         ready = [p for p in live if p.ready]
         status["replicas"] = len(live)
         status["readyReplicas"] = len(ready)
@@ -142,12 +161,11 @@ async def reconcile_connect(kube: Kube, default_image: str, body: Mapping) -> di
 
 async def worker_urls(kube: Kube, namespace: str, connect_name: str) -> list[str]:
     """The REST API of every ready worker; ``Retry`` when there is none."""
-    pods = await kube.list("Pod", namespace, names.connect_selector_labels(connect_name))
-    urls = []
-    for pod in pods:
-        state = pod_state(pod)
-        if state.ready and state.ip and not state.terminating:
-            urls.append(f"http://{state.ip}:{names.CONNECT_REST_PORT}")
+    urls = [
+        f"http://{w.ip}:{names.CONNECT_REST_PORT}"
+        for w in await read_workers(kube, namespace, connect_name)
+        if w.ready and w.ip and not w.terminating
+    ]
     if not urls:
         connect_obj = await kube.get(names.CONNECT_KIND, connect_name, namespace)
         if connect_obj is None:
@@ -174,10 +192,11 @@ def status_of(answer: Mapping[str, Any]) -> dict[str, Any]:
         "connectorStatus": {
             "state": str(connector.get("state", "UNASSIGNED")),
             "worker": str(connector.get("worker_id", "")),
-            "trace": str(connector["trace"]) if connector.get("trace") else None,
         },
         "tasks": [],
     }
+    if connector.get("trace"):
+        out["connectorStatus"]["trace"] = str(connector["trace"])
     if answer.get("type"):
         out["type"] = str(answer["type"])
     for task in sorted(answer.get("tasks") or [], key=lambda t: int(t.get("id", 0))):
@@ -252,6 +271,8 @@ async def sync_connector(kube: Kube, api_for: ConnectApiFactory, body: Mapping) 
         api = api_for(await worker_urls(kube, spec.namespace, spec.connect))
         try:
             status.update(await _converge(api, spec))
+            if (old.get("connectorStatus") or {}).get("trace"):
+                status["connectorStatus"].setdefault("trace", None)  # merge patch: remove it
         except ConnectUnavailable as e:
             raise Retry(f"the workers' REST API: {e}", WAIT_S, "WorkersUnavailable") from e
         except ConnectRefused as e:
