@@ -1,0 +1,258 @@
+"""A worker's configuration: Kafka Connect's worker keys, with Kafka's names and defaults.
+
+``WorkerConfig(props, distributed=...)`` parses string properties (a ``.properties`` file read by
+``parse_properties``) into typed attributes, refuses a key it does not know with an error naming
+it (``ConfigException``), and derives the confluent-kafka configurations of the clients the worker
+creates (``producer_config``, ``consumer_config``, ``admin_config``).
+
+Client overrides keep Kafka's prefixes: ``producer.*``, ``consumer.*``, ``admin.*`` are passed to
+those clients with the prefix removed, as librdkafka properties (librdkafka and the Java client
+share most names: ``acks``, ``linger.ms``, ``max.poll.interval.ms``...). Converter properties keep
+theirs: ``key.converter.schemas.enable`` is ``schemas.enable`` for the key converter.
+
+Immutable after construction; safe to share between threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.connect.api import ConfigException
+
+CLIENT_PREFIXES = ("producer.", "consumer.", "admin.")
+CONVERTER_PREFIXES = ("key.converter.", "value.converter.", "header.converter.")
+
+DEFAULT_HEADER_CONVERTER = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
+
+
+@dataclass(frozen=True)
+class _Key:
+    type: type
+    default: Any
+    required_in: tuple[str, ...] = ()  # "standalone", "distributed"
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+
+
+_R_BOTH = ("standalone", "distributed")
+_R_DIST = ("distributed",)
+_R_STANDALONE = ("standalone",)
+
+KEYS: dict[str, _Key] = {
+    "bootstrap.servers": _Key(str, "localhost:9092"),
+    "client.id": _Key(str, None),
+    "key.converter": _Key(str, None, _R_BOTH),
+    "value.converter": _Key(str, None, _R_BOTH),
+    "header.converter": _Key(str, DEFAULT_HEADER_CONVERTER),
+    "listeners": _Key(str, "http://:8083"),
+    "rest.advertised.host.name": _Key(str, None),
+    "rest.advertised.port": _Key(int, None, minimum=0),
+    "rest.advertised.listener": _Key(str, None, choices=("http",)),
+    "offset.flush.interval.ms": _Key(int, 60_000, minimum=1),
+    "offset.flush.timeout.ms": _Key(int, 5_000, minimum=1),
+    "task.shutdown.graceful.timeout.ms": _Key(int, 5_000, minimum=0),
+    "connector.client.config.override.policy": _Key(str, "All", choices=("All", "None")),
+    # standalone
+    "offset.storage.file.filename": _Key(str, None, _R_STANDALONE),
+    # distributed
+    "group.id": _Key(str, None, _R_DIST),
+    "config.storage.topic": _Key(str, None, _R_DIST),
+    "offset.storage.topic": _Key(str, None, _R_DIST),
+    "status.storage.topic": _Key(str, None, _R_DIST),
+    "config.storage.replication.factor": _Key(int, 3, minimum=-1),
+    "offset.storage.replication.factor": _Key(int, 3, minimum=-1),
+    "status.storage.replication.factor": _Key(int, 3, minimum=-1),
+    "offset.storage.partitions": _Key(int, 25, minimum=-1),
+    "status.storage.partitions": _Key(int, 5, minimum=-1),
+    "scheduled.rebalance.max.delay.ms": _Key(int, 300_000, minimum=0),
+    "session.timeout.ms": _Key(int, 10_000, minimum=1),
+    "heartbeat.interval.ms": _Key(int, 3_000, minimum=1),
+    "rebalance.timeout.ms": _Key(int, 60_000, minimum=1),
+    "worker.sync.timeout.ms": _Key(int, 3_000, minimum=1),
+    "worker.unsync.backoff.ms": _Key(int, 300_000, minimum=0),
+    "connect.protocol": _Key(str, "sessioned", choices=("compatible", "sessioned")),
+    "exactly.once.source.support": _Key(
+        str, "disabled", choices=("disabled", "preparing", "enabled")
+    ),
+}
+
+REFUSED = {
+    "plugin.path": "plugins come from Python entry points (odradek.connect.*), not a plugin path",
+    "config.providers": "config providers are not implemented",
+    "internal.key.converter": "removed in Kafka 3.0; internal topics always use JSON",
+    "internal.value.converter": "removed in Kafka 3.0; internal topics always use JSON",
+}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """A Java ``.properties`` text: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments,
+    ``\\`` at the end of a line continues it. Escapes other than line continuation are kept."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not pending else raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        line, pending = pending + line, ""
+        for i, ch in enumerate(line):
+            if ch in "=:" or ch.isspace():
+                key, rest = line[:i], line[i:].lstrip()
+                if rest[:1] in ("=", ":"):
+                    rest = rest[1:].lstrip()
+                break
+        else:
+            key, rest = line, ""
+        props[key] = rest
+    if pending:
+        raise ValueError("properties text ends inside a continued line")
+    return props
+
+
+def _typed(name: str, key: _Key, raw: str) -> Any:
+    if key.type is int:
+        try:
+            value = int(raw.strip())
+        except ValueError as e:
+            raise ConfigException(name, f"{raw!r} is not an integer") from e
+        if key.minimum is not None and value < key.minimum:
+            raise ConfigException(name, f"{value} is below the minimum {key.minimum}")
+        return value
+    value = raw.strip()
+    if key.choices and value not in key.choices:
+        raise ConfigException(name, f"{value!r} is not one of {', '.join(key.choices)}")
+    return value
+
+
+class WorkerConfig:
+    """Parsed worker properties. ``values[name]`` holds every known key (default when unset)."""
+
+    def __init__(self, props: Mapping[str, str], *, distributed: bool):
+        self.props = dict(props)
+        self.distributed = distributed
+        mode = "distributed" if distributed else "standalone"
+        self.values: dict[str, Any] = {}
+        for name, raw in self.props.items():
+            if not isinstance(raw, str):
+                raise ConfigException(name, f"value must be a string, got {type(raw).__name__}")
+            if name in REFUSED:
+                raise ConfigException(name, f"not supported: {REFUSED[name]}")
+            if name.startswith(CLIENT_PREFIXES + CONVERTER_PREFIXES):
+                continue
+            key = KEYS.get(name)
+            if key is None:
+                raise ConfigException(name, "unknown worker configuration key")
+            self.values[name] = _typed(name, key, raw)
+        for name, key in KEYS.items():
+            if name not in self.values:
+                if mode in key.required_in:
+                    raise ConfigException(name, f"required in {mode} mode")
+                self.values[name] = key.default
+        if distributed and self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigException("heartbeat.interval.ms", "must be lower than session.timeout.ms")
+
+    @classmethod
+    def from_file(cls, path: str, *, distributed: bool) -> WorkerConfig:
+        with open(path, encoding="utf-8") as f:
+            return cls(parse_properties(f.read()), distributed=distributed)
+
+    def get(self, name: str) -> Any:
+        return self.values[name]
+
+    # The keys the runtime reads often, as attributes.
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.values["bootstrap.servers"]
+
+    @property
+    def group_id(self) -> str | None:
+        return self.values["group.id"]
+
+    @property
+    def offset_flush_interval_ms(self) -> int:
+        return self.values["offset.flush.interval.ms"]
+
+    @property
+    def offset_flush_timeout_ms(self) -> int:
+        return self.values["offset.flush.timeout.ms"]
+
+    @property
+    def task_shutdown_graceful_timeout_ms(self) -> int:
+        return self.values["task.shutdown.graceful.timeout.ms"]
+
+    @property
+    def session_timeout_ms(self) -> int:
+        return self.values["session.timeout.ms"]
+
+    @property
+    def heartbeat_interval_ms(self) -> int:
+        return self.values["heartbeat.interval.ms"]
+
+    @property
+    def rebalance_timeout_ms(self) -> int:
+        return self.values["rebalance.timeout.ms"]
+
+    @property
+    def exactly_once_source_enabled(self) -> bool:
+        return self.values["exactly.once.source.support"] == "enabled"
+
+    @property
+    def offset_storage_file(self) -> str | None:
+        return self.values["offset.storage.file.filename"]
+
+    # ---------------------------------------------------------------- derived configs
+
+    def prefixed(self, prefix: str) -> dict[str, str]:
+        """The properties under ``prefix``, with it removed."""
+        return {k[len(prefix) :]: v for k, v in self.props.items() if k.startswith(prefix)}
+
+    def converter_config(self, which: str) -> tuple[str, dict[str, str]]:
+        """(class name, properties) of ``key``, ``value`` or ``header`` converter."""
+        name = f"{which}.converter"
+        return self.values[name], self.prefixed(name + ".")
+
+    def _client_base(self) -> dict[str, Any]:
+        base: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        if self.values["client.id"]:
+            base["client.id"] = self.values["client.id"]
+        return base
+
+    def producer_config(self, overrides: Mapping[str, str] = ()) -> dict[str, Any]:
+        """A confluent-kafka Producer config: Kafka Connect's producer defaults (acks=all,
+        idempotence, one retry budget bounded by delivery.timeout.ms), then ``producer.*``,
+        then ``overrides`` (a connector's ``producer.override.*``)."""
+        config = {
+            **self._client_base(),
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "delivery.timeout.ms": 120_000,
+            **self.prefixed("producer."),
+            **dict(overrides),
+        }
+        return config
+
+    def consumer_config(
+        self, group: str | None, overrides: Mapping[str, str] = ()
+    ) -> dict[str, Any]:
+        """A confluent-kafka Consumer config for ``group`` (None: no group, manual assignment):
+        no auto-commit, earliest, as Kafka Connect's sink and store consumers."""
+        config: dict[str, Any] = {
+            **self._client_base(),
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            **self.prefixed("consumer."),
+            **dict(overrides),
+        }
+        if group is not None:
+            config["group.id"] = group
+        else:
+            config.setdefault("group.id", "odradek-connect-no-group")
+        return config
+
+    def admin_config(self, overrides: Mapping[str, str] = ()) -> dict[str, Any]:
+        return {**self._client_base(), **self.prefixed("admin."), **dict(overrides)}
