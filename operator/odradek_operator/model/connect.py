@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.connect.api import ConfigException
+from odradek.connect.worker_config import WorkerConfig
 from odradek_operator.model import meta, names
 from odradek_operator.model.spec import (
     Resources,
@@ -177,7 +179,7 @@ class ConnectSpec:
         pull = spec.get("imagePullPolicy", "IfNotPresent")
         if pull not in ("Always", "IfNotPresent", "Never"):
             raise SpecError("spec.imagePullPolicy", f"{pull!r} is not a pull policy")
-        return cls(
+        parsed = cls(
             name=name,
             namespace=namespace,
             uid=uid,
@@ -190,6 +192,8 @@ class ConnectSpec:
             resources=Resources.parse(spec.get("resources"), "spec.resources"),
             log_level=log_level,
         )
+        _check_worker_config(parsed)
+        return parsed
 
     @property
     def group_id(self) -> str:
@@ -211,6 +215,19 @@ def _worker_config(value: object, where: str) -> dict[str, str]:
             raise SpecError(path, REFUSED_WORKER_KEYS[key])
         config[key] = _property(raw, path)
     return config
+
+
+def _check_worker_config(spec: ConnectSpec) -> None:
+    """The file as the worker will read it (``odradek.connect.worker_config``): unknown keys and
+    bad values are refused here, not by workers in a crash loop."""
+    props = worker_properties(spec, spec.bootstrap_servers or "bootstrap:9092")
+    props["rest.advertised.host.name"] = "127.0.0.1"  # the pod IP, by --override
+    try:
+        WorkerConfig(props, distributed=True)
+    except ConfigException as e:
+        key = str(e).split(":", 1)[0]
+        where = f"spec.config[{key}]" if key in spec.config else "spec.config"
+        raise SpecError(where, str(e)) from e
 
 
 def default_worker_properties(name: str) -> dict[str, str]:

@@ -163,6 +163,12 @@ def test_bootstrap_servers_instead_of_a_cluster() -> None:
         ),
         ({"config": {"x.enable": True}}, "spec.config[x.enable]", "in quotes"),
         ({"replicas": 101}, "spec.replicas", "out of range"),
+        ({"config": {"foo.bar": "1"}}, "spec.config[foo.bar]", "unknown worker configuration key"),
+        (
+            {"config": {"session.timeout.ms": "soon"}},
+            "spec.config[session.timeout.ms]",
+            "is not an integer",
+        ),
         ({"logLevel": "INFO"}, "spec.logLevel", "not one of WARNING, DEBUG"),
         ({"replica": 1}, "spec.replica", "unknown field"),
     ],
