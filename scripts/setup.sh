@@ -9,9 +9,10 @@ cd "$repo_root"
 
 # gcc and python3-dev build the package's C extension (odradek.storage._recordwalk).
 # buildah, podman, crun, fuse-overlayfs and debootstrap build and run the container image without
-# a Docker engine (docs/image.md).
+# a Docker engine (docs/image.md). postgresql: the SQL connectors' tests start their own server
+# from its binaries (tests/support/postgres.py).
 apt_packages=(openjdk-17-jre-headless zookeeper kcat gcc python3-dev
-    buildah podman crun fuse-overlayfs debootstrap)
+    buildah podman crun fuse-overlayfs debootstrap postgresql)
 venv_dir="$repo_root/.venv"
 marker="$venv_dir/.odradek-installed"
 

@@ -15,6 +15,7 @@ from odradek import __version__
 from odradek.commands import (
     broker,
     cluster,
+    connect,
     consume,
     controller,
     demo,
@@ -42,6 +43,7 @@ COMMANDS = (
     cluster,
     groups,
     transactions,
+    connect,
 )
 
 

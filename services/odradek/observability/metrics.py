@@ -693,3 +693,46 @@ def common_metrics(registry: CollectorRegistry, *, version: str = __version__) -
         ),
         _zookeeper_session_state=session_state,
     )
+
+
+# Kafka Connect's REST API (odradek connect). ``route`` is the resource pattern aiohttp matched
+# (``/connectors/{name}/status``), never the path a client sent, so the series are bounded by the
+# API's routes; unmatched requests share ``OVERFLOW_LABEL``. ``method`` is limited the same way.
+CONNECT_REST_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectRestMetrics:
+    requests: Counter  # {method, route, status}
+    latency: Histogram  # {method, route}
+    forwarded: Counter  # requests answered by forwarding to the leader
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        method = method if method in CONNECT_REST_METHODS else OVERFLOW_LABEL
+        self.requests.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+
+
+def connect_rest_metrics(registry: CollectorRegistry) -> ConnectRestMetrics:
+    """Register a Connect worker's REST API metrics on ``registry``."""
+    prefix = f"{NAMESPACE}_connect_rest"
+    return ConnectRestMetrics(
+        requests=Counter(
+            f"{prefix}_requests_total",
+            "REST requests answered, by method, matched route and HTTP status.",
+            ["method", "route", "status"],
+            registry=registry,
+        ),
+        latency=Histogram(
+            f"{prefix}_request_duration_seconds",
+            "Time to answer a REST request (forwarding to the leader included).",
+            ["method", "route"],
+            buckets=REQUEST_LATENCY_BUCKETS_S,
+            registry=registry,
+        ),
+        forwarded=Counter(
+            f"{prefix}_forwarded_requests_total",
+            "REST requests this worker forwarded to the leader.",
+            registry=registry,
+        ),
+    )

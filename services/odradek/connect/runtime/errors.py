@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 RETRY_DELAY_MIN_MS = 300
 """First backoff of a retried operation (Kafka's RETRIES_DELAY_MIN_MS)."""
 
+CLOSE_FLUSH_TIMEOUT_S = 5.0
+"""How long a closing DLQ reporter waits for records still on their way."""
+
 HEADER_PREFIX = "__connect.errors."
 H_TOPIC = HEADER_PREFIX + "topic"
 H_PARTITION = HEADER_PREFIX + "partition"
@@ -262,7 +265,11 @@ class DeadLetterQueueReporter:
             )
 
     def close(self) -> None:
-        pass
+        remaining = self.producer.flush(CLOSE_FLUSH_TIMEOUT_S)
+        if remaining:
+            log.error(
+                "%d records lost on their way to the dead letter queue %s", remaining, self.topic
+            )
 
 
 def is_retriable(error: BaseException) -> bool:
@@ -334,6 +341,13 @@ class ErrorHandler:
     def flush(self, timeout_s: float) -> None:
         for reporter in self.reporters:
             reporter.flush(timeout_s)
+
+    def close(self) -> None:
+        for reporter in self.reporters:
+            try:
+                reporter.close()
+            except Exception:  # noqa: BLE001
+                log.exception("closing an error reporter failed")
 
 
 def class_name(obj: Any) -> str:

@@ -1,0 +1,37 @@
+"""One replicated cluster for the whole Connect tier (``tests/connect``).
+
+The cluster is ZooKeeper, a controller and three brokers, started once per session (a start takes
+several seconds on 2 cores) and stopped by PID when the tests end (``support.clusters``). Each test
+works on topics, connectors and consumer groups of its own (``unique``), so tests never see each
+other's data. Connect's internal topics are replicated 3 ways here, as in production.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from odradek.local.cluster import ClusterState
+from support.clusters import running_cluster
+
+
+@pytest.fixture(scope="session")
+def connect_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterState]:
+    """The shared 3-broker cluster; ``.bootstrap_servers`` is ``host:port,host:port,...``."""
+    data_dir = tmp_path_factory.mktemp("connect-cluster")
+    with running_cluster(data_dir, brokers=3) as state:
+        yield state
+
+
+@pytest.fixture
+def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """``unique("topic")`` -> a name no other test uses (topics, connectors, groups)."""
+    base = re.sub(r"[^A-Za-z0-9._-]", "_", request.node.name)[:60]
+
+    def make(what: str) -> str:
+        return f"{base}-{what}-{uuid.uuid4().hex[:6]}"
+
+    return make
