@@ -18,10 +18,6 @@ sets an event (the source's ``poll`` waits on it at most ``IDLE_WAIT_S``).
 
 from __future__ import annotations
 
-import base64
-import datetime
-import decimal
-import json
 import logging
 import os
 import threading
@@ -42,6 +38,7 @@ from odradek.connect.api import (
     SourceTask,
     Task,
 )
+from odradek.connect.connectors import _json
 from odradek.connect.connectors._config import at_least, non_empty, version
 from odradek.connect.data import STRING
 
@@ -239,19 +236,9 @@ def _line(value: Any) -> str:
         return value
     if value is None:
         return "null"
-    if isinstance(value, (bytes, bytearray, memoryview)):
+    if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).decode("utf-8", errors="replace")
-    return json.dumps(value, default=_json_default, separators=(",", ":"))
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (datetime.date, datetime.time)):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode()
-    raise TypeError(f"{type(value).__name__} is not JSON-able")
+    return _json.dumps(value)
 
 
 class FileStreamSinkConnector(SinkConnector):
