@@ -353,4 +353,5 @@ class ErrorHandler:
 def class_name(obj: Any) -> str:
     """Kafka-style name of a plugin instance's class, for contexts and headers."""
     cls = obj if isinstance(obj, type) else type(obj)
-    return getattr(cls, "KAFKA_CLASS", None) or f"{cls.__module__}.{cls.__qualname__}"
+    kafka_name = getattr(cls, "KAFKA_NAME", None) or getattr(cls, "KAFKA_CLASS", None)
+    return kafka_name or f"{cls.__module__}.{cls.__qualname__}"

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from odradek.connect.api import ConfigException, ConnectRecord
 from odradek.connect.runtime.errors import ErrorContext, ErrorHandler, Stage, class_name
+from odradek.connect.transforms.chain import TransformationStage
 from odradek.connect.worker_config import WorkerConfig
 
 
@@ -42,19 +42,6 @@ def _prefixed(config: Mapping[str, str], prefix: str) -> dict[str, str]:
     return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
 
 
-@dataclass
-class TransformStep:
-    alias: str
-    transform: Any
-    predicate: Any = None
-    negate: bool = False
-
-    def applies(self, record: ConnectRecord) -> bool:
-        if self.predicate is None:
-            return True
-        return bool(self.predicate.test(record)) != self.negate
-
-
 class Pipeline:
     """Converters and transforms of one task (see the module doc)."""
 
@@ -63,7 +50,7 @@ class Pipeline:
         key_converter: Any,
         value_converter: Any,
         header_converter: Any,
-        steps: list[TransformStep],
+        steps: list[TransformationStage],
     ):
         self.key_converter = key_converter
         self.value_converter = value_converter
@@ -110,7 +97,7 @@ class Pipeline:
                         prefix + "predicate", f"no predicate {config[prefix + 'predicate']!r}"
                     )
             negate = str(config.get(prefix + "negate", "false")).strip().lower() == "true"
-            steps.append(TransformStep(alias, transform, predicate, negate))
+            steps.append(TransformationStage(alias, transform, predicate, negate))
         return cls(*converters, steps)
 
     def transform(
@@ -123,12 +110,10 @@ class Pipeline:
             if current is None:
                 break
             r = current
-            if not step.applies(r):
-                continue
             ok, current = handler.execute(
                 Stage.TRANSFORMATION,
                 class_name(step.transform),
-                lambda t=step.transform, r=r: t.apply(r),
+                lambda s=step, r=r: s.apply(r),
                 context,
             )
             if not ok:

@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 PRODUCE_BACKOFF_S = 0.05
 """Wait inside ``producer.poll`` when the producer's queue is full, before producing again."""
 METADATA_TIMEOUT_S = 10.0
+TOPIC_WAIT_S = 3.0
+"""How long a source task looks for a topic it does not see before failing."""
+TOPIC_RETRY_S = 0.2
 TRANSACTION_TIMEOUT_S = 30.0
 IN_FLIGHT_MAX = 10_000
 """Submitted, unacknowledged records above which the task stops polling until acks arrive."""
@@ -242,15 +245,22 @@ class SourceTaskRunner(TaskRunner):
         return out, kwargs  # type: ignore[return-value]
 
     def _check_topic(self, topic: str) -> None:
+        """Refuse a topic the cluster does not have. A topic created a moment ago may be missing
+        from a broker's metadata for a little while: look again for ``TOPIC_WAIT_S``."""
         if topic in self._known_topics:
             return
-        metadata = self.producer.list_topics(timeout=METADATA_TIMEOUT_S)
-        self._known_topics = {t for t, m in metadata.topics.items() if m.error is None}
-        if topic not in self._known_topics:
-            raise ConnectError(
-                f"topic {topic!r} does not exist: create it before starting the connector "
-                "(topic.creation.* is not implemented, and the brokers do not auto-create topics)"
-            )
+        deadline = time.monotonic() + TOPIC_WAIT_S
+        while True:
+            metadata = self.producer.list_topics(timeout=METADATA_TIMEOUT_S)
+            self._known_topics = {t for t, m in metadata.topics.items() if m.error is None}
+            if topic in self._known_topics:
+                return
+            if time.monotonic() >= deadline or self.stopping.wait(TOPIC_RETRY_S):
+                break
+        raise ConnectError(
+            f"topic {topic!r} does not exist: create it before starting the connector "
+            "(topic.creation.* is not implemented, and the brokers do not auto-create topics)"
+        )
 
     def _produce(self, topic: str, kwargs: dict[str, Any], on_delivery: Any) -> None:
         while True:

@@ -393,6 +393,11 @@ class Worker:
             producer_config["transactional.id"] = (
                 f"{self.config.group_id}-{task_id.connector}-{task_id.task}"
             )
+            # librdkafka refuses a delivery timeout above the transaction timeout.
+            txn_timeout = int(producer_config.setdefault("transaction.timeout.ms", 60_000))
+            producer_config["delivery.timeout.ms"] = min(
+                int(producer_config.get("delivery.timeout.ms", txn_timeout)), txn_timeout
+            )
         elif connector_config.get("exactly.once.support", "requested") == "required":
             raise ConfigException(
                 "exactly.once.support",
