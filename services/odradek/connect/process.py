@@ -95,13 +95,79 @@ def _cluster_id(config: WorkerConfig) -> str | None:
         return None
 
 
+class WorkerPlugins:
+    """``Plugins`` with the ``load(kind, name)`` lookup the runtime's pipeline calls."""
+
+    _LOOKUPS = {
+        "connector": "connector_class",
+        "converter": "converter_class",
+        "header_converter": "header_converter_class",
+        "transform": "transform_class",
+        "predicate": "predicate_class",
+    }
+
+    def __init__(self, plugins: Any) -> None:
+        self._plugins = plugins
+
+    def load(self, kind: str, name: str) -> type:
+        lookup = getattr(self._plugins, self._LOOKUPS[kind])
+        return lookup(name) if kind in ("connector", "converter") else lookup(name, kind)
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._plugins, attribute)
+
+
 def _validator(plugins: Any):
-    from odradek.connect.connector_config import validate_connector_config
+    """Core's ``validate_connector_config`` when present; until it is, the connector's own
+    ``ConfigDef`` (Kafka's validation minus the common connector keys)."""
+    try:
+        from odradek.connect.connector_config import validate_connector_config
+    except ImportError:
+        validate_connector_config = None
 
     def validate(props: Mapping[str, str]) -> dict[str, Any]:
-        return validate_connector_config(plugins, props)
+        if validate_connector_config is not None:
+            return validate_connector_config(plugins, props)
+        return _connector_validation(plugins, props)
 
     return validate
+
+
+def _connector_validation(plugins: Any, props: Mapping[str, str]) -> dict[str, Any]:
+    from odradek.connect.api import ConfigException
+    from odradek.connect.config_def import error_count
+    from odradek.connect.rest.catalog import config_key_info
+
+    name = props.get("connector.class", "")
+    try:
+        connector = plugins.new_connector(name)
+    except ConfigException as exc:
+        value = {
+            "name": "connector.class",
+            "value": name,
+            "recommended_values": [],
+            "errors": [exc.message],
+            "visible": True,
+        }
+        return {"name": name, "error_count": 1, "groups": [], "configs": [{"value": value}]}
+    definition = connector.config()
+    values = connector.validate(props)
+    configs = [
+        {
+            "definition": config_key_info(definition.keys[v.name])
+            if v.name in definition.keys
+            else None,
+            "value": {
+                "name": v.name,
+                "value": v.value,
+                "recommended_values": list(v.recommended_values),
+                "errors": list(v.errors),
+                "visible": v.visible,
+            },
+        }
+        for v in values
+    ]
+    return {"name": name, "error_count": error_count(values), "groups": [], "configs": configs}
 
 
 def _stop_event() -> asyncio.Event:
@@ -125,7 +191,7 @@ async def run_standalone(
     from odradek.connect.standalone import StandaloneHerder
 
     stop = _stop_event()
-    plugins = Plugins()
+    plugins = WorkerPlugins(Plugins())
     host, port = parse_listener(config.get("listeners"))
     sock = bind_listener(host, port)
     bound_port = sock.getsockname()[1]

@@ -1,0 +1,313 @@
+"""``odradek connect standalone`` as a real process against a real 3-broker cluster, driven over
+its REST API: file source -> topic -> file sink; status and tasks; pause/resume; restart; stop;
+KIP-875 offsets of a source and a sink (GET, PATCH, DELETE); delete; bad bodies and configs get
+400/404/409 JSON naming the field; SIGTERM stops the worker cleanly.
+
+One worker process serves the whole module (a start costs a Python interpreter and a cluster
+round trip); each test uses connectors, topics and files of its own. Connector and converter
+classes are named by their Python paths, which resolve without installed entry points.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+pytestmark = [pytest.mark.integration, pytest.mark.connect]
+
+START_TIMEOUT_S = 60
+WAIT_TIMEOUT_S = 30
+STOP_TIMEOUT_S = 30
+POLL_S = 0.1
+HTTP_TIMEOUT_S = 30
+
+SOURCE_CLASS = "odradek.connect.connectors.file:FileStreamSourceConnector"
+SINK_CLASS = "odradek.connect.connectors.file:FileStreamSinkConnector"
+STRING_CONVERTER = "odradek.connect.converters.simple:StringConverter"
+HEADER_CONVERTER = "odradek.connect.converters.simple:SimpleHeaderConverter"
+LOG_TAIL_CHARS = 4000
+SERVICES = Path(__file__).resolve().parents[2] / "services"
+
+
+class Worker:
+    def __init__(self, process: subprocess.Popen, url: str, log_path: Path) -> None:
+        self.process = process
+        self.url = url
+        self.log_path = log_path
+
+    def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None):
+        """(status, decoded JSON body or None)."""
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as r:
+                content = r.read()
+                return r.status, json.loads(content) if content else None
+        except urllib.error.HTTPError as e:
+            content = e.read()
+            return e.code, json.loads(content) if content else None
+
+    def ok(self, method: str, path: str, body: Any = None, status: int = 200) -> Any:
+        got, answer = self.call(method, path, body)
+        assert got == status, (method, path, got, answer)
+        return answer
+
+
+LOG_PATH: list[Path] = []  # the module's worker log, shown when a wait times out
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float = WAIT_TIMEOUT_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            tail = LOG_PATH[0].read_text()[-LOG_TAIL_CHARS:] if LOG_PATH else ""
+            pytest.fail(f"timed out waiting for {what}; the worker's log ends:\n{tail}")
+        time.sleep(POLL_S)
+
+
+@pytest.fixture(scope="module")
+def worker(connect_cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+    work = tmp_path_factory.mktemp("standalone")
+    properties = work / "worker.properties"
+    properties.write_text(
+        "\n".join(
+            [
+                f"bootstrap.servers={connect_cluster.bootstrap_servers}",
+                f"key.converter={STRING_CONVERTER}",
+                f"value.converter={STRING_CONVERTER}",
+                f"header.converter={HEADER_CONVERTER}",
+                f"offset.storage.file.filename={work / 'offsets.json'}",
+                "offset.flush.interval.ms=200",
+                "task.shutdown.graceful.timeout.ms=3000",
+                "listeners=http://127.0.0.1:0",
+                "rest.advertised.host.name=127.0.0.1",
+            ]
+        )
+        + "\n"
+    )
+    log_path = work / "worker.log"
+    LOG_PATH[:] = [log_path]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SERVICES), os.environ.get("PYTHONPATH", "")]),
+    }
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "odradek.cli", "connect", "standalone", str(properties)],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # its own process group: a stray signal never reaches pytest
+        )
+    try:
+
+        def advertised() -> str | None:
+            assert process.poll() is None, log_path.read_text()
+            found = re.search(r"serving the REST API at (http://\S+)", log_path.read_text())
+            return found.group(1) if found else None
+
+        url = wait_for("the REST API", advertised, START_TIMEOUT_S)
+        yield Worker(process, url, log_path)
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGTERM)
+            try:
+                process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.kill(process.pid, signal.SIGKILL)
+                process.wait(STOP_TIMEOUT_S)
+                pytest.fail(
+                    f"the worker ignored SIGTERM:\n{log_path.read_text()[-LOG_TAIL_CHARS:]}"
+                )
+    # SIGTERM is a graceful stop: exit code 0 once tasks and connectors stopped.
+    assert process.returncode == 0, log_path.read_text()[-LOG_TAIL_CHARS:]
+    assert "stopped" in log_path.read_text().splitlines()[-1]
+
+
+def create_topic(bootstrap_servers: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(WAIT_TIMEOUT_S)
+    wait_for(topic, lambda: topic in admin.list_topics(timeout=WAIT_TIMEOUT_S).topics)
+
+
+def state_of(worker: Worker, name: str) -> tuple[str, list[str]]:
+    status = worker.ok("GET", f"/connectors/{name}/status")
+    return status["connector"]["state"], [t["state"] for t in status["tasks"]]
+
+
+def wait_state(worker: Worker, name: str, connector: str, tasks: list[str]) -> None:
+    wait_for(f"{name} {connector} {tasks}", lambda: state_of(worker, name) == (connector, tasks))
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_pipeline_pause_resume_restart_stop_offsets_delete(
+    worker: Worker, connect_cluster, unique, tmp_path
+) -> None:
+    topic, source, sink = unique("t"), unique("src"), unique("snk")
+    create_topic(connect_cluster.bootstrap_servers, topic)
+    source_file, sink_file = tmp_path / "in.txt", tmp_path / "out.txt"
+    source_file.write_text("".join(f"line {i}\n" for i in range(5)))
+
+    info = worker.ok(
+        "POST",
+        "/connectors",
+        {
+            "name": source,
+            "config": {
+                "connector.class": SOURCE_CLASS,
+                "file": str(source_file),
+                "topic": topic,
+                "tasks.max": "1",
+            },
+        },
+        status=201,
+    )
+    assert info["type"] == "source" and info["config"]["name"] == source
+    worker.ok(
+        "PUT",
+        f"/connectors/{sink}/config",
+        {"connector.class": SINK_CLASS, "file": str(sink_file), "topics": topic},
+        status=201,
+    )
+    wait_for("5 lines in the sink file", lambda: len(lines_of(sink_file)) == 5)
+    assert lines_of(sink_file) == [f"line {i}" for i in range(5)]
+    wait_state(worker, source, "RUNNING", ["RUNNING"])
+    tasks = worker.ok("GET", f"/connectors/{source}/tasks")
+    assert tasks[0]["id"] == {"connector": source, "task": 0}
+    assert tasks[0]["config"]["topic"] == topic
+    assert worker.ok("GET", f"/connectors/{source}/tasks/0/status")["state"] == "RUNNING"
+    listing = worker.ok("GET", "/connectors?expand=status&expand=info")
+    assert listing[sink]["info"]["type"] == "sink"
+
+    # Pause, resume: lines written meanwhile arrive after the resume.
+    worker.ok("PUT", f"/connectors/{source}/pause", status=202)
+    wait_state(worker, source, "PAUSED", ["PAUSED"])
+    with source_file.open("a") as f:
+        f.write("line 5\n")
+    worker.ok("PUT", f"/connectors/{source}/resume", status=202)
+    wait_state(worker, source, "RUNNING", ["RUNNING"])
+    wait_for("line 5", lambda: len(lines_of(sink_file)) == 6)
+
+    # Restarts: the legacy form (204), KIP-745's (202 with the plan), one task (204).
+    worker.ok("POST", f"/connectors/{source}/restart", status=204)
+    plan = worker.ok("POST", f"/connectors/{source}/restart?includeTasks=true", status=202)
+    assert plan["connector"]["state"] == "RESTARTING"
+    assert [t["state"] for t in plan["tasks"]] == ["RESTARTING"]
+    worker.ok("POST", f"/connectors/{source}/tasks/0/restart", status=204)
+    wait_state(worker, source, "RUNNING", ["RUNNING"])
+
+    # Source offsets (KIP-875): only while STOPPED; rewinding replays the file.
+    got, error = worker.call("DELETE", f"/connectors/{source}/offsets")
+    assert got == 400 and "STOPPED" in error["message"]
+    worker.ok("PUT", f"/connectors/{source}/stop", status=204)
+    wait_for("stopped", lambda: state_of(worker, source) == ("STOPPED", []))
+    assert worker.ok("GET", f"/connectors/{source}/tasks") == []
+    size = source_file.stat().st_size
+    offsets = wait_for(
+        "the source offset",
+        lambda: worker.ok("GET", f"/connectors/{source}/offsets")["offsets"],
+    )
+    assert offsets == [{"partition": {"filename": str(source_file)}, "offset": {"position": size}}]
+    rewind = {"offsets": [{"partition": {"filename": str(source_file)}, "offset": {"position": 0}}]}
+    assert "altered" in worker.ok("PATCH", f"/connectors/{source}/offsets", rewind)["message"]
+    worker.ok("PUT", f"/connectors/{source}/resume", status=202)
+    wait_for("the replayed lines", lambda: len(lines_of(sink_file)) == 12)
+
+    # Sink offsets: the consumer group connect-<name>.
+    worker.ok("PUT", f"/connectors/{sink}/stop", status=204)
+    sink_offsets = wait_for(
+        "the sink's committed offset",
+        lambda: [
+            o
+            for o in worker.ok("GET", f"/connectors/{sink}/offsets")["offsets"]
+            if o["offset"]["kafka_offset"] == 12
+        ],
+    )
+    assert sink_offsets[0]["partition"] == {"kafka_topic": topic, "kafka_partition": 0}
+    back = {
+        "offsets": [
+            {
+                "partition": {"kafka_topic": topic, "kafka_partition": 0},
+                "offset": {"kafka_offset": 10},
+            }
+        ]
+    }
+    worker.ok("PATCH", f"/connectors/{sink}/offsets", back)
+    assert worker.ok("GET", f"/connectors/{sink}/offsets")["offsets"][0]["offset"] == {
+        "kafka_offset": 10
+    }
+    worker.ok("DELETE", f"/connectors/{sink}/offsets")
+    assert worker.ok("GET", f"/connectors/{sink}/offsets")["offsets"] == []
+    worker.ok("PUT", f"/connectors/{source}/stop", status=204)
+    wait_for("stopped", lambda: state_of(worker, source) == ("STOPPED", []))
+    assert "reset" in worker.ok("DELETE", f"/connectors/{source}/offsets")["message"]
+    assert worker.ok("GET", f"/connectors/{source}/offsets")["offsets"] == []
+
+    for name in (source, sink):
+        worker.ok("DELETE", f"/connectors/{name}", status=204)
+        assert worker.call("GET", f"/connectors/{name}")[0] == 404
+    assert not {source, sink} & set(worker.ok("GET", "/connectors"))
+
+
+def test_bad_bodies_and_configs_get_json_errors_naming_the_field(worker: Worker, unique) -> None:
+    name = unique("bad")
+
+    def error(method: str, path: str, body: Any = None, raw: bytes | None = None) -> tuple:
+        got, answer = worker.call(method, path, body, raw)
+        assert answer["error_code"] == got, answer
+        return got, answer["message"]
+
+    config = {"connector.class": SOURCE_CLASS, "file": "/nonexistent", "topic": "t"}
+    got, message = error("POST", "/connectors", raw=b"{oops")
+    assert got == 400 and "not valid JSON" in message
+    got, message = error(
+        "POST", "/connectors", {"name": name, "config": {**config, "tasks.max": 1}}
+    )
+    assert got == 400 and '"tasks.max"' in message
+    got, message = error(
+        "POST", "/connectors", {"name": name, "config": {**config, "connector.class": "NoSuch"}}
+    )
+    assert got == 400 and "connector.class" in message and "NoSuch" in message
+    got, message = error("POST", "/connectors", {"name": name, "config": {**config, "name": "x"}})
+    assert got == 400 and "does not match" in message
+    got, message = error("GET", f"/connectors/{name}")
+    assert got == 404 and name in message
+    got, message = error("GET", "/nope")
+    assert got == 404
+    got, message = error("DELETE", "/connector-plugins")
+    assert got == 405
+    path = "/connector-plugins/FileStreamSink/config/validate"
+    got, message = error("PUT", path, {**config})
+    assert got == 400 and "FileStreamSink" in message
+
+    worker.ok("POST", "/connectors", {"name": name, "config": config}, status=201)
+    got, message = error("POST", "/connectors", {"name": name, "config": config})
+    assert got == 409 and name in message
+    worker.ok("DELETE", f"/connectors/{name}", status=204)
+
+
+def test_root_and_plugins(worker: Worker) -> None:
+    root = worker.ok("GET", "/")
+    assert set(root) == {"version", "commit", "kafka_cluster_id"} and root["kafka_cluster_id"]
+    plugins = worker.ok("GET", "/connector-plugins?connectorsOnly=false")
+    assert isinstance(plugins, list)
