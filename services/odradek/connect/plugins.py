@@ -127,7 +127,10 @@ class Plugins:
     def __init__(self, entry_points: Iterable[Any] | None = None, *, version: str | None = None):
         if entry_points is None:
             found = importlib.metadata.entry_points()
+            # Installed entry points first; the built-ins as well, so a source tree whose
+            # package metadata predates a plugin still finds Odradek's own.
             entry_points = [ep for group in GROUPS for ep in found.select(group=group)]
+            entry_points += builtin_entry_points()
         self._entries: dict[str, dict[str, Any]] = {g: {} for g in GROUPS}
         for ep in entry_points:
             if ep.group in self._entries:
@@ -241,6 +244,24 @@ class Plugins:
     def new_predicate(self, name: str, key: str) -> Any:
         return self._instantiate(self.predicate_class(name, key), name, key)
 
+    _KINDS = {
+        "connector": ("connector_class", "connector.class"),
+        "converter": ("converter_class", "value.converter"),
+        "header_converter": ("header_converter_class", "header.converter"),
+        "transform": ("transform_class", "transforms"),
+        "transformation": ("transform_class", "transforms"),
+        "predicate": ("predicate_class", "predicates"),
+    }
+
+    def load(self, kind: str, name: str, key: str | None = None) -> type:
+        """The class ``name`` of ``kind`` (``connector``, ``converter``, ``header_converter``,
+        ``transform``, ``predicate``): the runtime's one entry point into the lookups above."""
+        try:
+            method, default_key = self._KINDS[kind]
+        except KeyError:
+            raise ValueError(f"unknown plugin kind {kind!r}") from None
+        return getattr(self, method)(name, key or default_key)
+
     @staticmethod
     def _instantiate(cls: type, name: str, key: str) -> Any:
         try:
@@ -337,14 +358,54 @@ def _package_version() -> str:
         return "unknown"
 
 
-def builtin_entry_points() -> list[EntryPointSpec]:
-    """The built-in converters, transforms and predicates as entry points (what pyproject.toml
-    registers), for tests and for running from a source tree without an install."""
+BUILTIN_CONNECTORS = (
+    (
+        "org.apache.kafka.connect.file.FileStreamSourceConnector",
+        "odradek.connect.connectors.file:FileStreamSourceConnector",
+    ),
+    (
+        "org.apache.kafka.connect.file.FileStreamSinkConnector",
+        "odradek.connect.connectors.file:FileStreamSinkConnector",
+    ),
+    (
+        "odradek.connect.connectors.sql.SqlSourceConnector",
+        "odradek.connect.connectors.sql:SqlSourceConnector",
+    ),
+    (
+        "odradek.connect.connectors.sql.SqlSinkConnector",
+        "odradek.connect.connectors.sql:SqlSinkConnector",
+    ),
+    (
+        "io.confluent.connect.jdbc.JdbcSourceConnector",
+        "odradek.connect.connectors.sql:SqlSourceConnector",
+    ),
+    (
+        "io.confluent.connect.jdbc.JdbcSinkConnector",
+        "odradek.connect.connectors.sql:SqlSinkConnector",
+    ),
+    (
+        "odradek.connect.connectors.files_sink.FileSinkConnector",
+        "odradek.connect.connectors.files_sink:FileSinkConnector",
+    ),
+    (
+        "odradek.connect.connectors.files_sink.ParquetSinkConnector",
+        "odradek.connect.connectors.files_sink:FileSinkConnector",
+    ),
+)
+"""The connectors Odradek ships, as pyproject.toml registers them (kept equal by a unit test)."""
+
+
+def builtin_entry_points(connectors: bool = True) -> list[EntryPointSpec]:
+    """The built-in plugins as entry points (what pyproject.toml registers), for tests and for
+    running from a source tree whose installed metadata predates them. Modules are not imported
+    here (the connectors' only when used)."""
     from odradek.connect.converters import BUILTIN_CONVERTERS, BUILTIN_HEADER_CONVERTERS
     from odradek.connect.predicates import builtin_predicates
     from odradek.connect.transforms import builtin_transforms
 
     specs = []
+    if connectors:
+        specs += [EntryPointSpec(n, v, CONNECTORS_GROUP) for n, v in BUILTIN_CONNECTORS]
     converters = {**BUILTIN_CONVERTERS, **BUILTIN_HEADER_CONVERTERS}
     for group, classes in (
         (CONVERTERS_GROUP, converters),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odradek.connect.api import ConfigDef, ConfigException, ConfigType, Importance
@@ -107,11 +107,13 @@ def test_case_insensitive_one_of():
         v("errors.tolerance", "some")
 
 
+@settings(max_examples=40, deadline=None)
 @given(st.integers(-(2**63), 2**63 - 1))
 def test_long_round_trip(n):
     assert parse_value("k", ConfigType.LONG, f" {n} ") == n
 
 
+@settings(max_examples=40, deadline=None)
 @given(st.lists(st.text(alphabet="abc._-", min_size=1), min_size=1, max_size=5))
 def test_list_round_trip(items):
     assert parse_value("k", ConfigType.LIST, " , ".join(items)) == items

@@ -8,7 +8,7 @@ import decimal
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odradek.connect.api import ConfigException
@@ -206,6 +206,7 @@ _json_values = st.recursive(
 )
 
 
+@settings(max_examples=40, deadline=None)
 @given(_json_values)
 def test_schemaless_round_trips(value):
     c = _json(schemas=False)
@@ -216,6 +217,7 @@ def test_schemaless_round_trips(value):
         assert c.to_connect("t", data).value == value
 
 
+@settings(max_examples=40, deadline=None)
 @given(
     st.decimals(allow_nan=False, allow_infinity=False, places=3, min_value=-1e12, max_value=1e12)
 )
@@ -226,6 +228,7 @@ def test_decimals_round_trip_in_both_formats(d):
         assert c.to_connect("t", c.from_connect("t", schema, d)).value == d
 
 
+@settings(max_examples=40, deadline=None)
 @given(st.datetimes(timezones=st.just(datetime.UTC)))
 def test_timestamps_round_trip_to_the_millisecond(ts):
     c = _json()

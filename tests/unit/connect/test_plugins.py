@@ -71,7 +71,7 @@ def plugins():
             CONNECTORS_GROUP,
         ),
         EntryPointSpec("x.BrokenConnector", "no_such_module_xyz:Nope", CONNECTORS_GROUP),
-        *builtin_entry_points(),
+        *builtin_entry_points(connectors=False),
     ]
     yield Plugins(eps, version="9.9")
     del sys.modules["fake_plugins_mod"]
@@ -109,6 +109,19 @@ def test_other_plugin_kinds_resolve(plugins):
     assert isinstance(plugins.new_header_converter("SimpleHeaderConverter"), object)
     assert plugins.transform_class("InsertField$Value", "transforms.x.type") is InsertFieldValue
     assert plugins.predicate_class("RecordIsTombstone", "predicates.p.type")
+
+
+def test_load_by_kind_for_the_runtime(plugins):
+    assert plugins.load("connector", "FileStreamSource") is _Source
+    assert plugins.load("converter", "JsonConverter") is JsonConverter
+    assert plugins.load("header_converter", "SimpleHeaderConverter").__name__ == (
+        "SimpleHeaderConverter"
+    )
+    assert plugins.load("transform", "InsertField$Value") is InsertFieldValue
+    assert plugins.load("predicate", "RecordIsTombstone").__name__ == "RecordIsTombstone"
+    with pytest.raises(ConfigException) as info:
+        plugins.load("transform", "Nope", "transforms.x.type")
+    assert info.value.name == "transforms.x.type"
 
 
 def test_unknown_and_broken_plugins_name_the_key(plugins):
@@ -150,9 +163,16 @@ def test_listing(plugins):
     ) in kinds
 
 
-def test_installed_entry_points_when_registered():
+def test_default_plugins_know_the_builtins_and_pyproject_registers_them():
+    import tomllib
+    from pathlib import Path
+
     installed = Plugins()
-    names = {p.class_name for p in installed.plugins(connectors_only=False)}
-    if "org.apache.kafka.connect.json.JsonConverter" not in names:
-        pytest.skip("the package's entry points are not installed in this environment yet")
     assert installed.converter_class("JsonConverter") is JsonConverter
+    assert installed.transform_class("InsertField$Value", "t") is InsertFieldValue
+    listed = {(p.class_name, p.type) for p in installed.plugins(connectors_only=False)}
+    assert ("org.apache.kafka.connect.transforms.Filter", PluginType.TRANSFORMATION) in listed
+    pyproject = Path(__file__).parents[3] / "pyproject.toml"
+    registered = tomllib.loads(pyproject.read_text())["project"]["entry-points"]
+    for spec in builtin_entry_points():
+        assert registered[spec.group][spec.name] == spec.value, spec
