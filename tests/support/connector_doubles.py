@@ -108,3 +108,17 @@ def drain(task, offsets: MemoryOffsets | None = None, polls_max: int = 50) -> li
         if offsets is not None:
             offsets.commit(batch)
     raise AssertionError(f"the task still had records after {polls_max} polls")
+
+
+@dataclass
+class ConnectorContext:
+    """Counts the reconfiguration requests of a connector (they may come from its threads)."""
+
+    reconfigurations: int = 0
+    errors: list[Exception] = field(default_factory=list)
+
+    def request_task_reconfiguration(self) -> None:
+        self.reconfigurations += 1
+
+    def raise_error(self, error: Exception) -> None:
+        self.errors.append(error)

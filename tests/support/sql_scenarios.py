@@ -18,7 +18,15 @@ from odradek.connect.connectors.sql import (
     SqlSourceConnector,
     SqlSourceTask,
 )
-from support.connector_doubles import MemoryOffsets, SinkContext, SourceContext, drain, sink_record
+from support.connector_doubles import (
+    ConnectorContext,
+    MemoryOffsets,
+    SinkContext,
+    SourceContext,
+    drain,
+    sink_record,
+)
+from support.waiting import wait_until
 
 UTC = datetime.UTC
 T0 = datetime.datetime(2026, 1, 1, 12, 0, 0)
@@ -178,8 +186,10 @@ def query_mode(url: str) -> None:
     config = {"mode": "incrementing", "incrementing.column.name": "id", "topic.prefix": "big",
               "query": query, "poll.interval.ms": "0"}  # fmt: skip
     connector = SqlSourceConnector()
+    connector.initialize(ConnectorContext())
     connector.start({"connection.url": url, **config})
     (task_config,) = connector.task_configs(4)
+    connector.stop()
     task = SqlSourceTask()
     task.initialize(SourceContext(configs=task_config, offset_storage_reader=offsets))
     task.start(task_config)
@@ -199,12 +209,15 @@ def bulk_mode_and_task_split(url: str) -> None:
         execute(url, f"CREATE TABLE {table} (id INTEGER PRIMARY KEY)")
         execute(url, f"INSERT INTO {table} VALUES (1), (2), (3)")
     connector = SqlSourceConnector()
+    connector.initialize(ConnectorContext())
     base = {"connection.url": url, "topic.prefix": "p-", "mode": "bulk"}
     connector.start({**base, "table.blacklist": "b"})
     configs = connector.task_configs(5)
     assert [c["tables"] for c in configs] == ["a", "c"]
-    connector.start({**base, "table.include.list": "c,a,b"})
+    connector.stop()
+    connector.start({**base, "table.include.list": "c,a,b,absent"})
     assert [c["tables"] for c in connector.task_configs(2)] == ["c,a", "b"]
+    connector.stop()
     config = {"batch.max.rows": "2", "poll.interval.ms": "60000"}
     task = source_task(url, MemoryOffsets(), "a,c", mode="bulk", **config)
     now = [1000.0]
@@ -303,6 +316,21 @@ def sink_updates_and_refuses_schemaless_auto_create(url: str) -> None:
     task.stop()
 
 
+def new_tables_reconfigure_the_tasks(url: str) -> None:
+    execute(url, "CREATE TABLE first (id INTEGER PRIMARY KEY)")
+    context = ConnectorContext()
+    connector = SqlSourceConnector()
+    connector.initialize(context)
+    connector.start({"connection.url": url, "topic.prefix": "p-", "mode": "bulk",
+                     "table.poll.interval.ms": "20"})  # fmt: skip
+    assert [c["tables"] for c in connector.task_configs(2)] == ["first"]
+    execute(url, "CREATE TABLE second (id INTEGER PRIMARY KEY)")
+    wait_until(lambda: context.reconfigurations, "a reconfiguration request", 10, poll_s=0.02)
+    connector.stop()
+    assert [c["tables"] for c in connector.task_configs(2)] == ["first", "second"]
+    assert context.reconfigurations == 1
+
+
 def all_scenarios() -> Iterator:
     yield from (
         incrementing_mode_resumes,
@@ -310,6 +338,7 @@ def all_scenarios() -> Iterator:
         timestamp_incrementing_mode_is_exact,
         query_mode,
         bulk_mode_and_task_split,
+        new_tables_reconfigure_the_tasks,
         sink_upserts_idempotently_and_deletes,
         sink_inserts_with_kafka_coordinates,
         sink_updates_and_refuses_schemaless_auto_create,

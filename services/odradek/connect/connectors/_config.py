@@ -1,34 +1,13 @@
-"""Validators shared by the shipped connectors' ConfigDefs (``validator(name, value)``)."""
+"""What the shipped connectors share about configuration: their version, and the cross-key
+checks reported by the validate endpoint next to the per-key ones."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from odradek.connect.api import ConfigException
-
-Validator = Callable[[str, Any], None]
-
-
-def one_of(*allowed: str) -> Validator:
-    def check(name: str, value: Any) -> None:
-        if value not in allowed:
-            raise ConfigException(name, f"{value!r} is not one of {', '.join(allowed)}")
-
-    return check
-
-
-def at_least(low: int) -> Validator:
-    def check(name: str, value: Any) -> None:
-        if value < low:
-            raise ConfigException(name, f"{value} is below the minimum {low}")
-
-    return check
-
-
-def non_empty(name: str, value: Any) -> None:
-    if not value:
-        raise ConfigException(name, "must not be empty")
+from odradek.connect.api import ConfigException, ConfigValue
 
 
 def version() -> str:
@@ -40,3 +19,19 @@ def version() -> str:
         return installed("odradek")
     except PackageNotFoundError:
         return "unknown"
+
+
+def validate_with(
+    values: list[ConfigValue], props: Mapping[str, str], parse: Callable[[Mapping[str, str]], Any]
+) -> list[ConfigValue]:
+    """``values`` (per-key validation) plus the error of ``parse``'s cross-key checks, on the
+    key it names, when every key is fine on its own."""
+    if any(v.errors for v in values):
+        return values
+    try:
+        parse(props)
+    except ConfigException as e:
+        return [
+            replace(v, errors=(*v.errors, e.message)) if v.name == e.name else v for v in values
+        ]
+    return values

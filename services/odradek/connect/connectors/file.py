@@ -26,6 +26,7 @@ from typing import Any
 
 from odradek.connect.api import (
     ConfigDef,
+    ConfigException,
     ConfigType,
     ConnectError,
     ExactlyOnceSupport,
@@ -38,8 +39,9 @@ from odradek.connect.api import (
     SourceTask,
     Task,
 )
+from odradek.connect.config_def import in_range, non_empty_string
 from odradek.connect.connectors import _json
-from odradek.connect.connectors._config import at_least, non_empty, version
+from odradek.connect.connectors._config import version
 from odradek.connect.data import STRING
 
 log = logging.getLogger(__name__)
@@ -69,14 +71,14 @@ def _source_config() -> ConfigDef:
             ConfigType.STRING,
             importance=Importance.HIGH,
             documentation="The file to read (required: reading stdin is not supported).",
-            validator=non_empty,
+            validator=non_empty_string,
         )
         .define(
             TOPIC_CONFIG,
             ConfigType.STRING,
             importance=Importance.HIGH,
             documentation="The topic to send the lines to.",
-            validator=non_empty,
+            validator=_one_topic,
         )
         .define(
             BATCH_SIZE_CONFIG,
@@ -84,7 +86,7 @@ def _source_config() -> ConfigDef:
             BATCH_SIZE_DEFAULT,
             importance=Importance.LOW,
             documentation="The most lines one poll returns.",
-            validator=at_least(1),
+            validator=in_range(1),
         )
     )
 
@@ -95,8 +97,14 @@ def _sink_config() -> ConfigDef:
         ConfigType.STRING,
         importance=Importance.HIGH,
         documentation="The file to append to (required: writing to stdout is not supported).",
-        validator=non_empty,
+        validator=non_empty_string,
     )
+
+
+def _one_topic(name: str, value: Any) -> None:
+    non_empty_string(name, value)
+    if "," in value:
+        raise ConfigException(name, f"{value!r}: the source writes to a single topic")
 
 
 class FileStreamSourceConnector(SourceConnector):

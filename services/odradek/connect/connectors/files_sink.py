@@ -70,8 +70,9 @@ from odradek.connect.api import (
     Task,
     TopicPartition,
 )
+from odradek.connect.config_def import in_range, non_empty_string, one_of
 from odradek.connect.connectors import _json
-from odradek.connect.connectors._config import at_least, non_empty, one_of, version
+from odradek.connect.connectors._config import version
 from odradek.connect.data import Schema, Type
 
 log = logging.getLogger(__name__)
@@ -106,14 +107,14 @@ def files_sink_config() -> ConfigDef:
         PATH,
         ConfigType.STRING,
         importance=Importance.HIGH,
-        validator=non_empty,
+        validator=non_empty_string,
         documentation="A directory or fsspec URL (file://, memory://, s3://, ...).",
     )
     c.define(
         FLUSH_SIZE,
         ConfigType.INT,
         importance=Importance.HIGH,
-        validator=_flush_size,
+        validator=in_range(1, FLUSH_SIZE_MAX),
         documentation="Records per file.",
     )
     c.define(
@@ -154,15 +155,10 @@ def files_sink_config() -> ConfigDef:
         ZERO_PAD_WIDTH,
         ConfigType.INT,
         10,
-        validator=at_least(1),
+        validator=in_range(1),
         documentation="Digits of the offsets in file names.",
     )
-    return c  # fmt: skip
-
-
-def _flush_size(name: str, value: Any) -> None:
-    if not 1 <= value <= FLUSH_SIZE_MAX:
-        raise ConfigException(name, f"{value} is not between 1 and {FLUSH_SIZE_MAX}")
+    return c
 
 
 def _timezone(name: str, value: Any) -> None:
@@ -294,8 +290,10 @@ class FileSinkTask(SinkTask):
             if record.value is None:
                 if self._ignore_nulls:
                     continue
-                raise ConnectError(f"{tp.topic}-{tp.partition}@{record.kafka_offset}: a null "
-                                   f"value (set {NULL_VALUES}=ignore to skip them)")  # fmt: skip
+                raise ConnectError(
+                    f"{tp.topic}-{tp.partition}@{record.kafka_offset}: a null "
+                    f"value (set {NULL_VALUES}=ignore to skip them)"
+                )
             directory = self._directory(tp, record)
             if state.rows and (
                 directory != state.directory
@@ -323,8 +321,10 @@ class FileSinkTask(SinkTask):
         if not self._time_partitioned:
             return base
         if record.timestamp is None:
-            raise ConnectError(f"{tp.topic}-{tp.partition}@{record.kafka_offset}: partitioner=time"
-                               " needs record timestamps and this record has none")  # fmt: skip
+            raise ConnectError(
+                f"{tp.topic}-{tp.partition}@{record.kafka_offset}: partitioner=time"
+                " needs record timestamps and this record has none"
+            )
         at = datetime.datetime.fromtimestamp(record.timestamp / 1000, self._zone)
         return f"{base}/{at.strftime(self._path_format).strip('/')}"
 
@@ -417,10 +417,16 @@ def _arrow_type(schema: Schema) -> pa.DataType:
         return pa.decimal128(38, int(schema.params.get(data.DECIMAL_SCALE, "0")))
     t = schema.type
     simple = {
-        Type.INT8: pa.int8(), Type.INT16: pa.int16(), Type.INT32: pa.int32(),
-        Type.INT64: pa.int64(), Type.FLOAT32: pa.float32(), Type.FLOAT64: pa.float64(),
-        Type.BOOLEAN: pa.bool_(), Type.STRING: pa.string(), Type.BYTES: pa.binary(),
-    }  # fmt: skip
+        Type.INT8: pa.int8(),
+        Type.INT16: pa.int16(),
+        Type.INT32: pa.int32(),
+        Type.INT64: pa.int64(),
+        Type.FLOAT32: pa.float32(),
+        Type.FLOAT64: pa.float64(),
+        Type.BOOLEAN: pa.bool_(),
+        Type.STRING: pa.string(),
+        Type.BYTES: pa.binary(),
+    }
     if t in simple:
         return simple[t]
     if t is Type.ARRAY:

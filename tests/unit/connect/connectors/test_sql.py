@@ -51,3 +51,13 @@ def test_sink_config_errors_name_the_key(config, key, tmp_path):
     with pytest.raises(ConfigException) as e:
         SqlSinkConnector().start({"connection.url": f"sqlite:///{tmp_path}/db", **config})
     assert e.value.name == key
+
+
+def test_validate_reports_cross_key_errors_on_their_key(tmp_path):
+    props = {"connection.url": f"sqlite:///{tmp_path}/db", "topic.prefix": "p",
+             "mode": "incrementing"}  # fmt: skip
+    errors = {v.name: v.errors for v in SqlSourceConnector().validate(props) if v.errors}
+    assert list(errors) == ["incrementing.column.name"]
+    errors = {v.name: v.errors for v in SqlSinkConnector().validate(
+        {"connection.url": "jdbc:sqlite:x", "auto.evolve": "true"}) if v.errors}  # fmt: skip
+    assert sorted(errors) == ["auto.evolve", "connection.url"]

@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from odradek.connect.api import ConfigDef, ConfigException, ConfigType, Importance
-from odradek.connect.connectors._config import non_empty
+from odradek.connect.config_def import non_empty_string
 
 CONNECTION_URL = "connection.url"
 CONNECTION_USER = "connection.user"
@@ -45,7 +45,7 @@ def define_connection(config: ConfigDef) -> ConfigDef:
 
 
 def _sqlalchemy_url(name: str, value: Any) -> None:
-    non_empty(name, value)
+    non_empty_string(name, value)
     if str(value).lower().startswith("jdbc:"):
         raise ConfigException(
             name,

@@ -39,6 +39,7 @@ from odradek.connect.api import (
     ConfigDef,
     ConfigException,
     ConfigType,
+    ConfigValue,
     ConnectError,
     RetriableError,
     SinkConnector,
@@ -46,7 +47,8 @@ from odradek.connect.api import (
     SinkTask,
     Task,
 )
-from odradek.connect.connectors._config import at_least, one_of, version
+from odradek.connect.config_def import in_range, one_of
+from odradek.connect.connectors._config import validate_with, version
 from odradek.connect.connectors.sql import typemap
 from odradek.connect.connectors.sql.common import create_engine, define_connection, split_name
 
@@ -126,24 +128,24 @@ def sink_config() -> ConfigDef:
         BATCH_SIZE,
         ConfigType.INT,
         3000,
-        validator=at_least(1),
+        validator=in_range(1),
         documentation="The most rows in one statement execution.",
     )
     c.define(
         MAX_RETRIES,
         ConfigType.INT,
         10,
-        validator=at_least(0),
+        validator=in_range(0),
         documentation="Retries of a failed put before the task fails.",
     )
     c.define(
         RETRY_BACKOFF_MS,
         ConfigType.INT,
         3000,
-        validator=at_least(0),
+        validator=in_range(0),
         documentation="The wait before a retry.",
     )
-    return c  # fmt: skip
+    return c
 
 
 def _no_evolve(name: str, value: Any) -> None:
@@ -155,13 +157,17 @@ def parse(props: Mapping[str, str]) -> dict[str, Any]:
     config = sink_config().parse(props)
     pk_mode, insert_mode = config[PK_MODE], config[INSERT_MODE]
     if insert_mode != "insert" and pk_mode == "none":
-        raise ConfigException(PK_MODE, f"insert.mode={insert_mode} needs a primary key: set "
-                              "pk.mode to kafka, record_key or record_value")  # fmt: skip
+        raise ConfigException(
+            PK_MODE,
+            f"insert.mode={insert_mode} needs a primary key: set "
+            "pk.mode to kafka, record_key or record_value",
+        )
     if config[DELETE_ENABLED] and pk_mode != "record_key":
         raise ConfigException(DELETE_ENABLED, "delete.enabled=true needs pk.mode=record_key")
     if pk_mode == "kafka" and config[PK_FIELDS] and len(config[PK_FIELDS]) != 3:
-        raise ConfigException(PK_FIELDS, "pk.mode=kafka takes three names (topic, partition, "
-                              "offset columns) or none")  # fmt: skip
+        raise ConfigException(
+            PK_FIELDS, "pk.mode=kafka takes three names (topic, partition, offset columns) or none"
+        )
     return config
 
 
@@ -171,6 +177,9 @@ class SqlSinkConnector(SinkConnector):
 
     def config(self) -> ConfigDef:
         return sink_config()
+
+    def validate(self, props: Mapping[str, str]) -> list[ConfigValue]:
+        return validate_with(self.config().validate(props), props, parse)
 
     def start(self, props: Mapping[str, str]) -> None:
         parse(props)
@@ -210,8 +219,9 @@ class SqlSinkTask(SinkTask):
         self._engine = create_engine(self._config)
         self._dialect = self._engine.dialect.name
         if self._config[INSERT_MODE] == "upsert" and self._dialect not in UPSERT_DIALECTS:
-            raise ConnectError(f"insert.mode=upsert is implemented for SQLite and PostgreSQL, "
-                               f"not {self._dialect}")  # fmt: skip
+            raise ConnectError(
+                f"insert.mode=upsert is implemented for SQLite and PostgreSQL, not {self._dialect}"
+            )
         self._tables: dict[str, sa.Table] = {}
         self._retries_left: int = self._config[MAX_RETRIES]
 
@@ -259,9 +269,11 @@ class SqlSinkTask(SinkTask):
                 op = _Op(self._config[INSERT_MODE], table, self._pk_names(record), tuple(row))
                 missing = set(row) - set(table.c.keys())
                 if missing:
-                    raise ConnectError(f"table {table_name} has no columns {sorted(missing)} for "
-                                       f"{record.topic}-{record.partition}@{record.kafka_offset} "
-                                       "(auto.evolve is not implemented)")  # fmt: skip
+                    raise ConnectError(
+                        f"table {table_name} has no columns {sorted(missing)} for "
+                        f"{record.topic}-{record.partition}@{record.kafka_offset} "
+                        "(auto.evolve is not implemented)"
+                    )
             row = {k: typemap.to_sql(v) for k, v in row.items()}
             if runs and runs[-1][0] == op:
                 runs[-1][1].append(row)
@@ -306,9 +318,11 @@ class SqlSinkTask(SinkTask):
         if not isinstance(value, dict) or (
             record.value_schema is not None and record.value_schema.type is not data.Type.STRUCT
         ):
-            raise ConnectError(f"{record.topic}-{record.partition}@{record.kafka_offset}: a row "
-                               f"needs a struct value, not {type(value).__name__} (use "
-                               f"{JSON_WITH_SCHEMAS})")  # fmt: skip
+            raise ConnectError(
+                f"{record.topic}-{record.partition}@{record.kafka_offset}: a row "
+                f"needs a struct value, not {type(value).__name__} (use "
+                f"{JSON_WITH_SCHEMAS})"
+            )
         whitelist = self._config[FIELDS_WHITELIST]
         row = {k: v for k, v in value.items() if not whitelist or k in whitelist}
         pk_mode = self._config[PK_MODE]
@@ -338,8 +352,10 @@ class SqlSinkTask(SinkTask):
                 raise ConnectError(f"{where}: the key has no fields {missing} (pk.fields)")
             return {n: key[n] for n in names}
         if len(names) != 1:
-            raise ConnectError(f"{where}: a primitive key fills one column: name it in "
-                               "pk.fields (exactly one name)")  # fmt: skip
+            raise ConnectError(
+                f"{where}: a primitive key fills one column: name it in "
+                "pk.fields (exactly one name)"
+            )
         return {names[0]: key}
 
     def _pk_names(self, record: SinkRecord) -> tuple[str, ...]:
@@ -378,8 +394,10 @@ class SqlSinkTask(SinkTask):
         where = f"{record.topic}-{record.partition}@{record.kafka_offset}"
         value_schema = record.value_schema
         if value_schema is None or value_schema.type is not data.Type.STRUCT:
-            raise ConnectError(f"{where}: auto.create builds table {name} from the record's "
-                               f"schema, and it has none: use {JSON_WITH_SCHEMAS}")  # fmt: skip
+            raise ConnectError(
+                f"{where}: auto.create builds table {name} from the record's "
+                f"schema, and it has none: use {JSON_WITH_SCHEMAS}"
+            )
         fields: dict[str, data.Schema] = {}
         pk_mode = self._config[PK_MODE]
         whitelist = self._config[FIELDS_WHITELIST]
@@ -389,8 +407,10 @@ class SqlSinkTask(SinkTask):
         elif pk_mode == "record_key":
             key_schema = record.key_schema
             if key_schema is None:
-                raise ConnectError(f"{where}: auto.create with pk.mode=record_key needs the key's "
-                                   "schema too (key.converter with schemas)")  # fmt: skip
+                raise ConnectError(
+                    f"{where}: auto.create with pk.mode=record_key needs the key's "
+                    "schema too (key.converter with schemas)"
+                )
             for name_ in pk:
                 f = key_schema.field(name_) if key_schema.type is data.Type.STRUCT else None
                 fields[name_] = f.schema if f is not None else key_schema
@@ -404,9 +424,15 @@ class SqlSinkTask(SinkTask):
             except typemap.UnsupportedSchema as e:
                 raise ConnectError(f"{where}: auto.create of {name}: column {col_name}: {e}") from e
             is_pk = col_name in pk
-            columns.append(sa.Column(col_name, col_type, primary_key=is_pk,
-                                     nullable=not is_pk and col_schema.optional,
-                                     autoincrement=False))  # fmt: skip
+            columns.append(
+                sa.Column(
+                    col_name,
+                    col_type,
+                    primary_key=is_pk,
+                    nullable=not is_pk and col_schema.optional,
+                    autoincrement=False,
+                )
+            )
         table = sa.Table(name, sa.MetaData(), *columns, schema=schema)
         try:
             table.create(self._engine, checkfirst=True)

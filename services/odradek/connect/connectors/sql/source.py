@@ -18,8 +18,8 @@ Confluent's older versions write them; a restarted task resumes from the stored 
 the table, built from its reflected columns (``typemap``). "Now" for the timestamp delay is the
 worker's clock, not the database's (Confluent asks the database).
 
-Tasks split the tables found at start into contiguous groups (tables created later are not
-picked up until the connector restarts; Confluent polls for them every ``table.poll.interval.ms``).
+Tasks split the tables into contiguous groups; the connector lists them again every
+``table.poll.interval.ms`` and asks for new task configs when they change.
 Threading: a task's methods run in its thread; ``stop`` only sets an event.
 """
 
@@ -40,6 +40,7 @@ from odradek.connect.api import (
     ConfigDef,
     ConfigException,
     ConfigType,
+    ConfigValue,
     ConnectError,
     Importance,
     RetriableError,
@@ -48,7 +49,8 @@ from odradek.connect.api import (
     SourceTask,
     Task,
 )
-from odradek.connect.connectors._config import at_least, one_of, version
+from odradek.connect.config_def import in_range, one_of
+from odradek.connect.connectors._config import validate_with, version
 from odradek.connect.connectors.sql import typemap
 from odradek.connect.connectors.sql.common import create_engine, define_connection, split_name
 
@@ -66,6 +68,7 @@ TOPIC_PREFIX = "topic.prefix"
 POLL_INTERVAL_MS = "poll.interval.ms"
 BATCH_MAX_ROWS = "batch.max.rows"
 TIMESTAMP_DELAY_INTERVAL_MS = "timestamp.delay.interval.ms"
+TABLE_POLL_INTERVAL_MS = "table.poll.interval.ms"
 TASK_TABLES = "tables"
 """The task-config key with a task's share of the tables (Confluent's ``tables``)."""
 
@@ -80,6 +83,8 @@ TIMESTAMP_FIELD = "timestamp"
 TIMESTAMP_NANOS_FIELD = "timestamp_nanos"
 QUERY_PARTITION = {"query": "query"}
 
+MONITOR_JOIN_TIMEOUT_S = 5.0
+"""How long ``stop`` waits for the table monitor (it may be inside a slow listing)."""
 WAIT_MAX_S = 1.0
 """The longest one ``poll`` waits for the next table to be due (``stop`` is seen within it)."""
 EPOCH = datetime.datetime(1970, 1, 1)
@@ -126,22 +131,29 @@ def source_config() -> ConfigDef:
         POLL_INTERVAL_MS,
         ConfigType.INT,
         5000,
-        validator=at_least(0),
+        validator=in_range(0),
         documentation="How often each table is polled for new rows.",
     )
     c.define(
         BATCH_MAX_ROWS,
         ConfigType.INT,
         100,
-        validator=at_least(1),
+        validator=in_range(1),
         documentation="The most rows one poll reads from one table.",
     )
     c.define(
         TIMESTAMP_DELAY_INTERVAL_MS,
         ConfigType.INT,
         0,
-        validator=at_least(0),
+        validator=in_range(0),
         documentation="Rows are copied once their timestamp is this much in the past.",
+    )
+    c.define(
+        TABLE_POLL_INTERVAL_MS,
+        ConfigType.INT,
+        60000,
+        validator=in_range(1),
+        documentation="How often the connector looks for tables created or dropped.",
     )
     c.define(
         TASK_TABLES,
@@ -150,7 +162,7 @@ def source_config() -> ConfigDef:
         importance=Importance.LOW,
         documentation="Set by the connector: the tables of one task.",
     )
-    return c  # fmt: skip
+    return c
 
 
 def parse(props: Mapping[str, str]) -> dict[str, Any]:
@@ -160,8 +172,10 @@ def parse(props: Mapping[str, str]) -> dict[str, Any]:
     config[TABLE_BLACKLIST] = config[TABLE_BLACKLIST] or config[TABLE_EXCLUDE_LIST]
     mode = config[MODE]
     if config[TABLE_WHITELIST] and config[TABLE_BLACKLIST]:
-        raise ConfigException(TABLE_BLACKLIST, "table.whitelist and table.blacklist exclude "
-                              "each other: set at most one")  # fmt: skip
+        raise ConfigException(
+            TABLE_BLACKLIST,
+            "table.whitelist and table.blacklist exclude each other: set at most one",
+        )
     if config[QUERY] and (config[TABLE_WHITELIST] or config[TABLE_BLACKLIST]):
         raise ConfigException(QUERY, "a query copies its own rows: do not list tables with it")
     if mode in (INCREMENTING, TIMESTAMP_INCREMENTING) and not config[INCREMENTING_COLUMN]:
@@ -172,7 +186,9 @@ def parse(props: Mapping[str, str]) -> dict[str, Any]:
 
 
 class SqlSourceConnector(SourceConnector):
-    """Lists the tables at start and splits them among the tasks."""
+    """Lists the tables at start and splits them among the tasks; a thread of its own lists
+    them again every ``table.poll.interval.ms`` and asks for new task configs when they
+    change (a table created or dropped)."""
 
     def version(self) -> str:
         return version()
@@ -180,39 +196,74 @@ class SqlSourceConnector(SourceConnector):
     def config(self) -> ConfigDef:
         return source_config()
 
+    def validate(self, props: Mapping[str, str]) -> list[ConfigValue]:
+        return validate_with(self.config().validate(props), props, parse)
+
     def start(self, props: Mapping[str, str]) -> None:
         self._props = dict(props)
-        config = parse(props)
+        self._config = config = parse(props)
+        self._lock = threading.Lock()  # _tables, between the monitor and task_configs
+        self._stopping = threading.Event()
+        self._monitor: threading.Thread | None = None
+        self._tables: list[str] = []
         if config[QUERY]:
-            self._tables: list[str] = []
             return
-        engine = create_engine(config)
+        self._engine = create_engine(config)
         try:
-            existing = sa.inspect(engine).get_table_names()
+            self._tables = self._find_tables()
         except sa.exc.SQLAlchemyError as e:
+            self._engine.dispose()
             raise ConnectError(f"cannot list the tables of the database: {e}") from e
-        finally:
-            engine.dispose()
-        whitelist, blacklist = config[TABLE_WHITELIST], set(config[TABLE_BLACKLIST])
+        self._monitor = threading.Thread(
+            target=self._watch_tables, name="sql-source-table-monitor", daemon=True
+        )
+        self._monitor.start()
+
+    def _find_tables(self) -> list[str]:
+        existing = sa.inspect(self._engine).get_table_names()
+        whitelist = self._config[TABLE_WHITELIST]
+        blacklist = set(self._config[TABLE_BLACKLIST])
         if whitelist:
-            missing = [t for t in whitelist if split_name(t)[1] not in existing]
-            if missing:
-                log.warning("tables in %s not found: %s", TABLE_WHITELIST, missing)
-            self._tables = [t for t in whitelist if t not in missing]
-        else:
-            self._tables = [t for t in sorted(existing) if t not in blacklist]
+            return [t for t in whitelist if split_name(t)[1] in existing]
+        return [t for t in sorted(existing) if t not in blacklist]
+
+    def _watch_tables(self) -> None:
+        interval_s = self._config[TABLE_POLL_INTERVAL_MS] / 1000
+        while not self._stopping.wait(interval_s):
+            try:
+                tables = self._find_tables()
+            except sa.exc.SQLAlchemyError as e:
+                log.warning("cannot list the tables of the database (will retry): %s", e)
+                continue
+            with self._lock:
+                changed, self._tables = tables != self._tables, tables
+            if changed:
+                log.info("the tables to copy are now %s", tables)
+                self.context.request_task_reconfiguration()
 
     def task_class(self) -> type[Task]:
         return SqlSourceTask
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
-        if parse(self._props)[QUERY]:
+        if self._config[QUERY]:
             return [dict(self._props)]
-        groups = _contiguous_groups(self._tables, max_tasks)
-        return [{**self._props, TASK_TABLES: ",".join(g)} for g in groups]
+        with self._lock:
+            tables = list(self._tables)
+        if not tables:
+            log.warning("no tables to copy: the connector runs no task until one appears")
+        return [
+            {**self._props, TASK_TABLES: ",".join(g)} for g in _contiguous_groups(tables, max_tasks)
+        ]
 
     def stop(self) -> None:
-        pass
+        self._stopping.set()
+        if self._monitor is not None:
+            self._monitor.join(MONITOR_JOIN_TIMEOUT_S)
+            if self._monitor.is_alive():
+                log.warning("the table monitor did not stop within %s s", MONITOR_JOIN_TIMEOUT_S)
+            else:
+                self._engine.dispose()
+            self._monitor = None
 
 
 def _contiguous_groups(items: Sequence[str], count: int) -> list[list[str]]:

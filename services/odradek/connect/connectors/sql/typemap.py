@@ -30,6 +30,8 @@ from odradek.connect import data
 from odradek.connect.data import Schema, Type
 
 UTC = datetime.UTC
+_WIDE = decimal.Context(prec=1000)
+"""Room for any NUMERIC's digits (the default context rounds beyond 28)."""
 
 
 def column_schema(column_type: sa.types.TypeEngine, nullable: bool) -> Schema:
@@ -100,7 +102,7 @@ def to_connect(schema: Schema, value: Any) -> Any:
         return value.replace(tzinfo=None) if isinstance(value, datetime.time) else value
     if name == data.DECIMAL:
         scale = int(schema.params.get(data.DECIMAL_SCALE, "0"))
-        return decimal.Decimal(value).quantize(decimal.Decimal(1).scaleb(-scale))
+        return decimal.Decimal(value).quantize(decimal.Decimal(1).scaleb(-scale), context=_WIDE)
     t = schema.type
     if t in data.INT_BOUNDS:
         return int(value)
