@@ -13,7 +13,8 @@ that, and read ``GET /connectors/{name}/status`` into the resource's status. A 4
 workers (a config the connector refuses) is ``Refused("InvalidConfig")`` with Kafka Connect's
 message; workers that do not answer, or answer 409 while the group rebalances, are ``Retry``.
 A connector or task in FAILED sets ``Ready=False`` (``TasksFailed`` / ``ConnectorFailed``)
-with the first line of each trace; the pass does not retry for it (the timer reads it again).
+with the line of each trace that names the exception (a Java trace's first, a Python
+traceback's last); the pass does not retry for it (the timer reads it again).
 While the connector is on its way (UNASSIGNED, RESTARTING, tasks not started yet) the pass
 writes what it sees and retries soon.
 
@@ -181,8 +182,15 @@ async def worker_urls(kube: Kube, namespace: str, connect_name: str) -> list[str
 
 
 def _first_line(trace: object) -> str:
-    lines = [line.strip() for line in str(trace or "").splitlines() if line.strip()]
-    return (lines[0] if lines else "no trace")[:TRACE_LINE_MAX]
+    """The line of a trace that says what failed: a Java trace's first line (the exception and
+    its message), a Python traceback's last unindented one (the exception, after the frames)."""
+    lines = [line.rstrip() for line in str(trace or "").splitlines() if line.strip()]
+    if not lines:
+        return "no trace"
+    if lines[0].startswith("Traceback (most recent call last)"):
+        said = [line for line in lines if not line[0].isspace() and not line.startswith("Trace")]
+        return (said[-1] if said else lines[-1].strip())[:TRACE_LINE_MAX]
+    return lines[0].strip()[:TRACE_LINE_MAX]
 
 
 def status_of(answer: Mapping[str, Any]) -> dict[str, Any]:

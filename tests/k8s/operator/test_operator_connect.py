@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.config.properties import parse_properties
 from odradek_operator.kube import ApiKube
 from odradek_operator.model import names
 from odradek_operator.reconcile.admin import OpsAdmin
@@ -174,7 +175,26 @@ def test_connector_runs_pauses_resumes_reports_and_goes(world: World) -> None:
             },
         },
     )
+    # clusterRef: the bootstrap is the cluster's Service (no workers: their librdkafka could not
+    # resolve it here).
+    world.create(
+        "odradekconnects",
+        {
+            "apiVersion": "odradek.io/v1alpha1",
+            "kind": "OdradekConnect",
+            "metadata": {"name": "by-ref"},
+            "spec": {"replicas": 0, "clusterRef": "demo", "config": WORKER_CONFIG},
+        },
+    )
     wait_for(lambda: ready(world.get("odradekconnects", "sync")), READY_TIMEOUT_S, "workers", 0.5)
+    wait_for(lambda: ready(world.get("odradekconnects", "by-ref")), 10, "by-ref", 0.3)
+    by_ref = world.get("odradekconnects", "by-ref")
+    assert by_ref["status"]["bootstrapServers"] == f"demo-bootstrap.{NAMESPACE}.svc:9092"
+    config_map = world.store.try_get("configmaps", NAMESPACE, "by-ref-connect-config")
+    props = parse_properties(config_map["data"]["connect-distributed.properties"])
+    assert {p.key: p.value for p in props}["bootstrap.servers"] == by_ref["status"][
+        "bootstrapServers"
+    ]
     connect = world.get("odradekconnects", "sync")
     assert connect["status"]["readyReplicas"] == 2
     assert connect["status"]["url"] == f"http://sync-connect-api.{NAMESPACE}.svc:8083"
@@ -221,7 +241,8 @@ def test_connector_runs_pauses_resumes_reports_and_goes(world: World) -> None:
         f.write("line 5\n")
     assert read_lines(bootstrap, "lines", 6)[-1] == "line 5"
 
-    # A config the connector refuses: the status says why, in Kafka Connect's words.
+    # A config the connector refuses: the status says why, in Kafka Connect's words. A task that
+    # fails (its file is a directory): Ready false, with the exception's line.
     world.create(
         "odradekconnectors",
         {
@@ -231,6 +252,19 @@ def test_connector_runs_pauses_resumes_reports_and_goes(world: World) -> None:
             "spec": {"connectRef": "sync", "class": "FileStreamSource", "config": {}},
         },
     )
+    world.create(
+        "odradekconnectors",
+        {
+            "apiVersion": "odradek.io/v1alpha1",
+            "kind": "OdradekConnector",
+            "metadata": {"name": "broken"},
+            "spec": {
+                "connectRef": "sync",
+                "class": "FileStreamSource",
+                "config": {"file": str(world.tmp), "topic": "lines"},
+            },
+        },
+    )
 
     def refused():
         error = condition(world.get("odradekconnectors", "no-topic"), "Error")
@@ -238,6 +272,16 @@ def test_connector_runs_pauses_resumes_reports_and_goes(world: World) -> None:
 
     error = wait_for(refused, STATE_TIMEOUT_S, "InvalidConfig", 0.3)
     assert error["status"] == "True" and "topic" in error["message"], error
+
+    def failed():
+        obj = world.get("odradekconnectors", "broken")
+        return obj if condition(obj, "Ready").get("reason") == "TasksFailed" else None
+
+    broken = wait_for(failed, STATE_TIMEOUT_S, "TasksFailed", 0.3)
+    message = condition(broken, "Ready")["message"]
+    assert "task 0 failed on" in message and "Is a directory" in message, message
+    assert broken["status"]["tasks"][0]["state"] == "FAILED"
+    assert condition(broken, "Error")["status"] == "True"
 
     # Deleting the resource deletes the connector (kopf's finalizer).
     world.store.delete("odradekconnectors", NAMESPACE, "lines-source")

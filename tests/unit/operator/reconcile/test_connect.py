@@ -281,6 +281,21 @@ def test_failed_tasks_are_a_condition_with_the_traces_first_line() -> None:
     assert "line 2" not in ready["message"]
 
 
+def test_a_python_traceback_is_summed_up_by_its_exception_line() -> None:
+    kube, api, body, _ = setup()
+    api.tasks_state = "FAILED"
+    api.trace = (
+        "Traceback (most recent call last):\n"
+        '  File "file.py", line 193, in poll\n'
+        "    self._file = open(self._filename)\n"
+        "IsADirectoryError: [Errno 21] Is a directory: '/data'\n"
+    )
+    sync(kube, lambda urls: api, body)
+    ready = ready_condition(kube.find("OdradekConnector", "lines"))
+    assert "task 1 failed on 127.0.2.1:8083: IsADirectoryError: [Errno 21]" in ready["message"]
+    assert "Traceback" not in ready["message"] and "line 193" not in ready["message"]
+
+
 def test_tasks_not_started_yet_retry_soon() -> None:
     kube, api, body, _ = setup()
     api.tasks_state = "UNASSIGNED"
