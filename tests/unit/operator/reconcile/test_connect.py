@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from odradek_operator.model import openapi
 from odradek_operator.reconcile import connect
 from odradek_operator.reconcile.connect_api import ConnectRefused, ConnectUnavailable
 from odradek_operator.reconcile.status import Refused, Retry
@@ -93,6 +94,7 @@ def test_connect_waits_for_its_cluster_then_applies_and_counts_workers() -> None
     saved = kube.find("OdradekConnect", "sync")
     assert ready_condition(saved)["status"] == "True"
     assert ready_condition(saved)["reason"] == "WorkersReady"
+    assert openapi.errors(saved) == []  # the status the CRD's schema describes
 
 
 def test_a_refused_connect_spec_sets_the_error_condition() -> None:
@@ -279,6 +281,7 @@ def test_failed_tasks_are_a_condition_with_the_traces_first_line() -> None:
     first_line = "org.apache.kafka.connect.errors.ConnectException: no such file"
     assert f"task 1 failed on 127.0.2.1:8083: {first_line}" in ready["message"]
     assert "line 2" not in ready["message"]
+    assert openapi.errors(kube.find("OdradekConnector", "lines")) == []
 
 
 def test_a_python_traceback_is_summed_up_by_its_exception_line() -> None:
