@@ -44,6 +44,7 @@ __all__ = ["delete_connector", "reconcile_connect", "sync_connector", "worker_ur
 log = logging.getLogger(__name__)
 
 WAIT_S = 3.0  # the next pass while workers start
+ABSENT_WAIT_S = 15.0  # the next pass while what a resource names does not exist
 CONNECTOR_WAIT_S = 2.0  # the next pass while a connector starts or changes state
 TRACE_LINE_MAX = 300  # characters of a trace's first line in a condition message
 
@@ -172,7 +173,7 @@ async def worker_urls(kube: Kube, namespace: str, connect_name: str) -> list[str
         if connect_obj is None:
             raise Retry(
                 f"waiting for OdradekConnect {connect_name!r} (spec.connectRef)",
-                WAIT_S,
+                ABSENT_WAIT_S,
                 "ConnectNotFound",
             )
         raise Retry(

@@ -1,9 +1,9 @@
 """Connect on Kubernetes end to end: kopf in-process against the test API server, the kubelet
 stand-in running an OdradekCluster (one broker) and an OdradekConnect of two real
 ``odradek connect distributed`` workers; an OdradekConnector (FileStreamSource) reconciled to
-RUNNING through the workers' REST API with its status reported, paused and resumed through the
-resource, a bad config reported in status with Kafka Connect's message, and deletion deleting the
-connector."""
+RUNNING through the workers' REST API with its status reported, paused, resumed and stopped
+through the resource, a bad config and a failed task reported in status, and deletion deleting
+the connector; an OdradekConnect with clusterRef gets the cluster's bootstrap Service."""
 
 from __future__ import annotations
 
@@ -284,6 +284,10 @@ def test_connector_runs_pauses_resumes_reports_and_goes(world: World) -> None:
     assert "task 0 failed on" in message and "Is a directory" in message, message
     assert broken["status"]["tasks"][0]["state"] == "FAILED"
     assert condition(broken, "Error")["status"] == "True"
+
+    world.patch_spec("odradekconnectors", "lines-source", {"state": "stopped"})
+    stopped = wait_for(lambda: connector_in("STOPPED"), STATE_TIMEOUT_S, "STOPPED", 0.3)
+    assert stopped["status"]["tasks"] == []
 
     # Deleting the resource deletes the connector (kopf's finalizer).
     world.store.delete("odradekconnectors", NAMESPACE, "lines-source")
