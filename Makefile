@@ -6,11 +6,12 @@ PYTHON := $(VENV)/bin/python
 # Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
 LINT_PATHS := $(wildcard services operator tests bench scripts spark)
 
-.PHONY: help setup demo test soak lint manifests image image-spark bench bench-cluster bench-replication bench-drain bench-groups bench-transactions bench-spark clean
+.PHONY: help setup demo test test-serial soak lint manifests image image-spark bench bench-cluster bench-replication bench-drain bench-groups bench-transactions bench-spark clean
 
 help:
 	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream, run a Spark batch job on it"
 	@echo "make test    install everything, then lint and run all tests"
+	@echo "make test-serial   the same tests, the tiers that start clusters one test at a time"
 	@echo "make soak    the slow scenarios at length: the fuzz over several seeds, hostile clients, crashes, replication faults over more seeds, group proofs with every library"
 	@echo "make setup   install system packages and .venv only"
 	@echo "make lint    ruff check and the import-layer contracts"
@@ -32,13 +33,20 @@ setup:
 demo: setup
 	$(VENV)/bin/odradek demo
 
-# The tiers that are pure CPU (unit tests, the chart with the helm binary, the test Kubernetes
-# API server's own tests) run on both cores (pytest-xdist); the tiers that start clusters run one
-# test at a time, as their timings assume.
+# Two test processes (pytest-xdist). The tiers that are pure CPU (unit tests, the chart with the
+# helm binary, the test Kubernetes API server's own tests) share tests out one by one; the tiers
+# that start clusters and processes spend most of their time waiting (elections, session
+# timeouts, restarts), so two run side by side, one test file per process at a time
+# (--dist loadfile keeps a module's shared cluster in one process). Their waits are bounded for
+# a loaded machine; `make test-serial` runs them one at a time.
 PARALLEL_TIERS := tests/unit tests/chart tests/k8s/harness
 test: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/lint-imports
+	$(PYTHON) -m pytest -n 2 $(PARALLEL_TIERS)
+	$(PYTHON) -m pytest -n 2 --dist loadfile $(addprefix --ignore=,$(PARALLEL_TIERS))
+
+test-serial: setup
 	$(PYTHON) -m pytest -n 2 $(PARALLEL_TIERS)
 	$(PYTHON) -m pytest $(addprefix --ignore=,$(PARALLEL_TIERS))
 

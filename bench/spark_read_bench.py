@@ -51,6 +51,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.local import cluster
+from odradek.spark.offsets import OffsetReader
+from odradek.spark.ranges import TopicPartition as SparkTopicPartition
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "bench"))
@@ -122,14 +124,10 @@ def fill(bootstrap: str, records: int, value_size: int) -> int:
 
 
 def end_offsets(bootstrap: str, partitions: int) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-spark-offsets"})
-    try:
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
-            for p in range(partitions)
-        }
-    finally:
-        consumer.close()
+    """Each partition's high watermark, through the data source's own offset lookups."""
+    with OffsetReader({"bootstrap.servers": bootstrap}) as reader:
+        latest = reader.latest(SparkTopicPartition(TOPIC, p) for p in range(partitions))
+    return {tp.partition: offset for tp, offset in latest.items()}
 
 
 def plain_consumer(bootstrap: str, ends: dict[int, int]) -> tuple[int, int, float]:

@@ -61,23 +61,31 @@ def rendered() -> dict[Path, str]:
     return {CRD_DIR / f"{crd['metadata']['name']}.yaml": render_crd(crd) for crd in crds.crds()}
 
 
-def stale() -> list[Path]:
-    """Generated files whose checked-in text differs, and checked-in files no CRD generates."""
-    files = rendered()
+def stale_files(directory: Path, files: dict[Path, str]) -> list[Path]:
+    """Of the generated ``files`` of ``directory``: those whose checked-in text differs, and the
+    checked-in YAML files nothing generates."""
     wrong = [path for path, text in files.items() if not path.exists() or path.read_text() != text]
-    extra = [path for path in CRD_DIR.glob("*.yaml") if path not in files]
+    extra = [path for path in directory.glob("*.yaml") if path not in files]
     return wrong + extra
 
 
-def write() -> list[Path]:
-    CRD_DIR.mkdir(parents=True, exist_ok=True)
-    files = rendered()
-    for path in CRD_DIR.glob("*.yaml"):
+def write_files(directory: Path, files: dict[Path, str]) -> list[Path]:
+    """Write ``files`` into ``directory``, removing the YAML files there that nothing generates."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for path in directory.glob("*.yaml"):
         if path not in files:
             path.unlink()
     for path, text in files.items():
         path.write_text(text)
     return list(files)
+
+
+def stale() -> list[Path]:
+    return stale_files(CRD_DIR, rendered())
+
+
+def write() -> list[Path]:
+    return write_files(CRD_DIR, rendered())
 
 
 def main() -> int:

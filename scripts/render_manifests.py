@@ -80,10 +80,7 @@ def rendered() -> dict[Path, str]:
 
 
 def stale() -> list[Path]:
-    files = rendered()
-    wrong = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
-    extra = [p for p in RENDERED.glob("*.yaml") if p not in files]
-    return render_crds.stale() + wrong + extra
+    return render_crds.stale() + render_crds.stale_files(RENDERED, rendered())
 
 
 def main() -> int:
@@ -96,13 +93,7 @@ def main() -> int:
             print(f"stale: {path.relative_to(ROOT)} (run scripts/render_manifests.py)")
         return 1 if paths else 0
     render_crds.write()
-    RENDERED.mkdir(parents=True, exist_ok=True)
-    files = rendered()
-    for path in RENDERED.glob("*.yaml"):
-        if path not in files:
-            path.unlink()
-    for path, text in files.items():
-        path.write_text(text)
+    for path in render_crds.write_files(RENDERED, rendered()):
         print(f"wrote {path.relative_to(ROOT)}")
     return 0
 

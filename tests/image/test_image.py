@@ -21,8 +21,7 @@ from support.buildah import (
     BUILD_TIMEOUT_S,
     Container,
     containers_named,
-    missing_tools,
-    session_image,
+    image_or_skip,
 )
 from support.waiting import wait_until
 
@@ -39,14 +38,7 @@ RECORDS = [(f"key-{i}".encode(), f"value-{i}".encode()) for i in range(5)]
 
 @pytest.fixture(scope="module")
 def image() -> str:
-    missing = missing_tools()
-    if missing:
-        pytest.skip(f"the image tier needs {', '.join(missing)} (scripts/setup.sh installs them)")
-    started = time.monotonic()
-    name, build_log = session_image()  # built once per session, shared with tests/k8s
-    if build_log:
-        print(f"\n{build_log}image built in {time.monotonic() - started:.1f} s")
-    return name
+    return image_or_skip()
 
 
 @pytest.fixture(scope="module")

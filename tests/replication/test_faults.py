@@ -28,12 +28,12 @@ from pathlib import Path
 import pytest
 from proof.checker import History, analyze
 from proof.clusters import running_cluster, wait_until
-from proof.netns import NetworkNamespace, can_make_namespaces
 from proof.replicas import compare_replicas, read_replica
 from proof.workload import Producers, WorkloadConfig, create_topic, read_all
 
 from odradek.local import cluster
 from odradek.local.cluster import ClusterState, pid_alive
+from support.netns import NetworkNamespace, can_make_namespaces
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault]
 

@@ -24,11 +24,13 @@ Not thread-safe: one test owns a container and its processes.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +38,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build_image.sh"
+BUILD_LOCK = Path(tempfile.gettempdir()) / "odradek-image-build.lock"
 TOOLS = ("buildah", "podman")  # the build itself fails loudly on anything else missing
 BUILD_TIMEOUT_S = 900.0  # a cold build: debootstrap, every wheel, the dependencies' layer
 RUN_TIMEOUT_S = 60.0
@@ -54,16 +57,22 @@ def missing_tools() -> list[str]:
 
 def build_image(timeout_s: float = BUILD_TIMEOUT_S) -> tuple[str, str]:
     """Build the image with ``scripts/build_image.sh``; return its name and the script's log
-    (one timed line per step). The wheels are built by this interpreter (a CPython 3.11)."""
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)],
-        env={**os.environ, "PYTHON": sys.executable},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
+    (one timed line per step). The wheels are built by this interpreter (a CPython 3.11).
+
+    One build at a time on this machine (a file lock): test processes running side by side
+    (pytest-xdist) would otherwise build the same image at once; the second one waits, then
+    finds every layer cached."""
+    with open(BUILD_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = subprocess.run(
+            ["bash", str(BUILD_SCRIPT)],
+            env={**os.environ, "PYTHON": sys.executable},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
     if result.returncode != 0:
         raise RuntimeError(
             f"scripts/build_image.sh exited with {result.returncode}:\n{result.stderr[-4000:]}"
@@ -82,6 +91,21 @@ def session_image() -> tuple[str, str]:
         return _session_image[0], ""
     _session_image = build_image()
     return _session_image
+
+
+def image_or_skip() -> str:
+    """The session's image for a test fixture: skipped when the image tools are missing, built
+    once per session otherwise (the build's log and time printed by the first caller)."""
+    import pytest
+
+    missing = missing_tools()
+    if missing:
+        pytest.skip(f"the image tier needs {', '.join(missing)} (scripts/setup.sh installs them)")
+    started = time.monotonic()
+    name, build_log = session_image()
+    if build_log:
+        print(f"\n{build_log}image built in {time.monotonic() - started:.1f} s")
+    return name
 
 
 def _run_options(

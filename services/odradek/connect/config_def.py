@@ -163,7 +163,13 @@ def _parse_key(key: ConfigKey, props: Mapping[str, Any]) -> Any:
     else:
         value = default_of(key)
     if key.validator is not None:
-        key.validator(key.name, value)
+        try:
+            key.validator(key.name, value)
+        except ConfigException as exc:
+            if key.type is ConfigType.PASSWORD and value:
+                # Kafka's Password prints as [hidden]; a message must not carry the secret.
+                raise ConfigException(exc.name, exc.message.replace(value, HIDDEN)) from None
+            raise
     return value
 
 
@@ -214,8 +220,9 @@ def _recommend(key: ConfigKey, parsed: Mapping[str, Any]) -> tuple[tuple[Any, ..
 
 
 def error_count(values: list[ConfigValue]) -> int:
-    """How many keys have at least one error (what Kafka's ConfigInfos counts)."""
-    return sum(1 for v in values if v.errors)
+    """How many error messages ``values`` carry: Kafka's ConfigInfos ``error_count`` counts
+    messages, not keys."""
+    return sum(len(v.errors) for v in values)
 
 
 # ------------------------------------------------------------------ validators

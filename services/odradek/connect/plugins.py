@@ -25,6 +25,10 @@ resolves to nothing, or a plugin whose module fails to import, is a ``ConfigExce
 the key and the class. Entry points are read once; modules are imported only when a plugin is
 used or listed, so one broken plugin does not hide the others (listing skips it and logs why).
 
+``Plugins()`` reads the installed entry points and adds the built-ins (``builtin_entry_points``)
+that the installed metadata lacks, so a source tree installed before a plugin was added still
+finds Odradek's own. ``load(kind, name)`` is the runtime's single lookup.
+
 Thread-safety: lookups may run from any thread; the caches only ever gain equal entries.
 """
 
@@ -272,11 +276,21 @@ class Plugins:
             ) from exc
 
     def class_name(self, group: str, name: str) -> str:
-        """The full (Kafka-style) name ``name`` resolves to, or ``name`` itself."""
+        """The name ``name``'s class is listed under (its ``KAFKA_NAME``, or its Python path
+        when registered so, or the first name registered for it): an alias such as
+        ``JdbcSinkConnector`` reports the class it stands for, as Kafka reports the class."""
         name = name.strip()
-        if name in self._entries[group]:
+        entries = self._entries[group]
+        full = name if name in entries else self._aliases[group].get(name)
+        if full is None:
             return name
-        return self._aliases[group].get(name, name)
+        value = entries[full].value
+        names = [n for n, ep in entries.items() if ep.value == value]
+        try:
+            cls = self._load(entries[full], "class")
+        except ConfigException:
+            cls = None
+        return _canonical(cls, names, entries)
 
     # ------------------------------------------------------------------ listing
 

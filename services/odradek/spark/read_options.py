@@ -322,22 +322,9 @@ def _limit(
 
 
 def _check_batch_limits(starting: OffsetLimit, ending: OffsetLimit) -> None:
-    if isinstance(starting, Latest):
-        raise OptionError("option 'startingOffsets' can't be latest for batch queries")
-    if isinstance(starting, SpecificOffsets):
-        for tp, n in starting.offsets.items():
-            if n == LATEST:
-                raise OptionError(
-                    f"option 'startingOffsets' for {tp} can't be latest (-1) for batch queries"
-                )
-    if isinstance(ending, Earliest):
-        raise OptionError("option 'endingOffsets' can't be earliest for batch queries")
-    if isinstance(ending, SpecificOffsets):
-        for tp, n in ending.offsets.items():
-            if n == EARLIEST:
-                raise OptionError(
-                    f"option 'endingOffsets' for {tp} can't be earliest (-2) for batch queries"
-                )
+    # A batch has fixed ends: it may not start at latest nor end at earliest, as Spark refuses.
+    _refuse_open_end(starting, "startingOffsets", Latest, LATEST, "latest")
+    _refuse_open_end(ending, "endingOffsets", Earliest, EARLIEST, "earliest")
     # Spark's checkOffsetLimitValidity: same partitions, start <= end where both are concrete.
     pairs: tuple[dict[TopicPartition, int], dict[TopicPartition, int], str] | None = None
     if isinstance(starting, SpecificOffsets) and isinstance(ending, SpecificOffsets):
@@ -359,6 +346,17 @@ def _check_batch_limits(starting: OffsetLimit, ending: OffsetLimit) -> None:
             e = end[tp]
             if s >= 0 and e >= 0 and s > e:
                 raise OptionError(f"options {names}: the start {s} is after the end {e} for {tp}")
+
+
+def _refuse_open_end(limit: OffsetLimit, option: str, kind: type, sentinel: int, word: str) -> None:
+    if isinstance(limit, kind):
+        raise OptionError(f"option '{option}' can't be {word} for batch queries")
+    if isinstance(limit, SpecificOffsets):
+        for tp, n in limit.offsets.items():
+            if n == sentinel:
+                raise OptionError(
+                    f"option '{option}' for {tp} can't be {word} ({sentinel}) for batch queries"
+                )
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:

@@ -16,7 +16,6 @@ import struct
 import subprocess
 import sys
 import time
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -29,6 +28,7 @@ from odradek.protocol.apis import ApiKey
 from odradek.protocol.codec import encode_request
 from odradek.protocol.framing import LARGE_FRAME_FIRST_BYTES, encode_frame
 from odradek.protocol.schemas import request_schema
+from support.netns import NetworkNamespace
 
 pytestmark = pytest.mark.integration
 
@@ -338,44 +338,6 @@ def test_fetched_records_never_enter_python(make_broker, monkeypatch):
     assert max(reads, default=0) < 1024  # only batch headers (61 bytes) were read
 
 
-class NetworkNamespace:
-    """A network namespace joined to this one by a veth pair on a 198.18.x.0/30 (benchmarking
-    range, RFC 2544) link: a client in it can vanish without a FIN or a reset reaching us."""
-
-    def __init__(self) -> None:
-        suffix = uuid.uuid4().hex[:6]
-        self.name = f"odr-{suffix}"
-        self.host_side, self.ns_side = f"odrh{suffix}", f"odrn{suffix}"
-        octet = int(suffix[:2], 16)
-        self.host_address, self.ns_address = f"198.18.{octet}.1", f"198.18.{octet}.2"
-
-    def _ip(self, *args: str, inside: bool = False) -> None:
-        command = ["ip", "netns", "exec", self.name, "ip", *args] if inside else ["ip", *args]
-        subprocess.run(command, check=True, capture_output=True, timeout=10)
-
-    def __enter__(self) -> NetworkNamespace:
-        self._ip("netns", "add", self.name)
-        try:
-            self._ip("link", "add", self.host_side, "type", "veth", "peer", "name", self.ns_side)
-            self._ip("link", "set", self.ns_side, "netns", self.name)
-            self._ip("addr", "add", f"{self.host_address}/30", "dev", self.host_side)
-            self._ip("link", "set", self.host_side, "up")
-            self._ip("addr", "add", f"{self.ns_address}/30", "dev", self.ns_side, inside=True)
-            self._ip("link", "set", self.ns_side, "up", inside=True)
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
-
-    def cut(self) -> None:
-        """Take the namespace's end of the link down: nothing it sends arrives any more."""
-        self._ip("link", "set", self.ns_side, "down", inside=True)
-
-    def __exit__(self, *exc: object) -> None:
-        subprocess.run(["ip", "link", "del", self.host_side], capture_output=True, timeout=10)
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=10)
-
-
 HALF_OPEN_CLIENT = """
 import socket, sys, time
 sock = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
@@ -389,7 +351,7 @@ time.sleep(60)
 def test_a_half_open_connection_is_closed_after_the_idle_timeout(make_broker):
     if os.geteuid() != 0:
         pytest.skip("network namespaces need root (CI runs as root)")
-    with NetworkNamespace() as namespace:
+    with NetworkNamespace(network="198.18", tag="odr") as namespace:
         broker = make_broker(host=namespace.host_address, idle_timeout_ms=1500)
         client = subprocess.Popen(
             [

@@ -21,7 +21,7 @@ from odradek.local.cluster import replication_defaults
 from odradek_operator.kube import ApiKube
 from odradek_operator.reconcile.admin import OpsAdmin
 from odradek_operator.reconcile.cluster import ClusterContext
-from support.buildah import BUILD_TIMEOUT_S, missing_tools, session_image
+from support.buildah import BUILD_TIMEOUT_S, image_or_skip
 from support.k8s.kubelet import KubeletStandIn
 from support.k8s_operator import OperatorThread, condition, wait_for
 
@@ -38,14 +38,7 @@ SELECTOR = "app.kubernetes.io/instance=demo,app.kubernetes.io/component={}"
 
 @pytest.fixture(scope="module")
 def odradek_image() -> str:
-    missing = missing_tools()
-    if missing:
-        pytest.skip(f"the image tier needs {', '.join(missing)} (scripts/setup.sh installs them)")
-    started = time.monotonic()
-    name, build_log = session_image()
-    if build_log:
-        print(f"\n{build_log}image built in {time.monotonic() - started:.1f} s")
-    return name
+    return image_or_skip()
 
 
 @pytest.fixture

@@ -116,7 +116,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -501,22 +501,23 @@ class KubeletStandIn:
         return [i for i in items if i["metadata"].get("namespace") in self.namespaces]
 
     def _tick(self) -> None:
-        self._deployments()
-        self._statefulsets()
+        self._each_owner("deployments", self._deployment)
+        self._each_owner("statefulsets", self._statefulset)
         self._claims()
         self._kubelet()
         self._dns()
 
-    # -- StatefulSet controller -------------------------------------------------------------
+    # -- StatefulSet and Deployment controllers ----------------------------------------------
 
-    def _statefulsets(self) -> None:
-        sets = self._list("statefulsets")
+    def _each_owner(self, plural: str, sync: Callable[[Obj, list[Obj]], None]) -> None:
+        """``sync`` each live StatefulSet or Deployment with the pods as they are now; one that
+        is deleted or changed meanwhile (404, 409) waits for the next tick."""
         pods = self._list("pods")
-        for sts in sets:
-            if sts["metadata"].get("deletionTimestamp"):
+        for owner in self._list(plural):
+            if owner["metadata"].get("deletionTimestamp"):
                 continue
             try:
-                self._statefulset(sts, pods)
+                sync(owner, pods)
             except ApiError as e:
                 if e.code not in (404, 409):
                     raise
@@ -618,17 +619,6 @@ class KubeletStandIn:
             self.store.replace("statefulsets", ns, name, {"status": status}, subresource="status")
 
     # -- Deployment controller --------------------------------------------------------------
-
-    def _deployments(self) -> None:
-        pods = self._list("pods")
-        for deployment in self._list("deployments"):
-            if deployment["metadata"].get("deletionTimestamp"):
-                continue
-            try:
-                self._deployment(deployment, pods)
-            except ApiError as e:
-                if e.code not in (404, 409):
-                    raise
 
     def _deployment(self, deployment: Obj, all_pods: list[Obj]) -> None:
         meta, spec = deployment["metadata"], deployment["spec"]

@@ -74,6 +74,13 @@ def test_validate_reports_every_key_and_hides_passwords():
     assert not values["tasks.max"].errors and values["tasks.max"].value == 1
 
 
+def test_a_password_never_appears_in_an_error():
+    d = ConfigDef().define("pw", ConfigType.PASSWORD, None, validator=one_of("a"))
+    with pytest.raises(ConfigException) as info:
+        d.parse({"pw": "hunter2"})
+    assert "hunter2" not in str(info.value) and HIDDEN in str(info.value)
+
+
 def test_recommenders_callable_and_object():
     class Rec:
         def valid_values(self, name, parsed):

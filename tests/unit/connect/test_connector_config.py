@@ -127,6 +127,10 @@ def test_defaults_are_kafkas(plugins):
             "transforms.f.predicate",
         ),
         (_sink(**{"value.converter": "NoSuchConverter"}), "value.converter"),
+        (
+            _sink(**{"value.converter": "JsonConverter", "value.converter.schemas.enable": "x"}),
+            "value.converter.schemas.enable",
+        ),
         ({"name": "s", "connector.class": "FakeSink", "topics": "a"}, "file"),
     ],
 )
@@ -179,11 +183,8 @@ def test_converters_with_prefixed_props_and_worker_fallback(plugins):
     assert isinstance(key, StringConverter)
     assert cfg.converter("header.converter") is None
     with pytest.raises(ConfigException) as info:
-        ConnectorConfig.parse(
-            plugins,
-            _sink(**{"value.converter": "JsonConverter", "value.converter.schemas.enable": "x"}),
-        ).converter("value.converter")
-    assert info.value.name == "value.converter.schemas.enable"
+        cfg.converter("key.converter", "JsonConverter", {"schemas.enable": "x"})
+    assert info.value.name == "key.converter.schemas.enable"
     schema = struct(("id", INT32))
     assert value.to_connect("t", value.from_connect("t", schema, {"id": 1})).value == {"id": 1}
 

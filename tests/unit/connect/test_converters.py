@@ -8,7 +8,7 @@ import decimal
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from odradek.connect.api import ConfigException
@@ -234,3 +234,76 @@ def test_timestamps_round_trip_to_the_millisecond(ts):
     c = _json()
     back = c.to_connect("t", c.from_connect("t", optional(TIMESTAMP_SCHEMA), ts)).value
     assert back == ts.replace(microsecond=ts.microsecond // 1000 * 1000)
+
+
+_PRIMITIVES = {
+    Type.INT8: st.integers(-(2**7), 2**7 - 1),
+    Type.INT16: st.integers(-(2**15), 2**15 - 1),
+    Type.INT32: st.integers(-(2**31), 2**31 - 1),
+    Type.INT64: st.integers(-(2**63), 2**63 - 1),
+    Type.FLOAT64: st.floats(allow_nan=False, allow_infinity=False),
+    Type.BOOLEAN: st.booleans(),
+    Type.STRING: st.text(max_size=8),
+    Type.BYTES: st.binary(max_size=8),
+}
+
+
+def _schemas(depth: int = 2):
+    primitive = st.builds(
+        lambda t, opt: Schema(t, optional=opt), st.sampled_from(sorted(_PRIMITIVES)), st.booleans()
+    )
+    if depth == 0:
+        return primitive
+    inner = _schemas(depth - 1)
+    names = st.text(alphabet="abcdef", min_size=1, max_size=4)
+    structs = st.lists(st.tuples(names, inner), min_size=1, max_size=3, unique_by=lambda f: f[0])
+    return st.one_of(
+        primitive,
+        st.builds(lambda s: Schema(Type.ARRAY, value_schema=s), inner),
+        st.builds(lambda k, v: Schema(Type.MAP, key_schema=k, value_schema=v), primitive, inner),
+        st.builds(lambda fs, opt: struct(*fs, optional=opt), structs, st.booleans()),
+    )
+
+
+def _values(schema: Schema):
+    base = _PRIMITIVES.get(schema.type)
+    if base is None and schema.type is Type.ARRAY:
+        base = st.lists(_values(schema.value_schema), max_size=3)
+    elif base is None and schema.type is Type.MAP:
+        keys = _PRIMITIVES[schema.key_schema.type]
+        base = st.dictionaries(keys, _values(schema.value_schema), max_size=3)
+    elif base is None:
+        base = st.fixed_dictionaries({f.name: _values(f.schema) for f in schema.fields})
+    return st.one_of(st.none(), base) if schema.optional else base
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_any_schema_and_value_round_trip_through_the_envelope(data):
+    schema = data.draw(_schemas())
+    value = data.draw(_values(schema))
+    c = _json()
+    back = c.to_connect("t", c.from_connect("t", schema, value))
+    assert back.schema == schema
+    assert back.value == value
+
+
+def test_number_converters_write_what_kafkas_serializers_do():
+    from odradek.connect.converters.numbers import DoubleConverter, IntegerConverter, LongConverter
+
+    i = IntegerConverter()
+    i.configure({}, is_key=True)
+    assert i.from_connect("t", INT32, 258) == b"\x00\x00\x01\x02"
+    assert i.to_connect("t", b"\xff\xff\xff\xfe").value == -2
+    assert LongConverter().to_connect(
+        "t", LongConverter().from_connect("t", None, 2**40)
+    ).value == (2**40)
+    assert DoubleConverter().to_connect(
+        "t", DoubleConverter().from_connect("t", None, 1.5)
+    ).value == (1.5)
+    with pytest.raises(ConverterError, match="is not 4"):
+        i.to_connect("t", b"\x00")
+    with pytest.raises(ConverterError):
+        i.from_connect("t", None, 2**40)
+    with pytest.raises(ConverterError, match="Invalid schema type"):
+        i.from_connect("t", STRING, "x")

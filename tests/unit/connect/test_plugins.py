@@ -90,6 +90,13 @@ def test_connector_aliases(plugins, name):
     assert plugins.connector_class(name) is _Source
 
 
+def test_an_alias_reports_the_class_it_stands_for(plugins):
+    canonical = "odradek.connect.connectors.sql.SqlSinkConnector"
+    assert plugins.class_name(CONNECTORS_GROUP, "JdbcSinkConnector") == canonical
+    assert plugins.class_name(CONNECTORS_GROUP, "SqlSink") == canonical
+    assert plugins.class_name(CONNECTORS_GROUP, "Unknown") == "Unknown"
+
+
 def test_several_names_for_one_class(plugins):
     for name in (
         "JdbcSinkConnector",

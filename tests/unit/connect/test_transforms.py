@@ -196,3 +196,12 @@ def test_chain_runs_in_order():
     )
     out = chain.apply(ConnectRecord("a", None, None, None, None, {"v": 1}))
     assert out.topic == "x-a" and out.value == {"v": 1, "t": "x-a"}
+
+
+def test_schemas_with_unhashable_defaults_are_transformed_uncached():
+    from odradek.connect.data import Schema, Type
+
+    tags = Schema(Type.ARRAY, optional=True, default=["x"], value_schema=STRING)
+    schema = struct(("id", INT32), ("tags", tags))
+    out = _make(ReplaceFieldValue, exclude="tags").apply(_sink(schema, {"id": 1, "tags": None}))
+    assert out.value == {"id": 1} and [f.name for f in out.value_schema.fields] == ["id"]

@@ -69,9 +69,7 @@ class ConnectorConfig:
         props = dict(props)
         class_name = props.get(CONNECTOR_CLASS)
         if not class_name:
-            raise ConfigException(
-                CONNECTOR_CLASS, f"Connector config {props} contains no connector type"
-            )
+            raise ConfigException(CONNECTOR_CLASS, "Connector config contains no connector type")
         connector_class = plugins.connector_class(class_name)
         base = base_def(connector_class)
         for key in (TRANSFORMS, PREDICATES):
@@ -95,7 +93,7 @@ class ConnectorConfig:
             raise ConfigException(unknown[0], unknown_message(unknown[0]))
         for which in (KEY_CONVERTER, VALUE_CONVERTER, HEADER_CONVERTER):
             if values.get(which):
-                resolve_converter(plugins, which, values[which])
+                _check_converter_props(plugins, which, values[which], props)
         return cls(
             props,
             values,
@@ -208,6 +206,22 @@ def build_converter(
         except ConfigException as exc:
             raise ConfigException(f"{which}.{exc.name}", exc.message) from exc
     return converter
+
+
+def _check_converter_props(
+    plugins: Plugins, which: str, class_name: str, props: Mapping[str, str]
+) -> None:
+    """The converter resolves and its ``<which>.*`` keys parse (errors name the prefixed key)."""
+    cls = resolve_converter(plugins, which, class_name)
+    try:
+        own = cls().config()
+    except Exception as exc:
+        raise ConfigException(which, f"{class_name} could not describe its config: {exc}") from exc
+    converter_type = {KEY_CONVERTER: "key", VALUE_CONVERTER: "value"}.get(which, "header")
+    try:
+        own.parse({**prefixed(which + ".", props), "converter.type": converter_type})
+    except ConfigException as exc:
+        raise ConfigException(f"{which}.{exc.name}", exc.message) from exc
 
 
 def resolve_converter(plugins: Plugins, which: str, class_name: str) -> type:

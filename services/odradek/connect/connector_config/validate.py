@@ -111,9 +111,7 @@ def validate_connector_config(plugins: Plugins, props: Mapping[str, str]) -> dic
     props = {str(k): "" if v is None else str(v) for k, v in props.items()}
     class_name = props.get(CONNECTOR_CLASS)
     if not class_name:
-        raise ConfigException(
-            CONNECTOR_CLASS, f"Connector config {props} contains no connector type"
-        )
+        raise ConfigException(CONNECTOR_CLASS, "Connector config contains no connector type")
     connector_class = plugins.connector_class(class_name)
     full_name = plugins.class_name(CONNECTORS_GROUP, class_name)
     report = _Report()

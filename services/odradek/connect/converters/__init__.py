@@ -5,6 +5,8 @@
 - ``org.apache.kafka.connect.json.JsonConverter``: JSON, with the
   ``{"schema": ..., "payload": ...}`` envelope when ``schemas.enable`` is true (the default),
   as Kafka writes it.
+- ``org.apache.kafka.connect.converters.{Short,Integer,Long,Float,Double}Converter``: one
+  big-endian number, as Kafka's serializers write it.
 - ``org.apache.kafka.connect.storage.SimpleHeaderConverter``: header values in string form.
 
 A converter is configured once with its prefix-stripped properties
@@ -22,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 from odradek.connect.api import ConfigDef
 from odradek.connect.converters.errors import ConverterError
 from odradek.connect.converters.json_converter import JsonConverter
+from odradek.connect.converters.numbers import NUMBER_CONVERTERS
 from odradek.connect.converters.simple import (
     ByteArrayConverter,
     SimpleHeaderConverter,
@@ -60,6 +63,7 @@ BUILTIN_CONVERTERS: dict[str, type] = {
     "org.apache.kafka.connect.storage.StringConverter": StringConverter,
     "org.apache.kafka.connect.converters.ByteArrayConverter": ByteArrayConverter,
     "org.apache.kafka.connect.json.JsonConverter": JsonConverter,
+    **{c.KAFKA_NAME: c for c in NUMBER_CONVERTERS},
 }
 BUILTIN_HEADER_CONVERTERS: dict[str, type] = {
     "org.apache.kafka.connect.storage.SimpleHeaderConverter": SimpleHeaderConverter,

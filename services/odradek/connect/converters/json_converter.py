@@ -625,17 +625,42 @@ def loads(data: bytes, exact_decimals: bool) -> Any:
 # ------------------------------------------------------------------ the converter
 
 
+class _BoundedCache(OrderedDict):
+    """A least-recently-inserted cache of at most ``size`` entries (0: none kept)."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+
+    def put(self, key: Any, value: Any) -> None:
+        if self.size > 0:
+            self[key] = value
+            if len(self) > self.size:
+                self.popitem(last=False)
+
+
+_ENVELOPE_HEAD = '{"schema":'
+_ENVELOPE_MIDDLE = ',"payload":'
+_EXACT_DECODER = json.JSONDecoder(parse_float=decimal.Decimal)
+
+
 class JsonConverter:
     """``org.apache.kafka.connect.json.JsonConverter`` (also usable as a header converter).
-    Keeps a bounded cache of schema JSON (``schemas.cache.size``)."""
+
+    Keeps two bounded caches (``schemas.cache.size`` each), as Kafka's does: a schema's JSON text
+    for writing, and the schema a JSON text stands for when reading (keyed by the text, so an
+    envelope in the compact form Kafka and this converter write costs one schema parse per
+    distinct schema; other layouts are read without the cache)."""
 
     def __init__(self) -> None:
         self.schemas_enable = True
         self.numeric_decimals = False
         self.replace_null_with_default = True
         self.is_key = False
-        self._cache_size = 1000
-        self._schema_json: OrderedDict[Schema, dict | None] = OrderedDict()
+        self._written: _BoundedCache = _BoundedCache(1000)
+        self._read: _BoundedCache = _BoundedCache(1000)
+        self._last_schema: Schema | None = None
+        self._last_text = ""
 
     def config(self) -> ConfigDef:
         return config_def()
@@ -643,50 +668,89 @@ class JsonConverter:
     def configure(self, props: Mapping[str, str], is_key: bool = False) -> None:
         parsed = config_def().parse(props)
         self.schemas_enable = parsed[SCHEMAS_ENABLE]
-        self._cache_size = parsed[SCHEMAS_CACHE_SIZE]
         self.numeric_decimals = parsed[DECIMAL_FORMAT].upper() == "NUMERIC"
         self.replace_null_with_default = parsed[REPLACE_NULL_WITH_DEFAULT]
         self.is_key = is_key if parsed[CONVERTER_TYPE] is None else parsed[CONVERTER_TYPE] == "key"
-        self._schema_json.clear()
+        self._written = _BoundedCache(parsed[SCHEMAS_CACHE_SIZE])
+        self._read = _BoundedCache(parsed[SCHEMAS_CACHE_SIZE])
+        self._last_schema, self._last_text = None, ""
 
-    def _as_json_schema(self, schema: Schema | None) -> dict | None:
+    def _schema_text(self, schema: Schema | None) -> str:
         if schema is None:
-            return None
+            return "null"
+        if schema is self._last_schema:  # a connector usually reuses one schema object
+            return self._last_text
         try:
-            cached = self._schema_json.get(schema)
-        except TypeError:  # an unhashable default value: no caching
-            return schema_to_json(schema, self.numeric_decimals)
+            cached = self._written.get(schema)
+        except TypeError:  # an unhashable default value: not cached
+            cached = None
+            hashable = False
+        else:
+            hashable = True
         if cached is None:
-            cached = schema_to_json(schema, self.numeric_decimals)
-            if self._cache_size > 0:
-                self._schema_json[schema] = cached
-                if len(self._schema_json) > self._cache_size:
-                    self._schema_json.popitem(last=False)
+            cached = dumps(schema_to_json(schema, self.numeric_decimals)).decode("utf-8")
+            if hashable:
+                self._written.put(schema, cached)
+        self._last_schema, self._last_text = schema, cached
         return cached
 
     def from_connect(self, topic: str, schema: Schema | None, value: Any) -> bytes | None:
         if schema is None and value is None:
             return None
-        payload = value_to_json(
-            schema, value, "value", self.numeric_decimals, self.replace_null_with_default
+        payload = dumps(
+            value_to_json(
+                schema, value, "value", self.numeric_decimals, self.replace_null_with_default
+            )
         )
         if self.schemas_enable:
-            return dumps({"schema": self._as_json_schema(schema), "payload": payload})
-        return dumps(payload)
+            head = f"{_ENVELOPE_HEAD}{self._schema_text(schema)}{_ENVELOPE_MIDDLE}".encode()
+            return head + payload + b"}"
+        return payload
 
     def to_connect(self, topic: str, data: bytes | None) -> SchemaAndValue:
         if data is None:
             return SchemaAndValue(None, None)
-        tree = loads(data, exact_decimals=self.schemas_enable)
         if not self.schemas_enable:
-            return SchemaAndValue(None, _schemaless_from_json(tree))
-        if not isinstance(tree, dict) or set(tree) != {"schema", "payload"}:
-            raise ConverterError(f"topic {topic}: {ENVELOPE_ERROR}")
-        schema = schema_from_json(tree["schema"])
+            return SchemaAndValue(None, _schemaless_from_json(loads(data, exact_decimals=False)))
+        compact = self._compact_envelope(data)
+        if compact is not None:
+            schema, payload = compact
+        else:
+            tree = loads(data, exact_decimals=True)
+            if not isinstance(tree, dict) or set(tree) != {"schema", "payload"}:
+                raise ConverterError(f"topic {topic}: {ENVELOPE_ERROR}")
+            schema, payload = schema_from_json(tree["schema"]), tree["payload"]
         return SchemaAndValue(
-            schema,
-            value_from_json(schema, tree["payload"], "payload", self.replace_null_with_default),
+            schema, value_from_json(schema, payload, "payload", self.replace_null_with_default)
         )
+
+    def _compact_envelope(self, data: bytes) -> tuple[Schema | None, Any] | None:
+        """(schema, payload node) of ``{"schema":...,"payload":...}`` written without spaces,
+        the schema from the cache when its text was seen before; None for any other layout."""
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if not text.startswith(_ENVELOPE_HEAD):
+            return None
+        try:
+            schema_node, schema_end = _EXACT_DECODER.raw_decode(text, len(_ENVELOPE_HEAD))
+            if not text.startswith(_ENVELOPE_MIDDLE, schema_end):
+                return None
+            payload, payload_end = _EXACT_DECODER.raw_decode(
+                text, schema_end + len(_ENVELOPE_MIDDLE)
+            )
+        except ValueError:
+            return None
+        if text[payload_end:].strip() != "}":
+            return None
+        key = text[len(_ENVELOPE_HEAD) : schema_end]
+        schema = self._read.get(key)
+        if schema is None:
+            schema = schema_from_json(schema_node)
+            if schema is not None:
+                self._read.put(key, schema)
+        return schema, payload
 
     def from_connect_header(
         self, topic: str, header_key: str, schema: Schema | None, value: Any
@@ -697,4 +761,5 @@ class JsonConverter:
         return self.to_connect(topic, data)
 
     def close(self) -> None:
-        self._schema_json.clear()
+        self._written.clear()
+        self._read.clear()

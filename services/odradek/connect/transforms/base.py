@@ -23,6 +23,7 @@ class RecordTransform:
 
     def __init__(self) -> None:
         self._schemas: OrderedDict[Schema, Schema] = OrderedDict()
+        self._last: tuple[Schema, Schema] | None = None
 
     def config(self) -> ConfigDef:
         return ConfigDef()
@@ -32,6 +33,7 @@ class RecordTransform:
 
     def close(self) -> None:
         self._schemas.clear()
+        self._last = None
 
     def operating_schema(self, record: ConnectRecord) -> Schema | None:
         return record.key_schema if self.WHAT == "key" else record.value_schema
@@ -61,12 +63,21 @@ class RecordTransform:
         return dict(value)
 
     def updated_schema(self, schema: Schema, build: Callable[[Schema], Schema]) -> Schema:
-        cached = self._schemas.get(schema)
+        last = self._last
+        if (
+            last is not None and last[0] is schema
+        ):  # schemas are immutable: same object, same result
+            return last[1]
+        try:
+            cached = self._schemas.get(schema)
+        except TypeError:  # a default value that is a list or map: not hashable, not cached
+            return build(schema)
         if cached is None:
             cached = build(schema)
             self._schemas[schema] = cached
             if len(self._schemas) > SCHEMA_CACHE_MAX:
                 self._schemas.popitem(last=False)
+        self._last = (schema, cached)
         return cached
 
 

@@ -1,11 +1,11 @@
-"""A network namespace joined to ours by one veth pair, to cut a broker off and let it back.
+"""A network namespace joined to ours by one veth pair: a process in it can vanish (``cut``)
+without a FIN or a reset reaching us, as with a pulled cable, and come back (``heal``).
 
 The link is a /30 in 198.18.0.0/15 (reserved for benchmarking, RFC 2544, never routed): our end
-``host_address``, the namespace's end ``ns_address``. A test runs ZooKeeper, the controllers'
-peers and the other brokers on ``host_address`` and one broker inside the namespace on
-``ns_address``; ``cut`` takes the namespace's end of the link down, so nothing crosses in either
-direction (no FIN, no reset: the peers see silence, as with a pulled cable), and ``heal`` brings
-it back up. Nothing here routes anywhere else: the two addresses are all there is.
+``host_address``, the namespace's end ``ns_address``. The replication fault tests run one broker
+inside the namespace and the rest of the cluster on ``host_address`` (198.19.x); the connection
+limit tests run half-open clients in it (198.18.x), so the two never collide when run at the same
+time. Nothing here routes anywhere else: the two addresses are all there is.
 
 Needs root (``ip netns``); ``__exit__`` deletes the link and the namespace whatever happened, so
 use it in a ``with``. Not thread-safe: one test owns it.
@@ -27,14 +27,14 @@ def can_make_namespaces() -> bool:
 
 
 class NetworkNamespace:
-    def __init__(self) -> None:
+    def __init__(self, network: str = "198.19", tag: str = "odrf") -> None:
+        """``network``: the first two octets of the link's /30 (198.18 or 198.19); ``tag``
+        prefixes the namespace's and the interfaces' names (at most 4 characters)."""
         suffix = uuid.uuid4().hex[:6]
-        self.name = f"odrf-{suffix}"
-        self.host_side, self.ns_side = f"odrfh{suffix}", f"odrfn{suffix}"
-        # 198.19.<octet>.0/30: the other half of the benchmarking range from the connection
-        # limit tests' (198.18.x), so the two never collide when run at the same time.
+        self.name = f"{tag}-{suffix}"
+        self.host_side, self.ns_side = f"{tag}h{suffix}", f"{tag}n{suffix}"
         octet = int(suffix[:2], 16)
-        self.host_address, self.ns_address = f"198.19.{octet}.1", f"198.19.{octet}.2"
+        self.host_address, self.ns_address = f"{network}.{octet}.1", f"{network}.{octet}.2"
 
     def _ip(self, *args: str, inside: bool = False) -> None:
         command = ["ip", "netns", "exec", self.name, "ip", *args] if inside else ["ip", *args]
@@ -64,5 +64,5 @@ class NetworkNamespace:
         self._ip("link", "set", self.ns_side, "up", inside=True)
 
     def __exit__(self, *exc: object) -> None:
-        subprocess.run(["ip", "link", "del", self.host_side], capture_output=True, timeout=10)
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=10)
+        for command in (["link", "del", self.host_side], ["netns", "del", self.name]):
+            subprocess.run(["ip", *command], capture_output=True, timeout=IP_TIMEOUT_S)
