@@ -104,6 +104,8 @@ def test_the_deployment_runs_distributed_workers_advertising_their_pod_ip() -> N
     assert container["ports"] == [{"name": "rest", "containerPort": 8083}]
     for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
         assert container[probe]["httpGet"] == {"path": "/", "port": "rest"}
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] == connect.STARTUP_MAX_S
     (mount,) = container["volumeMounts"]
     assert mount["mountPath"] == "/etc/odradek/connect"
     (volume,) = spec["template"]["spec"]["volumes"]
