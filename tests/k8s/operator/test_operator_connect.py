@@ -156,13 +156,10 @@ def read_lines(bootstrap: str, topic: str, want: int, timeout_s: float = 20.0) -
 
 def test_connector_runs_pauses_resumes_reports_and_goes(world: World) -> None:
     started = time.monotonic()
-    wait_for(lambda: ready(world.get("odradekclusters", "demo")), READY_TIMEOUT_S, "cluster", 0.5)
-    bootstrap = world.bootstrap()
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("lines", 1, 1)])["lines"].result(timeout=30)
-    print(f"cluster Ready after {time.monotonic() - started:.1f}s")
-
-    # librdkafka resolves names itself, past the stand-in's DNS: the workers get pod addresses.
+    # librdkafka resolves names itself, past the stand-in's DNS: the workers get the broker pod's
+    # address, known (and the workers started) as soon as the pod exists; a worker that finds no
+    # broker yet exits and is restarted.
+    bootstrap = wait_for(world.bootstrap, READY_TIMEOUT_S, "the broker pod's address", 0.2)
     world.create(
         "odradekconnects",
         {
@@ -188,6 +185,10 @@ def test_connector_runs_pauses_resumes_reports_and_goes(world: World) -> None:
             "spec": {"replicas": 0, "clusterRef": "demo", "config": WORKER_CONFIG},
         },
     )
+    wait_for(lambda: ready(world.get("odradekclusters", "demo")), READY_TIMEOUT_S, "cluster", 0.5)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("lines", 1, 1)])["lines"].result(timeout=30)
+    print(f"cluster Ready after {time.monotonic() - started:.1f}s")
     wait_for(lambda: ready(world.get("odradekconnects", "sync")), READY_TIMEOUT_S, "workers", 0.5)
     wait_for(lambda: ready(world.get("odradekconnects", "by-ref")), 10, "by-ref", 0.3)
     by_ref = world.get("odradekconnects", "by-ref")
