@@ -6,6 +6,9 @@ PermanentError (the status says why) until the spec changes; a timer runs the sa
 ``CLUSTER_INTERVAL_S`` so an operator restarted mid-operation, or a pod deleted by hand, is picked
 up. Passes of one cluster never overlap (a lock per object). OdradekTopic: create/update/resume
 converge it, a timer reverts drift, deletion (kopf's finalizer) deletes the topic.
+OdradekConnect: create/update/resume and a timer apply its workers' objects and report them.
+OdradekConnector: create/update/resume and a timer converge it through the workers' REST API
+(config, target state) and read its status; deletion (kopf's finalizer) deletes the connector.
 
 The Kubernetes port and the admin factory live in kopf's ``memo`` (``memo.ctx``, a
 ``ClusterContext``), made at startup unless the caller (a test) gave one.
@@ -24,6 +27,7 @@ from odradek_operator.kube import ApiKube
 from odradek_operator.model import names
 from odradek_operator.reconcile.admin import ClusterUnavailable, OpsAdmin
 from odradek_operator.reconcile.cluster import ClusterContext, reconcile_cluster
+from odradek_operator.reconcile.connect import delete_connector, reconcile_connect, sync_connector
 from odradek_operator.reconcile.status import Refused, Retry
 from odradek_operator.reconcile.topics import delete_topic, sync_topic
 
@@ -31,9 +35,13 @@ log = logging.getLogger(__name__)
 
 CLUSTERS = (names.GROUP, names.VERSION, names.CLUSTER_PLURAL)
 TOPICS = (names.GROUP, names.VERSION, names.TOPIC_PLURAL)
+CONNECTS = (names.GROUP, names.VERSION, names.CONNECT_PLURAL)
+CONNECTORS = (names.GROUP, names.VERSION, names.CONNECTOR_PLURAL)
 # The periodic passes; the environment may shorten them (the end-to-end tests do).
 CLUSTER_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_CLUSTER_INTERVAL_S", "15"))
 TOPIC_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_TOPIC_INTERVAL_S", "30"))
+CONNECT_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_CONNECT_INTERVAL_S", "15"))
+CONNECTOR_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_CONNECTOR_INTERVAL_S", "15"))
 DEFAULT_IMAGE = "odradek:latest"
 
 
@@ -170,3 +178,88 @@ async def topic_deleted(body, memo, logger, **_) -> None:
         logger.info(await delete_topic(memo.ctx.kube, memo.ctx.admin_for, body))
     except (Retry, ClusterUnavailable) as e:
         raise kopf.TemporaryError(str(e), delay=5) from e
+
+
+# -- OdradekConnect and OdradekConnector ----------------------------------------------------------
+
+
+async def _guarded(kind: str, body, periodic: bool, step) -> None:
+    """Run one pass; Retry -> TemporaryError, Refused -> PermanentError (a timer's pass only
+    warns: the status says it and the timer keeps running)."""
+    try:
+        await step()
+    except Retry as retry:
+        metrics.RECONCILIATIONS.labels(kind, "retry").inc()
+        metrics.ERRORS.labels(kind, retry.reason).inc()
+        if periodic:
+            return  # the status says what it waits for; the change handler retries
+        raise kopf.TemporaryError(str(retry), delay=retry.delay_s) from retry
+    except Refused as refused:
+        metrics.RECONCILIATIONS.labels(kind, "refused").inc()
+        metrics.ERRORS.labels(kind, refused.reason).inc()
+        kopf.warn(body, reason=refused.reason, message=str(refused))
+        if not periodic:
+            raise kopf.PermanentError(str(refused)) from refused
+        return
+    metrics.RECONCILIATIONS.labels(kind, "ok").inc()
+
+
+async def _connect_pass(body, memo, *, periodic: bool) -> None:
+    lock = _lock(memo, body["metadata"]["uid"])
+    if periodic and lock.locked():
+        return
+    async with lock:
+        ctx = memo.ctx
+        await _guarded(
+            names.CONNECT_KIND,
+            body,
+            periodic,
+            lambda: reconcile_connect(ctx.kube, ctx.default_image, body),
+        )
+
+
+@kopf.on.resume(*CONNECTS)
+@kopf.on.create(*CONNECTS)
+@kopf.on.update(*CONNECTS)
+async def connect_changed(body, memo, **_) -> None:
+    await _connect_pass(body, memo, periodic=False)
+
+
+@kopf.timer(*CONNECTS, interval=CONNECT_INTERVAL_S, initial_delay=CONNECT_INTERVAL_S)
+async def connect_periodic(body, memo, **_) -> None:
+    await _connect_pass(body, memo, periodic=True)
+
+
+async def _connector_pass(body, memo, *, periodic: bool) -> None:
+    lock = _lock(memo, body["metadata"]["uid"])
+    if periodic and lock.locked():
+        return
+    async with lock:
+        ctx = memo.ctx
+        await _guarded(
+            names.CONNECTOR_KIND,
+            body,
+            periodic,
+            lambda: sync_connector(ctx.kube, ctx.connect_api_for, body),
+        )
+
+
+@kopf.on.resume(*CONNECTORS)
+@kopf.on.create(*CONNECTORS)
+@kopf.on.update(*CONNECTORS)
+async def connector_changed(body, memo, **_) -> None:
+    await _connector_pass(body, memo, periodic=False)
+
+
+@kopf.timer(*CONNECTORS, interval=CONNECTOR_INTERVAL_S, initial_delay=CONNECTOR_INTERVAL_S)
+async def connector_periodic(body, memo, **_) -> None:
+    await _connector_pass(body, memo, periodic=True)
+
+
+@kopf.on.delete(*CONNECTORS, retries=20, backoff=3)
+async def connector_deleted(body, memo, logger, **_) -> None:
+    ctx = memo.ctx
+    try:
+        logger.info(await delete_connector(ctx.kube, ctx.connect_api_for, body))
+    except Retry as e:
+        raise kopf.TemporaryError(str(e), delay=e.delay_s) from e

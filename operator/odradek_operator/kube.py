@@ -74,6 +74,7 @@ KINDS: dict[str, Kind] = {
         Kind("Namespace", "", "v1", "namespaces", namespaced=False),
         Kind("Node", "", "v1", "nodes", namespaced=False),
         Kind("StatefulSet", "apps", "v1", "statefulsets"),
+        Kind("Deployment", "apps", "v1", "deployments"),
         Kind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets"),
         Kind("Role", "rbac.authorization.k8s.io", "v1", "roles"),
         Kind("RoleBinding", "rbac.authorization.k8s.io", "v1", "rolebindings"),
@@ -86,6 +87,8 @@ KINDS: dict[str, Kind] = {
         ),  # fmt: skip
         Kind("OdradekCluster", "odradek.io", "v1alpha1", "odradekclusters"),
         Kind("OdradekTopic", "odradek.io", "v1alpha1", "odradektopics"),
+        Kind("OdradekConnect", "odradek.io", "v1alpha1", "odradekconnects"),
+        Kind("OdradekConnector", "odradek.io", "v1alpha1", "odradekconnectors"),
     )
 }
 
@@ -266,6 +269,7 @@ NEVER_PATCHED: dict[str, tuple[tuple[str, ...], ...]] = {
         ("spec", "volumeClaimTemplates"),
         ("spec", "podManagementPolicy"),
     ),
+    "Deployment": (("spec", "selector"),),
     "Service": (("spec", "clusterIP"), ("spec", "clusterIPs")),
     "PodDisruptionBudget": (("spec", "selector"),),
 }

@@ -90,7 +90,7 @@ def test_default_install_is_namespaced(renders: dict) -> None:
     objs = renders["default-values.yaml"]
     kinds = sorted(o["kind"] for o in objs)
     assert kinds == sorted(
-        ["CustomResourceDefinition"] * 4 + ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
+        ["CustomResourceDefinition"] * 6 + ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
     )
     assert operator_container(objs)["args"] == [
         "--namespace",
@@ -110,7 +110,7 @@ def test_default_install_is_namespaced(renders: dict) -> None:
 def test_namespaced_rbac_is_least_privilege(renders: dict) -> None:
     granted = rules(renders["default-values.yaml"], "Role")
     crud = {"get", "list", "watch", "create", "update", "patch", "delete"}
-    for resource in ("statefulsets",):
+    for resource in ("statefulsets", "deployments"):
         assert granted[("apps", resource)] == crud
     for resource in ("services", "configmaps", "serviceaccounts"):
         assert granted[("", resource)] == crud

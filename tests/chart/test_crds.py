@@ -68,7 +68,11 @@ def test_crds_state_the_contract() -> None:
     topic = crds.crd_for("OdradekTopic")["spec"]
     assert cluster["names"]["shortNames"] == ["odc", "odradek"]
     assert topic["names"]["shortNames"] == ["odt"]
-    for spec in (cluster, topic):
+    connect = crds.crd_for("OdradekConnect")["spec"]
+    connector = crds.crd_for("OdradekConnector")["spec"]
+    assert connect["names"]["shortNames"] == ["odcx"]
+    assert connector["names"]["shortNames"] == ["odcr"]
+    for spec in (cluster, topic, connect, connector):
         assert spec["group"] == "odradek.io" and spec["scope"] == "Namespaced"
         (version,) = spec["versions"]
         assert version["name"] == "v1alpha1" and version["subresources"]["status"] == {}
@@ -122,9 +126,9 @@ def test_every_example_resource_is_valid(resource: dict[str, Any]) -> None:
     assert openapi.errors(resource) == []
 
 
-def test_examples_cover_both_kinds_and_jbod() -> None:
+def test_examples_cover_every_kind_and_jbod() -> None:
     kinds = {r["kind"] for _, r in custom_resources()}
-    assert kinds == {"OdradekCluster", "OdradekTopic"}
+    assert kinds == {c["spec"]["names"]["kind"] for c in crds.crds()}
     jbod = example("cluster-jbod.yaml", "jbod")
     assert len(jbod["spec"]["brokers"]["storage"]["volumes"]) == 2
 
@@ -143,6 +147,8 @@ def broken(path: str, value: Any, base: dict[str, Any]) -> dict[str, Any]:
 
 
 CLUSTER = example("cluster-minimal.yaml", "demo")
+CONNECT = example("connect.yaml", "sync")
+CONNECTOR = example("connect.yaml", "lines-source")
 TOPIC = example("topics.yaml", "orders")
 
 
@@ -164,6 +170,16 @@ TOPIC = example("topics.yaml", "orders")
         (CLUSTER, "spec.imagePullPolicy", "Sometimes", "is not one of"),
         (CLUSTER, "spec.listeners", {"client": {"port": 70000}}, "greater than the maximum"),
         (CLUSTER, "apiVersion", "odradek.io/v1", "was expected"),
+        (CONNECT, "spec.replicas", -1, "less than the minimum of 0"),
+        (CONNECT, "spec.clusterRef", "Demo", "does not match"),
+        (CONNECT, "spec.logLevel", "TRACE", "is not one of"),
+        (CONNECT, "spec.config", {"group.id": True}, "is not valid under any of the given schemas"),
+        (CONNECT, "spec.replica", 2, "'replica' was unexpected"),
+        (CONNECTOR, "spec.state", "halted", "is not one of ['running', 'paused', 'stopped']"),
+        (CONNECTOR, "spec.tasksMax", 0, "less than the minimum of 1"),
+        (CONNECTOR, "spec.config", {"batch.size": 100}, "100 is not of type 'string'"),
+        (CONNECTOR, "spec.class", "", "should be non-empty"),
+        (CONNECTOR, "spec.connectRef", "a_b", "does not match"),
     ],
 )
 def test_bad_resources_are_refused(base: dict, path: str, value: Any, says: str) -> None:
@@ -178,6 +194,9 @@ def test_duplicate_volume_ids_are_refused() -> None:
 
 
 def test_missing_required_fields_are_refused() -> None:
+    connector = copy.deepcopy(CONNECTOR)
+    del connector["spec"]["class"]
+    assert any("'class' is a required property" in p for p in openapi.errors(connector))
     topic = copy.deepcopy(TOPIC)
     del topic["spec"]["partitions"]
     assert any("'partitions' is a required property" in p for p in openapi.errors(topic))
@@ -230,7 +249,7 @@ def test_crds_round_trip_through_yaml() -> None:
 def test_the_operator_accepts_every_example_the_crds_accept() -> None:
     """model/spec.py (the operator's own checks) and the CRDs agree on every example resource."""
     try:
-        from odradek_operator.model import spec
+        from odradek_operator.model import connect, spec
     except ImportError:
         pytest.skip("model/spec.py is not in this tree yet (builders' branch)")
     for where, resource in custom_resources():
@@ -238,7 +257,12 @@ def test_the_operator_accepts_every_example_the_crds_accept() -> None:
             **resource,
             "metadata": {"namespace": "odradek", "uid": "u", **resource["metadata"]},
         }
-        parse = spec.ClusterSpec if resource["kind"] == "OdradekCluster" else spec.TopicSpec
+        parse = {
+            "OdradekCluster": spec.ClusterSpec,
+            "OdradekTopic": spec.TopicSpec,
+            "OdradekConnect": connect.ConnectSpec,
+            "OdradekConnector": connect.ConnectorSpec,
+        }[resource["kind"]]
         try:
             parse.from_resource(body)
         except spec.SpecError as e:

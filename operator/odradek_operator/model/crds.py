@@ -2,8 +2,9 @@
 
 ``scripts/render_crds.py`` writes them into the Helm chart (``charts/odradek/templates/crds/``);
 a test keeps the checked-in YAML equal to what this module builds. Every kind is one entry of
-:func:`crds`: the Connect kinds (a later issue) are added by writing their ``*_crd()`` function
-and appending it there; the chart, the test API server (tests/support/k8s), the RBAC test and
+:func:`crds` (OdradekCluster, OdradekTopic, and Connect's OdradekConnect and
+OdradekConnector); a new kind is added by writing its ``*_crd()`` function and appending it
+there; the chart, the test API server (tests/support/k8s), the RBAC test and
 the validators pick them up from that list. The chart's RBAC rules name the kinds by hand:
 tests/chart/test_chart.py fails until a new kind is granted there too.
 
@@ -50,6 +51,11 @@ VOLUMES_MAX = 16
 CONDITIONS_MAX = 16
 BROKERS_MAX = 1000
 PARTITIONS_MAX = 100_000
+CONNECT_REPLICAS_MAX = 100
+CONNECT_NAME_MAX = 40  # "<name>-connect-config" must stay a 63-character DNS label
+TASKS_MAX = 1000
+LOG_LEVELS = ["WARNING", "DEBUG"]  # what ``odradek [-v]`` honours
+CONNECTOR_STATES = ["running", "paused", "stopped"]
 
 
 def _obj(
@@ -324,6 +330,131 @@ def topic_status() -> Schema:
     )
 
 
+def string_map(description: str) -> Schema:
+    """Config keys to string values (Kafka Connect's REST API takes ``Map<String, String>``)."""
+    return {
+        "type": "object",
+        "additionalProperties": _str(),
+        "description": description,
+    }
+
+
+def connect_spec() -> Schema:
+    return _obj(
+        {
+            "replicas": _int(
+                minimum=0,
+                maximum=CONNECT_REPLICAS_MAX,
+                default=1,
+                description="The number of workers (the scale subresource's replicas).",
+            ),
+            "clusterRef": _str(
+                pattern=DNS_LABEL_PATTERN,
+                maxLength=CLUSTER_NAME_MAX,
+                description="An OdradekCluster in this namespace: bootstrap is its Service.",
+            ),
+            "bootstrapServers": _str(
+                minLength=1,
+                description="host:port,... of a Kafka-compatible cluster (instead of clusterRef).",
+            ),
+            "config": {
+                "type": "object",
+                "additionalProperties": {
+                    "anyOf": [{"type": "integer"}, {"type": "string"}],
+                    "x-kubernetes-int-or-string": True,
+                },
+                "description": (
+                    "Worker properties with Kafka Connect's names (group.id, "
+                    "config.storage.topic... default from the resource's name)."
+                ),
+            },
+            "image": _str(description="The Odradek image; default: the operator's ODRADEK_IMAGE."),
+            "imagePullPolicy": _str(
+                enum=["Always", "IfNotPresent", "Never"], default="IfNotPresent"
+            ),
+            "resources": resources(),
+            "logLevel": _str(
+                enum=LOG_LEVELS,
+                default="WARNING",
+                description="The workers' log level (DEBUG runs odradek -v).",
+            ),
+        },
+        **{
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.clusterRef) != has(self.bootstrapServers)",
+                    "message": "exactly one of clusterRef and bootstrapServers",
+                }
+            ]
+        },
+    )
+
+
+def connect_status() -> Schema:
+    return _obj(
+        {
+            "observedGeneration": _int(minimum=0),
+            "conditions": conditions(),
+            "replicas": _int(minimum=0, description="Workers that exist now."),
+            "readyReplicas": _int(minimum=0, description="Workers whose REST API answers."),
+            "selector": _str(description="The label selector of the worker pods."),
+            "url": _str(description="The REST API through the Service."),
+            "bootstrapServers": _str(description="What the workers connect to."),
+        }
+    )
+
+
+def connector_spec() -> Schema:
+    return _obj(
+        {
+            "connectRef": _str(
+                pattern=DNS_LABEL_PATTERN,
+                maxLength=CONNECT_NAME_MAX,
+                description="The OdradekConnect in this namespace that runs the connector.",
+                **{"x-kubernetes-validations": immutable("connectRef is immutable")},
+            ),
+            "class": _str(
+                minLength=1,
+                description=(
+                    "connector.class: FileStreamSource, a full Kafka name, or package.module:Class."
+                ),
+            ),
+            "tasksMax": _int(minimum=1, maximum=TASKS_MAX, default=1, description="tasks.max."),
+            "config": string_map("Connector config keys (Kafka's names) to string values."),
+            "state": _str(
+                enum=CONNECTOR_STATES,
+                default="running",
+                description="running, paused (tasks keep their place) or stopped (no tasks).",
+            ),
+        },
+        required=["connectRef", "class"],
+    )
+
+
+def connector_status() -> Schema:
+    entry = {
+        "state": _str(description="RUNNING, PAUSED, STOPPED, FAILED, UNASSIGNED, RESTARTING."),
+        "worker": _str(description="host:port of the worker it runs on."),
+        "trace": _str(description="The failure's stack trace, when FAILED."),
+    }
+    task = _obj({"id": _int(minimum=0), **entry}, required=["id"])
+    return _obj(
+        {
+            "observedGeneration": _int(minimum=0),
+            "conditions": conditions(),
+            "connectorStatus": _obj(dict(entry)),
+            "type": _str(description="source or sink."),
+            "tasks": {
+                "type": "array",
+                "items": task,
+                "maxItems": TASKS_MAX,
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["id"],
+            },
+        }
+    )
+
+
 def _crd(
     kind: str,
     *,
@@ -416,9 +547,48 @@ def topic_crd() -> dict[str, Any]:
     )
 
 
+def connect_crd() -> dict[str, Any]:
+    return _crd(
+        "OdradekConnect",
+        short_names=["odcx"],
+        metadata=_obj({"name": _str(pattern=DNS_LABEL_PATTERN, maxLength=CONNECT_NAME_MAX)}),
+        spec=connect_spec(),
+        status=connect_status(),
+        columns=[
+            {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+            {"name": "Ready Replicas", "type": "integer", "jsonPath": ".status.readyReplicas"},
+            ready_column(),
+            {"name": "URL", "type": "string", "jsonPath": ".status.url"},
+            AGE_COLUMN,
+        ],
+        scale={
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector",
+        },
+    )
+
+
+def connector_crd() -> dict[str, Any]:
+    return _crd(
+        "OdradekConnector",
+        short_names=["odcr"],
+        spec=connector_spec(),
+        status=connector_status(),
+        columns=[
+            {"name": "Connect", "type": "string", "jsonPath": ".spec.connectRef"},
+            {"name": "Class", "type": "string", "jsonPath": ".spec.class"},
+            {"name": "Tasks", "type": "integer", "jsonPath": ".spec.tasksMax"},
+            {"name": "State", "type": "string", "jsonPath": ".status.connectorStatus.state"},
+            ready_column(),
+            AGE_COLUMN,
+        ],
+    )
+
+
 def crds() -> list[dict[str, Any]]:
     """Every CRD of the group, in the order the chart renders them. Add new kinds here."""
-    return [cluster_crd(), topic_crd()]
+    return [cluster_crd(), topic_crd(), connect_crd(), connector_crd()]
 
 
 def crd_for(kind: str) -> dict[str, Any]:

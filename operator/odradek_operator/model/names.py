@@ -29,6 +29,10 @@ CLUSTER_KIND = "OdradekCluster"
 CLUSTER_PLURAL = "odradekclusters"
 TOPIC_KIND = "OdradekTopic"
 TOPIC_PLURAL = "odradektopics"
+CONNECT_KIND = "OdradekConnect"
+CONNECT_PLURAL = "odradekconnects"
+CONNECTOR_KIND = "OdradekConnector"
+CONNECTOR_PLURAL = "odradekconnectors"
 
 APP_NAME = "odradek"
 MANAGED_BY = "odradek-operator"
@@ -157,6 +161,50 @@ def zookeeper_connect(cluster: str, namespace: str) -> str:
 def bootstrap_address(cluster: str, namespace: str, client_port: int) -> str:
     """What ``status.bootstrap`` shows: ``demo-bootstrap.data.svc:9092``."""
     return f"{bootstrap_service(cluster)}.{namespace}.svc:{client_port}"
+
+
+# --- Connect -----------------------------------------------------------------------------------
+# An OdradekConnect ``sync`` has the ConfigMap ``sync-connect-config``
+# (connect-distributed.properties), the Deployment ``sync-connect`` and the Service
+# ``sync-connect-api`` (REST, port 8083). Its objects carry ``app.kubernetes.io/name:
+# odradek-connect``, so an OdradekCluster of the same name (``name: odradek``) never selects them.
+
+CONNECT_APP_NAME = "odradek-connect"
+CONNECT_COMPONENT = "connect"
+CONNECT_REST_PORT = 8083
+CONNECT_CONFIG_DIR = "/etc/odradek/connect"
+CONNECT_PROPERTIES = "connect-distributed.properties"
+CONNECTOR_CONNECT_LABEL = f"{GROUP}/connect"  # on an OdradekConnector: its OdradekConnect
+
+
+def connect_deployment(connect: str) -> str:
+    return f"{connect}-connect"
+
+
+def connect_config_map(connect: str) -> str:
+    return f"{connect}-connect-config"
+
+
+def connect_service(connect: str) -> str:
+    return f"{connect}-connect-api"
+
+
+def connect_selector_labels(connect: str) -> dict[str, str]:
+    """The workers' selector (immutable once the Deployment exists)."""
+    return {
+        NAME_LABEL: CONNECT_APP_NAME,
+        INSTANCE_LABEL: connect,
+        COMPONENT_LABEL: CONNECT_COMPONENT,
+    }
+
+
+def connect_labels(connect: str) -> dict[str, str]:
+    return {**connect_selector_labels(connect), MANAGED_BY_LABEL: MANAGED_BY}
+
+
+def connect_url(connect: str, namespace: str) -> str:
+    """What ``status.url`` shows: the REST API through the Service."""
+    return f"http://{connect_service(connect)}.{namespace}.svc:{CONNECT_REST_PORT}"
 
 
 # --- ids ----------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from odradek_operator.model import desired, names
 from odradek_operator.model.spec import ClusterSpec, SpecError
 from odradek_operator.reconcile import racks, restarts, scaling, volumes
 from odradek_operator.reconcile.admin import AdminRefused, ClusterAdmin, ClusterUnavailable
+from odradek_operator.reconcile.connect_api import ConnectApiFactory, RestConnectApi
 from odradek_operator.reconcile.status import IDLE, Refused, Retry, condition, now, set_condition
 from odradek_operator.reconcile.world import bootstrap_of, read_pods
 
@@ -44,6 +45,7 @@ class ClusterContext:
     admin_for: AdminFactory
     default_image: str = "odradek:latest"
     find_active: restarts.ActiveController = restarts.active_controller
+    connect_api_for: ConnectApiFactory = RestConnectApi  # an OdradekConnect's REST API
 
 
 def check_against_live(spec: ClusterSpec, zookeeper_sts: dict | None, broker_sts: dict | None):

@@ -6,5 +6,7 @@ import os
 
 os.environ.setdefault("ODRADEK_OPERATOR_CLUSTER_INTERVAL_S", "5")
 os.environ.setdefault("ODRADEK_OPERATOR_TOPIC_INTERVAL_S", "3")
+os.environ.setdefault("ODRADEK_OPERATOR_CONNECT_INTERVAL_S", "3")
+os.environ.setdefault("ODRADEK_OPERATOR_CONNECTOR_INTERVAL_S", "2")
 
 from support.k8s.fixtures import *  # noqa: E402, F403
