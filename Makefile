@@ -33,18 +33,22 @@ setup:
 demo: setup
 	$(VENV)/bin/odradek demo
 
-# Two test processes (pytest-xdist). The tiers that are pure CPU (unit tests, the chart with the
-# helm binary, the test Kubernetes API server's own tests) share tests out one by one; the tiers
-# that start clusters and processes spend most of their time waiting (elections, session
-# timeouts, restarts), so two run side by side, one test file per process at a time
-# (--dist loadfile keeps a module's shared cluster in one process). Their waits are bounded for
-# a loaded machine; `make test-serial` runs them one at a time.
+# Three runs. The tiers that are pure CPU (unit tests, the chart with the helm binary, the test
+# Kubernetes API server's own tests) on two processes (pytest-xdist), test by test. The tiers that
+# start clusters and mostly wait (elections, session timeouts, restarts, kills) on two processes
+# too, one test file each at a time (--dist loadfile keeps a module's shared cluster in one
+# process). Last, one test at a time, the tiers that are CPU-heavy themselves (a JVM per Spark
+# session, whose Python workers must connect back within a time Spark fixes; the Kubernetes stand-in
+# running every pod as a process, and the image). `make test-serial` runs the middle tiers one
+# test at a time as well.
 PARALLEL_TIERS := tests/unit tests/chart tests/k8s/harness
+SOLO_TIERS := tests/spark tests/k8s tests/image
 test: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/lint-imports
 	$(PYTHON) -m pytest -n 2 $(PARALLEL_TIERS)
-	$(PYTHON) -m pytest -n 2 --dist loadfile $(addprefix --ignore=,$(PARALLEL_TIERS))
+	$(PYTHON) -m pytest -n 2 --dist loadfile $(addprefix --ignore=,$(PARALLEL_TIERS) $(SOLO_TIERS))
+	$(PYTHON) -m pytest $(SOLO_TIERS) --ignore=tests/k8s/harness
 
 test-serial: setup
 	$(PYTHON) -m pytest -n 2 $(PARALLEL_TIERS)
