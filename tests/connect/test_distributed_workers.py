@@ -7,104 +7,20 @@ connector and its tasks come back from the internal topics."""
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from support.connect_workers import START_TIMEOUT_S, WorkerProcess, free_port, http, wait_for
+
 pytestmark = [pytest.mark.integration, pytest.mark.connect]
 
 HERE = Path(__file__).parent
-START_TIMEOUT_S = 60.0
 MOVE_TIMEOUT_S = 40.0
-STOP_TIMEOUT_S = 30.0
-HTTP_TIMEOUT_S = 10.0
 DELAY_MS = 2000
 TASKS = 6
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http(method: str, url: str, body: object | None = None) -> tuple[int, object]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
-            raw = answer.read()
-            return answer.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as e:
-        raw = e.read()
-        return e.code, json.loads(raw) if raw else None
-
-
-class WorkerProcess:
-    def __init__(self, properties: Path, port: int, log: Path):
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
-        self.log = log
-        self.killed = False
-        with log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "odradek.cli", "connect", "distributed", str(properties),
-                 "--override", f"listeners=http://127.0.0.1:{port}"],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-            )  # fmt: skip
-
-    def ready(self) -> bool:
-        try:
-            return http("GET", f"{self.url}/connectors")[0] == 200
-        except OSError:
-            return False
-
-    def kill(self) -> None:
-        self.killed = True
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait(STOP_TIMEOUT_S)
-
-    def stop(self) -> None:
-        self.killed = True
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                raise AssertionError(f"worker {self.port} did not stop on SIGTERM") from None
-
-
-def wait_for(check, what: str, timeout_s: float, workers=()):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            result = check()
-        except OSError:
-            result = None
-        if result:
-            return result
-        crashed = [w for w in workers if w.process.poll() is not None and not w.killed]
-        if crashed or time.monotonic() > deadline:
-            logs = "\n".join(f"--- {w.port}\n{w.log.read_text()[-3000:]}" for w in workers)
-            why = f"worker {crashed[0].port} exited" if crashed else "timed out"
-            raise AssertionError(f"{why} waiting for {what}\n{logs}")
-        time.sleep(0.2)
 
 
 def task_owners(url: str, name: str, state: str = "RUNNING") -> Counter | None:
@@ -140,7 +56,7 @@ def test_workers_share_move_and_recover_tasks(connect_cluster, unique, tmp_path)
         )
     )
     ports = [free_port() for _ in range(3)]
-    workers = [WorkerProcess(properties, p, tmp_path / f"worker-{p}.log") for p in ports]
+    workers = [WorkerProcess(properties, p, tmp_path / f"worker-{p}.log", HERE) for p in ports]
     try:
         for w in workers:
             wait_for(w.ready, f"worker {w.port} serving", START_TIMEOUT_S, workers)
@@ -194,7 +110,7 @@ def test_workers_share_move_and_recover_tasks(connect_cluster, unique, tmp_path)
             w.stop()
         # New ports: the status topic still holds the old workers' entries, under their ids.
         ports = [free_port() for _ in range(3)]
-        workers = [WorkerProcess(properties, p, tmp_path / f"worker-{p}.log") for p in ports]
+        workers = [WorkerProcess(properties, p, tmp_path / f"worker-{p}.log", HERE) for p in ports]
         for w in workers:
             wait_for(w.ready, f"worker {w.port} serving again", START_TIMEOUT_S, workers)
         restarted = {f"127.0.0.1:{p}" for p in ports}
