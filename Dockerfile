@@ -1,8 +1,9 @@
-# The Odradek image: the broker, the controller and the operator, one Python venv, a non-root user.
+# The Odradek image: the broker, the controller, the operator and Connect workers, one Python venv,
+# a non-root user.
 #
 # The wheels come from the build context's wheels/ folder, built beforehand on a machine with a C
 # compiler (the record walker, odradek.storage._recordwalk, is compiled into odradek's wheel):
-#   wheels/deps/*.whl         the runtime dependencies   (pip wheel -w wheels/deps <dependencies>)
+#   wheels/deps/*.whl         the runtime dependencies and the `connect` extra's (pip wheel -w ...)
 #   wheels/deps/SHA256SUMS    their checksums, with the paths they are mounted at (/mnt/NAME.whl)
 #   wheels/odradek-*.whl      odradek itself             (pip wheel --no-deps -w wheels .)
 # scripts/build_image.sh makes them, then builds; docs/image.md shows the same by hand with docker.

@@ -110,8 +110,11 @@ build_wheels() {
     started="$(now)"
     mkdir -p "$wheels_dir/deps"
     local dependencies deps_key deps_dir deps_note source_dir
+    # The runtime dependencies and the `connect` extra's (the SQL and Parquet connectors' workers
+    # run from this image on Kubernetes).
     mapfile -t dependencies < <("$python" -c 'import tomllib
-print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))')
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+print("\n".join(project["dependencies"] + project["optional-dependencies"]["connect"]))')
     deps_key="$(printf '%s\n' "${dependencies[@]}" | sha256sum | cut -c1-16)"
     deps_dir="$cache_dir/wheels-$deps_key"
     if [ "$refresh" = 1 ]; then
