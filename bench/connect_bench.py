@@ -1,14 +1,14 @@
 """Kafka Connect throughput, per task, next to plain confluent-kafka clients in the same run.
 
 The cluster (``odradek.local.cluster.up``): ZooKeeper, a controller and 3 brokers on 127.0.0.1,
-data under ``var/`` (removed at the end). One ``odradek connect standalone`` worker, a real
-process (``sys.executable -m odradek.cli connect standalone``), StringConverter for keys and
-values, ``offset.flush.interval.ms`` ``--offset-flush-ms`` (1000: the file offset store's write is
-then a few per run, not a cost), its REST API on 127.0.0.1; it is started before anything is
-timed. Topics have ``--partitions`` (1: the rates are those of one task) and
-``--replication-factor`` (1). The data: a file of ``--records`` (200,000) lines of
-``--value-size`` (100) ASCII bytes (slices of a random block of letters and digits). One after
-the other:
+data under ``var/`` (removed at the end). One ``odradek connect standalone`` worker, a real process
+(``sys.executable -m odradek.cli connect standalone``), StringConverter for keys and values,
+``offset.flush.interval.ms`` ``--offset-flush-ms`` (1000: the file offset store's write is then a
+few per run, not a cost), its REST API on 127.0.0.1; it is started before anything is timed. Topics
+have ``--partitions`` (1: the rates are those of one task) and ``--replication-factor`` (1), and
+``min.insync.replicas`` 1 below 3 replicas (the cluster's default of 2 would refuse every acks=all
+write to 1 replica), else 2. The data: a file of ``--records`` (200,000) lines of ``--value-size``
+(100) ASCII bytes (slices of a random block of letters and digits). One after the other:
 
 1. **plain producer**: one confluent-kafka producer, configured as the worker's (acks=all,
    idempotent, linger.ms 5), produces the file's lines to a topic of their own, until ``flush()``.
@@ -345,7 +345,10 @@ def standalone(work: Path, bootstrap: str, args: argparse.Namespace) -> Iterator
                 process.wait(STOP_TIMEOUT_S)
     if args.profile and profile_path.exists():
         print("\nthe worker's profile, all its threads together, by own time:")
-        pstats.Stats(str(profile_path)).sort_stats("tottime").print_stats(25)
+        stats = pstats.Stats(str(profile_path))
+        stats.sort_stats("tottime").print_stats(25)
+        print("the worker's own code (odradek/connect), by cumulative time:")
+        stats.sort_stats("cumulative").print_stats("odradek/connect/", 30)
 
 
 def source_step(worker: Worker, bootstrap: str, work: Path, args: argparse.Namespace) -> Timing:
