@@ -157,12 +157,17 @@ def plain_producer(bootstrap: str, lines: list[bytes]) -> float:
             failures.append(err)
 
     started = time.monotonic()
+    deadline = started + STEP_TIMEOUT_S
     for line in lines:
         while True:
             try:
                 producer.produce(PLAIN_TOPIC, line, on_delivery=delivered)
                 break
             except BufferError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"plain producer: queue full for {STEP_TIMEOUT_S} s"
+                    ) from None
                 producer.poll(0.05)
         producer.poll(0)
     if producer.flush(WAIT_S) != 0 or failures:
