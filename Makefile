@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 # Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
 LINT_PATHS := $(wildcard services operator tests bench scripts spark)
 
-.PHONY: help setup demo test test-serial soak lint manifests image image-spark bench bench-cluster bench-replication bench-drain bench-groups bench-transactions bench-spark clean
+.PHONY: help setup demo test test-serial soak lint manifests image image-spark bench bench-cluster bench-replication bench-drain bench-groups bench-transactions bench-spark bench-connect clean
 
 help:
 	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream, run a Spark batch job on it"
@@ -25,6 +25,7 @@ help:
 	@echo "make bench-groups   rebalance time, commit throughput, group consume vs assign()"
 	@echo "make bench-transactions   transactional vs idempotent produce, read_committed latency"
 	@echo "make bench-spark   Spark batch read of a 1 GiB topic (count, Parquet) vs a plain consumer"
+	@echo "make bench-connect   Connect file source and Parquet/JSON-lines sink, per task, vs plain clients"
 	@echo "make clean   remove .venv and caches"
 
 setup:
@@ -118,6 +119,11 @@ bench-transactions: setup
 # Issue 12: Spark local[2] count() and Parquet write of a 1 GiB topic next to a plain consumer.
 bench-spark: setup
 	$(PYTHON) bench/spark_read_bench.py
+
+# Issue 13: a standalone Connect worker's FileStreamSource and FileSink (Parquet, JSON lines),
+# 1 task each, next to a plain confluent-kafka producer and consumer.
+bench-connect: setup
+	$(PYTHON) bench/connect_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build services/*.egg-info
