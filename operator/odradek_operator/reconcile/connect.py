@@ -59,6 +59,18 @@ def _conditions(old: list[dict] | None, ready: tuple, error: tuple) -> list[dict
     return set_condition(conditions, condition("Error", *error))
 
 
+def _stopped_conditions(old: list[dict] | None, stopped: Retry | Refused) -> list[dict]:
+    """The conditions of a pass that stopped: a Retry is not ready yet and no error; a Refused
+    is an error that waits for the spec to change."""
+    if isinstance(stopped, Retry):
+        return _conditions(old, (False, stopped.reason, str(stopped)), (False, "NoError", ""))
+    return _conditions(
+        old,
+        (False, stopped.reason, "waiting for the spec to change"),
+        (True, stopped.reason, str(stopped)),
+    )
+
+
 @dataclass(frozen=True)
 class Worker:
     """What the passes read of a worker pod (a Deployment's: no ordinal)."""
@@ -135,18 +147,8 @@ async def reconcile_connect(kube: Kube, default_image: str, body: Mapping) -> di
         if len(ready) < spec.replicas or len(live) != spec.replicas:
             message = f"waiting for workers: {len(ready)} of {spec.replicas} ready"
             raise Retry(message, WAIT_S, "WorkersStarting")
-    except Retry as retry:
-        status["conditions"] = _conditions(
-            old.get("conditions"), (False, retry.reason, str(retry)), (False, "NoError", "")
-        )
-        await _write_status(kube, names.CONNECT_KIND, body, status)
-        raise
-    except Refused as refused:
-        status["conditions"] = _conditions(
-            old.get("conditions"),
-            (False, refused.reason, "waiting for the spec to change"),
-            (True, refused.reason, str(refused)),
-        )
+    except (Retry, Refused) as stopped:
+        status["conditions"] = _stopped_conditions(old.get("conditions"), stopped)
         await _write_status(kube, names.CONNECT_KIND, body, status)
         raise
     status["conditions"] = _conditions(
@@ -291,18 +293,8 @@ async def sync_connector(kube: Kube, api_for: ConnectApiFactory, body: Mapping) 
         verdict, reason, message = judge(spec, status)
         if verdict == "pending":
             raise Retry(message, CONNECTOR_WAIT_S, reason)
-    except Retry as retry:
-        status["conditions"] = _conditions(
-            old.get("conditions"), (False, retry.reason, str(retry)), (False, "NoError", "")
-        )
-        await _write_status(kube, names.CONNECTOR_KIND, body, status)
-        raise
-    except Refused as refused:
-        status["conditions"] = _conditions(
-            old.get("conditions"),
-            (False, refused.reason, "waiting for the spec to change"),
-            (True, refused.reason, str(refused)),
-        )
+    except (Retry, Refused) as stopped:
+        status["conditions"] = _stopped_conditions(old.get("conditions"), stopped)
         await _write_status(kube, names.CONNECTOR_KIND, body, status)
         raise
     failed = verdict == "failed"
