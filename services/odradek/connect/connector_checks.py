@@ -1,5 +1,6 @@
 """What both herders (standalone and distributed) check of a connector's config before they
-store it, and the type they report for it: one home, so the two answer the REST API alike.
+store it and of its state before its offsets change (KIP-875), and the type they report for
+it: one home, so the two answer the REST API alike.
 
 Pure functions over the config map and the herder's error classes (HTTP 400 for what the user
 got wrong); safe to call from any thread.
@@ -11,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from odradek.connect.api import SinkConnector
-from odradek.connect.herder import BadRequestError, ConnectorType
+from odradek.connect.herder import BadRequestError, ConnectorType, TargetState
 
 __all__ = [
     "TASKS_MAX_LIMIT",
@@ -19,6 +20,7 @@ __all__ = [
     "config_errors_message",
     "connector_type",
     "raise_on_config_errors",
+    "require_stopped",
     "tasks_max",
 ]
 
@@ -79,3 +81,13 @@ def connector_type(
     except Exception:  # noqa: BLE001 - a class that cannot be loaded has no known type
         return ConnectorType.UNKNOWN
     return ConnectorType.SINK if issubclass(cls, SinkConnector) else ConnectorType.SOURCE
+
+
+def require_stopped(name: str, target: TargetState | None) -> None:
+    """KIP-875: offsets change only while the connector is STOPPED; Kafka's 400 otherwise."""
+    if target is not TargetState.STOPPED:
+        raise BadRequestError(
+            "Connectors must be in the STOPPED state before their offsets can be modified. "
+            f"This can be done for the specified connector by issuing a 'PUT' request to the "
+            f"'/connectors/{name}/stop' endpoint"
+        )

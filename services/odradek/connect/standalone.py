@@ -37,6 +37,7 @@ from odradek.connect.connector_checks import (
     config_errors_message,
     connector_type,
     raise_on_config_errors,
+    require_stopped,
     tasks_max,
 )
 from odradek.connect.herder import (
@@ -391,12 +392,7 @@ class StandaloneHerder:
         return self._type(self._config(name)) is ConnectorType.SINK
 
     def _require_stopped(self, name: str) -> None:
-        if self._targets.get(name) is not TargetState.STOPPED:
-            raise BadRequestError(
-                "Connectors must be in the STOPPED state before their offsets can be modified. "
-                f"This can be done for the specified connector by issuing a 'PUT' request to the "
-                f"'/connectors/{name}/stop' endpoint"
-            )
+        require_stopped(name, self._targets.get(name))
 
     async def connector_offsets(self, name: str) -> list[dict[str, Any]]:
         config = self._config(name)

@@ -44,6 +44,7 @@ from odradek.connect.connector_checks import (
     check_connector_config,
     connector_type,
     raise_on_config_errors,
+    require_stopped,
     tasks_max,
 )
 from odradek.connect.distributed.assignor import IncrementalCooperativeAssignor
@@ -58,7 +59,6 @@ from odradek.connect.distributed.stores import (
 )
 from odradek.connect.herder import (
     AlreadyExistsError,
-    BadRequestError,
     ConflictError,
     ConnectorInfo,
     ConnectorStateInfo,
@@ -661,12 +661,7 @@ class DistributedHerder:
     # -------------------------------------------------------------- Herder: offsets (KIP-875)
 
     def _require_stopped(self, snapshot: ConfigSnapshot, name: str) -> None:
-        if snapshot.target_state(name) is not TargetState.STOPPED:
-            raise BadRequestError(
-                "Connectors must be in the STOPPED state before their offsets can be modified. "
-                f"This can be done for the specified connector by issuing a 'PUT' request to the "
-                f"'/connectors/{name}/stop' endpoint"
-            )
+        require_stopped(name, snapshot.target_state(name))
 
     async def connector_offsets(self, name: str) -> list[dict[str, Any]]:
         from odradek.connect.sink_offsets import sink_group_id
