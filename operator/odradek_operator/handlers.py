@@ -204,18 +204,24 @@ async def _guarded(kind: str, body, periodic: bool, step) -> None:
     metrics.RECONCILIATIONS.labels(kind, "ok").inc()
 
 
-async def _connect_pass(body, memo, *, periodic: bool) -> None:
+async def _locked_pass(kind: str, body, memo, periodic: bool, step) -> None:
+    """One pass of a resource under its lock; a timer's pass skips while a change's pass runs."""
     lock = _lock(memo, body["metadata"]["uid"])
     if periodic and lock.locked():
         return
     async with lock:
-        ctx = memo.ctx
-        await _guarded(
-            names.CONNECT_KIND,
-            body,
-            periodic,
-            lambda: reconcile_connect(ctx.kube, ctx.default_image, body),
-        )
+        await _guarded(kind, body, periodic, step)
+
+
+async def _connect_pass(body, memo, *, periodic: bool) -> None:
+    ctx = memo.ctx
+    await _locked_pass(
+        names.CONNECT_KIND,
+        body,
+        memo,
+        periodic,
+        lambda: reconcile_connect(ctx.kube, ctx.default_image, body),
+    )
 
 
 @kopf.on.resume(*CONNECTS)
@@ -231,17 +237,14 @@ async def connect_periodic(body, memo, **_) -> None:
 
 
 async def _connector_pass(body, memo, *, periodic: bool) -> None:
-    lock = _lock(memo, body["metadata"]["uid"])
-    if periodic and lock.locked():
-        return
-    async with lock:
-        ctx = memo.ctx
-        await _guarded(
-            names.CONNECTOR_KIND,
-            body,
-            periodic,
-            lambda: sync_connector(ctx.kube, ctx.connect_api_for, body),
-        )
+    ctx = memo.ctx
+    await _locked_pass(
+        names.CONNECTOR_KIND,
+        body,
+        memo,
+        periodic,
+        lambda: sync_connector(ctx.kube, ctx.connect_api_for, body),
+    )
 
 
 @kopf.on.resume(*CONNECTORS)

@@ -37,6 +37,7 @@ from odradek_operator.model import meta, names
 from odradek_operator.model.spec import (
     Resources,
     SpecError,
+    _int,
     _kind,
     _mapping,
     _only,
@@ -161,11 +162,7 @@ class ConnectSpec:
                 "logLevel",
             ),
         )
-        replicas = spec.get("replicas", 1)
-        if isinstance(replicas, bool) or not isinstance(replicas, int):
-            raise SpecError("spec.replicas", f"expected an integer, got {_kind(replicas)}")
-        if not 0 <= replicas <= REPLICAS_MAX:
-            raise SpecError("spec.replicas", f"{replicas} is out of range: 0 to {REPLICAS_MAX}")
+        replicas = _int(spec, "replicas", "spec", 1, 0, REPLICAS_MAX)
         cluster_ref = _str(spec, "clusterRef", "spec", None)
         bootstrap = _str(spec, "bootstrapServers", "spec", None)
         if (cluster_ref is None) == (bootstrap is None):
@@ -425,11 +422,7 @@ class ConnectorSpec:
                 "required: the connector class (FileStreamSource, "
                 "org.apache.kafka.connect.file.FileStreamSourceConnector or package.module:Class)",
             )
-        tasks_max = spec.get("tasksMax", 1)
-        if isinstance(tasks_max, bool) or not isinstance(tasks_max, int):
-            raise SpecError("spec.tasksMax", f"expected an integer, got {_kind(tasks_max)}")
-        if not 1 <= tasks_max <= TASKS_MAX:
-            raise SpecError("spec.tasksMax", f"{tasks_max} is out of range: 1 to {TASKS_MAX}")
+        tasks_max = _int(spec, "tasksMax", "spec", 1, 1, TASKS_MAX)
         state = spec.get("state", "running")
         if state not in CONNECTOR_STATES:
             raise SpecError("spec.state", f"{state!r} is not one of {', '.join(CONNECTOR_STATES)}")

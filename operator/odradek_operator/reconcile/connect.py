@@ -24,8 +24,9 @@ Plain async functions over the ``Kube`` and ``ConnectApi`` ports; nothing kept i
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,9 +55,30 @@ async def _write_status(kube: Kube, kind: str, body: Mapping, status: dict) -> N
     await kube.merge_patch(kind, meta["name"], meta.get("namespace"), {"status": status}, "status")
 
 
+@contextlib.contextmanager
+def _invalid_spec_refused() -> Iterator[None]:
+    """A ``SpecError`` is ``Refused("InvalidSpec")``: the spec must change."""
+    try:
+        yield
+    except SpecError as e:
+        raise Refused("InvalidSpec", str(e)) from e
+
+
 def _conditions(old: list[dict] | None, ready: tuple, error: tuple) -> list[dict]:
     conditions = set_condition(old, condition("Ready", *ready))
     return set_condition(conditions, condition("Error", *error))
+
+
+def _stopped_conditions(old: list[dict] | None, stopped: Retry | Refused) -> list[dict]:
+    """The conditions of a pass that stopped: a Retry is not ready yet and no error; a Refused
+    is an error that waits for the spec to change."""
+    if isinstance(stopped, Retry):
+        return _conditions(old, (False, stopped.reason, str(stopped)), (False, "NoError", ""))
+    return _conditions(
+        old,
+        (False, stopped.reason, "waiting for the spec to change"),
+        (True, stopped.reason, str(stopped)),
+    )
 
 
 @dataclass(frozen=True)
@@ -111,23 +133,18 @@ async def _bootstrap(kube: Kube, spec: connect.ConnectSpec) -> str:
 async def reconcile_connect(kube: Kube, default_image: str, body: Mapping) -> dict:
     """One pass of an OdradekConnect (module docstring); the status written.
     Raises Retry or Refused after writing the status that says why."""
-    meta = body["metadata"]
     old = dict(body.get("status") or {})
-    status: dict[str, Any] = {"observedGeneration": meta.get("generation", 0)}
+    status: dict[str, Any] = {"observedGeneration": body["metadata"].get("generation", 0)}
     try:
-        try:
+        with _invalid_spec_refused():
             spec = connect.ConnectSpec.from_resource(body)
-        except SpecError as e:
-            raise Refused("InvalidSpec", str(e)) from e
         status["url"] = names.connect_url(spec.name, spec.namespace)
         status["selector"] = names.label_selector(names.connect_selector_labels(spec.name))
         bootstrap = await _bootstrap(kube, spec)
         status["bootstrapServers"] = bootstrap
-        try:
+        with _invalid_spec_refused():
             for obj in connect.desired_objects(spec, default_image, bootstrap):
                 await apply(kube, obj)
-        except SpecError as e:
-            raise Refused("InvalidSpec", str(e)) from e
         live = [w for w in await read_workers(kube, spec.namespace, spec.name) if not w.terminating]
         ready = [p for p in live if p.ready]
         status["replicas"] = len(live)
@@ -135,18 +152,8 @@ async def reconcile_connect(kube: Kube, default_image: str, body: Mapping) -> di
         if len(ready) < spec.replicas or len(live) != spec.replicas:
             message = f"waiting for workers: {len(ready)} of {spec.replicas} ready"
             raise Retry(message, WAIT_S, "WorkersStarting")
-    except Retry as retry:
-        status["conditions"] = _conditions(
-            old.get("conditions"), (False, retry.reason, str(retry)), (False, "NoError", "")
-        )
-        await _write_status(kube, names.CONNECT_KIND, body, status)
-        raise
-    except Refused as refused:
-        status["conditions"] = _conditions(
-            old.get("conditions"),
-            (False, refused.reason, "waiting for the spec to change"),
-            (True, refused.reason, str(refused)),
-        )
+    except (Retry, Refused) as stopped:
+        status["conditions"] = _stopped_conditions(old.get("conditions"), stopped)
         await _write_status(kube, names.CONNECT_KIND, body, status)
         raise
     status["conditions"] = _conditions(
@@ -269,14 +276,11 @@ async def _converge(api, spec: connect.ConnectorSpec) -> dict[str, Any]:
 async def sync_connector(kube: Kube, api_for: ConnectApiFactory, body: Mapping) -> dict:
     """One pass of an OdradekConnector (module docstring); the status written.
     Raises Retry or Refused after writing the status that says why."""
-    meta = body["metadata"]
     old = dict(body.get("status") or {})
-    status: dict[str, Any] = {"observedGeneration": meta.get("generation", 0)}
+    status: dict[str, Any] = {"observedGeneration": body["metadata"].get("generation", 0)}
     try:
-        try:
+        with _invalid_spec_refused():
             spec = connect.ConnectorSpec.from_resource(body)
-        except SpecError as e:
-            raise Refused("InvalidSpec", str(e)) from e
         api = api_for(await worker_urls(kube, spec.namespace, spec.connect))
         try:
             status.update(await _converge(api, spec))
@@ -291,18 +295,8 @@ async def sync_connector(kube: Kube, api_for: ConnectApiFactory, body: Mapping) 
         verdict, reason, message = judge(spec, status)
         if verdict == "pending":
             raise Retry(message, CONNECTOR_WAIT_S, reason)
-    except Retry as retry:
-        status["conditions"] = _conditions(
-            old.get("conditions"), (False, retry.reason, str(retry)), (False, "NoError", "")
-        )
-        await _write_status(kube, names.CONNECTOR_KIND, body, status)
-        raise
-    except Refused as refused:
-        status["conditions"] = _conditions(
-            old.get("conditions"),
-            (False, refused.reason, "waiting for the spec to change"),
-            (True, refused.reason, str(refused)),
-        )
+    except (Retry, Refused) as stopped:
+        status["conditions"] = _stopped_conditions(old.get("conditions"), stopped)
         await _write_status(kube, names.CONNECTOR_KIND, body, status)
         raise
     failed = verdict == "failed"

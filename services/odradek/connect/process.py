@@ -24,7 +24,9 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,72 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
+@dataclass(frozen=True)
+class _RestListener:
+    """The REST listener, bound before anything else: its port is part of the worker id."""
+
+    sock: socket.socket
+    host: str
+    port: int
+    advertised_host: str
+    advertised_port: int
+
+    @property
+    def worker_id(self) -> str:
+        return f"{self.advertised_host}:{self.advertised_port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.worker_id}"
+
+
+def _bind_rest(config: WorkerConfig) -> _RestListener:
+    """Bind ``listeners`` (port 0 picks one) and work out the advertised address."""
+    host, port = parse_listener(config.get("listeners"))
+    sock = bind_listener(host, port)
+    try:
+        bound_port = sock.getsockname()[1]
+        advertised_host, advertised_port = advertised_address(
+            host,
+            bound_port,
+            config.get("rest.advertised.host.name"),
+            config.get("rest.advertised.port"),
+        )
+    except BaseException:
+        sock.close()
+        raise
+    return _RestListener(sock, host, bound_port, advertised_host, advertised_port)
+
+
+async def _serve_rest(herder: Any, plugins: Any, listener: _RestListener) -> Any:
+    """The REST API of ``herder`` serving on the bound listener, with its metrics."""
+    registry = new_registry()
+    return await start_rest_server(
+        herder,
+        PluginsCatalog(plugins),
+        host=listener.host,
+        port=listener.port,
+        advertised_host=listener.advertised_host,
+        advertised_port=listener.advertised_port,
+        metrics=connect_rest_metrics(registry),
+        registry=registry,
+        sock=listener.sock,
+    )
+
+
+async def _stop_within(server: Any, herder: Any) -> bool:
+    """Close the REST listener, then the herder (its work here); False when that overran
+    ``STOP_TIMEOUT_S`` (the caller decides how to exit)."""
+    try:
+        async with asyncio.timeout(STOP_TIMEOUT_S):
+            await server.stop()
+            await herder.close()
+    except TimeoutError:
+        return False
+    log.info("stopped")
+    return True
+
+
 async def run_standalone(
     config: WorkerConfig, connector_files: list[tuple[str, dict[str, str]]]
 ) -> int:
@@ -135,17 +203,9 @@ async def run_standalone(
 
     stop = _stop_event()
     plugins = Plugins()
-    host, port = parse_listener(config.get("listeners"))
-    sock = bind_listener(host, port)
-    bound_port = sock.getsockname()[1]
+    listener = _bind_rest(config)
     try:
-        advertised = advertised_address(
-            host,
-            bound_port,
-            config.get("rest.advertised.host.name"),
-            config.get("rest.advertised.port"),
-        )
-        worker_id = f"{advertised[0]}:{advertised[1]}"
+        worker_id = listener.worker_id
         status = MemoryStatusListener()
         offset_store = FileOffsetStore(config.offset_storage_file)
         worker = Worker(config, plugins, offset_store, status, worker_id=worker_id)
@@ -159,20 +219,9 @@ async def run_standalone(
             sink_offsets=SinkOffsets(config.admin_config()),
             kafka_cluster_id=cluster_id,
         )
-        registry = new_registry()
-        server = await start_rest_server(
-            herder,
-            PluginsCatalog(plugins),
-            host=host,
-            port=bound_port,
-            advertised_host=advertised[0],
-            advertised_port=advertised[1],
-            metrics=connect_rest_metrics(registry),
-            registry=registry,
-            sock=sock,
-        )
+        server = await _serve_rest(herder, plugins, listener)
     except BaseException:
-        sock.close()  # nothing else was started yet
+        listener.sock.close()  # nothing else was started yet
         raise
     log.info("standalone worker %s serving the REST API at %s", worker_id, server.advertised_url)
     code = 0
@@ -189,12 +238,7 @@ async def run_standalone(
         log.info("stopping: signal received")
         return code
     finally:
-        try:
-            async with asyncio.timeout(STOP_TIMEOUT_S):
-                await server.stop()
-                await herder.close()
-            log.info("stopped")
-        except TimeoutError:
+        if not await _stop_within(server, herder):
             # Plugin code stuck in a thread cannot be interrupted, and the interpreter would wait
             # for it at exit (the executors' threads are joined): the bound holds only by
             # leaving now.

@@ -30,7 +30,16 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from odradek.connect.api import ConfigException, SinkConnector, TopicPartition
+from odradek.connect.api import ConfigException, TopicPartition
+from odradek.connect.connector_checks import (
+    TASKS_MAX_LIMIT,
+    check_connector_config,
+    config_errors_message,
+    connector_type,
+    raise_on_config_errors,
+    require_stopped,
+    tasks_max,
+)
 from odradek.connect.herder import (
     AlreadyExistsError,
     BadRequestError,
@@ -53,7 +62,6 @@ __all__ = ["StandaloneHerder", "config_errors_message", "TASKS_MAX_LIMIT"]
 
 log = logging.getLogger(__name__)
 
-TASKS_MAX_LIMIT = 1024  # tasks one connector may ask for on one standalone worker
 RECONFIGURE_PENDING_MAX = 1024  # connectors with a reconfiguration queued at once
 
 Validator = Callable[[Mapping[str, str]], dict[str, Any]]
@@ -89,22 +97,6 @@ class WorkerLike(Protocol):
     def stop_tasks(self, ids: Sequence[ConnectorTaskId]) -> None: ...
 
     def close(self) -> None: ...
-
-
-def config_errors_message(infos: Mapping[str, Any]) -> str:
-    """Kafka's message for a config that does not validate, from its ConfigInfos JSON."""
-    errors = [
-        f'"{c["value"]["name"]}": {e}'
-        for c in infos.get("configs", [])
-        for e in c.get("value", {}).get("errors", [])
-    ]
-    count = infos.get("error_count", len(errors))
-    return (
-        f"Connector configuration is invalid and contains the following {count} error(s):\n"
-        + "\n".join(errors)
-        + "\nYou can also find the above list of errors at the endpoint "
-        "`/connector-plugins/{connectorType}/config/validate`"
-    )
 
 
 class StandaloneHerder:
@@ -162,11 +154,7 @@ class StandaloneHerder:
         return config
 
     def _type(self, config: Mapping[str, str]) -> ConnectorType:
-        try:
-            cls = self._worker.connector_class(config)
-        except Exception:  # noqa: BLE001 - a class that cannot be loaded has no known type
-            return ConnectorType.UNKNOWN
-        return ConnectorType.SINK if issubclass(cls, SinkConnector) else ConnectorType.SOURCE
+        return connector_type(self._worker.connector_class, config)
 
     def _task_ids(self, name: str) -> list[ConnectorTaskId]:
         return [ConnectorTaskId(name, i) for i in range(len(self._task_configs.get(name, [])))]
@@ -174,16 +162,6 @@ class StandaloneHerder:
     def _info(self, name: str) -> ConnectorInfo:
         config = self._config(name)
         return ConnectorInfo(name, dict(config), self._task_ids(name), self._type(config))
-
-    def _tasks_max(self, config: Mapping[str, str]) -> int:
-        raw = config.get("tasks.max", "1")
-        try:
-            tasks_max = int(raw)
-        except ValueError:
-            raise BadRequestError(f'"tasks.max" must be an integer, not {raw!r}') from None
-        if not 1 <= tasks_max <= TASKS_MAX_LIMIT:
-            raise BadRequestError(f'"tasks.max" must be between 1 and {TASKS_MAX_LIMIT}')
-        return tasks_max
 
     def _on_reconfigure(self, name: str) -> Callable[[], None]:
         """A connector's request for new task configs, from its thread, handed to the loop."""
@@ -229,7 +207,7 @@ class StandaloneHerder:
         config = self._configs[name]
         try:
             new = await asyncio.to_thread(
-                self._worker.connector_task_configs, name, self._tasks_max(config)
+                self._worker.connector_task_configs, name, tasks_max(config)
             )
         except Exception as exc:  # noqa: BLE001 - the connector reports its own failure
             log.warning("connector %s: could not generate task configs: %s", name, exc)
@@ -280,13 +258,8 @@ class StandaloneHerder:
         allow_replace: bool,
         initial_state: TargetState = TargetState.STARTED,
     ) -> tuple[bool, ConnectorInfo]:
-        config = {**config, "name": name}
-        self._tasks_max(config)
-        if not config.get("connector.class"):
-            raise BadRequestError('Missing required configuration "connector.class"')
-        infos = await self.validate(config)
-        if infos.get("error_count", 0):
-            raise BadRequestError(config_errors_message(infos))
+        config = check_connector_config(name, config)
+        raise_on_config_errors(await self.validate(config))
         async with self._changing():
             exists = name in self._configs
             if exists and not allow_replace:
@@ -419,12 +392,7 @@ class StandaloneHerder:
         return self._type(self._config(name)) is ConnectorType.SINK
 
     def _require_stopped(self, name: str) -> None:
-        if self._targets.get(name) is not TargetState.STOPPED:
-            raise BadRequestError(
-                "Connectors must be in the STOPPED state before their offsets can be modified. "
-                f"This can be done for the specified connector by issuing a 'PUT' request to the "
-                f"'/connectors/{name}/stop' endpoint"
-            )
+        require_stopped(name, self._targets.get(name))
 
     async def connector_offsets(self, name: str) -> list[dict[str, Any]]:
         config = self._config(name)

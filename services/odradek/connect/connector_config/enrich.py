@@ -63,26 +63,20 @@ class _Plugin:
 
 def _enriched_plugins(plugins: Plugins, props: Mapping[str, str]) -> list[_Plugin]:
     out = []
-    for alias in aliases(props, TRANSFORMS):
-        prefix = f"{TRANSFORMS}.{alias}."
-        p = _Plugin(prefix, prefix + "type", f"Transforms: {alias}")
-        name = props.get(p.type_key)
-        if name:
-            try:
-                p.cls = plugins.transform_class(name, p.type_key)
-            except ConfigException as exc:
-                p.error = exc
-        out.append(p)
-    for alias in aliases(props, PREDICATES):
-        prefix = f"{PREDICATES}.{alias}."
-        p = _Plugin(prefix, prefix + "type", f"Predicates: {alias}")
-        name = props.get(p.type_key)
-        if name:
-            try:
-                p.cls = plugins.predicate_class(name, p.type_key)
-            except ConfigException as exc:
-                p.error = exc
-        out.append(p)
+    for key, label, resolve in (
+        (TRANSFORMS, "Transforms", plugins.transform_class),
+        (PREDICATES, "Predicates", plugins.predicate_class),
+    ):
+        for alias in aliases(props, key):
+            prefix = f"{key}.{alias}."
+            p = _Plugin(prefix, prefix + "type", f"{label}: {alias}")
+            name = props.get(p.type_key)
+            if name:
+                try:
+                    p.cls = resolve(name, p.type_key)
+                except ConfigException as exc:
+                    p.error = exc
+            out.append(p)
     return out
 
 

@@ -29,6 +29,11 @@ from typing import Any
 
 from odradek.connect.api import ConfigDef, ConfigType, Importance
 from odradek.connect.config_def import in_range, one_of
+from odradek.connect.converters.base import (
+    CONVERTER_TYPE,
+    ValueAsHeaderConverter,
+    define_converter_type,
+)
 from odradek.connect.converters.errors import ConverterError
 from odradek.connect.data import (
     DATE,
@@ -47,7 +52,6 @@ SCHEMAS_ENABLE = "schemas.enable"
 SCHEMAS_CACHE_SIZE = "schemas.cache.size"
 DECIMAL_FORMAT = "decimal.format"
 REPLACE_NULL_WITH_DEFAULT = "replace.null.with.default"
-CONVERTER_TYPE = "converter.type"
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 EPOCH_DATE = datetime.date(1970, 1, 1)
@@ -61,7 +65,7 @@ ENVELOPE_ERROR = (
 
 
 def config_def() -> ConfigDef:
-    return (
+    return define_converter_type(
         ConfigDef()
         .define(
             SCHEMAS_ENABLE,
@@ -102,14 +106,6 @@ def config_def() -> ConfigDef:
             display_name="Replace null with default",
             documentation="Whether a null field with a default value is written (and read) as "
             "the default.",
-        )
-        .define(
-            CONVERTER_TYPE,
-            ConfigType.STRING,
-            None,
-            importance=Importance.LOW,
-            validator=one_of("key", "value", "header"),
-            documentation="Whether this converter is for keys, values or headers.",
         )
     )
 
@@ -644,7 +640,7 @@ _ENVELOPE_MIDDLE = ',"payload":'
 _EXACT_DECODER = json.JSONDecoder(parse_float=decimal.Decimal)
 
 
-class JsonConverter:
+class JsonConverter(ValueAsHeaderConverter):
     """``org.apache.kafka.connect.json.JsonConverter`` (also usable as a header converter).
 
     Keeps two bounded caches (``schemas.cache.size`` each), as Kafka's does: a schema's JSON text
@@ -751,14 +747,6 @@ class JsonConverter:
             if schema is not None:
                 self._read.put(key, schema)
         return schema, payload
-
-    def from_connect_header(
-        self, topic: str, header_key: str, schema: Schema | None, value: Any
-    ) -> bytes | None:
-        return self.from_connect(topic, schema, value)
-
-    def to_connect_header(self, topic: str, header_key: str, data: bytes | None) -> SchemaAndValue:
-        return self.to_connect(topic, data)
 
     def close(self) -> None:
         self._written.clear()

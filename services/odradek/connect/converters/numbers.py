@@ -9,11 +9,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from odradek.connect.api import ConfigDef
+from odradek.connect.converters.base import ValueAsHeaderConverter
 from odradek.connect.converters.errors import ConverterError
 from odradek.connect.data import INT_BOUNDS, Schema, SchemaAndValue, Type
 
 
-class _NumberConverter:
+class _NumberConverter(ValueAsHeaderConverter):
     TYPE = Type.INT32
     FORMAT = ">i"
     KAFKA_NAME = ""
@@ -52,14 +53,6 @@ class _NumberConverter:
                 f"topic {topic}: Size of data received by {self.KAFKA_NAME} is not {size}"
             )
         return SchemaAndValue(schema, _struct.unpack(self.FORMAT, bytes(data))[0])
-
-    def from_connect_header(
-        self, topic: str, header_key: str, schema: Schema | None, value: Any
-    ) -> bytes | None:
-        return self.from_connect(topic, schema, value)
-
-    def to_connect_header(self, topic: str, header_key: str, data: bytes | None) -> SchemaAndValue:
-        return self.to_connect(topic, data)
 
     def close(self) -> None:
         pass

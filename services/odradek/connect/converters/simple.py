@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from odradek.connect.api import ConfigDef, ConfigType, Importance
-from odradek.connect.config_def import one_of
+from odradek.connect.converters.base import ValueAsHeaderConverter, define_converter_type
 from odradek.connect.converters.errors import ConverterError
 from odradek.connect.data import (
     BOOLEAN,
@@ -27,7 +27,6 @@ from odradek.connect.data import (
     Type,
 )
 
-CONVERTER_TYPE = "converter.type"
 ENCODING = "converter.encoding"
 
 
@@ -46,7 +45,7 @@ def string_form(value: Any) -> str:
     return str(value)
 
 
-class StringConverter:
+class StringConverter(ValueAsHeaderConverter):
     """``org.apache.kafka.connect.storage.StringConverter``: the value's string form, encoded
     with ``converter.encoding`` (UTF-8); reads back an optional string."""
 
@@ -54,22 +53,13 @@ class StringConverter:
         self.encoding = "utf-8"
 
     def config(self) -> ConfigDef:
-        return (
-            ConfigDef()
-            .define(
+        return define_converter_type(
+            ConfigDef().define(
                 ENCODING,
                 ConfigType.STRING,
                 "UTF8",
                 importance=Importance.HIGH,
                 documentation="The name of the Java/Python character set to encode strings with.",
-            )
-            .define(
-                CONVERTER_TYPE,
-                ConfigType.STRING,
-                None,
-                importance=Importance.LOW,
-                validator=one_of("key", "value", "header"),
-                documentation="Whether this converter is for keys, values or headers.",
             )
         )
 
@@ -106,31 +96,15 @@ class StringConverter:
                 f"topic {topic}: the data is not valid {self.encoding}: {exc}"
             ) from None
 
-    # A StringConverter is also a header converter, as Kafka's is.
-    def from_connect_header(
-        self, topic: str, header_key: str, schema: Schema | None, value: Any
-    ) -> bytes | None:
-        return self.from_connect(topic, schema, value)
-
-    def to_connect_header(self, topic: str, header_key: str, data: bytes | None) -> SchemaAndValue:
-        return self.to_connect(topic, data)
-
     def close(self) -> None:
         pass
 
 
-class ByteArrayConverter:
+class ByteArrayConverter(ValueAsHeaderConverter):
     """``org.apache.kafka.connect.converters.ByteArrayConverter``: bytes pass through."""
 
     def config(self) -> ConfigDef:
-        return ConfigDef().define(
-            CONVERTER_TYPE,
-            ConfigType.STRING,
-            None,
-            importance=Importance.LOW,
-            validator=one_of("key", "value", "header"),
-            documentation="Whether this converter is for keys, values or headers.",
-        )
+        return define_converter_type(ConfigDef())
 
     def configure(self, props: Mapping[str, str], is_key: bool = False) -> None:
         self.config().parse(props)
@@ -150,14 +124,6 @@ class ByteArrayConverter:
 
     def to_connect(self, topic: str, data: bytes | None) -> SchemaAndValue:
         return SchemaAndValue(OPTIONAL_BYTES, None if data is None else bytes(data))
-
-    def from_connect_header(
-        self, topic: str, header_key: str, schema: Schema | None, value: Any
-    ) -> bytes | None:
-        return self.from_connect(topic, schema, value)
-
-    def to_connect_header(self, topic: str, header_key: str, data: bytes | None) -> SchemaAndValue:
-        return self.to_connect(topic, data)
 
     def close(self) -> None:
         pass

@@ -40,7 +40,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from odradek.connect import storage_format as sf
-from odradek.connect.api import SinkConnector
+from odradek.connect.connector_checks import (
+    check_connector_config,
+    connector_type,
+    raise_on_config_errors,
+    require_stopped,
+    tasks_max,
+)
 from odradek.connect.distributed.assignor import IncrementalCooperativeAssignor
 from odradek.connect.distributed.membership import Generation, GroupMember, MembershipError
 from odradek.connect.distributed.protocol import CONFIG_MISMATCH, Assignment, MemberMetadata
@@ -53,7 +59,6 @@ from odradek.connect.distributed.stores import (
 )
 from odradek.connect.herder import (
     AlreadyExistsError,
-    BadRequestError,
     ConflictError,
     ConnectorInfo,
     ConnectorStateInfo,
@@ -72,7 +77,6 @@ __all__ = ["DistributedHerder", "run"]
 
 log = logging.getLogger(__name__)
 
-TASKS_MAX_LIMIT = 1024
 JOIN_WAIT_S = 30.0  # how long a request waits for the first assignment before 409
 RECONFIGURE_RETRY_S = 1.0
 RECONFIGURE_ATTEMPTS = 10
@@ -371,9 +375,9 @@ class DistributedHerder:
             ):
                 return
             try:
-                tasks_max = _tasks_max(config)
+                max_tasks = tasks_max(config)
                 configs = await asyncio.to_thread(
-                    self._worker.connector_task_configs, name, tasks_max
+                    self._worker.connector_task_configs, name, max_tasks
                 )
             except Exception as e:  # noqa: BLE001 - the connector reports its own failure
                 log.warning("connector %s: could not generate task configs: %s", name, e)
@@ -517,11 +521,7 @@ class DistributedHerder:
         return config
 
     def _type(self, config: Mapping[str, str]) -> ConnectorType:
-        try:
-            cls = self._worker.connector_class(config)
-        except Exception:  # noqa: BLE001
-            return ConnectorType.UNKNOWN
-        return ConnectorType.SINK if issubclass(cls, SinkConnector) else ConnectorType.SOURCE
+        return connector_type(self._worker.connector_class, config)
 
     def _info(self, snapshot: ConfigSnapshot, name: str) -> ConnectorInfo:
         config = self._config_of(snapshot, name)
@@ -564,16 +564,9 @@ class DistributedHerder:
         allow_replace: bool,
         initial_state: TargetState = TargetState.STARTED,
     ) -> tuple[bool, ConnectorInfo]:
-        from odradek.connect.standalone import config_errors_message
-
-        config = {**config, "name": name}
-        _tasks_max(config)
-        if not config.get("connector.class"):
-            raise BadRequestError('Missing required configuration "connector.class"')
+        config = check_connector_config(name, config)
         await self._require_leader()
-        infos = await self.validate(config)
-        if infos.get("error_count", 0):
-            raise BadRequestError(config_errors_message(infos))
+        raise_on_config_errors(await self.validate(config))
         snapshot = await self._fresh()
         exists = name in snapshot.connectors
         if exists and not allow_replace:
@@ -668,12 +661,7 @@ class DistributedHerder:
     # -------------------------------------------------------------- Herder: offsets (KIP-875)
 
     def _require_stopped(self, snapshot: ConfigSnapshot, name: str) -> None:
-        if snapshot.target_state(name) is not TargetState.STOPPED:
-            raise BadRequestError(
-                "Connectors must be in the STOPPED state before their offsets can be modified. "
-                f"This can be done for the specified connector by issuing a 'PUT' request to the "
-                f"'/connectors/{name}/stop' endpoint"
-            )
+        require_stopped(name, snapshot.target_state(name))
 
     async def connector_offsets(self, name: str) -> list[dict[str, Any]]:
         from odradek.connect.sink_offsets import sink_group_id
@@ -712,17 +700,6 @@ class DistributedHerder:
             pairs = await asyncio.to_thread(self._offsets.all, name)
             await asyncio.to_thread(self._offsets.put, name, [(p, None) for p, _ in pairs])
         return "The offsets for this connector have been reset successfully"
-
-
-def _tasks_max(config: Mapping[str, str]) -> int:
-    raw = config.get("tasks.max", "1")
-    try:
-        tasks_max = int(raw)
-    except ValueError:
-        raise BadRequestError(f'"tasks.max" must be an integer, not {raw!r}') from None
-    if not 1 <= tasks_max <= TASKS_MAX_LIMIT:
-        raise BadRequestError(f'"tasks.max" must be between 1 and {TASKS_MAX_LIMIT}')
-    return tasks_max
 
 
 # ------------------------------------------------------------------ the process

@@ -13,17 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 
 from odradek.connect.distributed.herder import DistributedHerder
 from odradek.connect.distributed.stores import ConfigStore, StatusStore, TopicOffsetStore
+from odradek.connect.process import STOP_TIMEOUT_S  # the whole stop, as standalone's
 from odradek.connect.worker_config import WorkerConfig
 
 __all__ = ["run_distributed", "STOP_TIMEOUT_S"]
 
 log = logging.getLogger(__name__)
-
-STOP_TIMEOUT_S = 60.0  # the whole stop: REST listener, tasks, connectors, group, stores
 
 
 async def run_distributed(config: WorkerConfig) -> int:
@@ -36,34 +34,21 @@ async def run_distributed(config: WorkerConfig) -> int:
     work here stops (tasks commit their offsets), the worker leaves the group, the stores stop.
     """
     from odradek.connect.plugins import Plugins
-    from odradek.connect.process import _cluster_id, _validator
-    from odradek.connect.rest.catalog import PluginsCatalog
-    from odradek.connect.rest.server import (
-        advertised_address,
-        bind_listener,
-        parse_listener,
-        start_rest_server,
+    from odradek.connect.process import (
+        _bind_rest,
+        _cluster_id,
+        _serve_rest,
+        _stop_event,
+        _stop_within,
+        _validator,
     )
     from odradek.connect.runtime.worker import Worker
     from odradek.connect.sink_offsets import SinkOffsets
-    from odradek.observability.metrics import connect_rest_metrics, new_registry
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = _stop_event()
     plugins = Plugins()
-    host, port = parse_listener(config.get("listeners"))
-    sock = bind_listener(host, port)
-    bound_port = sock.getsockname()[1]
-    advertised = advertised_address(
-        host,
-        bound_port,
-        config.get("rest.advertised.host.name"),
-        config.get("rest.advertised.port"),
-    )
-    worker_id = f"{advertised[0]}:{advertised[1]}"
-    url = f"http://{advertised[0]}:{advertised[1]}"
+    listener = _bind_rest(config)
+    worker_id, url = listener.worker_id, listener.url
 
     configs = ConfigStore(config)
     statuses = StatusStore(config, worker_id)
@@ -81,7 +66,7 @@ async def run_distributed(config: WorkerConfig) -> int:
         for store, result in zip(stores, results, strict=True):
             if not isinstance(result, BaseException):
                 await asyncio.to_thread(store.stop)
-        sock.close()
+        listener.sock.close()
         return 1
     if isinstance(cluster_id, BaseException):
         cluster_id = None
@@ -98,18 +83,7 @@ async def run_distributed(config: WorkerConfig) -> int:
         sink_offsets=SinkOffsets(config.admin_config()),
         kafka_cluster_id=cluster_id,
     )
-    registry = new_registry()
-    server = await start_rest_server(
-        herder,
-        PluginsCatalog(plugins),
-        host=host,
-        port=bound_port,
-        advertised_host=advertised[0],
-        advertised_port=advertised[1],
-        metrics=connect_rest_metrics(registry),
-        registry=registry,
-        sock=sock,
-    )
+    server = await _serve_rest(herder, plugins, listener)
     await herder.start()
     log.info("distributed worker %s of group %s at %s", worker_id, config.group_id, url)
     code = 0
@@ -121,12 +95,7 @@ async def run_distributed(config: WorkerConfig) -> int:
             code = 1
         log.info("stopping")
     finally:
-        try:
-            async with asyncio.timeout(STOP_TIMEOUT_S):
-                await server.stop()
-                await herder.close()
-            log.info("stopped")
-        except TimeoutError:
+        if not await _stop_within(server, herder):
             log.error("the stop took longer than %.0f s (STOP_TIMEOUT_S)", STOP_TIMEOUT_S)
             code = 1
     return code

@@ -37,6 +37,7 @@ from odradek.connect import storage_format as sf
 from odradek.connect.distributed.kafka_log import KafkaBasedLog, KafkaLogError
 from odradek.connect.herder import ConnectorTaskId, State, StatusEntry, TargetState
 from odradek.connect.runtime.offsets import OffsetPairs, OffsetStoreError
+from odradek.connect.runtime.status import MemoryStatusListener
 from odradek.connect.storage_format import PartitionKey, partition_key
 from odradek.connect.worker_config import WorkerConfig
 
@@ -236,9 +237,7 @@ class StatusStore:
     def __init__(self, config: WorkerConfig, worker_id: str):
         self.worker_id = worker_id
         self.generation = 0
-        self._lock = threading.Lock()
-        self._connectors: dict[str, StatusEntry] = {}
-        self._tasks: dict[ConnectorTaskId, StatusEntry] = {}
+        self._latest = MemoryStatusListener()  # the latest entries read from the topic
         partitions = config.get("status.storage.partitions")
         self.log = _log(config, "status.storage.topic", self._apply, partitions=partitions)
 
@@ -257,11 +256,11 @@ class StatusStore:
     # -- StatusListener (task and connector threads) --------------------------------------------
 
     def connector(self, name: str, entry: StatusEntry) -> None:
-        self._put(sf.status_connector_key(name), self._connectors.get(name), entry)
+        self._put(sf.status_connector_key(name), self._latest.get_connector(name), entry)
 
     def task(self, task_id: ConnectorTaskId, entry: StatusEntry) -> None:
         key = sf.status_task_key(task_id.connector, task_id.task)
-        self._put(key, self._tasks.get(task_id), entry)
+        self._put(key, self._latest.get_task(task_id), entry)
 
     def _put(self, key: bytes, current: StatusEntry | None, entry: StatusEntry) -> None:
         entry = StatusEntry(entry.state, self.worker_id, entry.trace, self.generation)
@@ -300,16 +299,13 @@ class StatusStore:
     # -- reading -------------------------------------------------------------------------------
 
     def get_connector(self, name: str) -> StatusEntry | None:
-        with self._lock:
-            return self._connectors.get(name)
+        return self._latest.get_connector(name)
 
     def get_task(self, task_id: ConnectorTaskId) -> StatusEntry | None:
-        with self._lock:
-            return self._tasks.get(task_id)
+        return self._latest.get_task(task_id)
 
     def tasks_of(self, name: str) -> dict[int, StatusEntry]:
-        with self._lock:
-            return {t.task: e for t, e in self._tasks.items() if t.connector == name}
+        return self._latest.tasks_of(name)
 
     def _apply(self, key: bytes | None, value: bytes | None, _partition: int, offset: int) -> None:
         try:
@@ -318,19 +314,16 @@ class StatusStore:
         except sf.FormatError as e:
             log.warning("status topic offset %d: skipped: %s", offset, e)
             return
-        with self._lock:
-            if isinstance(what, sf.ConnectorStatusKey):
-                if entry is None:
-                    self._connectors.pop(what.name, None)
-                    for t in [t for t in self._tasks if t.connector == what.name]:
-                        del self._tasks[t]
-                else:
-                    self._connectors[what.name] = entry
-            elif isinstance(what, sf.TaskStatusKey):
-                if entry is None:
-                    self._tasks.pop(what.task_id, None)
-                else:
-                    self._tasks[what.task_id] = entry
+        if isinstance(what, sf.ConnectorStatusKey):
+            if entry is None:
+                self._latest.forget(what.name)  # and its tasks' entries
+            else:
+                self._latest.connector(what.name, entry)
+        elif isinstance(what, sf.TaskStatusKey):
+            if entry is None:
+                self._latest.forget_task(what.task_id)
+            else:
+                self._latest.task(what.task_id, entry)
 
 
 # ------------------------------------------------------------------ offsets

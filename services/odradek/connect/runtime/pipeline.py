@@ -14,7 +14,7 @@ to one task and are used from its thread only.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from odradek.connect.api import ConfigException, ConnectRecord
@@ -99,6 +99,31 @@ class Pipeline:
             negate = str(config.get(prefix + "negate", "false")).strip().lower() == "true"
             steps.append(TransformationStage(alias, transform, predicate, negate))
         return cls(*converters, steps)
+
+    def convert(
+        self,
+        handler: ErrorHandler,
+        context: ErrorContext,
+        key: Callable[[Any], Any],
+        value: Callable[[Any], Any],
+        headers: Callable[[Any], Any],
+    ) -> tuple[Any, Any, Any] | None:
+        """(key, value, headers): each callable is given its converter and runs as its own
+        stage of ``errors.tolerance``, in that order; None when one failed and the failure was
+        tolerated (reported; the record is skipped)."""
+        results = []
+        for stage, converter, convert in (
+            (Stage.KEY_CONVERTER, self.key_converter, key),
+            (Stage.VALUE_CONVERTER, self.value_converter, value),
+            (Stage.HEADER_CONVERTER, self.header_converter, headers),
+        ):
+            ok, result = handler.execute(
+                stage, class_name(converter), lambda c=converter, f=convert: f(c), context
+            )
+            if not ok:
+                return None
+            results.append(result)
+        return results[0], results[1], results[2]
 
     def transform(
         self, record: ConnectRecord, handler: ErrorHandler, context: ErrorContext

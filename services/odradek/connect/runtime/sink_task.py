@@ -282,36 +282,20 @@ class SinkTaskRunner(TaskRunner):
         return records
 
     def _convert(self, msg: Any) -> SinkRecord | None:
-        p = self.pipeline
         topic = msg.topic()
         context = _context(msg, Stage.KEY_CONVERTER, "")
-        ok, key = self.errors.execute(
-            Stage.KEY_CONVERTER,
-            class_name(p.key_converter),
-            lambda: p.key_converter.to_connect(topic, msg.key()),
+        converted = self.pipeline.convert(
+            self.errors,
             context,
-        )
-        if not ok:
-            return None
-        ok, value = self.errors.execute(
-            Stage.VALUE_CONVERTER,
-            class_name(p.value_converter),
-            lambda: p.value_converter.to_connect(topic, msg.value()),
-            context,
-        )
-        if not ok:
-            return None
-        ok, headers = self.errors.execute(
-            Stage.HEADER_CONVERTER,
-            class_name(p.header_converter),
-            lambda: tuple(
-                (k, p.header_converter.to_connect_header(topic, k, v).value)
-                for k, v in (msg.headers() or [])
+            key=lambda c: c.to_connect(topic, msg.key()),
+            value=lambda c: c.to_connect(topic, msg.value()),
+            headers=lambda c: tuple(
+                (k, c.to_connect_header(topic, k, v).value) for k, v in (msg.headers() or [])
             ),
-            context,
         )
-        if not ok:
+        if converted is None:
             return None
+        key, value, headers = converted
         ts_type, ts = msg.timestamp()
         record = SinkRecord(
             topic=topic,

@@ -221,34 +221,18 @@ class SourceTaskRunner(TaskRunner):
             return None
         topic = out.topic
         context.topic = topic
-        p = self.pipeline
-        ok, key = self.errors.execute(
-            Stage.KEY_CONVERTER,
-            class_name(p.key_converter),
-            lambda: p.key_converter.from_connect(topic, out.key_schema, out.key),
+        converted = self.pipeline.convert(
+            self.errors,
             context,
-        )
-        if not ok:
-            return None
-        ok, value = self.errors.execute(
-            Stage.VALUE_CONVERTER,
-            class_name(p.value_converter),
-            lambda: p.value_converter.from_connect(topic, out.value_schema, out.value),
-            context,
-        )
-        if not ok:
-            return None
-        ok, headers = self.errors.execute(
-            Stage.HEADER_CONVERTER,
-            class_name(p.header_converter),
-            lambda: [
-                (k, p.header_converter.from_connect_header(topic, k, None, v))
-                for k, v in out.headers
+            key=lambda c: c.from_connect(topic, out.key_schema, out.key),
+            value=lambda c: c.from_connect(topic, out.value_schema, out.value),
+            headers=lambda c: [
+                (k, c.from_connect_header(topic, k, None, v)) for k, v in out.headers
             ],
-            context,
         )
-        if not ok:
+        if converted is None:
             return None
+        key, value, headers = converted
         self._check_topic(topic)
         kwargs: dict[str, Any] = {"key": key, "value": value}
         if headers:

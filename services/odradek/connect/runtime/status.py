@@ -55,3 +55,8 @@ class MemoryStatusListener:
             self._connectors.pop(name, None)
             for t in [t for t in self._tasks if t.connector == name]:
                 del self._tasks[t]
+
+    def forget_task(self, task_id: ConnectorTaskId) -> None:
+        """Drop one task's entry."""
+        with self._lock:
+            self._tasks.pop(task_id, None)
