@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 pytestmark = [pytest.mark.integration, pytest.mark.connect]
@@ -159,6 +160,14 @@ def create_topic(bootstrap_servers: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(WAIT_TIMEOUT_S)
     wait_for(topic, lambda: topic in admin.list_topics(timeout=WAIT_TIMEOUT_S).topics)
+
+
+def high_watermark(cluster, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "watermarks"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=WAIT_TIMEOUT_S)[1]
+    finally:
+        consumer.close()
 
 
 def state_of(worker: Worker, name: str) -> tuple[str, list[str]]:
@@ -359,6 +368,8 @@ def test_connectors_from_files_and_sigterm_flushes_offsets(connect_cluster, uniq
     with standalone(tmp_path, connect_cluster.bootstrap_servers, connector_file) as running:
         assert running.ok("GET", "/connectors") == [name]
         wait_state(running, name, "RUNNING", ["RUNNING"])
+        # RUNNING is reported before the first poll: stop once the lines are in the topic
+        wait_for(f"3 records in {topic}", lambda: high_watermark(connect_cluster, topic) == 3)
         started = time.monotonic()
     assert time.monotonic() - started < STOP_TIMEOUT_S
     stored = json.loads((tmp_path / "offsets.json").read_text())["offsets"]
