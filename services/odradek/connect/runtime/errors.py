@@ -24,6 +24,7 @@ One ``ErrorHandler`` per task, used from the task's thread only; the clock and s
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -352,6 +353,11 @@ class ErrorHandler:
 
 def class_name(obj: Any) -> str:
     """Kafka-style name of a plugin instance's class, for contexts and headers."""
-    cls = obj if isinstance(obj, type) else type(obj)
+    return _class_name(obj if isinstance(obj, type) else type(obj))
+
+
+@functools.cache
+def _class_name(cls: type) -> str:
+    # cached: every record's conversions and transforms are named, three or more times each
     kafka_name = getattr(cls, "KAFKA_NAME", None) or getattr(cls, "KAFKA_CLASS", None)
     return kafka_name or f"{cls.__module__}.{cls.__qualname__}"
