@@ -223,7 +223,8 @@ class WorkerConfig:
 
     def producer_config(self, overrides: Mapping[str, str] = ()) -> dict[str, Any]:
         """A confluent-kafka Producer config: Kafka Connect's producer defaults (acks=all,
-        idempotence, one retry budget bounded by delivery.timeout.ms), then ``producer.*``,
+        idempotence, Java's murmur2 partitioner, one retry budget bounded by
+        delivery.timeout.ms), then ``producer.*``,
         then ``overrides`` (a connector's ``producer.override.*``)."""
         config = {
             **self._client_base(),
@@ -231,6 +232,9 @@ class WorkerConfig:
             "enable.idempotence": True,
             "linger.ms": 5,
             "delivery.timeout.ms": 120_000,
+            # Java's partitioner: a keyed record lands where Kafka Connect would put it, and an
+            # exactly-once task's offset records where the offset store writes the same key
+            "partitioner": "murmur2_random",
             **self.prefixed("producer."),
             **dict(overrides),
         }

@@ -74,6 +74,7 @@ def test_client_and_converter_prefixes():
     p = c.producer_config()
     assert p["bootstrap.servers"] == "127.0.0.1:1"
     assert p["acks"] == "all" and p["enable.idempotence"] is True and p["linger.ms"] == "50"
+    assert p["partitioner"] == "murmur2_random"  # Java's, as the offset store's producer
     assert c.producer_config({"linger.ms": "1"})["linger.ms"] == "1"
     cc = c.consumer_config("connect-x")
     assert cc["group.id"] == "connect-x" and cc["enable.auto.commit"] is False
