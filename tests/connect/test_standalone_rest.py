@@ -366,7 +366,8 @@ def test_connectors_from_files_and_sigterm_flushes_offsets(connect_cluster, uniq
         f"file={source_file}\ntopic={topic}\n"
     )
     with standalone(tmp_path, connect_cluster.bootstrap_servers, connector_file) as running:
-        assert running.ok("GET", "/connectors") == [name]
+        # the REST API answers before the files' connectors are created (as Kafka's does)
+        wait_for(f"{name} listed", lambda: running.ok("GET", "/connectors") == [name])
         wait_state(running, name, "RUNNING", ["RUNNING"])
         # RUNNING is reported before the first poll: stop once the lines are in the topic
         wait_for(f"3 records in {topic}", lambda: high_watermark(connect_cluster, topic) == 3)
