@@ -36,20 +36,19 @@ demo: setup
 
 # Three runs. The tiers that are pure CPU (unit tests, the chart with the helm binary, the test
 # Kubernetes API server's own tests) on two processes (pytest-xdist), test by test. The tiers that
-# start clusters and mostly wait (elections, session timeouts, restarts, kills) on two processes
-# too, one test file each at a time (--dist loadfile keeps a module's shared cluster in one
-# process). Last, one test at a time, the tiers that are CPU-heavy themselves (a JVM per Spark
-# session, whose Python workers must connect back within a time Spark fixes; the Kubernetes stand-in
-# running every pod as a process, and the image). `make test-serial` runs the middle tiers one
-# test at a time as well.
+# start clusters, operators and pods mostly wait (elections, session timeouts, restarts, kills,
+# reconcile loops), so they run on two processes too, one test file each at a time (--dist
+# loadfile keeps a module's shared cluster in one process). Last, alone, the Spark tier: a JVM per
+# session, whose Python workers must connect back within a time Spark fixes (they missed it on a
+# loaded machine). `make test-serial` runs the middle tiers one test at a time.
 PARALLEL_TIERS := tests/unit tests/chart tests/k8s/harness
-SOLO_TIERS := tests/spark tests/k8s tests/image
+SOLO_TIERS := tests/spark
 test: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/lint-imports
 	$(PYTHON) -m pytest -n 2 $(PARALLEL_TIERS)
 	$(PYTHON) -m pytest -n 2 --dist loadfile $(addprefix --ignore=,$(PARALLEL_TIERS) $(SOLO_TIERS))
-	$(PYTHON) -m pytest $(SOLO_TIERS) --ignore=tests/k8s/harness
+	$(PYTHON) -m pytest $(SOLO_TIERS)
 
 test-serial: setup
 	$(PYTHON) -m pytest -n 2 $(PARALLEL_TIERS)

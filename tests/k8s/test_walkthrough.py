@@ -31,6 +31,9 @@ pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300)]
 NAMESPACE = "odradek"  # the docs' namespace: `--namespace odradek --create-namespace`
 RELEASE = "odradek"
 READY_TIMEOUT_S = 90.0
+# Each step of the walkthrough: seconds when the machine is quiet, more when two test files run
+# side by side (make test).
+WAIT_S = 60
 
 
 class Walkthrough:
@@ -120,7 +123,7 @@ def test_1_helm_install_runs_the_operator_deployment(walk):
     kinds = {o["kind"] for o in objs}
     assert {"CustomResourceDefinition", "Deployment", "ServiceAccount", "Role"} <= kinds
     assert walk.store.kind_of("odradek.io/v1alpha1", "OdradekCluster").scale is not None
-    (pod,) = wait_for(walk.operator_pods, 30, "the operator's pod running")
+    (pod,) = wait_for(walk.operator_pods, WAIT_S, "the operator's pod running")
     assert re.fullmatch(r"odradek-[0-9a-f]{10}-[a-z0-9]{5}", pod), pod
     argv = walk.kubelet.log(f"{NAMESPACE}/{pod}").splitlines()[0]
     assert "odradek-operator" in argv and "'--namespace', 'odradek'" in argv
@@ -136,7 +139,7 @@ def test_1_helm_install_runs_the_operator_deployment(walk):
             and d.get("status", {}).get("readyReplicas") == 1
             and d
         ),
-        30,
+        WAIT_S,
         "the Deployment ready",
     )
     assert deployment["status"]["updatedReplicas"] == 1
@@ -164,7 +167,7 @@ def test_2_cluster_and_topics_as_in_the_docs(walk):
             lambda name=name: (
                 condition(walk.get("odradektopics", name), "Ready").get("status") == "True"
             ),
-            30,
+            WAIT_S,
             f"topic {name} Ready",
         )
     topics = walk.kubectl("-n", NAMESPACE, "get", "odt", "-o", "json")
@@ -229,7 +232,7 @@ def test_3_kubectl_scale_adds_a_broker_that_takes_partitions(walk):
 def test_4_two_operator_replicas_elect_one_and_fail_over(walk):
     started = time.monotonic()
     walk.helm_install("operator.replicas=2")
-    pods = wait_for(lambda: len(p := walk.operator_pods()) == 2 and p, 30, "two operator pods")
+    pods = wait_for(lambda: len(p := walk.operator_pods()) == 2 and p, WAIT_S, "two operator pods")
     # kopf's identity is the pod's name (POD_ID); the highest priority is the active replica
     peers = wait_for(
         lambda: (
@@ -237,7 +240,7 @@ def test_4_two_operator_replicas_elect_one_and_fail_over(walk):
             == set(pods)
             and status
         ),
-        30,
+        WAIT_S,
         "both replicas in the KopfPeering",
     )
     assert len({peer["priority"] for peer in peers.values()}) == 2, peers
@@ -256,7 +259,7 @@ def test_4_two_operator_replicas_elect_one_and_fail_over(walk):
 
     wait_for(
         lambda: active_now(active) and not active_now(standby),
-        30,
+        WAIT_S,
         "one active replica, the other paused",
     )
     print(f"one active replica after {time.monotonic() - started:.1f}s")
@@ -270,7 +273,7 @@ def test_4_two_operator_replicas_elect_one_and_fail_over(walk):
             last.update(log=log, at=time.monotonic())
         return time.monotonic() - last["at"] >= 2.0
 
-    wait_for(standby_quiet, 30, "the paused replica's running handlers finished")
+    wait_for(standby_quiet, WAIT_S, "the paused replica's running handlers finished")
     mark = {pod: since_start(pod).count("Handler 'topic_changed' succeeded") for pod in pods}
     set_config(walk, "customers", {"retention.ms": "3600000"})
     wait_for(
@@ -282,7 +285,7 @@ def test_4_two_operator_replicas_elect_one_and_fail_over(walk):
 
     # a clean exit (SIGTERM) removes the active one from the KopfPeering: the standby resumes
     walk.kubelet.kill(f"{NAMESPACE}/{active}", signal.SIGTERM)
-    wait_for(lambda: active_now(standby), 30, "the standby takes over")
+    wait_for(lambda: active_now(standby), WAIT_S, "the standby takes over")
     set_config(walk, "orders", {"retention.ms": "86400000"})
     # the first replica comes back (restartPolicy Always) younger, so it stays paused
     again = wait_for(
@@ -291,7 +294,7 @@ def test_4_two_operator_replicas_elect_one_and_fail_over(walk):
             and status[active]["priority"] != peers[active]["priority"]
             and status
         ),
-        30,
+        WAIT_S,
         "the restarted replica back in the KopfPeering",
     )
     assert again[active]["priority"] < again[standby]["priority"]
@@ -308,14 +311,14 @@ def set_config(walk: Walkthrough, topic: str, config: dict[str, str]) -> None:
             (walk.get("odradektopics", topic)["status"].get("config") or {}).items()
             >= config.items()
         ),
-        30,
+        WAIT_S,
         f"topic {topic}'s config {config} reconciled",
     )
 
 
 def test_5_delete_keeps_the_claims_and_the_jbod_cluster_runs(walk):
     started = time.monotonic()
-    walk.kubectl("-n", NAMESPACE, "delete", "odc", "demo", "--timeout=30s")
+    walk.kubectl("-n", NAMESPACE, "delete", "odc", "demo", f"--timeout={WAIT_S}s")
 
     # everything it owns is deleted; brokers stopping all at once find no broker to hand their
     # leaderships to, so they use up their grace period: the test does not wait for that
@@ -328,7 +331,7 @@ def test_5_delete_keeps_the_claims_and_the_jbod_cluster_runs(walk):
             and not (plural == "pods" and o["metadata"].get("deletionTimestamp"))
         ]
 
-    wait_for(lambda: not demo_objects(), 30, "the demo cluster's objects deleted")
+    wait_for(lambda: not demo_objects(), WAIT_S, "the demo cluster's objects deleted")
     claims, _ = walk.store.list("persistentvolumeclaims", NAMESPACE)
     kept = {c["metadata"]["name"] for c in claims}
     assert {f"data-0-demo-broker-{i}" for i in range(4)} <= kept
