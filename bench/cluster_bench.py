@@ -377,6 +377,22 @@ def create_topic(
     )
 
 
+def wait_for_leaders(admin: AdminClient, topic: str, partitions: int, timeout_s: float) -> None:
+    """Wait until ``topic``'s metadata lists ``partitions`` partitions, each with a leader."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if (
+            found
+            and len(found.partitions) == partitions
+            and all(p.leader >= 0 for p in found.partitions.values())
+        ):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic} has no leaders after {timeout_s} s")
+        time.sleep(0.2)
+
+
 # -- the workload ----------------------------------------------------------------------------
 
 

@@ -69,7 +69,7 @@ from odradek.local import cluster
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "bench"))
-from cluster_bench import machine_facts, source_state  # noqa: E402
+from cluster_bench import machine_facts, source_state, wait_for_leaders  # noqa: E402
 
 TOPIC = "bench-connect"
 PLAIN_TOPIC = "bench-connect-plain"
@@ -126,18 +126,7 @@ def create_topic(admin: AdminClient, name: str, partitions: int, replication_fac
         name, partitions, replication_factor, config={"min.insync.replicas": str(min_insync)}
     )
     admin.create_topics([topic])[name].result(timeout=30)
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        found = admin.list_topics(name, timeout=10).topics.get(name)
-        if (
-            found
-            and len(found.partitions) == partitions
-            and all(p.leader >= 0 for p in found.partitions.values())
-        ):
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{name} has no leaders after {WAIT_S} s")
-        time.sleep(0.2)
+    wait_for_leaders(admin, name, partitions, WAIT_S)
 
 
 def plain_producer(bootstrap: str, lines: list[bytes]) -> float:

@@ -56,7 +56,7 @@ from odradek.spark.ranges import TopicPartition as SparkTopicPartition
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "bench"))
-from cluster_bench import machine_facts, source_state  # noqa: E402
+from cluster_bench import machine_facts, source_state, wait_for_leaders  # noqa: E402
 
 TOPIC = "bench-spark"
 KEYS = 1000
@@ -70,18 +70,7 @@ def create_topic(bootstrap: str, partitions: int, replication_factor: int) -> No
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = NewTopic(TOPIC, partitions, replication_factor)
     admin.create_topics([topic])[TOPIC].result(timeout=30)
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        found = admin.list_topics(TOPIC, timeout=10).topics.get(TOPIC)
-        if (
-            found
-            and len(found.partitions) == partitions
-            and all(p.leader >= 0 for p in found.partitions.values())
-        ):
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{TOPIC} has no leaders after {WAIT_S} s")
-        time.sleep(0.2)
+    wait_for_leaders(admin, TOPIC, partitions, WAIT_S)
 
 
 def fill(bootstrap: str, records: int, value_size: int) -> int:
