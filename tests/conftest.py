@@ -1,10 +1,13 @@
-"""Shared fixtures: record batches built by a Kafka client library we did not write."""
+"""Shared fixtures: record batches built by a Kafka client library we did not write, and
+``unique`` names for the tiers that share a cluster between tests."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -72,3 +75,15 @@ def make_log(tmp_path: Path) -> Callable[..., Log]:
     for log in opened:
         with contextlib.suppress(Exception):  # already closed or deleted by the test
             log.close()
+
+
+@pytest.fixture
+def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """``unique("topic")`` -> a name no other test uses (topics, connectors, groups): the tiers
+    that share one cluster between tests keep their data apart this way."""
+    base = re.sub(r"[^A-Za-z0-9._-]", "_", request.node.name)[:60]
+
+    def make(what: str) -> str:
+        return f"{base}-{what}-{uuid.uuid4().hex[:6]}"
+
+    return make

@@ -9,9 +9,7 @@ PostgreSQL server (``postgres_url``) serves the SQL connectors' tests.
 
 from __future__ import annotations
 
-import re
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -42,14 +40,3 @@ def postgres_url() -> Iterator[str]:
     (Debian's package, an unprivileged cluster on 127.0.0.1; ``support.postgres``)."""
     with running_postgres() as url:
         yield url
-
-
-@pytest.fixture
-def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
-    """``unique("topic")`` -> a name no other test uses (topics, connectors, groups)."""
-    base = re.sub(r"[^A-Za-z0-9._-]", "_", request.node.name)[:60]
-
-    def make(what: str) -> str:
-        return f"{base}-{what}-{uuid.uuid4().hex[:6]}"
-
-    return make

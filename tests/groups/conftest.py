@@ -10,10 +10,8 @@ journal checks, traffic; named apart from the replication proofs' ``proof``) is 
 
 from __future__ import annotations
 
-import re
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,14 +37,3 @@ def group_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterS
     data_dir = tmp_path_factory.mktemp("group-cluster")
     with running_cluster(data_dir, brokers=3, broker_overrides=GROUP_OVERRIDES) as state:
         yield state
-
-
-@pytest.fixture
-def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
-    """``unique("topic")`` -> a name no other test uses."""
-    base = re.sub(r"[^A-Za-z0-9._-]", "_", request.node.name)[:60]
-
-    def make(what: str) -> str:
-        return f"{base}-{what}-{uuid.uuid4().hex[:6]}"
-
-    return make

@@ -10,11 +10,9 @@ as they would on a real cluster.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -77,14 +75,3 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
             except Exception:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(SPARK_STOP_TIMEOUT_S)
-
-
-@pytest.fixture
-def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
-    """``unique("topic")`` -> a name no other test uses."""
-    base = re.sub(r"[^A-Za-z0-9._-]", "_", request.node.name)[:60]
-
-    def make(what: str) -> str:
-        return f"{base}-{what}-{uuid.uuid4().hex[:6]}"
-
-    return make

@@ -11,10 +11,8 @@ The ``txn_proof`` package (the worker process, its supervisor, topics and reads)
 
 from __future__ import annotations
 
-import re
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,14 +44,3 @@ def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterSta
         data_dir, brokers=3, broker_overrides=TXN_OVERRIDES, zookeeper_tick_time_ms=ZK_TICK_MS
     ) as state:
         yield state
-
-
-@pytest.fixture
-def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
-    """``unique("topic")`` -> a name no other test uses."""
-    base = re.sub(r"[^A-Za-z0-9._-]", "_", request.node.name)[:60]
-
-    def make(what: str) -> str:
-        return f"{base}-{what}-{uuid.uuid4().hex[:6]}"
-
-    return make

@@ -6,10 +6,8 @@ allowed, so rebalances and expiries take seconds. Tests share it; each uses grou
 
 from __future__ import annotations
 
-import re
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,9 +31,3 @@ def classic_cluster(tmp_path_factory, local_cluster) -> Iterator[ClusterState]:
     data_dir = tmp_path_factory.mktemp("classic-groups")
     with local_cluster(data_dir, brokers=1, broker_overrides=CLASSIC_OVERRIDES) as state:
         yield state
-
-
-@pytest.fixture
-def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
-    base = re.sub(r"[^A-Za-z0-9._-]", "_", request.node.name)[:60]
-    return lambda what: f"{base}-{what}-{uuid.uuid4().hex[:6]}"
