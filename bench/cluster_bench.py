@@ -1439,6 +1439,15 @@ def _load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def run_header() -> str:
+    """The first line a benchmark prints: when, which source, librdkafka, the machine, its load."""
+    return (
+        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, Odradek {source_state()}, "
+        f"librdkafka {__import__('confluent_kafka').libversion()[0]}, {machine_facts()}, "
+        f"load average {_load_average()}"
+    )
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import json
 import os
 import pstats
@@ -69,7 +68,7 @@ from odradek.local import cluster
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "bench"))
-from cluster_bench import machine_facts, source_state, wait_for_leaders  # noqa: E402
+from cluster_bench import run_header, wait_for_leaders  # noqa: E402
 
 TOPIC = "bench-connect"
 PLAIN_TOPIC = "bench-connect-plain"
@@ -427,12 +426,7 @@ def main() -> None:
     (REPO_ROOT / "var").mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="connect-bench-", dir=REPO_ROOT / "var"))
     data_dir = work / "cluster"
-    print(
-        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, Odradek {source_state()}, "
-        f"librdkafka {confluent_kafka.libversion()[0]}, {machine_facts()}, "
-        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
-        flush=True,
-    )
+    print(run_header(), flush=True)
     lines = write_lines(work / "lines.txt", args.records, args.value_size)
     mb = args.records * args.value_size / 1e6
     rows: list[tuple[str, Timing, float | None]] = []

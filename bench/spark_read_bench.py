@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import datetime
 import io
 import multiprocessing
 import os
@@ -56,7 +55,7 @@ from odradek.spark.ranges import TopicPartition as SparkTopicPartition
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "bench"))
-from cluster_bench import machine_facts, source_state, wait_for_leaders  # noqa: E402
+from cluster_bench import run_header, wait_for_leaders  # noqa: E402
 
 TOPIC = "bench-spark"
 KEYS = 1000
@@ -291,12 +290,7 @@ def main() -> None:
     (REPO_ROOT / "var").mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="spark-bench-", dir=REPO_ROOT / "var"))
     data_dir = work / "cluster"
-    print(
-        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, Odradek {source_state()}, "
-        f"librdkafka {confluent_kafka.libversion()[0]}, {machine_facts()}, "
-        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
-        flush=True,
-    )
+    print(run_header(), flush=True)
     try:
         state, _ = cluster.up(data_dir, brokers=3)
         bootstrap = state.bootstrap_servers
