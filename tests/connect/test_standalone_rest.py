@@ -18,8 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from support.connect_workers import http
 
 pytestmark = [pytest.mark.integration, pytest.mark.connect]
 
@@ -51,16 +51,7 @@ class Worker:
 
     def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None):
         """(status, decoded JSON body or None)."""
-        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-        request = urllib.request.Request(self.url + path, data=data, method=method)
-        request.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as r:
-                content = r.read()
-                return r.status, json.loads(content) if content else None
-        except urllib.error.HTTPError as e:
-            content = e.read()
-            return e.code, json.loads(content) if content else None
+        return http(method, self.url + path, body, raw=raw, timeout_s=HTTP_TIMEOUT_S)
 
     def ok(self, method: str, path: str, body: Any = None, status: int = 200) -> Any:
         got, answer = self.call(method, path, body)

@@ -26,13 +26,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def http(method: str, url: str, body: object | None = None) -> tuple[int, object]:
-    data = None if body is None else json.dumps(body).encode()
+def http(
+    method: str,
+    url: str,
+    body: object | None = None,
+    *,
+    raw: bytes | None = None,
+    timeout_s: float = HTTP_TIMEOUT_S,
+) -> tuple[int, object]:
+    """(status, decoded JSON body or None) of a request with ``body`` as JSON, or ``raw`` bytes
+    as they are (malformed bodies); an HTTP error status is an answer, not an exception."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     request = urllib.request.Request(
         url, data=data, method=method, headers={"Content-Type": "application/json"}
     )
     try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
             raw = answer.read()
             return answer.status, json.loads(raw) if raw else None
     except urllib.error.HTTPError as e:
