@@ -245,10 +245,7 @@ class StandaloneHerder:
         return dict(self._config(name))
 
     async def validate(self, config: Mapping[str, str]) -> dict[str, Any]:
-        try:
-            return await asyncio.to_thread(self._validate, dict(config))
-        except ConfigException as exc:
-            raise BadRequestError(str(exc)) from exc
+        return await asyncio.to_thread(self._validate, dict(config))
 
     async def put_connector_config(
         self,

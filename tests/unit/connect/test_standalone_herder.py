@@ -118,8 +118,10 @@ class FakeSinkOffsets:
 
 
 def validate(config):
-    if config["connector.class"] == "NoSuch":  # as connector_config answers an unknown class
-        raise ConfigException("connector.class", "Failed to find any class ... NoSuch")
+    if config["connector.class"] == "NoSuch":  # as process._validator answers an unknown class
+        raise BadRequestError(
+            str(ConfigException("connector.class", "Failed to find any class ... NoSuch"))
+        )
     errors = [] if config.get("topic") != "bad topic" else ["Invalid value bad topic"]
     return {
         "name": config["connector.class"],
