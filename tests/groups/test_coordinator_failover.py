@@ -93,11 +93,19 @@ def test_a_rebalance_completes_after_the_coordinator_is_killed_during_it(
     killed: list[int] = []
     try:
         pair = [members.start(library) for _ in range(2)]
-        wait_until(lambda: settled(pair), "a stable group of two", WAIT_S)
+        wait_until(lambda: settled(pair), "a stable group of two", WAIT_S, explain=members.report)
         third = members.start(library)  # the join starts a rebalance ...
         wait_until(lambda: third.events(), "the third member to start", WAIT_S)
         kill_broker(state, coordinator, killed)  # ... which loses its coordinator
-        wait_until(lambda: settled([*pair, third]), "a stable group of three", WAIT_S)
+        wait_until(
+            lambda: settled([*pair, third]),
+            "a stable group of three",
+            WAIT_S,
+            explain=lambda: (
+                f"coordinator {coordinator} killed\n{members.report()}\n"
+                + coordinator_log(state, group)
+            ),
+        )
         wait_until(
             lambda: set(consumed(members.journals())) >= set(acked),
             "every record consumed",
@@ -106,6 +114,23 @@ def test_a_rebalance_completes_after_the_coordinator_is_killed_during_it(
     finally:
         members.close()
         restart_killed(state, killed)
+
+
+def coordinator_log(state, group: str, lines: int = 20) -> str:
+    """The brokers' log lines about ``group`` (the coordinators' view of its rebalances), in
+    time order, the last ``lines`` of them."""
+    found = []
+    for log in sorted(Path(state.data_dir).glob("broker-*/broker.log")):
+        broker = log.parent.name
+        found += [
+            f"{line[:23]} {broker}: {line[24:].replace(group, '<group>')[:200]}"
+            for line in _lines_about(log, group)
+        ]
+    return "\n".join(sorted(found)[-lines:])
+
+
+def _lines_about(log: Path, group: str) -> list[str]:
+    return [line for line in log.read_text(errors="replace").splitlines() if group in line]
 
 
 def settled(started: list) -> bool:

@@ -28,6 +28,8 @@ from typing import Any
 
 MEMBER_SCRIPT = Path(__file__).with_name("member.py")
 STOP_WAIT_S = 30.0
+REPORT_EVENTS = 12
+REPORT_LOG_LINES = 4
 
 
 @dataclass
@@ -112,6 +114,26 @@ class Members:
 
     def journals(self) -> list[list[dict[str, Any]]]:
         return [member.events() for member in self.members]
+
+    def report(self) -> str:
+        """For a failed wait: each member's group events (not its records, the last
+        ``REPORT_EVENTS``, times in seconds since the group's first event), whether it still
+        runs, and the last lines of its client's log."""
+        journals = self.journals()
+        start = min((e["t"] for events in journals for e in events[:1]), default=0.0)
+        lines = []
+        for member, events in zip(self.members, journals, strict=True):
+            state = "running" if member.alive else f"exited {member.process.returncode}"
+            records = sum(1 for e in events if e["e"] == "record")
+            lines.append(f"{member.name} ({member.library}, {state}, {records} records):")
+            for event in [e for e in events if e["e"] != "record"][-REPORT_EVENTS:]:
+                fields = {k: v for k, v in event.items() if k not in ("e", "t")}
+                lines.append(f"  +{event['t'] - start:7.2f}s {event['e']} {fields or ''}")
+            log = self.directory / f"{self.group}-{member.name}.log"
+            if log.exists():
+                tail = log.read_text(errors="replace").splitlines()[-REPORT_LOG_LINES:]
+                lines += [f"  | {line[:200]}" for line in tail]
+        return "\n".join(lines)
 
 
 def consumed(journals: Iterable[list[dict[str, Any]]]) -> Counter[tuple[int, int]]:
