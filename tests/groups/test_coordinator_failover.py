@@ -92,9 +92,10 @@ def test_a_rebalance_completes_after_the_coordinator_is_killed_during_it(
     coordinator = coordinator_of(bootstrap, group)
     killed: list[int] = []
     try:
-        pair = [members.start(library) for _ in range(2)]
+        debug = {"client_debug": "cgrp"} if library == "confluent" else {}
+        pair = [members.start(library, **debug) for _ in range(2)]
         wait_until(lambda: settled(pair), "a stable group of two", WAIT_S, explain=members.report)
-        third = members.start(library)  # the join starts a rebalance ...
+        third = members.start(library, **debug)  # the join starts a rebalance ...
         wait_until(lambda: third.events(), "the third member to start", WAIT_S)
         kill_broker(state, coordinator, killed)  # ... which loses its coordinator
         wait_until(

@@ -14,6 +14,9 @@ processed but not committed); ``at-most-once`` commits a batch first and process
 the commit succeeded (a crash loses what was committed but not processed). ``--process-ms``
 slows processing per record, so that faults land in the middle of the work.
 
+``--client-debug cgrp`` (confluent only) has librdkafka log its group state machine to the
+member's log, for a test to report when the group does not settle.
+
 SIGTERM stops it cleanly: the loop ends and the consumer closes (a dynamic member leaves the
 group; a static one does not). It also stops after ``--idle-exit-s`` without records once it
 consumed something, and at ``--duration-s`` in any case. Every wait is bounded.
@@ -78,6 +81,8 @@ def run_confluent(args: argparse.Namespace, journal: Journal, stop: Stop) -> Non
             config["partition.assignment.strategy"] = args.assignor
     if args.instance_id:
         config["group.instance.id"] = args.instance_id
+    if args.client_debug:
+        config["debug"] = args.client_debug  # librdkafka's contexts, logged to the member's log
     consumer = Consumer(config)
 
     def assigned(_consumer: Any, partitions: list[Any]) -> None:
@@ -295,6 +300,7 @@ def main() -> None:
     parser.add_argument("--process-ms", type=float, default=0.0)
     parser.add_argument("--idle-exit-s", type=float, default=0.0)
     parser.add_argument("--duration-s", type=float, default=120.0)
+    parser.add_argument("--client-debug", default="", help="librdkafka's debug contexts")
     args = parser.parse_args()
     journal = Journal(args.out)
     stop = Stop(args.duration_s)

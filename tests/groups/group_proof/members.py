@@ -29,7 +29,11 @@ from typing import Any
 MEMBER_SCRIPT = Path(__file__).with_name("member.py")
 STOP_WAIT_S = 30.0
 REPORT_EVENTS = 12
-REPORT_LOG_LINES = 4
+REPORT_LOG_LINES = 8
+# librdkafka's debug tags (``debug=cgrp``) that say where its group state machine is.
+GROUP_STATE_TAGS = frozenset(
+    {"CGRPCOORD", "CGRPJOINSTATE", "JOINGROUP", "SYNCGROUP", "REJOIN", "MEMBERID"}
+)
 
 
 @dataclass
@@ -131,9 +135,20 @@ class Members:
                 lines.append(f"  +{event['t'] - start:7.2f}s {event['e']} {fields or ''}")
             log = self.directory / f"{self.group}-{member.name}.log"
             if log.exists():
-                tail = log.read_text(errors="replace").splitlines()[-REPORT_LOG_LINES:]
-                lines += [f"  | {line[:200]}" for line in tail]
+                said = filter(_telling, log.read_text(errors="replace").splitlines())
+                tail = list(said)[-REPORT_LOG_LINES:]
+                lines += [f"  | {line.replace(self.group, '<group>')[:240]}" for line in tail]
         return "\n".join(lines)
+
+
+def _telling(line: str) -> bool:
+    """A client log line worth reporting: librdkafka's errors and warnings (levels 0-4), and with
+    ``--client-debug cgrp`` its group state changes; not its routine debug lines."""
+    fields = line.split("|", 3)
+    if len(fields) < 3:
+        return True  # not librdkafka's format (kafka-python, aiokafka): keep it
+    level, tag = fields[0].lstrip("%"), fields[2]
+    return level in ("0", "1", "2", "3", "4") or tag in GROUP_STATE_TAGS
 
 
 def consumed(journals: Iterable[list[dict[str, Any]]]) -> Counter[tuple[int, int]]:
