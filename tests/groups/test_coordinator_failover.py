@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 from group_proof.matrix import libraries
 from group_proof.members import Members, assignment_now, consumed, last_commits
-from group_proof.traffic import committed, coordinator_of, create_topic, end_offsets, produce
+from group_proof.traffic import (
+    GroupWatch,
+    committed,
+    coordinator_of,
+    create_topic,
+    end_offsets,
+    produce,
+)
 
 from odradek.local import cluster
 from support.waiting import wait_until
@@ -96,7 +103,8 @@ def test_a_rebalance_completes_after_the_coordinator_is_killed_during_it(
         pair = [members.start(library, **debug) for _ in range(2)]
         wait_until(lambda: settled(pair), "a stable group of two", WAIT_S, explain=members.report)
         third = members.start(library, **debug)  # the join starts a rebalance ...
-        wait_until(lambda: third.events(), "the third member to start", WAIT_S)
+        watch = GroupWatch(bootstrap, group)
+        wait_until(lambda: has_third_join(watch), "the third member's join", WAIT_S, poll_s=0.02)
         kill_broker(state, coordinator, killed)  # ... which loses its coordinator
         wait_until(
             lambda: settled([*pair, third]),
@@ -132,6 +140,13 @@ def coordinator_log(state, group: str, lines: int = 20) -> str:
 
 def _lines_about(log: Path, group: str) -> list[str]:
     return [line for line in log.read_text(errors="replace").splitlines() if group in line]
+
+
+def has_third_join(watch: GroupWatch) -> bool:
+    """The coordinator has the third member's join: the group rebalances (or, if the look came
+    late, is stable with three members already)."""
+    state, members = watch.look()
+    return state in ("PREPARING_REBALANCING", "COMPLETING_REBALANCING") or members == 3
 
 
 def settled(started: list) -> bool:

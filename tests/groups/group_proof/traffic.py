@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.client.connection import BrokerConnection
@@ -130,6 +130,25 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int = 6) -> di
     finally:
         consumer.close()
     return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+
+
+class GroupWatch:
+    """The group's state and size as its coordinator describes them (DescribeGroups), through
+    one admin client for repeated looks."""
+
+    def __init__(self, bootstrap: str, group: str):
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.group = group
+
+    def look(self) -> tuple[str, int]:
+        """(state, members): ``("PREPARING_REBALANCING", 2)``; ``("UNKNOWN", 0)`` while the
+        coordinator does not answer."""
+        future = self.admin.describe_consumer_groups([self.group])[self.group]
+        try:
+            found = future.result(timeout=ADMIN_TIMEOUT_S)
+        except KafkaException:
+            return "UNKNOWN", 0
+        return found.state.name, len(found.members)
 
 
 def coordinator_of(bootstrap: str, group: str) -> int:
