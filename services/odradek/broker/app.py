@@ -22,7 +22,10 @@ down`` stops whole clusters with SIGINT: with every broker going, leadership has
 A lost registration stops the broker without one too (the controller no longer knows it).
 
 Until the controller tells it otherwise (LeaderAndIsr, UpdateMetadata) a broker hosts nothing
-and its metadata cache is empty.
+and its metadata cache is empty. It is not ready (``/readyz``) until its cache lists itself: a
+client whose first Metadata came from a broker that knows no brokers and no controller has
+nothing to go on (librdkafka's admin requests then wait for a controller it never asks about
+again), so readiness probes, and the local cluster's start-up, wait for the controller's word.
 """
 
 from __future__ import annotations
@@ -356,6 +359,8 @@ class BrokerApp:
         reasons = []
         if self.registrar is None or not self.registrar.registered:
             reasons.append("not registered in ZooKeeper")
+        elif self.context is None or self.config.broker_id not in self.context.metadata.brokers:
+            reasons.append("no cluster metadata from the controller yet")
         if self.log_manager is not None and self.log_manager.offline_dirs:
             reasons.append(f"offline log dirs: {sorted(map(str, self.log_manager.offline_dirs))}")
         if (lagging := self.loop_monitor.not_ready_reason()) is not None:

@@ -387,7 +387,7 @@ def _new_broker(
 
 def add_broker(data_dir: Path, broker_id: int | None = None, *, rack: str | None = None) -> Member:
     """Start one more broker (the next free id unless given) on the cluster's host; waits until
-    it serves Metadata. It holds no replica until partitions are moved to it."""
+    its Metadata lists itself. It holds no replica until partitions are moved to it."""
     data_dir = data_dir.absolute()
     state = ClusterState.read(data_dir)
     if state is None:
@@ -492,7 +492,8 @@ def kill(member: Member, signum: int = signal.SIGKILL) -> bool:
 
 def restart_broker(data_dir: Path, broker_id: int) -> Member:
     """Start broker ``broker_id`` again (it must not be running): same addresses, data and
-    configuration; waits until it serves Metadata. The state file gets its new pid."""
+    configuration; waits until its Metadata lists itself (the controller has told it the
+    cluster: a client's first look there finds the brokers). The state file gets its new pid."""
     data_dir = data_dir.absolute()
     state = ClusterState.read(data_dir)
     if state is None:
@@ -515,8 +516,10 @@ async def _wait_for_broker(member: Member) -> None:
             raise RuntimeError(f"broker {member.id} exited during start-up; see {member.log}")
         try:
             async with await BrokerConnection.open(host, int(port), connect_timeout_s=2) as conn:
-                await conn.send(schemas.request_schema(3, 1)(topics=()), timeout_s=2)
-                return
+                response = await conn.send(schemas.request_schema(3, 1)(topics=()), timeout_s=2)
+                if any(b.node_id == member.id for b in response.brokers):
+                    return
+                last_error = "no cluster metadata from the controller yet"
         except (ClientError, OSError) as e:
             last_error = str(e)
         await asyncio.sleep(POLL_INTERVAL_S)

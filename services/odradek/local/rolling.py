@@ -9,7 +9,7 @@
    replicas and takes it out of the ISRs before it exits; SIGKILL only after ``stop_timeout_s``
    (reported: a broker that had to be killed restarts with log recovery);
 3. starts it again with the same configuration and data (``cluster.restart_broker``, which
-   waits until it serves Metadata);
+   waits until its Metadata lists itself);
 4. waits until no partition is under-replicated again: the restarted broker caught up and is
    back in every ISR. Only then the next broker.
 
