@@ -47,7 +47,7 @@ from odradek.local import cluster
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "bench"))
-from cluster_bench import machine_facts, source_state  # noqa: E402
+from cluster_bench import machine_facts, source_state, wait_for_leaders  # noqa: E402
 
 WAIT_S = 120.0
 POLL_S = 0.05
@@ -73,18 +73,7 @@ def percentile(values: list[float], fraction: float) -> float:
 def create_and_fill(bootstrap: str, topic: str, partitions: int, records: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions)])[topic].result(timeout=30)
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        found = admin.list_topics(topic, timeout=10).topics.get(topic)
-        if (
-            found
-            and len(found.partitions) == partitions
-            and all(p.leader >= 0 for p in found.partitions.values())
-        ):
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{topic} not led")
-        time.sleep(0.2)
+    wait_for_leaders(admin, topic, partitions, WAIT_S)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "batch.size": 1 << 20}
     )

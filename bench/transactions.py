@@ -50,7 +50,7 @@ from odradek.local import cluster
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "bench"))
-from cluster_bench import machine_facts, source_state  # noqa: E402
+from cluster_bench import machine_facts, source_state, wait_for_leaders  # noqa: E402
 
 WAIT_S = 120.0
 STEP_TIMEOUT_S = 60.0
@@ -71,18 +71,8 @@ def create_topic(bootstrap: str, partitions: int) -> str:
     topic = f"bench-txn-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions)])[topic].result(timeout=30)
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        found = admin.list_topics(topic, timeout=10).topics.get(topic)
-        if (
-            found
-            and len(found.partitions) == partitions
-            and all(p.leader >= 0 for p in found.partitions.values())
-        ):
-            return topic
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{topic} not led")
-        time.sleep(0.2)
+    wait_for_leaders(admin, topic, partitions, WAIT_S)
+    return topic
 
 
 def produce_all(producer: Producer, topic: str, start: int, count: int, partitions: int) -> None:
