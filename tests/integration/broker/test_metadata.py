@@ -1,5 +1,6 @@
-"""Metadata names topics by id in v12 and answers INVALID_REQUEST, not a closed connection, to a
-null name or a topic id in v10-11 (the fuzz found the broker failing to encode that answer).
+"""Metadata names topics by id in v12, answers INVALID_REQUEST, not a closed connection, to a
+null name or a topic id in v10-11 (the fuzz found the broker failing to encode that answer), and
+INVALID_TOPIC_EXCEPTION to a name no topic can have (issue 21 item 12).
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ pytestmark = pytest.mark.integration
 
 def metadata(broker, version: int, topics) -> object:
     request_type = schemas.request_schema(3, version)
-    flags = {"include_cluster_authorized_operations": False}  # in v10 only, of these three
+    flags = {  # each in some versions only
+        "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
     request = request_type(
         topics=topics,
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
         **{k: v for k, v in flags.items() if k in request_type.__dataclass_fields__},
     )
 
@@ -64,3 +67,36 @@ def test_v12_finds_topics_by_id(broker):
         None,
         unknown,
     )
+
+
+@pytest.mark.parametrize("version", [1, 4, 9, 12])
+def test_a_name_no_topic_can_have_is_an_invalid_topic_not_an_unknown_one(broker, version):
+    element = _topic_element(version)
+    fields = element.__dataclass_fields__
+    extra = {"topic_id": None} if "topic_id" in fields else {}
+    response = metadata(
+        broker,
+        version,
+        (element(name="bad topic!", **extra), element(name="no-such-topic", **extra)),
+    )
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("bad topic!", ErrorCode.invalid_topic_exception),
+        ("no-such-topic", ErrorCode.unknown_topic_or_partition),
+    ]
+
+
+def test_a_producer_to_an_invalid_name_fails_at_once(broker):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": f"127.0.0.1:{broker.port}", "message.timeout.ms": 60_000}
+    )
+    errors = []
+    producer.produce("bad topic!", b"v", on_delivery=lambda err, _msg: errors.append(err))
+    assert producer.flush(20) == 0, "still retrying after 20 s (UNKNOWN_TOPIC_OR_PARTITION?)"
+    assert [e.code() for e in errors] == [confluent_kafka.KafkaError.TOPIC_EXCEPTION]
+
+
+def _topic_element(version: int) -> type:
+    request_type = schemas.request_schema(3, version)
+    array = request_type.__dataclass_fields__["topics"].type
+    return next(t for t in array.__args__ if t is not type(None)).__args__[0]

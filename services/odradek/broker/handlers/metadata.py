@@ -10,12 +10,18 @@ an id the broker does not know is UNKNOWN_TOPIC_ID, with a null name. Versions 1
 the fields but may not use them: a null name or a topic id there makes the whole request
 INVALID_REQUEST, answered as Kafka's ``MetadataRequest.getErrorResponse`` answers it (each topic
 with the error, a null name as "", no brokers).
+
+A named topic the broker does not know is UNKNOWN_TOPIC_OR_PARTITION (clients retry: it may be
+on its way), but INVALID_TOPIC_EXCEPTION if no topic can have that name (Kafka's
+``Topic.validate``), so a producer to ``bad topic!`` fails at once.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.admin.errors import InvalidTopicError
+from odradek.broker.admin.validation import validate_topic_name
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode
@@ -54,7 +60,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         else:
             topic = cache.topic(name) if name is not None else None
         if topic is None:
-            topics.append(_unknown(topic_type, ErrorCode.unknown_topic_or_partition, name, None))
+            topics.append(_unknown(topic_type, _missing_error(name), name, None))
             continue
         partitions = tuple(
             build(
@@ -94,6 +100,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         topics=tuple(topics),
         cluster_authorized_operations=-2147483648,
     )
+
+
+def _missing_error(name: str | None) -> ErrorCode:
+    """A named topic this broker does not know: INVALID_TOPIC_EXCEPTION if no topic can have
+    that name (clients fail at once), else UNKNOWN_TOPIC_OR_PARTITION (they retry), as Kafka's
+    ``getTopicMetadata``."""
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError:
+        return ErrorCode.invalid_topic_exception
+    return ErrorCode.unknown_topic_or_partition
 
 
 def _unknown(topic_type: type[Any], error: ErrorCode, name: str | None, topic_id: Any) -> Any:
