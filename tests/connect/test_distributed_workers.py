@@ -1,12 +1,15 @@
 """Three ``odradek connect distributed`` processes on the real cluster: they form one group, a
 connector created and paused through any of them (followers forward to the leader) has its
-tasks spread over all three, ``kill -9`` of a worker moves its tasks to the others after
+tasks spread over all three, concurrent requests are answered as by Kafka's one herder thread (10
+concurrent creates of one name through one worker: one 201, nine 409; a PUT racing a DELETE never
+404), ``kill -9`` of a worker moves its tasks to the others after
 ``scheduled.rebalance.max.delay.ms``, and after every worker is stopped and started again the
 connector and its tasks come back from the internal topics."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,6 +24,8 @@ HERE = Path(__file__).parent
 MOVE_TIMEOUT_S = 40.0
 DELAY_MS = 2000
 TASKS = 6
+RACERS = 10
+RACE_ROUNDS = 4
 
 
 def task_owners(url: str, name: str, state: str = "RUNNING") -> Counter | None:
@@ -30,6 +35,65 @@ def task_owners(url: str, name: str, state: str = "RUNNING") -> Counter | None:
     if any(t["state"] != state for t in body["tasks"]):
         return None
     return Counter(t["worker_id"] for t in body["tasks"])
+
+
+def concurrently(calls) -> list[tuple[int, object]]:
+    """The answers of ``calls`` (each an ``http(...)`` thunk), started together on threads."""
+    start = threading.Barrier(len(calls))
+    answers: list[tuple[int, object] | BaseException | None] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        start.wait(10)
+        try:
+            answers[i] = calls[i]()
+        except BaseException as e:  # noqa: BLE001 - reported by the assert below
+            answers[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert all(isinstance(a, tuple) for a in answers), answers
+    return answers  # type: ignore[return-value]
+
+
+def race_creates_and_put_delete(workers, unique) -> None:
+    """Kafka's herder runs each request on its one thread, so a check and its write are never
+    interleaved with another request's: concurrent creates of one name give one 201 and
+    ``already exists`` 409s, and a PUT (create or update) racing a DELETE never answers 404."""
+    config = {"connector.class": "distributed_plugins:IdleSource", "tasks.max": "1"}
+
+    names = []
+    for w in workers:  # all through one worker: the leader, or a follower that forwards
+        name = unique("race")
+        names.append(name)
+        body = {"name": name, "config": config}
+        answers = concurrently(
+            [lambda w=w, body=body: http("POST", f"{w.url}/connectors", body)] * RACERS
+        )
+        statuses = sorted(status for status, _ in answers)
+        assert statuses == [201] + [409] * (RACERS - 1), answers
+        assert all("already exists" in b["message"] for status, b in answers if status == 409), (
+            answers
+        )
+    name = unique("put-delete")
+    names.append(name)
+    for _ in range(RACE_ROUNDS):
+        calls = []
+        for i in range(RACERS):
+            url = f"{workers[i % len(workers)].url}/connectors/{name}"
+            if i % 2:
+                calls.append(lambda url=url: http("DELETE", url))
+            else:
+                calls.append(lambda url=url: http("PUT", f"{url}/config", config))
+        answers = concurrently(calls)
+        puts = [a for i, a in enumerate(answers) if i % 2 == 0]
+        deletes = [a for i, a in enumerate(answers) if i % 2]
+        assert all(status in (200, 201) for status, _ in puts), answers
+        assert all(status in (204, 404) for status, _ in deletes), answers
+    for n in names:
+        assert http("DELETE", f"{workers[0].url}/connectors/{n}")[0] in (204, 404)
 
 
 def test_workers_share_move_and_recover_tasks(connect_cluster, unique, tmp_path):
@@ -84,6 +148,20 @@ def test_workers_share_move_and_recover_tasks(connect_cluster, unique, tmp_path)
             workers,
         )
         assert sorted(owners.values()) == [2, 2, 2]
+
+        race_creates_and_put_delete(workers, unique)
+        wait_for(
+            lambda: http("GET", f"{workers[0].url}/connectors") == (200, [name]),
+            "the race's connectors deleted",
+            30,
+            workers,
+        )
+        owners = wait_for(
+            lambda: (o := task_owners(workers[0].url, name)) and len(o) == 3 and o,
+            "tasks spread over three workers again",
+            START_TIMEOUT_S,
+            workers,
+        )
 
         # Pause through every worker: two of them are followers and forward to the leader.
         for w in workers:

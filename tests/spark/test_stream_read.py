@@ -1,5 +1,6 @@
-"""Streaming reads: a killed driver resumes exactly once; read_committed, new partitions, data loss
-and read limits behave as Spark's Kafka source."""
+"""Streaming reads: a killed driver resumes exactly once (mid-batch, and a new query killed in
+its batch 0 resumes from the start it resolved then, not from a new "latest"); read_committed,
+new partitions, data loss and read limits behave as Spark's Kafka source."""
 
 from __future__ import annotations
 
@@ -357,3 +358,61 @@ def test_a_driver_killed_mid_batch_resumes_exactly_once(
     expected = sorted((p, i // 3, v) for i, (p, v) in enumerate(records))
     assert len(got) == len(set(got)), "duplicated rows"
     assert sorted(got) == expected
+
+
+def test_a_new_query_killed_in_batch_0_resumes_from_the_start_it_resolved(
+    spark, spark_cluster, admin, unique, tmp_path, driver_group
+):
+    """startingOffsets=latest, kill -9 with offsets/0 journaled and commits/0 not: the restart
+    must start from what the first run resolved (no false "offset went back", nothing skipped),
+    as Spark's Kafka source does with ``sources/0/0``."""
+    topic = unique("topic")
+    create_topic(admin, topic, 2)
+    bootstrap = spark_cluster.bootstrap_servers
+    produce(bootstrap, topic, [(i % 2, f"before-{i}".encode()) for i in range(10)])
+    argv = [
+        *driver_argv(bootstrap, topic, tmp_path)[:8],  # no limit, no delay
+        "--starting-offsets",
+        "latest",
+        "--sink",
+        "foreach-batch",
+    ]
+    held = tmp_path / "in-batch-0"
+    log = (tmp_path / "driver.log").open("wb")
+    first = subprocess.Popen(
+        [sys.executable, str(DRIVER), *argv, "--hold-batch-0", str(held)],
+        start_new_session=True,
+        stdout=log,
+        stderr=log,
+    )
+    driver_group.append(first)
+    deadline = time.monotonic() + DRIVER_START_TIMEOUT_S
+    while not held.exists():
+        assert first.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
+        assert time.monotonic() < deadline, "the driver did not reach batch 0"
+        time.sleep(0.05)
+    checkpoint = tmp_path / "checkpoint"
+    assert (checkpoint / "offsets" / "0").exists()
+    assert not (checkpoint / "commits" / "0").exists()
+    during = [(i % 2, f"during-{i}".encode()) for i in range(10)]
+    produce(bootstrap, topic, during)  # after the start the first run resolved: to be read
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(DRIVER_TIMEOUT_S)
+    assert_group_gone(first.pid)
+    after = [(i % 2, f"after-{i}".encode()) for i in range(10)]
+    produce(bootstrap, topic, after)  # "latest" is now past batch 0's journaled end
+
+    driver = load_driver()
+    query = driver.start_query(spark, driver.parse_args(argv))
+    try:
+        assert query.awaitTermination(DRIVER_TIMEOUT_S), "the restarted query did not finish"
+    finally:
+        query.stop()
+    got = sorted(
+        (r.partition, r.offset, bytes(r.value))
+        for r in spark.read.parquet(str(tmp_path / "out")).collect()
+    )
+    expected = sorted(
+        (p, 5 + i // 2, v) for i, (p, v) in enumerate([*during, *after])
+    )  # each partition had 5 records before the start
+    assert got == expected

@@ -5,6 +5,19 @@ Spark calls, on the driver, ``initialOffset()`` once for a new query, then per m
 one batch late. It journals every ``end`` in the checkpoint's offset log before the batch runs, so
 a restarted query replays the last planned batch with the same ``(start, end)`` and goes on.
 
+Batch 0 resolves the start. Spark's Kafka source resolves ``startingOffsets`` once, on a
+query's first run, and writes the result to ``<checkpoint>/sources/0/0``
+(``KafkaSourceInitialOffsetWriter``) so that a restart before batch 0 commits replays batch 0
+from the same start. PySpark's Python data sources are not given the checkpoint location, and
+Spark calls ``initialOffset()`` again on such a restart, so a start resolved there (``latest`` is
+a moment, ``earliest`` moves with retention) would differ each time: a false "offset went back",
+or batch 0's records skipped. So ``initialOffset()`` answers ``UNRESOLVED_START``, a placeholder;
+batch 0's ``latestOffset`` resolves ``startingOffsets`` and returns them as its end, and batch 0
+reads nothing. Spark journals that end in ``offsets/0`` before the batch runs: Spark's own offset
+log then holds the resolved start, as ``sources/0/0`` does for Spark's Kafka source, and every
+batch after starts from it; a restarted batch 0 again reads nothing. The one visible difference:
+the first records come in batch 1, not batch 0.
+
 Offsets are Spark's Kafka source's per-partition JSON, ``{"topic": {"0": 23, "1": 7}}``: for each
 partition the next offset to read (an end is exclusive). The rules, each as Spark's Kafka source:
 
@@ -61,7 +74,14 @@ from odradek.spark.partition_read import DataLossError, ReadSettings, arrow_sche
 from odradek.spark.ranges import OffsetRange, TopicPartition, rate_limit, split_ranges
 from odradek.spark.read_options import OffsetLimit, ReadOptions, Subscription, parse_read_options
 
-__all__ = ["DataLossError", "StreamPlanner", "StreamReader", "decode", "encode"]
+__all__ = [
+    "UNRESOLVED_START",
+    "DataLossError",
+    "StreamPlanner",
+    "StreamReader",
+    "decode",
+    "encode",
+]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +93,10 @@ DATA_LOSS_HINT = (
     "it. If you want the query to go on reading from what is there, set the source option "
     "failOnDataLoss to false."
 )
+
+
+# The start of batch 0 (see the module docstring): parentheses are never in a topic name.
+UNRESOLVED_START: dict[str, dict[str, int]] = {"(startingOffsets, not resolved yet)": {}}
 
 
 def decode(offsets: Mapping[str, Mapping[str, int]]) -> Offsets:
@@ -252,7 +276,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._planner
 
     def initialOffset(self) -> dict:
-        return encode(self._plan().initial())
+        # Not resolved here: batch 0 resolves it and Spark journals it (module docstring).
+        return {k: dict(v) for k, v in UNRESOLVED_START.items()}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self._options.min_offsets_per_trigger is not None:
@@ -265,9 +290,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._plan().fix_end_for_available_now()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        if start == UNRESOLVED_START:  # batch 0: its end is the resolved startingOffsets
+            return encode(self._plan().initial())
         return encode(self._plan().latest(decode(start), limit))
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        if start == UNRESOLVED_START:  # batch 0 reads nothing: it only fixes the start
+            return []
         return [RangePartition(r) for r in self._plan().ranges(decode(start), decode(end))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

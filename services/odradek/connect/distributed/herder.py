@@ -26,8 +26,16 @@ Who does what:
 
 Reads (``connectors``, ``connector_info``, statuses, offsets) are served by any worker from its
 copy of the topics. Concurrency: every coroutine runs on the worker's event loop; one
-``asyncio.Lock`` serialises what changes what runs here; the Worker's and the stores' blocking
-calls run in threads (``asyncio.to_thread``), each bounded by its own timeout.
+``asyncio.Lock`` (``_lock``) serialises what changes what runs here; the Worker's and the stores'
+blocking calls run in threads (``asyncio.to_thread``), each bounded by its own timeout.
+
+Requests that check the config topic and then write it (create, update, delete, target states,
+restarts, KIP-875 offsets) run one at a time under a second lock (``_requests``), as Kafka runs
+each of them on its one herder thread: the check (``already exists``, ``not found``, ``stopped``)
+and the write it leads to are never interleaved with another request's, and each write is read
+back (the config topic read to its end) before the next request checks. Requests a follower
+forwards reach the leader's herder like any other, so they queue on the same lock. Validation of
+a connector config runs before the lock, as Kafka validates off its herder thread.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from odradek.connect import storage_format as sf
@@ -126,6 +134,7 @@ class DistributedHerder:
             on_revoke_all=self._revoke_all,
         )
         self._lock = asyncio.Lock()
+        self._requests = asyncio.Lock()  # one check-then-write request at a time
         self._loop: asyncio.AbstractEventLoop | None = None
         self._generation: Generation | None = None
         self._leader_url: str | None = None
@@ -505,6 +514,16 @@ class DistributedHerder:
         if not self.is_leader:
             raise NotLeaderError("only the leader can do this", self._leader_url)
 
+    @contextlib.asynccontextmanager
+    async def _leader_request(self) -> AsyncIterator[ConfigSnapshot]:
+        """Run the body as the leader's one request at a time (Kafka's herder thread), with the
+        config topic read to its end: the snapshot the body checks before it writes."""
+        await self._require_leader()  # waits for a first assignment outside the queue
+        async with self._requests:
+            if not self.is_leader:  # leadership may have moved while this request queued
+                raise NotLeaderError("only the leader can do this", self._leader_url)
+            yield await self._fresh()
+
     def _snapshot(self) -> ConfigSnapshot:
         return self._configs.snapshot()
 
@@ -567,21 +586,23 @@ class DistributedHerder:
         config = check_connector_config(name, config)
         await self._require_leader()
         raise_on_config_errors(await self.validate(config))
-        snapshot = await self._fresh()
-        exists = name in snapshot.connectors
-        if exists and not allow_replace:
-            raise AlreadyExistsError(f"Connector {name} already exists")
-        target = None if exists else initial_state
-        snapshot = await self._write(self._configs.put_connector_config, name, config, target)
-        log.info("connector %s %s", name, "updated" if exists else "created")
-        return not exists, self._info(snapshot, name)
+        async with self._leader_request() as snapshot:
+            exists = name in snapshot.connectors
+            if exists and not allow_replace:
+                raise AlreadyExistsError(f"Connector {name} already exists")
+            target = None if exists else initial_state
+            await self._write(self._configs.put_connector_config, name, config, target)
+            log.info("connector %s %s", name, "updated" if exists else "created")
+        # As Kafka: the answer is the config written, with the task ids known before the write
+        # (not a read-back, which a later request's delete could already have emptied).
+        ids = [ConnectorTaskId(name, i) for i in range(len(snapshot.tasks.get(name, ())))]
+        return not exists, ConnectorInfo(name, dict(config), ids, self._type(config))
 
     async def delete_connector(self, name: str) -> None:
-        await self._require_leader()
-        snapshot = await self._fresh()
-        self._config_of(snapshot, name)
-        await self._write(self._configs.remove_connector_config, name)
-        log.info("connector %s deleted", name)
+        async with self._leader_request() as snapshot:
+            self._config_of(snapshot, name)
+            await self._write(self._configs.remove_connector_config, name)
+            log.info("connector %s deleted", name)
 
     # -------------------------------------------------------------- Herder: status
 
@@ -612,22 +633,22 @@ class DistributedHerder:
     async def restart_connector(
         self, name: str, *, include_tasks: bool, only_failed: bool
     ) -> ConnectorStateInfo:
-        await self._require_leader()
-        status = await self.connector_status(name)
-        restart_connector = not only_failed or status.connector.state is State.FAILED
-        restarting = StatusEntry(State.RESTARTING, status.connector.worker_id)
-        tasks = {
-            i: StatusEntry(State.RESTARTING, e.worker_id)
-            if include_tasks and (not only_failed or e.state is State.FAILED)
-            else e
-            for i, e in status.tasks.items()
-        }
-        await self._write(
-            self._configs.put_restart_request,
-            name,
-            include_tasks=include_tasks,
-            only_failed=only_failed,
-        )
+        async with self._leader_request():
+            status = await self.connector_status(name)
+            restart_connector = not only_failed or status.connector.state is State.FAILED
+            restarting = StatusEntry(State.RESTARTING, status.connector.worker_id)
+            tasks = {
+                i: StatusEntry(State.RESTARTING, e.worker_id)
+                if include_tasks and (not only_failed or e.state is State.FAILED)
+                else e
+                for i, e in status.tasks.items()
+            }
+            await self._write(
+                self._configs.put_restart_request,
+                name,
+                include_tasks=include_tasks,
+                only_failed=only_failed,
+            )
         connector = restarting if restart_connector else status.connector
         return ConnectorStateInfo(name, connector, tasks, status.type)
 
@@ -649,14 +670,13 @@ class DistributedHerder:
     # -------------------------------------------------------------- Herder: target states
 
     async def set_target_state(self, name: str, state: TargetState) -> None:
-        await self._require_leader()
-        snapshot = await self._fresh()
-        self._config_of(snapshot, name)
-        if state is TargetState.STOPPED:
-            # KIP-875: the task configs are emptied, so the next rebalance revokes the tasks.
-            await self._write(self._configs.put_task_configs, name, [])
-        await self._write(self._configs.put_target_state, name, state)
-        log.info("connector %s: target state %s", name, state.value)
+        async with self._leader_request() as snapshot:
+            self._config_of(snapshot, name)
+            if state is TargetState.STOPPED:
+                # KIP-875: the task configs are emptied, so the next rebalance revokes the tasks.
+                await self._write(self._configs.put_task_configs, name, [])
+            await self._write(self._configs.put_target_state, name, state)
+            log.info("connector %s: target state %s", name, state.value)
 
     # -------------------------------------------------------------- Herder: offsets (KIP-875)
 
@@ -675,30 +695,30 @@ class DistributedHerder:
     async def alter_offsets(self, name: str, offsets: Sequence[Mapping[str, Any]]) -> str:
         from odradek.connect.sink_offsets import parse_sink_offsets, sink_group_id
 
-        await self._require_leader()
-        snapshot = await self._fresh()
-        config = self._config_of(snapshot, name)
-        self._require_stopped(snapshot, name)
-        if self._type(config) is ConnectorType.SINK:
-            parsed = parse_sink_offsets(offsets)
-            await asyncio.to_thread(self._sink_offsets.alter, sink_group_id(name, config), parsed)
-        else:
-            pairs = [(dict(o["partition"]), o["offset"]) for o in offsets]
-            await asyncio.to_thread(self._offsets.put, name, pairs)
+        # Under the request lock: a resume cannot slip between the STOPPED check and the write.
+        async with self._leader_request() as snapshot:
+            config = self._config_of(snapshot, name)
+            self._require_stopped(snapshot, name)
+            if self._type(config) is ConnectorType.SINK:
+                parsed = parse_sink_offsets(offsets)
+                group = sink_group_id(name, config)
+                await asyncio.to_thread(self._sink_offsets.alter, group, parsed)
+            else:
+                pairs = [(dict(o["partition"]), o["offset"]) for o in offsets]
+                await asyncio.to_thread(self._offsets.put, name, pairs)
         return "The offsets for this connector have been altered successfully"
 
     async def reset_offsets(self, name: str) -> str:
         from odradek.connect.sink_offsets import sink_group_id
 
-        await self._require_leader()
-        snapshot = await self._fresh()
-        config = self._config_of(snapshot, name)
-        self._require_stopped(snapshot, name)
-        if self._type(config) is ConnectorType.SINK:
-            await asyncio.to_thread(self._sink_offsets.reset, sink_group_id(name, config))
-        else:
-            pairs = await asyncio.to_thread(self._offsets.all, name)
-            await asyncio.to_thread(self._offsets.put, name, [(p, None) for p, _ in pairs])
+        async with self._leader_request() as snapshot:
+            config = self._config_of(snapshot, name)
+            self._require_stopped(snapshot, name)
+            if self._type(config) is ConnectorType.SINK:
+                await asyncio.to_thread(self._sink_offsets.reset, sink_group_id(name, config))
+            else:
+                pairs = await asyncio.to_thread(self._offsets.all, name)
+                await asyncio.to_thread(self._offsets.put, name, [(p, None) for p, _ in pairs])
         return "The offsets for this connector have been reset successfully"
 
 
