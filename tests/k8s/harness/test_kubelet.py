@@ -251,6 +251,44 @@ def test_killed_container_restarts(kube_api, standin, namespace):
     assert "start" in standin.log(f"{namespace}/web-0")
 
 
+def test_slow_starter_is_not_restarted_before_its_liveness_window(kube_api, standin, namespace):
+    """A server answering only 3 s after it starts, its liveness probe allowing 1 + 1 x 10 s:
+    the kubelet leaves it alone (the stand-in once probed every second and killed it at 2 s)."""
+    store = kube_api.store
+    slow = web(replicas=1)
+    container = slow["spec"]["template"]["spec"]["containers"][0]
+    container["command"] = ["python", "-c", SLOW_SERVER]
+    container["args"] = ["$(POD_IP)", "/srv"]
+    container["livenessProbe"] = {
+        "httpGet": {"path": "/", "port": 8080},
+        "initialDelaySeconds": 1,
+        "periodSeconds": 10,
+        "failureThreshold": 2,
+    }
+    store.create("statefulsets", namespace, slow)
+
+    def restarts():
+        pod = store.try_get("pods", namespace, "web-0") or {}
+        statuses = (pod.get("status") or {}).get("containerStatuses") or [{}]
+        return statuses[0].get("restartCount", 0)
+
+    wait_until(
+        lambda: restarts() > 0 or ready_pods(store, namespace, 1),
+        "the slow server ready or restarted",
+        TIMEOUT_S,
+    )
+    assert restarts() == 0, standin.log(f"{namespace}/web-0")[-2000:]
+
+
+SLOW_SERVER = """
+import runpy, sys, time
+time.sleep(3)
+host, directory = sys.argv[1:3]
+sys.argv = ["http.server", "--bind", host, "--directory", directory, "8080"]
+runpy.run_module("http.server", run_name="__main__")
+"""
+
+
 def test_orphaned_pods_adopted_then_collected_with_their_statefulset(kube_api, standin, namespace):
     store = kube_api.store
     store.create("statefulsets", namespace, web(replicas=1))

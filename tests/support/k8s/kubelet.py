@@ -75,11 +75,15 @@ kubelet
     no command means its entrypoint, ``spark/k8s/entrypoint.sh`` of this checkout (Spark's
     ``driver``/``executor`` roles), and its JVMs get ``-Djdk.net.hosts.file`` through
     ``JAVA_TOOL_OPTIONS``.
-  - Probes (startup, readiness, liveness; httpGet, tcpSocket, exec) every ``periodSeconds``
-    capped at ``probe_period_max`` (1 s by default, to keep tests fast),
-    ``initialDelaySeconds``, ``failureThreshold``; readiness and liveness wait for the startup
-    probe; readiness drives the Ready and ContainersReady conditions; failed liveness or startup
-    probes restart the container. Lifecycle hooks are ignored, as are securityContext (runAsUser:
+  - Probes (startup, readiness, liveness; httpGet, tcpSocket, exec) on the kubelet's rules
+    (probes.py): ``initialDelaySeconds``, ``periodSeconds``, ``timeoutSeconds``,
+    ``failureThreshold``, ``successThreshold``, all in real seconds; sampled every
+    ``periodSeconds`` or ``probe_period_max`` (1 s by default), whichever is shorter, but no
+    verdict sooner than a kubelet could reach it; readiness and liveness wait for the startup
+    probe; readiness drives the Ready and ContainersReady conditions; a failed liveness or startup
+    probe restarts the container (SIGKILL: the kubelet's graceful stop for it is not modelled); a
+    probe whose fields the API would refuse keeps its pod Pending, saying so. Lifecycle hooks are
+    ignored, as are securityContext (runAsUser:
     every process runs as the test's user, or in image mode as the image's), resources and
     scheduling constraints.
   - A container that exits is restarted per ``restartPolicy`` (Always, the default; OnFailure;
@@ -126,6 +130,7 @@ from ..buildah import Container as BuildahContainer
 from ..buildah import ContainerProcess, Volume
 from . import dns
 from .image_mode import ImageMode
+from .probes import KINDS, ProbeRules, ProbeTracker, invalid_probe
 from .store import ApiError, LabelSelector, ObjectStore, now_iso
 
 __all__ = ["KubeletStandIn", "default_loopback_pool"]
@@ -269,16 +274,10 @@ class Container:
     last_exit: int | None = None
     finished: bool = False  # exited and not to be restarted
     ready: bool = False
-    readiness_failures: int = 0
-    liveness_failures: int = 0
-    startup_failures: int = 0
-    started_ok: bool = False
-    next_startup: float = 0.0
-    startup_future: Future[bool] | None = None
-    next_readiness: float = 0.0
-    next_liveness: float = 0.0
-    probe_future: Future[bool] | None = None
-    liveness_future: Future[bool] | None = None
+    # the probes of the running instance (probes.py) and the one in flight of each kind, with
+    # the time it began
+    probes: dict[str, ProbeTracker] = field(default_factory=dict)
+    in_flight: dict[str, tuple[Future[bool], float]] = field(default_factory=dict)
     term_sent_at: float | None = None
     # image mode: the buildah working container, its volumes, and the running ``buildah run``
     in_image: bool = False
@@ -928,6 +927,13 @@ class KubeletStandIn:
                 path = runtime.directory / "volumes" / vname
             path.mkdir(parents=True, exist_ok=True)
             volumes[vname] = path
+        for cspec in spec.get("containers") or []:
+            for kind in KINDS:
+                if cspec.get(f"{kind}Probe") is not None:
+                    invalid = invalid_probe(kind, cspec[f"{kind}Probe"])
+                    if invalid is not None:
+                        # a real API server refuses the pod; here it stays Pending, saying why
+                        return f"container {cspec.get('name')}: {invalid}"
         containers = []
         for cspec in spec.get("containers") or []:
             image = cspec.get("image", "")
@@ -1321,13 +1327,16 @@ class KubeletStandIn:
             return
         c.started_at = now_iso()
         c.term_sent_at = None
-        c.readiness_failures = c.liveness_failures = c.startup_failures = 0
         c.ready = False
-        c.started_ok = False
         now = time.monotonic()
-        for kind in ("startup", "readiness", "liveness"):
-            probe = c.spec.get(f"{kind}Probe") or {}
-            setattr(c, f"next_{kind}", now + float(probe.get("initialDelaySeconds", 0)))
+        c.in_flight = {}  # a probe still running for the old instance is ignored
+        c.probes = {
+            kind: ProbeTracker(
+                kind, ProbeRules.of(c.spec[f"{kind}Probe"]), now, self.probe_period_max
+            )
+            for kind in KINDS
+            if c.spec.get(f"{kind}Probe") is not None
+        }
 
     def _signal(self, c: Container, sig: int) -> None:
         if c.process is None:
@@ -1343,59 +1352,42 @@ class KubeletStandIn:
 
     # -- probes ----------------------------------------------------------------------------
 
-    def _period(self, probe: Obj) -> float:
-        period = float(probe.get("periodSeconds", 10))
-        return min(period, self.probe_period_max) if self.probe_period_max else period
-
     def _probe(self, runtime: PodRuntime, c: Container, now: float) -> None:
-        startup = c.spec.get("startupProbe")
-        if startup is not None and not c.started_ok:
-            # readiness and liveness wait for the startup probe, as on a real kubelet
-            if c.startup_future is not None and c.startup_future.done():
-                ok = c.startup_future.result()
-                c.startup_future = None
-                if ok:
-                    c.started_ok = True
-                    c.next_readiness = c.next_liveness = now
-                else:
-                    c.startup_failures += 1
-                    if c.startup_failures >= int(startup.get("failureThreshold", 3)):
-                        c.startup_failures = 0
-                        self._signal(c, signal.SIGKILL)
-            if c.startup_future is None and now >= c.next_startup and not c.started_ok:
-                c.next_startup = now + self._period(startup)
-                c.startup_future = self._probes.submit(self._check, runtime, c, startup)
-            if not c.started_ok:
-                return
-        readiness = c.spec.get("readinessProbe")
-        if readiness is None:
-            c.ready = True
-        else:
-            if c.probe_future is not None and c.probe_future.done():
-                ok = c.probe_future.result()
-                c.probe_future = None
-                if ok:
-                    c.readiness_failures = 0
-                    c.ready = True
-                else:
-                    c.readiness_failures += 1
-                    if c.readiness_failures >= int(readiness.get("failureThreshold", 3)):
-                        c.ready = False
-            if c.probe_future is None and now >= c.next_readiness:
-                c.next_readiness = now + self._period(readiness)
-                c.probe_future = self._probes.submit(self._check, runtime, c, readiness)
-        liveness = c.spec.get("livenessProbe")
-        if liveness is not None:
-            if c.liveness_future is not None and c.liveness_future.done():
-                ok = c.liveness_future.result()
-                c.liveness_future = None
-                c.liveness_failures = 0 if ok else c.liveness_failures + 1
-                if c.liveness_failures >= int(liveness.get("failureThreshold", 3)):
-                    c.liveness_failures = 0
-                    self._signal(c, signal.SIGKILL)
-            if c.liveness_future is None and now >= c.next_liveness:
-                c.next_liveness = now + self._period(liveness)
-                c.liveness_future = self._probes.submit(self._check, runtime, c, liveness)
+        """Collect finished probes, act on changed verdicts, start the probes that are due."""
+        for kind, tracker in c.probes.items():
+            pending = c.in_flight.get(kind)
+            if pending is not None and pending[0].done():
+                del c.in_flight[kind]
+                ok, elapsed_s = pending[0].result()
+                verdict = tracker.record(ok, pending[1], elapsed_s)
+                if verdict is not None:
+                    self._act(c, kind, verdict)
+        startup = c.probes.get("startup")
+        started = startup is None or startup.verdict is True
+        if "readiness" not in c.probes:
+            c.ready = started
+        for kind, tracker in c.probes.items():
+            if kind != "startup" and not started:
+                continue  # readiness and liveness wait for the startup probe
+            if kind == "startup" and started:
+                continue  # a startup probe stops once it succeeded
+            if kind not in c.in_flight and tracker.due(now) and c.running:
+                tracker.begin(now)
+                future = self._probes.submit(self._timed_check, runtime, c, c.spec[f"{kind}Probe"])
+                c.in_flight[kind] = (future, now)
+
+    def _act(self, c: Container, kind: str, verdict: bool) -> None:
+        if kind == "readiness":
+            c.ready = verdict
+        elif not verdict:  # liveness or startup failed: the kubelet restarts the container
+            self._signal(c, signal.SIGKILL)
+        # a startup success needs nothing more: readiness and liveness begin at the next pass,
+        # their initial delay counted from the container's start
+
+    def _timed_check(self, runtime: PodRuntime, c: Container, probe: Obj) -> tuple[bool, float]:
+        begun = time.monotonic()
+        ok = self._check(runtime, c, probe)
+        return ok, time.monotonic() - begun
 
     def _check(self, runtime: PodRuntime, c: Container, probe: Obj) -> bool:
         timeout = float(probe.get("timeoutSeconds", 1))
@@ -1481,7 +1473,8 @@ class KubeletStandIn:
                         else ""
                     ),
                     "ready": c.ready and c.running,
-                    "started": c.running,
+                    "started": c.running
+                    and ("startup" not in c.probes or c.probes["startup"].verdict is True),
                     "restartCount": c.restarts,
                     "state": state,
                 }
