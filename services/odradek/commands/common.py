@@ -24,6 +24,7 @@ from typing import Any, TextIO
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from odradek.commands.invocation import odradek_command
 from odradek.local.cluster import ClusterState
 
 LOCAL_DATA_DIR = Path("var/local")
@@ -54,12 +55,13 @@ def bootstrap_servers(args: argparse.Namespace) -> str:
     if state is None:
         raise CommandError(
             "no --bootstrap-server given and no local cluster found in "
-            f"{LOCAL_DATA_DIR}: pass --bootstrap-server HOST:PORT or run `odradek local up`"
+            f"{LOCAL_DATA_DIR}: pass --bootstrap-server HOST:PORT or run "
+            f"`{odradek_command()} local up`"
         )
     if not any(m.role == "broker" and m.is_ours() for m in state.members):
         raise CommandError(
             f"the local cluster in {LOCAL_DATA_DIR} is not running: start it with "
-            "`odradek local up` or pass --bootstrap-server HOST:PORT"
+            f"`{odradek_command()} local up` or pass --bootstrap-server HOST:PORT"
         )
     return state.bootstrap_servers
 

@@ -1,9 +1,17 @@
 """``odradek consume``: kafka-console-consumer (and consumer-perf-test with ``--quiet``).
 
-The consumer assigns itself every partition of the topic (or the one ``--partition``) and reads
-from the end, or from the start with ``--from-beginning``. There is no consumer group yet: nothing
-is committed, and several consumers each read everything. librdkafka insists on a ``group.id``
+Without ``--group`` the consumer assigns itself every partition of the topic (or the one
+``--partition``) and reads from the end, or from the start with ``--from-beginning``; nothing is
+committed, and several such consumers each read everything. librdkafka insists on a ``group.id``
 even so; with ``assign()`` and no commits it never talks to a group coordinator.
+
+With ``--group G`` it is a member of consumer group ``G``, as kafka-console-consumer's
+``--group``: it subscribes to the topic, the group's coordinator gives it its share of the
+partitions, and it starts from the group's committed offsets (where there are none, from the end,
+or with ``--from-beginning`` from the start: ``auto.offset.reset``). The offsets of the records
+it has read are committed every ``auto.commit.interval.ms`` and once more, synchronously, before
+it leaves the group, so ``odradek groups describe --group G`` shows them and the next run goes
+on from there. ``--partition`` is refused with ``--group`` (the group assigns partitions).
 
 Records go to stdout (the value, one per line; ``--print-metadata`` puts partition, offset and key
 in front, as the console consumer's ``print.partition``/``print.offset``/``print.key`` do), or
@@ -21,7 +29,14 @@ import os
 import sys
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from odradek.commands.common import (
     PROGRESS_INTERVAL_S,
@@ -31,13 +46,14 @@ from odradek.commands.common import (
     bootstrap_servers,
     client_config,
     describe_kafka_error,
+    error_code,
     mib,
     run_command,
     topic_partitions,
 )
 
 BATCH_MAX_RECORDS = 10_000  # records taken from librdkafka's queue per call
-GROUP_ID = "odradek-cli"  # librdkafka requires one; never used (no subscribe, no commit)
+GROUP_ID = "odradek-cli"  # without --group: librdkafka requires one; never used (no commit)
 # librdkafka stops fetching for fetch.queue.backoff.ms (default 1 s) whenever its local queue
 # is full; this loop empties it far sooner, so a long pause only leaves the consumer idle
 # (measured: 1 KiB records, 4 partitions, 2 brokers: about 90k records/s at 1 s, 250-370k at 10 ms).
@@ -54,15 +70,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "consume",
         help="read a topic's records to stdout, or measure read throughput",
-        description="Read the records of a topic, every partition assigned to this one "
-        "consumer. Consumer groups (subscribe, committed offsets, rebalancing) come in a later "
-        "release: nothing is committed, and each run reads from the end, or from the start "
-        "with --from-beginning.",
+        description="Read the records of a topic. Without --group, every partition is assigned "
+        "to this one consumer and nothing is committed: each run reads from the end, or from the "
+        "start with --from-beginning. With --group, the consumer joins that consumer group, "
+        "reads the partitions the group gives it from the group's committed offsets, and "
+        "commits what it has read.",
     )
     parser.add_argument("topic")
     add_bootstrap_argument(parser)
     parser.add_argument(
-        "--from-beginning", action="store_true", help="start at each partition's first record"
+        "--group",
+        metavar="GROUP_ID",
+        help="join this consumer group: subscribe, start at its committed offsets, commit them",
+    )
+    parser.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="start at each partition's first record (with --group: where nothing is committed)",
     )
     parser.add_argument("--partition", type=int, help="read only this partition")
     parser.add_argument("--max-messages", type=int, help="stop after this many records")
@@ -88,21 +112,47 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.max_messages is not None and args.max_messages < 0:
         raise CommandError("--max-messages must not be negative")
+    if args.group is not None and args.partition is not None:
+        raise CommandError("--partition cannot be used with --group: the group assigns partitions")
+    if args.group is not None and not args.group:
+        raise CommandError("--group must not be empty")
+    grouped = {
+        "group.id": args.group,
+        "enable.auto.commit": True,  # the offsets of records returned by consume() (auto store)
+        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+    }
+    alone = {"group.id": GROUP_ID, "enable.auto.commit": False}
     consumer = Consumer(
         client_config(
             bootstrap_servers(args),
-            **{
-                "group.id": GROUP_ID,
-                "enable.auto.commit": False,
-                "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
-            },
+            **(grouped if args.group is not None else alone),
+            **{"fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS},
         )
     )
     try:
-        consumer.assign(_partitions(consumer, args))
-        return _consume(consumer, args)
+        if args.group is None:
+            consumer.assign(_partitions(consumer, args))
+        else:
+            topic_partitions(consumer, args.topic)  # fail fast on a missing topic
+            consumer.subscribe([args.topic])
+        code = _consume(consumer, args)
+        if args.group is not None:
+            _commit(consumer, args.group)
+        return code
     finally:
         consumer.close()
+
+
+def _commit(consumer: Consumer, group: str) -> None:
+    """Commit the offsets read so far before leaving the group (auto-commit runs only on its
+    interval); nothing read since the last commit is not an error."""
+    try:
+        consumer.commit(asynchronous=False)
+    except KafkaException as e:
+        if error_code(e) != KafkaError._NO_OFFSET:
+            raise CommandError(
+                f"group {group!r}: cannot commit offsets: {describe_kafka_error(e)}"
+            ) from e
 
 
 def _partitions(consumer: Consumer, args: argparse.Namespace) -> list[TopicPartition]:

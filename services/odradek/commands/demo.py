@@ -28,6 +28,7 @@ import time
 import zlib
 from pathlib import Path
 
+from odradek.commands.invocation import odradek_command
 from odradek.local import cluster
 
 TOPIC = "demo-events"
@@ -87,9 +88,10 @@ def run(args: argparse.Namespace) -> int:
         state.bootstrap_servers, starting_offsets, Path(args.data_dir)
     ):
         return 1
+    odradek = odradek_command()
     say(
-        "the cluster keeps running: try `odradek local status`, `kcat -b "
-        f"{state.bootstrap_servers.split(',')[0]} -L`; stop it with `odradek local down`"
+        f"the cluster keeps running: try `{odradek} local status`, `kcat -b "
+        f"{state.bootstrap_servers.split(',')[0]} -L`; stop it with `{odradek} local down`"
     )
     return 0
 

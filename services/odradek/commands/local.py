@@ -8,6 +8,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from odradek.commands.invocation import odradek_command
 from odradek.local import cluster, rolling
 from odradek.local.cluster import ClusterState
 
@@ -54,7 +55,10 @@ def run_up(args: argparse.Namespace) -> int:
         )
     except (RuntimeError, TimeoutError, OSError) as e:
         print(f"odradek local up: {e}")
-        print(f"odradek local up: clean up with `odradek local down --data-dir {args.data_dir}`")
+        print(
+            f"odradek local up: clean up with "
+            f"`{odradek_command()} local down --data-dir {args.data_dir}`"
+        )
         return 1
     what = "started" if started else "already running"
     print(f"cluster {what}: {len(state.members)} processes, data in {state.data_dir}")
