@@ -3,9 +3,11 @@
 A pass: read the spec (``ClusterSpec``: a bad spec is ``Refused("InvalidSpec")``), build the
 desired objects (``odradek_operator.model``), let volumes.py recreate the brokers' StatefulSet
 when its volumes changed, apply every object in order (shared objects, ZooKeeper, controllers,
-brokers; the brokers' replicas are scaling.py's), the brokers' racks copied from their nodes when
-``spec.brokers.rack`` is set (racks.py), then one step of scaling (scaling.py) and
-one step of the rolling restart (restarts.py), and finally wait for every pod to be ready.
+brokers; the brokers' replicas are scaling.py's alone: a brokers StatefulSet that is created is
+created with the brokers there are now, ``scaling.live_replicas``, so a shrink always drains),
+the brokers' racks copied from their nodes when ``spec.brokers.rack`` is set (racks.py), then
+one step of scaling (scaling.py) and one step of the rolling restart (restarts.py), and finally
+wait for every pod to be ready.
 A pass that has more to do raises ``Retry`` after writing the status that says what it waits
 for; the handlers call the pass again after the delay. Nothing is remembered in memory: the
 operation in progress is in ``status.operation`` and everything else is read again.
@@ -182,20 +184,28 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
             operation=_op("AddVolume", "recreating the brokers StatefulSet"),
             **common,
         )
-    wanted_sts = next(
-        o
-        for o in objects
+    sts_index = next(
+        i
+        for i, o in enumerate(objects)
         if o["kind"] == "StatefulSet" and o["metadata"]["name"] == broker_sts_name
     )
+    wanted_sts = objects[sts_index]
     try:
+        live_replicas = await scaling.live_replicas(
+            broker_sts, broker_pods, admin, spec.brokers.replicas
+        )
+        if broker_sts is None:
+            # Created at the brokers there are (re-created after a volume change, or deleted
+            # by hand): the count changes only through scaling.scale, drain first.
+            wanted_sts = {**wanted_sts, "spec": {**wanted_sts["spec"], "replicas": live_replicas}}
+            objects[sts_index] = wanted_sts
         # A refused scale-down refuses the whole change: nothing of it is applied.
-        if broker_sts is not None and admin is not None:
-            live_replicas = int(broker_sts.get("spec", {}).get("replicas", 0))
-            if (
-                spec.brokers.replicas < live_replicas
-                and not await admin.reassignments_in_progress()
-            ):
-                scaling.check_scale_down(await admin.view(), spec.brokers.replicas)
+        if (
+            admin is not None
+            and spec.brokers.replicas < live_replicas
+            and not await admin.reassignments_in_progress()
+        ):
+            scaling.check_scale_down(await admin.view(), spec.brokers.replicas)
         if await volumes.reconcile_volumes(kube, admin, broker_sts, wanted_sts):
             raise _retry(
                 "RecreatingStatefulSet",

@@ -11,6 +11,12 @@ to go), and the replicas go down only when no departing broker holds a replica.
 PersistentVolumeClaims of departed brokers are kept unless ``spec.brokers.storage.deleteClaim``
 is true.
 
+``scale`` is the only code that changes the brokers' count, on every path: ``apply`` never
+patches the StatefulSet's replicas, and a StatefulSet that is created (volumes.py recreating it
+for a JBOD change, or one deleted by hand) is created with ``live_replicas``, the brokers there are
+now, never fewer; the next ``scale`` step then drains before it shrinks, or grows and
+rebalances, as for a patch. Only a cluster with no broker at all is created at the spec's count.
+
 Re-entrant: the operation in progress lives in the cluster's status (``status.operation``), and
 each pass decides from the StatefulSet, the pods and the cluster's Metadata.
 """
@@ -26,7 +32,7 @@ from odradek_operator.reconcile.admin import ClusterAdmin
 from odradek_operator.reconcile.status import Refused, now
 from odradek_operator.reconcile.world import PodState
 
-__all__ = ["ScaleStep", "check_scale_down", "scale"]
+__all__ = ["ScaleStep", "check_scale_down", "live_replicas", "scale"]
 
 Announce = Callable[[dict], Awaitable[None]]
 
@@ -53,6 +59,23 @@ def check_scale_down(view: ClusterView, wanted: int) -> None:
             f" ({len(too_big)} topic(s) need more than {wanted}); lower their replication factor"
             " or keep more brokers",
         )
+
+
+async def live_replicas(
+    sts: dict | None, pods: list[PodState], admin: ClusterAdmin | None, wanted: int
+) -> int:
+    """The brokers the cluster has now: the StatefulSet's replicas; without a StatefulSet, one
+    past the highest ordinal of a broker pod still there or of a broker Metadata lists as
+    holding replicas (its pod gone, its claim kept); ``wanted`` when there is none of either
+    (a new cluster). Creating the StatefulSet with this count leaves every change of it to
+    ``scale`` and its drain."""
+    if sts is not None:
+        return int(sts.get("spec", {}).get("replicas", 0))
+    present = [p.ordinal + 1 for p in pods]
+    if admin is not None:
+        counts = (await admin.view()).replica_counts()
+        present += [b + 1 for b, n in counts.items() if n > 0]
+    return max(present) if present else wanted
 
 
 def departing_with_replicas(view: ClusterView, wanted: int, current: int) -> list[int]:

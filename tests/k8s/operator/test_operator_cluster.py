@@ -3,8 +3,9 @@ running the pods it asks for as real processes (ZooKeeper, a controller, brokers
 One cluster shared by the tests of this module, in order: Ready and serving clients; topics
 created, altered and their drift reverted; a config change (with spec.brokers.rack turned on)
 rolled one broker at a time under acks=all load losing nothing, the brokers then reporting their
-node's zone as their rack; scaled 3 -> 5 -> 3 with rebalance and drain; a JBOD volume
-added; deleted, its PVC directories kept."""
+node's zone as their rack; scaled 3 -> 5 -> 3 with rebalance and drain (the way down in one
+edit with a JBOD volume added, so the StatefulSet is re-created: no broker leaves holding a
+replica); another JBOD volume added; deleted, its PVC directories kept."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -414,6 +415,25 @@ def test_config_change_rolls_brokers_one_at_a_time_losing_nothing_across_operato
     assert racks(cluster) == dict.fromkeys(range(3), "standin-zone")
 
 
+VOLUMES_2 = [{"id": 0, "size": "10Gi"}, {"id": 1, "size": "1Gi"}]
+VOLUMES_3 = [*VOLUMES_2, {"id": 2, "size": "1Gi"}]
+
+
+def replica_counts(cluster: Cluster) -> dict[int, int]:
+    """Replicas per broker over every topic, as Metadata shows them (none while no answer)."""
+    admin = admin_of(cluster)
+    counts: dict[int, int] = {}
+    try:
+        topics = admin.list_topics(timeout=15).topics.values()
+    except KafkaException:
+        return counts
+    for topic in topics:
+        for p in topic.partitions.values():
+            for b in p.replicas:
+                counts[b] = counts.get(b, 0) + 1
+    return counts
+
+
 def test_scale_up_rebalances_and_scale_down_drains(cluster):
     cluster.wait_ready()
     load_topic(cluster, "load-scale")
@@ -434,12 +454,32 @@ def test_scale_up_rebalances_and_scale_down_drains(cluster):
         }
         assert {3, 4} & everything, (holders, everything)
 
-        cluster.patch_spec({"brokers": {"replicas": 3}})
+        # One edit that shrinks and adds a JBOD volume: the StatefulSet is re-created for its
+        # volumes, at 5 brokers, and brokers 3 and 4 are drained before they go.
+        cluster.patch_spec({"brokers": {"replicas": 3, "storage": {"volumes": VOLUMES_2}}})
         seen = set()
-        wait_for(lambda: operation_seen(cluster, "ScaleDown", seen), 30, "ScaleDown")
-        obj = cluster.wait_ready(180)
+        stopped_holding: list[tuple[int, int]] = []
+
+        def scaled_down() -> bool:
+            replicas = replica_counts(cluster)
+            for broker in (3, 4):
+                pod = cluster.get("pods", f"demo-broker-{broker}")
+                gone = pod is None or pod["metadata"].get("deletionTimestamp")
+                if gone and replicas.get(broker):
+                    stopped_holding.append((broker, replicas[broker]))
+            operation_seen(cluster, "ScaleDown", seen)
+            return not stopped_holding and cluster.ready() and "ScaleDown" in seen
+
+        wait_for(lambda: scaled_down() or stopped_holding, 300, "scaled down, rolled", 0.5)
+        obj = cluster.get()
+    assert not stopped_holding, f"brokers stopped holding replicas: {stopped_holding}"
     load.check()
     assert obj["status"]["brokerIds"] == [0, 1, 2]
+    sts = cluster.get("statefulsets", "demo-broker")
+    assert [t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]] == [
+        "data-0",
+        "data-1",
+    ]
     for topic in ("load-roll", "load-scale", "__consumer_offsets"):
         for replicas in partitions_of(cluster, topic).values():
             assert set(replicas) <= {0, 1, 2}, (topic, replicas)
@@ -493,9 +533,7 @@ def test_scale_down_below_replication_factor_is_refused(cluster):
 def test_adding_a_jbod_volume_recreates_the_statefulset_and_rolls(cluster):
     cluster.wait_ready()
     before = broker_pids(cluster)
-    cluster.patch_spec(
-        {"brokers": {"storage": {"volumes": [{"id": 0, "size": "10Gi"}, {"id": 1, "size": "1Gi"}]}}}
-    )
+    cluster.patch_spec({"brokers": {"storage": {"volumes": VOLUMES_3}}})
     seen: set[str] = set()
     wait_for(lambda: operation_seen(cluster, "RollingRestart", seen), 60, "the roll")
     cluster.wait_ready(180)
@@ -503,9 +541,10 @@ def test_adding_a_jbod_volume_recreates_the_statefulset_and_rolls(cluster):
     assert [t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]] == [
         "data-0",
         "data-1",
+        "data-2",
     ]
     for i in range(3):
-        assert cluster.get("persistentvolumeclaims", f"data-1-demo-broker-{i}") is not None
+        assert cluster.get("persistentvolumeclaims", f"data-2-demo-broker-{i}") is not None
     assert "AddVolume" in seen or "RollingRestart" in seen
     after = broker_pids(cluster)
     assert all(after[p] != before[p] for p in before), "every broker restarted on the new layout"
@@ -515,7 +554,7 @@ def test_adding_a_jbod_volume_recreates_the_statefulset_and_rolls(cluster):
     admin = admin_of(cluster)
     admin.create_topics([NewTopic("jbod", 6, 3)])["jbod"].result(timeout=30)
     wait_for(lambda: len(partitions_of(cluster, "jbod")) == 6, 30, "jbod created")
-    cluster.patch_spec({"brokers": {"storage": {"volumes": [{"id": 0, "size": "10Gi"}]}}})
+    cluster.patch_spec({"brokers": {"storage": {"volumes": VOLUMES_2}}})
     error = wait_for(
         lambda: (
             condition(cluster.get(), "Error").get("status") == "True"
@@ -524,11 +563,9 @@ def test_adding_a_jbod_volume_recreates_the_statefulset_and_rolls(cluster):
         30,
         "removal refused",
     )
-    assert error["reason"] == "VolumeStillInUse" and "data-1" in error["message"]
-    assert len(cluster.get("statefulsets", "demo-broker")["spec"]["volumeClaimTemplates"]) == 2
-    cluster.patch_spec(
-        {"brokers": {"storage": {"volumes": [{"id": 0, "size": "10Gi"}, {"id": 1, "size": "1Gi"}]}}}
-    )
+    assert error["reason"] == "VolumeStillInUse" and "data-2" in error["message"]
+    assert len(cluster.get("statefulsets", "demo-broker")["spec"]["volumeClaimTemplates"]) == 3
+    cluster.patch_spec({"brokers": {"storage": {"volumes": VOLUMES_3}}})
     cluster.wait_ready()
     assert condition(cluster.get(), "Error")["status"] == "False"
 

@@ -101,3 +101,16 @@ def test_scale_up_is_announced_before_the_statefulset_grows():
     asyncio.run(scaling.scale(kube, admin, sts, pods, 5, None, announce=announce))
     assert order == [("announce", "ScaleUp", 3)]
     assert kube.find("StatefulSet", "demo-broker")["spec"]["replicas"] == 5
+
+
+def test_a_statefulset_is_created_with_the_brokers_there_are_never_fewer():
+    """Re-created (volumes changed, or deleted by hand): the count of the pods still there, or
+    of the brokers Metadata shows holding replicas; the spec's count only for a new cluster."""
+    pods = [pod_state(pod(f"demo-broker-{i}")) for i in range(5)]
+    live = asyncio.run(scaling.live_replicas(None, pods, None, 3))
+    assert live == 5
+    admin = FakeAdmin(view({("t", 0): (0, 1, 4)}, range(3)))  # broker 4's pod is gone
+    three = [pod_state(pod(f"demo-broker-{i}")) for i in range(3)]
+    assert asyncio.run(scaling.live_replicas(None, three, admin, 3)) == 5
+    assert asyncio.run(scaling.live_replicas(None, [], None, 3)) == 3
+    assert asyncio.run(scaling.live_replicas(statefulset("demo-broker", 4), pods, None, 3)) == 4
