@@ -509,6 +509,9 @@ def _as_property(value: object, where: str) -> str:
     """A YAML value as the text a properties file (or ``--override``) would carry."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int) and value.bit_length() > 64:
+        # No config key holds it; and str() of an integer of more than 4300 digits raises.
+        raise SpecError(where, f"an integer of {value.bit_length()} bits is out of range")
     if isinstance(value, int | float | str):
         return str(value)
     raise SpecError(where, f"expected a string, number or boolean, got {_kind(value)}")
