@@ -25,7 +25,9 @@ Rule: never accept what is not honoured. So:
   ``odradek.io/rack``, reconcile/racks.py), the pod sees it as a downward API file, and the broker
   waits for that file at start (``odradek.broker.rack.file``, model/brokers.py). Both keys are the
   operator's; ``odradek.broker.rack.file.timeout.ms`` stays the user's.
-- ``OdradekTopic`` config keys are ``odradek.config.topic``'s, validated the same way.
+- ``OdradekTopic`` config keys are ``odradek.config.topic``'s, validated the same way; a
+  ``min.insync.replicas`` above the topic's ``replicationFactor`` is refused (no acks=all write
+  could ever succeed).
 
 Immutable, no I/O: any thread may call it.
 """
@@ -617,16 +619,19 @@ class TopicSpec:
                 f"{topic_name!r} is not a legal topic name: up to {TOPIC_NAME_MAX} ASCII "
                 "letters, digits, '.', '_' and '-', not '.' or '..'",
             )
+        replication_factor = _int(
+            spec, "replicationFactor", "spec", _ABSENT, 1, TOPIC_REPLICATION_FACTOR_MAX
+        )
+        config = _topic_config(spec.get("config"), "spec.config")
+        _check_min_insync_replicas(config, replication_factor)
         return cls(
             name=name,
             namespace=str(metadata.get("namespace") or "default"),
             cluster=cluster,
             topic_name=topic_name,
             partitions=_int(spec, "partitions", "spec", _ABSENT, 1, TOPIC_PARTITIONS_MAX),
-            replication_factor=_int(
-                spec, "replicationFactor", "spec", _ABSENT, 1, TOPIC_REPLICATION_FACTOR_MAX
-            ),
-            config=_topic_config(spec.get("config"), "spec.config"),
+            replication_factor=replication_factor,
+            config=config,
         )
 
     def topic_config(self) -> TopicConfig:
@@ -650,6 +655,18 @@ def _topic_config(value: object, where: str) -> dict[str, str]:
     except InvalidConfigError as e:
         raise SpecError(where, str(e)) from e
     return config
+
+
+def _check_min_insync_replicas(config: Mapping[str, str], replication_factor: int) -> None:
+    """A topic whose min.insync.replicas exceeds its replicas could never take an acks=all write
+    (every producer would retry until its delivery timeout): refused, naming both numbers."""
+    key = "min.insync.replicas"
+    if key in config and int(config[key]) > replication_factor:
+        raise SpecError(
+            f"spec.config[{key}]",
+            f"{key} is {config[key]} but spec.replicationFactor is {replication_factor}: no "
+            f"acks=all write could succeed; set {key} to at most {replication_factor}",
+        )
 
 
 def topic_state(topic_body: Mapping[str, Any]) -> TopicSpec:

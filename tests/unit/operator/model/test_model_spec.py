@@ -350,3 +350,13 @@ def test_a_bad_topic_is_refused_by_field(change, field):
     with pytest.raises(SpecError) as info:
         TopicSpec.from_resource(topic(spec))
     assert info.value.field == field
+
+
+def test_min_insync_replicas_above_the_replication_factor_is_refused():
+    with pytest.raises(SpecError) as info:
+        TopicSpec.from_resource(topic({**TOPIC, "config": {"min.insync.replicas": 5}}))
+    assert info.value.field == "spec.config[min.insync.replicas]"
+    assert "5" in info.value.message and "replicationFactor is 3" in info.value.message
+    assert topic_state(topic({**TOPIC, "config": {"min.insync.replicas": 3}})).config == {
+        "min.insync.replicas": "3"
+    }
