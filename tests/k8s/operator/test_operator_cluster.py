@@ -280,6 +280,8 @@ BAD_TOPICS = {
     "huge-integer": ({"config": {"retention.ms": "9" * 5000}}, "InvalidConfig"),
     # item 7: no acks=all write could ever succeed.
     "min-isr-above-rf": ({"config": {"min.insync.replicas": 5}}, "InvalidConfig"),
+    # item 8: the CRD's bound (1000), which the operator's own had drifted from (32767).
+    "rf-above-crd-maximum": ({"replicationFactor": 1001}, "InvalidSpec"),
 }
 
 
