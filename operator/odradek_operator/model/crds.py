@@ -28,7 +28,7 @@ from typing import Any
 
 from odradek_operator.model.names import API_VERSION, GROUP, VERSION
 
-__all__ = ["API_VERSION", "GROUP", "VERSION", "crds"]
+__all__ = ["API_VERSION", "GROUP", "VERSION", "crds", "spec_field"]
 
 CATEGORY = "odradek"
 
@@ -48,6 +48,7 @@ CLUSTER_NAME_MAX = 40
 
 # The limits a schema states (bounded lists keep CEL cost estimates and the API server happy).
 VOLUMES_MAX = 16
+VOLUME_ID_MAX = 999  # "data-<id>" claim templates and mount paths
 CONDITIONS_MAX = 16
 BROKERS_MAX = 1000
 PARTITIONS_MAX = 100_000
@@ -166,7 +167,9 @@ def cluster_spec() -> Schema:
     volume = _obj(
         {
             "id": _int(
-                minimum=0, description="The volume's id: mounted at /var/lib/odradek/data-<id>."
+                minimum=0,
+                maximum=VOLUME_ID_MAX,
+                description="The volume's id: mounted at /var/lib/odradek/data-<id>.",
             ),
             "size": quantity("The claim's size, e.g. 10Gi."),
             "storageClass": storage_class(),
@@ -597,6 +600,18 @@ def crd_for(kind: str) -> dict[str, Any]:
         if crd["spec"]["names"]["kind"] == kind:
             return crd
     raise KeyError(kind)
+
+
+def spec_field(kind: str, path: str) -> Schema:
+    """The schema node of one field of ``kind``, e.g. ``spec.brokers.replicas`` or
+    ``spec.brokers.storage.volumes[].id`` (``[]``: a list's items). The operator reads its bounds
+    from here (model/spec.py), so the CRD and the operator's checks cannot drift apart."""
+    node = open_api_schema(crd_for(kind))
+    for part in path.split("."):
+        node = node["properties"][part.removesuffix("[]")]
+        if part.endswith("[]"):
+            node = node["items"]
+    return node
 
 
 def open_api_schema(crd: dict[str, Any], version: str = VERSION) -> Schema:

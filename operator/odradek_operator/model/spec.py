@@ -25,7 +25,9 @@ Rule: never accept what is not honoured. So:
   ``odradek.io/rack``, reconcile/racks.py), the pod sees it as a downward API file, and the broker
   waits for that file at start (``odradek.broker.rack.file``, model/brokers.py). Both keys are the
   operator's; ``odradek.broker.rack.file.timeout.ms`` stays the user's.
-- ``OdradekTopic`` config keys are ``odradek.config.topic``'s, validated the same way.
+- ``OdradekTopic`` config keys are ``odradek.config.topic``'s, validated the same way; a
+  ``min.insync.replicas`` above the topic's ``replicationFactor`` is refused (no acks=all write
+  could ever succeed).
 
 Immutable, no I/O: any thread may call it.
 """
@@ -42,7 +44,7 @@ from odradek.config.controller import CONTROLLER_KEYS, ControllerConfig
 from odradek.config.topic import CONFIG_KEYS as TOPIC_CONFIG_KEYS
 from odradek.config.topic import TopicConfig
 from odradek.errors import InvalidConfigError
-from odradek_operator.model import names
+from odradek_operator.model import crds, names
 
 __all__ = [
     "BROKER_CONFIG_DEFAULTS",
@@ -68,15 +70,26 @@ class SpecError(ValueError):
         self.message = message
 
 
-# Limits, in one place.
-CLUSTER_NAME_MAX = 40  # "<name>-controller-nodes" must stay a 63-character DNS label
-ZOOKEEPER_REPLICAS = (1, 3, 5)
-CONTROLLER_REPLICAS_MAX = 7  # as the CRD
-BROKER_REPLICAS_MAX = names.CONTROLLER_ID_BASE  # broker ids stay below controller ids
-VOLUMES_MAX = 16
-TOPIC_NAME_MAX = 249  # Kafka's
-TOPIC_PARTITIONS_MAX = 100_000
-TOPIC_REPLICATION_FACTOR_MAX = 32767  # an INT16 on the wire
+# Limits: read from the CRDs' schemas (model/crds.py), the one place they are stated, so what
+# the API server refuses and what the operator refuses cannot drift apart.
+def _range(kind: str, path: str) -> tuple[int, int]:
+    node = crds.spec_field(kind, path)
+    return node["minimum"], node["maximum"]
+
+
+_CLUSTER, _TOPIC = names.CLUSTER_KIND, names.TOPIC_KIND
+CLUSTER_NAME_MAX = crds.spec_field(_CLUSTER, "metadata.name")["maxLength"]
+ZOOKEEPER_REPLICAS = tuple(crds.spec_field(_CLUSTER, "spec.zookeeper.replicas")["enum"])
+CONTROLLER_REPLICAS = _range(_CLUSTER, "spec.controllers.replicas")
+BROKER_REPLICAS = _range(_CLUSTER, "spec.brokers.replicas")
+VOLUMES_MAX = crds.spec_field(_CLUSTER, "spec.brokers.storage.volumes")["maxItems"]
+VOLUME_IDS = _range(_CLUSTER, "spec.brokers.storage.volumes[].id")
+PORTS = _range(_CLUSTER, "spec.listeners.client.port")
+TOPIC_NAME_MAX = crds.spec_field(_TOPIC, "spec.topicName")["maxLength"]  # Kafka's 249
+TOPIC_PARTITIONS = _range(_TOPIC, "spec.partitions")
+TOPIC_REPLICATION_FACTORS = _range(_TOPIC, "spec.replicationFactor")
+if BROKER_REPLICAS[1] > names.CONTROLLER_ID_BASE:
+    raise RuntimeError("broker ids 0..replicas-1 must stay below the controllers' ids")
 
 DEFAULT_ZOOKEEPER_IMAGE = "zookeeper:3.8"
 DEFAULT_IMAGE_PULL_POLICY = "IfNotPresent"
@@ -197,7 +210,7 @@ def _quantity(section: Mapping[str, Any], key: str, where: str, default: str) ->
 
 
 def _port(section: Mapping[str, Any], where: str, default: int) -> int:
-    return _int(section, "port", where, default, 1, 65535)
+    return _int(section, "port", where, default, *PORTS)
 
 
 # --- values -------------------------------------------------------------------------------------
@@ -309,7 +322,7 @@ class ControllersSpec:
         section = _mapping(value, where)
         _only(section, where, ("replicas", "resources"))
         return cls(
-            replicas=_int(section, "replicas", where, 2, 1, CONTROLLER_REPLICAS_MAX),
+            replicas=_int(section, "replicas", where, 2, *CONTROLLER_REPLICAS),
             resources=Resources.parse(section.get("resources"), f"{where}.resources"),
         )
 
@@ -450,7 +463,7 @@ def _brokers(value: object, ports: Ports) -> BrokerSpec:
     where = "spec.brokers"
     section = _mapping(value, where)
     _only(section, where, ("replicas", "storage", "resources", "config", "rack"))
-    replicas = _int(section, "replicas", where, 3, 1, BROKER_REPLICAS_MAX)
+    replicas = _int(section, "replicas", where, 3, *BROKER_REPLICAS)
     storage = _mapping(section.get("storage"), f"{where}.storage")
     _only(storage, f"{where}.storage", ("volumes", "deleteClaim"))
     volumes = _volumes(storage.get("volumes", [{"id": 0}]), f"{where}.storage.volumes")
@@ -494,7 +507,7 @@ def _volumes(value: object, where: str) -> tuple[Volume, ...]:
         path = f"{where}[{i}]"
         entry = _mapping(item, path)
         _only(entry, path, ("id", "size", "storageClass"))
-        volume_id = _int(entry, "id", path, _ABSENT, 0, 999)
+        volume_id = _int(entry, "id", path, _ABSENT, *VOLUME_IDS)
         if volume_id in volumes:
             raise SpecError(f"{path}.id", f"volume id {volume_id} is listed twice")
         storage = Storage.parse(
@@ -509,6 +522,9 @@ def _as_property(value: object, where: str) -> str:
     """A YAML value as the text a properties file (or ``--override``) would carry."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int) and value.bit_length() > 64:
+        # No config key holds it; and str() of an integer of more than 4300 digits raises.
+        raise SpecError(where, f"an integer of {value.bit_length()} bits is out of range")
     if isinstance(value, int | float | str):
         return str(value)
     raise SpecError(where, f"expected a string, number or boolean, got {_kind(value)}")
@@ -614,16 +630,19 @@ class TopicSpec:
                 f"{topic_name!r} is not a legal topic name: up to {TOPIC_NAME_MAX} ASCII "
                 "letters, digits, '.', '_' and '-', not '.' or '..'",
             )
+        replication_factor = _int(
+            spec, "replicationFactor", "spec", _ABSENT, *TOPIC_REPLICATION_FACTORS
+        )
+        config = _topic_config(spec.get("config"), "spec.config")
+        _check_min_insync_replicas(config, replication_factor)
         return cls(
             name=name,
             namespace=str(metadata.get("namespace") or "default"),
             cluster=cluster,
             topic_name=topic_name,
-            partitions=_int(spec, "partitions", "spec", _ABSENT, 1, TOPIC_PARTITIONS_MAX),
-            replication_factor=_int(
-                spec, "replicationFactor", "spec", _ABSENT, 1, TOPIC_REPLICATION_FACTOR_MAX
-            ),
-            config=_topic_config(spec.get("config"), "spec.config"),
+            partitions=_int(spec, "partitions", "spec", _ABSENT, *TOPIC_PARTITIONS),
+            replication_factor=replication_factor,
+            config=config,
         )
 
     def topic_config(self) -> TopicConfig:
@@ -647,6 +666,18 @@ def _topic_config(value: object, where: str) -> dict[str, str]:
     except InvalidConfigError as e:
         raise SpecError(where, str(e)) from e
     return config
+
+
+def _check_min_insync_replicas(config: Mapping[str, str], replication_factor: int) -> None:
+    """A topic whose min.insync.replicas exceeds its replicas could never take an acks=all write
+    (every producer would retry until its delivery timeout): refused, naming both numbers."""
+    key = "min.insync.replicas"
+    if key in config and int(config[key]) > replication_factor:
+        raise SpecError(
+            f"spec.config[{key}]",
+            f"{key} is {config[key]} but spec.replicationFactor is {replication_factor}: no "
+            f"acks=all write could succeed; set {key} to at most {replication_factor}",
+        )
 
 
 def topic_state(topic_body: Mapping[str, Any]) -> TopicSpec:

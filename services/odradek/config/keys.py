@@ -45,6 +45,7 @@ __all__ = [
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+LONG_DIGITS_MAX = len(str(LONG_MAX))  # 19: a longer integer is out of any range
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
@@ -75,7 +76,21 @@ Value = bool | int | float | str | tuple[str, ...]
 
 def invalid_value(name: object, value: object, message: str) -> InvalidConfigError:
     """Kafka's ``ConfigException`` wording for a value that fails to parse or validate."""
-    return InvalidConfigError(f"Invalid value {value} for configuration {name}: {message}")
+    return InvalidConfigError(f"Invalid value {_shown(value)} for configuration {name}: {message}")
+
+
+SHOWN_CHARS_MAX = 64  # a value quoted in an error message is cut to this many characters
+
+
+def _shown(value: object) -> str:
+    """``value`` as an error message quotes it: cut short, and never ``str()`` of an integer
+    too long to print (Python refuses more than 4300 digits with a ValueError)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"<an integer of {value.bit_length()} bits>"
+    text = str(value)
+    if len(text) > SHOWN_CHARS_MAX:
+        return f"{text[:SHOWN_CHARS_MAX]}... ({len(text)} characters)"
+    return text
 
 
 def missing_required(name: str) -> InvalidConfigError:
@@ -149,6 +164,8 @@ class ConfigKey:
             if t is ConfigType.BOOLEAN and text.lower() in ("true", "false"):
                 return text.lower() == "true"
             if t in (ConfigType.INT, ConfigType.LONG) and _INTEGER.fullmatch(text):
+                if len(text.lstrip("+-0")) > LONG_DIGITS_MAX:  # int() refuses > 4300 digits
+                    raise invalid_value(self.name, raw, f"Not a number of type {t.name}")
                 return self._integer(raw, int(text))
             if t is ConfigType.DOUBLE and _DECIMAL.fullmatch(text):
                 return float(text)

@@ -276,6 +276,46 @@ def test_topics_created_altered_drift_reverted_deleted(cluster):
     wait_for(lambda: not partitions_of(cluster, "orders"), 30, "topic deleted")
 
 
+BAD_TOPICS = {
+    # issue 21 item 6: more digits than Python's int() takes (a ValueError kopf retried forever).
+    "huge-integer": ({"config": {"retention.ms": "9" * 5000}}, "InvalidConfig"),
+    # item 7: no acks=all write could ever succeed.
+    "min-isr-above-rf": ({"config": {"min.insync.replicas": 5}}, "InvalidConfig"),
+    # item 8: the CRD's bound (1000), which the operator's own had drifted from (32767).
+    "rf-above-crd-maximum": ({"replicationFactor": 1001}, "InvalidSpec"),
+}
+
+
+def test_bad_topic_specs_end_as_refusals_in_status(cluster):
+    cluster.wait_ready()
+    for name, (spec, _) in BAD_TOPICS.items():
+        cluster.store.create(
+            "odradektopics",
+            NAMESPACE,
+            {
+                "metadata": {"name": name},
+                "spec": {"cluster": "demo", "partitions": 1, "replicationFactor": 3, **spec},
+            },
+        )
+    for name, (_, reason) in BAD_TOPICS.items():
+        error = wait_for(
+            lambda name=name: (
+                condition(cluster.get("odradektopics", name), "Error").get("status") == "True"
+                and condition(cluster.get("odradektopics", name), "Error")
+            ),
+            30,
+            f"{name} refused",
+        )
+        assert error["reason"] == reason, error
+        assert len(error["message"]) < 500, error
+        assert condition(cluster.get("odradektopics", name), "Ready")["status"] == "False"
+        assert not partitions_of(cluster, name)
+    for name in BAD_TOPICS:
+        cluster.store.delete("odradektopics", NAMESPACE, name)
+    for name in BAD_TOPICS:
+        wait_for(lambda name=name: cluster.get("odradektopics", name) is None, 30, f"{name} gone")
+
+
 def load_topic(cluster: Cluster, name: str) -> None:
     if cluster.get("odradektopics", name) is None:
         cluster.store.create(

@@ -322,3 +322,13 @@ def test_any_valid_properties_round_trip(props):
     for name, value in props.items():
         key = CONFIG_KEYS[name]
         assert getattr(config, key.attr) == key.parse(value)
+
+
+def test_an_integer_too_long_for_python_is_not_a_number_of_its_type():
+    # int() refuses strings of more than 4300 digits with a ValueError: it must be Kafka's error.
+    row = CONFIG_KEYS["retention.ms"]
+    with pytest.raises(InvalidConfigError, match="Not a number of type LONG") as e:
+        row.parse("9" * 5000)
+    assert len(str(e.value)) < 300
+    with pytest.raises(InvalidConfigError, match="Not a number of type LONG"):
+        row.parse(10**5000)

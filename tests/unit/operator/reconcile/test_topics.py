@@ -140,3 +140,19 @@ def test_delete_removes_the_topic_unless_the_cluster_is_gone():
     del kube.objects["OdradekCluster", "ns", "demo"]
     message = asyncio.run(topics.delete_topic(kube, lambda b: admin, body()))
     assert "gone" in message
+
+
+@pytest.mark.parametrize("value", ["9" * 5000, 10**5000], ids=["string", "integer"])
+def test_an_integer_of_5000_digits_is_refused_in_status(value):
+    kube, admin = world()
+    with pytest.raises(Refused) as refused:
+        asyncio.run(topics.sync_topic(kube, lambda b: admin, body(config={"retention.ms": value})))
+    assert refused.value.reason == "InvalidConfig"
+    assert len(str(refused.value)) < 500  # the value is quoted cut short
+    error = next(
+        c
+        for c in kube.find("OdradekTopic", "orders")["status"]["conditions"]
+        if c["type"] == "Error"
+    )
+    assert (error["status"], error["reason"]) == ("True", "InvalidConfig")
+    assert admin.calls == []
