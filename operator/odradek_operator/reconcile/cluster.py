@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from odradek_operator.kube import Kube, apply
-from odradek_operator.model import desired, names
+from odradek_operator.model import crds, desired, names
 from odradek_operator.model.spec import ClusterSpec, SpecError
 from odradek_operator.reconcile import racks, restarts, scaling, volumes
 from odradek_operator.reconcile.admin import AdminRefused, ClusterAdmin, ClusterUnavailable
@@ -263,6 +263,8 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
                 if (operation or {}).get("type") == "RollingRestart"
                 else _op("", "")["startedAt"],
             }
+            if decision.ignored:
+                op["ignoredTopics"] = list(decision.ignored[: crds.IGNORED_TOPICS_MAX])
             raise _retry(decision.reason, decision.message, operation=op, **common)
     except AdminRefused as e:  # the cluster refused an operation's plan (placement...)
         raise Refused("OperationRefused", f"the cluster refused the operation: {e}") from e
