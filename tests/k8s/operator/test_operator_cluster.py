@@ -3,9 +3,10 @@ running the pods it asks for as real processes (ZooKeeper, a controller, brokers
 One cluster shared by the tests of this module, in order: Ready and serving clients; topics
 created, altered and their drift reverted; a config change (with spec.brokers.rack turned on)
 rolled one broker at a time under acks=all load losing nothing, the brokers then reporting their
-node's zone as their rack; scaled 3 -> 5 -> 3 with rebalance and drain (the way down in one
-edit with a JBOD volume added, so the StatefulSet is re-created: no broker leaves holding a
-replica); another JBOD volume added; a broker restarted although an RF=1 topic lives on it
+node's zone as their rack; scaled 3 -> 5 -> 3 with rebalance and drain (the way down in one edit
+with a JBOD volume added, so the StatefulSet is re-created: no broker leaves holding a replica);
+refused changes (scale-down below a replication factor, ZooKeeper resize) observed but not
+Ready; another JBOD volume added; a broker restarted although an RF=1 topic lives on it
 (ignored, and named); deleted, its PVC directories kept."""
 
 from __future__ import annotations
@@ -511,6 +512,7 @@ def test_scale_down_below_replication_factor_is_refused(cluster):
         "refused",
     )
     assert error["reason"] == "ScaleDownBelowReplicationFactor"
+    assert_refused_not_ready(cluster, "ScaleDownBelowReplicationFactor")
     assert cluster.get("statefulsets", "demo-broker")["spec"]["replicas"] == 3
     config = cluster.get("configmaps", "demo-broker-config")["data"]
     assert not any("offsets.topic.replication.factor=2" in text for text in config.values())
@@ -529,6 +531,30 @@ def test_scale_down_below_replication_factor_is_refused(cluster):
     )
     cluster.wait_ready()
     assert condition(cluster.get(), "Error")["status"] == "False"
+
+    # A refused ZooKeeper resize: seen (observedGeneration), not applied, so not Ready.
+    cluster.patch_spec({"zookeeper": {"replicas": 3}})
+    wait_for(
+        lambda: condition(cluster.get(), "Error").get("reason") == "ZooKeeperResizeRefused",
+        30,
+        "resize refused",
+    )
+    assert_refused_not_ready(cluster, "ZooKeeperResizeRefused")
+    assert cluster.get("statefulsets", "demo-zookeeper")["spec"]["replicas"] == 1
+    cluster.patch_spec({"zookeeper": {"replicas": 1}})
+    cluster.wait_ready()
+    assert condition(cluster.get(), "Error")["status"] == "False"
+
+
+def assert_refused_not_ready(cluster: Cluster, reason: str) -> None:
+    """What ``kubectl wait --for=condition=Ready`` and GitOps tools read of a refused change:
+    the generation was observed, and its Ready condition (of that generation) is False."""
+    obj = cluster.get()
+    generation = obj["metadata"]["generation"]
+    ready = condition(obj, "Ready")
+    assert obj["status"]["observedGeneration"] == generation
+    assert (ready["status"], ready["reason"]) == ("False", reason), ready
+    assert ready["observedGeneration"] == generation, ready
 
 
 def test_adding_a_jbod_volume_recreates_the_statefulset_and_rolls(cluster):
