@@ -55,6 +55,7 @@ PARTITIONS_MAX = 100_000
 CONNECT_REPLICAS_MAX = 100
 CONNECT_NAME_MAX = 40  # "<name>-connect-config" must stay a 63-character DNS label
 TASKS_MAX = 1000
+IGNORED_TOPICS_MAX = 100  # status.operation.ignoredTopics (the message says how many in all)
 LOG_LEVELS = ["WARNING", "DEBUG"]  # what ``odradek [-v]`` honours
 CONNECTOR_STATES = ["running", "paused", "stopped"]
 
@@ -283,6 +284,18 @@ def cluster_status() -> Schema:
                     "brokers": {"type": "array", "items": _int(minimum=0), "maxItems": BROKERS_MAX},
                     "message": _str(),
                     "startedAt": _str(format="date-time"),
+                    "rebalanced": {
+                        "type": "boolean",
+                        "description": "ScaleUp: its one rebalance has been started.",
+                    },
+                    "ignoredTopics": {
+                        "type": "array",
+                        "items": _str(),
+                        "maxItems": IGNORED_TOPICS_MAX,
+                        "description": "RollingRestart: topics whose replication factor is at"
+                        " most their min.insync.replicas, which the restart cannot keep"
+                        " writable and so does not wait for.",
+                    },
                 }
             ),
         }

@@ -12,9 +12,11 @@ A pass that has more to do raises ``Retry`` after writing the status that says w
 for; the handlers call the pass again after the delay. Nothing is remembered in memory: the
 operation in progress is in ``status.operation`` and everything else is read again.
 
-Status: conditions Ready / Reconciling / Error (reasons in CamelCase, messages in words),
-observedGeneration, brokerIds, bootstrap (the Service address clients use), brokers.replicas and
-brokers.selector (the scale subresource), operation.
+Status: conditions Ready / Reconciling / Error (reasons in CamelCase, messages in words; a
+refused spec is Ready=False and Error=True with the refusal's reason, so Ready=True with
+observedGeneration == generation means that generation is applied), observedGeneration,
+brokerIds, bootstrap (the Service address clients use), brokers.replicas and brokers.selector
+(the scale subresource), operation.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from odradek_operator.kube import Kube, apply
-from odradek_operator.model import desired, names
+from odradek_operator.model import crds, desired, names
 from odradek_operator.model.spec import ClusterSpec, SpecError
 from odradek_operator.reconcile import racks, restarts, scaling, volumes
 from odradek_operator.reconcile.admin import AdminRefused, ClusterAdmin, ClusterUnavailable
@@ -119,6 +121,7 @@ async def reconcile_cluster(ctx: ClusterContext, body: Mapping) -> dict:
         status = {**_status_base(body, spec), **_progress(old, retry)}
         status["conditions"] = _conditions(
             conditions,
+            body["metadata"].get("generation", 0),
             ready=(False, retry.reason, str(retry)),
             reconciling=(True, retry.reason, str(retry)),
             error=(False, "NoError", ""),
@@ -126,11 +129,22 @@ async def reconcile_cluster(ctx: ClusterContext, body: Mapping) -> dict:
         await write_status(ctx.kube, body, status)
         raise
     except Refused as refused:
+        # observedGeneration says the operator read this generation; Ready=False says it did
+        # not apply it (kubectl wait --for=condition=Ready and GitOps tools must not take a
+        # refused change for a done one). The pods may still serve the previous spec.
         status = _status_base(body, spec)
         status["operation"] = old.get("operation") or IDLE
-        status["conditions"] = set_condition(
-            set_condition(conditions, condition("Error", True, refused.reason, str(refused))),
-            condition("Reconciling", False, refused.reason, "waiting for the spec to change"),
+        generation = body["metadata"].get("generation", 0)
+        status["conditions"] = _conditions(
+            conditions,
+            generation,
+            ready=(
+                False,
+                refused.reason,
+                f"generation {generation} of the spec was refused and not applied: {refused}",
+            ),
+            reconciling=(False, refused.reason, "waiting for the spec to change"),
+            error=(True, refused.reason, str(refused)),
         )
         await write_status(ctx.kube, body, status)
         raise
@@ -142,13 +156,15 @@ def _progress(old: dict, retry: Retry) -> dict:
     return {"operation": old.get("operation") or IDLE, **retry.status}
 
 
-def _conditions(conditions, *, ready, reconciling, error) -> list[dict]:
+def _conditions(conditions, generation: int, *, ready, reconciling, error) -> list[dict]:
+    """Every condition says the generation it speaks of: a Ready=True left from the previous
+    generation does not satisfy ``kubectl wait --for=condition=Ready`` after an edit."""
     for type_, (true, reason, message) in (
         ("Ready", ready),
         ("Reconciling", reconciling),
         ("Error", error),
     ):
-        conditions = set_condition(conditions, condition(type_, true, reason, message))
+        conditions = set_condition(conditions, condition(type_, true, reason, message, generation))
     return conditions
 
 
@@ -263,6 +279,8 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
                 if (operation or {}).get("type") == "RollingRestart"
                 else _op("", "")["startedAt"],
             }
+            if decision.ignored:
+                op["ignoredTopics"] = list(decision.ignored[: crds.IGNORED_TOPICS_MAX])
             raise _retry(decision.reason, decision.message, operation=op, **common)
     except AdminRefused as e:  # the cluster refused an operation's plan (placement...)
         raise Refused("OperationRefused", f"the cluster refused the operation: {e}") from e
@@ -298,6 +316,7 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
     status["operation"] = IDLE
     status["conditions"] = _conditions(
         old.get("conditions"),
+        body["metadata"].get("generation", 0),
         ready=(True, "AllPodsReady", f"{spec.brokers.replicas} broker(s) ready"),
         reconciling=(False, "Reconciled", "the cluster matches its spec"),
         error=(False, "NoError", ""),

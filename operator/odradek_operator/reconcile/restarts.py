@@ -13,6 +13,11 @@ but not ready (the previous restart is not finished); restart stale unready pods
 serve nothing); then wait for zero under-replicated partitions; then restart the lowest-ordinal
 stale broker whose restart keeps every partition it is in the ISR of at or above the topic's
 min.insync.replicas (len(isr) - 1 >= min ISR); if none can, wait and say which partitions block.
+A topic whose replication factor is at most its min.insync.replicas is ignored, as Strimzi's
+KafkaAvailability ignores it: every one of its replicas must be in sync for an acks=all write,
+so no restart of a broker holding one can keep it writable, and waiting for it would block every
+roll for good (the manual restart annotation too). The restart that ignores such topics names
+them (``Decision.ignored``: status.operation.ignoredTopics, and the message an Event repeats).
 """
 
 from __future__ import annotations
@@ -33,11 +38,19 @@ from odradek_operator.reconcile.world import (
     template_hash,
 )
 
-__all__ = ["Decision", "next_broker", "next_in_order", "roll", "blocking_partitions"]
+__all__ = [
+    "Decision",
+    "blocking_partitions",
+    "ignored_topics",
+    "next_broker",
+    "next_in_order",
+    "roll",
+]
 
 log = logging.getLogger(__name__)
 DEFAULT_MIN_ISR = 1
 METRICS_TIMEOUT_S = 3.0
+IGNORED_NAMED_MAX = 10  # topics a restart's message names; status.operation lists more
 
 
 @dataclass(frozen=True)
@@ -48,6 +61,7 @@ class Decision:
     message: str = ""
     component: str = ""
     pending: tuple[str, ...] = field(default=())  # stale pods left, for status
+    ignored: tuple[str, ...] = field(default=())  # topics the restart cannot keep writable
 
 
 def _common(pods: list[PodState], stale: list[PodState], replicas: int) -> Decision | None:
@@ -88,13 +102,32 @@ def _common(pods: list[PodState], stale: list[PodState], replicas: int) -> Decis
     return None
 
 
+def _min_isr_at_least_rf(p, topic: str, min_isr: Mapping[str, int]) -> bool:
+    return len(p.replicas) <= min_isr.get(topic, DEFAULT_MIN_ISR)
+
+
 def blocking_partitions(view: ClusterView, broker_id: int, min_isr: Mapping[str, int]) -> list[str]:
-    """Partitions that restarting ``broker_id`` would take below min.insync.replicas."""
+    """Partitions that restarting ``broker_id`` would take below min.insync.replicas; those of
+    a topic with replication factor <= min.insync.replicas are ignored (``ignored_topics``)."""
     blocked = []
     for tp, p in view.partitions.items():
+        if _min_isr_at_least_rf(p, tp.topic, min_isr):
+            continue
         if broker_id in p.isr and len(p.isr) - 1 < min_isr.get(tp.topic, DEFAULT_MIN_ISR):
             blocked.append(f"{tp.topic}-{tp.partition}")
     return blocked
+
+
+def ignored_topics(view: ClusterView, broker_id: int, min_isr: Mapping[str, int]) -> list[str]:
+    """Topics with a replica on ``broker_id`` whose replication factor is at most their
+    min.insync.replicas: no restart keeps them writable with acks=all, so none waits for them."""
+    return sorted(
+        {
+            tp.topic
+            for tp, p in view.partitions.items()
+            if broker_id in p.replicas and _min_isr_at_least_rf(p, tp.topic, min_isr)
+        }
+    )
 
 
 def under_replicated(view: ClusterView) -> list[str]:
@@ -131,8 +164,19 @@ def next_broker(
     for pod in stale:
         blocked = blocking_partitions(view, pod.ordinal, min_isr)
         if not blocked:
+            ignored = tuple(ignored_topics(view, pod.ordinal, min_isr))
+            message = f"restarting {pod.name}"
+            if ignored:
+                named = ", ".join(ignored[:IGNORED_NAMED_MAX])
+                if len(ignored) > IGNORED_NAMED_MAX:
+                    named += f" ({len(ignored)} in all)"
+                message += (
+                    f"; ignoring topic(s) {named}: their replication factor is at"
+                    " most their min.insync.replicas, so acks=all writes to them fail while"
+                    " it restarts (raise the replication factor to avoid it)"
+                )
             return Decision(
-                "restart", pod.name, "RestartingBroker", f"restarting {pod.name}", "broker", pending
+                "restart", pod.name, "RestartingBroker", message, "broker", pending, ignored
             )
         first_blocked = first_blocked or (pod.name, blocked)
     name, blocked = first_blocked  # type: ignore[misc]

@@ -40,14 +40,21 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def condition(type_: str, true: bool, reason: str, message: str) -> dict:
-    return {
+def condition(
+    type_: str, true: bool, reason: str, message: str, observed_generation: int | None = None
+) -> dict:
+    """``observed_generation``: the generation the condition speaks of (metav1.Condition's
+    field; ``kubectl wait --for=condition=...`` ignores a condition of an older generation)."""
+    result = {
         "type": type_,
         "status": "True" if true else "False",
         "reason": reason,
         "message": message,
         "lastTransitionTime": now(),
     }
+    if observed_generation is not None:
+        result["observedGeneration"] = observed_generation
+    return result
 
 
 def set_condition(conditions: list[dict] | None, new: dict) -> list[dict]:

@@ -3,9 +3,11 @@ running the pods it asks for as real processes (ZooKeeper, a controller, brokers
 One cluster shared by the tests of this module, in order: Ready and serving clients; topics
 created, altered and their drift reverted; a config change (with spec.brokers.rack turned on)
 rolled one broker at a time under acks=all load losing nothing, the brokers then reporting their
-node's zone as their rack; scaled 3 -> 5 -> 3 with rebalance and drain (the way down in one
-edit with a JBOD volume added, so the StatefulSet is re-created: no broker leaves holding a
-replica); another JBOD volume added; deleted, its PVC directories kept."""
+node's zone as their rack; scaled 3 -> 5 -> 3 with rebalance and drain (the way down in one edit
+with a JBOD volume added, so the StatefulSet is re-created: no broker leaves holding a replica);
+refused changes (scale-down below a replication factor, ZooKeeper resize) observed but not
+Ready; another JBOD volume added; a broker restarted although an RF=1 topic lives on it
+(ignored, and named); deleted, its PVC directories kept."""
 
 from __future__ import annotations
 
@@ -550,6 +552,7 @@ def test_scale_down_below_replication_factor_is_refused(cluster):
         "refused",
     )
     assert error["reason"] == "ScaleDownBelowReplicationFactor"
+    assert_refused_not_ready(cluster, "ScaleDownBelowReplicationFactor")
     assert cluster.get("statefulsets", "demo-broker")["spec"]["replicas"] == 3
     config = cluster.get("configmaps", "demo-broker-config")["data"]
     assert not any("offsets.topic.replication.factor=2" in text for text in config.values())
@@ -568,6 +571,30 @@ def test_scale_down_below_replication_factor_is_refused(cluster):
     )
     cluster.wait_ready()
     assert condition(cluster.get(), "Error")["status"] == "False"
+
+    # A refused ZooKeeper resize: seen (observedGeneration), not applied, so not Ready.
+    cluster.patch_spec({"zookeeper": {"replicas": 3}})
+    wait_for(
+        lambda: condition(cluster.get(), "Error").get("reason") == "ZooKeeperResizeRefused",
+        30,
+        "resize refused",
+    )
+    assert_refused_not_ready(cluster, "ZooKeeperResizeRefused")
+    assert cluster.get("statefulsets", "demo-zookeeper")["spec"]["replicas"] == 1
+    cluster.patch_spec({"zookeeper": {"replicas": 1}})
+    cluster.wait_ready()
+    assert condition(cluster.get(), "Error")["status"] == "False"
+
+
+def assert_refused_not_ready(cluster: Cluster, reason: str) -> None:
+    """What ``kubectl wait --for=condition=Ready`` and GitOps tools read of a refused change:
+    the generation was observed, and its Ready condition (of that generation) is False."""
+    obj = cluster.get()
+    generation = obj["metadata"]["generation"]
+    ready = condition(obj, "Ready")
+    assert obj["status"]["observedGeneration"] == generation
+    assert (ready["status"], ready["reason"]) == ("False", reason), ready
+    assert ready["observedGeneration"] == generation, ready
 
 
 def test_adding_a_jbod_volume_recreates_the_statefulset_and_rolls(cluster):
@@ -624,6 +651,38 @@ def test_restart_annotation_restarts_the_active_controller(cluster):
     cluster.wait_ready()
     annotations = cluster.get("pods", "demo-controller-0")["metadata"].get("annotations", {})
     assert "odradek.io/restart" not in annotations
+
+
+def test_a_topic_with_replication_factor_at_most_min_isr_does_not_block_a_restart(cluster):
+    """The brokers' min.insync.replicas is 2: an RF=1 topic on broker 1 can never stay writable
+    through broker 1's restart, so (as Strimzi) the restart ignores it and says so."""
+    cluster.wait_ready()
+    admin = admin_of(cluster)
+    admin.create_topics([NewTopic("rf1", 1, replica_assignment=[[1]])])["rf1"].result(timeout=30)
+    wait_for(lambda: partitions_of(cluster, "rf1") == {0: (1,)}, 30, "rf1 created")
+    pod = f"{NAMESPACE}/demo-broker-1"
+    before = pid(cluster, pod)
+    cluster.store.patch(
+        "pods",
+        NAMESPACE,
+        "demo-broker-1",
+        {"metadata": {"annotations": {"odradek.io/restart": "true"}}},
+    )
+    ignored: list[list[str]] = []
+
+    def restarted() -> bool:
+        op = (cluster.get().get("status") or {}).get("operation") or {}
+        if op.get("ignoredTopics"):
+            ignored.append(op["ignoredTopics"])
+        return pid(cluster, pod) not in (None, before)
+
+    wait_for(restarted, 60, "broker 1 restarted despite rf1")
+    cluster.wait_ready()
+    assert ["rf1"] in ignored, ignored
+    events, _ = cluster.store.list("events", NAMESPACE)
+    messages = [e.get("message", "") for e in events]
+    assert any("demo-broker-1" in m and "ignoring topic(s) rf1" in m for m in messages), messages
+    admin.delete_topics(["rf1"])["rf1"].result(timeout=30)
 
 
 def test_deleting_the_cluster_removes_owned_objects_and_keeps_claims(cluster):

@@ -81,6 +81,7 @@ def test_zookeeper_resize_is_refused_from_the_live_statefulset():
         asyncio.run(reconcile_cluster(ctx, bigger))
     assert refused.value.reason == "ZooKeeperResizeRefused"
     assert conditions(kube)["Error"] == ("True", "ZooKeeperResizeRefused")
+    assert conditions(kube)["Ready"] == ("False", "ZooKeeperResizeRefused")  # not applied
     assert kube.find("StatefulSet", "demo-zookeeper")["spec"]["replicas"] == 1
 
 

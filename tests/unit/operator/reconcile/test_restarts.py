@@ -75,21 +75,33 @@ def test_waits_for_under_replicated_partitions():
 
 
 def test_min_isr_refusal_skips_to_a_broker_that_can_go():
-    # t-0 has RF 2 = min ISR 2 on brokers 0, 1: neither may go; broker 2 may.
-    assignment = {("t", 0): (0, 1), ("u", 0): (0, 1, 2)}
+    # t-0 is in sync on 0 and 1 only (of 3) with min ISR 2: neither may go; broker 2 may.
+    assignment = {("t", 0): (0, 1, 2), ("u", 0): (0, 1, 2)}
+    lagging = view(assignment, range(3), isr={("t", 0): (0, 1)})
+    assert restarts.blocking_partitions(lagging, 0, {"t": 2, "u": 2}) == ["t-0"]
+    assert restarts.blocking_partitions(lagging, 2, {"t": 2, "u": 2}) == []
+    assert restarts.blocking_partitions(lagging, 0, {"t": 1}) == []
+
+
+def test_a_topic_with_replication_factor_at_most_min_isr_is_ignored_and_named():
+    # As Strimzi's KafkaAvailability: no restart keeps t (RF 2, min ISR 2) or v (RF 1, min ISR
+    # 2) writable, so they do not block the roll; the restart names them.
+    assignment = {("t", 0): (0, 1), ("u", 0): (0, 1, 2), ("v", 0): (0,)}
     pods = states(*(pod(f"demo-broker-{i}", config_hash="old") for i in range(3)))
-    decision = restarts.next_broker(pods, "h2", 3, view(assignment, range(3)), {"t": 2, "u": 2})
-    assert (decision.action, decision.pod) == ("restart", "demo-broker-2")
-
-
-def test_min_isr_refusal_waits_and_says_why():
-    assignment = {("t", 0): (0, 1)}
-    pods = states(pod("demo-broker-0", config_hash="old"), pod("demo-broker-1", config_hash="old"))
-    decision = restarts.next_broker(pods, "h2", 2, view(assignment, range(2)), {"t": 2})
-    assert (decision.action, decision.reason) == ("wait", "MinInSyncReplicas")
-    assert "t-0" in decision.message and "demo-broker-0" in decision.message
-    assert restarts.blocking_partitions(view(assignment, range(2)), 0, {"t": 2}) == ["t-0"]
-    assert restarts.blocking_partitions(view(assignment, range(2)), 0, {"t": 1}) == []
+    min_isr = {"t": 2, "u": 2, "v": 2}
+    decision = restarts.next_broker(pods, "h2", 3, view(assignment, range(3)), min_isr)
+    assert (decision.action, decision.pod) == ("restart", "demo-broker-0")
+    assert decision.ignored == ("t", "v")
+    assert "t, v" in decision.message and "min.insync.replicas" in decision.message
+    assert restarts.blocking_partitions(view(assignment, range(3)), 0, min_isr) == []
+    decision = restarts.next_broker(
+        states(*(pod(f"demo-broker-{i}", config_hash="old" if i == 2 else "h2") for i in range(3))),
+        "h2",
+        3,
+        view(assignment, range(3)),
+        min_isr,
+    )
+    assert (decision.pod, decision.ignored) == ("demo-broker-2", ())
 
 
 def test_active_controller_goes_last():
