@@ -264,6 +264,13 @@ def test_fail_on_data_loss(reader, spark_cluster, unique) -> None:
     df = reader(subscribe=topic, startingOffsets=below, failOnDataLoss="false")
     assert sorted(r.offset for r in df.collect()) == list(range(5, 20))
     assert reader(subscribe=topic).count() == 15  # earliest is the log start: no loss
+    # endingOffsets past the partition's end (20): after pollTimeoutMs, as Spark's
+    # KafkaDataConsumer, fail naming the offsets, or with failOnDataLoss=false read what is there.
+    past = {"endingOffsets": json.dumps({topic: {"0": 30}}), "kafkaConsumer.pollTimeoutMs": "1500"}
+    with pytest.raises(Exception, match=rf"partition {topic}-0: offsets 20 to 29 .*do not exist"):
+        reader(subscribe=topic, **past).count()
+    df = reader(subscribe=topic, failOnDataLoss="false", **past)
+    assert sorted(r.offset for r in df.collect()) == list(range(5, 20))
 
 
 def test_missing_topics_read_empty_and_log_append_time(reader, spark_cluster, unique) -> None:

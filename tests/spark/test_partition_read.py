@@ -1,6 +1,7 @@
 """An executor's read of one offset range, without Spark: batches stay within their row and byte
-bounds, a range that cannot reach its end fails in bounded time naming the partition, and under
-read_committed a read planned up to the last stable offset finishes while a transaction is open."""
+bounds, a range past the partition's end fails (or with failOnDataLoss=false ends with what is
+there) in bounded time naming the partition, and under read_committed a read planned up to the
+last stable offset finishes while a transaction is open."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.spark.offsets import OffsetReader
 from odradek.spark.partition_read import (
-    PartitionReadError,
+    DataLossError,
     ReadSettings,
     consumer_config,
     read_range,
@@ -60,14 +61,26 @@ def test_batches_are_bounded_in_rows_and_bytes(spark_cluster, topic) -> None:
     assert values == [bytes([i]) * 1000 for i in range(3, 97)]
 
 
-def test_a_range_past_the_end_fails_in_bounded_time(spark_cluster, topic) -> None:
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_range_past_the_partitions_end(spark_cluster, topic, fail_on_data_loss) -> None:
+    """As Spark's KafkaDataConsumer: after the poll timeout, failOnDataLoss=true fails naming the
+    offsets that do not exist; false ends the range with the records there are."""
     r = OffsetRange(topic, 0, 95, 120)
+    settings = _settings(spark_cluster, poll_timeout_ms=1500, fail_on_data_loss=fail_on_data_loss)
     started = time.monotonic()
-    rows = 0
-    with pytest.raises(PartitionReadError, match=rf"partition {topic}-0: no progress for 1.5 s"):
-        for batch in read_range(r, _settings(spark_cluster, poll_timeout_ms=1500)):
-            rows += batch.num_rows
-    assert rows == 5
+    offsets: list[int] = []
+    if fail_on_data_loss:
+        with pytest.raises(
+            DataLossError,
+            match=rf"partition {topic}-0: offsets 100 to 119 of the range \[95, 120\) do not "
+            r"exist: the partition ends at 100 .*failOnDataLoss",
+        ):
+            for batch in read_range(r, settings):
+                offsets += batch.column("offset").to_pylist()
+    else:
+        for batch in read_range(r, settings):
+            offsets += batch.column("offset").to_pylist()
+    assert offsets == list(range(95, 100))
     assert time.monotonic() - started < 10
 
 

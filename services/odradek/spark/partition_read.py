@@ -20,6 +20,12 @@ Invariants:
 - Data loss (``failOnDataLoss``): a start below the log start offset (records deleted by
   retention or DeleteRecords) fails with ``DataLossError`` naming the partition and the missing
   offsets, or with ``fail_on_data_loss=False`` the read skips forward to the log start offset.
+  A range that ends past the partition's end (``endingOffsets`` beyond the last record, or a log
+  truncated by an unclean leader election) waits ``poll_timeout_ms`` for the missing records,
+  as Spark's one ``poll`` does (they may yet come: a new leader's high watermark can lag), then,
+  as Spark's ``KafkaDataConsumer`` (an empty poll at or past the latest offset is
+  ``OffsetOutOfRange``, reported as data loss), fails with ``DataLossError`` naming the offsets
+  that do not exist, or with ``fail_on_data_loss=False`` ends with the records there are.
 
 Thread-safety: ``read_range`` keeps no shared state; each call owns its consumer.
 """
@@ -181,6 +187,27 @@ def _lost(r: OffsetRange, position: int, log_start: int, settings: ReadSettings)
     return log_start
 
 
+def _past_the_end(r: OffsetRange, end: int, settings: ReadSettings) -> None:
+    """The partition ends at ``end``, before ``r.until_offset``: fail, or end the range here."""
+    if settings.fail_on_data_loss:
+        raise DataLossError(
+            f"partition {r.topic}-{r.partition}: offsets {end} to {r.until_offset - 1} of the "
+            f"range [{r.from_offset}, {r.until_offset}) do not exist: the partition ends at "
+            f"{end} (an ending offset past its end, or a log truncated by an unclean leader "
+            "election). Some data may have been lost; set the option failOnDataLoss to false "
+            "to read the records there are."
+        )
+    log.warning(
+        "partition %s-%s: offsets %d to %d do not exist (the partition ends at %d); "
+        "ending the range there (failOnDataLoss=false)",
+        r.topic,
+        r.partition,
+        end,
+        r.until_offset - 1,
+        end,
+    )
+
+
 def read_range(
     r: OffsetRange, settings: ReadSettings, schema: pa.Schema | None = None
 ) -> Iterator[pa.RecordBatch]:
@@ -205,6 +232,7 @@ def read_range(
         stall_s = settings.poll_timeout_ms / 1000
         deadline = time.monotonic() + stall_s
         bytes_per_row = 0.0
+        end_seen: int | None = None  # the partition's end, when it was short of the range's
         while True:
             want = min(settings.max_rows, r.until_offset - position)
             if bytes_per_row > 0:
@@ -221,6 +249,8 @@ def read_range(
                 elif err.code() == KafkaError._PARTITION_EOF:
                     if m.offset() >= r.until_offset:
                         done = True
+                    else:
+                        end_seen = m.offset()
                 elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                     # Deleted under us: records in this call before the error are kept.
                     break
@@ -260,6 +290,10 @@ def read_range(
                 deadline = time.monotonic() + stall_s
                 continue
             if time.monotonic() > deadline:
+                if end_seen is not None and end_seen >= position:
+                    # Read up to the partition's end, and no more came within the timeout.
+                    _past_the_end(r, end_seen, settings)
+                    return
                 raise PartitionReadError(
                     f"partition {r.topic}-{r.partition}: no progress for {stall_s:g} s at offset "
                     f"{position} of the range [{r.from_offset}, {r.until_offset}) "
