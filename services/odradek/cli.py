@@ -15,6 +15,7 @@ from odradek import __version__
 from odradek.commands import (
     broker,
     cluster,
+    common,
     connect,
     consume,
     controller,
@@ -66,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    common.show_librdkafka_log(args.verbose)
     return args.handler(args)
 
 

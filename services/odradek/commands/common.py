@@ -7,14 +7,24 @@ cluster that ``odradek local up`` recorded in ``var/local/cluster.json``; withou
 must name a cluster, as Kafka's tools require.
 
 A command fails by raising ``CommandError``; ``run_command`` turns that into one line on stderr
-and exit code 1. librdkafka's own log lines go through Python's ``logging`` (shown with ``-v``),
-so a broker restart does not spray connection notices over a command's output.
+and exit code 1. A cluster that cannot be reached (no broker answers at the bootstrap address) is
+one such line, naming the address and what to do next, whichever call found it out.
+librdkafka's own log lines go through Python's ``logging`` and are shown only with ``-v``, so a
+broker restart or a wrong address does not spray connection notices over a command's output.
+
+Ctrl-C: librdkafka calls back into Python (delivery reports, log lines) from inside ``poll()``
+and ``consume()``; a ``KeyboardInterrupt`` raised in such a callback comes out as a
+``SystemError``, and the command's summary is lost. The loops therefore run inside
+``SigintFlag``, which turns SIGINT into a flag they check: they stop, finish what is in flight
+(bounded), and print their summary.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import logging
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -33,6 +43,13 @@ PROGRESS_INTERVAL_S = 1.0
 MIB = 1024 * 1024
 
 librdkafka_logger = logging.getLogger("odradek.librdkafka")
+# librdkafka's errors that mean no broker at the bootstrap address answered.
+UNREACHABLE_ERRORS = {
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._RESOLVE,
+    KafkaError._TIMED_OUT,
+}
 
 
 class CommandError(Exception):
@@ -78,6 +95,20 @@ def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+def show_librdkafka_log(verbose: bool) -> None:
+    """librdkafka's log lines reach the console only with ``-v``: the command itself reports
+    what went wrong, in one line."""
+    librdkafka_logger.setLevel(logging.DEBUG if verbose else logging.CRITICAL + 1)
+
+
+def unreachable(bootstrap: str, cause: str) -> CommandError:
+    """The one line for a cluster that does not answer: where we looked, and what to do."""
+    return CommandError(
+        f"cannot reach a broker at {bootstrap} ({cause}): check --bootstrap-server, or run "
+        f"`{odradek_command()} local status` to see the local cluster's address"
+    )
+
+
 def describe_kafka_error(error: KafkaError | KafkaException | BaseException) -> str:
     """The broker's message if it sent one, with the error's name: what a user needs to act."""
     if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):
@@ -106,12 +137,50 @@ def run_command(
             print(f"odradek {name}: error: {e}", file=sys.stderr)
             return 1
         except KafkaException as e:
-            print(f"odradek {name}: error: {describe_kafka_error(e)}", file=sys.stderr)
+            if error_code(e) in UNREACHABLE_ERRORS:
+                e = unreachable(_bootstrap_or_default(args), describe_kafka_error(e))
+            else:
+                e = describe_kafka_error(e)
+            print(f"odradek {name}: error: {e}", file=sys.stderr)
+            return 1
+        except concurrent.futures.TimeoutError:  # an AdminClient future: no answer in time
+            e = unreachable(_bootstrap_or_default(args), f"no answer in {REQUEST_TIMEOUT_S:.0f} s")
+            print(f"odradek {name}: error: {e}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
             return 130
 
     return handler
+
+
+def _bootstrap_or_default(args: argparse.Namespace) -> str:
+    try:
+        return bootstrap_servers(args)
+    except CommandError:
+        return "the bootstrap address"
+
+
+class SigintFlag:
+    """Within ``with SigintFlag() as interrupt:``, Ctrl-C sets ``interrupt.requested`` (a second
+    one ``interrupt.forced``) instead of raising ``KeyboardInterrupt``; the previous handler is
+    back afterwards. Main thread only (as every signal handler)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.forced = False
+        self._previous: Any = None
+
+    def __enter__(self) -> SigintFlag:
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+
+    def _handle(self, _signum: int, _frame: object) -> None:
+        if self.requested:
+            self.forced = True
+        self.requested = True
 
 
 def list_topic_names(admin: AdminClient, timeout_s: float = REQUEST_TIMEOUT_S) -> list[str]:
@@ -121,11 +190,14 @@ def list_topic_names(admin: AdminClient, timeout_s: float = REQUEST_TIMEOUT_S) -
 
 def topic_partitions(client: Any, topic: str, timeout_s: float = REQUEST_TIMEOUT_S) -> list[int]:
     """The topic's partition ids from ``client``'s Metadata (any librdkafka client), sorted;
-    a ``CommandError`` if the cluster cannot be reached or does not know the topic."""
+    a ``CommandError`` if the cluster does not know the topic (a ``KafkaException`` if it
+    cannot be reached)."""
     try:
         metadata = client.list_topics(topic=topic, timeout=timeout_s)
     except KafkaException as e:
-        raise CommandError(f"cannot reach the cluster: {describe_kafka_error(e)}") from e
+        if error_code(e) in UNREACHABLE_ERRORS:
+            raise  # run_command says so, with the address
+        raise CommandError(f"cannot read the cluster's metadata: {describe_kafka_error(e)}") from e
     found = metadata.topics.get(topic)
     if found is None or (found.error and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
         raise CommandError(f"topic {topic!r} does not exist")

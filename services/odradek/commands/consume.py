@@ -24,7 +24,6 @@ before ``--max-messages``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import time
@@ -42,6 +41,7 @@ from odradek.commands.common import (
     PROGRESS_INTERVAL_S,
     CommandError,
     Progress,
+    SigintFlag,
     add_bootstrap_argument,
     bootstrap_servers,
     client_config,
@@ -203,12 +203,27 @@ class ReadStats:
 def _consume(consumer: Consumer, args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
     limit = args.max_messages
-    idle_limit_s = None if args.timeout_ms is None else args.timeout_ms / 1000
     stats, progress = ReadStats(), Progress()
     warned: set[int] = set()
-    timed_out = False
+    with SigintFlag() as interrupt:
+        timed_out = _read(consumer, args, out, stats, progress, warned, interrupt)
+    print(stats.summary_line(), file=sys.stderr)
+    if timed_out and limit is not None:
+        print(
+            f"odradek consume: error: no record for {args.timeout_ms} ms; "
+            f"{stats.records} of {limit} records read",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _read(consumer, args, out, stats, progress, warned, interrupt: SigintFlag) -> bool:
+    """Read until the limit, Ctrl-C or the reader of stdout going away; True if timed out."""
+    limit = args.max_messages
+    idle_limit_s = None if args.timeout_ms is None else args.timeout_ms / 1000
     try:
-        while limit is None or stats.records < limit:
+        while (limit is None or stats.records < limit) and not interrupt.requested:
             wanted = BATCH_MAX_RECORDS if limit is None else limit - stats.records
             batch = consumer.consume(min(wanted, BATCH_MAX_RECORDS), PROGRESS_INTERVAL_S / 4)
             now = time.monotonic()
@@ -225,23 +240,11 @@ def _consume(consumer: Consumer, args: argparse.Namespace) -> int:
             if args.quiet and progress.due():
                 progress.say(stats.window_line(now))
             if idle_limit_s is not None and now - stats.last_record_s >= idle_limit_s:
-                timed_out = True
-                break
+                return True
         out.flush()
-    except KeyboardInterrupt:
-        with contextlib.suppress(BrokenPipeError):
-            out.flush()
     except BrokenPipeError:  # the reader of stdout went away (`| head`): a normal end
         _silence_stdout()
-    print(stats.summary_line(), file=sys.stderr)
-    if timed_out and limit is not None:
-        print(
-            f"odradek consume: error: no record for {args.timeout_ms} ms; "
-            f"{stats.records} of {limit} records read",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    return False
 
 
 def _handle_error(error: KafkaError, topic: str, warned: set[int]) -> None:

@@ -4,7 +4,9 @@ Records are either generated (``--num-records`` values of ``--record-size`` byte
 payload reused, as the perf test does) or read from stdin, one record per line without its line
 end. They go through confluent-kafka's ``Producer``; each record's latency runs from ``produce()``
 to its delivery report. Every second a progress line goes to stderr, and at the end one summary
-line to stdout; the exit code is 1 if any record was not delivered.
+line to stdout; the exit code is 1 if any record was not delivered. Ctrl-C stops sending, gives
+the records in flight ``INTERRUPTED_FLUSH_TIMEOUT_S`` to be acknowledged (a second Ctrl-C: no
+time), prints the summary and how many of the records sent were delivered, and exits 130.
 
 Bounded: librdkafka's own queue (``queue.buffering.max.messages``) holds the records in flight;
 when it is full the loop serves delivery reports until there is room. Latencies for percentiles
@@ -27,6 +29,7 @@ from odradek.commands.common import (
     PROGRESS_INTERVAL_S,
     CommandError,
     Progress,
+    SigintFlag,
     add_bootstrap_argument,
     bootstrap_servers,
     client_config,
@@ -38,6 +41,8 @@ from odradek.commands.common import (
 
 DELIVERY_TIMEOUT_MS = 60_000  # a record not acknowledged by then counts as failed
 FLUSH_TIMEOUT_S = DELIVERY_TIMEOUT_MS / 1000 + 10
+INTERRUPTED_FLUSH_TIMEOUT_S = 10.0  # after Ctrl-C, how long records in flight may still land
+INTERRUPTED_EXIT = 130
 LATENCY_SAMPLES_MAX = 1_000_000
 ERRORS_SHOWN_MAX = 5
 POLL_EVERY_RECORDS = 1000
@@ -94,29 +99,34 @@ def run(args: argparse.Namespace) -> int:
     values = _stdin_values() if args.from_stdin else _generated(args.num_records, args.record_size)
     stats = DeliveryStats()
     progress = Progress()
-    for n, value in enumerate(values):
-        callback = stats.callback(time.perf_counter_ns(), len(value))
-        while True:
-            try:
-                producer.produce(args.topic, value, key_of(n), on_delivery=callback)
-                break
-            except BufferError:  # librdkafka's queue is full: serve delivery reports
-                producer.poll(0.05)
-                if progress.due():
-                    progress.say(stats.window_line())
-        stats.sent += 1
-        if n % POLL_EVERY_RECORDS == 0:
-            producer.poll(0)
+    with SigintFlag() as interrupt:
+        _send(producer, args.topic, values, key_of, stats, progress, interrupt)
+        # Ctrl-C: what is in flight gets a short while (a second Ctrl-C: none), then is dropped.
+        flush_s = INTERRUPTED_FLUSH_TIMEOUT_S if interrupt.requested else FLUSH_TIMEOUT_S
+        deadline = time.monotonic() + flush_s
+        while (
+            producer.flush(PROGRESS_INTERVAL_S / 4) > 0
+            and time.monotonic() < deadline
+            and not interrupt.forced
+        ):
             if progress.due():
                 progress.say(stats.window_line())
-    deadline = time.monotonic() + FLUSH_TIMEOUT_S
-    while producer.flush(PROGRESS_INTERVAL_S) > 0 and time.monotonic() < deadline:
-        progress.say(stats.window_line())
-    unflushed = len(producer)
+        unflushed = len(producer)
+        if unflushed and interrupt.requested:
+            producer.purge()
+            producer.poll(0)  # their delivery reports: failed, purged
+            unflushed = len(producer)
     elapsed_s = time.monotonic() - progress.started_s
     print(stats.summary_line(elapsed_s))
     for text, count in stats.errors.items():
         print(f"odradek produce: {count} records failed: {text}", file=sys.stderr)
+    if interrupt.requested:
+        print(
+            f"odradek produce: interrupted: {stats.delivered} of {stats.sent} records sent were "
+            f"delivered, {stats.sent - stats.delivered} not",
+            file=sys.stderr,
+        )
+        return INTERRUPTED_EXIT
     if stats.failed or unflushed:
         print(
             f"odradek produce: error: {stats.failed + unflushed} of {stats.sent} records "
@@ -125,6 +135,29 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _send(producer, topic, values, key_of, stats, progress, interrupt: SigintFlag) -> None:
+    """Hand every value to librdkafka, serving delivery reports; stop early on Ctrl-C."""
+    for n, value in enumerate(values):
+        if interrupt.requested:
+            return
+        callback = stats.callback(time.perf_counter_ns(), len(value))
+        while True:
+            try:
+                producer.produce(topic, value, key_of(n), on_delivery=callback)
+                break
+            except BufferError:  # librdkafka's queue is full: serve delivery reports
+                producer.poll(0.05)
+                if progress.due():
+                    progress.say(stats.window_line())
+                if interrupt.requested:
+                    return
+        stats.sent += 1
+        if n % POLL_EVERY_RECORDS == 0:
+            producer.poll(0)
+            if progress.due():
+                progress.say(stats.window_line())
 
 
 class DeliveryStats:

@@ -1,12 +1,16 @@
 """`odradek topics|produce|consume|local restart --rolling`, run as real processes against a real
-two-broker cluster."""
+two-broker cluster (and a closed port), interrupted with Ctrl-C as a user would."""
 
 from __future__ import annotations
 
 import os
 import re
+import select
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -163,6 +167,79 @@ def test_without_a_cluster_the_user_is_told_what_to_do(tmp_path):
     assert "--bootstrap-server" in error
     # Started as `python -m odradek.cli`: the hint names that, which works here as written.
     assert f"`{sys.executable} -m odradek.cli local up`" in error
+
+
+def test_ctrl_c_during_produce_reports_the_delivered_count_without_a_traceback(workdir):
+    ok(workdir, "topics", "create", "interrupted", "--partitions", "2")
+    endless = ["produce", "interrupted", "--num-records", "100000000", "--record-size", "100"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "odradek.cli", *endless],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        # Mid-stream: once it has printed a progress line with records delivered.
+        first = b""
+        deadline = time.monotonic() + COMMAND_TIMEOUT_S
+        while not re.search(rb"^[1-9]\d* records sent", first, re.M):
+            assert time.monotonic() < deadline and process.poll() is None, first
+            if select.select([process.stderr], [], [], 1.0)[0]:
+                first += os.read(process.stderr.fileno(), 65536)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=COMMAND_TIMEOUT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    stderr = (first + stderr).decode()
+    assert "Traceback" not in stderr and "SystemError" not in stderr, stderr
+    assert process.returncode == 130, stderr
+    summary = re.search(r"^(\d+) records sent, ", stdout.decode(), re.M)
+    assert summary and int(summary.group(1)) > 0, stdout
+    interrupted = re.search(
+        r"^odradek produce: interrupted: (\d+) of (\d+) records sent were delivered", stderr, re.M
+    )
+    assert interrupted and interrupted.group(1) == summary.group(1), stderr
+    assert int(interrupted.group(2)) < 100_000_000
+
+
+def test_an_unreachable_cluster_is_one_line_naming_its_address(tmp_path):
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        host, port = closed.getsockname()
+        address = f"{host}:{port}"
+        commands = {
+            "consume": ["consume", "orders", "--bootstrap-server", address],
+            "topics describe": ["topics", "describe", "orders", "--bootstrap-server", address],
+        }
+        processes = {
+            name: subprocess.Popen(
+                [sys.executable, "-m", "odradek.cli", *args],
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name, args in commands.items()
+        }
+        try:
+            results = {
+                name: (*p.communicate(timeout=COMMAND_TIMEOUT_S), p.returncode)
+                for name, p in processes.items()
+            }
+        finally:
+            for p in processes.values():
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    for name, (stdout, stderr, code) in results.items():
+        assert code == 1 and stdout == "", (name, stdout, stderr)
+        lines = stderr.splitlines()
+        assert len(lines) == 1, (name, stderr)
+        assert lines[0].startswith(f"odradek {name}: error: cannot reach a broker at {address} ")
+        assert "local status` to see the local cluster's address" in lines[0]
 
 
 def test_local_restart_rolling_restarts_each_broker_and_records_survive(workdir):
