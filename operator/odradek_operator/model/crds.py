@@ -327,6 +327,10 @@ def topic_status() -> Schema:
             "observedGeneration": _int(minimum=0),
             "conditions": conditions(),
             "partitions": _int(minimum=0),
+            "appliedPartitions": _int(
+                minimum=0,
+                description="spec.partitions when last applied: a lower spec is a decrease.",
+            ),
             "replicationFactor": _int(minimum=0),
             "config": config_map("The topic's non-default config as the cluster reports it."),
         }

@@ -1,13 +1,15 @@
 """OdradekTopic -> the topic in the cluster: create, grow partitions, converge config, delete.
 
 ``topic_diff`` (pure) compares the resource's spec with what the cluster reports: missing topic ->
-create; more partitions wanted -> grow; fewer -> refused (``PartitionDecreaseRefused``: Kafka
-cannot remove partitions); another replication factor -> refused
+create; more partitions wanted -> grow; a spec lowered below the partitions the operator last
+applied (``status.appliedPartitions``) -> refused (``PartitionDecreaseRefused``: Kafka cannot
+remove partitions; the CRD's CEL rule says the same); another replication factor -> refused
 (``ReplicationFactorChangeRefused``: that is a reassignment, ``odradek reassign``); config keys
 of the spec that differ -> set; topic overrides the spec does not name -> deleted (drift made
 outside the resource is reverted). Partitions added elsewhere are kept (the spec is a minimum
-then, reported in status). ``reconcile_topic`` runs it against a ``ClusterAdmin`` and returns the
-status to write; an invalid config the cluster refuses is ``Refused("InvalidConfig")``.
+then, reported in status: ``TopicDiff.extra_partitions``) and config drift is still repaired.
+``reconcile_topic`` runs it against a ``ClusterAdmin`` and returns the status to write; an
+invalid config the cluster refuses is ``Refused("InvalidConfig")``.
 """
 
 from __future__ import annotations
@@ -38,20 +40,26 @@ class TopicDiff:
     grow_to: int | None = None
     set_config: dict[str, str] = field(default_factory=dict)
     delete_config: tuple[str, ...] = ()
+    extra_partitions: int = 0  # partitions beyond the spec's, added outside the resource: kept
 
     @property
     def empty(self) -> bool:
         return not (self.create or self.grow_to or self.set_config or self.delete_config)
 
 
-def topic_diff(spec: TopicSpec, actual: TopicActual | None) -> TopicDiff:
+def topic_diff(
+    spec: TopicSpec, actual: TopicActual | None, applied_partitions: int | None = None
+) -> TopicDiff:
+    """``applied_partitions``: the spec's partitions the operator last applied (None: never).
+    A spec below it was lowered, which is refused; a topic with more partitions than a spec
+    that was not lowered grew outside the resource, which is kept."""
     if actual is None:
         return TopicDiff(create=True)
-    if spec.partitions < actual.partitions:
+    if applied_partitions is not None and spec.partitions < applied_partitions:
         raise Refused(
             "PartitionDecreaseRefused",
             f"topic {spec.topic_name} has {actual.partitions} partitions; Kafka cannot remove "
-            f"partitions, so {spec.partitions} is refused (set {actual.partitions} or more)",
+            f"partitions, so {spec.partitions} is refused (set {applied_partitions} or more)",
         )
     if spec.replication_factor != actual.replication_factor:
         raise Refused(
@@ -63,7 +71,8 @@ def topic_diff(spec: TopicSpec, actual: TopicActual | None) -> TopicDiff:
     grow_to = spec.partitions if spec.partitions > actual.partitions else None
     set_config = {k: v for k, v in spec.config.items() if actual.overrides.get(k) != v}
     delete = tuple(sorted(k for k in actual.overrides if k not in spec.config))
-    return TopicDiff(False, grow_to, set_config, delete)
+    extra = max(0, actual.partitions - spec.partitions)
+    return TopicDiff(False, grow_to, set_config, delete, extra)
 
 
 def actual_of(view: ClusterView, name: str, configs: Mapping) -> TopicActual | None:
@@ -82,10 +91,12 @@ async def read_topic(admin: ClusterAdmin, name: str) -> TopicActual | None:
     return actual_of(view, name, await admin.topic_configs([name]))
 
 
-async def reconcile_topic(admin: ClusterAdmin, spec: TopicSpec) -> tuple[TopicDiff, TopicActual]:
+async def reconcile_topic(
+    admin: ClusterAdmin, spec: TopicSpec, applied_partitions: int | None = None
+) -> tuple[TopicDiff, TopicActual]:
     """Converge the topic; what was changed and the topic as the cluster then reports it."""
     actual = await read_topic(admin, spec.topic_name)
-    diff = topic_diff(spec, actual)
+    diff = topic_diff(spec, actual, applied_partitions)
     try:
         if diff.create:
             await admin.create_topic(
@@ -139,6 +150,16 @@ async def cluster_admin(kube, admin_for, spec: TopicSpec) -> ClusterAdmin:
     return admin_for(bootstrap)
 
 
+def extra_partitions_message(spec: TopicSpec, diff: TopicDiff) -> str:
+    if not diff.extra_partitions:
+        return ""
+    return (
+        f"; topic {spec.topic_name} has {spec.partitions + diff.extra_partitions} partitions, "
+        f"{diff.extra_partitions} more than spec.partitions ({spec.partitions}): added outside "
+        "the resource and kept (Kafka cannot remove partitions)"
+    )
+
+
 def drift_message(diff: TopicDiff) -> str:
     changed = sorted([*diff.set_config, *diff.delete_config])
     return "config changed outside the resource was reverted: " + ", ".join(changed)
@@ -165,7 +186,7 @@ async def sync_topic(kube, admin_for, body: Mapping, *, periodic: bool = False) 
             raise Refused(reason, str(e)) from e
         admin = await cluster_admin(kube, admin_for, spec)
         try:
-            diff, actual = await reconcile_topic(admin, spec)
+            diff, actual = await reconcile_topic(admin, spec, old.get("appliedPartitions"))
         except ClusterUnavailable as e:
             raise Retry(str(e), WAIT_S, "ClusterUnreachable") from e
     except Retry as retry:
@@ -184,9 +205,13 @@ async def sync_topic(kube, admin_for, body: Mapping, *, periodic: bool = False) 
         )
         raise
     status.update(topic_status(actual))
+    status["appliedPartitions"] = spec.partitions
     conditions = set_condition(old.get("conditions"), condition("Error", False, "NoError", ""))
+    kept = extra_partitions_message(spec, diff)
     if periodic and not diff.create and (diff.set_config or diff.delete_config):
-        ready = condition("Ready", True, "DriftReverted", drift_message(diff))
+        ready = condition("Ready", True, "DriftReverted", drift_message(diff) + kept)
+    elif diff.extra_partitions:
+        ready = condition("Ready", True, "PartitionsAddedOutside", kept.removeprefix("; "))
     elif diff.create:
         ready = condition("Ready", True, "Created", f"topic {spec.topic_name} created")
     else:

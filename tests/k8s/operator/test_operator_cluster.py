@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    NewPartitions,
     NewTopic,
 )
 
@@ -257,6 +258,27 @@ def test_topics_created_altered_drift_reverted_deleted(cluster):
     )
     assert "retention.ms" in ready["message"]
 
+    # Partitions added outside the resource (issue 21 item 4) are kept and reported, and config
+    # drift made at the same time is still reverted.
+    grown = admin.create_partitions([NewPartitions("orders", 6)])
+    grown["orders"].result(timeout=15)
+    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
+    ready = wait_for(
+        lambda: (
+            "2 more than spec.partitions"
+            in condition(cluster.get("odradektopics", "orders"), "Ready").get("message", "")
+            and topic_config(cluster, "orders")["retention.ms"] == "7200000"
+            and condition(cluster.get("odradektopics", "orders"), "Ready")
+        ),
+        30,
+        "extra partitions reported, drift reverted",
+    )
+    assert ready["status"] == "True"
+    obj = cluster.get("odradektopics", "orders")
+    assert condition(obj, "Error")["status"] == "False", obj["status"]
+    assert obj["status"]["partitions"] == 6
+    assert len(partitions_of(cluster, "orders")) == 6
+
     # A partition decrease is refused in status, not retried in a loop.
     store.patch("odradektopics", NAMESPACE, "orders", {"spec": {"partitions": 2}})
     error = wait_for(
@@ -268,7 +290,7 @@ def test_topics_created_altered_drift_reverted_deleted(cluster):
         "decrease refused",
     )
     assert error["reason"] == "PartitionDecreaseRefused"
-    assert len(partitions_of(cluster, "orders")) == 4
+    assert len(partitions_of(cluster, "orders")) == 6
 
     store.delete("odradektopics", NAMESPACE, "orders")
     wait_for(lambda: cluster.get("odradektopics", "orders") is None, 30, "finalizer done")

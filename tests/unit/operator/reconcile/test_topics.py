@@ -31,8 +31,32 @@ def test_in_sync_topic_needs_nothing():
 def test_partitions_grow_and_never_shrink():
     assert topic_diff(spec(partitions=6), TopicActual(3, 2, {})).grow_to == 6
     with pytest.raises(Refused) as refused:
-        topic_diff(spec(partitions=2), TopicActual(3, 2, {}))
+        topic_diff(spec(partitions=2), TopicActual(3, 2, {}), applied_partitions=3)
     assert refused.value.reason == "PartitionDecreaseRefused"
+
+
+def test_partitions_added_outside_are_kept_and_config_still_repaired():
+    actual = TopicActual(5, 2, {"retention.ms": "5"})
+    diff = topic_diff(spec(partitions=3, config={"retention.ms": "9"}), actual, 3)
+    assert (diff.extra_partitions, diff.grow_to) == (2, None)
+    assert diff.set_config == {"retention.ms": "9"}
+
+
+def test_sync_reports_partitions_added_outside_and_reverts_drift():
+    kube, admin = world()
+    asyncio.run(topics.sync_topic(kube, lambda b: admin, body(config={"retention.ms": 9})))
+    written = kube.find("OdradekTopic", "orders")
+    assert written["status"]["appliedPartitions"] == 3
+    admin.cluster_view = view({("orders", p): [0, 1] for p in range(5)}, range(2))
+    admin.configs["orders"]["retention.ms"] = ("1", True)
+    again = {**body(config={"retention.ms": 9}), "status": written["status"]}
+    status = asyncio.run(topics.sync_topic(kube, lambda b: admin, again, periodic=True))
+    assert admin.calls[-1] == ("alter_topic_config", "orders", {"retention.ms": "9"}, ())
+    assert status["partitions"] == 5
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Error"]["status"] == "False"
+    assert conditions["Ready"]["status"] == "True"
+    assert "2 more than spec.partitions" in conditions["Ready"]["message"]
 
 
 def test_replication_factor_change_is_refused():
