@@ -297,6 +297,77 @@ def test_topics_created_altered_drift_reverted_deleted(cluster):
     wait_for(lambda: not partitions_of(cluster, "orders"), 30, "topic deleted")
 
 
+def topic_resource(name: str, retention_ms: int, topic_name: str | None = None) -> dict:
+    spec = {
+        "cluster": "demo",
+        "partitions": 1,
+        "replicationFactor": 3,
+        "config": {"retention.ms": retention_ms},
+    }
+    if topic_name is not None:
+        spec["topicName"] = topic_name
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def records_in(cluster: Cluster, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "count"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)
+        return high - low
+    finally:
+        consumer.close()
+
+
+def conflict_events(cluster: Cluster, name: str) -> int:
+    events, _ = cluster.store.list("events", NAMESPACE)
+    return sum(
+        e.get("count", 1)
+        for e in events
+        if e.get("involvedObject", {}).get("name") == name and e.get("reason") == "ResourceConflict"
+    )
+
+
+def error_reason(cluster: Cluster, name: str) -> str | None:
+    error = condition(cluster.get("odradektopics", name), "Error")
+    return error.get("reason") if error.get("status") == "True" else None
+
+
+def test_one_topic_has_one_owner_and_its_topic_name_is_kept(cluster):
+    """Issue 21 item 2: the oldest OdradekTopic naming a topic owns it (as Strimzi); a rival is
+    refused, never alters it and deleting it leaves the data; a renamed topicName is refused, and
+    deleting the resource after an invalid edit still deletes the topic it managed."""
+    cluster.wait_ready()
+    store = cluster.store
+    store.create("odradektopics", NAMESPACE, topic_resource("shared", 3600000, "shared"))
+    wait_for(lambda: topic_ready(cluster, "shared"), 30, "shared Ready")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all"})
+    for i in range(20):
+        producer.produce("shared", b"v%d" % i)
+    assert producer.flush(30) == 0
+    store.create("odradektopics", NAMESPACE, topic_resource("rival", 1000, "shared"))
+    wait_for(lambda: error_reason(cluster, "rival") == "ResourceConflict", 30, "rival refused")
+    # The rival's periodic passes (every 3 s) are refused too, each posting a warning: after two,
+    # the owner's config still stands.
+    wait_for(lambda: conflict_events(cluster, "rival") >= 3, 30, "the rival's periodic passes")
+    assert topic_config(cluster, "shared")["retention.ms"] == "3600000"
+    assert condition(cluster.get("odradektopics", "shared"), "Ready")["status"] == "True"
+    store.delete("odradektopics", NAMESPACE, "rival")
+    wait_for(lambda: cluster.get("odradektopics", "rival") is None, 30, "rival's finalizer done")
+    assert records_in(cluster, "shared") == 20
+
+    # topicName edited: refused, the managed topic stays; then an invalid spec, then deletion.
+    store.patch("odradektopics", NAMESPACE, "shared", {"spec": {"topicName": "shared-v2"}})
+    wait_for(
+        lambda: error_reason(cluster, "shared") == "TopicNameChangeRefused", 30, "rename refused"
+    )
+    assert not partitions_of(cluster, "shared-v2")
+    store.patch("odradektopics", NAMESPACE, "shared", {"spec": {"partitions": 0}})
+    wait_for(lambda: error_reason(cluster, "shared") == "InvalidSpec", 30, "invalid spec refused")
+    store.delete("odradektopics", NAMESPACE, "shared")
+    wait_for(lambda: cluster.get("odradektopics", "shared") is None, 30, "finalizer done")
+    wait_for(lambda: not partitions_of(cluster, "shared"), 30, "the managed topic deleted")
+
+
 BAD_TOPICS = {
     # issue 21 item 6: more digits than Python's int() takes (a ValueError kopf retried forever).
     "huge-integer": ({"config": {"retention.ms": "9" * 5000}}, "InvalidConfig"),

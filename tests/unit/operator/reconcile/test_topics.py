@@ -4,6 +4,7 @@ resource's status."""
 from __future__ import annotations
 
 import asyncio
+import copy
 
 import pytest
 
@@ -180,3 +181,44 @@ def test_an_integer_of_5000_digits_is_refused_in_status(value):
     )
     assert (error["status"], error["reason"]) == ("True", "InvalidConfig")
     assert admin.calls == []
+
+
+def rival(name="orders-copy", topic="orders", created="2026-12-02T10:00:01Z"):
+    other = body(name=name, config={"retention.ms": 5})
+    other["spec"]["topicName"] = topic
+    other["metadata"]["creationTimestamp"] = created
+    return other
+
+
+def test_the_oldest_resource_owns_a_topic_and_a_rival_never_touches_it():
+    kube, admin = world()
+    kube.objects["OdradekTopic", "ns", "orders"]["metadata"]["creationTimestamp"] = (
+        "2026-12-02T10:00:00Z"
+    )
+    asyncio.run(topics.sync_topic(kube, lambda b: admin, body()))
+    kube.put(rival())
+    calls = len(admin.calls)
+    with pytest.raises(Refused) as refused:
+        asyncio.run(topics.sync_topic(kube, lambda b: admin, rival()))
+    assert refused.value.reason == "ResourceConflict"
+    assert "managed by OdradekTopic orders" in str(refused.value)
+    message = asyncio.run(topics.delete_topic(kube, lambda b: admin, rival()))
+    assert "left alone" in message and len(admin.calls) == calls
+
+
+def test_a_changed_topic_name_is_refused_and_deletion_deletes_the_managed_topic():
+    kube, admin = world()
+    asyncio.run(topics.sync_topic(kube, lambda b: admin, body()))
+    renamed = copy.deepcopy(kube.find("OdradekTopic", "orders"))
+    renamed["spec"]["topicName"] = "orders-v2"
+    kube.put(renamed)
+    with pytest.raises(Refused) as refused:
+        asyncio.run(topics.sync_topic(kube, lambda b: admin, renamed))
+    assert refused.value.reason == "TopicNameChangeRefused"
+    invalid = copy.deepcopy(kube.find("OdradekTopic", "orders"))
+    invalid["spec"]["partitions"] = 0
+    kube.put(invalid)
+    with pytest.raises(Refused):
+        asyncio.run(topics.sync_topic(kube, lambda b: admin, invalid))
+    asyncio.run(topics.delete_topic(kube, lambda b: admin, kube.find("OdradekTopic", "orders")))
+    assert admin.calls[-1] == ("delete_topic", "orders")
