@@ -1,7 +1,8 @@
 """The operator end to end: kopf in-process against the test API server, the kubelet stand-in
 running the pods it asks for as real processes (ZooKeeper, a controller, brokers), real clients.
 One cluster shared by the tests of this module, in order: Ready and serving clients; topics
-created, altered and their drift reverted; a config change (with spec.brokers.rack turned on)
+created, altered, their drift reverted and partitions added outside kept; one owner per topic
+name; bad topic specs refused in status; a config change (with spec.brokers.rack turned on)
 rolled one broker at a time under acks=all load losing nothing, the brokers then reporting their
 node's zone as their rack; scaled 3 -> 5 -> 3 with rebalance and drain; a JBOD volume
 added; deleted, its PVC directories kept."""
