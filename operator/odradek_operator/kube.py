@@ -15,6 +15,10 @@ StatefulSet's selector, serviceName and volumeClaimTemplates (volumes.py recreat
 StatefulSet for those), and the brokers' replicas (scaling.py changes them). ``apply`` never
 deletes anything; PersistentVolumeClaims are deleted only by an explicit call.
 
+Least privilege: ``OPERATOR_VERBS`` lists every call the operator's code makes, by kind and verb;
+``ApiKube`` refuses any other (as the API server would, given the chart's Role), and the chart's
+Role is checked against it (tests/chart/test_chart.py).
+
 Objects are plain dicts (Kubernetes' JSON). One ``ApiKube`` may be shared by tasks of one loop.
 """
 
@@ -29,12 +33,15 @@ from typing import Any, Protocol
 
 __all__ = [
     "KINDS",
+    "KOPF_VERBS",
+    "OPERATOR_VERBS",
     "ApiKube",
     "ApplyResult",
     "Kind",
     "Kube",
     "KubeError",
     "apply",
+    "check_allowed",
     "contains",
     "kind_of",
 ]
@@ -93,6 +100,75 @@ KINDS: dict[str, Kind] = {
 }
 
 
+# Least privilege, as data: every call the operator's own code makes, per kind ("Kind/status":
+# the status subresource), in RBAC's verbs (get, list, create; merge_patch is "patch", delete is
+# "delete"). ``ApiKube`` refuses any other call as the API server would (403), and so does the
+# tests' FakeKube, so a new call fails its tests until it is declared here; tests/chart checks
+# that the chart's Role grants exactly this plus ``KOPF_VERBS``. Node is granted by a ClusterRole
+# of its own (rbac.readNodes).
+OPERATOR_VERBS: Mapping[str, frozenset[str]] = {
+    kind: frozenset(verbs)
+    for kind, verbs in {
+        # What the builders produce: apply() reads, creates, patches; never deletes.
+        "Service": ("get", "create", "patch"),
+        "ConfigMap": ("get", "create", "patch"),
+        "ServiceAccount": ("get", "create", "patch"),
+        "Deployment": ("get", "create", "patch"),
+        "PodDisruptionBudget": ("get", "create", "patch"),
+        # Scaled by a patch; deleted (orphaning its pods) to change volumeClaimTemplates.
+        "StatefulSet": ("get", "create", "patch", "delete"),
+        # Read by labels; a broker's rack annotation patched; deleted one at a time to restart.
+        "Pod": ("list", "patch", "delete"),
+        "PersistentVolumeClaim": ("delete",),  # only with deleteClaim: true
+        "Node": ("get",),  # spec.brokers.rack
+        "OdradekCluster": ("get",),
+        "OdradekTopic": ("list",),  # who owns a topic name
+        "OdradekConnect": ("get",),
+        "OdradekCluster/status": ("patch",),
+        "OdradekTopic/status": ("patch",),
+        "OdradekConnect/status": ("patch",),
+        "OdradekConnector/status": ("patch",),
+    }.items()
+}
+# What kopf itself asks (it watches, and patches finalizers and its annotations on, the kinds it
+# handles; posts events; elects the active replica through a peering object; cluster-wide it
+# watches CRDs). "Kind/finalizers" update: creating objects whose ownerReferences set
+# blockOwnerDeletion needs it on the owner (OdradekCluster's and OdradekConnect's objects).
+KOPF_VERBS: Mapping[str, frozenset[str]] = {
+    kind: frozenset(verbs)
+    for kind, verbs in {
+        "OdradekCluster": ("list", "watch", "patch"),
+        "OdradekTopic": ("list", "watch", "patch"),
+        "OdradekConnect": ("list", "watch", "patch"),
+        "OdradekConnector": ("list", "watch", "patch"),
+        "OdradekCluster/finalizers": ("update",),
+        "OdradekConnect/finalizers": ("update",),
+        "Event": ("create",),
+        # Peering: "KopfPeering" (kopfpeerings; ClusterKopfPeering cluster-wide); cluster-wide
+        # only, kopf watches CustomResourceDefinitions.
+        "KopfPeering": ("get", "list", "watch", "patch"),
+        "CustomResourceDefinition": ("get", "list", "watch"),
+    }.items()
+}
+
+
+def check_allowed(
+    kind: str,
+    verb: str,
+    subresource: str | None = None,
+    allowed: Mapping[str, frozenset[str]] = OPERATOR_VERBS,
+) -> None:
+    """KubeError(403) unless ``allowed`` (the operator's ``OPERATOR_VERBS``) declares this call."""
+    key = f"{kind}/{subresource}" if subresource else kind
+    if verb not in allowed.get(key, ()):
+        raise KubeError(
+            f"{verb} {key}: not in the operator's declared calls (kube.OPERATOR_VERBS), so the "
+            "chart's Role does not grant it",
+            403,
+            "Forbidden",
+        )
+
+
 def kind_of(kind: str) -> Kind:
     try:
         return KINDS[kind]
@@ -145,12 +221,16 @@ class Kube(Protocol):
 class ApiKube:
     """``Kube`` over ``kubernetes.client.ApiClient`` (raw paths, calls in a worker thread)."""
 
-    def __init__(self, api_client: Any = None) -> None:
+    def __init__(
+        self, api_client: Any = None, allowed: Mapping[str, frozenset[str]] = OPERATOR_VERBS
+    ) -> None:
         if api_client is None:
             api_client = _default_api_client()
         self._api = api_client
+        self._allowed = allowed  # the calls it may make (a test of the port itself widens it)
 
     async def get(self, kind: str, name: str, namespace: str | None) -> dict | None:
+        check_allowed(kind, "get", allowed=self._allowed)
         try:
             return await self._call("GET", kind_of(kind).path(namespace, name))
         except KubeError as e:
@@ -161,6 +241,7 @@ class ApiKube:
     async def list(
         self, kind: str, namespace: str | None, labels: Mapping[str, str] | None = None
     ) -> list[dict]:
+        check_allowed(kind, "list", allowed=self._allowed)
         query = {"labelSelector": selector(labels)} if labels else None
         answer = await self._call("GET", kind_of(kind).path(namespace), query=query)
         k = kind_of(kind)
@@ -171,6 +252,7 @@ class ApiKube:
         return items
 
     async def create(self, obj: dict) -> dict:
+        check_allowed(obj["kind"], "create", allowed=self._allowed)
         meta = obj["metadata"]
         path = kind_of(obj["kind"]).path(meta.get("namespace"))
         return await self._call("POST", path, body=obj)
@@ -183,6 +265,7 @@ class ApiKube:
         patch: dict,
         subresource: str | None = None,
     ) -> dict:
+        check_allowed(kind, "patch", subresource, allowed=self._allowed)
         path = kind_of(kind).path(namespace, name)
         if subresource:
             path += f"/{subresource}"
@@ -193,6 +276,7 @@ class ApiKube:
     async def delete(
         self, kind: str, name: str, namespace: str | None, propagation: str = "Background"
     ) -> bool:
+        check_allowed(kind, "delete", allowed=self._allowed)
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
         try:
             await self._call("DELETE", kind_of(kind).path(namespace, name), body=body)

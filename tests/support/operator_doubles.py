@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 
 from odradek.ops import ClusterView
 from odradek.ops.model import BrokerInfo, PartitionInfo, TopicPartition
-from odradek_operator.kube import KubeError
+from odradek_operator.kube import KubeError, check_allowed
 
 
 def merge(target: dict, patch: dict) -> dict:
@@ -42,10 +42,12 @@ class FakeKube:
         return self.objects.get((kind, namespace, name))
 
     async def get(self, kind, name, namespace):
+        check_allowed(kind, "get")
         obj = self.objects.get((kind, namespace, name))
         return copy.deepcopy(obj) if obj is not None else None
 
     async def list(self, kind, namespace, labels=None):
+        check_allowed(kind, "list")
         result = []
         for (k, ns, _), obj in sorted(self.objects.items(), key=lambda kv: kv[0][2]):
             if k != kind or (namespace is not None and ns != namespace):
@@ -56,6 +58,7 @@ class FakeKube:
         return result
 
     async def create(self, obj):
+        check_allowed(obj["kind"], "create")
         meta = obj["metadata"]
         key = (obj["kind"], meta.get("namespace"), meta["name"])
         if key in self.objects:
@@ -64,6 +67,7 @@ class FakeKube:
         return copy.deepcopy(self.put(obj))
 
     async def merge_patch(self, kind, name, namespace, patch, subresource=None):
+        check_allowed(kind, "patch", subresource)
         obj = self.objects.get((kind, namespace, name))
         if obj is None:
             raise KubeError("not found", 404)
@@ -74,6 +78,7 @@ class FakeKube:
         return copy.deepcopy(obj)
 
     async def delete(self, kind, name, namespace, propagation="Background"):
+        check_allowed(kind, "delete")
         self.actions.append(("delete", kind, name, propagation))
         return self.objects.pop((kind, namespace, name), None) is not None
 

@@ -340,6 +340,13 @@ def topic_status() -> Schema:
             "observedGeneration": _int(minimum=0),
             "conditions": conditions(),
             "partitions": _int(minimum=0),
+            "topicName": _str(
+                description="The topic this resource manages (deleting the resource deletes it)."
+            ),
+            "appliedPartitions": _int(
+                minimum=0,
+                description="spec.partitions when last applied: a lower spec is a decrease.",
+            ),
             "replicationFactor": _int(minimum=0),
             "config": config_map("The topic's non-default config as the cluster reports it."),
         }

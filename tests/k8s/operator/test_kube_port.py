@@ -22,8 +22,14 @@ def config_map(namespace, name="c", data=None, labels=None):
     }
 
 
+# The port's own test makes calls the operator never does (it creates clusters, deletes
+# ConfigMaps): it widens the port's table of allowed calls.
+EVERY_VERB = frozenset({"get", "list", "create", "patch", "delete"})
+ALL_CALLS = {k: EVERY_VERB for k in ("ConfigMap", "OdradekCluster", "OdradekCluster/status")}
+
+
 def test_crud_and_apply(kube_client, namespace):
-    kube = ApiKube(kube_client)
+    kube = ApiKube(kube_client, allowed=ALL_CALLS)
 
     async def scenario():
         assert await kube.get("ConfigMap", "c", namespace) is None
@@ -57,3 +63,10 @@ def test_crud_and_apply(kube_client, namespace):
         await kube.delete("OdradekCluster", "demo", namespace)
 
     asyncio.run(scenario())
+
+
+def test_the_operators_port_refuses_calls_it_does_not_declare(kube_client, namespace):
+    kube = ApiKube(kube_client)  # the operator's table: the chart's Role
+    with pytest.raises(KubeError) as refused:
+        asyncio.run(kube.delete("ConfigMap", "c", namespace))
+    assert refused.value.status == 403

@@ -1,7 +1,8 @@
 """The operator end to end: kopf in-process against the test API server, the kubelet stand-in
 running the pods it asks for as real processes (ZooKeeper, a controller, brokers), real clients.
 One cluster shared by the tests of this module, in order: Ready and serving clients; topics
-created, altered and their drift reverted; a config change (with spec.brokers.rack turned on)
+created, altered, their drift reverted and partitions added outside kept; one owner per topic
+name; bad topic specs refused in status; a config change (with spec.brokers.rack turned on)
 rolled one broker at a time under acks=all load losing nothing, the brokers then reporting their
 node's zone as their rack; scaled 3 -> 5 -> 3 with rebalance and drain (the way down in one edit
 with a JBOD volume added, so the StatefulSet is re-created: no broker leaves holding a replica);
@@ -25,6 +26,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    NewPartitions,
     NewTopic,
 )
 
@@ -260,6 +262,27 @@ def test_topics_created_altered_drift_reverted_deleted(cluster):
     )
     assert "retention.ms" in ready["message"]
 
+    # Partitions added outside the resource (issue 21 item 4) are kept and reported, and config
+    # drift made at the same time is still reverted.
+    grown = admin.create_partitions([NewPartitions("orders", 6)])
+    grown["orders"].result(timeout=15)
+    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
+    ready = wait_for(
+        lambda: (
+            "2 more than spec.partitions"
+            in condition(cluster.get("odradektopics", "orders"), "Ready").get("message", "")
+            and topic_config(cluster, "orders")["retention.ms"] == "7200000"
+            and condition(cluster.get("odradektopics", "orders"), "Ready")
+        ),
+        30,
+        "extra partitions reported, drift reverted",
+    )
+    assert ready["status"] == "True"
+    obj = cluster.get("odradektopics", "orders")
+    assert condition(obj, "Error")["status"] == "False", obj["status"]
+    assert obj["status"]["partitions"] == 6
+    assert len(partitions_of(cluster, "orders")) == 6
+
     # A partition decrease is refused in status, not retried in a loop.
     store.patch("odradektopics", NAMESPACE, "orders", {"spec": {"partitions": 2}})
     error = wait_for(
@@ -271,11 +294,82 @@ def test_topics_created_altered_drift_reverted_deleted(cluster):
         "decrease refused",
     )
     assert error["reason"] == "PartitionDecreaseRefused"
-    assert len(partitions_of(cluster, "orders")) == 4
+    assert len(partitions_of(cluster, "orders")) == 6
 
     store.delete("odradektopics", NAMESPACE, "orders")
     wait_for(lambda: cluster.get("odradektopics", "orders") is None, 30, "finalizer done")
     wait_for(lambda: not partitions_of(cluster, "orders"), 30, "topic deleted")
+
+
+def topic_resource(name: str, retention_ms: int, topic_name: str | None = None) -> dict:
+    spec = {
+        "cluster": "demo",
+        "partitions": 1,
+        "replicationFactor": 3,
+        "config": {"retention.ms": retention_ms},
+    }
+    if topic_name is not None:
+        spec["topicName"] = topic_name
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def records_in(cluster: Cluster, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "count"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)
+        return high - low
+    finally:
+        consumer.close()
+
+
+def conflict_events(cluster: Cluster, name: str) -> int:
+    events, _ = cluster.store.list("events", NAMESPACE)
+    return sum(
+        e.get("count", 1)
+        for e in events
+        if e.get("involvedObject", {}).get("name") == name and e.get("reason") == "ResourceConflict"
+    )
+
+
+def error_reason(cluster: Cluster, name: str) -> str | None:
+    error = condition(cluster.get("odradektopics", name), "Error")
+    return error.get("reason") if error.get("status") == "True" else None
+
+
+def test_one_topic_has_one_owner_and_its_topic_name_is_kept(cluster):
+    """Issue 21 item 2: the oldest OdradekTopic naming a topic owns it (as Strimzi); a rival is
+    refused, never alters it and deleting it leaves the data; a renamed topicName is refused, and
+    deleting the resource after an invalid edit still deletes the topic it managed."""
+    cluster.wait_ready()
+    store = cluster.store
+    store.create("odradektopics", NAMESPACE, topic_resource("shared", 3600000, "shared"))
+    wait_for(lambda: topic_ready(cluster, "shared"), 30, "shared Ready")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all"})
+    for i in range(20):
+        producer.produce("shared", b"v%d" % i)
+    assert producer.flush(30) == 0
+    store.create("odradektopics", NAMESPACE, topic_resource("rival", 1000, "shared"))
+    wait_for(lambda: error_reason(cluster, "rival") == "ResourceConflict", 30, "rival refused")
+    # The rival's periodic passes (every 3 s) are refused too, each posting a warning: after two,
+    # the owner's config still stands.
+    wait_for(lambda: conflict_events(cluster, "rival") >= 3, 30, "the rival's periodic passes")
+    assert topic_config(cluster, "shared")["retention.ms"] == "3600000"
+    assert condition(cluster.get("odradektopics", "shared"), "Ready")["status"] == "True"
+    store.delete("odradektopics", NAMESPACE, "rival")
+    wait_for(lambda: cluster.get("odradektopics", "rival") is None, 30, "rival's finalizer done")
+    assert records_in(cluster, "shared") == 20
+
+    # topicName edited: refused, the managed topic stays; then an invalid spec, then deletion.
+    store.patch("odradektopics", NAMESPACE, "shared", {"spec": {"topicName": "shared-v2"}})
+    wait_for(
+        lambda: error_reason(cluster, "shared") == "TopicNameChangeRefused", 30, "rename refused"
+    )
+    assert not partitions_of(cluster, "shared-v2")
+    store.patch("odradektopics", NAMESPACE, "shared", {"spec": {"partitions": 0}})
+    wait_for(lambda: error_reason(cluster, "shared") == "InvalidSpec", 30, "invalid spec refused")
+    store.delete("odradektopics", NAMESPACE, "shared")
+    wait_for(lambda: cluster.get("odradektopics", "shared") is None, 30, "finalizer done")
+    wait_for(lambda: not partitions_of(cluster, "shared"), 30, "the managed topic deleted")
 
 
 BAD_TOPICS = {

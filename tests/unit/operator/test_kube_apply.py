@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from odradek_operator.kube import apply, contains, kind_of
 from support.operator_doubles import FakeKube
 
@@ -56,3 +58,16 @@ def test_never_patches_claim_templates_nor_kept_replicas():
     result = asyncio.run(apply(kube, sts(replicas=5, vct=("data-0", "data-1")), keep_replicas=True))
     assert result.action == "Noop"
     assert asyncio.run(apply(kube, sts(replicas=5))).action == "Patched"
+
+
+def test_a_call_the_operator_does_not_declare_is_refused_as_the_api_server_would():
+    # kube.OPERATOR_VERBS is the chart's Role (tests/chart): a call outside it would be a 403.
+    from odradek_operator.kube import OPERATOR_VERBS, KubeError, check_allowed
+
+    check_allowed("Service", "patch")
+    check_allowed("OdradekTopic", "patch", "status")
+    for kind, verb in (("Service", "delete"), ("ConfigMap", "update"), ("Secret", "get")):
+        with pytest.raises(KubeError) as refused:
+            check_allowed(kind, verb)
+        assert refused.value.status == 403
+    assert "delete" not in OPERATOR_VERBS["Deployment"]

@@ -4,6 +4,7 @@ resource's status."""
 from __future__ import annotations
 
 import asyncio
+import copy
 
 import pytest
 
@@ -31,8 +32,32 @@ def test_in_sync_topic_needs_nothing():
 def test_partitions_grow_and_never_shrink():
     assert topic_diff(spec(partitions=6), TopicActual(3, 2, {})).grow_to == 6
     with pytest.raises(Refused) as refused:
-        topic_diff(spec(partitions=2), TopicActual(3, 2, {}))
+        topic_diff(spec(partitions=2), TopicActual(3, 2, {}), applied_partitions=3)
     assert refused.value.reason == "PartitionDecreaseRefused"
+
+
+def test_partitions_added_outside_are_kept_and_config_still_repaired():
+    actual = TopicActual(5, 2, {"retention.ms": "5"})
+    diff = topic_diff(spec(partitions=3, config={"retention.ms": "9"}), actual, 3)
+    assert (diff.extra_partitions, diff.grow_to) == (2, None)
+    assert diff.set_config == {"retention.ms": "9"}
+
+
+def test_sync_reports_partitions_added_outside_and_reverts_drift():
+    kube, admin = world()
+    asyncio.run(topics.sync_topic(kube, lambda b: admin, body(config={"retention.ms": 9})))
+    written = kube.find("OdradekTopic", "orders")
+    assert written["status"]["appliedPartitions"] == 3
+    admin.cluster_view = view({("orders", p): [0, 1] for p in range(5)}, range(2))
+    admin.configs["orders"]["retention.ms"] = ("1", True)
+    again = {**body(config={"retention.ms": 9}), "status": written["status"]}
+    status = asyncio.run(topics.sync_topic(kube, lambda b: admin, again, periodic=True))
+    assert admin.calls[-1] == ("alter_topic_config", "orders", {"retention.ms": "9"}, ())
+    assert status["partitions"] == 5
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Error"]["status"] == "False"
+    assert conditions["Ready"]["status"] == "True"
+    assert "2 more than spec.partitions" in conditions["Ready"]["message"]
 
 
 def test_replication_factor_change_is_refused():
@@ -156,3 +181,44 @@ def test_an_integer_of_5000_digits_is_refused_in_status(value):
     )
     assert (error["status"], error["reason"]) == ("True", "InvalidConfig")
     assert admin.calls == []
+
+
+def rival(name="orders-copy", topic="orders", created="2026-12-02T10:00:01Z"):
+    other = body(name=name, config={"retention.ms": 5})
+    other["spec"]["topicName"] = topic
+    other["metadata"]["creationTimestamp"] = created
+    return other
+
+
+def test_the_oldest_resource_owns_a_topic_and_a_rival_never_touches_it():
+    kube, admin = world()
+    kube.objects["OdradekTopic", "ns", "orders"]["metadata"]["creationTimestamp"] = (
+        "2026-12-02T10:00:00Z"
+    )
+    asyncio.run(topics.sync_topic(kube, lambda b: admin, body()))
+    kube.put(rival())
+    calls = len(admin.calls)
+    with pytest.raises(Refused) as refused:
+        asyncio.run(topics.sync_topic(kube, lambda b: admin, rival()))
+    assert refused.value.reason == "ResourceConflict"
+    assert "managed by OdradekTopic orders" in str(refused.value)
+    message = asyncio.run(topics.delete_topic(kube, lambda b: admin, rival()))
+    assert "left alone" in message and len(admin.calls) == calls
+
+
+def test_a_changed_topic_name_is_refused_and_deletion_deletes_the_managed_topic():
+    kube, admin = world()
+    asyncio.run(topics.sync_topic(kube, lambda b: admin, body()))
+    renamed = copy.deepcopy(kube.find("OdradekTopic", "orders"))
+    renamed["spec"]["topicName"] = "orders-v2"
+    kube.put(renamed)
+    with pytest.raises(Refused) as refused:
+        asyncio.run(topics.sync_topic(kube, lambda b: admin, renamed))
+    assert refused.value.reason == "TopicNameChangeRefused"
+    invalid = copy.deepcopy(kube.find("OdradekTopic", "orders"))
+    invalid["spec"]["partitions"] = 0
+    kube.put(invalid)
+    with pytest.raises(Refused):
+        asyncio.run(topics.sync_topic(kube, lambda b: admin, invalid))
+    asyncio.run(topics.delete_topic(kube, lambda b: admin, kube.find("OdradekTopic", "orders")))
+    assert admin.calls[-1] == ("delete_topic", "orders")
