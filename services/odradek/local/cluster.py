@@ -76,6 +76,7 @@ IDENTIFY_POLL_S = 0.005
 ZK_CHROOT = "/odradek"
 ZK_CONNECT_TIMEOUT_S = 10.0
 LISTENERS_FILE = "listeners.json"  # a member's bound addresses (odradek.listeners)
+BOUND_POLL_S = 0.05  # for a just-started member's listeners.json
 LOG_DIRS_PER_BROKER = 2  # <broker dir>/disk-0, disk-1: every local cluster runs JBOD
 REPLICATION_FACTOR_DEFAULT = 3
 MIN_INSYNC_REPLICAS_DEFAULT = 2
@@ -397,7 +398,7 @@ def _record_bound_addresses(state: ClusterState, member: Member) -> None:
                 f"{member.role} {member.id} did not bind its listeners in {READY_TIMEOUT_S} s; "
                 f"see {member.log}"
             )
-        time.sleep(IDENTIFY_POLL_S * 10)
+        time.sleep(BOUND_POLL_S)
     listeners, admin = bound
     if member.role == "controller":
         (member.address,) = listeners.values()
