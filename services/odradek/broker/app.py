@@ -5,7 +5,9 @@ broker as Kafka does); topic configurations, then the dynamic broker configs (th
 throttle rates, applied to the two ``ReplicationQuotas``); the logs of every log dir
 (recovering them after an unclean shutdown); one Kafka server per listener
 (``config.listener_table``: the client listeners and the control-plane listener, which alone
-serves the controller's requests); the admin HTTP server; and last the ephemeral
+serves the controller's requests); the admin HTTP server (a listener on port 0 binds a free
+port, ``odradek.listeners``, and the bound addresses go to ``odradek.listeners.file`` if set,
+before the registration advertises them); and last the ephemeral
 ``/brokers/ids/<id>`` registration listing every advertised listener, so the controller only
 sees a broker that can already serve. The registration's czxid is the broker epoch the
 controller's requests must carry.
@@ -62,6 +64,7 @@ from odradek.broker.workers import Workers
 from odradek.config.broker import BrokerConfig
 from odradek.config.endpoints import HostPort, Listener
 from odradek.config.topic import TopicConfig
+from odradek.listeners import write_listeners_file
 from odradek.observability.admin_server import AdminServer, start_admin_server
 from odradek.observability.loop_monitor import EventLoopMonitor
 from odradek.observability.metrics import (
@@ -280,6 +283,15 @@ class BrokerApp:
                 admin.host, admin.port, self.registry, ready=self._not_ready_reasons
             )
             admin_port = self.admin.port
+        if config.odradek_listeners_file:
+            write_listeners_file(
+                config.odradek_listeners_file,
+                {
+                    listener.name: str(HostPort(listener.host, ports[listener.name]))
+                    for listener in config.listener_table
+                },
+                None if self.admin is None else str(HostPort(self.admin.host, self.admin.port)),
+            )
 
         self.registrar = BrokerRegistrar(
             self.zk,

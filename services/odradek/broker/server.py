@@ -42,6 +42,7 @@ from odradek.broker.context import BrokerContext, DeferredAnswer, RequestContext
 from odradek.broker.handlers import CONTROLLER_APIS, ERROR_RESPONSES, HANDLERS, served_versions
 from odradek.config.endpoints import Listener
 from odradek.errors import ErrorCode
+from odradek.listeners import bind_any_port
 from odradek.protocol.apis import ApiKey, api_versions_fallback
 from odradek.protocol.codec import decode_request, encode_response_parts
 from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
@@ -133,9 +134,17 @@ class BrokerServer:
             metrics.requests_queued.set_function(lambda: self.request_slots.used)
 
     async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0: any free port); returns the bound port."""
+        """Listen on ``host:port`` (0: any free port, ``listeners.bind_any_port``); returns the
+        bound port."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: KafkaConnection(self), host, port)
+
+        def factory() -> KafkaConnection:
+            return KafkaConnection(self)
+
+        if port == 0:
+            self._server = await loop.create_server(factory, sock=bind_any_port(host))
+        else:
+            self._server = await loop.create_server(factory, host, port)
         self._reaper = asyncio.ensure_future(self._reap())
         return self._server.sockets[0].getsockname()[1]
 

@@ -213,6 +213,13 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             convert=parse_address,
         ),
         ConfigKey(
+            "odradek.listeners.file",
+            _T.STRING,
+            "",
+            "A file written once every listener is bound: the host:port each got (JSON), for a "
+            "launcher that starts the process on port 0; empty: none.",
+        ),
+        ConfigKey(
             "zookeeper.session.timeout.ms",
             _T.INT,
             18000,
@@ -799,6 +806,7 @@ class BrokerConfig(PropertiesConfig):
     control_plane_listener_name: str = _default("control.plane.listener.name")
     inter_broker_listener_name: str | None = None
     odradek_admin_listener: HostPort | None = _default("odradek.admin.listener")
+    odradek_listeners_file: str = _default("odradek.listeners.file")
     zookeeper_session_timeout_ms: int = _default("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int | None = None
     socket_request_max_bytes: int = _default("socket.request.max.bytes")

@@ -62,6 +62,7 @@ CONTROLLER_KEYS: Mapping[str, ConfigKey] = {
         ),
         BROKER_KEYS["unclean.leader.election.enable"],
         dataclasses.replace(BROKER_KEYS["odradek.admin.listener"], default="127.0.0.1:9645"),
+        BROKER_KEYS["odradek.listeners.file"],
         dataclasses.replace(
             BROKER_KEYS["control.plane.listener.name"],
             doc="The brokers' listener this controller sends its requests to; as the brokers'.",
@@ -116,6 +117,7 @@ class ControllerConfig(PropertiesConfig):
     listeners: tuple[Endpoint, ...] = _default("listeners")
     unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
     odradek_admin_listener: HostPort | None = _default("odradek.admin.listener")
+    odradek_listeners_file: str = _default("odradek.listeners.file")
     control_plane_listener_name: str = _default("control.plane.listener.name")
     controller_socket_timeout_ms: int = _default("controller.socket.timeout.ms")
     auto_leader_rebalance_enable: bool = _default("auto.leader.rebalance.enable")

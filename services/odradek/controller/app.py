@@ -3,7 +3,8 @@ SIGTERM.
 
 Wiring only: the ZooKeeper store and the per-broker channels are built here and given to the
 ``Controller``; its listener (``server``) is bound before the election starts, so the endpoint
-published in ``/controller`` is the bound one (``listeners`` may ask for port 0).
+published in ``/controller`` is the bound one (``listeners`` may ask for port 0; the bound
+addresses go to ``odradek.listeners.file`` if set, see ``odradek.listeners``).
 
 The controller has no clock of its own: the timers live here and only enqueue events. With
 ``auto.leader.rebalance.enable`` one task calls ``Controller.check_leader_balance`` every
@@ -19,10 +20,12 @@ import logging
 import signal
 
 from odradek.config.controller import ControllerConfig
+from odradek.config.endpoints import HostPort
 from odradek.controller.channel import ControllerChannels
 from odradek.controller.controller import Controller
 from odradek.controller.server import ControllerServer
 from odradek.controller.store import ControllerStore
+from odradek.listeners import write_listeners_file
 from odradek.observability.admin_server import AdminServer, start_admin_server
 from odradek.observability.loop_monitor import EventLoopMonitor
 from odradek.observability.metrics import common_metrics, controller_metrics, new_registry
@@ -102,6 +105,12 @@ class ControllerApp:
         listener = self.config.listener
         self.port = await self.server.start(listener.host, listener.port)
         log.info("controller listener %s://%s:%d", listener.name, listener.host, self.port)
+        if self.config.odradek_listeners_file:
+            write_listeners_file(
+                self.config.odradek_listeners_file,
+                {listener.name: str(HostPort(listener.host, self.port))},
+                None if self.admin is None else str(HostPort(self.admin.host, self.admin.port)),
+            )
         self.controller.election = ControllerElection(
             self.zk,
             self.config.controller_id,

@@ -40,6 +40,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from odradek.errors import ErrorCode
+from odradek.listeners import bind_any_port
 from odradek.protocol.apis import (
     ApiKey,
     api_versions_fallback,
@@ -95,8 +96,12 @@ class ControllerServer:
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0: any free port); returns the bound port."""
-        self._server = await asyncio.start_server(self._accept, host, port)
+        """Listen on ``host:port`` (0: any free port, ``listeners.bind_any_port``); returns the
+        bound port."""
+        if port == 0:
+            self._server = await asyncio.start_server(self._accept, sock=bind_any_port(host))
+        else:
+            self._server = await asyncio.start_server(self._accept, host, port)
         return self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:

@@ -19,6 +19,12 @@ process is left alone, with a warning.
 Each broker has two listeners: ``PLAINTEXT`` for clients (its ``address``, and the bootstrap
 servers) and ``CONTROL_PLANE`` for the controller's requests (``control_plane``). Each controller
 has its own listener on a port of its own (its ``address``), where brokers send AlterPartition.
+Every controller and broker is started with its listeners and admin server on port 0: it binds
+free ports itself and writes what it got to ``listeners.json`` in its directory
+(``odradek.listeners.file``), which ``up`` and ``add_broker`` wait for and record; so no port is
+chosen here for another process to take before the member binds it. A restarted broker binds
+the ports it had (its address is part of what clients know of it). ZooKeeper cannot bind port 0
+and report it: ``ZooKeeperProcess`` starts it again on a fresh port if its port was taken.
 
 New topics get ``default.replication.factor`` 3 and ``min.insync.replicas`` 2 (Kafka's usual
 production choice: one broker may be lost while ``acks=all`` writes go on), or as many replicas as
@@ -52,7 +58,8 @@ from kazoo.exceptions import NoNodeError
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
-from odradek.local.zookeeper import LOOPBACK, ZooKeeperProcess, free_loopback_port
+from odradek.listeners import read_listeners_file
+from odradek.local.zookeeper import LOOPBACK, ZooKeeperProcess
 from odradek.protocol import schemas
 from odradek.zk.paths import ControllerInfo, PartitionState, partition_state_path
 
@@ -68,6 +75,8 @@ IDENTIFY_TIMEOUT_S = 5.0  # for a just-started process's command line to appear
 IDENTIFY_POLL_S = 0.005
 ZK_CHROOT = "/odradek"
 ZK_CONNECT_TIMEOUT_S = 10.0
+LISTENERS_FILE = "listeners.json"  # a member's bound addresses (odradek.listeners)
+BOUND_POLL_S = 0.05  # for a just-started member's listeners.json
 LOG_DIRS_PER_BROKER = 2  # <broker dir>/disk-0, disk-1: every local cluster runs JBOD
 REPLICATION_FACTOR_DEFAULT = 3
 MIN_INSYNC_REPLICAS_DEFAULT = 2
@@ -264,6 +273,8 @@ def _broker_args(member: Member, state: ClusterState) -> list[str]:
         f"log.dirs={log_dirs}",
         "--override",
         f"odradek.admin.listener={member.admin}",
+        "--override",
+        f"odradek.listeners.file={Path(member.data_dir) / LISTENERS_FILE}",
         *(f"--override={key}={value}" for key, value in state.broker_overrides.items()),
         *(f"--override={key}={value}" for key, value in member.overrides.items()),
     ]
@@ -319,9 +330,8 @@ def up(
 
     for n in range(controllers):
         controller_id = CONTROLLER_ID_BASE + n
-        admin = f"127.0.0.1:{free_loopback_port()}"
-        address = f"{host}:{free_loopback_port()}"
         log_path = data_dir / f"controller-{controller_id}" / "controller.log"
+        listeners_file = _fresh_listeners_file(log_path.parent)
         pid = _spawn(
             [
                 "controller",
@@ -330,9 +340,11 @@ def up(
                 "--override",
                 f"zookeeper.connect={connect}",
                 "--override",
-                f"odradek.admin.listener={admin}",
+                "odradek.admin.listener=127.0.0.1:0",
                 "--override",
-                f"listeners=CONTROLLER://{address}",
+                f"listeners=CONTROLLER://{host}:0",
+                "--override",
+                f"odradek.listeners.file={listeners_file}",
                 *(f"--override={k}={v}" for k, v in (controller_overrides or {}).items()),
             ],
             log_path,
@@ -342,8 +354,8 @@ def up(
                 "controller",
                 controller_id,
                 pid,
-                address,
-                admin,
+                f"{host}:0",
+                "127.0.0.1:0",
                 str(log_path.parent),
                 str(log_path),
             )
@@ -351,36 +363,76 @@ def up(
         members[-1].identify()
         state.write(data_dir)
 
+    started = []
     for broker_id in range(1, brokers + 1):
         netns, address = (broker_netns or {}).get(broker_id, (None, host))
-        _new_broker(state, broker_id, address, netns=netns, rack=(racks or {}).get(broker_id))
+        rack = (racks or {}).get(broker_id)
+        started.append(_spawn_new_broker(state, broker_id, address, netns=netns, rack=rack))
+    for member in [m for m in members if m.role == "controller"] + started:
+        _record_bound_addresses(state, member)
 
     asyncio.run(_wait_for_brokers(state, brokers))
     return state, True
 
 
-def _new_broker(
+def _fresh_listeners_file(member_dir: Path) -> Path:
+    """The member's ``listeners.json``, any left from an earlier run removed."""
+    member_dir.mkdir(parents=True, exist_ok=True)
+    path = member_dir / LISTENERS_FILE
+    path.unlink(missing_ok=True)
+    return path
+
+
+def _record_bound_addresses(state: ClusterState, member: Member) -> None:
+    """Wait (bounded) for a just-started member's ``listeners.json`` and record its addresses;
+    raises if the member exits first."""
+    path = Path(member.data_dir) / LISTENERS_FILE
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while (bound := read_listeners_file(path)) is None:
+        if not member.is_ours():
+            raise RuntimeError(
+                f"{member.role} {member.id} exited during start-up; see {member.log}"
+            )
+        if time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"{member.role} {member.id} did not bind its listeners in {READY_TIMEOUT_S} s; "
+                f"see {member.log}"
+            )
+        time.sleep(BOUND_POLL_S)
+    listeners, admin = bound
+    if member.role == "controller":
+        (member.address,) = listeners.values()
+    else:
+        member.address = listeners["PLAINTEXT"]
+        member.control_plane = listeners[CONTROL_PLANE_LISTENER_NAME]
+    member.admin = admin
+    state.bootstrap_servers = ",".join(m.address for m in state.members if m.role == "broker")
+    state.write(Path(state.data_dir))
+
+
+def _spawn_new_broker(
     state: ClusterState, broker_id: int, address: str, *, netns: str | None, rack: str | None
 ) -> Member:
-    """Start a broker that was never part of the cluster, and record it in the state file."""
+    """Start a broker that was never part of the cluster, on port 0, and record it in the state
+    file; its addresses are known once ``_record_bound_addresses`` has read them."""
     data_dir = Path(state.data_dir)
     admin_host = address if netns else LOOPBACK  # reachable from here
     broker_dir = data_dir / f"broker-{broker_id}"
+    _fresh_listeners_file(broker_dir)
     member = Member(
         "broker",
         broker_id,
         0,
-        f"{address}:{free_loopback_port()}",
-        f"{admin_host}:{free_loopback_port()}",
+        f"{address}:0",
+        f"{admin_host}:0",
         str(broker_dir),
         str(broker_dir / "broker.log"),
-        control_plane=f"{address}:{free_loopback_port()}",
+        control_plane=f"{address}:0",
         netns=netns,
         overrides={} if rack is None else {"broker.rack": rack},
     )
     _start_broker(member, state)
     state.members.append(member)
-    state.bootstrap_servers = ",".join(m.address for m in state.members if m.role == "broker")
     state.write(data_dir)
     return member
 
@@ -397,7 +449,8 @@ def add_broker(data_dir: Path, broker_id: int | None = None, *, rack: str | None
     if broker_id in taken:
         raise RuntimeError(f"broker {broker_id} is already part of the cluster")
     host = state.zookeeper_connect.rsplit(":", 1)[0]
-    member = _new_broker(state, broker_id, host, netns=None, rack=rack)
+    member = _spawn_new_broker(state, broker_id, host, netns=None, rack=rack)
+    _record_bound_addresses(state, member)
     asyncio.run(_wait_for_broker(member))
     return member
 

@@ -14,7 +14,15 @@ It listens on 127.0.0.1 only (or on the one ``host`` address it is given, such a
 address for brokers in network namespaces of a fault test), with the admin HTTP server off (it
 would take port 8080). Readiness is the ``srvr`` four-letter command answering "Zookeeper
 version": it is the only four-letter command Debian's ZooKeeper enables by default, and it
-answers "not currently serving requests" until the server is up.
+answers "not currently serving requests" until the server is up, and the port must be bound by
+this server's own process (``/proc``): another process's ZooKeeper answering on that port does
+not count.
+
+ZooKeeper cannot listen on port 0 and tell which port it got, so without a given port one is
+chosen here (``free_loopback_port``) for the server to bind a moment later. Another process may
+take it in between: the server then exits with a BindException, and ``wait_ready`` starts it
+again on a fresh port, at most ``BIND_ATTEMPTS_MAX`` times in all (a port given by the caller is
+never changed). Brokers and controllers bind their own ports instead (``odradek.listeners``).
 
 Every wait is bounded in time and in count. A ``ZooKeeperProcess`` is not thread-safe: one owner
 starts and stops it.
@@ -23,6 +31,7 @@ starts and stops it.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import math
 import os
 import random
@@ -34,6 +43,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 from typing import IO
+
+from odradek.listeners import PORT_RANGE_HIGH, PORT_RANGE_LOW, ephemeral_range_start
 
 __all__ = [
     "DEBIAN_CLASSPATH_JARS",
@@ -61,6 +72,10 @@ STOP_GRACE_S_DEFAULT = 5.0
 FOUR_LETTER_TIMEOUT_S = 1.0
 FOUR_LETTER_REPLY_BYTES_MAX = 64 * 1024
 LOG_TAIL_BYTES = 4096
+LOG_SCAN_BYTES_MAX = 1 << 20  # of one start attempt's output, for its BindException
+
+
+log = logging.getLogger(__name__)
 
 
 class ZooKeeperStartError(RuntimeError):
@@ -90,9 +105,9 @@ def find_classpath() -> str:
     )
 
 
-PORT_RANGE_LOW = 10_000
-PORT_RANGE_HIGH = 32_768  # Linux's default ephemeral range starts here
 PORT_ATTEMPTS_MAX = 200
+BIND_ATTEMPTS_MAX = 5  # ZooKeeper started on a fresh port after a BindException
+BIND_FAILED = "Address already in use"  # java.net.BindException's message, in the server's log
 _handed_out: set[int] = set()
 _random = random.SystemRandom()
 
@@ -105,7 +120,7 @@ def free_loopback_port() -> int:
     again, for another listener or as the source port of an outgoing connection, before the
     process it was meant for binds it (seen: a broker's admin port taken in the meantime).
     """
-    low = min(_ephemeral_range_start(), PORT_RANGE_HIGH)
+    low = min(ephemeral_range_start(), PORT_RANGE_HIGH)
     for _ in range(PORT_ATTEMPTS_MAX):
         port = _random.randrange(PORT_RANGE_LOW, low)
         if port in _handed_out:
@@ -122,12 +137,37 @@ def free_loopback_port() -> int:
     )
 
 
-def _ephemeral_range_start() -> int:
+def listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a TCP socket listening on ``port`` (IPv4 or IPv6), from
+    ``/proc/net/tcp*`` (this network namespace) and ``/proc/<pid>/fd``."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local_address is HEXIP:HEXPORT; state 0A is LISTEN; field 9 is the inode
+            if (
+                len(fields) > 9
+                and fields[3] == "0A"
+                and int(fields[1].rsplit(":", 1)[1], 16) == port
+            ):
+                inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return False
     try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return PORT_RANGE_HIGH
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd) in inodes:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def four_letter_word(
@@ -177,6 +217,9 @@ class ZooKeeperProcess:
         self.config_path = self.base_dir / "zoo.cfg"
         self.log_path = self.base_dir / "zookeeper.log"
         self._port = port
+        self._port_given = port is not None
+        self._bind_attempts = 0
+        self._log_offset = 0  # where the current attempt's output starts in the log
         self._classpath = classpath
         self._java = java
         self.tick_time_ms = tick_time_ms
@@ -223,14 +266,22 @@ class ZooKeeperProcess:
         java = self._java or shutil.which("java")
         if java is None:
             raise ZooKeeperStartError("java not found: run scripts/setup.sh")
-        classpath = self._classpath or find_classpath()
+        self._java = java
+        self._classpath = self._classpath or find_classpath()
         if self._port is None:
             self._port = free_loopback_port()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(self.config_text())
         self._log_file = self.log_path.open("ab")
+        self._spawn()
+
+    def _spawn(self) -> None:
+        assert self._java is not None and self._classpath is not None and self._log_file
+        self._bind_attempts += 1
+        self.config_path.write_text(self.config_text())
+        self._log_file.flush()
+        self._log_offset = self.log_path.stat().st_size
         self._process = subprocess.Popen(
-            [java, "-cp", classpath, MAIN_CLASS, str(self.config_path)],
+            [self._java, "-cp", self._classpath, MAIN_CLASS, str(self.config_path)],
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
@@ -240,6 +291,10 @@ class ZooKeeperProcess:
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S_DEFAULT) -> str:
         """Poll ``srvr`` every 0.1 s until ZooKeeper serves; return its reply.
+
+        Ready means: ``srvr`` answers and the port is bound by this server's process. A server
+        that exits because its port was taken meanwhile (a port chosen here, not given) is
+        started again on a fresh port, ``BIND_ATTEMPTS_MAX`` attempts in all.
 
         Raises ``ZooKeeperStartError`` (with the end of the server's log) if the process exits or
         ``timeout_s`` passes first.
@@ -251,8 +306,20 @@ class ZooKeeperProcess:
         last_reply = ""
         for _ in range(attempts_max):
             if self._process.poll() is not None:
+                retry = not self._port_given and self._bind_attempts < BIND_ATTEMPTS_MAX
+                if retry and self._bind_failed():
+                    taken = self._port
+                    self._port = free_loopback_port()
+                    log.warning(
+                        "ZooKeeper could not bind port %s (taken meanwhile); trying %d",
+                        taken,
+                        self._port,
+                    )
+                    self._spawn()
+                    continue
                 raise ZooKeeperStartError(
-                    f"ZooKeeper exited with code {self._process.returncode}:\n{self.log_tail()}"
+                    f"ZooKeeper exited with code {self._process.returncode}"
+                    f" (start attempt {self._bind_attempts}):\n{self.log_tail()}"
                 )
             try:
                 last_reply = four_letter_word(self.port, "srvr", host=self.host)
@@ -260,7 +327,9 @@ class ZooKeeperProcess:
                 last_reply = f"{type(exc).__name__}: {exc}"
             else:
                 if "Zookeeper version" in last_reply:
-                    return last_reply
+                    if listens(self._process.pid, self.port):
+                        return last_reply
+                    last_reply = f"another process answers on port {self.port}"
             if time.monotonic() >= deadline:
                 break
             time.sleep(READY_POLL_INTERVAL_S)
@@ -293,6 +362,15 @@ class ZooKeeperProcess:
             if self._log_file is not None:
                 self._log_file.close()
                 self._log_file = None
+
+    def _bind_failed(self) -> bool:
+        """Whether the current attempt's output tells of its client port taken."""
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(self._log_offset)
+                return BIND_FAILED.encode() in f.read(LOG_SCAN_BYTES_MAX)
+        except OSError:
+            return False
 
     def log_tail(self, bytes_max: int = LOG_TAIL_BYTES) -> str:
         try:

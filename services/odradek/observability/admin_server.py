@@ -27,6 +27,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from odradek.listeners import bind_any_port
+
 log = logging.getLogger(__name__)
 
 ADMIN_REQUEST_BODY_MAX_BYTES = 1024  # only GET and HEAD are served; aiohttp answers 413 beyond
@@ -124,7 +126,11 @@ async def start_admin_server(
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=ADMIN_SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, backlog=ADMIN_BACKLOG)
+        site: web.BaseSite
+        if port == 0:  # any free port (listeners.bind_any_port)
+            site = web.SockSite(runner, bind_any_port(host), backlog=ADMIN_BACKLOG)
+        else:
+            site = web.TCPSite(runner, host, port, backlog=ADMIN_BACKLOG)
         await site.start()
     except BaseException:
         await runner.cleanup()

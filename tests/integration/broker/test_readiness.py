@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.listeners import read_listeners_file
 from odradek.local.cluster import replication_defaults
-from odradek.local.zookeeper import LOOPBACK, free_loopback_port
+from odradek.local.zookeeper import LOOPBACK
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -54,24 +55,29 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def test_a_broker_is_ready_once_the_controller_told_it_the_cluster(hosts, tmp_path):
-    broker_admin = f"{LOOPBACK}:{free_loopback_port()}"
-    bootstrap = f"{LOOPBACK}:{free_loopback_port()}"
+    report = tmp_path / "broker.listeners.json"  # port 0 everywhere: the broker binds its own
     processes = [
         start(
             "broker",
             {
                 "broker.id": "0",
                 "zookeeper.connect": hosts,
-                "listeners": f"PLAINTEXT://{bootstrap},"
-                f"CONTROL_PLANE://{LOOPBACK}:{free_loopback_port()}",
+                "listeners": f"PLAINTEXT://{LOOPBACK}:0,CONTROL_PLANE://{LOOPBACK}:0",
                 "log.dirs": str(tmp_path / "data"),
-                "odradek.admin.listener": broker_admin,
+                "odradek.admin.listener": f"{LOOPBACK}:0",
+                "odradek.listeners.file": str(report),
                 **replication_defaults(1),
             },
             tmp_path / "broker.log",
         )
     ]
     try:
+        listeners, broker_admin = wait_until(
+            lambda: processes[0].poll() is None and read_listeners_file(report),
+            "the broker's bound ports",
+            WAIT_S,
+        )
+        bootstrap = listeners["PLAINTEXT"]
         status, reasons = wait_until(
             lambda: (
                 (answer := readiness(broker_admin))[0] == 503
@@ -89,8 +95,8 @@ def test_a_broker_is_ready_once_the_controller_told_it_the_cluster(hosts, tmp_pa
                 {
                     "controller.id": "1000",
                     "zookeeper.connect": hosts,
-                    "listeners": f"CONTROLLER://{LOOPBACK}:{free_loopback_port()}",
-                    "odradek.admin.listener": f"{LOOPBACK}:{free_loopback_port()}",
+                    "listeners": f"CONTROLLER://{LOOPBACK}:0",
+                    "odradek.admin.listener": "",
                 },
                 tmp_path / "controller.log",
             )

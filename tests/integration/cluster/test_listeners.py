@@ -1,8 +1,10 @@
 """Each listener's Metadata names that listener's addresses; brokers register every listener.
 
 Real processes on 127.0.0.1: ZooKeeper (the module's), a controller and two brokers, each broker
-with three listeners (PLAINTEXT and EXTERNAL for clients, CONTROL_PLANE for the controller). A
-broker whose listeners lack the control plane refuses to start and says what to set.
+with three listeners (PLAINTEXT and EXTERNAL for clients, CONTROL_PLANE for the controller), all
+on port 0: each process binds its own ports and reports them (``odradek.listeners.file``), and
+what it registers and what Metadata names are the ports it reported. A broker whose listeners
+lack the control plane refuses to start and says what to set.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from kazoo.client import KazooClient
 
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
-from odradek.local.zookeeper import free_loopback_port
+from odradek.listeners import read_listeners_file
 from odradek.protocol import schemas
 from support.waiting import wait_until
 
@@ -74,9 +76,10 @@ def _wait(condition, what: str):
 
 @pytest.fixture
 def cluster(hosts: str, tmp_path: Path) -> Iterator[dict[int, dict[str, int]]]:
-    """Broker id -> listener name -> port, once both brokers know each other."""
+    """Broker id -> listener name -> port (as each broker reported it), once both brokers know
+    each other."""
     processes = []
-    ports = {b: {name: free_loopback_port() for name in LISTENERS} for b in (1, 2)}
+    reports = {b: tmp_path / f"broker-{b}.listeners.json" for b in (1, 2)}
     try:
         processes.append(
             _spawn(
@@ -88,12 +91,14 @@ def cluster(hosts: str, tmp_path: Path) -> Iterator[dict[int, dict[str, int]]]:
                     f"zookeeper.connect={hosts}",
                     "--override",
                     "odradek.admin.listener=",
+                    "--override",
+                    "listeners=CONTROLLER://127.0.0.1:0",
                 ],
                 tmp_path / "controller.log",
             )
         )
-        for broker_id, mine in ports.items():
-            listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in mine.items())
+        for broker_id, report in reports.items():
+            listeners = ",".join(f"{name}://127.0.0.1:0" for name in LISTENERS)
             processes.append(
                 _spawn(
                     [
@@ -110,10 +115,25 @@ def cluster(hosts: str, tmp_path: Path) -> Iterator[dict[int, dict[str, int]]]:
                         f"log.dirs={tmp_path / f'broker-{broker_id}'}",
                         "--override",
                         "odradek.admin.listener=",
+                        "--override",
+                        f"odradek.listeners.file={report}",
                     ],
                     tmp_path / f"broker-{broker_id}.log",
                 )
             )
+
+        def reported(report: Path):
+            alive = all(p.poll() is None for p in processes)
+            return alive and read_listeners_file(report)
+
+        bound = {
+            b: _wait(lambda r=r: reported(r), f"broker {b}'s ports") for b, r in reports.items()
+        }
+        ports = {
+            b: {name: int(address.rsplit(":", 1)[1]) for name, address in listeners.items()}
+            for b, (listeners, _admin) in bound.items()
+        }
+        assert all(0 not in mine.values() for mine in ports.values()), ports
         _wait(
             lambda: (
                 all(p.poll() is None for p in processes)
