@@ -14,6 +14,8 @@ from datetime import timedelta
 import pytest
 from kio.schema.delete_topics.v2.request import DeleteTopicsRequest as DeleteTopicsRequestV2
 
+from .conftest import NO_WAIT, kafka_admin_client
+
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 30
@@ -28,9 +30,7 @@ def broker(make_broker, zk):
 
 @pytest.fixture
 def kafka_admin(broker):
-    from kafka.admin import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=20000)
+    admin = kafka_admin_client(bootstrap_servers=broker.bootstrap, request_timeout_ms=20000)
     yield admin
     admin.close()
 
@@ -151,7 +151,9 @@ def test_confluent_creates_with_config_and_validate_only(confluent_admin, zk):
     assert zk.snapshot() == before
 
     futures = confluent_admin.create_topics(
-        [NewTopic("events", 3, 2, config={"segment.bytes": "1048576"})], request_timeout=TIMEOUT_S
+        [NewTopic("events", 3, 2, config={"segment.bytes": "1048576"})],
+        operation_timeout=NO_WAIT,
+        request_timeout=TIMEOUT_S,
     )
     futures["events"].result(TIMEOUT_S)
     assert {len(r) for r in assignment_of(zk, "events").values()} == {2}
@@ -159,6 +161,7 @@ def test_confluent_creates_with_config_and_validate_only(confluent_admin, zk):
 
     futures = confluent_admin.create_topics(
         [NewTopic("events", 3, 2), NewTopic("bad", 1, 1, config={"segment.bytes": "1"})],
+        operation_timeout=NO_WAIT,
         request_timeout=TIMEOUT_S,
     )
     with pytest.raises(KafkaException) as exists:
@@ -175,9 +178,8 @@ def test_racks_spread_replicas(make_broker, zk):
     zk.fake_broker(3, rack="b")
     zk.fake_broker(4, rack="a")
     broker = make_broker(1, **{"broker.rack": "a"})
-    from kafka.admin import KafkaAdminClient
 
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin = kafka_admin_client(bootstrap_servers=broker.bootstrap)
     try:
         broker.zk.delete("/brokers/ids/1")  # registered without a rack by the fixture
         admin.create_topics({"racked": {"num_partitions": 8, "replication_factor": 2}})
@@ -220,10 +222,9 @@ def _b64(text: str) -> bytes:
 
 
 def test_topic_deletion_disabled(make_broker, zk, raw_client):
-    from kafka.admin import KafkaAdminClient
 
     broker = make_broker(1, **{"delete.topic.enable": "false"})
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin = kafka_admin_client(bootstrap_servers=broker.bootstrap)
     try:
         admin.create_topics(["kept"])
         response = admin.delete_topics(["kept"], raise_errors=False)
@@ -287,9 +288,12 @@ def test_confluent_adds_partitions_with_validate_only(confluent_admin, zk):
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewPartitions, NewTopic
 
-    confluent_admin.create_topics([NewTopic("wide", 2, 1)])["wide"].result(TIMEOUT_S)
+    created = confluent_admin.create_topics([NewTopic("wide", 2, 1)], operation_timeout=NO_WAIT)
+    created["wide"].result(TIMEOUT_S)
     futures = confluent_admin.create_partitions(
-        [NewPartitions("wide", 4)], validate_only=True, request_timeout=TIMEOUT_S
+        [NewPartitions("wide", 4)],
+        validate_only=True,
+        request_timeout=TIMEOUT_S,
     )
     futures["wide"].result(TIMEOUT_S)
     assert len(zk.json("/brokers/topics/wide")["partitions"]) == 2
@@ -305,10 +309,8 @@ def test_confluent_adds_partitions_with_validate_only(confluent_admin, zk):
 def test_two_brokers_creating_the_same_topic_only_one_wins(make_broker, zk):
     from concurrent.futures import ThreadPoolExecutor
 
-    from kafka.admin import KafkaAdminClient
-
     first, second = make_broker(1), make_broker(2)
-    admins = [KafkaAdminClient(bootstrap_servers=b.bootstrap) for b in (first, second)]
+    admins = [kafka_admin_client(bootstrap_servers=b.bootstrap) for b in (first, second)]
     try:
         names = [f"race-{i}" for i in range(10)]
         with ThreadPoolExecutor(2) as pool:
