@@ -521,7 +521,8 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             "transaction.state.log.min.isr",
             _T.INT,
             2,
-            "min.insync.replicas of __transaction_state.",
+            "min.insync.replicas of __transaction_state. Above "
+            "transaction.state.log.replication.factor the broker refuses to start.",
             minimum=1,
         ),
         ConfigKey(
@@ -938,6 +939,13 @@ class BrokerConfig(PropertiesConfig):
                 f"replica.fetch.wait.max.ms ({self.replica_fetch_wait_max_ms}) should always be "
                 f"less than or equal to replica.lag.time.max.ms ({self.replica_lag_time_max_ms}) "
                 f"to prevent frequent changes in ISR"
+            )
+        if self.transaction_state_log_min_isr > self.transaction_state_log_replication_factor:
+            raise InvalidConfigError(
+                f"transaction.state.log.min.isr ({self.transaction_state_log_min_isr}) is above "
+                f"transaction.state.log.replication.factor "
+                f"({self.transaction_state_log_replication_factor}): no transaction could ever "
+                "be written. Lower the first or raise the second."
             )
         if self.auto_create_topics_enable:
             raise InvalidConfigError(

@@ -173,6 +173,18 @@ def test_auto_create_topics_enable_true_is_refused_until_it_is_honoured():
         broker(auto_create_topics_enable="true")
 
 
+def test_a_transaction_log_min_isr_above_its_replication_factor_is_refused():
+    """Issue 21 item 14: __transaction_state could never take a write; say so at start-up."""
+    with pytest.raises(InvalidConfigError, match=r"min.isr \(3\) is above .*factor \(2\)"):
+        broker(transaction_state_log_replication_factor=2, transaction_state_log_min_isr=3)
+    assert (
+        broker(
+            transaction_state_log_replication_factor=1, transaction_state_log_min_isr=1
+        ).transaction_state_log_min_isr
+        == 1
+    )
+
+
 @pytest.mark.parametrize("pool", [0, 1024])
 def test_a_request_memory_pool_smaller_than_the_largest_request_is_refused(pool):
     with pytest.raises(InvalidConfigError, match="queued.max.request.bytes"):

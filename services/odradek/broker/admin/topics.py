@@ -48,6 +48,7 @@ from odradek.broker.admin.errors import (
     error_of,
 )
 from odradek.broker.admin.validation import (
+    MIN_INSYNC_REPLICAS,
     BrokerDefaults,
     NewTopic,
     TopicPlan,
@@ -254,6 +255,19 @@ class TopicAdmin:
             raise TopicExistsError(f"Topic '{topic.name}' already exists.")
         plan = plan_topic(topic, brokers, self.defaults, self.rng)
         topic_id = None if validate_only else await self._write_new_topic(zk, plan)
+        fitted = plan.overrides.get(MIN_INSYNC_REPLICAS)
+        if (
+            topic_id is not None
+            and fitted is not None
+            and MIN_INSYNC_REPLICAS not in dict(topic.configs)
+        ):
+            log.info(
+                "topic %s: min.insync.replicas %s, its replication factor (the broker default "
+                "%d is above it, and no acks=all write could succeed)",
+                topic.name,
+                fitted,
+                self.defaults.topic_config.min_insync_replicas,
+            )
         return CreateTopicResult(
             topic.name,
             topic_id=topic_id,

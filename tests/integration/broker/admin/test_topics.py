@@ -324,3 +324,84 @@ def test_two_brokers_creating_the_same_topic_only_one_wins(make_broker, zk):
         codes = sorted(errors_of(r)[name] for r in responses)
         assert codes == [0, 36], name
     assert zk.kids("/brokers/topics") == sorted(names)
+
+
+def test_min_insync_replicas_above_the_replication_factor(make_broker, zk):
+    """Issue 21 items 7 and 14: an explicit value above the RF is INVALID_CONFIG naming both
+    numbers (CreateTopics, AlterConfigs, IncrementalAlterConfigs) and writes nothing; a larger
+    broker default is stored as the topic's own value, its RF, and DescribeConfigs shows it."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+        NewTopic,
+        ResourceType,
+    )
+
+    zk.fake_broker(2)
+    zk.fake_broker(3)
+    broker = make_broker(1, **{"min.insync.replicas": "2"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def refusal(future):
+        with pytest.raises(KafkaException) as refused:
+            future.result(TIMEOUT_S)
+        return refused.value.args[0].code(), refused.value.args[0].str()
+
+    before = zk.snapshot()
+    futures = admin.create_topics(
+        [NewTopic("five-of-three", 1, 3, config={"min.insync.replicas": "5"})],
+        operation_timeout=NO_WAIT,
+        request_timeout=TIMEOUT_S,
+    )
+    code, message = refusal(futures["five-of-three"])
+    assert code == KafkaError.INVALID_CONFIG
+    assert "min.insync.replicas 5" in message and "replication factor 3" in message, message
+    assert zk.snapshot() == before
+
+    created = admin.create_topics(
+        [NewTopic("single", 2, 1), NewTopic("triple", 1, 3)],
+        operation_timeout=NO_WAIT,
+        request_timeout=TIMEOUT_S,
+    )
+    for future in created.values():
+        future.result(TIMEOUT_S)
+    assert zk.json("/config/topics/single")["config"] == {"min.insync.replicas": "1"}
+    assert zk.json("/config/topics/triple")["config"] == {}  # the default 2 fits
+
+    def min_isr(topic):
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        entries = admin.describe_configs([resource])[resource].result(TIMEOUT_S)
+        entry = entries["min.insync.replicas"]
+        return entry.value, entry.source
+
+    assert min_isr("single") == ("1", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+
+    single = ConfigResource(ResourceType.TOPIC, "single", set_config={"min.insync.replicas": "2"})
+    code, message = refusal(admin.alter_configs([single])[single])
+    assert code == KafkaError.INVALID_CONFIG
+    assert "min.insync.replicas 2" in message and "replication factor 1" in message, message
+    incremental = ConfigResource(
+        ResourceType.TOPIC,
+        "single",
+        incremental_configs=[
+            ConfigEntry("min.insync.replicas", "3", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    code, _ = refusal(admin.incremental_alter_configs([incremental])[incremental])
+    assert code == KafkaError.INVALID_CONFIG
+    assert zk.json("/config/topics/single")["config"] == {"min.insync.replicas": "1"}
+
+    # Deleting the fitted value leaves the larger default, which is fitted again.
+    deleted = ConfigResource(
+        ResourceType.TOPIC,
+        "single",
+        incremental_configs=[
+            ConfigEntry("min.insync.replicas", None, incremental_operation=AlterConfigOpType.DELETE)
+        ],
+    )
+    admin.incremental_alter_configs([deleted])[deleted].result(TIMEOUT_S)
+    assert zk.json("/config/topics/single")["config"] == {"min.insync.replicas": "1"}
