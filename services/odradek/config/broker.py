@@ -293,9 +293,11 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
         ConfigKey(
             "auto.create.topics.enable",
             _T.BOOLEAN,
-            False,
-            "Whether Metadata for an unknown topic creates it. Not implemented yet: only false "
-            "is accepted (Kafka's default is true); create topics with CreateTopics.",
+            True,
+            "Whether a Metadata request for an unknown topic from a client that allows it "
+            "(v4+ allow_auto_topic_creation; always before v4) creates it with num.partitions "
+            "and default.replication.factor, answering LEADER_NOT_AVAILABLE meanwhile (Kafka's "
+            "rule and default). At most 10 topics per request are created.",
         ),
         ConfigKey(
             "delete.topic.enable",
@@ -946,12 +948,6 @@ class BrokerConfig(PropertiesConfig):
                 f"transaction.state.log.replication.factor "
                 f"({self.transaction_state_log_replication_factor}): no transaction could ever "
                 "be written. Lower the first or raise the second."
-            )
-        if self.auto_create_topics_enable:
-            raise InvalidConfigError(
-                "auto.create.topics.enable=true is not implemented yet: Metadata never creates "
-                "topics. Create them with CreateTopics (odradek topics create, an AdminClient) "
-                "and leave auto.create.topics.enable false."
             )
         if self.log_cleaner_min_compaction_lag_ms > self.log_cleaner_max_compaction_lag_ms:
             raise InvalidConfigError(

@@ -89,6 +89,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CREATE_TOPICS_WAIT_MS_MAX = 600_000  # a CreateTopics waits for leaders at most this long
+# A Metadata request auto-creates at most this many topics; the others it names stay
+# UNKNOWN_TOPIC_OR_PARTITION (retriable: the client's next Metadata creates the next ones).
+AUTO_CREATE_TOPICS_PER_REQUEST_MAX = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +311,28 @@ class TopicAdmin:
         raise ConcurrentUpdateError(
             f"{config_path} kept changing while topic '{plan.name}' was being created"
         )
+
+    async def auto_create_topics(self, names: Sequence[str]) -> dict[str, ErrorCode]:
+        """Metadata's auto-creation, as Kafka's ``AutoTopicCreationManager`` in ZooKeeper mode.
+
+        Each of ``names`` (valid, not internal: the caller's rule) is created with the broker's
+        defaults: LEADER_NOT_AVAILABLE once it is written or if it exists meanwhile, its error
+        (INVALID_REPLICATION_FACTOR, ...) otherwise. Only the first
+        ``AUTO_CREATE_TOPICS_PER_REQUEST_MAX`` are tried; the rest are UNKNOWN_TOPIC_OR_PARTITION.
+        """
+        tried = list(dict.fromkeys(names))[:AUTO_CREATE_TOPICS_PER_REQUEST_MAX]
+        answers = {name: ErrorCode.unknown_topic_or_partition for name in names}
+        if not tried:
+            return answers
+        results = await self.create_topics([NewTopic(name) for name in tried], validate_only=False)
+        for result in results:
+            created = result.error in (ErrorCode.none, ErrorCode.topic_already_exists)
+            if result.error == ErrorCode.none:
+                log.info(
+                    "auto-created topic %s (Metadata from a client that allows it)", result.name
+                )
+            answers[result.name] = ErrorCode.leader_not_available if created else result.error
+        return answers
 
     # --- DeleteTopics ----------------------------------------------------------------------
 
