@@ -162,6 +162,8 @@ class OpsAdmin:
             {
                 "bootstrap.servers": self.bootstrap,
                 "socket.timeout.ms": int(REQUEST_TIMEOUT_S * 1000),
+                # Looking at a topic must never create it (brokers auto-create by default).
+                "allow.auto.create.topics": False,
             }
         )
 

@@ -6,10 +6,12 @@ applied (``status.appliedPartitions``) -> refused (``PartitionDecreaseRefused``:
 remove partitions; the CRD's CEL rule says the same); another replication factor -> refused
 (``ReplicationFactorChangeRefused``: that is a reassignment, ``odradek reassign``); config keys
 of the spec that differ -> set; topic overrides the spec does not name -> deleted (drift made
-outside the resource is reverted). Partitions added elsewhere are kept (the spec is a minimum
-then, reported in status: ``TopicDiff.extra_partitions``) and config drift is still repaired.
-``reconcile_topic`` runs it against a ``ClusterAdmin`` and returns the status to write; an
-invalid config the cluster refuses is ``Refused("InvalidConfig")``.
+outside the resource is reverted), except a ``min.insync.replicas`` equal to the replication
+factor that the spec does not name: the brokers store that for a topic whose inherited default
+is larger (deleting it would only have it stored again). Partitions added elsewhere are kept
+(the spec is a minimum then, reported in status: ``TopicDiff.extra_partitions``) and config
+drift is still repaired. ``reconcile_topic`` runs it against a ``ClusterAdmin`` and returns the
+status to write; an invalid config the cluster refuses is ``Refused("InvalidConfig")``.
 """
 
 from __future__ import annotations
@@ -70,9 +72,20 @@ def topic_diff(
         )
     grow_to = spec.partitions if spec.partitions > actual.partitions else None
     set_config = {k: v for k, v in spec.config.items() if actual.overrides.get(k) != v}
-    delete = tuple(sorted(k for k in actual.overrides if k not in spec.config))
+    delete = tuple(
+        sorted(
+            k
+            for k, v in actual.overrides.items()
+            if k not in spec.config and not _fitted_by_brokers(k, v, actual)
+        )
+    )
     extra = max(0, actual.partitions - spec.partitions)
     return TopicDiff(False, grow_to, set_config, delete, extra)
+
+
+def _fitted_by_brokers(key: str, value: str, actual: TopicActual) -> bool:
+    """The min.insync.replicas brokers store for a topic when their default exceeds its RF."""
+    return key == "min.insync.replicas" and value == str(actual.replication_factor)
 
 
 def actual_of(view: ClusterView, name: str, configs: Mapping) -> TopicActual | None:

@@ -300,9 +300,11 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
         ConfigKey(
             "auto.create.topics.enable",
             _T.BOOLEAN,
-            False,
-            "Whether Metadata for an unknown topic creates it. Not implemented yet: only false "
-            "is accepted (Kafka's default is true); create topics with CreateTopics.",
+            True,
+            "Whether a Metadata request for an unknown topic from a client that allows it "
+            "(v4+ allow_auto_topic_creation; always before v4) creates it with num.partitions "
+            "and default.replication.factor, answering LEADER_NOT_AVAILABLE meanwhile (Kafka's "
+            "rule and default). At most 10 topics per request are created.",
         ),
         ConfigKey(
             "delete.topic.enable",
@@ -528,7 +530,8 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             "transaction.state.log.min.isr",
             _T.INT,
             2,
-            "min.insync.replicas of __transaction_state.",
+            "min.insync.replicas of __transaction_state. Above "
+            "transaction.state.log.replication.factor the broker refuses to start.",
             minimum=1,
         ),
         ConfigKey(
@@ -947,11 +950,12 @@ class BrokerConfig(PropertiesConfig):
                 f"less than or equal to replica.lag.time.max.ms ({self.replica_lag_time_max_ms}) "
                 f"to prevent frequent changes in ISR"
             )
-        if self.auto_create_topics_enable:
+        if self.transaction_state_log_min_isr > self.transaction_state_log_replication_factor:
             raise InvalidConfigError(
-                "auto.create.topics.enable=true is not implemented yet: Metadata never creates "
-                "topics. Create them with CreateTopics (odradek topics create, an AdminClient) "
-                "and leave auto.create.topics.enable false."
+                f"transaction.state.log.min.isr ({self.transaction_state_log_min_isr}) is above "
+                f"transaction.state.log.replication.factor "
+                f"({self.transaction_state_log_replication_factor}): no transaction could ever "
+                "be written. Lower the first or raise the second."
             )
         if self.log_cleaner_min_compaction_lag_ms > self.log_cleaner_max_compaction_lag_ms:
             raise InvalidConfigError(

@@ -16,7 +16,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kazoo.client import KazooClient
-from kio.schema.metadata.v1.request import MetadataRequestTopic
+from kio.schema.metadata.v4.request import MetadataRequestTopic
 
 from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
@@ -92,7 +92,9 @@ def _create_topic(state: ClusterState, topic: str, partitions: int) -> None:
 
 def _led_by(state: ClusterState, topic: str) -> dict[int, int]:
     """Partition -> leader, once every partition has one (from a broker's Metadata)."""
-    request = schemas.request_schema(3, 1)(topics=(MetadataRequestTopic(name=topic),))
+    request = schemas.request_schema(3, 4)(
+        topics=(MetadataRequestTopic(name=topic),), allow_auto_topic_creation=False
+    )
     response = _send(state.bootstrap_servers.split(",")[0], request)
     (described,) = response.topics
     leaders = {p.partition_index: p.leader_id for p in described.partitions}

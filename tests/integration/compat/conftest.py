@@ -5,11 +5,11 @@ teardown stops them with ``odradek local down`` and checks that no member surviv
 the cluster, so each one works on topics of its own (``topic_name``).
 
 The helpers here wait with a bound and never assert on behaviour: ``wait_for_topic`` asks every
-broker directly (Metadata v1) until each one lists the topic with all its partitions led, so a
-client that bootstraps from any broker finds it; ``paused`` stops a process with SIGSTOP (the
-kernel still queues what clients send it) and resumes it with SIGCONT, which makes clients time
-out in-flight requests and retry them; ``retry_evidence`` then shows that the leader really did
-receive a batch twice.
+broker directly (Metadata v4, never auto-creating) until each one lists the topic with all its
+partitions led, so a client that bootstraps from any broker finds it; ``paused`` stops a
+process with SIGSTOP (the kernel still queues what clients send it) and resumes it with
+SIGCONT, which makes clients time out in-flight requests and retry them; ``retry_evidence``
+then shows that the leader really did receive a batch twice.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kio.schema.metadata.v1.request import MetadataRequestTopic
+from kio.schema.metadata.v4.request import MetadataRequestTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.client.connection import BrokerConnection
@@ -77,7 +77,9 @@ def _wait_until(condition: Callable[[], object], what: str, timeout_s: float = W
 async def _broker_metadata(address: str, topic: str) -> dict[int, int] | None:
     """Partition -> leader for ``topic`` as one broker sees it; None if it does not know it."""
     host, port = address.rsplit(":", 1)
-    request = schemas.request_schema(3, 1)(topics=(MetadataRequestTopic(name=topic),))
+    request = schemas.request_schema(3, 4)(
+        topics=(MetadataRequestTopic(name=topic),), allow_auto_topic_creation=False
+    )
     try:
         async with await BrokerConnection.open(host, int(port), connect_timeout_s=2) as conn:
             response = await conn.send(request, timeout_s=2)

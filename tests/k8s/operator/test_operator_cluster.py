@@ -178,7 +178,10 @@ def test_cluster_becomes_ready_and_serves_clients(cluster):
 
 
 def admin_of(cluster: Cluster) -> AdminClient:
-    return AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    # Looking for a deleted topic must not re-create it (brokers auto-create by default).
+    return AdminClient(
+        {"bootstrap.servers": cluster.bootstrap(), "allow.auto.create.topics": False}
+    )
 
 
 def topic_config(cluster: Cluster, topic: str) -> dict[str, str]:

@@ -137,8 +137,7 @@ def test_defaults_are_kafkas():
     assert config.odradek_admin_listener == HostPort("127.0.0.1", 9644)
     assert config.max_connections == 1000
     assert config.odradek_connection_max_inflight_requests == 100
-    # Kafka's default is true; Odradek does not create topics from Metadata (yet), so false.
-    assert config.auto_create_topics_enable is False
+    assert config.auto_create_topics_enable is True  # Kafka's default (issue 21 item 13)
     # Kafka's default is -1 (no bound): Odradek bounds request memory by default.
     assert config.queued_max_request_bytes == 256 * 1024 * 1024
 
@@ -147,7 +146,7 @@ def test_every_key_is_documented_and_ours_are_prefixed():
     kafka_names = set(KAFKA_DEFAULTS) | KAFKA_NULL_DEFAULTS
     kafka_names |= {"broker.id", "zookeeper.connect", "listeners", "max.connections"}
     kafka_names |= {"queued.max.request.bytes"}  # Kafka's key, with a finite default here
-    kafka_names |= {"auto.create.topics.enable"}  # Kafka's key; false until implemented
+    kafka_names |= {"auto.create.topics.enable"}  # Kafka's key and default
     kafka_names |= {"listener.security.protocol.map", "control.plane.listener.name"}
     for key in BROKER_KEYS.values():
         assert key.doc, key.name
@@ -168,9 +167,21 @@ def test_controlled_shutdown_numbers_below_their_bound_are_refused(key):
     assert getattr(broker(**{key: 7}), key) == 7
 
 
-def test_auto_create_topics_enable_true_is_refused_until_it_is_honoured():
-    with pytest.raises(InvalidConfigError, match="auto.create.topics.enable=true is not"):
-        broker(auto_create_topics_enable="true")
+def test_auto_create_topics_enable_is_accepted_either_way():
+    assert broker(auto_create_topics_enable="false").auto_create_topics_enable is False
+    assert broker(auto_create_topics_enable="true").auto_create_topics_enable is True
+
+
+def test_a_transaction_log_min_isr_above_its_replication_factor_is_refused():
+    """Issue 21 item 14: __transaction_state could never take a write; say so at start-up."""
+    with pytest.raises(InvalidConfigError, match=r"min.isr \(3\) is above .*factor \(2\)"):
+        broker(transaction_state_log_replication_factor=2, transaction_state_log_min_isr=3)
+    assert (
+        broker(
+            transaction_state_log_replication_factor=1, transaction_state_log_min_isr=1
+        ).transaction_state_log_min_isr
+        == 1
+    )
 
 
 @pytest.mark.parametrize("pool", [0, 1024])

@@ -16,7 +16,9 @@ Errors follow Kafka 3.x in ZooKeeper mode (``ZkAdminManager``): an unknown topic
 UNKNOWN_TOPIC_OR_PARTITION, an unknown key INVALID_CONFIG ("Unknown topic config name: x"), and a
 bad value INVALID_REQUEST ("Invalid config value for resource ConfigResource(type=TOPIC,
 name='t'): Invalid value ..."). AlterConfigs replaces all of a topic's overrides;
-IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT to them.
+IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT to them. A
+``min.insync.replicas`` above the topic's replication factor is INVALID_CONFIG; without one, a
+larger broker default is stored as the RF (``validation.fit_min_insync_replicas``).
 
 Broker resources (a broker id, or "" for the cluster-wide default) are the dynamic broker
 configs, stored in ``/config/brokers/<id>`` and ``/config/brokers/<default>``: only the
@@ -47,6 +49,8 @@ from odradek.broker.admin.errors import (
 from odradek.broker.admin.validation import (
     BrokerDefaults,
     check_config_names,
+    fit_min_insync_replicas,
+    replication_factor_of,
     topic_overrides,
     validate_topic_name,
 )
@@ -59,6 +63,7 @@ from odradek.zk.errors import BadVersionError, NodeExistsError, NoNodeError
 from odradek.zk.paths import (
     ConfigChangeNotification,
     EntityConfig,
+    TopicAssignment,
     config_change_path_prefix,
     topic_config_path,
     topic_path,
@@ -306,12 +311,17 @@ class ConfigAdmin:
             validate_topic_name(topic)
         except OdradekError as e:
             raise missing from e
-        if await zk.aexists(topic_path(topic)) is None:
-            raise missing
+        try:
+            data, _ = await zk.aget(topic_path(topic))
+        except NoNodeError as e:
+            raise missing from e
+        replication_factor = replication_factor_of(TopicAssignment.decode(data, topic_path(topic)))
         path = topic_config_path(topic)
         for _ in range(WRITE_ATTEMPTS_MAX):
             current, version = await self._read_overrides(zk, topic)
-            new = compute(current)
+            new = fit_min_insync_replicas(
+                topic, compute(current), self.defaults, replication_factor
+            )
             if validate_only:
                 return
             data = EntityConfig(new).encode()

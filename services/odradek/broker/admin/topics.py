@@ -12,8 +12,13 @@ What is written (``docs/zookeeper.md`` has the formats):
 - CreatePartitions: ``/brokers/topics/<t>`` rewritten with the new partitions added, only if it
   is still at the version that was read (a concurrent change makes us read and decide again).
 
-The answer comes once the znodes are written; the controller then elects leaders, and clients
-find them with Metadata (Kafka also answers before the topic is live when the timeout is 0).
+The znodes written, the controller elects leaders and tells every broker (UpdateMetadata).
+CreateTopics answers once the receiving broker's metadata has a leader for every new partition,
+or when the request's ``timeout_ms`` runs out (REQUEST_TIMED_OUT for the topics still without
+one), as Kafka's ``DelayedCreatePartitions``: a client that asks this broker for Metadata right
+after the answer finds the topic (KafkaJS's ``admin.createTopics()`` does). A timeout of 0, or
+``validate_only``, answers once written (Kafka's rule too).
+
 Live brokers, for placement, are the children of ``/brokers/ids`` with their racks.
 
 Every entry is answered on its own: one bad topic does not fail the others.
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import logging
 import random
 import uuid
@@ -42,6 +48,7 @@ from odradek.broker.admin.errors import (
     error_of,
 )
 from odradek.broker.admin.validation import (
+    MIN_INSYNC_REPLICAS,
     BrokerDefaults,
     NewTopic,
     TopicPlan,
@@ -49,6 +56,7 @@ from odradek.broker.admin.validation import (
     plan_topic,
     validate_topic_name,
 )
+from odradek.broker.metadata_cache import MetadataCache
 from odradek.config.broker import BrokerConfig
 from odradek.errors import ErrorCode, UnknownTopicOrPartitionError
 from odradek.zk.client import ANY_VERSION, CheckOp, CreateOp, SetDataOp, ZkClient
@@ -75,9 +83,15 @@ __all__ = [
     "TopicAdmin",
     "TopicRef",
     "topic_id_to_uuid",
+    "wait_for_leaders",
 ]
 
 log = logging.getLogger(__name__)
+
+CREATE_TOPICS_WAIT_MS_MAX = 600_000  # a CreateTopics waits for leaders at most this long
+# A Metadata request auto-creates at most this many topics; the others it names stay
+# UNKNOWN_TOPIC_OR_PARTITION (retriable: the client's next Metadata creates the next ones).
+AUTO_CREATE_TOPICS_PER_REQUEST_MAX = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +135,46 @@ class CreatePartitionsResult:
     name: str
     error: ErrorCode = ErrorCode.none
     message: str | None = None
+
+
+async def wait_for_leaders(
+    cache: MetadataCache, results: Sequence[CreateTopicResult], timeout_ms: int
+) -> list[CreateTopicResult]:
+    """``results`` once ``cache`` has a leader for every partition of each created topic.
+
+    Waits at most ``timeout_ms`` (capped at ``CREATE_TOPICS_WAIT_MS_MAX``); a topic still
+    without leaders then is REQUEST_TIMED_OUT (it was created, and will get them).
+    """
+
+    def live(result: CreateTopicResult) -> bool:
+        topic = cache.topic(result.name)
+        return (
+            topic is not None
+            and topic.topic_id == topic_id_to_uuid(result.topic_id)
+            and len(topic.partitions) == result.num_partitions
+            and all(p.leader >= 0 for p in topic.partitions.values())
+        )
+
+    created = [r for r in results if r.error == ErrorCode.none and r.topic_id is not None]
+    if not created or timeout_ms <= 0:
+        return list(results)
+    wait_s = min(timeout_ms, CREATE_TOPICS_WAIT_MS_MAX) / 1000
+    if await cache.wait_until(lambda: all(live(r) for r in created), wait_s):
+        return list(results)
+    answered = []
+    for r in results:
+        if r in created and not live(r):
+            log.info("CreateTopics %r: no leaders here within %d ms", r.name, timeout_ms)
+            r = dataclasses.replace(
+                r,
+                error=ErrorCode.request_timed_out,
+                message=(
+                    f"Topic '{r.name}' was created, but this broker did not learn leaders for "
+                    f"all its partitions within the request's timeout ({timeout_ms} ms)."
+                ),
+            )
+        answered.append(r)
+    return answered
 
 
 def topic_id_to_uuid(topic_id: str | None) -> uuid.UUID | None:
@@ -204,6 +258,19 @@ class TopicAdmin:
             raise TopicExistsError(f"Topic '{topic.name}' already exists.")
         plan = plan_topic(topic, brokers, self.defaults, self.rng)
         topic_id = None if validate_only else await self._write_new_topic(zk, plan)
+        fitted = plan.overrides.get(MIN_INSYNC_REPLICAS)
+        if (
+            topic_id is not None
+            and fitted is not None
+            and MIN_INSYNC_REPLICAS not in dict(topic.configs)
+        ):
+            log.info(
+                "topic %s: min.insync.replicas %s, its replication factor (the broker default "
+                "%d is above it, and no acks=all write could succeed)",
+                topic.name,
+                fitted,
+                self.defaults.topic_config.min_insync_replicas,
+            )
         return CreateTopicResult(
             topic.name,
             topic_id=topic_id,
@@ -244,6 +311,28 @@ class TopicAdmin:
         raise ConcurrentUpdateError(
             f"{config_path} kept changing while topic '{plan.name}' was being created"
         )
+
+    async def auto_create_topics(self, names: Sequence[str]) -> dict[str, ErrorCode]:
+        """Metadata's auto-creation, as Kafka's ``AutoTopicCreationManager`` in ZooKeeper mode.
+
+        Each of ``names`` (valid, not internal: the caller's rule) is created with the broker's
+        defaults: LEADER_NOT_AVAILABLE once it is written or if it exists meanwhile, its error
+        (INVALID_REPLICATION_FACTOR, ...) otherwise. Only the first
+        ``AUTO_CREATE_TOPICS_PER_REQUEST_MAX`` are tried; the rest are UNKNOWN_TOPIC_OR_PARTITION.
+        """
+        tried = list(dict.fromkeys(names))[:AUTO_CREATE_TOPICS_PER_REQUEST_MAX]
+        answers = {name: ErrorCode.unknown_topic_or_partition for name in names}
+        if not tried:
+            return answers
+        results = await self.create_topics([NewTopic(name) for name in tried], validate_only=False)
+        for result in results:
+            created = result.error in (ErrorCode.none, ErrorCode.topic_already_exists)
+            if result.error == ErrorCode.none:
+                log.info(
+                    "auto-created topic %s (Metadata from a client that allows it)", result.name
+                )
+            answers[result.name] = ErrorCode.leader_not_available if created else result.error
+        return answers
 
     # --- DeleteTopics ----------------------------------------------------------------------
 

@@ -9,7 +9,12 @@ taken from Kafka 3.x's ZooKeeper mode (``Topic.validate``, ``ZkAdminManager``,
   ZooKeeper mode accepted unknown ids and left such partitions offline);
 - a topic has at most ``PARTITIONS_MAX`` partitions and ``REPLICAS_MAX`` replicas (partitions
   x replication factor), and its assignment must fit in a znode, so a request cannot make the
-  broker compute (or ZooKeeper store) an assignment of billions of entries.
+  broker compute (or ZooKeeper store) an assignment of billions of entries;
+- a topic's ``min.insync.replicas`` may not exceed its replication factor (no acks=all write
+  could ever succeed: producers retry until their delivery timeout, which reads as a hang). Set
+  explicitly above it, it is refused (INVALID_CONFIG, naming both numbers); only inherited from a
+  larger broker default, the topic gets its replication factor as its own override
+  (``fit_min_insync_replicas``), so DescribeConfigs shows what is enforced. Kafka accepts both.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from odradek.zk.codec import ZNODE_DATA_BYTES_MAX
 from odradek.zk.paths import TOPIC_NAME_LENGTH_MAX, TopicAssignment
 
 __all__ = [
+    "MIN_INSYNC_REPLICAS",
     "NO_NUM_PARTITIONS",
     "NO_REPLICATION_FACTOR",
     "PARTITIONS_MAX",
@@ -47,8 +53,10 @@ __all__ = [
     "TopicPlan",
     "check_config_names",
     "check_manual_assignment",
+    "fit_min_insync_replicas",
     "plan_new_partitions",
     "plan_topic",
+    "replication_factor_of",
     "topic_overrides",
     "validate_topic_name",
 ]
@@ -160,8 +168,46 @@ def plan_topic(
         placed = assign_replicas(partitions, replication_factor, brokers, rng=rng)
         assignment = {p: tuple(replicas) for p, replicas in placed.items()}
     check_assignment_size(assignment)
-    overrides, config = topic_overrides(dict(topic.configs), defaults.topic_config)
+    overrides, _ = topic_overrides(dict(topic.configs), defaults.topic_config)
+    replication_factor = len(assignment[0])
+    overrides = fit_min_insync_replicas(
+        topic.name, overrides, defaults.topic_config, replication_factor
+    )
+    config = TopicConfig.from_properties(overrides, defaults.topic_config)
     return TopicPlan(topic.name, assignment, overrides, config)
+
+
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+
+
+def fit_min_insync_replicas(
+    topic: str, overrides: Mapping[str, str], base: TopicConfig, replication_factor: int
+) -> dict[str, str]:
+    """``overrides`` (valid, normalised) with ``min.insync.replicas`` at most the RF.
+
+    An explicit value above ``replication_factor`` raises ``InvalidConfigError``; a larger value
+    inherited from ``base`` (the broker's default) becomes an override equal to the RF.
+    """
+    explicit = overrides.get(MIN_INSYNC_REPLICAS)
+    if explicit is not None:
+        if int(explicit) > replication_factor:
+            raise InvalidConfigError(
+                f"min.insync.replicas {explicit} is above the replication factor "
+                f"{replication_factor} of topic '{topic}': no acks=all write could succeed. "
+                f"Use a min.insync.replicas of at most {replication_factor}."
+            )
+        return dict(overrides)
+    if base.min_insync_replicas <= replication_factor:
+        return dict(overrides)
+    return dict(sorted({**overrides, MIN_INSYNC_REPLICAS: str(replication_factor)}.items()))
+
+
+def replication_factor_of(assignment: TopicAssignment) -> int:
+    """The smallest replica count of a topic's partitions, leaving out replicas being removed."""
+    return min(
+        len(set(replicas) - set(assignment.removing_replicas.get(partition, ())))
+        for partition, replicas in assignment.partitions.items()
+    )
 
 
 def _check_partition_count(count: int) -> None:

@@ -1,14 +1,15 @@
 """CreateTopics (19): validate each topic and write it to ZooKeeper; the controller makes it live.
 
-The answer comes once the znodes are written, before partitions have leaders (clients retry
-Metadata). v5+ answers carry the partition count, replication factor and every config value.
+The answer waits (up to the request's ``timeout_ms``) until this broker's metadata has leaders
+for the new partitions, as Kafka (``admin.topics`` has the rule). v5+ answers carry the partition
+count, replication factor and every config value.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker.admin.topics import TopicAdmin, topic_id_to_uuid
+from odradek.broker.admin.topics import TopicAdmin, topic_id_to_uuid, wait_for_leaders
 from odradek.broker.admin.validation import NewTopic
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
@@ -31,6 +32,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     ]
     admin = TopicAdmin(ctx.broker.zk, ctx.broker.config)
     results = await admin.create_topics(topics, validate_only=request.validate_only)
+    if not request.validate_only:
+        timeout_ms = round(request.timeout.total_seconds() * 1000)
+        results = await wait_for_leaders(ctx.broker.metadata, results, timeout_ms)
 
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     topic_type = element_type(response_type, "topics")

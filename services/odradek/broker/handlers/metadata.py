@@ -14,6 +14,12 @@ with the error, a null name as "", no brokers).
 A named topic the broker does not know is UNKNOWN_TOPIC_OR_PARTITION (clients retry: it may be
 on its way), but INVALID_TOPIC_EXCEPTION if no topic can have that name (Kafka's
 ``Topic.validate``), so a producer to ``bad topic!`` fails at once.
+
+With ``auto.create.topics.enable`` (Kafka's default, true) a Metadata request that allows it
+(v4+ ``allow_auto_topic_creation``; every request before v4) creates the valid, non-internal
+topics it names and does not find, with ``num.partitions`` and ``default.replication.factor``,
+and answers LEADER_NOT_AVAILABLE for them until they have leaders (``TopicAdmin``'s
+``auto_create_topics`` has the rule and the bound per request).
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.admin.errors import InvalidTopicError
+from odradek.broker.admin.topics import TopicAdmin
 from odradek.broker.admin.validation import validate_topic_name
 from odradek.broker.context import RequestContext
+from odradek.broker.controller_requests import INTERNAL_TOPICS
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
@@ -30,6 +38,7 @@ from odradek.protocol.apis import ApiKey
 
 API_KEY = ApiKey.METADATA
 TOPIC_IDS_VERSION = 12  # the first version whose requests may name topics by id
+AUTO_CREATE_FLAG_VERSION = 4  # before it, every Metadata request allows auto-creation (Kafka)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -50,6 +59,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ):
             return _invalid_request(response_type, topic_type, wanted)
 
+    created = await _auto_create(ctx, request, cache, wanted)
     topics = []
     for name, topic_id in wanted:
         if topic_id is not None:
@@ -60,7 +70,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         else:
             topic = cache.topic(name) if name is not None else None
         if topic is None:
-            topics.append(_unknown(topic_type, _missing_error(name), name, None))
+            error = created.get(name) if name is not None else None
+            topics.append(_unknown(topic_type, error or _missing_error(name), name, None))
             continue
         partitions = tuple(
             build(
@@ -100,6 +111,28 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         topics=tuple(topics),
         cluster_authorized_operations=-2147483648,
     )
+
+
+async def _auto_create(
+    ctx: RequestContext, request: Any, cache: Any, wanted: list[tuple[str | None, Any]]
+) -> dict[str, ErrorCode]:
+    """Named topics this broker does not know, auto-created if the broker and client allow it."""
+    config = ctx.broker.config
+    allowed = ctx.api_version < AUTO_CREATE_FLAG_VERSION or request.allow_auto_topic_creation
+    if config is None or not config.auto_create_topics_enable or not allowed:
+        return {}
+    missing = [
+        name
+        for name, topic_id in wanted
+        if topic_id is None
+        and name is not None
+        and cache.topic(name) is None
+        and name not in INTERNAL_TOPICS
+        and _missing_error(name) == ErrorCode.unknown_topic_or_partition
+    ]
+    if not missing:
+        return {}
+    return await TopicAdmin(ctx.broker.zk, config).auto_create_topics(missing)
 
 
 def _missing_error(name: str | None) -> ErrorCode:

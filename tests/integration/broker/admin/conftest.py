@@ -6,7 +6,9 @@ thread, with a ZooKeeper session and a ``BrokerConfig`` in its context. It regis
 in ``/brokers/ids`` (its real address) and tells its metadata cache that it is the controller, so
 clients send it their admin requests. ``fake_broker`` registers more brokers that only exist in
 ZooKeeper, so placement has several to choose from. There is no controller: topics never get
-leaders, so nothing here waits for Metadata to show them.
+leaders, so nothing here waits for Metadata to show them, and CreateTopics is sent with a timeout
+of 0 (answer once written, Kafka's rule: a longer one waits for leaders that never come).
+``kafka_admin_client`` is kafka-python's admin client doing that.
 """
 
 from __future__ import annotations
@@ -43,8 +45,25 @@ from odradek.zk.errors import NoNodeError
 from odradek.zk.paths import BrokerInfo, Endpoint, broker_path
 
 SESSION_TIMEOUT_S = 4.0
+NO_WAIT = 0  # CreateTopics timeout: answer once the topic is written (no controller here)
 CONNECT_TIMEOUT_S = 10.0
 CALL_TIMEOUT_S = 30.0
+
+
+def kafka_admin_client(**config: Any) -> Any:
+    """kafka-python's ``KafkaAdminClient`` whose CreateTopics asks for the answer once written."""
+    from kafka.admin import KafkaAdminClient
+
+    class NoWaitAdmin(KafkaAdminClient):
+        def create_topics(self, new_topics, timeout_ms=NO_WAIT, **kwargs):
+            return super().create_topics(new_topics, timeout_ms=timeout_ms, **kwargs)
+
+        def _validate_timeout(self, timeout_ms):
+            # kafka-python reads 0 as "unset" (``timeout_ms or default``); Kafka's 0 means
+            # "do not wait", which is what is meant here.
+            return self.config["request_timeout_ms"] if timeout_ms is None else timeout_ms
+
+    return NoWaitAdmin(**config)
 
 
 class ZkView(ZkClient):

@@ -12,6 +12,8 @@ from odradek.broker.broker_configs import BrokerConfigs
 from odradek.broker.topic_configs import TopicConfigs
 from odradek.config.throttle import UNTHROTTLED_RATE, ThrottleRates
 
+from .conftest import kafka_admin_client
+
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 30
@@ -34,9 +36,7 @@ def confluent_admin(broker):
 
 @pytest.fixture
 def kafka_admin(broker):
-    from kafka.admin import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=20000)
+    admin = kafka_admin_client(bootstrap_servers=broker.bootstrap, request_timeout_ms=20000)
     yield admin
     admin.close()
 

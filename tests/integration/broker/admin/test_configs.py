@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from .conftest import kafka_admin_client
+
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 30
@@ -20,9 +22,7 @@ def broker(make_broker):
 
 @pytest.fixture
 def kafka_admin(broker):
-    from kafka.admin import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=20000)
+    admin = kafka_admin_client(bootstrap_servers=broker.bootstrap, request_timeout_ms=20000)
     admin.create_topics(
         {
             "orders": {
@@ -334,10 +334,10 @@ def test_concurrent_incremental_alterations_keep_every_key(make_broker, zk):
     """Two brokers altering different keys of one topic at once: neither change is lost."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kafka.admin import AlterConfigOp, KafkaAdminClient
+    from kafka.admin import AlterConfigOp
 
     brokers = [make_broker(1), make_broker(2)]
-    admins = [KafkaAdminClient(bootstrap_servers=b.bootstrap) for b in brokers]
+    admins = [kafka_admin_client(bootstrap_servers=b.bootstrap) for b in brokers]
     try:
         admins[0].create_topics(["shared"])
         keys = ["retention.ms", "segment.ms", "delete.retention.ms", "flush.ms"]

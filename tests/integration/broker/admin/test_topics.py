@@ -14,6 +14,8 @@ from datetime import timedelta
 import pytest
 from kio.schema.delete_topics.v2.request import DeleteTopicsRequest as DeleteTopicsRequestV2
 
+from .conftest import NO_WAIT, kafka_admin_client
+
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 30
@@ -28,9 +30,7 @@ def broker(make_broker, zk):
 
 @pytest.fixture
 def kafka_admin(broker):
-    from kafka.admin import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=20000)
+    admin = kafka_admin_client(bootstrap_servers=broker.bootstrap, request_timeout_ms=20000)
     yield admin
     admin.close()
 
@@ -151,7 +151,9 @@ def test_confluent_creates_with_config_and_validate_only(confluent_admin, zk):
     assert zk.snapshot() == before
 
     futures = confluent_admin.create_topics(
-        [NewTopic("events", 3, 2, config={"segment.bytes": "1048576"})], request_timeout=TIMEOUT_S
+        [NewTopic("events", 3, 2, config={"segment.bytes": "1048576"})],
+        operation_timeout=NO_WAIT,
+        request_timeout=TIMEOUT_S,
     )
     futures["events"].result(TIMEOUT_S)
     assert {len(r) for r in assignment_of(zk, "events").values()} == {2}
@@ -159,6 +161,7 @@ def test_confluent_creates_with_config_and_validate_only(confluent_admin, zk):
 
     futures = confluent_admin.create_topics(
         [NewTopic("events", 3, 2), NewTopic("bad", 1, 1, config={"segment.bytes": "1"})],
+        operation_timeout=NO_WAIT,
         request_timeout=TIMEOUT_S,
     )
     with pytest.raises(KafkaException) as exists:
@@ -175,9 +178,8 @@ def test_racks_spread_replicas(make_broker, zk):
     zk.fake_broker(3, rack="b")
     zk.fake_broker(4, rack="a")
     broker = make_broker(1, **{"broker.rack": "a"})
-    from kafka.admin import KafkaAdminClient
 
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin = kafka_admin_client(bootstrap_servers=broker.bootstrap)
     try:
         broker.zk.delete("/brokers/ids/1")  # registered without a rack by the fixture
         admin.create_topics({"racked": {"num_partitions": 8, "replication_factor": 2}})
@@ -220,10 +222,9 @@ def _b64(text: str) -> bytes:
 
 
 def test_topic_deletion_disabled(make_broker, zk, raw_client):
-    from kafka.admin import KafkaAdminClient
 
     broker = make_broker(1, **{"delete.topic.enable": "false"})
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin = kafka_admin_client(bootstrap_servers=broker.bootstrap)
     try:
         admin.create_topics(["kept"])
         response = admin.delete_topics(["kept"], raise_errors=False)
@@ -287,9 +288,12 @@ def test_confluent_adds_partitions_with_validate_only(confluent_admin, zk):
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewPartitions, NewTopic
 
-    confluent_admin.create_topics([NewTopic("wide", 2, 1)])["wide"].result(TIMEOUT_S)
+    created = confluent_admin.create_topics([NewTopic("wide", 2, 1)], operation_timeout=NO_WAIT)
+    created["wide"].result(TIMEOUT_S)
     futures = confluent_admin.create_partitions(
-        [NewPartitions("wide", 4)], validate_only=True, request_timeout=TIMEOUT_S
+        [NewPartitions("wide", 4)],
+        validate_only=True,
+        request_timeout=TIMEOUT_S,
     )
     futures["wide"].result(TIMEOUT_S)
     assert len(zk.json("/brokers/topics/wide")["partitions"]) == 2
@@ -305,10 +309,8 @@ def test_confluent_adds_partitions_with_validate_only(confluent_admin, zk):
 def test_two_brokers_creating_the_same_topic_only_one_wins(make_broker, zk):
     from concurrent.futures import ThreadPoolExecutor
 
-    from kafka.admin import KafkaAdminClient
-
     first, second = make_broker(1), make_broker(2)
-    admins = [KafkaAdminClient(bootstrap_servers=b.bootstrap) for b in (first, second)]
+    admins = [kafka_admin_client(bootstrap_servers=b.bootstrap) for b in (first, second)]
     try:
         names = [f"race-{i}" for i in range(10)]
         with ThreadPoolExecutor(2) as pool:
@@ -322,3 +324,84 @@ def test_two_brokers_creating_the_same_topic_only_one_wins(make_broker, zk):
         codes = sorted(errors_of(r)[name] for r in responses)
         assert codes == [0, 36], name
     assert zk.kids("/brokers/topics") == sorted(names)
+
+
+def test_min_insync_replicas_above_the_replication_factor(make_broker, zk):
+    """Issue 21 items 7 and 14: an explicit value above the RF is INVALID_CONFIG naming both
+    numbers (CreateTopics, AlterConfigs, IncrementalAlterConfigs) and writes nothing; a larger
+    broker default is stored as the topic's own value, its RF, and DescribeConfigs shows it."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+        NewTopic,
+        ResourceType,
+    )
+
+    zk.fake_broker(2)
+    zk.fake_broker(3)
+    broker = make_broker(1, **{"min.insync.replicas": "2"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def refusal(future):
+        with pytest.raises(KafkaException) as refused:
+            future.result(TIMEOUT_S)
+        return refused.value.args[0].code(), refused.value.args[0].str()
+
+    before = zk.snapshot()
+    futures = admin.create_topics(
+        [NewTopic("five-of-three", 1, 3, config={"min.insync.replicas": "5"})],
+        operation_timeout=NO_WAIT,
+        request_timeout=TIMEOUT_S,
+    )
+    code, message = refusal(futures["five-of-three"])
+    assert code == KafkaError.INVALID_CONFIG
+    assert "min.insync.replicas 5" in message and "replication factor 3" in message, message
+    assert zk.snapshot() == before
+
+    created = admin.create_topics(
+        [NewTopic("single", 2, 1), NewTopic("triple", 1, 3)],
+        operation_timeout=NO_WAIT,
+        request_timeout=TIMEOUT_S,
+    )
+    for future in created.values():
+        future.result(TIMEOUT_S)
+    assert zk.json("/config/topics/single")["config"] == {"min.insync.replicas": "1"}
+    assert zk.json("/config/topics/triple")["config"] == {}  # the default 2 fits
+
+    def min_isr(topic):
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        entries = admin.describe_configs([resource])[resource].result(TIMEOUT_S)
+        entry = entries["min.insync.replicas"]
+        return entry.value, entry.source
+
+    assert min_isr("single") == ("1", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+
+    single = ConfigResource(ResourceType.TOPIC, "single", set_config={"min.insync.replicas": "2"})
+    code, message = refusal(admin.alter_configs([single])[single])
+    assert code == KafkaError.INVALID_CONFIG
+    assert "min.insync.replicas 2" in message and "replication factor 1" in message, message
+    incremental = ConfigResource(
+        ResourceType.TOPIC,
+        "single",
+        incremental_configs=[
+            ConfigEntry("min.insync.replicas", "3", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    code, _ = refusal(admin.incremental_alter_configs([incremental])[incremental])
+    assert code == KafkaError.INVALID_CONFIG
+    assert zk.json("/config/topics/single")["config"] == {"min.insync.replicas": "1"}
+
+    # Deleting the fitted value leaves the larger default, which is fitted again.
+    deleted = ConfigResource(
+        ResourceType.TOPIC,
+        "single",
+        incremental_configs=[
+            ConfigEntry("min.insync.replicas", None, incremental_operation=AlterConfigOpType.DELETE)
+        ],
+    )
+    admin.incremental_alter_configs([deleted])[deleted].result(TIMEOUT_S)
+    assert zk.json("/config/topics/single")["config"] == {"min.insync.replicas": "1"}

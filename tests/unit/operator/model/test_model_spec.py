@@ -160,10 +160,8 @@ def test_rules_between_keys_are_checked_as_a_broker_checks_them_at_start():
     error = refused(brokers(config={"replica.fetch.wait.max.ms": 60000}))
     assert error.field == "spec.brokers.config"
     assert "replica.lag.time.max.ms" in error.message
-    assert (
-        "auto.create.topics.enable"
-        in refused(brokers(config={"auto.create.topics.enable": True})).message
-    )
+    config = {"transaction.state.log.replication.factor": 2, "transaction.state.log.min.isr": 3}
+    assert "transaction.state.log.min.isr (3)" in refused(brokers(config=config)).message
 
 
 def test_a_replication_factor_above_the_broker_count_is_refused():

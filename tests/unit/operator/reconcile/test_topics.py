@@ -73,6 +73,17 @@ def test_config_drift_is_reverted():
     assert diff.delete_config == ("cleanup.policy",)
 
 
+def test_the_min_insync_replicas_brokers_fit_to_the_replication_factor_is_not_drift():
+    """Issue 21 item 14: brokers store min.insync.replicas = RF for a topic whose inherited
+    default is larger; deleting it would only have it stored again, a revert every pass."""
+    fitted = TopicActual(3, 1, {"min.insync.replicas": "1"})
+    assert topic_diff(spec(rf=1), fitted).empty
+    other = TopicActual(3, 2, {"min.insync.replicas": "1"})  # not the RF: set by someone
+    assert topic_diff(spec(rf=2), other).delete_config == ("min.insync.replicas",)
+    named = topic_diff(spec(rf=1, config={"min.insync.replicas": "1"}), fitted)
+    assert named.empty
+
+
 def body(partitions=3, config=None, name="orders"):
     return {
         "apiVersion": "odradek.io/v1alpha1",
