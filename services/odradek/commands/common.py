@@ -118,7 +118,7 @@ def describe_kafka_error(error: KafkaError | KafkaException | BaseException) -> 
     return str(error)
 
 
-def error_code(error: BaseException) -> int | None:
+def error_code(error: BaseException | None) -> int | None:
     """The Kafka error code inside a ``KafkaException``, if any."""
     if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):
         return error.args[0].code()
@@ -134,6 +134,10 @@ def run_command(
         try:
             return body(args)
         except CommandError as e:
+            # A command that put a librdkafka error in its own words still names the address
+            # when the cause was that no broker answered.
+            if error_code(e.__cause__) in UNREACHABLE_ERRORS:
+                e = unreachable(_bootstrap_or_default(args), describe_kafka_error(e.__cause__))
             print(f"odradek {name}: error: {e}", file=sys.stderr)
             return 1
         except KafkaException as e:
