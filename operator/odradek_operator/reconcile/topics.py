@@ -139,13 +139,15 @@ def topic_status(actual: TopicActual) -> dict:
 # -- the OdradekTopic resource -------------------------------------------------------------------
 #
 # One topic, one resource (as Strimzi's topic operator): of the OdradekTopics naming one topic of
-# one cluster, the oldest (creationTimestamp, then name) owns it; the others are refused with
-# ``ResourceConflict`` and never touch the topic, not even when deleted. The topic a resource
+# one cluster, the one managing it now, else the oldest (creationTimestamp, then name) owns it;
+# the others are refused with ``ResourceConflict`` and never touch the topic, not even when
+# deleted. The topic a resource
 # manages is recorded in ``status.topicName`` once it owns it: a later ``spec.topicName`` that
 # differs is refused (the CRD's CEL rule; kmock does not evaluate CEL), and deletion deletes the
 # recorded topic, whatever the spec has become (even an invalid one).
 
 WAIT_S = 10.0
+CONFLICT = "ResourceConflict"
 
 
 def _managed_name(body: Mapping) -> str | None:
@@ -158,19 +160,32 @@ def _managed_name(body: Mapping) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _age(body: Mapping) -> tuple[str, str]:
+def _claim_order(body: Mapping) -> tuple[bool, str, str]:
+    """Owners sort first: a resource that manages its topic now keeps it, then the oldest, then
+    by name. ``creationTimestamp`` has one-second resolution: without the first key, a rival
+    created in the owner's second with a smaller name would take over a topic already in use."""
     meta = body["metadata"]
-    return (str(meta.get("creationTimestamp") or ""), str(meta["name"]))
+    return (not _manages_now(body), str(meta.get("creationTimestamp") or ""), str(meta["name"]))
+
+
+def _manages_now(body: Mapping) -> bool:
+    """It recorded its topic (``status.topicName``) and was not refused as a rival since."""
+    status = body.get("status") or {}
+    refused = any(
+        c.get("type") == "Error" and c.get("status") == "True" and c.get("reason") == CONFLICT
+        for c in status.get("conditions") or ()
+    )
+    return isinstance(status.get("topicName"), str) and not refused
 
 
 async def topic_owner(kube, namespace: str, cluster: str, topic_name: str) -> Mapping | None:
-    """The OdradekTopic that owns ``topic_name`` in ``cluster``: the oldest claiming it."""
+    """The OdradekTopic that owns ``topic_name`` in ``cluster`` (``_claim_order``'s first)."""
     claims = [
         body
         for body in await kube.list(names.TOPIC_KIND, namespace)
         if (body.get("spec") or {}).get("cluster") == cluster and _managed_name(body) == topic_name
     ]
-    return min(claims, key=_age, default=None)
+    return min(claims, key=_claim_order, default=None)
 
 
 async def check_ownership(kube, spec: TopicSpec, body: Mapping) -> None:
@@ -186,7 +201,7 @@ async def check_ownership(kube, spec: TopicSpec, body: Mapping) -> None:
     owner = await topic_owner(kube, spec.namespace, spec.cluster, spec.topic_name)
     if owner is not None and owner["metadata"]["name"] != spec.name:
         raise Refused(
-            "ResourceConflict",
+            CONFLICT,
             f"topic {spec.topic_name} of cluster {spec.cluster} is managed by OdradekTopic "
             f"{owner['metadata']['name']} (the oldest resource naming it); this one is ignored "
             "and deleting it leaves the topic alone",

@@ -217,6 +217,23 @@ def test_the_oldest_resource_owns_a_topic_and_a_rival_never_touches_it():
     assert "left alone" in message and len(admin.calls) == calls
 
 
+def test_a_rival_created_in_the_owners_second_does_not_take_over():
+    """creationTimestamp has one-second resolution: the resource already managing the topic
+    keeps it, though a rival of the same second sorts first by name."""
+    kube, admin = world()
+    kube.objects["OdradekTopic", "ns", "orders"]["metadata"]["creationTimestamp"] = (
+        "2026-12-02T10:00:00Z"
+    )
+    asyncio.run(topics.sync_topic(kube, lambda b: admin, body()))
+    early = rival(name="aaa-orders", created="2026-12-02T10:00:00Z")
+    kube.put(early)
+    calls = len(admin.calls)
+    with pytest.raises(Refused) as refused:
+        asyncio.run(topics.sync_topic(kube, lambda b: admin, early))
+    assert refused.value.reason == "ResourceConflict" and len(admin.calls) == calls
+    assert "managed by OdradekTopic orders" in str(refused.value)
+
+
 def test_a_changed_topic_name_is_refused_and_deletion_deletes_the_managed_topic():
     kube, admin = world()
     asyncio.run(topics.sync_topic(kube, lambda b: admin, body()))
