@@ -25,6 +25,10 @@ for every partition (Kafka's answer to a client without ClusterAction), logged a
 client API on the control-plane listener closes the connection, as Kafka does for an API its
 listener does not enable. The request budgets are the broker's, shared by all its servers.
 
+An SSL listener's server is given its ``ListenerTls`` (``security.tls``): asyncio does the
+handshake before the connection sees a byte, and the connection takes its principal from the
+peer's certificate (``KafkaConnection.connection_made``).
+
 Runs on the broker's event loop only.
 """
 
@@ -48,6 +52,7 @@ from odradek.protocol.codec import decode_request, encode_response_parts
 from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from odradek.protocol.framing import DEFAULT_MAX_FRAME_BYTES, DEFAULT_READ_BUFFER_BYTES
 from odradek.protocol.header import RequestHeader
+from odradek.security.tls import ListenerTls
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +109,11 @@ class BrokerServer:
         idle_timeout_ms: int = IDLE_TIMEOUT_MS,
         receive_timeout_ms: int = RECEIVE_TIMEOUT_MS,
         read_buffer_bytes: int = DEFAULT_READ_BUFFER_BYTES,
+        tls: ListenerTls | None = None,
     ):
         self.context = context
         self.listener = listener
+        self.tls = tls
         self.served_versions = served_versions(listener.role)
         self.max_frame_bytes = max_frame_bytes
         self.max_inflight = max_inflight
@@ -141,10 +148,11 @@ class BrokerServer:
         def factory() -> KafkaConnection:
             return KafkaConnection(self)
 
+        ssl = None if self.tls is None else self.tls.context
         if port == 0:
-            self._server = await loop.create_server(factory, sock=bind_any_port(host))
+            self._server = await loop.create_server(factory, sock=bind_any_port(host), ssl=ssl)
         else:
-            self._server = await loop.create_server(factory, host, port)
+            self._server = await loop.create_server(factory, host, port, ssl=ssl)
         self._reaper = asyncio.ensure_future(self._reap())
         return self._server.sockets[0].getsockname()[1]
 
@@ -218,7 +226,12 @@ class BrokerServer:
             raise CloseConnection(CloseReason.MALFORMED_REQUEST, str(e)) from e
         if header.api_key in self.served_versions:
             context = RequestContext(
-                header, self.context, self.listener, self.served_versions, connection.client_host
+                header,
+                self.context,
+                self.listener,
+                self.served_versions,
+                connection.client_host,
+                connection.principal,
             )
             try:
                 response = await HANDLERS[header.api_key](context, request)
