@@ -201,7 +201,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             "listener.security.protocol.map",
             _T.LIST,
             DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
-            "Security protocol of each listener name, NAME:PROTOCOL; only PLAINTEXT for now.",
+            "Security protocol of each listener, NAME:PROTOCOL; PLAINTEXT or SSL (no SASL yet).",
             convert=parse_security_protocol_map,
         ),
         ConfigKey(
