@@ -26,8 +26,10 @@ client API on the control-plane listener closes the connection, as Kafka does fo
 listener does not enable. The request budgets are the broker's, shared by all its servers.
 
 An SSL listener's server is given its ``ListenerTls`` (``security.tls``): asyncio does the
-handshake before the connection sees a byte, and the connection takes its principal from the
-peer's certificate (``KafkaConnection.connection_made``).
+handshake before the connection sees a byte (within ``odradek.socket.request.receive.timeout.ms``),
+and the connection takes its principal from the peer's certificate
+(``KafkaConnection.connection_made``). A connection still in its handshake is not yet counted
+against ``max.connections`` (asyncio hands it over only once the handshake is done).
 
 Runs on the broker's event loop only.
 """
@@ -148,11 +150,13 @@ class BrokerServer:
         def factory() -> KafkaConnection:
             return KafkaConnection(self)
 
-        ssl = None if self.tls is None else self.tls.context
+        tls: dict = {}
+        if self.tls is not None:  # a handshake is a request arriving: the same time bound
+            tls = {"ssl": self.tls.context, "ssl_handshake_timeout": self.receive_timeout_s}
         if port == 0:
-            self._server = await loop.create_server(factory, sock=bind_any_port(host), ssl=ssl)
+            self._server = await loop.create_server(factory, sock=bind_any_port(host), **tls)
         else:
-            self._server = await loop.create_server(factory, host, port, ssl=ssl)
+            self._server = await loop.create_server(factory, host, port, **tls)
         self._reaper = asyncio.ensure_future(self._reap())
         return self._server.sockets[0].getsockname()[1]
 

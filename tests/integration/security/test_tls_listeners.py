@@ -34,6 +34,7 @@ pytestmark = pytest.mark.integration
 WAIT_S = 30.0
 MAPPING_RULES = "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L"  # no DEFAULT: other names are refused
 LARGE_VALUE_BYTES = 256 * 1024
+HANDSHAKE_TIMEOUT_MS = 3_000  # odradek.socket.request.receive.timeout.ms bounds a handshake
 LARGE_RECORDS = 24  # 6 MiB over TLS: every fetch answer is written from the segment by pread
 
 
@@ -73,6 +74,7 @@ def cluster(pki, local_cluster, tmp_path_factory):
         "listener.name.mtls.ssl.enabled.protocols": "TLSv1.3",
         "listener.name.mtls.ssl.principal.mapping.rules": MAPPING_RULES,
         "message.max.bytes": str(2 * LARGE_VALUE_BYTES),
+        "odradek.socket.request.receive.timeout.ms": str(HANDSHAKE_TIMEOUT_MS),
     }
     data_dir = tmp_path_factory.mktemp("tls-cluster")
     with local_cluster(data_dir, brokers=1, broker_overrides=overrides) as state:
@@ -280,3 +282,11 @@ def test_a_bad_ssl_configuration_is_refused_at_start(tmp_path, overrides, words)
     )
     assert done.returncode == 2, done
     assert words in done.stdout
+
+
+def test_a_handshake_that_never_comes_is_closed_in_time(cluster):
+    ports, _ = cluster
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", ports["SSL"]), timeout=WAIT_S) as silent:
+        assert silent.recv(1) == b""  # closed by the broker, not by our timeout
+    assert time.monotonic() - started < WAIT_S
