@@ -211,3 +211,17 @@ def test_the_distinguished_name_is_rfc_2253_as_java_prints_it(ca):
     )
     der = ssl.PEM_cert_to_DER_cert(client.cert_chain_pems[0].bytes().decode())
     assert distinguished_name(der) == "CN=alice,OU=ServiceUsers,O=Example"
+
+
+def test_per_listener_overrides_survive_a_round_trip_through_properties():
+    props = pem(
+        **{
+            "ssl.keystore.location": "/k.pem",
+            "listener.name.ssl.ssl.client.auth": "requested",
+            "listener.name.ssl.ssl.truststore.location": "/ca.pem",
+        }
+    )
+    once = config(**props)
+    again = BrokerConfig.from_properties(once.to_properties())
+    assert again == once
+    assert again.ssl_settings("SSL").client_auth == "requested"
