@@ -64,10 +64,10 @@ from typing import TYPE_CHECKING
 
 from odradek.protocol.errors import InvalidFrameError
 from odradek.protocol.framing import Frame, FrameDecoder, encode_frame
-from odradek.protocol.parts import is_buffer
+from odradek.protocol.parts import FileRegion, is_buffer
 from odradek.security.principal import ANONYMOUS, KafkaPrincipal
 from odradek.security.principal_mapping import NoMatchingRule
-from odradek.security.tls import peer_principal
+from odradek.security.tls import ListenerTls, peer_principal
 
 if TYPE_CHECKING:
     from odradek.broker.server import BrokerServer
@@ -151,7 +151,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = str(peername)
         if isinstance(peername, tuple) and peername:
             self.client_host = f"/{peername[0]}"
-        if self.server.tls is not None and not self._authenticate(transport):
+        if self.server.tls is not None and not self._authenticate(transport, self.server.tls):
             return
         if not self.server.accept(self):
             self.closed = True
@@ -168,11 +168,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.worker = asyncio.ensure_future(self._serve())
         self.server.track_worker(self.worker)
 
-    def _authenticate(self, transport: asyncio.Transport) -> bool:
+    def _authenticate(self, transport: asyncio.Transport, tls: ListenerTls) -> bool:
         """The principal of a TLS connection; False (and closed) when none can be mapped."""
         self.tls = True
-        tls = self.server.tls
-        assert tls is not None
         try:
             self.principal = peer_principal(transport.get_extra_info("ssl_object"), tls.mapper)
         except NoMatchingRule as e:
@@ -431,7 +429,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         f"{part.position} of {part.file.name}: the segment changed underneath",
                     )
 
-    async def _write_region(self, part) -> None:
+    async def _write_region(self, part: FileRegion) -> None:
         """A file region on a TLS connection: read in chunks, each written when there is room."""
         fd = part.file.fileno()
         position, end = part.position, part.position + part.size
