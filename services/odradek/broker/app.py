@@ -75,6 +75,7 @@ from odradek.observability.metrics import (
     replication_quota_metrics,
     txn_marker_metrics,
 )
+from odradek.security.tls import listener_tls
 from odradek.storage.manager import LogManager, ManagerIntervals
 from odradek.zk.client import SessionEvent, ZkClient
 from odradek.zk.controller_locator import ControllerLocator
@@ -120,6 +121,9 @@ class BrokerApp:
         )
         self.log_manager: LogManager | None = None
         self.servers: list[BrokerServer] = []
+        # Each SSL listener's TLS context, its key and trust stores read now (``odradek broker``
+        # has read them once already, so a bad store is a configuration error before start).
+        self.tls = listener_tls(config)
         self.admin: AdminServer | None = None
         self.registrar: BrokerRegistrar | None = None
         self.topic_configs: TopicConfigs | None = None
@@ -331,6 +335,7 @@ class BrokerApp:
         server = BrokerServer(
             context,
             listener,
+            tls=self.tls.get(listener.name),
             budgets=budgets,
             max_frame_bytes=config.socket_request_max_bytes,
             max_inflight=config.odradek_connection_max_inflight_requests,

@@ -22,7 +22,16 @@ Per connection, as Kafka's SocketServer does it:
 - A response is written as its parts: buffers with one ``transport.write``, record regions of
   segment files with ``loop.sendfile(..., fallback=False)``, so fetched records never enter
   Python. A sendfile that sends fewer bytes than the frame announced (the segment was truncated
-  or deleted under it) leaves the stream unusable: the connection is closed.
+  or deleted under it) leaves the stream unusable: the connection is closed. On a TLS
+  connection the kernel cannot send a file (the records must be encrypted): regions are read
+  with ``os.pread`` (never the file's shared position) in chunks of ``TLS_READ_CHUNK_BYTES``,
+  each written once the transport has room, and a short read closes the connection the same
+  way. asyncio's own sendfile fallback is not used: it seeks the file object, which every
+  connection fetching from that segment shares.
+- On an SSL listener the handshake is done before ``connection_made``; the connection's
+  principal comes from the client's certificate (``security.tls.peer_principal``), logged
+  when there is one. A certificate that no ``ssl.principal.mapping.rules`` rule maps closes the
+  connection (Kafka fails its authentication).
 - Requests already received whole are still handled after the client goes away (their answers
   go nowhere), as Kafka handles what reached its request queue: a producer's retry then finds
   the first attempt in the log instead of racing it.
@@ -48,13 +57,17 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import os
 import socket
 from collections import deque
 from typing import TYPE_CHECKING
 
 from odradek.protocol.errors import InvalidFrameError
 from odradek.protocol.framing import Frame, FrameDecoder, encode_frame
-from odradek.protocol.parts import is_buffer
+from odradek.protocol.parts import FileRegion, is_buffer
+from odradek.security.principal import ANONYMOUS, KafkaPrincipal
+from odradek.security.principal_mapping import NoMatchingRule
+from odradek.security.tls import ListenerTls, peer_principal
 
 if TYPE_CHECKING:
     from odradek.broker.server import BrokerServer
@@ -64,6 +77,8 @@ log = logging.getLogger(__name__)
 # Answers of one connection that may wait for replication at once (librdkafka and the Java
 # client keep at most 5 requests in flight per connection with idempotence).
 MAX_WAITING_ANSWERS = 8
+# Record bytes read per write on a TLS connection (no sendfile there); 16 TLS records.
+TLS_READ_CHUNK_BYTES = 256 * 1024
 
 
 class CloseReason(enum.StrEnum):
@@ -81,6 +96,7 @@ class CloseReason(enum.StrEnum):
     TOO_MANY_CONNECTIONS = "too_many_connections"  # max.connections
     PEER_GONE = "peer_gone"  # found closed or reset while reading was paused
     NOT_ON_LISTENER = "not_on_listener"  # a client API on the control plane, as Kafka closes it
+    AUTHENTICATION_FAILED = "authentication_failed"  # no principal mapping rule applies
     SHUTDOWN = "shutdown"  # the broker is stopping
 
 
@@ -113,6 +129,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.worker: asyncio.Task[None] | None = None
         self.peer = "?"
         self.client_host = ""  # the client's address, as DescribeGroups reports a member's host
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.tls = False  # an SSL listener's connection: no sendfile
         self.closed = False
         self.close_reason: CloseReason | None = None  # counted once, by ``close_for``
         self.busy = False  # a request is being handled or its response written
@@ -133,6 +151,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = str(peername)
         if isinstance(peername, tuple) and peername:
             self.client_host = f"/{peername[0]}"
+        if self.server.tls is not None and not self._authenticate(transport, self.server.tls):
+            return
         if not self.server.accept(self):
             self.closed = True
             self.close_reason = CloseReason.TOO_MANY_CONNECTIONS
@@ -147,6 +167,32 @@ class KafkaConnection(asyncio.BufferedProtocol):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         self.worker = asyncio.ensure_future(self._serve())
         self.server.track_worker(self.worker)
+
+    def _authenticate(self, transport: asyncio.Transport, tls: ListenerTls) -> bool:
+        """The principal of a TLS connection; False (and closed) when none can be mapped."""
+        self.tls = True
+        try:
+            self.principal = peer_principal(transport.get_extra_info("ssl_object"), tls.mapper)
+        except NoMatchingRule as e:
+            self.closed = True
+            self.close_reason = CloseReason.AUTHENTICATION_FAILED
+            self.server.connection_closed(self.close_reason)
+            log.warning(
+                "refusing %s on listener %s: its certificate maps to no principal (%s)",
+                self.peer,
+                tls.listener,
+                e,
+            )
+            transport.abort()
+            return False
+        if self.principal is not ANONYMOUS:
+            log.info(
+                "TLS connection %s on listener %s: principal %s",
+                self.peer,
+                tls.listener,
+                self.principal,
+            )
+        return True
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.decoder.get_buffer(sizehint)
@@ -367,7 +413,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if pending:
                 transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
                 pending = []
-            if part is not None:
+            if part is not None and self.tls:
+                await self._write_region(part)
+            elif part is not None:
                 try:
                     sent = await self.loop.sendfile(
                         transport, part.file, part.position, part.size, fallback=False
@@ -380,6 +428,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         f"sent {sent} of {part.size} record bytes announced at position "
                         f"{part.position} of {part.file.name}: the segment changed underneath",
                     )
+
+    async def _write_region(self, part: FileRegion) -> None:
+        """A file region on a TLS connection: read in chunks, each written when there is room."""
+        fd = part.file.fileno()
+        position, end = part.position, part.position + part.size
+        while position < end:
+            chunk = os.pread(fd, min(TLS_READ_CHUNK_BYTES, end - position), position)
+            if not chunk:
+                raise CloseConnection(
+                    CloseReason.SHORT_SENDFILE,
+                    f"read {position - part.position} of {part.size} record bytes announced at "
+                    f"position {part.position} of {part.file.name}: the segment changed "
+                    f"underneath",
+                )
+            await self.writable.wait()
+            transport = self.transport
+            if transport is None or transport.is_closing():
+                return
+            transport.write(chunk)
+            position += len(chunk)
 
     # -- closing -------------------------------------------------------------------------
 

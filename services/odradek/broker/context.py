@@ -18,6 +18,7 @@ from odradek.config.endpoints import Listener
 from odradek.groups.coordinator import GroupCoordinator
 from odradek.observability.metrics import BrokerMetrics
 from odradek.protocol.header import RequestHeader
+from odradek.security.principal import ANONYMOUS, KafkaPrincipal
 from odradek.transactions.coordinator import TransactionCoordinator
 from odradek.zk.client import ZkClient
 
@@ -56,8 +57,8 @@ class BrokerContext:
 class RequestContext:
     """One request: its header, the broker, and the listener (and what it serves) it came on.
 
-    The listener is where a principal and an authorizer's verdict will sit once there is
-    authentication: everything a handler needs to know about who asked comes from here.
+    Everything a handler needs to know about who asked comes from here: the listener and the
+    connection's principal (``security.principal``; no authorizer reads it yet).
     """
 
     header: RequestHeader
@@ -66,6 +67,7 @@ class RequestContext:
     served_versions: Mapping[int, tuple[int, int]]
     # The client's address as Kafka reports a member's host ("/127.0.0.1"), "" if unknown.
     client_host: str = ""
+    principal: KafkaPrincipal = ANONYMOUS
 
     @property
     def api_version(self) -> int:

@@ -25,6 +25,12 @@ for every partition (Kafka's answer to a client without ClusterAction), logged a
 client API on the control-plane listener closes the connection, as Kafka does for an API its
 listener does not enable. The request budgets are the broker's, shared by all its servers.
 
+An SSL listener's server is given its ``ListenerTls`` (``security.tls``): asyncio does the
+handshake before the connection sees a byte (within ``odradek.socket.request.receive.timeout.ms``),
+and the connection takes its principal from the peer's certificate
+(``KafkaConnection.connection_made``). A connection still in its handshake is not yet counted
+against ``max.connections`` (asyncio hands it over only once the handshake is done).
+
 Runs on the broker's event loop only.
 """
 
@@ -48,6 +54,7 @@ from odradek.protocol.codec import decode_request, encode_response_parts
 from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from odradek.protocol.framing import DEFAULT_MAX_FRAME_BYTES, DEFAULT_READ_BUFFER_BYTES
 from odradek.protocol.header import RequestHeader
+from odradek.security.tls import ListenerTls
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +111,11 @@ class BrokerServer:
         idle_timeout_ms: int = IDLE_TIMEOUT_MS,
         receive_timeout_ms: int = RECEIVE_TIMEOUT_MS,
         read_buffer_bytes: int = DEFAULT_READ_BUFFER_BYTES,
+        tls: ListenerTls | None = None,
     ):
         self.context = context
         self.listener = listener
+        self.tls = tls
         self.served_versions = served_versions(listener.role)
         self.max_frame_bytes = max_frame_bytes
         self.max_inflight = max_inflight
@@ -141,10 +150,13 @@ class BrokerServer:
         def factory() -> KafkaConnection:
             return KafkaConnection(self)
 
+        tls: dict = {}
+        if self.tls is not None:  # a handshake is a request arriving: the same time bound
+            tls = {"ssl": self.tls.context, "ssl_handshake_timeout": self.receive_timeout_s}
         if port == 0:
-            self._server = await loop.create_server(factory, sock=bind_any_port(host))
+            self._server = await loop.create_server(factory, sock=bind_any_port(host), **tls)
         else:
-            self._server = await loop.create_server(factory, host, port)
+            self._server = await loop.create_server(factory, host, port, **tls)
         self._reaper = asyncio.ensure_future(self._reap())
         return self._server.sockets[0].getsockname()[1]
 
@@ -218,7 +230,12 @@ class BrokerServer:
             raise CloseConnection(CloseReason.MALFORMED_REQUEST, str(e)) from e
         if header.api_key in self.served_versions:
             context = RequestContext(
-                header, self.context, self.listener, self.served_versions, connection.client_host
+                header,
+                self.context,
+                self.listener,
+                self.served_versions,
+                connection.client_host,
+                connection.principal,
             )
             try:
                 response = await HANDLERS[header.api_key](context, request)

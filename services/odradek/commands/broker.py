@@ -15,8 +15,14 @@ async def _run(config: BrokerConfig) -> None:
 
 
 def _load(path: str | None, overrides: dict[str, str]) -> BrokerConfig:
-    """The config, with broker.rack from odradek.broker.rack.file once that file has it."""
-    return BrokerConfig.load(path, overrides).with_rack_from_file()
+    """The config, with broker.rack from odradek.broker.rack.file once that file has it; the
+    SSL listeners' key and trust stores are loaded once here, so a bad one is refused (exit 2,
+    with the message) before anything starts."""
+    from odradek.security.tls import listener_tls
+
+    config = BrokerConfig.load(path, overrides)
+    listener_tls(config)
+    return config.with_rack_from_file()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

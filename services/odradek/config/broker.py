@@ -20,11 +20,16 @@ what was set (``None`` when unset) while ``effective_*`` gives the value to use:
 
 Listeners are checked as Kafka's ``KafkaConfig`` checks them: every listener has a security
 protocol in ``listener.security.protocol.map``, advertised names are among the listeners', the
-inter-broker and the control-plane listeners are advertised and differ. Two departures, both for
-safety: a listener whose protocol is not PLAINTEXT is refused (no TLS or SASL yet), and
+inter-broker and the control-plane listeners are advertised and differ. Departures, all for
+safety: a listener whose protocol is SASL_PLAINTEXT or SASL_SSL is refused (no SASL yet), the
+inter-broker and control-plane listeners must be PLAINTEXT (no inter-broker TLS yet), and
 ``control.plane.listener.name`` is always set and must name one of ``listeners``, because the
 controller's requests are served on that listener only (``listener_table`` gives each listener
 its role). The defaults have a client listener and a control-plane one.
+
+SSL listeners take Kafka's ``ssl.*`` keys (PEM key and trust stores only) and their
+per-listener overrides ``listener.name.<l>.ssl.*`` (``config.ssl``, ``ssl_settings``); any
+``ssl.*`` key not honoured is refused by name.
 
 The broker's ``log.*`` keys (and a few others) are the defaults of every topic:
 ``topic_defaults()`` maps them with ``TOPIC_CONFIG_SYNONYMS``, Kafka's
@@ -75,6 +80,14 @@ from odradek.config.endpoints import (
 )
 from odradek.config.keys import REQUIRED, ConfigKey, ConfigType, invalid_value, missing_required
 from odradek.config.properties import PropertiesConfig
+from odradek.config.ssl import (
+    LISTENER_PREFIX,
+    SSL_KEYS,
+    SslSettings,
+    listener_override_properties,
+    parse_listener_overrides,
+    unsupported_key,
+)
 from odradek.config.topic import CONFIG_KEYS, TopicConfig
 from odradek.errors import InvalidConfigError
 
@@ -188,7 +201,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             "listener.security.protocol.map",
             _T.LIST,
             DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
-            "Security protocol of each listener name, NAME:PROTOCOL; only PLAINTEXT for now.",
+            "Security protocol of each listener, NAME:PROTOCOL; PLAINTEXT or SSL (no SASL yet).",
             convert=parse_security_protocol_map,
         ),
         ConfigKey(
@@ -219,6 +232,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             "A file written once every listener is bound: the host:port each got (JSON), for a "
             "launcher that starts the process on port 0; empty: none.",
         ),
+        *SSL_KEYS,
         ConfigKey(
             "zookeeper.session.timeout.ms",
             _T.INT,
@@ -810,6 +824,17 @@ class BrokerConfig(PropertiesConfig):
     inter_broker_listener_name: str | None = None
     odradek_admin_listener: HostPort | None = _default("odradek.admin.listener")
     odradek_listeners_file: str = _default("odradek.listeners.file")
+    ssl_keystore_type: str = _default("ssl.keystore.type")
+    ssl_keystore_location: str | None = None
+    ssl_keystore_key: str | None = None
+    ssl_keystore_certificate_chain: str | None = None
+    ssl_key_password: str | None = None
+    ssl_truststore_type: str = _default("ssl.truststore.type")
+    ssl_truststore_location: str | None = None
+    ssl_truststore_certificates: str | None = None
+    ssl_client_auth: str = _default("ssl.client.auth")
+    ssl_enabled_protocols: tuple[str, ...] = _default("ssl.enabled.protocols")
+    ssl_principal_mapping_rules: str = _default("ssl.principal.mapping.rules")
     zookeeper_session_timeout_ms: int = _default("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int | None = None
     socket_request_max_bytes: int = _default("socket.request.max.bytes")
@@ -925,6 +950,29 @@ class BrokerConfig(PropertiesConfig):
     log_message_timestamp_type: str = _default("log.message.timestamp.type")
     log_message_timestamp_before_max_ms: int = _default("log.message.timestamp.before.max.ms")
     log_message_timestamp_after_max_ms: int = _default("log.message.timestamp.after.max.ms")
+    # listener.name.<l>.ssl.* overrides as (LISTENER, key, value), sorted (config.ssl)
+    listener_ssl_overrides: tuple[tuple[str, str, object], ...] = ()
+
+    PATTERNED_FIELDS: ClassVar[tuple[str, ...]] = ("listener_ssl_overrides",)
+
+    @classmethod
+    def _split_patterned(
+        cls, props: Mapping[str, object]
+    ) -> tuple[Mapping[str, object], dict[str, object]]:
+        for name in props:
+            error = unsupported_key(name)
+            if error is not None:
+                raise error
+        rest, overrides = parse_listener_overrides(props)
+        return rest, {"listener_ssl_overrides": overrides}
+
+    def _patterned_properties(self) -> dict[str, str]:
+        return listener_override_properties(self.listener_ssl_overrides)
+
+    def ssl_settings(self, listener_name: str) -> SslSettings:
+        """What the SSL listener ``listener_name`` uses: its overrides over the broker's keys."""
+        broker_wide = {key.name: getattr(self, key.attr) for key in SSL_KEYS}
+        return SslSettings.resolve(listener_name, broker_wide, self.listener_ssl_overrides)
 
     def _check(self) -> None:
         if self.log_dirs is None and self.log_dir is None:
@@ -1015,8 +1063,9 @@ class BrokerConfig(PropertiesConfig):
                     )
                 if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
                     raise InvalidConfigError(
-                        f"Listener {endpoint} uses security protocol {protocol.name}: only "
-                        f"PLAINTEXT listeners are supported for now (no TLS or SASL yet)"
+                        f"Listener {endpoint} uses security protocol {protocol.name}: SASL is "
+                        f"not implemented yet; only PLAINTEXT and SSL listeners are supported "
+                        f"(docs/security.md)"
                     )
         names = [e.name for e in self.listeners]
         advertised = [e.name for e in self.effective_advertised_listeners]
@@ -1072,6 +1121,27 @@ class BrokerConfig(PropertiesConfig):
                 f"the inter broker listener name. Currently they both have the value "
                 f"{control_plane}"
             )
+        for key, name in (
+            ("control.plane.listener.name", control_plane),
+            ("inter.broker.listener.name", inter_broker),
+        ):
+            if protocols[name] is not SecurityProtocol.PLAINTEXT:
+                raise InvalidConfigError(
+                    f"{key} is {name}, whose security protocol is {protocols[name].name}: "
+                    f"brokers and the controller connect to each other in plaintext only for "
+                    f"now (no inter-broker TLS yet); map {name} to PLAINTEXT"
+                )
+        ssl_listeners = {
+            e.name for e in self.listeners if protocols[e.name] is SecurityProtocol.SSL
+        }
+        for name in ssl_listeners:
+            self.ssl_settings(name).check()
+        for name, key, _ in self.listener_ssl_overrides:
+            if name not in ssl_listeners:
+                raise InvalidConfigError(
+                    f"{LISTENER_PREFIX}{name.lower()}.{key} is set, but {name} is not an SSL "
+                    f"listener of this broker (listeners: {','.join(map(str, self.listeners))})"
+                )
 
     def with_rack_from_file(
         self,

@@ -69,7 +69,7 @@ class SecurityProtocol(enum.IntEnum):
     SASL_SSL = 3
 
 
-SUPPORTED_SECURITY_PROTOCOLS = (SecurityProtocol.PLAINTEXT,)  # no TLS or SASL yet
+SUPPORTED_SECURITY_PROTOCOLS = (SecurityProtocol.PLAINTEXT, SecurityProtocol.SSL)  # no SASL yet
 
 # Kafka's default (every protocol as a listener of its own name), plus the control-plane listener
 # Odradek's default ``listeners`` has: Kafka has none by default (docs/configuration.md).

@@ -59,6 +59,7 @@ class ConfigType(IntEnum):
     LONG = 5
     DOUBLE = 6
     LIST = 7
+    PASSWORD = 9  # a STRING never shown: DescribeConfigs answers null, is_sensitive
 
 
 class _Required(enum.Enum):
@@ -171,7 +172,7 @@ class ConfigKey:
                 return float(text)
             if t is ConfigType.LIST:
                 return tuple(part.strip() for part in text.split(",")) if text else ()
-            if t is ConfigType.STRING:
+            if t in (ConfigType.STRING, ConfigType.PASSWORD):
                 return text
             if t is ConfigType.BOOLEAN:
                 raise invalid_value(self.name, raw, "Expected value to be either true or false")

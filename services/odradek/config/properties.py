@@ -148,6 +148,9 @@ class PropertiesConfig:
     __slots__ = ()
     KEYS: ClassVar[Mapping[str, ConfigKey]]
     KIND: ClassVar[str]
+    # Fields after the KEYS' ones, for keys matched by a pattern rather than named by a row
+    # (the broker's ``listener.name.<l>.<key>``): ``_split_patterned`` parses them.
+    PATTERNED_FIELDS: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         for key in self.KEYS.values():
@@ -158,10 +161,22 @@ class PropertiesConfig:
         """Rules that involve several keys; raise ``InvalidConfigError``."""
 
     @classmethod
+    def _split_patterned(
+        cls, props: Mapping[str, object]
+    ) -> tuple[Mapping[str, object], dict[str, Any]]:
+        """``props`` without the patterned keys, and the ``PATTERNED_FIELDS`` values they give;
+        raises ``InvalidConfigError`` for one that is refused."""
+        return props, {}
+
+    def _patterned_properties(self) -> dict[str, str]:
+        """The ``PATTERNED_FIELDS`` as properties again."""
+        return {}
+
+    @classmethod
     def check_fields(cls) -> None:
         """Called once at import: the dataclass's fields must follow ``KEYS``."""
         fields = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-        if fields != [k.attr for k in cls.KEYS.values()]:
+        if fields != [k.attr for k in cls.KEYS.values()] + list(cls.PATTERNED_FIELDS):
             raise RuntimeError(f"{cls.__name__}'s attributes must follow its KEYS, in order")
 
     @classmethod
@@ -174,6 +189,7 @@ class PropertiesConfig:
         required keys, then rules between keys.
         """
         origins = origins or {}
+        props, patterned = cls._split_patterned(props)
         for name in props:
             if name not in cls.KEYS:
                 error = unknown_name(cls.KIND, name, cls.KEYS)
@@ -187,7 +203,7 @@ class PropertiesConfig:
                     raise InvalidConfigError(_where(origins.get(key.name), str(e))) from e
             elif key.required:
                 raise missing_required(key.name)
-        return cls(**values)
+        return cls(**values, **patterned)
 
     @classmethod
     def load(
@@ -211,9 +227,12 @@ class PropertiesConfig:
     def to_properties(self) -> dict[str, str]:
         """Every key that is set, as Kafka prints it; ``from_properties`` reads it back."""
         return {
-            k.name: k.to_string(value)
-            for k in self.KEYS.values()
-            if (value := getattr(self, k.attr)) is not None or not k.nullable
+            **{
+                k.name: k.to_string(value)
+                for k in self.KEYS.values()
+                if (value := getattr(self, k.attr)) is not None or not k.nullable
+            },
+            **self._patterned_properties(),
         }
 
 

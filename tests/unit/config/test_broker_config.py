@@ -94,6 +94,11 @@ KAFKA_DEFAULTS = {
     "log.message.timestamp.type": "CreateTime",
     "log.message.timestamp.before.max.ms": "9223372036854775807",
     "log.message.timestamp.after.max.ms": "9223372036854775807",
+    "ssl.keystore.type": "JKS",  # Kafka's default; an SSL listener must set PEM
+    "ssl.truststore.type": "JKS",
+    "ssl.client.auth": "none",
+    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+    "ssl.principal.mapping.rules": "DEFAULT",
 }
 # Keys Kafka leaves unset (null) by default; their fallbacks apply.
 KAFKA_NULL_DEFAULTS = {
@@ -108,6 +113,12 @@ KAFKA_NULL_DEFAULTS = {
     "log.retention.minutes",
     "log.flush.interval.ms",
     "inter.broker.listener.name",
+    "ssl.keystore.location",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.key.password",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
 }
 CONTROL_PLANE = Endpoint("CONTROL_PLANE", "127.0.0.1", 9091)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from odradek.config.broker import BROKER_KEYS, TOPIC_CONFIG_SYNONYMS, BrokerConfig
-from odradek.config.keys import ConfigKey
+from odradek.config.keys import ConfigKey, ConfigType
 from odradek.config.topic import CONFIG_KEYS, TopicConfig
 
 __all__ = [
@@ -151,7 +151,8 @@ def describe_broker_config(
         if not _wanted(keys, key.name):
             continue
         value = getattr(broker, key.attr)
-        text = None if value is None else key.to_string(value)
+        sensitive = key.type is ConfigType.PASSWORD  # as Kafka: never shown, only flagged
+        text = None if value is None or sensitive else key.to_string(value)
         synonyms = []
         if key.name in broker_set:
             synonyms.append(ConfigSynonym(key.name, text, Source.STATIC_BROKER_CONFIG))
@@ -165,6 +166,7 @@ def describe_broker_config(
                 source=synonyms[0].source if synonyms else Source.DEFAULT_CONFIG,
                 config_type=int(key.type),
                 read_only=True,
+                is_sensitive=sensitive,
                 documentation=key.doc if include_documentation else None,
                 synonyms=tuple(synonyms) if include_synonyms else (),
             )

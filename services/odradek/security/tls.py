@@ -1,0 +1,157 @@
+"""The ``ssl.SSLContext`` of an SSL listener, built from its ``SslSettings``, and the principal
+of a TLS connection.
+
+``server_context`` reads the PEM key store and trust store (files or inline, Kafka's
+``DefaultSslEngineFactory`` with KIP-651's PEM stores) once, at start: an unreadable file, a key
+that does not decrypt with ``ssl.key.password`` or does not match its certificate, or a trust
+store with no certificate is an ``InvalidConfigError`` naming the key and the listener, and the
+broker does not start. ``ssl.client.auth`` is ``CERT_NONE`` / ``CERT_OPTIONAL`` (requested: a
+certificate sent is verified) / ``CERT_REQUIRED`` (a client without one fails the handshake).
+``ssl.enabled.protocols`` bounds the versions; nothing below TLS 1.2 is ever accepted.
+
+Python's ``ssl`` loads a key only from a file, so inline PEM is written for the moment of loading
+to a file only this user can read, in a directory of its own, and removed at once.
+
+``peer_principal``: ``User:ANONYMOUS`` without a client certificate, else ``User:`` and the
+certificate's subject in RFC 2253 (Java's ``X500Principal.getName()``) mapped by
+``ssl.principal.mapping.rules``. Any thread (the context is built before serving).
+"""
+
+from __future__ import annotations
+
+import re
+import ssl
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+
+from odradek.config.broker import BrokerConfig
+from odradek.config.endpoints import SecurityProtocol
+from odradek.config.ssl import SslSettings
+from odradek.errors import InvalidConfigError
+from odradek.security.principal import ANONYMOUS, KafkaPrincipal
+from odradek.security.principal_mapping import PrincipalMapper
+
+__all__ = ["ListenerTls", "distinguished_name", "listener_tls", "peer_principal", "server_context"]
+
+_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+_CLIENT_AUTH = {
+    "none": ssl.CERT_NONE,
+    "requested": ssl.CERT_OPTIONAL,
+    "required": ssl.CERT_REQUIRED,
+}
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
+
+
+def _normalised_pem(text: str) -> str:
+    """PEM blocks re-wrapped at 64 columns: Kafka accepts a block on one line (a properties
+    value), OpenSSL does not."""
+    blocks = []
+    for label, body in _PEM_BLOCK.findall(text):
+        data = "".join(body.split())
+        lines = [data[i : i + 64] for i in range(0, len(data), 64)]
+        blocks.append("\n".join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----"]))
+    return "\n".join(blocks) + "\n"
+
+
+def _read(settings: SslSettings, key: str, path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidConfigError(f"{key}={path} (listener {settings.listener}): {e}") from e
+
+
+def _load_keystore(context: ssl.SSLContext, settings: SslSettings) -> None:
+    if settings.keystore_location is not None:
+        what = f"ssl.keystore.location={settings.keystore_location}"
+        pem = _read(settings, "ssl.keystore.location", settings.keystore_location)
+    else:
+        what = "ssl.keystore.key/ssl.keystore.certificate.chain"
+        pem = f"{settings.keystore_key}\n{settings.keystore_certificate_chain}"
+    pem = _normalised_pem(pem)
+    with tempfile.TemporaryDirectory(prefix="odradek-tls-") as private:  # mode 0700
+        path = Path(private) / "keystore.pem"
+        path.touch(mode=0o600)
+        path.write_text(pem)
+        try:
+            context.load_cert_chain(path, password=settings.key_password or "")
+        except ssl.SSLError as e:
+            raise InvalidConfigError(
+                f"{what} (listener {settings.listener}): cannot load the private key and its "
+                f"certificate chain ({e.reason or e}); the file must hold a PEM private key "
+                f"(encrypted: with ssl.key.password) and the certificate it belongs to"
+            ) from e
+
+
+def _load_truststore(context: ssl.SSLContext, settings: SslSettings) -> None:
+    if settings.truststore_location is not None:
+        what = f"ssl.truststore.location={settings.truststore_location}"
+        pem = _read(settings, "ssl.truststore.location", settings.truststore_location)
+    elif settings.truststore_certificates is not None:
+        what = "ssl.truststore.certificates"
+        pem = settings.truststore_certificates
+    else:
+        return
+    pem = _normalised_pem(pem)
+    if "CERTIFICATE" not in pem:
+        raise InvalidConfigError(f"{what} (listener {settings.listener}): no PEM certificate")
+    try:
+        context.load_verify_locations(cadata=pem)
+    except ssl.SSLError as e:
+        raise InvalidConfigError(
+            f"{what} (listener {settings.listener}): cannot load the certificates ({e})"
+        ) from e
+
+
+def server_context(settings: SslSettings) -> ssl.SSLContext:
+    """The listener's TLS context (see the module); raises ``InvalidConfigError``."""
+    settings.check()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    versions = [_VERSIONS[p] for p in settings.enabled_protocols]
+    context.minimum_version = min(versions)
+    context.maximum_version = max(versions)
+    _load_keystore(context, settings)
+    _load_truststore(context, settings)
+    context.verify_mode = _CLIENT_AUTH[settings.client_auth]
+    return context
+
+
+def distinguished_name(certificate_der: bytes) -> str:
+    """The subject of a DER certificate in RFC 2253 form, as Java's ``X500Principal.getName()``."""
+    return x509.load_der_x509_certificate(certificate_der).subject.rfc4514_string()
+
+
+def peer_principal(
+    ssl_object: ssl.SSLObject | ssl.SSLSocket, mapper: PrincipalMapper
+) -> KafkaPrincipal:
+    """The principal of a TLS connection whose handshake is done; raises ``NoMatchingRule``."""
+    certificate = ssl_object.getpeercert(binary_form=True)
+    if not certificate:
+        return ANONYMOUS
+    return KafkaPrincipal.user(mapper.name(distinguished_name(certificate)))
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerTls:
+    """What an SSL listener's server needs: its context and its principal mapper."""
+
+    listener: str
+    context: ssl.SSLContext
+    mapper: PrincipalMapper
+
+    @classmethod
+    def of(cls, settings: SslSettings) -> ListenerTls:
+        """Built at start; raises ``InvalidConfigError`` (see ``server_context``)."""
+        mapper = PrincipalMapper.from_rules(settings.principal_mapping_rules)
+        return cls(settings.listener, server_context(settings), mapper)
+
+
+def listener_tls(config: BrokerConfig) -> dict[str, ListenerTls]:
+    """A ``ListenerTls`` per SSL listener of a broker; raises ``InvalidConfigError``."""
+    return {
+        listener.name: ListenerTls.of(config.ssl_settings(listener.name))
+        for listener in config.listener_table
+        if listener.security_protocol is SecurityProtocol.SSL
+    }
