@@ -155,6 +155,17 @@ def test_failed_writes_may_appear_or_not():
     analysis = analyze(history)
     assert analysis.valid, analysis.report()
     assert analysis.failed_writes == 2
+    assert "2 writes failed (indeterminate, allowed): REQUEST_TIMED_OUT 2" in analysis.report()
+
+
+def test_the_report_names_the_longest_wait_between_acknowledgements():
+    history = History(seed=0)
+    for offset, ack_time_s in enumerate((1.0, 1.5, 21.5, 22.0)):
+        history.record_send(v(0, offset))
+        history.record_ack(0, offset, v(0, offset), ack_time_s)
+    [partition] = analyze(history).partitions
+    assert partition.longest_ack_gap == (20.0, 21.5)
+    assert "longest wait between acknowledgements: 20.0 s, to 21.5 s" in analyze(history).report()
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

@@ -18,6 +18,7 @@ from odradek.config.endpoints import Listener
 from odradek.groups.coordinator import GroupCoordinator
 from odradek.observability.metrics import BrokerMetrics
 from odradek.protocol.header import RequestHeader
+from odradek.security.acl import AclOperation, Authorizer, ResourceType
 from odradek.security.principal import ANONYMOUS, KafkaPrincipal
 from odradek.transactions.coordinator import TransactionCoordinator
 from odradek.zk.client import ZkClient
@@ -51,6 +52,8 @@ class BrokerContext:
     transactions: TransactionCoordinator | None = None
     # The transaction coordinator's WriteTxnMarkers to partition leaders (None: tests without).
     txn_markers: TxnMarkerSender | None = None
+    # authorizer.class.name's authorizer; None (no authorizer configured) allows everything.
+    authorizer: Authorizer | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +61,8 @@ class RequestContext:
     """One request: its header, the broker, and the listener (and what it serves) it came on.
 
     Everything a handler needs to know about who asked comes from here: the listener and the
-    connection's principal (``security.principal``; no authorizer reads it yet).
+    connection's principal (``security.principal``), which ``authorize`` and ``authorize_any``
+    put to the broker's authorizer.
     """
 
     header: RequestHeader
@@ -72,6 +76,25 @@ class RequestContext:
     @property
     def api_version(self) -> int:
         return self.header.api_version
+
+    @property
+    def host(self) -> str:
+        """The client's address as an ACL names a host ("127.0.0.1"; "" if unknown)."""
+        return self.client_host.removeprefix("/")
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """May this request's principal do ``operation`` to ``name``? True without an authorizer."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(self.principal, self.host, operation, resource_type, name)
+
+    def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """May it do ``operation`` to some resource of ``resource_type`` (KIP-679)?"""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize_any(self.principal, self.host, operation, resource_type)
 
 
 @dataclass(frozen=True, slots=True)

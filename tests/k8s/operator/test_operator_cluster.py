@@ -445,6 +445,8 @@ class Load:
         self.producers = Producers(cluster.bootstrap(), self.history, self.config, time.monotonic())
 
     def __enter__(self) -> Load:
+        started = time.strftime("%H:%M:%S", time.gmtime())
+        self.history.record_event(0.0, f"producers started at {started} UTC (the logs' clock)")
         self.producers.start()
         time.sleep(1.0)
         return self
@@ -456,8 +458,28 @@ class Load:
         ends = read_all(self.cluster.bootstrap(), self.history, self.config, timeout_s=60)
         assert len(ends) == self.config.partitions, ends
         analysis = analyze(self.history)
-        assert analysis.valid and analysis.lost == 0, analysis.report()
+        assert analysis.valid and analysis.lost == 0, (
+            analysis.report() + "\n" + controller_timeline(self.cluster, self.config.topic)
+        )
         assert sum(self.producers.sent) > 500
+
+
+TIMELINE_LINES_MAX = 80
+
+
+def controller_timeline(cluster: Cluster, topic: str) -> str:
+    """The controllers' log lines on ``topic`` and on brokers coming and going (the last
+    ``TIMELINE_LINES_MAX``), so that a failed check shows what the cluster did meanwhile."""
+    marks = (topic, "shutting down", "brokers left", "brokers arrived", "elected")
+    lines = [
+        line
+        for path in sorted(
+            (cluster.kubelet.workdir / "pods" / NAMESPACE).glob("*controller*/*.log")
+        )
+        for line in path.read_text(errors="replace").splitlines()
+        if any(mark in line for mark in marks) and "refused: ineligible_replica" not in line
+    ]
+    return "controller log:\n" + "\n".join(sorted(lines)[-TIMELINE_LINES_MAX:])
 
 
 def pid(cluster: Cluster, pod: str) -> int | None:

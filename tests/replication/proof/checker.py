@@ -24,6 +24,13 @@ partition, for:
 A write whose delivery failed or timed out is indeterminate: it may be in the log or not, and
 either is fine; when it is read it obeys the same rules (no duplicates, no reordering).
 
+Beside the verdict the report says what the producers saw, to explain a failure: the failed writes
+by error name, and per partition the longest wait between two acknowledgements. librdkafka's
+idempotent producer bumps its epoch when records time out in its queue (a gap in its sequence),
+and sends again under the new epoch the ones still queued, which may include records a broker
+had written but not yet acknowledged: a partition that answered nothing for ``message.timeout.ms``
+shows up here first.
+
 Values encode their writer: ``b"<producer>:<sequence>:"`` and then filler up to the record size
 (``encode_value``), so a value read back says which write it is.
 
@@ -34,8 +41,9 @@ once (the producer's delivery callbacks, a reader); ``analyze`` runs once the wo
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 EXAMPLES_MAX = 5  # per kind of anomaly, in the printed report
@@ -146,6 +154,8 @@ class PartitionReport:
     inconsistent_offsets: tuple[tuple[int, tuple[bytes, ...]], ...] = ()
     reordered: tuple[tuple[int, int, int, int, int], ...] = ()  # producer, offset, seq, offset, seq
     unexpected: tuple[Read, ...] = ()
+    # The longest time between two acknowledgements: (seconds, when it ended); None below two.
+    longest_ack_gap: tuple[float, float] | None = None
 
     @property
     def valid(self) -> bool:
@@ -172,6 +182,11 @@ class PartitionReport:
             f"{len(self.unexpected)}"
         )
         out = [head]
+        if self.longest_ack_gap is not None:
+            gap_s, ended_s = self.longest_ack_gap
+            out.append(
+                f"  longest wait between acknowledgements: {gap_s:.1f} s, to {ended_s:.1f} s"
+            )
         out += _examples("lost", self.lost, str)
         out += _examples("unread", self.unread, str)
         out += _examples(
@@ -203,6 +218,7 @@ class Analysis:
     partitions: tuple[PartitionReport, ...]
     failed_writes: int
     events: tuple[Event, ...] = field(default=())
+    failures_by_error: tuple[tuple[str, int], ...] = ()  # error name, count; most first
 
     @property
     def valid(self) -> bool:
@@ -219,7 +235,14 @@ class Analysis:
             + (f" (replay: {self.replay})" if self.replay else "")
         ]
         lines += [f"  at {e.time_s:7.2f} s: {e.what}" for e in self.events]
-        lines.append(f"  {self.failed_writes} writes failed (indeterminate, allowed)")
+        lines.append(
+            f"  {self.failed_writes} writes failed (indeterminate, allowed)"
+            + (
+                ": " + ", ".join(f"{name} {count}" for name, count in self.failures_by_error)
+                if self.failures_by_error
+                else ""
+            )
+        )
         for partition in self.partitions:
             lines += ["  " + line for line in partition.lines()]
         return "\n".join(lines)
@@ -280,6 +303,7 @@ def analyze(history: History) -> Analysis:
                 ),
                 reordered=_reordered(partition, at_offset),
                 unexpected=tuple(r for r in p_reads if r.value not in known),
+                longest_ack_gap=_longest_gap(sorted(a.ack_time_s for a in p_acks)),
             )
         )
     return Analysis(
@@ -288,7 +312,16 @@ def analyze(history: History) -> Analysis:
         partitions=tuple(reports),
         failed_writes=len(history.failures),
         events=tuple(sorted(history.events, key=lambda e: e.time_s)),
+        failures_by_error=tuple(
+            sorted(Counter(history.failures.values()).items(), key=lambda e: (-e[1], e[0]))
+        ),
     )
+
+
+def _longest_gap(times_s: list[float]) -> tuple[float, float] | None:
+    """The longest interval between consecutive ``times_s`` (sorted), and where it ended."""
+    gaps = [(later - earlier, later) for earlier, later in itertools.pairwise(times_s)]
+    return max(gaps) if gaps else None
 
 
 def _duplicated(
