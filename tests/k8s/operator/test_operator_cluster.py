@@ -433,13 +433,29 @@ def load_topic(cluster: Cluster, name: str) -> None:
     wait_for(lambda: topic_ready(cluster, name), 30, f"{name} Ready")
 
 
+# As Kafka's delivery.timeout.ms default. When records time out in librdkafka's queue it bumps
+# its epoch and sends what is still queued again under the new epoch, records a broker had
+# written but not yet acknowledged among them: duplicates no broker can tell from new records.
+# The proof workload's 20 s makes that likely whenever an acks=all write waits 20 s (a broker
+# killed without a controlled shutdown, say by its liveness probe on a loaded machine, holds its
+# partitions' high watermark until its ZooKeeper session expires or it drops out of the ISR).
+# These tests check what an operation does to the data, so they give the client Kafka's time; a
+# failed check reports the longest wait between acknowledgements.
+OPERATION_MESSAGE_TIMEOUT_MS = 120_000
+
+
 class Load:
     """acks=all idempotent producers on ``topic`` while an operation runs, then the checker."""
 
     def __init__(self, cluster: Cluster, topic: str, seed: int) -> None:
         self.cluster = cluster
         self.config = WorkloadConfig(
-            topic=topic, partitions=3, producers=2, records_per_s=100, duration_s_max=240
+            topic=topic,
+            partitions=3,
+            producers=2,
+            records_per_s=100,
+            duration_s_max=240,
+            message_timeout_ms=OPERATION_MESSAGE_TIMEOUT_MS,
         )
         self.history = History(seed)
         self.producers = Producers(cluster.bootstrap(), self.history, self.config, time.monotonic())
