@@ -336,19 +336,38 @@ def test_source_records_arrive_once_and_a_restart_resumes_from_the_offsets(
     assert all(m.headers() == [("n", m.value())] for m in messages)
 
 
-def test_a_record_for_a_missing_topic_fails_the_task_clearly(bootstrap, tmp_path, unique):
+def test_a_record_for_a_missing_topic_auto_creates_it_as_kafka_connect_does(
+    bootstrap, tmp_path, unique
+):
+    # The brokers auto-create topics (Kafka's default): the task's producer asks for the topic,
+    # and the records arrive, as with Kafka Connect.
+    topic, name = unique("auto"), unique("src")
+    worker, status = make_worker(worker_config(bootstrap, tmp_path))
+    [task_id] = run(
+        worker,
+        name,
+        {"connector.class": f"{__name__}:CountingSource", "topic": topic, "count": "5"},
+    )
+    values = sorted(int(m.value()) for m in read_all(bootstrap, topic, 5))
+    assert values == list(range(5))
+    assert status.get_task(task_id).state is State.RUNNING
+    worker.close()
+
+
+def test_a_record_for_a_topic_that_cannot_exist_fails_the_task_clearly(bootstrap, tmp_path, unique):
     name = unique("src")
     worker, status = make_worker(worker_config(bootstrap, tmp_path))
     [task_id] = run(
         worker,
         name,
-        {"connector.class": f"{__name__}:CountingSource", "topic": unique("none"), "count": "5"},
+        {"connector.class": f"{__name__}:CountingSource", "topic": "no such topic!", "count": "5"},
     )
     entry = wait_for(
         "task FAILED",
         lambda: (e := status.get_task(task_id)) and e.state is State.FAILED and e,
     )
-    assert "does not exist" in entry.trace
+    assert "'no such topic!' does not exist and was not created" in entry.trace
+    assert "Invalid topic" in entry.trace
     assert worker.offset_store.all(name) == []
     worker.close()
 

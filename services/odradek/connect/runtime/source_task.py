@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from confluent_kafka import KafkaError
+
 from odradek.connect import storage_format as sf
 from odradek.connect.api import (
     ConnectError,
@@ -53,6 +55,10 @@ METADATA_TIMEOUT_S = 10.0
 TOPIC_WAIT_S = 3.0
 """How long a source task looks for a topic it does not see before failing."""
 TOPIC_RETRY_S = 0.2
+# Metadata answers for a topic that may yet appear (just created, or being auto-created).
+TOPIC_ERRORS_TO_WAIT_OUT = frozenset(
+    {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.LEADER_NOT_AVAILABLE}
+)
 TRANSACTION_TIMEOUT_S = 30.0
 IN_FLIGHT_MAX = 10_000
 """Unacknowledged records above which the task stops polling until acks arrive; also how many
@@ -244,21 +250,33 @@ class SourceTaskRunner(TaskRunner):
         return out, kwargs  # type: ignore[return-value]
 
     def _check_topic(self, topic: str) -> None:
-        """Refuse a topic the cluster does not have. A topic created a moment ago may be missing
-        from a broker's metadata for a little while: look again for ``TOPIC_WAIT_S``."""
+        """Refuse a topic the cluster does not have, as Kafka Connect's producer would fail.
+
+        The Metadata request names the topic, so brokers with ``auto.create.topics.enable``
+        create it, as they do for Kafka Connect's producer. A topic created a moment ago may be
+        missing from a broker's metadata for a little while: look again for ``TOPIC_WAIT_S``. An
+        error that waiting cannot cure (an invalid name, no authorization) fails at once.
+        """
         if topic in self._known_topics:
             return
         deadline = time.monotonic() + TOPIC_WAIT_S
+        error = None
         while True:
-            metadata = self.producer.list_topics(timeout=METADATA_TIMEOUT_S)
-            self._known_topics = {t for t, m in metadata.topics.items() if m.error is None}
-            if topic in self._known_topics:
+            metadata = self.producer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+            found = metadata.topics.get(topic)
+            error = None if found is None else found.error
+            if found is not None and error is None:
+                self._known_topics.add(topic)
                 return
+            if error is not None and error.code() not in TOPIC_ERRORS_TO_WAIT_OUT:
+                break
             if time.monotonic() >= deadline or self.stopping.wait(TOPIC_RETRY_S):
                 break
+        reason = f": {error.str()}" if error is not None else ""
         raise ConnectError(
-            f"topic {topic!r} does not exist: create it before starting the connector "
-            "(topic.creation.* is not implemented, and the brokers do not auto-create topics)"
+            f"topic {topic!r} does not exist and was not created{reason} (create it before "
+            "starting the connector, or let the brokers auto-create topics; topic.creation.* is "
+            "not implemented)"
         )
 
     def _produce(self, topic: str, kwargs: dict[str, Any], on_delivery: Any) -> None:
