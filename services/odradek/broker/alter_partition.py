@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -60,9 +61,15 @@ RETRIABLE = frozenset(
 TopicPartition = tuple[str, int]
 
 
-async def _connect(host: str, port: int) -> BrokerConnection:
+async def open_connection(
+    host: str, port: int, *, tls: ssl.SSLContext | None = None
+) -> BrokerConnection:
     return await BrokerConnection.open(
-        host, port, client_id="odradek-alter-partition", request_timeout_s=REQUEST_TIMEOUT_S
+        host,
+        port,
+        client_id="odradek-alter-partition",
+        request_timeout_s=REQUEST_TIMEOUT_S,
+        tls=tls,
     )
 
 
@@ -74,7 +81,7 @@ class AlterPartitionManager:
         broker_epoch: Callable[[], int | None],
         topic_id: Callable[[str], uuid.UUID | None],
         find_controller: FindController,
-        connect: Connect = _connect,
+        connect: Connect = open_connection,
         on_change: Callable[[], None] = lambda: None,
     ):
         self.broker_id = broker_id

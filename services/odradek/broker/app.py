@@ -35,12 +35,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import logging
 import signal
 import uuid
 from dataclasses import dataclass
 
-from odradek.broker import controlled_shutdown
+from odradek.broker import alter_partition, controlled_shutdown, controller_link, txn_markers
 from odradek.broker.admin.producer_ids import ProducerIdManager
 from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.broker_configs import BrokerConfigs
@@ -75,7 +76,7 @@ from odradek.observability.metrics import (
     replication_quota_metrics,
     txn_marker_metrics,
 )
-from odradek.security.tls import listener_tls
+from odradek.security.tls import broker_links_tls, listener_tls
 from odradek.storage.manager import LogManager, ManagerIntervals
 from odradek.zk.client import SessionEvent, ZkClient
 from odradek.zk.controller_locator import ControllerLocator
@@ -124,6 +125,7 @@ class BrokerApp:
         # Each SSL listener's TLS context, its key and trust stores read now (``odradek broker``
         # has read them once already, so a bad store is a configuration error before start).
         self.tls = listener_tls(config)
+        self.links_tls = broker_links_tls(config)  # this broker's own connections
         self.admin: AdminServer | None = None
         self.registrar: BrokerRegistrar | None = None
         self.topic_configs: TopicConfigs | None = None
@@ -200,12 +202,16 @@ class BrokerApp:
             workers=self.workers,
             metrics=self.metrics,
             quota=self.quotas.follower,
+            tls=self.links_tls.brokers,
         )
         self.alter_partition = AlterPartitionManager(
             config.broker_id,
             broker_epoch=lambda: context.broker_epoch,
             topic_id=topic_id,
             find_controller=self._find_controller,
+            connect=functools.partial(
+                alter_partition.open_connection, tls=self.links_tls.controller
+            ),
             on_change=lambda: context.replica_manager.update_gauges(self.metrics),
         )
         self.log_dir_mover = LogDirMover(self.log_manager, metrics=self.metrics)
@@ -233,7 +239,10 @@ class BrokerApp:
             fetch_sessions=FetchSessionCache.of(config),
             groups=start_group_coordinator(config, replica_manager, metadata, self.workers),
             txn_markers=TxnMarkerSender(
-                metadata, inter_broker_listener, metrics=txn_marker_metrics(self.registry)
+                metadata,
+                inter_broker_listener,
+                connect=functools.partial(txn_markers.open_connection, tls=self.links_tls.brokers),
+                metrics=txn_marker_metrics(self.registry),
             ),
         )
         context.transactions = start_transaction_coordinator(
@@ -246,7 +255,12 @@ class BrokerApp:
         self.context = context
         self.controller_locator = ControllerLocator(self.zk)
         await self.controller_locator.start()
-        self.controller_link = context.controller = ControllerLink(self._find_controller)
+        self.controller_link = context.controller = ControllerLink(
+            self._find_controller,
+            connect=functools.partial(
+                controller_link.open_connection, tls=self.links_tls.controller
+            ),
+        )
         self.alter_partition.start()
 
         def stop_fetching(partitions: list[tuple[str, int]]) -> None:

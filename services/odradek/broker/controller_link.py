@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -46,9 +47,15 @@ class ControllerUnavailableError(Exception):
     """No active controller answered within the call's time."""
 
 
-async def _connect(host: str, port: int) -> BrokerConnection:
+async def open_connection(
+    host: str, port: int, *, tls: ssl.SSLContext | None = None
+) -> BrokerConnection:
     return await BrokerConnection.open(
-        host, port, client_id="odradek-controller-link", request_timeout_s=DEFAULT_TIMEOUT_S
+        host,
+        port,
+        client_id="odradek-controller-link",
+        request_timeout_s=DEFAULT_TIMEOUT_S,
+        tls=tls,
     )
 
 
@@ -86,7 +93,7 @@ class ControllerConnection:
 
 
 class ControllerLink:
-    def __init__(self, find_controller: FindController, *, connect: Connect = _connect):
+    def __init__(self, find_controller: FindController, *, connect: Connect = open_connection):
         self.controller = ControllerConnection(find_controller, connect)
 
     async def send(self, request: Any, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:

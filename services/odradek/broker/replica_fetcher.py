@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -450,8 +451,10 @@ class ReplicaFetcherManager:
         metrics: BrokerMetrics | None = None,
         connect: Connect | None = None,
         quota: ReplicationQuota | None = None,
+        tls: ssl.SSLContext | None = None,
     ):
         self.broker_id = broker_id
+        self.tls = tls  # to the leaders' inter-broker listener; None: plaintext
         self.leader_endpoint = leader_endpoint
         self.quota = quota
         self.settings = settings
@@ -468,6 +471,7 @@ class ReplicaFetcherManager:
             client_id=f"replica-fetcher-{self.broker_id}",
             request_timeout_s=self.settings.socket_timeout_ms / 1000,
             max_response_bytes=self.settings.response_max_bytes + self.settings.max_bytes + 65536,
+            tls=self.tls,
         )
 
     def add_partition(self, partition: Partition) -> None:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -105,13 +106,16 @@ class MarkerConnection(Protocol):
 Connect = Callable[[str, int], Awaitable[MarkerConnection]]
 
 
-async def _connect(host: str, port: int) -> MarkerConnection:
+async def open_connection(
+    host: str, port: int, *, tls: ssl.SSLContext | None = None
+) -> MarkerConnection:
     return await BrokerConnection.open(
         host,
         port,
         client_id="odradek-txn-markers",
         connect_timeout_s=CONNECT_TIMEOUT_S,
         request_timeout_s=REQUEST_TIMEOUT_S,
+        tls=tls,
     )
 
 
@@ -255,7 +259,7 @@ class TxnMarkerSender:
         metadata: MetadataCache,
         inter_broker_listener: str,
         *,
-        connect: Connect = _connect,
+        connect: Connect = open_connection,
         metrics: TxnMarkerMetrics | None = None,
     ):
         self.metadata = metadata

@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import struct
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -146,12 +147,16 @@ class BrokerConnection:
         request_timeout_s: float | None = DEFAULT_REQUEST_TIMEOUT_S,
         max_in_flight: int = MAX_IN_FLIGHT_REQUESTS,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        tls: ssl.SSLContext | None = None,
     ) -> BrokerConnection:
-        """Connect; raises ``ConnectionClosedError`` if that fails or takes too long."""
+        """Connect (over TLS with ``tls``, the peer's certificate checked for ``host``); raises
+        ``ConnectionClosedError`` if that fails, its handshake included, or takes too long."""
         try:
             async with asyncio.timeout(connect_timeout_s):
-                reader, writer = await asyncio.open_connection(host, port)
-        except OSError as e:  # TimeoutError included
+                reader, writer = await asyncio.open_connection(
+                    host, port, ssl=tls, server_hostname=host if tls is not None else None
+                )
+        except (OSError, ssl.SSLError) as e:  # TimeoutError included
             reason = str(e) or f"no connection within {connect_timeout_s} s"
             raise ConnectionClosedError(f"cannot connect to {host}:{port}: {reason}") from e
         return cls(

@@ -22,7 +22,8 @@ Listeners are checked as Kafka's ``KafkaConfig`` checks them: every listener has
 protocol in ``listener.security.protocol.map``, advertised names are among the listeners', the
 inter-broker and the control-plane listeners are advertised and differ. Departures, all for
 safety: a listener whose protocol is SASL_PLAINTEXT or SASL_SSL is refused (no SASL yet), the
-inter-broker and control-plane listeners must be PLAINTEXT (no inter-broker TLS yet), and
+inter-broker and control-plane listeners are PLAINTEXT or SSL (the broker's own connections
+to other brokers and to the controller use their settings, ``security.tls.broker_links_tls``), and
 ``control.plane.listener.name`` is always set and must name one of ``listeners``, because the
 controller's requests are served on that listener only (``listener_table`` gives each listener
 its role). The defaults have a client listener and a control-plane one.
@@ -1125,11 +1126,11 @@ class BrokerConfig(PropertiesConfig):
             ("control.plane.listener.name", control_plane),
             ("inter.broker.listener.name", inter_broker),
         ):
-            if protocols[name] is not SecurityProtocol.PLAINTEXT:
+            if protocols[name] not in (SecurityProtocol.PLAINTEXT, SecurityProtocol.SSL):
                 raise InvalidConfigError(
                     f"{key} is {name}, whose security protocol is {protocols[name].name}: "
-                    f"brokers and the controller connect to each other in plaintext only for "
-                    f"now (no inter-broker TLS yet); map {name} to PLAINTEXT"
+                    f"brokers and the controller connect to each other over PLAINTEXT or SSL "
+                    f"(mutual TLS) only, not SASL yet; map {name} to SSL or PLAINTEXT"
                 )
         ssl_listeners = {
             e.name for e in self.listeners if protocols[e.name] is SecurityProtocol.SSL

@@ -12,7 +12,11 @@ registered under that listener name, which must match the brokers' setting. The 
 
 ``listeners`` is the controller's own Kafka-protocol listener (brokers send it AlterPartition),
 exactly one ``NAME://host:port`` with a host brokers can reach (it is published in
-``/controller``); port 0 takes any free port. ``unclean.leader.election.enable`` is the default
+``/controller``); port 0 takes any free port. ``listener.security.protocol.map`` gives it
+PLAINTEXT (the default) or SSL; an SSL listener takes the broker's ``ssl.*`` keys and
+``listener.name.<l>.ssl.*`` overrides, and its key store is also the certificate the controller
+presents to the brokers' control-plane listeners, its trust store what it checks theirs against
+(``security.tls``). ``unclean.leader.election.enable`` is the default
 for topics that do not override it, as the broker key of the same name in Kafka's controller.
 
 Same file format, loader and guarantees as ``BrokerConfig`` (see ``properties.py``): build it with
@@ -27,9 +31,23 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from odradek.config.broker import BROKER_KEYS
-from odradek.config.endpoints import Endpoint, HostPort, parse_listeners
+from odradek.config.endpoints import (
+    Endpoint,
+    HostPort,
+    ListenerProtocol,
+    SecurityProtocol,
+    parse_listeners,
+)
 from odradek.config.keys import REQUIRED, ConfigKey, ConfigType
 from odradek.config.properties import PropertiesConfig
+from odradek.config.ssl import (
+    LISTENER_PREFIX,
+    SSL_KEYS,
+    SslSettings,
+    listener_override_properties,
+    parse_listener_overrides,
+    unsupported_key,
+)
 from odradek.errors import InvalidConfigError
 
 __all__ = ["CONTROLLER_KEYS", "ControllerConfig"]
@@ -60,6 +78,12 @@ CONTROLLER_KEYS: Mapping[str, ConfigKey] = {
             "there; published in /controller. Port 0: any free port.",
             convert=parse_listeners,
         ),
+        dataclasses.replace(
+            BROKER_KEYS["listener.security.protocol.map"],
+            default=f"{CONTROLLER_LISTENER_NAME}:PLAINTEXT",
+            doc="Security protocol of the listener, NAME:PROTOCOL; PLAINTEXT or SSL.",
+        ),
+        *SSL_KEYS,
         BROKER_KEYS["unclean.leader.election.enable"],
         dataclasses.replace(BROKER_KEYS["odradek.admin.listener"], default="127.0.0.1:9645"),
         BROKER_KEYS["odradek.listeners.file"],
@@ -115,6 +139,20 @@ class ControllerConfig(PropertiesConfig):
     zookeeper_session_timeout_ms: int = _default("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int | None = None
     listeners: tuple[Endpoint, ...] = _default("listeners")
+    listener_security_protocol_map: tuple[ListenerProtocol, ...] = _default(
+        "listener.security.protocol.map"
+    )
+    ssl_keystore_type: str = _default("ssl.keystore.type")
+    ssl_keystore_location: str | None = None
+    ssl_keystore_key: str | None = None
+    ssl_keystore_certificate_chain: str | None = None
+    ssl_key_password: str | None = None
+    ssl_truststore_type: str = _default("ssl.truststore.type")
+    ssl_truststore_location: str | None = None
+    ssl_truststore_certificates: str | None = None
+    ssl_client_auth: str = _default("ssl.client.auth")
+    ssl_enabled_protocols: tuple[str, ...] = _default("ssl.enabled.protocols")
+    ssl_principal_mapping_rules: str = _default("ssl.principal.mapping.rules")
     unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
     odradek_admin_listener: HostPort | None = _default("odradek.admin.listener")
     odradek_listeners_file: str = _default("odradek.listeners.file")
@@ -125,6 +163,35 @@ class ControllerConfig(PropertiesConfig):
     leader_imbalance_check_interval_seconds: int = _default(
         "leader.imbalance.check.interval.seconds"
     )
+
+    # listener.name.<l>.ssl.* overrides as (LISTENER, key, value), sorted (config.ssl)
+    listener_ssl_overrides: tuple[tuple[str, str, object], ...] = ()
+
+    PATTERNED_FIELDS: ClassVar[tuple[str, ...]] = ("listener_ssl_overrides",)
+
+    @classmethod
+    def _split_patterned(
+        cls, props: Mapping[str, object]
+    ) -> tuple[Mapping[str, object], dict[str, object]]:
+        for name in props:
+            error = unsupported_key(name)
+            if error is not None:
+                raise error
+        rest, overrides = parse_listener_overrides(props)
+        return rest, {"listener_ssl_overrides": overrides}
+
+    def _patterned_properties(self) -> dict[str, str]:
+        return listener_override_properties(self.listener_ssl_overrides)
+
+    @property
+    def security_protocol(self) -> SecurityProtocol:
+        """The listener's protocol (checked to be in the map)."""
+        return dict(self.listener_security_protocol_map)[self.listener.name]
+
+    def ssl_settings(self) -> SslSettings:
+        """What the listener uses when it is SSL: its overrides over the controller's keys."""
+        wide = {key.name: getattr(self, key.attr) for key in SSL_KEYS}
+        return SslSettings.resolve(self.listener.name, wide, self.listener_ssl_overrides)
 
     def _check(self) -> None:
         if len(self.listeners) != 1:
@@ -137,6 +204,26 @@ class ControllerConfig(PropertiesConfig):
                 f"listeners: {self.listeners[0]} has no host; the controller publishes it in "
                 "/controller for brokers, so give one they can reach (e.g. 127.0.0.1)"
             )
+        name = self.listener.name
+        protocol = dict(self.listener_security_protocol_map).get(name)
+        if protocol is None:
+            raise InvalidConfigError(
+                f"listeners: no security protocol for {name} in listener.security.protocol.map; "
+                f"add {name}:PLAINTEXT or {name}:SSL"
+            )
+        if protocol not in (SecurityProtocol.PLAINTEXT, SecurityProtocol.SSL):
+            raise InvalidConfigError(
+                f"listener {name} is {protocol.name}: the controller's listener is PLAINTEXT or "
+                f"SSL (mutual TLS), not SASL"
+            )
+        if protocol is SecurityProtocol.SSL:
+            self.ssl_settings().check()
+        for listener, key, _ in self.listener_ssl_overrides:
+            if listener != name or protocol is not SecurityProtocol.SSL:
+                raise InvalidConfigError(
+                    f"{LISTENER_PREFIX}{listener.lower()}.{key} is set, but {listener} is not "
+                    f"the controller's SSL listener ({self.listener})"
+                )
 
     @property
     def listener(self) -> Endpoint:

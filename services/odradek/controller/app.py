@@ -20,15 +20,16 @@ import logging
 import signal
 
 from odradek.config.controller import ControllerConfig
-from odradek.config.endpoints import HostPort
+from odradek.config.endpoints import HostPort, SecurityProtocol
 from odradek.controller.channel import ControllerChannels
 from odradek.controller.controller import Controller
-from odradek.controller.server import ControllerServer
+from odradek.controller.server import Authorize, ControllerServer
 from odradek.controller.store import ControllerStore
 from odradek.listeners import write_listeners_file
 from odradek.observability.admin_server import AdminServer, start_admin_server
 from odradek.observability.loop_monitor import EventLoopMonitor
 from odradek.observability.metrics import common_metrics, controller_metrics, new_registry
+from odradek.security.tls import ListenerTls, client_context
 from odradek.zk.client import SessionEvent, ZkClient
 from odradek.zk.election import ControllerElection
 from odradek.zk.paths import PERSISTENT_PATHS
@@ -37,8 +38,15 @@ log = logging.getLogger(__name__)
 
 
 class ControllerApp:
-    def __init__(self, config: ControllerConfig):
+    def __init__(self, config: ControllerConfig, *, authorize: Authorize | None = None):
+        """``authorize``: who may send the controller's requests (None: anyone, as Kafka
+        without an authorizer)."""
         self.config = config
+        tls = (
+            ListenerTls.of(config.ssl_settings())
+            if config.security_protocol is SecurityProtocol.SSL
+            else None
+        )
         self.registry = new_registry()
         self.common = common_metrics(self.registry)
         self.metrics = controller_metrics(self.registry)
@@ -54,6 +62,7 @@ class ControllerApp:
             ControllerChannels(
                 config.control_plane_listener_name,
                 request_timeout_s=config.controller_socket_timeout_ms / 1000,
+                tls=None if tls is None else client_context(config.ssl_settings()),
             ),
             metrics=self.metrics,
             unclean_leader_election_enable=config.unclean_leader_election_enable,
@@ -62,7 +71,7 @@ class ControllerApp:
         )
         # LeaderAndIsr answers tell of replicas on failed log dirs (controller.log_dir_events).
         self.controller.channel.on_response = self.controller.on_broker_response
-        self.server = ControllerServer(self.controller.handlers())
+        self.server = ControllerServer(self.controller.handlers(), tls=tls, authorize=authorize)
         self.port: int | None = None  # the listener's bound port
         self.admin: AdminServer | None = None
         self.loop_monitor = EventLoopMonitor(self.common)

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -42,10 +43,14 @@ OnResponse = Callable[[int, Any], None]
 
 
 async def _connect(
-    host: str, port: int, *, request_timeout_s: float = REQUEST_TIMEOUT_S
+    host: str,
+    port: int,
+    *,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
+    tls: ssl.SSLContext | None = None,
 ) -> BrokerConnection:
     return await BrokerConnection.open(
-        host, port, client_id="odradek-controller", request_timeout_s=request_timeout_s
+        host, port, client_id="odradek-controller", request_timeout_s=request_timeout_s, tls=tls
     )
 
 
@@ -111,9 +116,13 @@ class ControllerChannels:
         on_response: OnResponse = lambda broker, r: None,
         *,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
+        tls: ssl.SSLContext | None = None,
     ):
+        """``tls``: how to reach the control-plane listeners (None: they are PLAINTEXT)."""
         self.control_plane_listener_name = control_plane_listener_name
-        self.connect = connect or functools.partial(_connect, request_timeout_s=request_timeout_s)
+        self.connect = connect or functools.partial(
+            _connect, request_timeout_s=request_timeout_s, tls=tls
+        )
         self.on_response = on_response
         self._queues: dict[int, _BrokerQueue] = {}
 

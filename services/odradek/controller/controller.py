@@ -463,15 +463,19 @@ class Controller:
     def handlers(self) -> dict[int, Served]:
         """What the controller's listener serves (``server``): api key -> versions, handler."""
         return {
-            ApiKey.ALTER_PARTITION: Served((2, 3), self.alter_partition),
+            ApiKey.ALTER_PARTITION: Served((2, 3), self.alter_partition, ap.error_response),
             ApiKey.ELECT_LEADERS: Served(
-                SUPPORTED_VERSIONS[ApiKey.ELECT_LEADERS], self.elect_leaders
+                SUPPORTED_VERSIONS[ApiKey.ELECT_LEADERS], self.elect_leaders, el.error_response
             ),
-            ApiKey.CONTROLLED_SHUTDOWN: Served((3, 3), self.controlled_shutdown),
+            ApiKey.CONTROLLED_SHUTDOWN: Served(
+                (3, 3), self.controlled_shutdown, lambda _, error: cs.response(error)
+            ),
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: Served(
-                (0, 1), self.alter_partition_reassignments
+                (0, 1), self.alter_partition_reassignments, reassignment_api.alter_error_response
             ),
-            ApiKey.LIST_PARTITION_REASSIGNMENTS: Served((0, 0), self.list_partition_reassignments),
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: Served(
+                (0, 0), self.list_partition_reassignments, reassignment_api.list_error_response
+            ),
         }
 
     async def decide(

@@ -20,6 +20,13 @@ prefix out of bounds (``protocol.framing``: never allocated before its bytes arr
 costs its connection only; the controller never stops for one, and a handler that fails (a bug)
 is logged and closes the connection too.
 
+Who may ask (issue 22): the listener may be SSL (``tls``: mutual TLS, the peer's certificate
+mapped to a principal as on the brokers' listeners), and with an ``authorize`` check every
+request but ApiVersions needs CLUSTER_ACTION on the cluster, checked before anything in it is
+looked at: a peer that is not a broker (or a controller) gets CLUSTER_AUTHORIZATION_FAILED in the
+API's own error answer (``Served.refusal``) and learns nothing, no broker epoch in particular.
+Without ``authorize`` (no ``authorizer.class.name``) everyone may, as in Kafka.
+
 Framing and decoding are the protocol layer's (``FrameDecoder``, ``decode_request``,
 ``encode_response_parts``), shared with the broker; the connection handling is this module's,
 small on purpose: a handful of brokers each keep one connection and send a request at a time, so
@@ -50,6 +57,9 @@ from odradek.protocol.apis import (
 from odradek.protocol.codec import decode_request, encode_response_parts
 from odradek.protocol.errors import InvalidFrameError, InvalidRequestError, UnsupportedVersionError
 from odradek.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode_frame
+from odradek.security.principal import ANONYMOUS, KafkaPrincipal
+from odradek.security.principal_mapping import NoMatchingRule
+from odradek.security.tls import ListenerTls, peer_principal
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +74,23 @@ Handler = Callable[[Any], Awaitable[Any]]
 
 
 class Served(NamedTuple):
-    """One API the listener serves: its version range (inclusive) and its handler."""
+    """One API the listener serves: its version range (inclusive), its handler, and the answer
+    that refuses a request of it whole with an error (Kafka's ``getErrorResponse``)."""
 
     versions: tuple[int, int]
     handler: Handler
+    refusal: Callable[[Any, ErrorCode], Any]
+
+
+# May this principal, from this host (an address), send the controller's requests?
+Authorize = Callable[[KafkaPrincipal, str], bool]
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+
+
+class _Peer(NamedTuple):
+    address: str  # for the log
+    principal: KafkaPrincipal
+    host: str  # the address an ACL names ("127.0.0.1")
 
 
 class _Close(Exception):
@@ -82,8 +105,13 @@ class ControllerServer:
         max_frame_bytes: int = MAX_FRAME_BYTES,
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        tls: ListenerTls | None = None,
+        authorize: Authorize | None = None,
     ):
         self.handlers = dict(handlers)
+        self.tls = tls
+        self.authorize = authorize
+        self.refused_requests = 0  # refused for want of CLUSTER_ACTION (tests read it)
         self.supported_versions: Mapping[int, tuple[int, int]] = MappingProxyType(
             {ApiKey.API_VERSIONS: API_VERSIONS_RANGE}
             | {key: served.versions for key, served in handlers.items()}
@@ -98,10 +126,13 @@ class ControllerServer:
     async def start(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0: any free port, ``listeners.bind_any_port``); returns the
         bound port."""
+        tls: dict[str, Any] = {}
+        if self.tls is not None:
+            tls = {"ssl": self.tls.context, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
         if port == 0:
-            self._server = await asyncio.start_server(self._accept, sock=bind_any_port(host))
+            self._server = await asyncio.start_server(self._accept, sock=bind_any_port(host), **tls)
         else:
-            self._server = await asyncio.start_server(self._accept, host, port)
+            self._server = await asyncio.start_server(self._accept, host, port, **tls)
         return self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -125,7 +156,10 @@ class ControllerServer:
         if task is not None:
             self.connections.add(task)
         try:
-            await self._serve(reader, writer, peer)
+            principal = self._principal(writer)
+            address = writer.get_extra_info("peername")
+            host = str(address[0]) if isinstance(address, tuple) and address else ""
+            await self._serve(reader, writer, _Peer(peer, principal, host))
         except _Close as e:
             self.closed_connections += 1
             log.warning("closing %s: %s", peer, e)
@@ -143,8 +177,16 @@ class ControllerServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
+    def _principal(self, writer: asyncio.StreamWriter) -> KafkaPrincipal:
+        if self.tls is None:
+            return ANONYMOUS
+        try:
+            return peer_principal(writer.get_extra_info("ssl_object"), self.tls.mapper)
+        except NoMatchingRule as e:
+            raise _Close(f"its certificate maps to no principal ({e})") from e
+
     async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: _Peer
     ) -> None:
         decoder = FrameDecoder(max_frame_bytes=self.max_frame_bytes)
         try:
@@ -164,7 +206,7 @@ class ControllerServer:
         finally:
             decoder.close()
 
-    async def _handle(self, frame: memoryview, peer: str) -> list:
+    async def _handle(self, frame: memoryview, peer: _Peer) -> list:
         """One request to its response's parts (size prefix included); ``_Close`` otherwise."""
         try:
             header, request = decode_request(frame, self.supported_versions)
@@ -182,5 +224,16 @@ class ControllerServer:
                 header.api_version, error, versions=self.supported_versions
             )
         else:
-            response = await self.handlers[header.api_key].handler(request)
+            served = self.handlers[header.api_key]
+            if self.authorize is not None and not self.authorize(peer.principal, peer.host):
+                self.refused_requests += 1
+                log.warning(
+                    "refusing %s from %s (%s): CLUSTER_ACTION on the cluster is not allowed",
+                    ApiKey(header.api_key).name,
+                    peer.principal,
+                    peer.address,
+                )
+                response = served.refusal(request, ErrorCode.cluster_authorization_failed)
+            else:
+                response = await served.handler(request)
         return encode_frame(encode_response_parts(header, response))

@@ -12,6 +12,13 @@ certificate sent is verified) / ``CERT_REQUIRED`` (a client without one fails th
 Python's ``ssl`` loads a key only from a file, so inline PEM is written for the moment of loading
 to a file only this user can read, in a directory of its own, and removed at once.
 
+``client_context`` is the other end, for the links between Odradek's own processes (a broker to
+another broker's inter-broker listener or to the controller, the controller to a broker's
+control-plane listener): the listener's key store is the certificate it presents, its trust
+store what it verifies the peer's certificate and host name against (Kafka's
+``ssl.endpoint.identification.algorithm=https``, its default, always); without a trust store the
+system's certificate authorities are trusted.
+
 ``peer_principal``: ``User:ANONYMOUS`` without a client certificate, else ``User:`` and the
 certificate's subject in RFC 2253 (Java's ``X500Principal.getName()``) mapped by
 ``ssl.principal.mapping.rules``. Any thread (the context is built before serving).
@@ -34,7 +41,16 @@ from odradek.errors import InvalidConfigError
 from odradek.security.principal import ANONYMOUS, KafkaPrincipal
 from odradek.security.principal_mapping import PrincipalMapper
 
-__all__ = ["ListenerTls", "distinguished_name", "listener_tls", "peer_principal", "server_context"]
+__all__ = [
+    "BrokerLinksTls",
+    "ListenerTls",
+    "broker_links_tls",
+    "client_context",
+    "distinguished_name",
+    "listener_tls",
+    "peer_principal",
+    "server_context",
+]
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {
@@ -118,6 +134,22 @@ def server_context(settings: SslSettings) -> ssl.SSLContext:
     return context
 
 
+def client_context(settings: SslSettings) -> ssl.SSLContext:
+    """The context an internal link opens a connection to ``settings.listener``'s peers with
+    (see the module); raises ``InvalidConfigError``."""
+    settings.check()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies the certificate and host name
+    versions = [_VERSIONS[p] for p in settings.enabled_protocols]
+    context.minimum_version = min(versions)
+    context.maximum_version = max(versions)
+    _load_keystore(context, settings)
+    if settings.trusted() is None:
+        context.load_default_certs()
+    else:
+        _load_truststore(context, settings)
+    return context
+
+
 def distinguished_name(certificate_der: bytes) -> str:
     """The subject of a DER certificate in RFC 2253 form, as Java's ``X500Principal.getName()``."""
     return x509.load_der_x509_certificate(certificate_der).subject.rfc4514_string()
@@ -146,6 +178,35 @@ class ListenerTls:
         """Built at start; raises ``InvalidConfigError`` (see ``server_context``)."""
         mapper = PrincipalMapper.from_rules(settings.principal_mapping_rules)
         return cls(settings.listener, server_context(settings), mapper)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerLinksTls:
+    """The TLS a broker's own connections use; None where the peer's listener is PLAINTEXT.
+
+    ``brokers``: to another broker's inter-broker listener (replica fetches, transaction
+    markers), with the inter-broker listener's settings, as Kafka's inter-broker clients;
+    ``controller``: to the controller's listener (AlterPartition, ControlledShutdown, forwarded
+    requests), with the control-plane listener's settings: the controller speaks what the
+    brokers' control plane speaks.
+    """
+
+    brokers: ssl.SSLContext | None = None
+    controller: ssl.SSLContext | None = None
+
+
+def broker_links_tls(config: BrokerConfig) -> BrokerLinksTls:
+    """Built at start; raises ``InvalidConfigError`` (see ``client_context``)."""
+
+    def of(listener: str) -> ssl.SSLContext | None:
+        if config.security_protocol(listener) is not SecurityProtocol.SSL:
+            return None
+        return client_context(config.ssl_settings(listener))
+
+    return BrokerLinksTls(
+        brokers=of(config.effective_inter_broker_listener_name),
+        controller=of(config.control_plane_listener_name),
+    )
 
 
 def listener_tls(config: BrokerConfig) -> dict[str, ListenerTls]:

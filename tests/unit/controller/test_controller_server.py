@@ -5,19 +5,23 @@ connection while the listener keeps serving."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 
 import pytest
+import trustme
 from test_alter_partition import request as alter_partition_request
 
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
+from odradek.config.ssl import SslSettings
 from odradek.controller.model import topic_uuid
 from odradek.controller.server import ControllerServer
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.protocol.codec import encode_request
+from odradek.security.tls import ListenerTls, client_context
 
 TIMEOUT_S = 10.0
 
@@ -160,6 +164,77 @@ def test_a_client_error_is_raised_not_hung_when_the_controller_closes(harness):
                 req = _metadata()
                 with pytest.raises(ClientError):
                     await connection.send(req, timeout_s=TIMEOUT_S)
+        finally:
+            await _stop(server, stop, runner)
+
+    asyncio.run(scenario())
+
+
+# -- who may ask: mutual TLS and CLUSTER_ACTION (issue 22) ------------------------------------
+
+
+def _tls_settings(keystore: str, truststore: str) -> SslSettings:
+    return SslSettings(
+        "CONTROLLER", "PEM", keystore, None, None, None, "PEM", truststore, None,
+        "required", ("TLSv1.2", "TLSv1.3"), "RULE:^CN=([^,]*).*$/$1/,DEFAULT",
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """A CA, the controller's certificate, and client certificates for a broker and a user."""
+    ca = trustme.CA()
+    root = tmp_path_factory.mktemp("pki")
+    trust = root / "ca.pem"
+    ca.cert_pem.write_to_path(str(trust))
+    paths = {"ca": str(trust)}
+    for name, identity in (("controller", "127.0.0.1"), ("broker", "broker-1"), ("user", "mal")):
+        cert = ca.issue_cert(identity, common_name=identity)
+        path = root / f"{name}.pem"
+        cert.private_key_and_cert_chain_pem.write_to_path(str(path))
+        paths[name] = str(path)
+    return paths
+
+
+def test_only_a_peer_allowed_cluster_action_is_heard_and_no_epoch_is_compared_first(harness, pki):
+    allowed = {"User:broker-1"}
+    asked: list[tuple[str, str]] = []
+
+    def authorize(principal, host):
+        asked.append((str(principal), host))
+        return str(principal) in allowed
+
+    async def scenario():
+        await harness.start()
+        topic_id = harness.store.create_topic("t", {0: (1, 2)})
+        await harness.settle()
+        tls = ListenerTls.of(_tls_settings(pki["controller"], pki["ca"]))
+        server = ControllerServer(harness.controller.handlers(), tls=tls, authorize=authorize)
+        port = await server.start("127.0.0.1", 0)
+        stop = asyncio.Event()
+        harness.controller.election = None
+        runner = asyncio.ensure_future(harness.controller.run(stop))
+        wrong_epoch = harness.store.brokers[1].epoch + 1000
+        forged = alter_partition_request(2, 1, wrong_epoch, topic_uuid(topic_id), [(0, 0, (1,), 0)])
+        try:
+            # A user's certificate: refused before the broker epoch is looked at.
+            user = client_context(_tls_settings(pki["user"], pki["ca"]))
+            async with await BrokerConnection.open("127.0.0.1", port, tls=user) as connection:
+                response = await connection.send(forged, timeout_s=TIMEOUT_S)
+            assert response.error_code == ErrorCode.cluster_authorization_failed
+            assert harness.store.states[("t", 0)][0].isr == (1, 2)
+            # The broker's certificate: heard, and the wrong epoch is what refuses it.
+            broker = client_context(_tls_settings(pki["broker"], pki["ca"]))
+            async with await BrokerConnection.open("127.0.0.1", port, tls=broker) as connection:
+                response = await connection.send(forged, timeout_s=TIMEOUT_S)
+            assert response.error_code == ErrorCode.stale_broker_epoch
+            # Without a certificate the handshake fails (ssl.client.auth=required).
+            anonymous = ssl.create_default_context(cafile=pki["ca"])
+            with pytest.raises(ClientError):
+                async with await BrokerConnection.open("127.0.0.1", port, tls=anonymous) as c:
+                    await c.send(forged, timeout_s=TIMEOUT_S)
+            assert asked[:2] == [("User:mal", "127.0.0.1"), ("User:broker-1", "127.0.0.1")]
+            assert server.refused_requests == 1
         finally:
             await _stop(server, stop, runner)
 

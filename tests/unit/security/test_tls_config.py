@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import serialization
 
 from odradek.config.broker import BrokerConfig
 from odradek.errors import InvalidConfigError
-from odradek.security.tls import distinguished_name, listener_tls
+from odradek.security.tls import BrokerLinksTls, broker_links_tls, distinguished_name, listener_tls
 
 BASE = {
     "broker.id": "0",
@@ -164,10 +164,6 @@ def test_per_listener_keys_win_over_the_broker_wide_ones(stores):
             "Invalid rule",
         ),
         (
-            pem(**{"ssl.keystore.location": "/k.pem", "inter.broker.listener.name": "SSL"}),
-            "inter.broker.listener.name is SSL, whose security protocol is SSL",
-        ),
-        (
             pem(**{"ssl.keystore.location": "/nowhere/k.pem"}),
             "ssl.keystore.location=/nowhere/k.pem (listener SSL)",
         ),
@@ -175,6 +171,28 @@ def test_per_listener_keys_win_over_the_broker_wide_ones(stores):
 )
 def test_what_is_not_honoured_is_refused_naming_the_key(props, words):
     assert words in refused(**props)
+
+
+def test_the_inter_broker_and_control_plane_listeners_may_be_ssl(stores):
+    # The broker's own connections then use those listeners' stores as client side (mTLS).
+    stores_of = {
+        "ssl.keystore.location": str(stores["keystore"]),
+        "ssl.truststore.location": str(stores["truststore"]),
+        "ssl.client.auth": "required",
+    }
+    links = broker_links_tls(
+        config(
+            **pem(**stores_of),
+            **{
+                "listeners": "SSL://127.0.0.1:9093,CONTROL_PLANE://127.0.0.1:9091",
+                "listener.security.protocol.map": "SSL:SSL,CONTROL_PLANE:SSL",
+                "inter.broker.listener.name": "SSL",
+            },
+        )
+    )
+    assert links.brokers is not None and links.controller is not None
+    assert links.brokers.verify_mode is ssl.CERT_REQUIRED and links.brokers.check_hostname
+    assert broker_links_tls(config(**pem(**stores_of))) == BrokerLinksTls(None, None)
 
 
 def test_a_truststore_without_certificates_is_refused(stores, tmp_path):
