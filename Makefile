@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 # Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
 LINT_PATHS := $(wildcard services operator tests bench scripts spark)
 
-.PHONY: help setup demo test test-serial soak lint manifests image image-spark bench bench-cluster bench-replication bench-drain bench-groups bench-transactions bench-spark bench-connect clean
+.PHONY: help setup demo test test-serial soak lint manifests image image-spark bench bench-cluster bench-replication bench-drain bench-groups bench-transactions bench-spark bench-connect bench-tls clean
 
 help:
 	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream, run a Spark batch job on it"
@@ -26,6 +26,7 @@ help:
 	@echo "make bench-transactions   transactional vs idempotent produce, read_committed latency"
 	@echo "make bench-spark   Spark batch read of a 1 GiB topic (count, Parquet) vs a plain consumer"
 	@echo "make bench-connect   Connect file source and Parquet/JSON-lines sink, per task, vs plain clients"
+	@echo "make bench-tls   1 KiB produce and consume over TLS against plaintext, one broker"
 	@echo "make clean   remove .venv and caches"
 
 setup:
@@ -103,6 +104,9 @@ bench-cluster: setup
 # Issue 7: a 3-broker Odradek (RF=3, min.insync.replicas 2) against a 1-broker one, same run.
 bench-replication: setup
 	$(PYTHON) bench/cluster_bench.py --replicated
+
+bench-tls: setup
+	$(PYTHON) bench/tls_bench.py
 
 bench-drain: setup
 	$(PYTHON) bench/drain_bench.py

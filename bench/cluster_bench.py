@@ -138,6 +138,7 @@ class Broker:
     name = ""
     bootstrap = ""
     pid = 0
+    client: dict[str, object] = {}  # what a client needs beyond bootstrap.servers (security)
 
     def start(self) -> None:
         raise NotImplementedError
@@ -352,7 +353,7 @@ def create_topic(
     """A 1-partition topic, then wait until its metadata names a leader and a full ISR (every
     replica in sync, so that ``acks=all`` is not timed while followers catch up); returns the
     leader's broker id."""
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **broker.client})
     futures = admin.create_topics(
         [NewTopic(topic, 1, replication_factor, config=config or {})],
         request_timeout=timeout_s,
@@ -570,7 +571,7 @@ def produce_phase(
                 first_error.append(str(err))
 
     config = producer_config(broker.bootstrap, codec, linger_ms=5, acks=acks)
-    producer = Producer({**config, "on_delivery": on_delivery})
+    producer = Producer({**config, **broker.client, "on_delivery": on_delivery})
     producer.list_topics(topic, timeout=10)  # connected, metadata known: not timed
     produce, poll, size = producer.produce, producer.poll, len(pool)
     timed_out = False
@@ -628,7 +629,7 @@ def produce_phase(
 def consume_phase(
     broker: Broker, topic: str, record_bytes: int, codec: str, count: int, timeout_s: float
 ) -> Phase:
-    consumer = Consumer(consumer_config(broker.bootstrap))
+    consumer = Consumer({**consumer_config(broker.bootstrap), **broker.client})
     consumer.list_topics(topic, timeout=10)
     got = errors = 0
     try:
