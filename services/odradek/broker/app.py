@@ -93,6 +93,9 @@ from odradek.zk.registration import BrokerRegistrar
 
 log = logging.getLogger(__name__)
 
+# How often SSL listeners look at their key and trust store files for new certificates.
+CERTIFICATE_CHECK_INTERVAL_S = 5.0
+
 FIND_CONTROLLER_S = 5.0  # AlterPartition waits this long for an active controller, then retries
 
 
@@ -138,6 +141,7 @@ class BrokerApp:
         self.log_dir_failures: LogDirFailureHandler | None = None
         self._isr_expiration: asyncio.Task[None] | None = None
         self._consumer_lag: asyncio.Task[None] | None = None
+        self._certificate_reload: asyncio.Task[None] | None = None
         self.controller_locator: ControllerLocator | None = None
         self._stopping = asyncio.Event()
         self.loop_monitor = EventLoopMonitor(self.common)
@@ -279,6 +283,10 @@ class BrokerApp:
         self._isr_expiration = asyncio.get_running_loop().create_task(
             replica_manager.run_isr_expiration(self._stopping, self.metrics), name="isr-expiration"
         )
+        if self.tls:
+            self._certificate_reload = asyncio.get_running_loop().create_task(
+                self._reload_certificates(), name="certificate-reload"
+            )
         if context.groups is not None:
             self._consumer_lag = asyncio.get_running_loop().create_task(
                 run_consumer_lag(
@@ -425,6 +433,8 @@ class BrokerApp:
             await self._isr_expiration
         if self._consumer_lag is not None:
             await self._consumer_lag
+        if self._certificate_reload is not None:
+            await self._certificate_reload
         if self.context is not None and self.context.transactions is not None:
             await self.context.transactions.close()
         if self.context is not None and self.context.txn_markers is not None:
@@ -482,6 +492,15 @@ class BrokerApp:
             log.warning("controlled shutdown cut short (SIGINT): stopping now")
             return None
         return self._controlled_shutdown.result()
+
+    async def _reload_certificates(self) -> None:
+        """Every ``CERTIFICATE_CHECK_INTERVAL_S``, each SSL listener takes its store files
+        again if they changed (``ListenerTls.reload``), until the broker stops."""
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), CERTIFICATE_CHECK_INTERVAL_S)
+            for tls in self.tls.values():
+                tls.reload()
 
     async def run(self) -> None:
         """Start, serve until SIGTERM/SIGINT (or a lost registration), then stop cleanly;

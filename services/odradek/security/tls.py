@@ -26,6 +26,8 @@ certificate's subject in RFC 2253 (Java's ``X500Principal.getName()``) mapped by
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 import ssl
 import tempfile
@@ -40,6 +42,8 @@ from odradek.config.ssl import SslSettings
 from odradek.errors import InvalidConfigError
 from odradek.security.principal import ANONYMOUS, KafkaPrincipal
 from odradek.security.principal_mapping import PrincipalMapper
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "BrokerLinksTls",
@@ -165,19 +169,74 @@ def peer_principal(
     return KafkaPrincipal.user(mapper.name(distinguished_name(certificate)))
 
 
-@dataclass(frozen=True, slots=True)
 class ListenerTls:
-    """What an SSL listener's server needs: its context and its principal mapper."""
+    """What an SSL listener's server needs: its context and its principal mapper.
 
-    listener: str
-    context: ssl.SSLContext
-    mapper: PrincipalMapper
+    Certificates reload without a restart (Kafka's dynamic key store update): ``reload``
+    rebuilds the context from the listener's settings when the key store's or trust store's
+    file changed (its modification time or size), and every handshake from then on uses the new
+    one: the serving ``context`` hands each new connection the latest context in its SNI
+    callback (Python's documented way to switch an ``SSLObject``'s context before the
+    handshake goes on). Connections already open keep theirs. A file that no longer loads (a
+    half-written key, a key that does not match) keeps the previous context and is logged, as
+    Kafka refuses such an update. On the event loop, like the server.
+    """
+
+    def __init__(self, listener: str, settings: SslSettings | None, context: ssl.SSLContext,
+                 mapper: PrincipalMapper):  # fmt: skip
+        self.listener = listener
+        self.settings = settings
+        self.context = context
+        self.mapper = mapper
+        self.reloads = 0  # contexts built after the first (tests and logs read it)
+        self._current = context
+        self._files = _store_files(settings)
+        context.sni_callback = self._latest
 
     @classmethod
     def of(cls, settings: SslSettings) -> ListenerTls:
         """Built at start; raises ``InvalidConfigError`` (see ``server_context``)."""
         mapper = PrincipalMapper.from_rules(settings.principal_mapping_rules)
-        return cls(settings.listener, server_context(settings), mapper)
+        return cls(settings.listener, settings, server_context(settings), mapper)
+
+    def _latest(self, ssl_object: ssl.SSLObject, _server_name: str | None, _ctx: object) -> None:
+        if self._current is not self.context:
+            ssl_object.context = self._current
+
+    def reload(self) -> bool:
+        """Rebuild the context if the store files changed; True if a new one now serves."""
+        files = _store_files(self.settings)
+        if files == self._files or self.settings is None:
+            return False
+        self._files = files
+        try:
+            context = server_context(self.settings)
+        except InvalidConfigError as e:
+            log.error("listener %s: keeping its certificates, the new ones do not load: %s",
+                      self.listener, e)  # fmt: skip
+            return False
+        self._current = context
+        self.reloads += 1
+        log.info("listener %s: certificates reloaded from %s", self.listener,
+                 ", ".join(path for path, _, _ in files))  # fmt: skip
+        return True
+
+
+def _store_files(settings: SslSettings | None) -> tuple[tuple[str, int, int], ...]:
+    """(path, modification time, size) of the listener's key and trust store files."""
+    if settings is None:
+        return ()
+    found = []
+    for path in (settings.keystore_location, settings.truststore_location):
+        if path is None:
+            continue
+        try:
+            stat = os.stat(path)
+        except OSError:
+            found.append((path, -1, -1))
+        else:
+            found.append((path, stat.st_mtime_ns, stat.st_size))
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True)

@@ -290,3 +290,37 @@ def test_a_handshake_that_never_comes_is_closed_in_time(cluster):
     with socket.create_connection(("127.0.0.1", ports["SSL"]), timeout=WAIT_S) as silent:
         assert silent.recv(1) == b""  # closed by the broker, not by our timeout
     assert time.monotonic() - started < WAIT_S
+
+
+def _served_certificate(port: int, ca: Path) -> bytes:
+    context = ssl.create_default_context(cafile=str(ca))
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        return tls.getpeercert(binary_form=True)
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(cluster, pki):
+    # Last in the module: it replaces the broker's key store file (same CA, same names).
+    ports, broker_log = cluster
+    ca, files = pki
+    before = _served_certificate(ports["SSL"], files["ca"])
+    renewed = ca.issue_cert("127.0.0.1", "localhost")
+    staged = files["keystore"].with_suffix(".new")
+    renewed.private_key_and_cert_chain_pem.write_to_path(str(staged))
+    staged.replace(files["keystore"])  # as a certificate manager does: a whole new file
+    new_der = ssl.PEM_cert_to_DER_cert(renewed.cert_chain_pems[0].bytes().decode())
+    wait_until(
+        lambda: _served_certificate(ports["SSL"], files["ca"]) == new_der,
+        "the renewed certificate to be served",
+        WAIT_S,
+    )
+    assert before != new_der
+    assert "listener SSL: certificates reloaded" in broker_log.read_text()
+    # Clients go on working over the renewed certificate.
+    config = _confluent_ssl(ports, files)
+    _create(config, "tls-renewed")
+    producer = Producer(config)
+    producer.produce("tls-renewed", b"after the renewal")
+    assert producer.flush(WAIT_S) == 0
