@@ -18,6 +18,7 @@ from odradek.groups.runtime import CoordinatorRuntime, Result
 from odradek.groups.shard import ShardContext
 from odradek.protocol import schemas
 from odradek.protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from support.authorizer import handler_context
 from support.coordinator_memory import MemoryLog, loaded
 from support.group_doubles import DoubleShard, group_record, offset_record
 
@@ -71,7 +72,7 @@ class Cluster:
         request_type = schemas.request_schema(module.API_KEY, version)
         known = request_type.__dataclass_fields__
         request = request_type(**{k: v for k, v in fields.items() if k in known})
-        ctx = SimpleNamespace(api_version=version, broker=self.broker)
+        ctx = handler_context(self.broker, version)
         return await module.handle(ctx, request)
 
 
