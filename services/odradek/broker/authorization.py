@@ -27,6 +27,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from odradek.broker.admin.configs import ResourceType as ConfigResourceType
 from odradek.broker.context import RequestContext
 from odradek.errors import ErrorCode
 from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -37,8 +38,10 @@ __all__ = [
     "OPERATIONS_NOT_ASKED",
     "SUPPORTED_OPERATIONS",
     "authorize_cluster",
+    "config_refusal",
     "authorized_operations",
     "filter_authorized",
+    "merge_refused",
     "partition_authorized",
     "require_cluster_action",
 ]
@@ -101,6 +104,16 @@ def partition_authorized(
     return [i for i in items if name(i) in allowed], [i for i in items if name(i) not in allowed]
 
 
+def merge_refused(count: int, answered: Iterable[T], refused: Mapping[int, T]) -> list[T]:
+    """The answers to ``count`` entries in request order: ``refused[i]`` for the refused ones,
+    the next of ``answered`` (the answers to the others, in order) for the rest."""
+    rest = iter(answered)
+    merged = [refused[i] if i in refused else next(rest) for i in range(count)]
+    if next(rest, None) is not None:
+        raise RuntimeError("more answers than entries left to answer")
+    return merged
+
+
 def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str) -> int:
     """Kafka's bitfield of the operations on ``name`` the principal may do."""
     field = 0
@@ -108,6 +121,25 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name
         if ctx.authorize(operation, resource_type, name):
             field |= 1 << int(operation)
     return field
+
+
+# Config resources whose configs are the cluster's to guard (Kafka's ConfigHelper).
+_CLUSTER_CONFIG_RESOURCES = frozenset(
+    {ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER, ConfigResourceType.CLIENT_METRICS}
+)
+
+
+def config_refusal(
+    ctx: RequestContext, operation: AclOperation, resource_type: int, name: str
+) -> ErrorCode | None:
+    """Why the principal may not DESCRIBE_CONFIGS / ALTER_CONFIGS a config resource
+    (TOPIC_ or CLUSTER_AUTHORIZATION_FAILED), or None; other types are the admin's to refuse."""
+    if resource_type == ConfigResourceType.TOPIC:
+        if not ctx.authorize(operation, ResourceType.TOPIC, name):
+            return ErrorCode.topic_authorization_failed
+    elif resource_type in _CLUSTER_CONFIG_RESOURCES and not authorize_cluster(ctx, operation):
+        return ErrorCode.cluster_authorization_failed
+    return None
 
 
 def require_cluster_action(
