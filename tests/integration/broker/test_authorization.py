@@ -198,3 +198,24 @@ def test_a_follower_fetch_without_cluster_action_and_a_consumer_fetch_per_topic(
         secured.topic: ErrorCode.none,
         HIDDEN: ErrorCode.topic_authorization_failed,
     }
+
+
+def test_confluent_kafka_describes_the_cluster_with_its_authorized_operations(secured):
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": secured.bootstrap})
+    described = admin.describe_cluster(
+        include_authorized_operations=True, request_timeout=10
+    ).result(timeout=15)
+    assert described.cluster_id == "test-cluster"
+    assert [n.id for n in described.nodes] == [1]
+    assert described.controller.id == 1
+    assert not described.authorized_operations  # no DESCRIBE on the cluster: 0, none
+    secured.context.authorizer.super_users.add(str(ANONYMOUS))
+    try:
+        described = admin.describe_cluster(
+            include_authorized_operations=True, request_timeout=10
+        ).result(timeout=15)
+    finally:
+        secured.context.authorizer.super_users.discard(str(ANONYMOUS))
+    assert len(described.authorized_operations) == 7  # Kafka's seven Cluster operations
