@@ -326,12 +326,6 @@ def metadata_request(version: int, names=None, **flags):
 
 def metadata_answer(broker, version, authorizer, names=None, **flags):
     ctx = handler_context(broker, version, authorizer=authorizer, api_key=ApiKey.METADATA)
-    ctx = SimpleNamespace(
-        **{k: getattr(ctx, k) for k in ("header", "broker", "principal", "api_version")},
-        listener=SimpleNamespace(name="PLAINTEXT"),
-        authorize=ctx.authorize,
-        authorize_any=ctx.authorize_any,
-    )
     return run(metadata.handle(ctx, metadata_request(version, names, **flags)))
 
 
@@ -401,3 +395,22 @@ def test_authorized_operations_without_an_authorizer_is_every_supported_operatio
     ctx = handler_context(SimpleNamespace(), 0, authorizer=None)
     expected = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # Kafka's Topic operations
     assert authorized_operations(ctx, TOPIC, "t") == expected
+
+
+def test_metadata_by_topic_id_not_describable_names_the_id_but_not_the_topic():
+    broker = metadata_broker("hidden")
+    topic_id = broker.metadata.topic("hidden").topic_id
+    request_type = schemas.request_schema(ApiKey.METADATA, 12)
+    topic_type = request_type.__dataclass_fields__["topics"].type.__args__[0].__args__[0]
+    request = request_type(
+        topics=(topic_type(name=None, topic_id=topic_id),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    ctx = handler_context(broker, 12, authorizer=MemoryAuthorizer(), api_key=ApiKey.METADATA)
+    [answer] = run(metadata.handle(ctx, request)).topics
+    assert (answer.error_code, answer.name, answer.topic_id) == (
+        ErrorCode.topic_authorization_failed,
+        None,
+        topic_id,
+    )
