@@ -79,7 +79,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
                 error_message=f"Cannot append to internal topic {tp[0]}",
             )
             for tp in entries
-            if tp[0] in INTERNAL_TOPICS and tp not in refused
+            if tp[0] in INTERNAL_TOPICS and tp[0] in writable
         }
     )
     results, replication = await ctx.broker.replica_manager.append_records_then_wait(
