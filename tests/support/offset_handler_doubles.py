@@ -13,6 +13,7 @@ from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.coordinator import GroupCoordinator
 from odradek.groups.runtime import CoordinatorRuntime
 from odradek.groups.shard import ShardContext
+from support.authorizer import handler_context
 from support.coordinator_memory import MemoryLog, loaded
 
 __all__ = ["TOPIC", "Topics", "coordinator", "context", "nested"]
@@ -45,7 +46,7 @@ async def coordinator(log: MemoryLog) -> GroupCoordinator:
 
 
 def context(groups: GroupCoordinator | None, version: int) -> Any:
-    return SimpleNamespace(api_version=version, broker=SimpleNamespace(groups=groups))
+    return handler_context(SimpleNamespace(groups=groups), version)
 
 
 def nested(cls: type, *path: str) -> type:

@@ -8,6 +8,10 @@ they are (ElectLeaders adapts both, ``admin.leader_election``). The wait is the 
 caller sets it. No active controller within it answers REQUEST_TIMED_OUT (retriable); a broker
 without a link to a controller (one run without a cluster) answers NOT_CONTROLLER. Runs on the
 broker's event loop.
+
+Each handler authorizes on this broker before it forwards, as Kafka's ZooKeeper-mode broker does
+(ALTER on the cluster for reassignments and elections, DESCRIBE to list reassignments): an
+unauthorized request never reaches the controller.
 """
 
 from __future__ import annotations

@@ -16,10 +16,11 @@ speak, within what kio 0.6.5 has, and no higher than what the broker implements:
 - OffsetForLeaderEpoch 2-4 (v2 is librdkafka's KIP-320 version; v3 adds replica_id).
 - ApiVersions 0-4 (kio has 4), the admin APIs at kio's full range; ElectLeaders 0-2 too (the
   broker forwards it to the controller's listener, which serves the same range).
+- DescribeCluster 0-1 (v2 adds KIP-1073's fenced brokers, which a ZooKeeper cluster has not).
 kafka-python infers a broker version from what is advertised (Produce 11 reads as Kafka 3.8) and
 turns features on from that: keep that in mind before raising a maximum.
 
-Not served yet (the table grows as the broker learns them): DescribeCluster, SASL. The
+Not served yet (the table grows as the broker learns them): SASL. The
 controller-to-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) are not
 in kio 0.6.5; ``interbroker`` declares them from Kafka 3.x's schemas, one version each.
 
@@ -97,6 +98,7 @@ class ApiKey(enum.IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46  # forwarded to the controller
     OFFSET_DELETE = 47
     ALTER_PARTITION = 56  # served by the controller's listener, not by brokers
+    DESCRIBE_CLUSTER = 60  # KIP-700
     DESCRIBE_PRODUCERS = 61  # KIP-664
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
@@ -161,6 +163,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # v1: KIP-860's flag, honoured
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+        ApiKey.DESCRIBE_CLUSTER: (0, 1),
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # KIP-664; the only version
     }
 )

@@ -18,6 +18,8 @@ from odradek.groups.runtime import CoordinatorRuntime, Result
 from odradek.groups.shard import ShardContext
 from odradek.protocol import schemas
 from odradek.protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from odradek.security.acl import AclOperation, ResourceType
+from support.authorizer import MemoryAuthorizer, handler_context
 from support.coordinator_memory import MemoryLog, loaded
 from support.group_doubles import DoubleShard, group_record, offset_record
 
@@ -67,11 +69,11 @@ class Cluster:
             group_id = record.key.group
             await self.coordinator.write(group_id, lambda shard, r=record: Result(records=[r]))
 
-    async def call(self, module, version: int, **fields):
+    async def call(self, module, version: int, authorizer=None, **fields):
         request_type = schemas.request_schema(module.API_KEY, version)
         known = request_type.__dataclass_fields__
         request = request_type(**{k: v for k, v in fields.items() if k in known})
-        ctx = SimpleNamespace(api_version=version, broker=self.broker)
+        ctx = handler_context(self.broker, version, authorizer=authorizer)
         return await module.handle(ctx, request)
 
 
@@ -218,3 +220,55 @@ async def test_delete_groups_not_coordinated_here(cluster):
     cluster.runtime.on_resigned(cluster.coordinator.partition_for("idle"))
     response = await cluster.call(delete_groups, 2, groups_names=("idle",))
     assert response.results[0].error_code == ErrorCode.not_coordinator
+
+
+# -- authorization (Kafka's KafkaApis): DESCRIBE, DELETE on groups; DESCRIBE on the cluster
+
+
+@run
+async def test_list_groups_without_describe_on_the_cluster_lists_only_describable_groups(cluster):
+    authorizer = MemoryAuthorizer().allow(AclOperation.DESCRIBE, ResourceType.GROUP, "idle")
+    response = await cluster.call(list_groups, 5, authorizer)
+    assert response.error_code == ErrorCode.none
+    assert [g.group_id for g in response.groups] == ["idle"]
+    authorizer.allow(AclOperation.DESCRIBE, ResourceType.CLUSTER)
+    response = await cluster.call(list_groups, 5, authorizer)
+    assert len(response.groups) == 4
+
+
+@run
+async def test_describe_groups_refuses_groups_not_describable_and_gives_operations(cluster):
+    authorizer = (
+        MemoryAuthorizer()
+        .allow(AclOperation.DESCRIBE, ResourceType.GROUP, "stable")
+        .allow(AclOperation.READ, ResourceType.GROUP, "stable")
+    )
+    response = await cluster.call(
+        describe_groups,
+        5,
+        authorizer,
+        groups=("stable", "idle"),
+        include_authorized_operations=True,
+    )
+    stable, idle = response.groups
+    assert stable.error_code == ErrorCode.none and stable.group_state == "Stable"
+    assert stable.authorized_operations == (1 << 3) | (1 << 8)  # READ, DESCRIBE
+    assert idle.error_code == ErrorCode.group_authorization_failed
+    assert idle.group_state == "" and idle.members == ()
+    assert idle.authorized_operations == -2147483648
+    plain = await cluster.call(
+        describe_groups, 5, authorizer, groups=("stable",), include_authorized_operations=False
+    )
+    assert plain.groups[0].authorized_operations == -2147483648
+
+
+@run
+async def test_delete_groups_needs_delete_on_each_group(cluster):
+    authorizer = MemoryAuthorizer().allow(AclOperation.DELETE, ResourceType.GROUP, "idle")
+    response = await cluster.call(delete_groups, 2, authorizer, groups_names=("idle", "simple"))
+    assert [(r.group_id, r.error_code) for r in response.results] == [
+        ("idle", ErrorCode.none),
+        ("simple", ErrorCode.group_authorization_failed),
+    ]
+    listed = await cluster.call(list_groups, 5)
+    assert "simple" in [g.group_id for g in listed.groups]

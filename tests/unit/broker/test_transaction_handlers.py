@@ -30,6 +30,7 @@ from odradek.protocol.codec import decode_response, encode_response
 from odradek.protocol.header import RequestHeader
 from odradek.transactions.config import TRANSACTION_STATE_TOPIC, TransactionCoordinatorConfig
 from odradek.transactions.coordinator import TransactionCoordinator
+from support.authorizer import handler_context
 from support.coordinator_memory import MemoryLog, in_loop, loaded
 
 
@@ -78,7 +79,7 @@ async def broker_with_coordinator():
 
 
 def ctx(broker, version: int):
-    return SimpleNamespace(broker=broker, api_version=version)
+    return handler_context(broker, version)
 
 
 def request(api_key: ApiKey, version: int, **values):

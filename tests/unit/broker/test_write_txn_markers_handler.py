@@ -25,6 +25,7 @@ from odradek.storage.control import ControlType, read_marker
 from odradek.storage.manager import LogManager
 from odradek.storage.records import Record, encode_batch
 from odradek.storage.validator import AppendOrigin
+from support.authorizer import handler_context
 
 BROKER = 1
 NOW = 1_700_000_000_000
@@ -93,7 +94,7 @@ def call(replicas, req, *, listener="PLAINTEXT", groups=None):
         config=SimpleNamespace(effective_inter_broker_listener_name="PLAINTEXT"),
         groups=groups,
     )
-    ctx = SimpleNamespace(api_version=1, broker=broker, listener=SimpleNamespace(name=listener))
+    ctx = handler_context(broker, 1, listener=SimpleNamespace(name=listener))
 
     async def run():
         answer = await write_txn_markers.handle(ctx, req)

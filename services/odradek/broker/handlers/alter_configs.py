@@ -1,15 +1,22 @@
-"""AlterConfigs (33): replace a topic's configuration overrides in ZooKeeper."""
+"""AlterConfigs (33): replace a topic's configuration overrides in ZooKeeper.
+
+Authorization, as Kafka's ``processLegacyAlterConfigsRequest``: a topic needs ALTER_CONFIGS on
+it, a broker ALTER_CONFIGS on the cluster; otherwise the resource answers
+TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED and is left unchanged.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from odradek.broker.admin.configs import ConfigAdmin, ConfigResource
+from odradek.broker.admin.configs import AlterResult, ConfigAdmin, ConfigResource
+from odradek.broker.authorization import config_refusal, merge_refused
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation
 
 API_KEY = ApiKey.ALTER_CONFIGS
 
@@ -22,7 +29,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for r in request.resources
     ]
     admin = ConfigAdmin(ctx.broker.zk, ctx.broker.broker_id, ctx.broker.config)
-    results = await admin.alter(resources, validate_only=request.validate_only)
+    refused = {
+        i: AlterResult(r.resource_type, r.name, error)
+        for i, r in enumerate(resources)
+        if (error := config_refusal(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.name))
+    }
+    allowed = [r for i, r in enumerate(resources) if i not in refused]
+    results = merge_refused(
+        len(resources), await admin.alter(allowed, validate_only=request.validate_only), refused
+    )
     return alter_configs_response(API_KEY, ctx.api_version, results)
 
 

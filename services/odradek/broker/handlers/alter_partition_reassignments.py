@@ -1,21 +1,30 @@
 """AlterPartitionReassignments (45, v0-1, KIP-455): forwarded to the active controller, which
-decides it (``controller.reassignment``); refused whole when no controller answers."""
+decides it (``controller.reassignment``); refused whole when no controller answers.
+
+Needs ALTER on the cluster (Kafka's ``handleAlterPartitionReassignmentsRequest``), asked here
+before forwarding, as Kafka's ZooKeeper-mode broker: else the request, and every partition,
+answer CLUSTER_AUTHORIZATION_FAILED and nothing reaches the controller.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import authorize_cluster
 from odradek.broker.context import RequestContext
 from odradek.broker.forwarding import forward
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation
 
 API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return error_response(request, ErrorCode.cluster_authorization_failed)
     return await forward(
         ctx.broker.controller, request, lambda error, message: _refused(request, error, message)
     )

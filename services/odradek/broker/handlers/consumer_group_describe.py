@@ -5,12 +5,18 @@ subscription, current assignment and target assignment (topics by id and name). 
 does not exist here, or is a classic group, is GROUP_ID_NOT_FOUND (Kafka's answer); a group
 whose coordinator is elsewhere NOT_COORDINATOR, per group. Served only when
 ``group.coordinator.rebalance.protocols`` includes ``consumer`` (otherwise UNSUPPORTED_VERSION).
+
+Each group needs DESCRIBE (Kafka's ``handleConsumerGroupDescribe``): else it answers
+GROUP_AUTHORIZATION_FAILED. With ``include_authorized_operations`` a described group carries its
+authorized-operations bitfield (else the schema's default, -2147483648).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from odradek.broker.authorization import authorized_operations
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode, OdradekError
@@ -18,6 +24,7 @@ from odradek.groups.consumer.assignment import Assignment, to_records
 from odradek.groups.consumer.requests import DescribedConsumerGroup
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 CONSUMER_MEMBER = 1  # member_type (v1): a member of the consumer protocol
@@ -88,7 +95,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
     results = []
     for group_id in request.group_ids:
-        if groups is None:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            results.append(failed(group_id, ErrorCode.group_authorization_failed, None))
+        elif groups is None:
             results.append(failed(group_id, ErrorCode.coordinator_not_available, None))
         elif not groups.config.consumer_protocol_enabled:
             results.append(
@@ -110,4 +119,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 results.append(failed(group_id, e.error_code, str(e)))
             else:
                 results.append(described(group))
+                if request.include_authorized_operations:
+                    operations = authorized_operations(ctx, ResourceType.GROUP, group_id)
+                    results[-1] = replace(results[-1], authorized_operations=operations)
     return build(response_type, throttle_time=NO_THROTTLE, groups=tuple(results))

@@ -5,6 +5,10 @@ the group's shard (``shard.consumer.heartbeat``) and encodes the answer: member 
 heartbeat interval, and the assignment when the coordinator sends one. Served only when
 ``group.coordinator.rebalance.protocols`` includes ``consumer``; otherwise UNSUPPORTED_VERSION,
 as Kafka answers. v0 lets the coordinator name a joining member; v1 requires the member's own id.
+
+Authorization: READ on the group (Kafka 3.9's ``handleConsumerGroupHeartbeat``), else
+GROUP_AUTHORIZATION_FAILED; and DESCRIBE on each subscribed topic name (Kafka 4.0's check),
+else TOPIC_AUTHORIZATION_FAILED naming them, so a subscription cannot probe for topics.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from odradek.broker.authorization import filter_authorized
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode, OdradekError
@@ -23,6 +28,7 @@ from odradek.groups.consumer.requests import (
 )
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 
@@ -42,6 +48,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             heartbeat_interval=timedelta(0),
         )
 
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return refuse(ErrorCode.group_authorization_failed, None)
+    names = request.subscribed_topic_names
+    if names:
+        described = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        hidden = sorted(set(names) - described)
+        if hidden:
+            return refuse(
+                ErrorCode.topic_authorization_failed,
+                f"The following topic names are not authorized: {', '.join(hidden)}",
+            )
     if groups is None:
         return refuse(ErrorCode.coordinator_not_available, "no group coordinator here")
     if not groups.config.consumer_protocol_enabled:

@@ -1,14 +1,22 @@
-"""CreatePartitions (37): add partitions to topics by rewriting their assignment in ZooKeeper."""
+"""CreatePartitions (37): add partitions to topics by rewriting their assignment in ZooKeeper.
+
+Each topic needs ALTER (Kafka's ``handleCreatePartitionsRequest``): else it answers
+TOPIC_AUTHORIZATION_FAILED and is left as it is (a topic named twice is INVALID_REQUEST first).
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
-from odradek.broker.admin.topics import NewPartitions, TopicAdmin
+from odradek.broker.admin.topics import CreatePartitionsResult, NewPartitions, TopicAdmin
+from odradek.broker.authorization import filter_authorized
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 
@@ -24,8 +32,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         for topic in request.topics
     ]
+    counts = Counter(w.topic for w in wanted)
+    alterable = filter_authorized(ctx, AclOperation.ALTER, ResourceType.TOPIC, counts)
+    allowed = [w for w in wanted if w.topic in alterable or counts[w.topic] > 1]
     admin = TopicAdmin(ctx.broker.zk, ctx.broker.config)
-    results = await admin.create_partitions(wanted, validate_only=request.validate_only)
+    done = iter(await admin.create_partitions(allowed, validate_only=request.validate_only))
+    results = [
+        next(done)
+        if w.topic in alterable or counts[w.topic] > 1
+        else CreatePartitionsResult(
+            w.topic, ErrorCode.topic_authorization_failed, "The topic authorization is failed."
+        )
+        for w in wanted
+    ]
 
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     result_type = element_type(response_type, "results")

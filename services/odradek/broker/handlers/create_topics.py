@@ -3,18 +3,33 @@
 The answer waits (up to the request's ``timeout_ms``) until this broker's metadata has leaders
 for the new partitions, as Kafka (``admin.topics`` has the rule). v5+ answers carry the partition
 count, replication factor and every config value.
+
+Authorization, as Kafka's ``handleCreateTopicsRequest``: CREATE on the cluster, or else on each
+topic (TOPIC_AUTHORIZATION_FAILED, "Authorization failed.", for the others, not created); the
+partition count, replication factor and configs (v5+) are given only with DESCRIBE_CONFIGS on the
+topic, else ``topic_config_error_code`` is TOPIC_AUTHORIZATION_FAILED and they are -1 and empty.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import replace
 from typing import Any
 
-from odradek.broker.admin.topics import TopicAdmin, topic_id_to_uuid, wait_for_leaders
+from odradek.broker.admin.topics import (
+    CreateTopicResult,
+    TopicAdmin,
+    topic_id_to_uuid,
+    wait_for_leaders,
+)
 from odradek.broker.admin.validation import NewTopic
+from odradek.broker.authorization import authorize_cluster, filter_authorized
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.CREATE_TOPICS
 
@@ -30,8 +45,30 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         for topic in request.topics
     ]
+    counts = Counter(t.name for t in topics)
+    if authorize_cluster(ctx, AclOperation.CREATE):
+        creatable = set(counts)
+    else:
+        creatable = filter_authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, counts)
+    described = filter_authorized(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, counts)
+    # a name given twice is INVALID_REQUEST (TopicAdmin's answer) whoever asks, as in Kafka
+    allowed = [t for t in topics if t.name in creatable or counts[t.name] > 1]
     admin = TopicAdmin(ctx.broker.zk, ctx.broker.config)
-    results = await admin.create_topics(topics, validate_only=request.validate_only)
+    created = iter(await admin.create_topics(allowed, validate_only=request.validate_only))
+    results = [
+        next(created)
+        if t.name in creatable or counts[t.name] > 1
+        else CreateTopicResult(
+            t.name, ErrorCode.topic_authorization_failed, "Authorization failed."
+        )
+        for t in topics
+    ]
+    results = [
+        r
+        if r.name in described
+        else replace(r, num_partitions=-1, replication_factor=-1, configs=())
+        for r in results
+    ]
     if not request.validate_only:
         timeout_ms = round(request.timeout.total_seconds() * 1000)
         results = await wait_for_leaders(ctx.broker.metadata, results, timeout_ms)
@@ -48,6 +85,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 name=r.name,
                 topic_id=topic_id_to_uuid(r.topic_id),
                 error_code=r.error,
+                topic_config_error_code=ErrorCode.none
+                if r.name in described
+                else ErrorCode.topic_authorization_failed,
                 error_message=r.message,
                 num_partitions=r.num_partitions,
                 replication_factor=r.replication_factor,

@@ -6,6 +6,9 @@ once replicated). Per group, as Kafka: GROUP_ID_NOT_FOUND for a group without me
 offsets (the empty id is an id like another), NON_EMPTY_GROUP while it has members,
 NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when its shard is not here or not loaded. A
 group named twice is answered once.
+
+Each group needs DELETE (Kafka's ``handleDeleteGroupsRequest``): else GROUP_AUTHORIZATION_FAILED
+for it, and it is not deleted.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from odradek.errors import ErrorCode, OdradekError
 from odradek.groups import admin
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.DELETE_GROUPS
 
@@ -33,6 +37,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _delete(ctx: RequestContext, group_id: str) -> ErrorCode:
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed
     groups = ctx.broker.groups
     if groups is None:
         return ErrorCode.coordinator_not_available

@@ -1,14 +1,21 @@
-"""DeleteRecords (21): move log start offsets forward on the partitions this broker leads."""
+"""DeleteRecords (21): move log start offsets forward on the partitions this broker leads.
+
+Each topic needs DELETE (Kafka's ``handleDeleteRecordsRequest``): the partitions of other topics
+answer TOPIC_AUTHORIZATION_FAILED and nothing is deleted from them.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker.admin.records import delete_records
+from odradek.broker.admin.records import DeleteRecordsResult, delete_records
+from odradek.broker.authorization import filter_authorized
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.DELETE_RECORDS
 
@@ -19,7 +26,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for topic in request.topics
         for partition in topic.partitions
     ]
-    results = delete_records(ctx.broker.replica_manager, ctx.broker.metadata, wanted)
+    deletable = filter_authorized(
+        ctx, AclOperation.DELETE, ResourceType.TOPIC, (topic for topic, _, _ in wanted)
+    )
+    results = delete_records(
+        ctx.broker.replica_manager, ctx.broker.metadata, [w for w in wanted if w[0] in deletable]
+    ) + [
+        DeleteRecordsResult(topic, partition, ErrorCode.topic_authorization_failed)
+        for topic, partition, _ in wanted
+        if topic not in deletable
+    ]
 
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     topic_type = element_type(response_type, "topics")

@@ -2,18 +2,25 @@
 
 v6 may name a topic by its id. With ``delete.topic.enable=false`` every topic gets
 TOPIC_DELETION_DISABLED, or INVALID_REQUEST before v3 (older clients do not know that code).
+
+Authorization, as Kafka's ``handleDeleteTopicsRequest`` (after the deletion-disabled answer,
+which tells nothing): each topic needs DELETE, else TOPIC_AUTHORIZATION_FAILED; one named by an
+id the principal may not DESCRIBE answers that with a null name (the id is no secret, the name
+is); an unknown id is UNKNOWN_TOPIC_ID as before.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker.admin.topics import TopicAdmin, TopicRef
+from odradek.broker.admin.topics import DeleteTopicResult, TopicAdmin, TopicRef
+from odradek.broker.authorization import filter_authorized
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.DELETE_TOPICS
 FIRST_VERSION_WITH_DELETION_DISABLED = 3
@@ -27,7 +34,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ]
     else:
         refs = [TopicRef(name) for name in request.topic_names]
-    results = await TopicAdmin(ctx.broker.zk, ctx.broker.config).delete_topics(refs)
+    admin = TopicAdmin(ctx.broker.zk, ctx.broker.config)
+    refused = _refusals(ctx, refs) if admin.defaults.delete_topic_enable else {}
+    deleted = iter(await admin.delete_topics([r for i, r in enumerate(refs) if i not in refused]))
+    results = [refused[i] if i in refused else next(deleted) for i in range(len(refs))]
 
     old_client = ctx.api_version < FIRST_VERSION_WITH_DELETION_DISABLED
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
@@ -48,3 +58,28 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for r in results
         ),
     )
+
+
+def _refusals(ctx: RequestContext, refs: list[TopicRef]) -> dict[int, DeleteTopicResult]:
+    """The entries (by position) the principal may not delete, with their answers."""
+    cache = ctx.broker.metadata
+    names: list[str | None] = []
+    for ref in refs:
+        if ref.topic_id is not None and ref.name is None:
+            topic = cache.topic_by_id(ref.topic_id)
+            names.append(None if topic is None else topic.name)  # unknown: TopicAdmin answers
+        else:
+            names.append(ref.name)
+    known = [n for n in names if n is not None]
+    describable = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, known)
+    deletable = filter_authorized(ctx, AclOperation.DELETE, ResourceType.TOPIC, known)
+    refused = {}
+    for i, (ref, name) in enumerate(zip(refs, names, strict=True)):
+        if name is None:
+            continue
+        by_id = ref.topic_id is not None and ref.name is None
+        if by_id and name not in describable:
+            refused[i] = DeleteTopicResult(None, ref.topic_id, ErrorCode.topic_authorization_failed)
+        elif name not in deletable:
+            refused[i] = DeleteTopicResult(name, ref.topic_id, ErrorCode.topic_authorization_failed)
+    return refused

@@ -1,14 +1,20 @@
-"""DescribeConfigs (32): a topic's effective configuration, or this broker's static one."""
+"""DescribeConfigs (32): a topic's effective configuration, or this broker's static one.
+Authorization, as Kafka's ``ConfigHelper``: a topic needs DESCRIBE_CONFIGS on it, a broker (or
+broker logger) DESCRIBE_CONFIGS on the cluster; otherwise the resource answers
+TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED with no configs.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker.admin.configs import ConfigAdmin, ConfigResource
+from odradek.broker.admin.configs import ConfigAdmin, ConfigResource, DescribeResult
+from odradek.broker.authorization import config_refusal, merge_refused
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 
@@ -23,12 +29,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         for r in request.resources
     ]
+    refused = {
+        i: DescribeResult(r.resource_type, r.name, error)
+        for i, r in enumerate(resources)
+        if (error := config_refusal(ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.name))
+    }
     admin = ConfigAdmin(ctx.broker.zk, ctx.broker.broker_id, ctx.broker.config)
-    results = await admin.describe(
-        resources,
+    described = await admin.describe(
+        [r for i, r in enumerate(resources) if i not in refused],
         include_synonyms=getattr(request, "include_synonyms", False),
         include_documentation=getattr(request, "include_documentation", False),
     )
+    results = merge_refused(len(resources), described, refused)
 
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     result_type = element_type(response_type, "results")

@@ -6,12 +6,17 @@ unknown group (the empty id included, as Kafka) ``Dead`` without an error, a gro
 its committed offsets ``Empty`` without a protocol. v4+ carry members' instance ids.
 Authorized operations (v3+) are not computed: there is no authorizer, so the answer keeps
 Kafka's "not requested" value, as Metadata does.
+
+Each group needs DESCRIBE (Kafka's ``handleDescribeGroupsRequest``): else it answers
+GROUP_AUTHORIZATION_FAILED with an unknown ("") state. With ``include_authorized_operations``
+(v3+) a described group carries its authorized-operations bitfield.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import OPERATIONS_NOT_ASKED, authorized_operations
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode, OdradekError
@@ -20,6 +25,7 @@ from odradek.groups.errors import CoordinatorNotAvailableError
 from odradek.groups.group import GroupDescription
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 
@@ -28,9 +34,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     group_type = element_type(response_type, "groups")
     member_type = element_type(group_type, "members")
+    operations_asked = getattr(request, "include_authorized_operations", False)
     described = []
     for group_id in request.groups:
         group_id = str(group_id)
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.append(
+                build(
+                    group_type,
+                    error_code=ErrorCode.group_authorization_failed,
+                    group_id=group_id,
+                    group_state="",  # Kafka's DescribeGroupsResponse.groupError: unknown
+                    protocol_type="",
+                    protocol_data="",
+                    members=(),
+                    authorized_operations=OPERATIONS_NOT_ASKED,
+                )
+            )
+            continue
         try:
             description = await _describe(ctx, group_id)
         except OdradekError as e:
@@ -43,6 +64,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     protocol_type="",
                     protocol_data="",
                     members=(),
+                    authorized_operations=OPERATIONS_NOT_ASKED,
                 )
             )
             continue
@@ -66,6 +88,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     )
                     for m in description.members
                 ),
+                authorized_operations=authorized_operations(ctx, ResourceType.GROUP, group_id)
+                if operations_asked
+                else OPERATIONS_NOT_ASKED,
             )
         )
     return build(response_type, throttle_time=NO_THROTTLE, groups=tuple(described))

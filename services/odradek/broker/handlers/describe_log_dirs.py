@@ -7,6 +7,9 @@ partitions. A future log (AlterReplicaLogDirs moving the replica here) is listed
 ``total_bytes`` / ``usable_bytes`` are the volume's (``statvfs``, read off the event loop: a
 failing disk may hang it), -1 for an offline dir or one whose volume cannot be read. v5 (KIP-1066
 cordoned dirs) is not served: Odradek has no cordoning.
+
+Needs DESCRIBE on the cluster (Kafka's ``handleDescribeLogDirsRequest``): else no log dir is
+listed and (v3+) the error is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from odradek.broker.authorization import authorize_cluster
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation
 from odradek.storage.manager import LogDirDescription
 
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS
@@ -40,6 +45,13 @@ def _volume_bytes(paths: list[Path]) -> dict[Path, tuple[int, int]]:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return build(
+            schemas.response_schema(API_KEY, ctx.api_version),
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed,
+            results=(),
+        )
     log_manager = ctx.broker.replica_manager.log_manager
     wanted = None
     if request.topics is not None:

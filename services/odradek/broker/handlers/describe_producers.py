@@ -1,21 +1,38 @@
-"""DescribeProducers (61): the active producers of partitions this broker leads."""
+"""DescribeProducers (61): the active producers of partitions this broker leads.
+Each topic needs READ (Kafka's ``handleDescribeProducersRequest``): its partitions otherwise
+answer TOPIC_AUTHORIZATION_FAILED and are not looked at.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker.admin.producer_states import describe_producers
+from odradek.broker.admin.producer_states import PartitionProducers, describe_producers
+from odradek.broker.authorization import filter_authorized
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = [(topic.name, index) for topic in request.topics for index in topic.partition_indexes]
-    results = describe_producers(ctx.broker.replica_manager, ctx.broker.metadata, wanted)
+    readable = filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, (t for t, _ in wanted))
+    refused = {(t, p) for t, p in wanted if t not in readable}
+    described = describe_producers(
+        ctx.broker.replica_manager, ctx.broker.metadata, [w for w in wanted if w not in refused]
+    )
+    by_partition = {(r.topic, r.partition): r for r in described}
+    results = [
+        PartitionProducers(t, p, ErrorCode.topic_authorization_failed)
+        if (t, p) in refused
+        else by_partition[(t, p)]
+        for t, p in wanted
+    ]
 
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     topic_type = element_type(response_type, "topics")

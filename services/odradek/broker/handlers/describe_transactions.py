@@ -2,6 +2,10 @@
 transactional id asked for, from the coordinator that owns it here (``shard.describe``). An id
 another broker coordinates is NOT_COORDINATOR (the admin client asks that one), one not known
 TRANSACTIONAL_ID_NOT_FOUND; one answer per id, in the order asked.
+
+Authorization, as Kafka's ``handleDescribeTransactionsRequest``: each transactional id needs
+DESCRIBE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for it), and only the topics the principal
+may DESCRIBE are listed in its partitions.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.transactions.result import TransactionDescription
 
 API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
@@ -58,6 +63,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 topics=tuple(
                     topic_type(topic=topic, partitions=tuple(partitions))
                     for topic, partitions in sorted(found.topics.items())
+                    if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
                 ),
             )
         )
@@ -65,6 +71,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _describe(ctx: RequestContext, transactional_id: str) -> TransactionDescription:
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        error = ErrorCode.transactional_id_authorization_failed
+        return TransactionDescription(error, transactional_id)
     transactions = ctx.broker.transactions
     if transactions is None:
         return TransactionDescription(ErrorCode.coordinator_not_available, transactional_id)

@@ -4,19 +4,32 @@ The request's session fields pick a fetch context (``broker/fetch_sessions.py``,
 context says which partitions to read (a full fetch's own, or every partition of an incremental
 fetch's session) and which of the results to answer (all, or only those that changed). Fetch
 v4-6 have no session fields and are always sessionless.
+
+Authorization, as Kafka's ``handleFetchRequest``: a follower's fetch (``replica_id`` >= 0) needs
+CLUSTER_ACTION on the cluster, asked before anything else: without it every partition of the
+request answers TOPIC_AUTHORIZATION_FAILED, and no session is looked up or made (Kafka makes the
+context first; refusing earlier tells an impostor nothing about sessions either). A consumer's
+fetch needs READ on each topic: the partitions of other topics answer TOPIC_AUTHORIZATION_FAILED
+and are not read.
 """
 
 from __future__ import annotations
 
+import logging
 import typing
 from typing import Any
 
+from odradek.broker.authorization import authorize_cluster, filter_authorized
 from odradek.broker.context import RequestContext
-from odradek.broker.fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID
+from odradek.broker.fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID, FetchResponseData
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
-from odradek.broker.replica_manager import FetchPartitionRequest
+from odradek.broker.replica_manager import FetchPartitionRequest, FetchResult
+from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
+
+log = logging.getLogger(__name__)
 
 API_KEY = ApiKey.FETCH
 TOPIC_IDS_MIN_VERSION = 13  # Fetch v13+ names topics by id (not served yet)
@@ -24,6 +37,19 @@ TOPIC_IDS_MIN_VERSION = 13  # Fetch v13+ names topics by id (not served yet)
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     replica_id = getattr(request, "replica_id", -1)
+    if replica_id >= 0 and not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        log.warning(
+            "refusing a follower fetch as replica %d from %s (principal %s): no CLUSTER_ACTION",
+            replica_id,
+            ctx.host or "?",
+            ctx.principal,
+        )
+        refused = [
+            FetchResult(topic.topic, p.partition, ErrorCode.topic_authorization_failed)
+            for topic in request.topics
+            for p in topic.partitions
+        ]
+        return _response(ctx, [], FetchResponseData(ErrorCode.none, INVALID_SESSION_ID, refused))
     context = ctx.broker.fetch_sessions.new_context(
         getattr(request, "session_id", INVALID_SESSION_ID),
         getattr(request, "session_epoch", FINAL_EPOCH),
@@ -48,10 +74,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         privileged=replica_id >= 0,
         uses_topic_ids=ctx.api_version >= TOPIC_IDS_MIN_VERSION,
     )
+    results: list[FetchResult] = []
     wanted = context.partitions
-    results = []
+    if replica_id < 0 and wanted:
+        readable = filter_authorized(
+            ctx, AclOperation.READ, ResourceType.TOPIC, (r.topic for r in wanted)
+        )
+        results = [
+            FetchResult(r.topic, r.partition, ErrorCode.topic_authorization_failed)
+            for r in wanted
+            if r.topic not in readable
+        ]
+        wanted = [r for r in wanted if r.topic in readable]
     if wanted:  # a session error reads nothing and answers at once, as Kafka does
-        results = await ctx.broker.replica_manager.fetch(
+        results += await ctx.broker.replica_manager.fetch(
             wanted,
             max_wait_ms=int(request.max_wait.total_seconds() * 1000),
             min_bytes=request.min_bytes,
@@ -59,8 +95,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             isolation_level=getattr(request, "isolation_level", 0),
             replica_id=replica_id,
         )
-    answer = context.respond(results)
+    return _response(ctx, wanted, context.respond(results))
 
+
+def _response(ctx: RequestContext, wanted: list[FetchPartitionRequest], answer: Any) -> Any:
     metrics = ctx.broker.metrics
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     topic_type = element_type(response_type, "responses")

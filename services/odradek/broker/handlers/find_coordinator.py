@@ -11,6 +11,10 @@ a leader without this listener.
 
 Share groups (key type 2) are not implemented: INVALID_REQUEST with a message, not a silent
 wrong answer.
+
+Each key needs DESCRIBE on its group or transactional id (Kafka's ``getCoordinator``): otherwise
+it answers GROUP_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED with no node, and no internal topic
+is created for it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from odradek.errors import ErrorCode
 from odradek.groups.config import OFFSETS_TOPIC
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.transactions.config import TRANSACTION_STATE_TOPIC
 
 API_KEY = ApiKey.FIND_COORDINATOR
@@ -74,6 +79,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _find(ctx: RequestContext, key_type: int, key: str) -> _Answer:
+    if key_type == GROUP_KEY and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return _Answer(ErrorCode.group_authorization_failed)
+    if key_type == TRANSACTION_KEY and not ctx.authorize(
+        AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        return _Answer(ErrorCode.transactional_id_authorization_failed)
     if key_type == GROUP_KEY:
         return await _find_group_coordinator(ctx, key)
     if key_type == TRANSACTION_KEY:

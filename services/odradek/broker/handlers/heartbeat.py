@@ -2,6 +2,9 @@
 is rebalancing (REBALANCE_IN_PROGRESS: rejoin) or the member is gone (UNKNOWN_MEMBER_ID,
 ILLEGAL_GENERATION, FENCED_INSTANCE_ID). Thin: ``shard.classic.heartbeat``. v3+ carries
 ``group.instance.id``.
+
+Needs READ on the group (Kafka's ``handleHeartbeatRequest``):
+otherwise GROUP_AUTHORIZATION_FAILED, and the coordinator is not asked.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from odradek.broker.handlers.build import NO_THROTTLE, build
 from odradek.errors import ErrorCode, OdradekError
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.HEARTBEAT
 
@@ -21,7 +25,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     groups = ctx.broker.groups
     instance_id = getattr(request, "group_instance_id", None)
     try:
-        if groups is None:
+        if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+            error = ErrorCode.group_authorization_failed
+        elif groups is None:
             error = ErrorCode.coordinator_not_available
         else:
             error = await groups.write(

@@ -10,6 +10,11 @@ abort completes), KIP-360's resume with ``producer_id``/``producer_epoch`` (v3+)
 PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4, ``fenced_error_for``). NOT_COORDINATOR and
 COORDINATOR_LOAD_IN_PROGRESS send the client to FindCoordinator; ZooKeeper out of reach is
 COORDINATOR_LOAD_IN_PROGRESS (retriable), as for idempotent producers.
+
+Authorization, as Kafka's ``handleInitProducerIdRequest``: a transactional producer needs WRITE on
+its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent one
+IDEMPOTENT_WRITE on the cluster or, KIP-679, WRITE on some topic (else
+CLUSTER_AUTHORIZATION_FAILED). Refused, no producer id is allocated.
 """
 
 from __future__ import annotations
@@ -19,18 +24,23 @@ from typing import Any
 
 from odradek.broker.admin.errors import error_of
 from odradek.broker.admin.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, init_producer_id
+from odradek.broker.authorization import authorize_cluster
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build
 from odradek.errors import ErrorCode, OdradekError
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.transactions.result import InitProducerIdAnswer, fenced_error_for
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    if request.transactional_id is None:
+    refused = _refusal(ctx, request.transactional_id)
+    if refused is not None:
+        error, producer_id, epoch = refused, -1, -1
+    elif request.transactional_id is None:
         result = await init_producer_id(ctx.broker.producer_ids, None)
         error, producer_id, epoch = result.error, result.producer_id, result.producer_epoch
     else:
@@ -44,6 +54,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         producer_id=producer_id,
         producer_epoch=epoch,
     )
+
+
+def _refusal(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
+    if transactional_id is not None:
+        if ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return None
+        return ErrorCode.transactional_id_authorization_failed
+    if authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE) or ctx.authorize_any(
+        AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        return None
+    return ErrorCode.cluster_authorization_failed
 
 
 async def _transactional(ctx: RequestContext, request: Any) -> InitProducerIdAnswer:

@@ -6,6 +6,9 @@ becomes the version's response. v4+ requires a known member id (KIP-394: MEMBER_
 the new id first), v5+ carries ``group.instance.id`` (KIP-345), v7+ the protocol type and a
 nullable protocol name, v9 ``skip_assignment`` for a static leader that rejoined. Coordinator
 errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) are answers, never crashes.
+
+Needs READ on the group (Kafka's ``handleJoinGroupRequest``):
+otherwise GROUP_AUTHORIZATION_FAILED, and the coordinator is not asked.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from odradek.errors import ErrorCode, OdradekError
 from odradek.groups.classic.messages import JoinAnswer, JoinRequest
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.JOIN_GROUP
 
@@ -46,7 +50,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     groups = ctx.broker.groups
     try:
-        if groups is None:
+        if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, join.group_id):
+            answer = JoinAnswer.failed(ErrorCode.group_authorization_failed, join.member_id)
+        elif groups is None:
             answer = JoinAnswer.failed(ErrorCode.coordinator_not_available, join.member_id)
         else:
             answer = await groups.write(join.group_id, lambda shard: shard.classic.join(join))

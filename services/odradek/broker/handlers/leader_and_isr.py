@@ -1,5 +1,8 @@
 """LeaderAndIsr (4): the controller tells this broker which partitions it leads or follows.
 
+The sender needs CLUSTER_ACTION on the cluster, asked before anything else is looked at: without
+it the request is refused whole with CLUSTER_AUTHORIZATION_FAILED (``error_response``), so an
+unauthorized caller learns no epoch (Kafka's ``authorizeClusterOperation``).
 A request with another broker epoch (STALE_BROKER_EPOCH) or from an older controller epoch
 (STALE_CONTROLLER_EPOCH) is refused whole: the error at the top and for every partition, as
 Kafka's ``getErrorResponse`` answers (``error_response``, also the answer on a client listener).
@@ -17,6 +20,7 @@ from __future__ import annotations
 from odradek.broker import controller_requests
 from odradek.broker.admin.errors import InvalidTopicError
 from odradek.broker.admin.validation import validate_topic_name
+from odradek.broker.authorization import require_cluster_action
 from odradek.broker.context import RequestContext
 from odradek.broker.partition import PartitionState
 from odradek.errors import ErrorCode
@@ -33,6 +37,9 @@ API_KEY = ApiKey.LEADER_AND_ISR
 
 
 async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+    refused = require_cluster_action(ctx, request, error_response)
+    if refused is not None:  # before any epoch is compared: no STALE_BROKER_EPOCH oracle
+        return refused
     broker = ctx.broker
     if not await controller_requests.accept_broker_epoch(
         broker, request.broker_epoch, "LeaderAndIsr"

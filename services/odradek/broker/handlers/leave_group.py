@@ -4,6 +4,9 @@ v0-2 name one member and answer with its error; v3+ (KIP-345) name a batch of me
 member id or ``group.instance.id``, and answer per member; v5 adds a reason (logged by the
 client's choice, ignored here). Thin: ``shard.classic.leave``; an unknown group fails the
 whole request (UNKNOWN_MEMBER_ID), as in Kafka.
+
+Needs READ on the group (Kafka's ``handleLeaveGroupRequest``): otherwise the answer's error is
+GROUP_AUTHORIZATION_FAILED, with no member errors, and the coordinator is not asked.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from odradek.errors import ErrorCode, OdradekError
 from odradek.groups.classic.messages import LeaveMember
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.LEAVE_GROUP
 
@@ -30,7 +34,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     error = ErrorCode.none
     answers: list[LeaveMember] = []
     try:
-        if groups is None:
+        if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+            error = ErrorCode.group_authorization_failed
+        elif groups is None:
             error = ErrorCode.coordinator_not_available
         elif not leaving:
             error = ErrorCode.invalid_request

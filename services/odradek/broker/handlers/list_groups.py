@@ -6,12 +6,16 @@ by state, v5+ by type (``classic``, ``consumer``); v0-2 list without state, v3 a
 answer carries. As Kafka's coordinator: a shard still loading makes the whole answer
 COORDINATOR_LOAD_IN_PROGRESS (clients retry), a shard that moved away meanwhile is skipped (its
 new coordinator lists it), and a broker without ``__consumer_offsets`` lists nothing.
+
+DESCRIBE on the cluster lists every group; without it, only the groups the principal may
+DESCRIBE (Kafka's ``handleListGroupsRequest``), with no error.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import authorize_cluster
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode, OdradekError
@@ -20,6 +24,7 @@ from odradek.groups.config import OFFSETS_TOPIC
 from odradek.groups.errors import NotCoordinatorError
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.LIST_GROUPS
 
@@ -30,6 +35,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     states_filter = tuple(getattr(request, "states_filter", ()) or ())
     types_filter = tuple(getattr(request, "types_filter", ()) or ())
     error, listed = await _list(ctx, states_filter, types_filter)
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        listed = [
+            g
+            for g in listed
+            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
+        ]
     return build(
         response_type,
         throttle_time=NO_THROTTLE,

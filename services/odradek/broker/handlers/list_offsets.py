@@ -3,16 +3,23 @@
 Consumers ask the leader (below the high watermark); a replica (``replica_id`` >= 0) may ask
 any replica and sees its log end. Each answer names the leader epoch of the offset found (v4+),
 and ``current_leader_epoch`` is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+
+Each topic needs DESCRIBE (Kafka's ``handleListOffsetRequest``, for consumers and replicas
+alike): the partitions of other topics answer TOPIC_AUTHORIZATION_FAILED and are not looked up.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import filter_authorized
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.broker.replica_manager import OffsetResult
+from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.LIST_OFFSETS
 
@@ -23,18 +30,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     topic_type = element_type(response_type, "topics")
     partition_type = element_type(topic_type, "partitions")
+    described = filter_authorized(
+        ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     topics = []
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
-            found = replicas.list_offsets(
-                topic.name,
-                partition.partition_index,
-                partition.timestamp,
-                isolation,
-                replica_id=request.replica_id,
-                current_leader_epoch=getattr(partition, "current_leader_epoch", -1),
-            )
+            if topic.name not in described:
+                found = OffsetResult(ErrorCode.topic_authorization_failed)
+            else:
+                found = replicas.list_offsets(
+                    topic.name,
+                    partition.partition_index,
+                    partition.timestamp,
+                    isolation,
+                    replica_id=request.replica_id,
+                    current_leader_epoch=getattr(partition, "current_leader_epoch", -1),
+                )
             partitions.append(
                 build(
                     partition_type,

@@ -2,6 +2,9 @@
 producer id and (v1, KIP-994) how long they have been running; unknown state names are listed
 back. COORDINATOR_LOAD_IN_PROGRESS while one of its ``__transaction_state`` partitions loads.
 v2 adds a transactional id pattern, not implemented: not advertised.
+
+Only the transactional ids the principal may DESCRIBE are listed (Kafka's
+``handleListTransactionsRequest``), with no error.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.transactions.result import TransactionListing
 
 API_KEY = ApiKey.LIST_TRANSACTIONS
@@ -34,6 +38,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         except Exception as e:
             error = error_of(e, "ListTransactions")[0]
+    listings = [
+        listing
+        for listing in listings
+        if ctx.authorize(
+            AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, listing.transactional_id
+        )
+    ]
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     state_type = element_type(response_type, "transaction_states")
     return build(

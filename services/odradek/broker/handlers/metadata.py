@@ -20,6 +20,15 @@ With ``auto.create.topics.enable`` (Kafka's default, true) a Metadata request th
 topics it names and does not find, with ``num.partitions`` and ``default.replication.factor``,
 and answers LEADER_NOT_AVAILABLE for them until they have leaders (``TopicAdmin``'s
 ``auto_create_topics`` has the rule and the bound per request).
+
+Authorization, as Kafka's ``handleTopicMetadataRequest``: a topic the principal may not DESCRIBE
+is left out of an all-topics answer, and answered TOPIC_AUTHORIZATION_FAILED when named (with its
+name and no topic id; asked by id, with its id and a null name), before the broker looks whether
+it exists. Auto-creating a topic needs CREATE on the cluster or on the topic; without it the
+topic answers TOPIC_AUTHORIZATION_FAILED. ``include_cluster_authorized_operations`` (v8-10) gives
+the cluster's authorized-operations bitfield if DESCRIBE on the cluster is allowed, else 0;
+``include_topic_authorized_operations`` (v8+) gives each described topic's; both are
+-2147483648 when not asked.
 """
 
 from __future__ import annotations
@@ -29,12 +38,19 @@ from typing import Any
 from odradek.broker.admin.errors import InvalidTopicError
 from odradek.broker.admin.topics import TopicAdmin
 from odradek.broker.admin.validation import validate_topic_name
+from odradek.broker.authorization import (
+    OPERATIONS_NOT_ASKED,
+    authorize_cluster,
+    authorized_operations,
+    filter_authorized,
+)
 from odradek.broker.context import RequestContext
 from odradek.broker.controller_requests import INTERNAL_TOPICS
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = ApiKey.METADATA
 TOPIC_IDS_VERSION = 12  # the first version whose requests may name topics by id
@@ -48,18 +64,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topic_type = element_type(response_type, "topics")
     partition_type = element_type(topic_type, "partitions")
 
-    if (
-        request.topics is None or not request.topics and ctx.api_version == 0
-    ):  # null: every topic (v1+); v0 sends an empty list for that
-        wanted = [(name, None) for name in sorted(cache.topics)]
+    all_topics = request.topics is None or not request.topics and ctx.api_version == 0
+    if all_topics:  # null: every topic (v1+); v0 sends an empty list for that
+        names = sorted(cache.topics)
+        describable = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        wanted = [(name, None) for name in names if name in describable]
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
         if ctx.api_version < TOPIC_IDS_VERSION and any(
             name is None or topic_id is not None for name, topic_id in wanted
         ):
             return _invalid_request(response_type, topic_type, wanted)
+        describable = filter_authorized(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, _known_names(cache, wanted)
+        )
 
-    created = await _auto_create(ctx, request, cache, wanted)
+    created, not_creatable = await _auto_create(ctx, request, cache, wanted, describable)
+    topic_operations = getattr(request, "include_topic_authorized_operations", False)
     topics = []
     for name, topic_id in wanted:
         if topic_id is not None:
@@ -67,11 +88,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if topic is None:
                 topics.append(_unknown(topic_type, ErrorCode.unknown_topic_id, None, topic_id))
                 continue
+            if topic.name not in describable:  # topic ids are not secret: Kafka names the id
+                refused = ErrorCode.topic_authorization_failed
+                topics.append(_unknown(topic_type, refused, None, topic_id))
+                continue
+        elif name is not None and name not in describable or name in not_creatable:
+            topics.append(_unknown(topic_type, ErrorCode.topic_authorization_failed, name, None))
+            continue
         else:
             topic = cache.topic(name) if name is not None else None
+        operations = OPERATIONS_NOT_ASKED
+        described = topic.name if topic is not None else name
+        if topic_operations and described is not None:
+            operations = authorized_operations(ctx, ResourceType.TOPIC, described)
         if topic is None:
             error = created.get(name) if name is not None else None
-            topics.append(_unknown(topic_type, error or _missing_error(name), name, None))
+            topics.append(
+                _unknown(topic_type, error or _missing_error(name), name, None, operations)
+            )
             continue
         partitions = tuple(
             build(
@@ -94,7 +128,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_id=topic.topic_id,
                 is_internal=topic.is_internal,
                 partitions=partitions,
-                topic_authorized_operations=-2147483648,
+                topic_authorized_operations=operations,
             )
         )
     listed = cache.brokers_on(ctx.listener.name)
@@ -109,30 +143,64 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=cache.cluster_id,
         controller_id=min((b.broker_id for b, _ in listed), default=-1),
         topics=tuple(topics),
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=_cluster_operations(ctx, request),
     )
 
 
+def _known_names(cache: Any, wanted: list[tuple[str | None, Any]]) -> list[str]:
+    """The names of the topics asked for, by name or by a known id."""
+    names = []
+    for name, topic_id in wanted:
+        if topic_id is not None:
+            topic = cache.topic_by_id(topic_id)
+            if topic is not None:
+                names.append(topic.name)
+        elif name is not None:
+            names.append(name)
+    return names
+
+
+def _cluster_operations(ctx: RequestContext, request: Any) -> int:
+    """Metadata v8-10 may ask the cluster's authorized operations (v11+: DescribeCluster)."""
+    if not getattr(request, "include_cluster_authorized_operations", False):
+        return OPERATIONS_NOT_ASKED
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
 async def _auto_create(
-    ctx: RequestContext, request: Any, cache: Any, wanted: list[tuple[str | None, Any]]
-) -> dict[str, ErrorCode]:
-    """Named topics this broker does not know, auto-created if the broker and client allow it."""
+    ctx: RequestContext,
+    request: Any,
+    cache: Any,
+    wanted: list[tuple[str | None, Any]],
+    describable: set[str],
+) -> tuple[dict[str, ErrorCode], set[str]]:
+    """Named, describable topics this broker does not know, auto-created if the broker and
+    client allow it: (their creation errors, the names the principal may not create)."""
     config = ctx.broker.config
     allowed = ctx.api_version < AUTO_CREATE_FLAG_VERSION or request.allow_auto_topic_creation
     if config is None or not config.auto_create_topics_enable or not allowed:
-        return {}
-    missing = [
+        return {}, set()
+    absent = [
         name
         for name, topic_id in wanted
-        if topic_id is None
-        and name is not None
-        and cache.topic(name) is None
+        if topic_id is None and name in describable and cache.topic(name) is None
+    ]
+    not_creatable: set[str] = set()
+    if absent and not authorize_cluster(ctx, AclOperation.CREATE):
+        creatable = filter_authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, absent)
+        not_creatable = set(absent) - creatable
+    missing = [
+        name
+        for name in absent
+        if name not in not_creatable
         and name not in INTERNAL_TOPICS
         and _missing_error(name) == ErrorCode.unknown_topic_or_partition
     ]
     if not missing:
-        return {}
-    return await TopicAdmin(ctx.broker.zk, config).auto_create_topics(missing)
+        return {}, not_creatable
+    return await TopicAdmin(ctx.broker.zk, config).auto_create_topics(missing), not_creatable
 
 
 def _missing_error(name: str | None) -> ErrorCode:
@@ -146,7 +214,13 @@ def _missing_error(name: str | None) -> ErrorCode:
     return ErrorCode.unknown_topic_or_partition
 
 
-def _unknown(topic_type: type[Any], error: ErrorCode, name: str | None, topic_id: Any) -> Any:
+def _unknown(
+    topic_type: type[Any],
+    error: ErrorCode,
+    name: str | None,
+    topic_id: Any,
+    operations: int = OPERATIONS_NOT_ASKED,
+) -> Any:
     return build(
         topic_type,
         error_code=error,
@@ -154,7 +228,7 @@ def _unknown(topic_type: type[Any], error: ErrorCode, name: str | None, topic_id
         topic_id=topic_id,
         is_internal=False,
         partitions=(),
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=operations,
     )
 
 
@@ -171,5 +245,5 @@ def _invalid_request(
             _unknown(topic_type, ErrorCode.invalid_request, name or "", topic_id)
             for name, topic_id in wanted
         ),
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=OPERATIONS_NOT_ASKED,
     )

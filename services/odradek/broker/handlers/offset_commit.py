@@ -6,6 +6,10 @@ error of the whole request (not the coordinator, unknown member, stale generatio
 id) is every partition's error, as Kafka answers. v2-v4 carry a retention time (-1: the broker's
 ``offsets.retention.minutes``); before v9 a generation for a group that does not exist is
 ILLEGAL_GENERATION, from v9 on GROUP_ID_NOT_FOUND (KIP-848).
+
+Authorization, as Kafka's ``handleOffsetCommitRequest``: READ on the group, else every partition
+answers GROUP_AUTHORIZATION_FAILED; READ on each topic, else its partitions answer
+TOPIC_AUTHORIZATION_FAILED and are not committed.
 """
 
 from __future__ import annotations
@@ -14,9 +18,14 @@ from datetime import timedelta
 from typing import Any
 
 from odradek.broker.context import RequestContext
-from odradek.broker.handlers.commit_shape import commits_of, partition_errors_response
+from odradek.broker.handlers.commit_shape import (
+    commits_of,
+    partition_errors_response,
+    readable_commits,
+)
 from odradek.errors import ErrorCode, OdradekError
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.OFFSET_COMMIT
 
@@ -28,8 +37,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     errors: dict[tuple[str, int], ErrorCode] = {}
     failed = ErrorCode.none
     groups = ctx.broker.groups
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _response(ctx.api_version, request, {}, ErrorCode.group_authorization_failed)
+    commits, refused = readable_commits(ctx, commits)
     try:
-        if groups is None:
+        if not commits and refused:
+            pass  # nothing the principal may commit: only the refusals to answer
+        elif groups is None:
             failed = ErrorCode.coordinator_not_available
         elif not request.group_id:
             failed = ErrorCode.invalid_group_id
@@ -49,10 +63,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         failed = e.error_code
         if failed == ErrorCode.group_id_not_found and ctx.api_version < 9:
             failed = ErrorCode.illegal_generation
-    return _response(ctx.api_version, request, errors, failed)
+    return _response(ctx.api_version, request, errors, failed, refused)
 
 
 def _response(
-    version: int, request: Any, errors: dict[tuple[str, int], ErrorCode], failed: ErrorCode
+    version: int,
+    request: Any,
+    errors: dict[tuple[str, int], ErrorCode],
+    failed: ErrorCode,
+    refused: dict[tuple[str, int], ErrorCode] | None = None,
 ) -> Any:
-    return partition_errors_response(API_KEY, version, request, errors, failed)
+    return partition_errors_response(API_KEY, version, request, errors, failed, refused)

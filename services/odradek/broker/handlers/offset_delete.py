@@ -4,17 +4,23 @@ One domain call (``OffsetMetadataManager.delete_offsets``) on the group's shard.
 error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, not the coordinator) is the top-level error code with
 no partitions, as Kafka answers; per partition: UNKNOWN_TOPIC_OR_PARTITION,
 GROUP_SUBSCRIBED_TO_TOPIC, or none (also when nothing was committed).
+
+Authorization, as Kafka's ``handleOffsetDeleteRequest``: DELETE on the group (else the top-level
+error is GROUP_AUTHORIZATION_FAILED), READ on each topic (else its partitions answer
+TOPIC_AUTHORIZATION_FAILED and keep their offsets).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import filter_authorized
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode, OdradekError
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.OFFSET_DELETE
 
@@ -23,14 +29,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     topics = [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics]
     groups = ctx.broker.groups
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return _refused(response_type, ErrorCode.group_authorization_failed)
+    readable = filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, (t for t, _ in topics))
+    errors = {
+        (t, p): ErrorCode.topic_authorization_failed
+        for t, partitions in topics
+        if t not in readable
+        for p in partitions
+    }
+    allowed = [(t, partitions) for t, partitions in topics if t in readable]
     try:
         if groups is None:
             return _refused(response_type, ErrorCode.coordinator_not_available)
         if not request.group_id:
             return _refused(response_type, ErrorCode.invalid_group_id)
-        errors = await groups.write(
-            request.group_id, lambda shard: shard.offsets.delete_offsets(request.group_id, topics)
-        )
+        if allowed or not errors:
+            errors |= await groups.write(
+                request.group_id,
+                lambda shard: shard.offsets.delete_offsets(request.group_id, allowed),
+            )
     except OdradekError as e:
         return _refused(response_type, e.error_code)
     topic_type = element_type(response_type, "topics")

@@ -10,18 +10,26 @@ the top-level error with no topics, v8+ the group's error. ``require_stable`` (v
 partition for which a transaction has a pending offset of the group (TxnOffsetCommit, not yet
 ended by its marker) is UNSTABLE_OFFSET_COMMIT with offset -1, which the client retries, as
 Kafka; without it (or before v7) the committed offsets only.
+
+Authorization, as Kafka's ``handleOffsetFetchRequest``: each group needs DESCRIBE (else its
+error is GROUP_AUTHORIZATION_FAILED, the coordinator not asked), each topic DESCRIBE: a named
+topic that is not describable answers TOPIC_AUTHORIZATION_FAILED per partition (offset -1), and
+when every topic of the group is asked for, those not describable are left out.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from odradek.broker.authorization import filter_authorized, partition_authorized
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.errors import ErrorCode, OdradekError
 from odradek.groups.offsets import FetchedPartition
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.OFFSET_FETCH
 MULTI_GROUP_VERSION = 8
@@ -80,11 +88,18 @@ async def _fetch(
     member_epoch: int,
     require_stable: bool,
 ) -> tuple[ErrorCode, Fetched]:
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, []
     groups = ctx.broker.groups
     if groups is None:
         return ErrorCode.coordinator_not_available, []
     if not group_id:
         return ErrorCode.invalid_group_id, []
+    refused: list[tuple[str, list[int]]] = []
+    if topics is not None:
+        topics, refused = partition_authorized(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics, lambda t: t[0]
+        )
     try:
         fetched = await groups.read(
             group_id,
@@ -94,7 +109,25 @@ async def _fetch(
         )
     except OdradekError as e:
         return e.error_code, []
-    return ErrorCode.none, fetched
+    if topics is None:  # every topic of the group: those not describable are left out
+        described = filter_authorized(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in fetched)
+        )
+        fetched = [(t, ps) for t, ps in fetched if t in described]
+    return ErrorCode.none, fetched + [
+        (t, [_Refused(p, None) for p in partitions]) for t, partitions in refused
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused(FetchedPartition):
+    """A partition of a topic the principal may not describe: answered -1, with the error."""
+
+
+def _error_of(partition: FetchedPartition, error: ErrorCode) -> ErrorCode:
+    if isinstance(partition, _Refused):
+        return ErrorCode.topic_authorization_failed
+    return ErrorCode.unstable_offset_commit if partition.unstable else error
 
 
 def _encode(parent_type: type[Any], field: str, fetched: Fetched, error: ErrorCode) -> tuple:
@@ -110,7 +143,7 @@ def _encode(parent_type: type[Any], field: str, fetched: Fetched, error: ErrorCo
                     committed_offset=-1 if p.offset is None else p.offset.committed_offset,
                     committed_leader_epoch=-1 if p.offset is None else p.offset.leader_epoch,
                     metadata="" if p.offset is None else p.offset.metadata,
-                    error_code=ErrorCode.unstable_offset_commit if p.unstable else error,
+                    error_code=_error_of(p, error),
                 )
                 for p in partitions
             ),

@@ -6,16 +6,24 @@ unclean leader's history) and it must reset. Each partition answers the largest 
 asked for that the leader's log holds, and that epoch's end offset (the start of the next epoch,
 or the log end offset for the latest); -1 and -1 if the log holds none. ``current_leader_epoch``
 is checked as everywhere (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); only the leader answers.
+
+Authorization, as Kafka's ``handleOffsetForLeaderEpochRequest``: a principal with CLUSTER_ACTION
+(a follower) may ask about every topic; any other needs DESCRIBE on each topic, whose partitions
+otherwise answer TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import authorize_cluster, filter_authorized
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.broker.replica_manager import OffsetResult
+from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 
@@ -25,16 +33,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     topic_type = element_type(response_type, "topics")
     partition_type = element_type(topic_type, "partitions")
+    names = [t.topic for t in request.topics]
+    if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        described = set(names)
+    else:
+        described = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     topics = []
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
-            found = replicas.last_offset_for_leader_epoch(
-                topic.topic,
-                partition.partition,
-                partition.current_leader_epoch,
-                partition.leader_epoch,
-            )
+            if topic.topic not in described:
+                found = OffsetResult(ErrorCode.topic_authorization_failed)
+            else:
+                found = replicas.last_offset_for_leader_epoch(
+                    topic.topic,
+                    partition.partition,
+                    partition.current_leader_epoch,
+                    partition.leader_epoch,
+                )
             partitions.append(
                 build(
                     partition_type,

@@ -10,6 +10,12 @@ record batch, of magic 2. Anything else (no batch, two batches, an old message s
 INVALID_RECORD for that partition, as Kafka answers it; the other partitions are appended.
 Clients never write the internal topics (``__consumer_offsets`` is the group coordinator's):
 INVALID_TOPIC_EXCEPTION, as Kafka's ``appendToLocalLog`` answers.
+
+Authorization, as Kafka's ``handleProduceRequest``, before anything else: a request carrying a
+transactional batch needs WRITE on its ``transactional_id`` (none, or not allowed: every partition
+answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED); each topic needs WRITE (its partitions answer
+TOPIC_AUTHORIZATION_FAILED, and are not checked further). An idempotent producer's right
+(IDEMPOTENT_WRITE) is checked by InitProducerId, as in Kafka 3.x, not here.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Any
 
+from odradek.broker.authorization import filter_authorized
 from odradek.broker.context import DeferredAnswer, RequestContext
 from odradek.broker.controller_requests import INTERNAL_TOPICS
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
@@ -25,7 +32,8 @@ from odradek.broker.replica_manager import ProduceResult
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
-from odradek.storage.batch import LOG_OVERHEAD, MAGIC
+from odradek.security.acl import AclOperation, ResourceType
+from odradek.storage.batch import ATTRIBUTES_OFFSET, LOG_OVERHEAD, MAGIC, TRANSACTIONAL_MASK
 
 API_KEY = ApiKey.PRODUCE
 
@@ -37,11 +45,33 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
         for topic in request.topic_data
         for partition in topic.partition_data
     }
+    order = [
+        (topic.name, [partition.index for partition in topic.partition_data])
+        for topic in request.topic_data
+    ]
+    transactional_id = getattr(request, "transactional_id", None)
+    if any(_is_transactional(records) for records in entries.values()) and not (
+        transactional_id is not None
+        and ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+    ):
+        error = ErrorCode.transactional_id_authorization_failed
+        return _answer(ctx, acks_zero=acks == 0, order=order, results=_all(entries, error))
+    writable = filter_authorized(
+        ctx, AclOperation.WRITE, ResourceType.TOPIC, (topic for topic, _ in entries)
+    )
     refused = {
-        tp: ProduceResult(ErrorCode.invalid_record, error_message=problem)
-        for tp, records in entries.items()
-        if (problem := _not_one_batch(records, ctx.api_version)) is not None
+        tp: ProduceResult(ErrorCode.topic_authorization_failed)
+        for tp in entries
+        if tp[0] not in writable
     }
+    refused.update(
+        {
+            tp: ProduceResult(ErrorCode.invalid_record, error_message=problem)
+            for tp, records in entries.items()
+            if tp not in refused
+            and (problem := _not_one_batch(records, ctx.api_version)) is not None
+        }
+    )
     refused.update(
         {
             tp: ProduceResult(
@@ -49,7 +79,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
                 error_message=f"Cannot append to internal topic {tp[0]}",
             )
             for tp in entries
-            if tp[0] in INTERNAL_TOPICS
+            if tp[0] in INTERNAL_TOPICS and tp[0] in writable
         }
     )
     results, replication = await ctx.broker.replica_manager.append_records_then_wait(
@@ -59,10 +89,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
     )
     results.update(refused)
     # Only names and indexes from here on: a deferred answer must hold no view of the frame.
-    order = [
-        (topic.name, [partition.index for partition in topic.partition_data])
-        for topic in request.topic_data
-    ]
     del request, entries
     if replication is not None:  # acks=all: answered once replicated, see DeferredAnswer
         return DeferredAnswer(_answer_when_replicated(ctx, order, results, replication))
@@ -125,6 +151,19 @@ def _answer(
 
 
 _MAGIC_OFFSET = 16  # base_offset, batch_length, partition_leader_epoch, then magic
+
+
+def _all(entries: dict[tuple[str, int], Any], error: ErrorCode) -> dict[Any, ProduceResult]:
+    return {tp: ProduceResult(error) for tp in entries}
+
+
+def _is_transactional(records: bytes | memoryview) -> bool:
+    """Whether the (first) batch of ``records`` is transactional, as Kafka's
+    ``RequestUtils.hasTransactionalRecords`` asks; a batch too short to say is not."""
+    if len(records) < ATTRIBUTES_OFFSET + 2 or records[_MAGIC_OFFSET] != MAGIC:
+        return False
+    attributes = int.from_bytes(records[ATTRIBUTES_OFFSET : ATTRIBUTES_OFFSET + 2], "big")
+    return bool(attributes & TRANSACTIONAL_MASK)
 
 
 def _not_one_batch(records: bytes | memoryview, version: int) -> str | None:

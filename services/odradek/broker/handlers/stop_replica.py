@@ -1,5 +1,7 @@
 """StopReplica (5): stop hosting partitions, deleting their logs when the controller says so.
 
+The sender needs CLUSTER_ACTION on the cluster, asked first: without it the request is refused
+whole with CLUSTER_AUTHORIZATION_FAILED (``error_response``) before any epoch is compared.
 A request with another broker epoch (STALE_BROKER_EPOCH) or from an older controller epoch
 (STALE_CONTROLLER_EPOCH) answers that error with no partition errors and changes nothing (as
 Kafka's handler). Otherwise each partition is stopped by ``controller_requests.stop_replica`` and
@@ -10,6 +12,7 @@ a client listener) names the error at the top and for every partition.
 from __future__ import annotations
 
 from odradek.broker import controller_requests
+from odradek.broker.authorization import require_cluster_action
 from odradek.broker.context import RequestContext
 from odradek.errors import ErrorCode
 from odradek.protocol.apis import ApiKey
@@ -23,6 +26,9 @@ API_KEY = ApiKey.STOP_REPLICA
 
 
 async def handle(ctx: RequestContext, request: StopReplicaRequest) -> StopReplicaResponse:
+    refused = require_cluster_action(ctx, request, error_response)
+    if refused is not None:  # before any epoch is compared: no STALE_BROKER_EPOCH oracle
+        return refused
     broker = ctx.broker
     if not await controller_requests.accept_broker_epoch(
         broker, request.broker_epoch, "StopReplica"

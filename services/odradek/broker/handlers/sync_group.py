@@ -4,6 +4,9 @@ Thin: ``shard.classic.sync`` on the group's shard; a follower's answer waits for
 SyncGroup, the leader's for its GroupMetadata record to be replicated. v3+ carries
 ``group.instance.id``; v5 the protocol type and name, checked against the group's
 (INCONSISTENT_GROUP_PROTOCOL) and returned.
+
+Needs READ on the group (Kafka's ``handleSyncGroupRequest``):
+otherwise GROUP_AUTHORIZATION_FAILED, and the coordinator is not asked.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from odradek.errors import ErrorCode, OdradekError
 from odradek.groups.classic.messages import SyncAnswer
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.SYNC_GROUP
 
@@ -27,7 +31,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     protocol_type = getattr(request, "protocol_type", None)
     protocol_name = getattr(request, "protocol_name", None)
     try:
-        if groups is None:
+        if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+            answer = SyncAnswer(ErrorCode.group_authorization_failed)
+        elif groups is None:
             answer = SyncAnswer(ErrorCode.coordinator_not_available)
         else:
             answer = await groups.write(

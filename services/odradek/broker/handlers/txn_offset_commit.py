@@ -10,6 +10,10 @@ member id with generation -1 is not checked, as Kafka). An error of the whole re
 coordinator, an empty group id, an unknown member, a stale generation, a fenced producer epoch)
 is every partition's error, as Kafka answers. v4 only adds TRANSACTION_ABORTABLE for a failed
 KIP-890 verification of the transaction, which this broker does not do: not served.
+
+Authorization, as Kafka's ``handleTxnOffsetCommitRequest``: WRITE on the transactional id, then
+READ on the group (else every partition answers TRANSACTIONAL_ID_ or GROUP_AUTHORIZATION_FAILED),
+then READ on each topic (else its partitions answer TOPIC_AUTHORIZATION_FAILED, not committed).
 """
 
 from __future__ import annotations
@@ -17,10 +21,15 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.context import RequestContext
-from odradek.broker.handlers.commit_shape import commits_of, partition_errors_response
+from odradek.broker.handlers.commit_shape import (
+    commits_of,
+    partition_errors_response,
+    readable_commits,
+)
 from odradek.errors import ErrorCode, OdradekError
 from odradek.groups.result import TxnProducer
 from odradek.protocol.apis import ApiKey
+from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 
@@ -31,8 +40,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     errors: dict[tuple[str, int], ErrorCode] = {}
     failed = ErrorCode.none
     groups = ctx.broker.groups
+    if not ctx.authorize(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        return error_response(request, ErrorCode.transactional_id_authorization_failed)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, ErrorCode.group_authorization_failed)
+    commits, refused = readable_commits(ctx, commits)
     try:
-        if groups is None:
+        if not commits and refused:
+            pass  # nothing the principal may commit: only the refusals to answer
+        elif groups is None:
             failed = ErrorCode.coordinator_not_available
         elif not request.group_id:
             failed = ErrorCode.invalid_group_id
@@ -52,7 +70,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
     except OdradekError as e:
         failed = e.error_code
-    return _response(ctx.api_version, request, errors, failed)
+    return _response(ctx.api_version, request, errors, failed, refused)
 
 
 def error_response(request: Any, error: ErrorCode) -> Any:
@@ -60,6 +78,10 @@ def error_response(request: Any, error: ErrorCode) -> Any:
 
 
 def _response(
-    version: int, request: Any, errors: dict[tuple[str, int], ErrorCode], failed: ErrorCode
+    version: int,
+    request: Any,
+    errors: dict[tuple[str, int], ErrorCode],
+    failed: ErrorCode,
+    refused: dict[tuple[str, int], ErrorCode] | None = None,
 ) -> Any:
-    return partition_errors_response(API_KEY, version, request, errors, failed)
+    return partition_errors_response(API_KEY, version, request, errors, failed, refused)

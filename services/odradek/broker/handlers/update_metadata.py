@@ -1,5 +1,7 @@
 """UpdateMetadata (6): the controller's view of live brokers and partition leaders, cached.
 
+The sender needs CLUSTER_ACTION on the cluster, asked first: without it the request is refused
+whole with CLUSTER_AUTHORIZATION_FAILED (``error_response``) before any epoch is compared.
 A request with another broker epoch answers STALE_BROKER_EPOCH, one from an older controller
 epoch STALE_CONTROLLER_EPOCH (Kafka raises ControllerMovedException, whose code that is); both
 change nothing. Otherwise ``controller_requests.update_metadata`` replaces the broker list and
@@ -12,6 +14,7 @@ partition this broker leads takes a newer ISR of its own leader epoch from it
 from __future__ import annotations
 
 from odradek.broker import controller_requests
+from odradek.broker.authorization import require_cluster_action
 from odradek.broker.context import RequestContext
 from odradek.broker.metadata_cache import LiveBroker, PartitionMetadata
 from odradek.config.endpoints import HostPort
@@ -27,6 +30,9 @@ API_KEY = ApiKey.UPDATE_METADATA
 
 
 async def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
+    refused = require_cluster_action(ctx, request, error_response)
+    if refused is not None:  # before any epoch is compared: no STALE_BROKER_EPOCH oracle
+        return refused
     broker = ctx.broker
     if not await controller_requests.accept_broker_epoch(
         broker, request.broker_epoch, "UpdateMetadata"

@@ -27,8 +27,10 @@ failure there is the partition's error (its Kafka code, such as COORDINATOR_LOAD
 else UNKNOWN_SERVER_ERROR as in Kafka), and the sender writes the marker again (a second marker
 closes nothing in the log; settling again is harmless).
 
-Who may send it: Kafka requires the ClusterAction permission; without authentication Odradek
-serves it only on the inter-broker listener (``inter.broker.listener.name``), where the
+Who may send it: CLUSTER_ACTION on the cluster, asked first, as Kafka: without it the whole
+request is refused (CLUSTER_AUTHORIZATION_FAILED for every partition, ``error_response``) before
+any epoch is looked at. Without an authorizer Odradek also serves it only on the inter-broker
+listener (``inter.broker.listener.name``), where the
 coordinators' senders connect, and answers CLUSTER_AUTHORIZATION_FAILED for every partition
 elsewhere (the same answer as a controller request on a client listener). With the default
 listeners the inter-broker listener is also the clients' (docs/security.md): as for follower
@@ -45,6 +47,7 @@ from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.broker.authorization import require_cluster_action
 from odradek.broker.context import DeferredAnswer, RequestContext
 from odradek.broker.handlers.build import build, element_type
 from odradek.broker.partition import ACKS_ALL
@@ -75,6 +78,9 @@ class _Marker:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    refused = require_cluster_action(ctx, request, error_response)
+    if refused is not None:
+        return refused
     broker = ctx.broker
     config = broker.config
     if config is not None and ctx.listener.name != config.effective_inter_broker_listener_name:

@@ -24,6 +24,7 @@ from odradek.storage.control import ControlType, encode_marker
 from odradek.storage.manager import LogManager
 from odradek.storage.records import Record, encode_batch
 from odradek.storage.validator import AppendOrigin
+from support.authorizer import handler_context
 
 BROKER = 1
 NOW = 1_700_000_000_000
@@ -129,7 +130,7 @@ def test_the_handler_answers_per_topic_and_the_answer_encodes(replicas, led):
         )
     )
     broker = SimpleNamespace(replica_manager=replicas, metadata=MetadataCache())
-    ctx = SimpleNamespace(broker=broker, api_version=0)
+    ctx = handler_context(broker, 0)
     response = asyncio.run(handler.handle(ctx, request))  # type: ignore[arg-type]
     header = RequestHeader(ApiKey.DESCRIBE_PRODUCERS, 0, 5, None, 2, 0)
     encoded = encode_response(header, response)
