@@ -22,6 +22,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from odradek.cli import main
+
 pytestmark = pytest.mark.integration
 
 WAIT_S = 30.0
@@ -29,14 +31,19 @@ TOPIC, GROUP = "acl-topic", "acl-group"
 
 
 @pytest.fixture(scope="module")
-def admin(local_cluster, tmp_path_factory):
+def cluster(local_cluster, tmp_path_factory):
     overrides = {
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "allow.everyone.if.no.acl.found": "true",
     }
     data_dir = tmp_path_factory.mktemp("acl-cluster")
     with local_cluster(data_dir, brokers=1, broker_overrides=overrides) as state:
-        yield AdminClient({"bootstrap.servers": state.bootstrap_servers})
+        yield state
+
+
+@pytest.fixture(scope="module")
+def admin(cluster):
+    return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
 
 
 def any_filter(resource_type=ResourceType.ANY, pattern_type=ResourcePatternType.ANY):
@@ -106,6 +113,26 @@ def test_a_bad_principal_is_refused_as_invalid_request(admin):
     with pytest.raises(KafkaException) as raised:
         admin.create_acls([bad])[bad].result(timeout=WAIT_S)
     assert raised.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert admin.describe_acls(any_filter()).result(timeout=WAIT_S) == []
+
+
+def test_odradek_acls_adds_lists_and_removes(cluster, admin, capsys):
+    def acls(*argv: str) -> str:
+        capsys.readouterr()
+        code = main(["acls", "--bootstrap-server", cluster.bootstrap_servers, *argv])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return out
+
+    added = acls("--add", "--allow-principal", "User:cli", "--consumer", "--topic", "cli-topic",
+                 "--group", "cli-group")  # fmt: skip
+    assert added.count("Added") == 3
+    assert len(admin.describe_acls(any_filter()).result(timeout=WAIT_S)) == 3
+    listed = acls("--list", "--topic", "cli-topic")
+    assert "resourceType=TOPIC, name=cli-topic, patternType=LITERAL" in listed
+    assert "(principal=User:cli, host=*, operation=READ, permissionType=ALLOW)" in listed
+    assert acls("--remove", "--topic", "cli-topic").count("Removed") == 2
+    assert acls("--remove", "--group", "cli-group").count("Removed") == 1
     assert admin.describe_acls(any_filter()).result(timeout=WAIT_S) == []
 
 
