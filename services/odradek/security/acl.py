@@ -13,8 +13,10 @@ as they are and ``/kafka-acl`` holds what Kafka's ``AclAuthorizer`` writes:
 
 ``Authorizer`` is the port: a handler asks ``RequestContext.authorize`` (one resource) or
 ``RequestContext.authorize_any`` (KIP-679: may the principal do this to some resource of the
-type), and a broker without ``authorizer.class.name`` allows everything. Values only here; the
-ACL authorizer itself lives in ``acl_authorizer``.
+type), and a broker without ``authorizer.class.name`` allows everything. Values only here (with
+Kafka's names for them, ``kafka_name``/``parse_kafka_name``, the principal parser and the rules
+a stored binding obeys, ``AclBinding.invalid_reason``); filters are in ``acl_filter``, the ACL
+authorizer itself in ``acl_authorizer``.
 """
 
 from __future__ import annotations
@@ -46,9 +48,9 @@ __all__ = [
 CLUSTER_NAME = "kafka-cluster"  # the one Cluster resource's name, as Kafka's
 WILDCARD = "*"  # a LITERAL pattern of this name matches every resource of its type
 WILDCARD_HOST = "*"
-E = TypeVar("E", bound=enum.Enum)
-
 WILDCARD_PRINCIPAL = "User:*"  # an entry for every user (Kafka's AclEntry.WildcardPrincipal)
+
+E = TypeVar("E", bound=enum.Enum)
 
 
 class AclOperation(enum.IntEnum):

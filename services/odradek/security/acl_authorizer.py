@@ -55,6 +55,7 @@ from odradek.security.acl import (
 )
 from odradek.security.acl_filter import AclBindingFilter
 from odradek.security.principal import KafkaPrincipal
+from odradek.zk.acl_store import ZkAclStore
 
 __all__ = [
     "ACL_AUTHORIZER_CLASS_NAMES",
@@ -132,7 +133,9 @@ class _DenialLog:
         self._logged = 0
         self._suppressed = 0
 
-    def denied(self, principal: KafkaPrincipal, host: str, operation: AclOperation, what: str):
+    def denied(
+        self, principal: KafkaPrincipal, host: str, operation: AclOperation, what: str
+    ) -> None:
         second = int(self._clock())
         if second != self._second:
             if self._suppressed:
@@ -357,8 +360,7 @@ class AclAuthorizer:
             resources = set(self._acls)
             for _, binding_filter in valid:
                 pattern_filter = binding_filter.pattern
-                if pattern_filter.matches_at_most_one():
-                    assert pattern_filter.name is not None
+                if pattern_filter.matches_at_most_one() and pattern_filter.name is not None:
                     resources.add(
                         ResourcePattern(
                             pattern_filter.resource_type,
@@ -425,8 +427,6 @@ def from_config(config: Any, zk: Any) -> AclAuthorizer | None:
             f"authorizer.class.name {class_name!r} is not supported: use "
             f"{' or '.join(ACL_AUTHORIZER_CLASS_NAMES)}, or leave it empty for no authorizer"
         )
-    from odradek.zk.acl_store import ZkAclStore  # the ZooKeeper layer, only when configured
-
     try:
         super_users = parse_super_users(config.super_users)
     except ValueError as e:
