@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from odradek import __version__
 from odradek.commands import (
+    acls,
     broker,
     cluster,
     common,
@@ -44,6 +45,7 @@ COMMANDS = (
     cluster,
     groups,
     transactions,
+    acls,
     connect,
 )
 

@@ -76,6 +76,7 @@ from odradek.observability.metrics import (
     replication_quota_metrics,
     txn_marker_metrics,
 )
+from odradek.security import acl_authorizer
 from odradek.security.tls import broker_links_tls, listener_tls
 from odradek.storage.manager import LogManager, ManagerIntervals
 from odradek.zk.client import SessionEvent, ZkClient
@@ -231,6 +232,10 @@ class BrokerApp:
             log_dir_moves=self.log_dir_mover,
         )
         producer_ids = ProducerIdManager(self.zk, config.broker_id)
+        # authorizer.class.name's authorizer, its ACL cache read before any request is served.
+        authorizer = acl_authorizer.from_config(config, self.zk)
+        if authorizer is not None:
+            await authorizer.start()
         context = BrokerContext(
             broker_id=config.broker_id,
             replica_manager=replica_manager,
@@ -240,6 +245,7 @@ class BrokerApp:
             zk=self.zk,
             topic_configs=self.topic_configs,
             producer_ids=producer_ids,
+            authorizer=authorizer,
             fetch_sessions=FetchSessionCache.of(config),
             groups=start_group_coordinator(config, replica_manager, metadata, self.workers),
             txn_markers=TxnMarkerSender(

@@ -62,6 +62,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from odradek.config.authorizer import AUTHORIZER_KEYS
 from odradek.config.endpoints import (
     CONTROL_PLANE_LISTENER_NAME,
     DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
@@ -234,6 +235,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             "launcher that starts the process on port 0; empty: none.",
         ),
         *SSL_KEYS,
+        *AUTHORIZER_KEYS,
         ConfigKey(
             "zookeeper.session.timeout.ms",
             _T.INT,
@@ -836,6 +838,9 @@ class BrokerConfig(PropertiesConfig):
     ssl_client_auth: str = _default("ssl.client.auth")
     ssl_enabled_protocols: tuple[str, ...] = _default("ssl.enabled.protocols")
     ssl_principal_mapping_rules: str = _default("ssl.principal.mapping.rules")
+    authorizer_class_name: str = _default("authorizer.class.name")
+    super_users: str = _default("super.users")
+    allow_everyone_if_no_acl_found: bool = _default("allow.everyone.if.no.acl.found")
     zookeeper_session_timeout_ms: int = _default("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int | None = None
     socket_request_max_bytes: int = _default("socket.request.max.bytes")

@@ -16,7 +16,10 @@ exactly one ``NAME://host:port`` with a host brokers can reach (it is published 
 PLAINTEXT (the default) or SSL; an SSL listener takes the broker's ``ssl.*`` keys and
 ``listener.name.<l>.ssl.*`` overrides, and its key store is also the certificate the controller
 presents to the brokers' control-plane listeners, its trust store what it checks theirs against
-(``security.tls``). ``unclean.leader.election.enable`` is the default
+(``security.tls``). ``authorizer.class.name``, ``super.users`` and
+``allow.everyone.if.no.acl.found`` are the brokers' (the same ACLs, from ZooKeeper): with an
+authorizer, every request on the listener needs CLUSTER_ACTION on the cluster, which the brokers'
+principals must hold (as super users, typically). ``unclean.leader.election.enable`` is the default
 for topics that do not override it, as the broker key of the same name in Kafka's controller.
 
 Same file format, loader and guarantees as ``BrokerConfig`` (see ``properties.py``): build it with
@@ -84,6 +87,9 @@ CONTROLLER_KEYS: Mapping[str, ConfigKey] = {
             doc="Security protocol of the listener, NAME:PROTOCOL; PLAINTEXT or SSL.",
         ),
         *SSL_KEYS,
+        BROKER_KEYS["authorizer.class.name"],
+        BROKER_KEYS["super.users"],
+        BROKER_KEYS["allow.everyone.if.no.acl.found"],
         BROKER_KEYS["unclean.leader.election.enable"],
         dataclasses.replace(BROKER_KEYS["odradek.admin.listener"], default="127.0.0.1:9645"),
         BROKER_KEYS["odradek.listeners.file"],
@@ -153,6 +159,9 @@ class ControllerConfig(PropertiesConfig):
     ssl_client_auth: str = _default("ssl.client.auth")
     ssl_enabled_protocols: tuple[str, ...] = _default("ssl.enabled.protocols")
     ssl_principal_mapping_rules: str = _default("ssl.principal.mapping.rules")
+    authorizer_class_name: str = _default("authorizer.class.name")
+    super_users: str = _default("super.users")
+    allow_everyone_if_no_acl_found: bool = _default("allow.everyone.if.no.acl.found")
     unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
     odradek_admin_listener: HostPort | None = _default("odradek.admin.listener")
     odradek_listeners_file: str = _default("odradek.listeners.file")

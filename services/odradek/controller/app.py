@@ -23,12 +23,16 @@ from odradek.config.controller import ControllerConfig
 from odradek.config.endpoints import HostPort, SecurityProtocol
 from odradek.controller.channel import ControllerChannels
 from odradek.controller.controller import Controller
-from odradek.controller.server import Authorize, ControllerServer
+from odradek.controller.server import ControllerServer
 from odradek.controller.store import ControllerStore
 from odradek.listeners import write_listeners_file
 from odradek.observability.admin_server import AdminServer, start_admin_server
 from odradek.observability.loop_monitor import EventLoopMonitor
 from odradek.observability.metrics import common_metrics, controller_metrics, new_registry
+from odradek.security import acl_authorizer
+from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.security.acl_authorizer import AclAuthorizer
+from odradek.security.principal import KafkaPrincipal
 from odradek.security.tls import ListenerTls, client_context
 from odradek.zk.client import SessionEvent, ZkClient
 from odradek.zk.election import ControllerElection
@@ -38,9 +42,7 @@ log = logging.getLogger(__name__)
 
 
 class ControllerApp:
-    def __init__(self, config: ControllerConfig, *, authorize: Authorize | None = None):
-        """``authorize``: who may send the controller's requests (None: anyone, as Kafka
-        without an authorizer)."""
+    def __init__(self, config: ControllerConfig):
         self.config = config
         tls = (
             ListenerTls.of(config.ssl_settings())
@@ -71,11 +73,24 @@ class ControllerApp:
         )
         # LeaderAndIsr answers tell of replicas on failed log dirs (controller.log_dir_events).
         self.controller.channel.on_response = self.controller.on_broker_response
-        self.server = ControllerServer(self.controller.handlers(), tls=tls, authorize=authorize)
+        # authorizer.class.name's, built over ZooKeeper in run(); None: anyone may ask, as Kafka
+        # without an authorizer.
+        self.authorizer: AclAuthorizer | None = None
+        self.server = ControllerServer(
+            self.controller.handlers(),
+            tls=tls,
+            authorize=self._may_act_for_the_cluster if config.authorizer_class_name else None,
+        )
         self.port: int | None = None  # the listener's bound port
         self.admin: AdminServer | None = None
         self.loop_monitor = EventLoopMonitor(self.common)
         self.stopped = asyncio.Event()
+
+    def _may_act_for_the_cluster(self, principal: KafkaPrincipal, host: str) -> bool:
+        """CLUSTER_ACTION on the cluster: what every request on the listener needs."""
+        return self.authorizer is not None and self.authorizer.authorize(
+            principal, host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
+        )
 
     def _on_session(self, event: SessionEvent, session_id: int | None) -> None:
         self.common.set_zookeeper_session_state(
@@ -106,6 +121,9 @@ class ControllerApp:
         self.loop_monitor.start()
         await self.zk.astart()
         await self.zk.aensure_paths(PERSISTENT_PATHS)
+        self.authorizer = acl_authorizer.from_config(self.config, self.zk)
+        if self.authorizer is not None:
+            await self.authorizer.start()  # its ACLs read before the listener serves
         if self.config.odradek_admin_listener is not None:
             admin = self.config.odradek_admin_listener
             self.admin = await start_admin_server(

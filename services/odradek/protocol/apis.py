@@ -86,6 +86,9 @@ class ApiKey(enum.IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27  # sent by transaction coordinators to partition leaders
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
@@ -152,6 +155,10 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         # v1 is what coordinators send (kio has no v0); v2 carries KIP-890 part 2's transaction
         # version, not implemented.
         ApiKey.WRITE_TXN_MARKERS: (1, 1),
+        # kio starts the ACL APIs at v1 (v0 knew LITERAL patterns only, before KIP-290).
+        ApiKey.DESCRIBE_ACLS: (1, 3),
+        ApiKey.CREATE_ACLS: (1, 3),
+        ApiKey.DELETE_ACLS: (1, 3),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         # v0 is the same as v1 on the wire, but kio starts at v1; v5 adds KIP-1066's cordoned

@@ -13,15 +13,17 @@ as they are and ``/kafka-acl`` holds what Kafka's ``AclAuthorizer`` writes:
 
 ``Authorizer`` is the port: a handler asks ``RequestContext.authorize`` (one resource) or
 ``RequestContext.authorize_any`` (KIP-679: may the principal do this to some resource of the
-type), and a broker without ``authorizer.class.name`` allows everything. Values only here; the
-ACL authorizer itself lives in ``acl_authorizer``.
+type), and a broker without ``authorizer.class.name`` allows everything. Values only here (with
+Kafka's names for them, ``kafka_name``/``parse_kafka_name``, the principal parser and the rules
+a stored binding obeys, ``AclBinding.invalid_reason``); filters are in ``acl_filter``, the ACL
+authorizer itself in ``acl_authorizer``.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from odradek.security.principal import KafkaPrincipal
 
@@ -29,6 +31,7 @@ __all__ = [
     "CLUSTER_NAME",
     "WILDCARD",
     "WILDCARD_HOST",
+    "WILDCARD_PRINCIPAL",
     "AccessControlEntry",
     "AclBinding",
     "AclOperation",
@@ -37,11 +40,17 @@ __all__ = [
     "PatternType",
     "ResourcePattern",
     "ResourceType",
+    "kafka_name",
+    "parse_kafka_name",
+    "parse_principal",
 ]
 
 CLUSTER_NAME = "kafka-cluster"  # the one Cluster resource's name, as Kafka's
 WILDCARD = "*"  # a LITERAL pattern of this name matches every resource of its type
 WILDCARD_HOST = "*"
+WILDCARD_PRINCIPAL = "User:*"  # an entry for every user (Kafka's AclEntry.WildcardPrincipal)
+
+E = TypeVar("E", bound=enum.Enum)
 
 
 class AclOperation(enum.IntEnum):
@@ -88,11 +97,42 @@ class PatternType(enum.IntEnum):
     PREFIXED = 4
 
 
+def kafka_name(value: enum.Enum) -> str:
+    """Kafka's ``SecurityUtils`` name of a value: ``ClusterAction``, ``TransactionalId``,
+    ``Allow`` (what ``/kafka-acl`` JSON, node names and kafka-acls.sh use)."""
+    return "".join(word.capitalize() for word in value.name.split("_"))
+
+
+def parse_kafka_name(kind: type[E], text: str) -> E:
+    """The value named ``text``, as Kafka's ``SecurityUtils`` reads it: ``ClusterAction``,
+    ``CLUSTER_ACTION`` and ``clusteraction`` alike. Raises ``ValueError``."""
+    wanted = text.replace("_", "").lower()
+    for value in kind:
+        if value.name.replace("_", "").lower() == wanted and value.name not in ("UNKNOWN", "ANY"):
+            return value
+    raise ValueError(f"unknown {kind.__name__} {text!r}")
+
+
+def parse_principal(text: str) -> KafkaPrincipal:
+    """``User:alice`` -> KafkaPrincipal("User", "alice"), as Kafka's ``parseKafkaPrincipal``;
+    ``ValueError`` for anything not ``type:name`` with both parts non-empty."""
+    principal_type, sep, name = (text or "").partition(":")
+    if not sep or not principal_type or not name:
+        raise ValueError(
+            f"expected a string in format principalType:principalName but got {text!r}"
+        )
+    return KafkaPrincipal(principal_type, name)
+
+
 @dataclass(frozen=True, slots=True)
 class ResourcePattern:
     resource_type: ResourceType
     name: str
     pattern_type: PatternType = PatternType.LITERAL
+
+    def __str__(self) -> str:
+        # Kafka's authorizer log form: Topic:LITERAL:orders
+        return f"{kafka_name(self.resource_type)}:{self.pattern_type.name}:{self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +147,31 @@ class AccessControlEntry:
 class AclBinding:
     pattern: ResourcePattern
     entry: AccessControlEntry
+
+    def invalid_reason(self) -> str | None:
+        """Why Kafka would refuse to store this binding (None: it may be stored): an UNKNOWN or
+        ANY element, a MATCH pattern, a principal that is not ``type:name``, a name that is empty,
+        holds ``/`` or is not ``kafka-cluster`` for the Cluster."""
+        pattern, entry = self.pattern, self.entry
+        for value, banned in (
+            (pattern.resource_type, (ResourceType.UNKNOWN, ResourceType.ANY)),
+            (pattern.pattern_type, (PatternType.UNKNOWN, PatternType.ANY, PatternType.MATCH)),
+            (entry.operation, (AclOperation.UNKNOWN, AclOperation.ANY)),
+            (entry.permission_type, (AclPermissionType.UNKNOWN, AclPermissionType.ANY)),
+        ):
+            if value in banned:
+                return f"{type(value).__name__} {value.name} is not allowed in an ACL binding"
+        try:
+            parse_principal(entry.principal)
+        except ValueError as e:
+            return str(e)
+        if not pattern.name:
+            return "Invalid empty resource name"
+        if "/" in pattern.name or pattern.name in (".", ".."):
+            return f"ACL binding contains invalid resource name: {pattern.name}"
+        if pattern.resource_type is ResourceType.CLUSTER and pattern.name != CLUSTER_NAME:
+            return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+        return None
 
 
 class Authorizer(Protocol):

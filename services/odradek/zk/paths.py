@@ -21,6 +21,17 @@ from types import MappingProxyType
 from typing import ClassVar, NamedTuple, Self
 
 from odradek.config.endpoints import SecurityProtocol
+from odradek.security.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    kafka_name,
+    parse_kafka_name,
+    parse_principal,
+)
 from odradek.zk.codec import (
     INT32_MAX,
     INT64_MAX,
@@ -757,3 +768,159 @@ class ProducerIdBlock:
                 block_end=obj.decimal_string("block_end", lo=0),
             ),
         )
+
+
+# --- /kafka-acl and /kafka-acl-extended ------------------------------------------------------
+
+LITERAL_ACL_PATH = "/kafka-acl"
+EXTENDED_ACL_PATH = "/kafka-acl-extended"
+LITERAL_ACL_CHANGES_PATH = "/kafka-acl-changes"
+EXTENDED_ACL_CHANGES_PATH = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+# The pattern types stored (Kafka's PatternType.isSpecific) and the resource types of ACLs.
+ACL_PATTERN_TYPES = (PatternType.LITERAL, PatternType.PREFIXED)
+ACL_RESOURCE_TYPES = tuple(
+    t for t in ResourceType if t not in (ResourceType.UNKNOWN, ResourceType.ANY)
+)
+
+
+def acl_root_path(pattern_type: PatternType) -> str:
+    """``/kafka-acl`` for LITERAL, ``/kafka-acl-extended/prefixed`` for PREFIXED."""
+    if pattern_type is PatternType.LITERAL:
+        return LITERAL_ACL_PATH
+    if pattern_type is PatternType.PREFIXED:
+        return f"{EXTENDED_ACL_PATH}/{pattern_type.name.lower()}"
+    raise ValueError(f"no ACLs are stored for pattern type {pattern_type.name}")
+
+
+def acl_type_path(pattern_type: PatternType, resource_type: ResourceType) -> str:
+    """``/kafka-acl/Topic``: Kafka's resource type name, one node per type."""
+    if resource_type not in ACL_RESOURCE_TYPES:
+        raise ValueError(f"no ACLs are stored for resource type {resource_type.name}")
+    return f"{acl_root_path(pattern_type)}/{kafka_name(resource_type)}"
+
+
+def acl_resource_path(pattern: ResourcePattern) -> str:
+    """``/kafka-acl/Topic/orders``, ``/kafka-acl-extended/prefixed/Group/app-``."""
+    name = pattern.name
+    if _ENTITY_NAME.fullmatch(name or "") is None or name in (".", ".."):
+        raise ValueError(f"illegal ACL resource name {name!r}")
+    return f"{acl_type_path(pattern.pattern_type, pattern.resource_type)}/{name}"
+
+
+def acl_changes_path(pattern_type: PatternType) -> str:
+    """Where changes to ACLs of ``pattern_type`` are announced."""
+    acl_root_path(pattern_type)  # validates
+    if pattern_type is PatternType.LITERAL:
+        return LITERAL_ACL_CHANGES_PATH
+    return EXTENDED_ACL_CHANGES_PATH
+
+
+def acl_change_path_prefix(pattern_type: PatternType) -> str:
+    """The path to create with ``sequence=True``: ``/kafka-acl-changes/acl_changes_``."""
+    return f"{acl_changes_path(pattern_type)}/{ACL_CHANGE_PREFIX}"
+
+
+# What Kafka's KafkaZkClient.createAclPaths creates: every type node and both change nodes.
+ACL_PATHS = (
+    *(acl_type_path(p, t) for p in ACL_PATTERN_TYPES for t in ACL_RESOURCE_TYPES),
+    LITERAL_ACL_CHANGES_PATH,
+    EXTENDED_ACL_CHANGES_PATH,
+)
+
+
+@dataclass(frozen=True)
+class ResourceAcls:
+    """The ACLs of one resource pattern (Kafka's ``AclEntry`` JSON)::
+
+        {"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",
+         "operation":"Read","host":"*"}]}
+
+    Names are Kafka's (``Allow``/``Deny``; ``Read``, ``ClusterAction``, ``All``, ...); reading
+    also takes Kafka's other spellings (``READ``). The entries are a set; written sorted.
+    """
+
+    entries: frozenset[AccessControlEntry] = frozenset()
+
+    VERSION: ClassVar[int] = 1
+
+    def encode(self) -> bytes:
+        entries = sorted(
+            self.entries,
+            key=lambda e: (e.principal, e.permission_type, e.operation, e.host),
+        )
+        return encode_json(
+            {
+                "version": self.VERSION,
+                "acls": [
+                    {
+                        "principal": e.principal,
+                        "permissionType": kafka_name(e.permission_type),
+                        "operation": kafka_name(e.operation),
+                        "host": e.host,
+                    }
+                    for e in entries
+                ],
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | None, path: str = f"{LITERAL_ACL_PATH}/<type>/<name>") -> Self:
+        if not data:
+            return cls()
+        obj = JsonObject.parse(data, path)
+        obj.version(cls.VERSION, cls.VERSION)
+        entries = []
+        for item in obj.objects("acls"):
+            try:
+                principal = item.string("principal")
+                parse_principal(principal)
+                entries.append(
+                    AccessControlEntry(
+                        principal=principal,
+                        host=item.string("host"),
+                        operation=parse_kafka_name(AclOperation, item.string("operation")),
+                        permission_type=parse_kafka_name(
+                            AclPermissionType, item.string("permissionType")
+                        ),
+                    )
+                )
+            except ValueError as e:
+                raise ZkDataError(str(e), path=path) from e
+        return cls(frozenset(entries))
+
+
+def encode_acl_change(pattern: ResourcePattern) -> bytes:
+    """A change notification's data, as Kafka writes it: ``TOPIC:orders`` (a LITERAL pattern,
+    the resource type's Java name), or for PREFIXED
+    ``{"version":1,"resourceType":"TOPIC","name":"app-","patternType":"PREFIXED"}``."""
+    if pattern.pattern_type is PatternType.LITERAL:
+        return f"{pattern.resource_type.name}:{pattern.name}".encode()
+    acl_root_path(pattern.pattern_type)  # validates
+    return encode_json(
+        {
+            "version": 1,
+            "resourceType": pattern.resource_type.name,
+            "name": pattern.name,
+            "patternType": pattern.pattern_type.name,
+        }
+    )
+
+
+def decode_acl_change(data: bytes, pattern_type: PatternType, path: str) -> ResourcePattern:
+    """The resource pattern a notification under ``acl_changes_path(pattern_type)`` names."""
+    try:
+        if pattern_type is PatternType.LITERAL:
+            type_name, sep, name = bytes(data).decode("utf-8").partition(":")
+            if not sep:
+                raise ValueError("expected a string in format ResourceType:ResourceName")
+            return ResourcePattern(parse_kafka_name(ResourceType, type_name), name)
+        obj = JsonObject.parse(data, path)
+        obj.version(1, 1)
+        return ResourcePattern(
+            parse_kafka_name(ResourceType, obj.string("resourceType")),
+            obj.string("name"),
+            parse_kafka_name(PatternType, obj.string("patternType")),
+        )
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ZkDataError(f"bad ACL change notification: {e}", path=path) from e

@@ -99,6 +99,9 @@ KAFKA_DEFAULTS = {
     "ssl.client.auth": "none",
     "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
     "ssl.principal.mapping.rules": "DEFAULT",
+    "authorizer.class.name": "",
+    "super.users": "",
+    "allow.everyone.if.no.acl.found": "false",
 }
 # Keys Kafka leaves unset (null) by default; their fallbacks apply.
 KAFKA_NULL_DEFAULTS = {

@@ -1,0 +1,74 @@
+"""CreateAcls (30, v1-3): store ACL bindings through the broker's ACL authorizer.
+
+Needs ALTER on the Cluster (else CLUSTER_AUTHORIZATION_FAILED for every binding), and an
+authorizer (else SECURITY_DISABLED). Each binding gets its own result: INVALID_REQUEST for one
+Kafka refuses (UNKNOWN or ANY elements, a MATCH pattern, a principal that is not
+``type:name``, an empty name, a Cluster not named ``kafka-cluster``), as
+``AclBinding.invalid_reason`` says. kio has no v0 (LITERAL only, before KIP-290).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers import acls
+from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.errors import ErrorCode
+from odradek.protocol import schemas
+from odradek.protocol.apis import ApiKey
+from odradek.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+
+API_KEY = ApiKey.CREATE_ACLS
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    refused = acls.refusal(ctx, AclOperation.ALTER)
+    authorizer = acls.authorizer(ctx)
+    if refused is not None or authorizer is None:
+        error, message = refused or (ErrorCode.security_disabled, acls.SECURITY_DISABLED_MESSAGE)
+        return _answer(request, [(error, message)] * len(request.creations))
+    bindings = [_binding(creation) for creation in request.creations]
+    results = await authorizer.create_acls(bindings)
+    return _answer(request, [(r.error_code, r.message) for r in results])
+
+
+def error_response(request: Any, error: ErrorCode) -> Any:
+    return _answer(request, [(error, None)] * len(request.creations))
+
+
+def _binding(creation: Any) -> AclBinding:
+    return AclBinding(
+        ResourcePattern(
+            acls.code(ResourceType, creation.resource_type),
+            creation.resource_name,
+            acls.code(PatternType, creation.resource_pattern_type),
+        ),
+        AccessControlEntry(
+            creation.principal,
+            creation.host,
+            acls.code(AclOperation, creation.operation),
+            acls.code(AclPermissionType, creation.permission_type),
+        ),
+    )
+
+
+def _answer(request: Any, results: list[tuple[ErrorCode, str | None]]) -> Any:
+    response_type = schemas.response_schema(API_KEY, request.__version__)
+    result_type = element_type(response_type, "results")
+    return build(
+        response_type,
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            build(result_type, error_code=error, error_message=message)
+            for error, message in results
+        ),
+    )

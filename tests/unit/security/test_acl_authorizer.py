@@ -1,0 +1,505 @@
+"""The ACL authorizer's rules, as Kafka's AclAuthorizer: literal, wildcard and prefixed patterns,
+DENY over ALLOW, implied operations, super users, allow.everyone.if.no.acl.found, KIP-679's
+authorize_any, and CreateAcls/DeleteAcls/DescribeAcls semantics over an in-memory store."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from odradek.errors import ErrorCode
+from odradek.security.acl import (
+    CLUSTER_NAME,
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from odradek.security.acl_authorizer import DENIAL_LOGS_PER_S_MAX, AclAuthorizer
+from odradek.security.acl_filter import (
+    AccessControlEntryFilter,
+    AclBindingFilter,
+    ResourcePatternFilter,
+)
+from odradek.security.principal import KafkaPrincipal
+from support.acl_memory_store import MemoryAclStore
+
+Op = AclOperation
+Perm = AclPermissionType
+T = ResourceType
+LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
+ALICE = KafkaPrincipal.user("alice")
+BOB = KafkaPrincipal.user("bob")
+HOST = "10.0.0.1"
+
+
+def ace(principal="User:alice", op=Op.READ, perm=Perm.ALLOW, host="*"):
+    return AccessControlEntry(principal, host, op, perm)
+
+
+def authorizer(acls=(), **options) -> AclAuthorizer:
+    """``acls``: (resource type, name, pattern type, entry) rows."""
+    auth = AclAuthorizer(MemoryAclStore(), **options)
+    grouped: dict[ResourcePattern, set[AccessControlEntry]] = {}
+    for rtype, name, ptype, entry in acls:
+        grouped.setdefault(ResourcePattern(rtype, name, ptype), set()).add(entry)
+    auth.load({p: frozenset(e) for p, e in grouped.items()})
+    return auth
+
+
+# (acls, principal, host, operation, resource type, name, allowed)
+CASES = [
+    ("no acls: denied", [], ALICE, HOST, Op.READ, T.TOPIC, "t", False),
+    ("literal allow", [(T.TOPIC, "t", LIT, ace())], ALICE, HOST, Op.READ, T.TOPIC, "t", True),
+    ("other topic", [(T.TOPIC, "t", LIT, ace())], ALICE, HOST, Op.READ, T.TOPIC, "u", False),
+    ("other principal", [(T.TOPIC, "t", LIT, ace())], BOB, HOST, Op.READ, T.TOPIC, "t", False),
+    ("other operation", [(T.TOPIC, "t", LIT, ace())], ALICE, HOST, Op.WRITE, T.TOPIC, "t", False),
+    ("wildcard name", [(T.TOPIC, "*", LIT, ace())], ALICE, HOST, Op.READ, T.TOPIC, "any", True),
+    (
+        "wildcard principal",
+        [(T.TOPIC, "t", LIT, ace("User:*"))],
+        BOB,
+        HOST,
+        Op.READ,
+        T.TOPIC,
+        "t",
+        True,
+    ),
+    (
+        "host matches",
+        [(T.TOPIC, "t", LIT, ace(host=HOST))],
+        ALICE,
+        HOST,
+        Op.READ,
+        T.TOPIC,
+        "t",
+        True,
+    ),
+    (
+        "host differs",
+        [(T.TOPIC, "t", LIT, ace(host="10.0.0.2"))],
+        ALICE,
+        HOST,
+        Op.READ,
+        T.TOPIC,
+        "t",
+        False,
+    ),
+    ("prefixed", [(T.TOPIC, "app-", PRE, ace())], ALICE, HOST, Op.READ, T.TOPIC, "app-1", True),
+    (
+        "prefix is whole name",
+        [(T.TOPIC, "app", PRE, ace())],
+        ALICE,
+        HOST,
+        Op.READ,
+        T.TOPIC,
+        "app",
+        True,
+    ),
+    (
+        "prefix not matching",
+        [(T.TOPIC, "app-", PRE, ace())],
+        ALICE,
+        HOST,
+        Op.READ,
+        T.TOPIC,
+        "ap",
+        False,
+    ),
+    (
+        "literal is not a prefix",
+        [(T.TOPIC, "app", LIT, ace())],
+        ALICE,
+        HOST,
+        Op.READ,
+        T.TOPIC,
+        "app-1",
+        False,
+    ),
+    ("other type", [(T.GROUP, "t", LIT, ace())], ALICE, HOST, Op.READ, T.TOPIC, "t", False),
+    (
+        "ALL allows read",
+        [(T.TOPIC, "t", LIT, ace(op=Op.ALL))],
+        ALICE,
+        HOST,
+        Op.READ,
+        T.TOPIC,
+        "t",
+        True,
+    ),
+    (
+        "DENY beats ALLOW",
+        [(T.TOPIC, "t", LIT, ace()), (T.TOPIC, "t", LIT, ace(perm=Perm.DENY))],
+        ALICE,
+        HOST,
+        Op.READ,
+        T.TOPIC,
+        "t",
+        False,
+    ),
+    (
+        "prefixed DENY beats literal ALLOW",
+        [(T.TOPIC, "t", LIT, ace()), (T.TOPIC, "t", PRE, ace(perm=Perm.DENY))],
+        ALICE,
+        HOST,
+        Op.READ,
+        T.TOPIC,
+        "t",
+        False,
+    ),
+    (
+        "wildcard-principal DENY",
+        [(T.TOPIC, "t", LIT, ace()), (T.TOPIC, "*", LIT, ace("User:*", Op.ALL, Perm.DENY))],
+        ALICE,
+        HOST,
+        Op.READ,
+        T.TOPIC,
+        "t",
+        False,
+    ),
+    (
+        "DENY of another op",
+        [(T.TOPIC, "t", LIT, ace()), (T.TOPIC, "t", LIT, ace(op=Op.WRITE, perm=Perm.DENY))],
+        ALICE,
+        HOST,
+        Op.READ,
+        T.TOPIC,
+        "t",
+        True,
+    ),
+    (
+        "READ implies DESCRIBE",
+        [(T.TOPIC, "t", LIT, ace())],
+        ALICE,
+        HOST,
+        Op.DESCRIBE,
+        T.TOPIC,
+        "t",
+        True,
+    ),
+    (
+        "WRITE implies DESCRIBE",
+        [(T.TOPIC, "t", LIT, ace(op=Op.WRITE))],
+        ALICE,
+        HOST,
+        Op.DESCRIBE,
+        T.TOPIC,
+        "t",
+        True,
+    ),
+    (
+        "ALTER_CONFIGS implies DESCRIBE_CONFIGS",
+        [(T.TOPIC, "t", LIT, ace(op=Op.ALTER_CONFIGS))],
+        ALICE,
+        HOST,
+        Op.DESCRIBE_CONFIGS,
+        T.TOPIC,
+        "t",
+        True,
+    ),
+    (
+        "DESCRIBE implies nothing",
+        [(T.TOPIC, "t", LIT, ace(op=Op.DESCRIBE))],
+        ALICE,
+        HOST,
+        Op.READ,
+        T.TOPIC,
+        "t",
+        False,
+    ),
+    (
+        "DENY READ does not deny DESCRIBE",
+        [(T.TOPIC, "t", LIT, ace(op=Op.DESCRIBE)), (T.TOPIC, "t", LIT, ace(perm=Perm.DENY))],
+        ALICE,
+        HOST,
+        Op.DESCRIBE,
+        T.TOPIC,
+        "t",
+        True,
+    ),
+    (
+        "cluster",
+        [(T.CLUSTER, CLUSTER_NAME, LIT, ace(op=Op.CLUSTER_ACTION))],
+        ALICE,
+        HOST,
+        Op.CLUSTER_ACTION,
+        T.CLUSTER,
+        CLUSTER_NAME,
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("acls", "principal", "host", "operation", "rtype", "name", "allowed"),
+    [pytest.param(*case[1:], id=case[0]) for case in CASES],
+)
+def test_authorize(acls, principal, host, operation, rtype, name, allowed):
+    assert authorizer(acls).authorize(principal, host, operation, rtype, name) is allowed
+
+
+def test_super_users_are_allowed_everything_even_against_a_deny():
+    auth = authorizer(
+        [(T.TOPIC, "t", LIT, ace(op=Op.ALL, perm=Perm.DENY))],
+        super_users=[ALICE],
+    )
+    assert auth.authorize(ALICE, HOST, Op.DELETE, T.TOPIC, "t")
+    assert auth.authorize_any(ALICE, HOST, Op.WRITE, T.TOPIC)
+    assert not auth.authorize(BOB, HOST, Op.DELETE, T.TOPIC, "t")
+
+
+def test_allow_everyone_if_no_acl_found_applies_only_to_resources_without_acls():
+    auth = authorizer(
+        [(T.TOPIC, "guarded", LIT, ace("User:bob"))], allow_everyone_if_no_acl_found=True
+    )
+    assert auth.authorize(ALICE, HOST, Op.WRITE, T.TOPIC, "open")
+    assert not auth.authorize(ALICE, HOST, Op.READ, T.TOPIC, "guarded")
+    assert auth.authorize(BOB, HOST, Op.READ, T.TOPIC, "guarded")
+
+
+# KIP-679 / AclAuthorizer.authorizeByResourceType
+ANY_CASES = [
+    ("nothing", [], False),
+    ("a literal allow", [(T.TOPIC, "t", LIT, ace(op=Op.WRITE))], True),
+    ("a prefixed allow", [(T.TOPIC, "p", PRE, ace(op=Op.WRITE))], True),
+    ("ALL", [(T.TOPIC, "t", LIT, ace(op=Op.ALL))], True),
+    ("implied ops do not count", [(T.TOPIC, "t", LIT, ace(op=Op.READ))], False),
+    ("another type", [(T.GROUP, "t", LIT, ace(op=Op.WRITE))], False),
+    (
+        "literal deny of the same name",
+        [
+            (T.TOPIC, "t", LIT, ace(op=Op.WRITE)),
+            (T.TOPIC, "t", LIT, ace(op=Op.WRITE, perm=Perm.DENY)),
+        ],
+        False,
+    ),
+    (
+        "literal deny of another name",
+        [
+            (T.TOPIC, "t", LIT, ace(op=Op.WRITE)),
+            (T.TOPIC, "u", LIT, ace(op=Op.WRITE, perm=Perm.DENY)),
+        ],
+        True,
+    ),
+    (
+        "prefixed deny covering the allow",
+        [
+            (T.TOPIC, "app-1", LIT, ace(op=Op.WRITE)),
+            (T.TOPIC, "app", PRE, ace(op=Op.WRITE, perm=Perm.DENY)),
+        ],
+        False,
+    ),
+    (
+        "prefixed deny covering a prefixed allow",
+        [
+            (T.TOPIC, "app-", PRE, ace(op=Op.WRITE)),
+            (T.TOPIC, "app", PRE, ace(op=Op.WRITE, perm=Perm.DENY)),
+        ],
+        False,
+    ),
+    (
+        "prefixed deny narrower than a prefixed allow",
+        [
+            (T.TOPIC, "app", PRE, ace(op=Op.WRITE)),
+            (T.TOPIC, "app-", PRE, ace(op=Op.WRITE, perm=Perm.DENY)),
+        ],
+        True,
+    ),
+    (
+        "deny of * beats everything",
+        [
+            (T.TOPIC, "t", LIT, ace(op=Op.WRITE)),
+            (T.TOPIC, "*", LIT, ace("User:*", Op.WRITE, Perm.DENY)),
+        ],
+        False,
+    ),
+    (
+        "allow of * survives literal denies",
+        [
+            (T.TOPIC, "*", LIT, ace(op=Op.WRITE)),
+            (T.TOPIC, "t", LIT, ace(op=Op.WRITE, perm=Perm.DENY)),
+        ],
+        True,
+    ),
+    ("another principal's allow", [(T.TOPIC, "t", LIT, ace("User:bob", Op.WRITE))], False),
+    ("a wildcard principal's allow", [(T.TOPIC, "t", LIT, ace("User:*", Op.WRITE))], True),
+    ("another host", [(T.TOPIC, "t", LIT, ace(op=Op.WRITE, host="10.9.9.9"))], False),
+]
+
+
+@pytest.mark.parametrize(
+    ("acls", "allowed"), [pytest.param(*case[1:], id=case[0]) for case in ANY_CASES]
+)
+def test_authorize_any(acls, allowed):
+    assert authorizer(acls).authorize_any(ALICE, HOST, Op.WRITE, T.TOPIC) is allowed
+
+
+def test_authorize_any_with_allow_everyone():
+    deny_all = [(T.TOPIC, "*", LIT, ace(op=Op.WRITE, perm=Perm.DENY))]
+    assert authorizer([], allow_everyone_if_no_acl_found=True).authorize_any(
+        ALICE, HOST, Op.WRITE, T.TOPIC
+    )
+    assert not authorizer(deny_all, allow_everyone_if_no_acl_found=True).authorize_any(
+        ALICE, HOST, Op.WRITE, T.TOPIC
+    )
+
+
+def test_authorize_any_refuses_filter_values():
+    with pytest.raises(ValueError):
+        authorizer().authorize_any(ALICE, HOST, Op.ANY, T.TOPIC)
+    with pytest.raises(ValueError):
+        authorizer().authorize_any(ALICE, HOST, Op.READ, T.ANY)
+
+
+def test_an_update_replaces_the_cache_and_the_index():
+    auth = authorizer([(T.TOPIC, "t", LIT, ace(op=Op.WRITE))])
+    pattern = ResourcePattern(T.TOPIC, "t")
+    auth.apply(pattern, frozenset())
+    assert not auth.authorize(ALICE, HOST, Op.WRITE, T.TOPIC, "t")
+    assert not auth.authorize_any(ALICE, HOST, Op.WRITE, T.TOPIC)
+    auth.apply(pattern, frozenset({ace(op=Op.WRITE)}))
+    assert auth.authorize_any(ALICE, HOST, Op.WRITE, T.TOPIC)
+
+
+def test_denials_are_logged_in_kafka_words_and_bounded(caplog):
+    auth = authorizer(clock=lambda: 100.0)
+    with caplog.at_level(logging.INFO, logger="odradek.security.acl_authorizer"):
+        for _ in range(DENIAL_LOGS_PER_S_MAX * 3):
+            auth.authorize(ALICE, HOST, Op.READ, T.TOPIC, "orders")
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == DENIAL_LOGS_PER_S_MAX
+    assert lines[0] == (
+        "Principal = User:alice is Denied Operation = Read from host = 10.0.0.1 "
+        "on resource = Topic:LITERAL:orders"
+    )
+
+
+# --- CreateAcls / DescribeAcls / DeleteAcls over the store --------------------------------
+
+
+def binding(rtype=T.TOPIC, name="t", ptype=LIT, **entry) -> AclBinding:
+    return AclBinding(ResourcePattern(rtype, name, ptype), ace(**entry))
+
+
+def bfilter(rtype=T.ANY, name=None, ptype=PatternType.ANY, principal=None, op=Op.ANY):
+    return AclBindingFilter(
+        ResourcePatternFilter(rtype, name, ptype),
+        AccessControlEntryFilter(principal, None, op, Perm.ANY),
+    )
+
+
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        (binding(rtype=T.ANY), "ResourceType ANY"),
+        (binding(ptype=PatternType.MATCH), "PatternType MATCH"),
+        (binding(ptype=PatternType.ANY), "PatternType ANY"),
+        (binding(op=Op.ANY), "AclOperation ANY"),
+        (binding(op=Op.UNKNOWN), "AclOperation UNKNOWN"),
+        (binding(perm=Perm.ANY), "AclPermissionType ANY"),
+        (binding(principal="alice"), "principalType:principalName"),
+        (binding(name=""), "empty resource name"),
+        (binding(name="a/b"), "invalid resource name"),
+        (binding(rtype=T.CLUSTER, name="c"), "kafka-cluster"),
+    ],
+)
+def test_create_refuses_what_kafka_refuses(bad, why):
+    auth = authorizer()
+    [result] = asyncio.run(auth.create_acls([bad]))
+    assert result.error_code == ErrorCode.invalid_request
+    assert why in result.message
+    assert auth.acls(bfilter()) == []
+
+
+def test_create_describe_delete_as_confluent_kafkas_admin_test():
+    auth = authorizer()
+    b1 = binding(name="topic", principal="User:test-user-1")
+    b2 = binding(name="topic", ptype=PRE, principal="User:test-user-2", op=Op.WRITE, perm=Perm.DENY)
+    b3 = binding(T.GROUP, "group", PRE, principal="User:test-user-2", op=Op.ALL)
+    results = asyncio.run(auth.create_acls([b1, b2, b3]))
+    assert [r.error_code for r in results] == [ErrorCode.none] * 3
+    assert set(auth.acls(bfilter())) == {b1, b2, b3}
+    assert set(auth.acls(bfilter(ptype=PRE))) == {b2, b3}
+
+    [prefixed] = asyncio.run(auth.delete_acls([bfilter(ptype=PRE)]))
+    assert {b for b, _ in prefixed.deleted} == {b2, b3}
+    topics, groups = asyncio.run(auth.delete_acls([bfilter(T.TOPIC), bfilter(T.GROUP)]))
+    assert [b for b, _ in topics.deleted] == [b1]
+    assert groups.deleted == []
+    assert auth.acls(bfilter()) == []
+    assert auth.store.acls == {}
+
+
+def test_match_filters_select_the_patterns_that_apply_to_a_name():
+    auth = authorizer()
+    wild, lit, pre, other = (
+        binding(name="*"),
+        binding(name="app-1"),
+        binding(name="app-", ptype=PRE),
+        binding(name="app-2"),
+    )
+    asyncio.run(auth.create_acls([wild, lit, pre, other]))
+    match = bfilter(T.TOPIC, "app-1", PatternType.MATCH)
+    assert set(auth.acls(match)) == {wild, lit, pre}
+    assert set(auth.acls(bfilter(T.TOPIC, "app-1", PatternType.ANY))) == {lit}
+    assert set(auth.acls(bfilter(T.TOPIC, "app-", PRE))) == {pre}
+
+
+def test_a_binding_two_filters_match_is_reported_under_the_first():
+    auth = authorizer()
+    b = binding()
+    asyncio.run(auth.create_acls([b]))
+    first, second = asyncio.run(auth.delete_acls([bfilter(), bfilter(T.TOPIC)]))
+    assert [x for x, _ in first.deleted] == [b]
+    assert second.deleted == []
+
+
+def test_delete_refuses_unknown_filters():
+    auth = authorizer()
+    [result] = asyncio.run(auth.delete_acls([bfilter(op=Op.UNKNOWN)]))
+    assert result.error.error_code == ErrorCode.invalid_request
+
+
+def test_entry_filters_match_principal_and_operation():
+    auth = authorizer()
+    alice_read, bob_read, alice_write = (
+        binding(),
+        binding(principal="User:bob"),
+        binding(op=Op.WRITE),
+    )
+    asyncio.run(auth.create_acls([alice_read, bob_read, alice_write]))
+    assert set(auth.acls(bfilter(principal="User:alice"))) == {alice_read, alice_write}
+    assert set(auth.acls(bfilter(op=Op.WRITE))) == {alice_write}
+
+
+def test_config_builds_the_authorizer_or_refuses_other_classes(tmp_path):
+    from odradek.config.broker import BrokerConfig
+    from odradek.errors import InvalidConfigError
+    from odradek.security.acl_authorizer import from_config
+
+    base = {"broker.id": "1", "zookeeper.connect": "127.0.0.1:1", "log.dirs": str(tmp_path)}
+    assert from_config(BrokerConfig.from_properties(base), None) is None
+    for class_name in (
+        "kafka.security.authorizer.AclAuthorizer",
+        "kafka.security.auth.SimpleAclAuthorizer",
+    ):
+        config = BrokerConfig.from_properties(
+            {**base, "authorizer.class.name": class_name, "super.users": "User:admin;User:CN=b0"}
+        )
+        auth = from_config(config, None)
+        assert auth.super_users == {KafkaPrincipal.user("admin"), KafkaPrincipal.user("CN=b0")}
+        assert auth.allow_everyone_if_no_acl_found is False
+    with pytest.raises(InvalidConfigError, match="kafka.security.authorizer.AclAuthorizer"):
+        BrokerConfig.from_properties(
+            {
+                **base,
+                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            }
+        )
+    with pytest.raises(InvalidConfigError, match="super.users"):
+        BrokerConfig.from_properties({**base, "super.users": "admin"})
