@@ -99,6 +99,9 @@ KAFKA_DEFAULTS = {
     "ssl.client.auth": "none",
     "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
     "ssl.principal.mapping.rules": "DEFAULT",
+    "sasl.enabled.mechanisms": "GSSAPI",  # Kafka's default; a SASL listener must set others
+    "connection.failed.authentication.delay.ms": "100",
+    "sasl.server.max.receive.size": "524288",
 }
 # Keys Kafka leaves unset (null) by default; their fallbacks apply.
 KAFKA_NULL_DEFAULTS = {
@@ -119,6 +122,7 @@ KAFKA_NULL_DEFAULTS = {
     "ssl.key.password",
     "ssl.truststore.location",
     "ssl.truststore.certificates",
+    "sasl.mechanism.inter.broker.protocol",  # Kafka's default is GSSAPI; refused when set here
 }
 CONTROL_PLANE = Endpoint("CONTROL_PLANE", "127.0.0.1", 9091)
 
