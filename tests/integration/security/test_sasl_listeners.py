@@ -273,3 +273,10 @@ def test_scram_users_follow_alter_and_describe(cluster):
     )
     with pytest.raises(Exception, match="Too few iterations"):
         admin.alter_user_scram_credentials([too_few])["zoe"].result(timeout=WAIT_S)
+
+
+def test_a_large_request_before_authentication_is_refused(cluster):
+    ports, _, _ = cluster
+    with socket.create_connection(("127.0.0.1", ports["SASL"]), timeout=WAIT_S) as sock:
+        sock.sendall(struct.pack(">i", 524288 + 1) + b"\x00" * 1024)  # sasl.server.max.receive.size
+        assert sock.recv(1) == b""

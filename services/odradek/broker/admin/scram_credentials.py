@@ -216,6 +216,8 @@ async def alter(
 def _check_user(user: str, ops: Sequence[Deletion | Upsertion]) -> tuple[ErrorCode, str | None]:
     if not user:
         return ErrorCode.unacceptable_credential, "Username must not be empty"
+    if sanitize(user) in (".", ".."):  # no znode can have that name
+        return ErrorCode.unacceptable_credential, f"Username {user!r} cannot be stored"
     seen: set[int] = set()
     for op in ops:
         mechanism = ScramMechanism.by_wire_type(op.mechanism)
