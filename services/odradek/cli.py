@@ -28,6 +28,7 @@ from odradek.commands import (
     storage_demo,
     topics,
     transactions,
+    users,
 )
 
 COMMANDS = (
@@ -44,6 +45,7 @@ COMMANDS = (
     cluster,
     groups,
     transactions,
+    users,
     connect,
 )
 

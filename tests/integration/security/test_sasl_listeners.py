@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import socket
 import struct
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -280,3 +282,53 @@ def test_a_large_request_before_authentication_is_refused(cluster):
     with socket.create_connection(("127.0.0.1", ports["SASL"]), timeout=WAIT_S) as sock:
         sock.sendall(struct.pack(">i", 524288 + 1) + b"\x00" * 1024)  # sasl.server.max.receive.size
         assert sock.recv(1) == b""
+
+
+def _odradek(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "odradek.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_odradek_users_sets_lists_and_deletes_a_credential(cluster):
+    ports, _, _ = cluster
+    bootstrap = f"--bootstrap-server=127.0.0.1:{ports['PLAINTEXT']}"
+    done = _odradek(
+        "users",
+        "set-scram",
+        "--user=uma",
+        "--mechanism=SCRAM-SHA-256",
+        "--password=uma-secret",
+        "--iterations=4096",
+        bootstrap,
+    )
+    assert done.returncode == 0, done
+    assert (
+        AdminClient(_confluent(ports, "SCRAM-SHA-256", "uma", "uma-secret"))
+        .list_topics(timeout=WAIT_S)
+        .brokers
+    )
+    listed = _odradek("users", "list", "--user=uma", bootstrap)
+    assert listed.returncode == 0, listed
+    assert listed.stdout.split("\n")[1].split() == ["uma", "SCRAM-SHA-256", "4096"]
+    assert (
+        _odradek("users", "delete", "--user=uma", "--mechanism=SCRAM-SHA-256", bootstrap).returncode
+        == 0
+    )
+    again = _odradek("users", "delete", "--user=uma", "--mechanism=SCRAM-SHA-256", bootstrap)
+    assert again.returncode == 1
+    assert "does not exist" in again.stderr
+    too_few = _odradek(
+        "users",
+        "set-scram",
+        "--user=uma",
+        "--mechanism=SCRAM-SHA-512",
+        "--password=x",
+        "--iterations=100",
+        bootstrap,
+    )
+    assert too_few.returncode == 1 and "Too few iterations" in too_few.stderr
