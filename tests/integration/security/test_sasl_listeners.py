@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ USERS = {
 
 @pytest.fixture(scope="module")
 def cluster(local_cluster, tmp_path_factory):
-    """(ports by listener name, the broker's log file, the CA file)."""
+    """(ports by listener name, the broker's log file, the CA file, its admin host:port)."""
     root = tmp_path_factory.mktemp("sasl-pki")
     ca = trustme.CA(organization_name="Odradek tests")
     keystore, ca_file = root / "broker.pem", root / "ca.pem"
@@ -89,7 +90,7 @@ def cluster(local_cluster, tmp_path_factory):
         ]
         for future in admin.alter_user_scram_credentials(upserts).values():
             future.result(timeout=WAIT_S)
-        yield ports, Path(broker.data_dir) / "broker.log", ca_file
+        yield ports, Path(broker.data_dir) / "broker.log", ca_file, bound[1]
 
 
 def _confluent(ports, mechanism, user, password, listener="SASL", **extra) -> dict:
@@ -130,13 +131,13 @@ def _round_trip(config: dict, topic: str) -> list[bytes]:
 
 @pytest.mark.parametrize("mechanism", list(USERS))
 def test_confluent_kafka_authenticates_and_round_trips(cluster, mechanism):
-    ports, _, _ = cluster
+    ports, _, _, _ = cluster
     user, password = USERS[mechanism]
     _round_trip(_confluent(ports, mechanism, user, password), f"ck-{mechanism.lower()}")
 
 
 def test_confluent_kafka_over_sasl_ssl_with_scram_sha_512(cluster):
-    ports, _, ca_file = cluster
+    ports, _, ca_file, _ = cluster
     user, password = USERS["SCRAM-SHA-512"]
     config = _confluent(
         ports,
@@ -151,7 +152,7 @@ def test_confluent_kafka_over_sasl_ssl_with_scram_sha_512(cluster):
 
 @pytest.mark.parametrize("mechanism", list(USERS))
 def test_kafka_python_authenticates_and_round_trips(cluster, mechanism):
-    ports, _, _ = cluster
+    ports, _, _, _ = cluster
     user, password = USERS[mechanism]
     topic = f"kp-{mechanism.lower()}"
     common = {
@@ -198,7 +199,7 @@ def _auth_errors(config: dict) -> list[KafkaError]:
 def test_a_wrong_password_and_an_unknown_user_are_refused(
     cluster, mechanism, user, password, words
 ):
-    ports, log_file, _ = cluster
+    ports, log_file, _, _ = cluster
     errors = _auth_errors(_confluent(ports, mechanism, user, password))
     assert any(e.code() == KafkaError._AUTHENTICATION and words in e.str() for e in errors), errors
     assert password not in log_file.read_text()
@@ -225,7 +226,7 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
 
 
 def test_an_unsupported_mechanism_is_answered_with_the_enabled_ones(cluster):
-    ports, _, _ = cluster
+    ports, _, _, _ = cluster
     handshake = request_schema(17, 1)(mechanism="GSSAPI")
     with socket.create_connection(("127.0.0.1", ports["SASL"]), timeout=WAIT_S) as sock:
         _send(sock, handshake, 1)
@@ -236,7 +237,7 @@ def test_an_unsupported_mechanism_is_answered_with_the_enabled_ones(cluster):
 
 
 def test_a_request_before_authentication_closes_the_connection(cluster):
-    ports, log_file, _ = cluster
+    ports, log_file, _, _ = cluster
     api_versions = request_schema(18, 0)()
     metadata = request_schema(3, 1)(topics=None)
     with socket.create_connection(("127.0.0.1", ports["SASL"]), timeout=WAIT_S) as sock:
@@ -249,7 +250,7 @@ def test_a_request_before_authentication_closes_the_connection(cluster):
 
 
 def test_scram_users_follow_alter_and_describe(cluster):
-    ports, _, _ = cluster
+    ports, _, _, _ = cluster
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
     upsert = UserScramCredentialUpsertion(
         "zoe", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"zoe-secret"
@@ -278,7 +279,7 @@ def test_scram_users_follow_alter_and_describe(cluster):
 
 
 def test_a_large_request_before_authentication_is_refused(cluster):
-    ports, _, _ = cluster
+    ports, _, _, _ = cluster
     with socket.create_connection(("127.0.0.1", ports["SASL"]), timeout=WAIT_S) as sock:
         sock.sendall(struct.pack(">i", 524288 + 1) + b"\x00" * 1024)  # sasl.server.max.receive.size
         assert sock.recv(1) == b""
@@ -295,7 +296,7 @@ def _odradek(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_odradek_users_sets_lists_and_deletes_a_credential(cluster):
-    ports, _, _ = cluster
+    ports, _, _, _ = cluster
     bootstrap = f"--bootstrap-server=127.0.0.1:{ports['PLAINTEXT']}"
     done = _odradek(
         "users",
@@ -332,3 +333,19 @@ def test_odradek_users_sets_lists_and_deletes_a_credential(cluster):
         bootstrap,
     )
     assert too_few.returncode == 1 and "Too few iterations" in too_few.stderr
+
+
+def test_authentications_are_counted_by_listener_mechanism_and_result(cluster):
+    _, _, _, admin_address = cluster
+    assert admin_address is not None
+    with urllib.request.urlopen(f"http://{admin_address}/metrics", timeout=WAIT_S) as answer:
+        text = answer.read().decode()
+    for labels in (
+        'listener="SASL",mechanism="PLAIN",result="failed"',
+        'listener="SASL",mechanism="PLAIN",result="succeeded"',
+        'listener="SASL",mechanism="SCRAM-SHA-512",result="failed"',
+        'listener="SASLSSL",mechanism="SCRAM-SHA-512",result="succeeded"',
+        'listener="SASL",mechanism="unsupported",result="failed"',
+    ):
+        assert f"odradek_sasl_authentications_total{{{labels}}}" in text, labels
+    assert 'odradek_connections_closed_total{reason="unauthenticated"}' in text
