@@ -11,7 +11,8 @@ HANDSHAKE_REQUEST, AUTHENTICATE):
    refused token gets SASL_AUTHENTICATION_FAILED with the reason, and fails.
 
 Anything else before the exchange completes (another API, a handshake twice, a SaslAuthenticate
-before the handshake) closes the connection without an answer, as Kafka's
+before the handshake, any request pipelined behind a failed one) closes the connection without
+an answer, as Kafka's
 ``IllegalSaslStateException``. SaslHandshake v0 (raw tokens without Kafka framing follow it) is
 not served: it is not in the advertised range, and is refused with a message saying so.
 
@@ -94,6 +95,7 @@ class _State(enum.Enum):
     HANDSHAKE = "handshake"
     AUTHENTICATE = "authenticate"
     COMPLETE = "complete"
+    FAILED = "failed"  # nothing more is served: the connection is closing
 
 
 class SaslAuthenticator:
@@ -128,6 +130,8 @@ class SaslAuthenticator:
         if api_key == ApiKey.SASL_AUTHENTICATE and self._state is _State.AUTHENTICATE:
             return
         name = _api_name(api_key)
+        if self._state is _State.FAILED:
+            raise UnexpectedRequest(f"{name} after a failed SASL authentication")
         if self._state is _State.HANDSHAKE:
             raise UnexpectedRequest(
                 f"unexpected Kafka request of type {name} during SASL handshake (only "
@@ -144,6 +148,7 @@ class SaslAuthenticator:
         schema = schemas.response_schema(ApiKey.SASL_HANDSHAKE, header.api_version)
         mechanism = request.mechanism
         if mechanism not in enabled:
+            self._state = _State.FAILED
             raise AuthenticationFailed(
                 build(schema, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=enabled),
                 "unsupported",
@@ -162,6 +167,7 @@ class SaslAuthenticator:
         try:
             challenge = await server.evaluate_response(bytes(request.auth_bytes))
         except SaslAuthenticationError as e:
+            self._state = _State.FAILED
             raise AuthenticationFailed(
                 build(
                     schema,

@@ -62,6 +62,8 @@ def test_an_unsupported_mechanism_and_a_wrong_password_fail_with_kafkas_errors()
     assert failed.value.response.error_code is ErrorCode.unsupported_sasl_mechanism
     assert failed.value.response.mechanisms == ("PLAIN", "SCRAM-SHA-512")
     assert failed.value.mechanism == "unsupported"
+    with pytest.raises(UnexpectedRequest, match="after a failed SASL authentication"):
+        auth.check_allowed(_header(ApiKey.SASL_HANDSHAKE))  # one failure, one delay
     auth = _authenticator()
     auth.handshake(_header(ApiKey.SASL_HANDSHAKE), SimpleNamespace(mechanism="SCRAM-SHA-512"))
     request = SimpleNamespace(auth_bytes=b"n,,n=alice,r=abcdef")
