@@ -29,6 +29,7 @@ from odradek.commands import (
     storage_demo,
     topics,
     transactions,
+    users,
 )
 
 COMMANDS = (
@@ -46,6 +47,7 @@ COMMANDS = (
     groups,
     transactions,
     acls,
+    users,
     connect,
 )
 

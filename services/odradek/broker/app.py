@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from odradek.broker import alter_partition, controlled_shutdown, controller_link, txn_markers
 from odradek.broker.admin.producer_ids import ProducerIdManager
+from odradek.broker.admin.scram_credentials import read_credential
 from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.broker_configs import BrokerConfigs
 from odradek.broker.budget import RequestBudgets
@@ -57,13 +58,14 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
+from odradek.broker.sasl_authenticator import ListenerSasl
 from odradek.broker.server import BrokerServer
 from odradek.broker.topic_configs import TopicConfigs
 from odradek.broker.transaction_coordinator import start_transaction_coordinator
 from odradek.broker.txn_markers import TxnMarkerSender
 from odradek.broker.workers import Workers
 from odradek.config.broker import BrokerConfig
-from odradek.config.endpoints import HostPort, Listener
+from odradek.config.endpoints import SASL_SECURITY_PROTOCOLS, HostPort, Listener
 from odradek.config.topic import TopicConfig
 from odradek.listeners import write_listeners_file
 from odradek.observability.admin_server import AdminServer, start_admin_server
@@ -77,6 +79,7 @@ from odradek.observability.metrics import (
     txn_marker_metrics,
 )
 from odradek.security import acl_authorizer
+from odradek.security.scram import ScramCredential, ScramMechanism
 from odradek.security.tls import broker_links_tls, listener_tls
 from odradek.storage.manager import LogManager, ManagerIntervals
 from odradek.zk.client import SessionEvent, ZkClient
@@ -355,6 +358,27 @@ class BrokerApp:
         )
         return BoundAddresses(ports, admin_port)
 
+    def _listener_sasl(self, listener: Listener) -> ListenerSasl | None:
+        """A SASL listener's mechanisms and users; SCRAM credentials are read from ZooKeeper
+        at each authentication (``admin.scram_credentials``)."""
+        if listener.security_protocol not in SASL_SECURITY_PROTOCOLS:
+            return None
+        config = self.config
+        settings = config.sasl_settings(listener.name)
+        settings.check()
+
+        async def lookup(user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+            return await read_credential(self.zk, user, mechanism)
+
+        return ListenerSasl(
+            listener.name,
+            settings.enabled_mechanisms,
+            settings.plain_users(),
+            lookup,
+            config.connection_failed_authentication_delay_ms,
+            config.sasl_server_max_receive_size,
+        )
+
     async def _serve(
         self, context: BrokerContext, listener: Listener, budgets: RequestBudgets
     ) -> int:
@@ -364,6 +388,7 @@ class BrokerApp:
             context,
             listener,
             tls=self.tls.get(listener.name),
+            sasl=self._listener_sasl(listener),
             budgets=budgets,
             max_frame_bytes=config.socket_request_max_bytes,
             max_inflight=config.odradek_connection_max_inflight_requests,

@@ -32,6 +32,11 @@ Per connection, as Kafka's SocketServer does it:
   principal comes from the client's certificate (``security.tls.peer_principal``), logged
   when there is one. A certificate that no ``ssl.principal.mapping.rules`` rule maps closes the
   connection (Kafka fails its authentication).
+- On a SASL listener (SASL_PLAINTEXT, SASL_SSL) the connection starts unauthenticated
+  (``sasl``, a ``broker.sasl_authenticator.SaslAuthenticator``): the server lets only
+  ApiVersions, SaslHandshake and SaslAuthenticate through until the exchange completes, and
+  the frames are bounded by ``sasl.server.max.receive.size`` until then. A failed exchange
+  is answered, then the connection is closed (``CloseConnection.answer``).
 - Requests already received whole are still handled after the client goes away (their answers
   go nowhere), as Kafka handles what reached its request queue: a producer's retry then finds
   the first attempt in the log instead of racing it.
@@ -62,6 +67,7 @@ import socket
 from collections import deque
 from typing import TYPE_CHECKING
 
+from odradek.broker.sasl_authenticator import SaslAuthenticator
 from odradek.protocol.errors import InvalidFrameError
 from odradek.protocol.framing import Frame, FrameDecoder, encode_frame
 from odradek.protocol.parts import FileRegion, is_buffer
@@ -96,16 +102,19 @@ class CloseReason(enum.StrEnum):
     TOO_MANY_CONNECTIONS = "too_many_connections"  # max.connections
     PEER_GONE = "peer_gone"  # found closed or reset while reading was paused
     NOT_ON_LISTENER = "not_on_listener"  # a client API on the control plane, as Kafka closes it
-    AUTHENTICATION_FAILED = "authentication_failed"  # no principal mapping rule applies
+    AUTHENTICATION_FAILED = "authentication_failed"  # no principal mapping rule; SASL refused
+    UNAUTHENTICATED = "unauthenticated"  # a request SASL does not allow before authentication
     SHUTDOWN = "shutdown"  # the broker is stopping
 
 
 class CloseConnection(Exception):
-    """Raised while serving a request: close the connection for ``reason``."""
+    """Raised while serving a request: close the connection for ``reason``, once ``answer``
+    (the response's parts, if any) is written."""
 
-    def __init__(self, reason: CloseReason, message: str):
+    def __init__(self, reason: CloseReason, message: str, answer: list | None = None):
         super().__init__(message)
         self.reason = reason
+        self.answer = answer
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -114,8 +123,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, server: BrokerServer):
         self.server = server
         self.loop = asyncio.get_running_loop()
+        self.sasl = None if server.sasl is None else SaslAuthenticator(server.sasl)
+        max_frame_bytes = server.max_frame_bytes
+        if server.sasl is not None:  # raised once authenticated (BrokerServer.handle)
+            max_frame_bytes = min(max_frame_bytes, server.sasl.max_receive_bytes)
         self.decoder = FrameDecoder(
-            max_frame_bytes=server.max_frame_bytes,
+            max_frame_bytes=max_frame_bytes,
             read_buffer_bytes=server.read_buffer_bytes,
             memory=server.request_memory,
             buffers=server.frame_buffers,
@@ -254,6 +267,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # The decoder reads nothing more; the worker closes once the frames before this
             # one are answered (see the module docstring).
             self.frame_error = str(e)
+            if self.sasl is not None and not self.sasl.complete:
+                self.frame_error += (
+                    " (sasl.server.max.receive.size bounds it before authentication)"
+                )
             self.receiving_since = None
             self.frame_ready.set()
             self.apply_read_state()
@@ -339,6 +356,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # Kafka reads no request before it has answered the one before, so the requests
             # sent before this one are answered first; only then is the connection closed.
             await self._answers_written()
+            if e.answer is not None:
+                await self._send_answer(e.answer)
             self.close_for(e.reason, str(e))
             return
         if isinstance(parts, asyncio.Future):  # an answer that waits (acks=all): see the module

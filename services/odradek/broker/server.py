@@ -31,6 +31,14 @@ and the connection takes its principal from the peer's certificate
 (``KafkaConnection.connection_made``). A connection still in its handshake is not yet counted
 against ``max.connections`` (asyncio hands it over only once the handshake is done).
 
+A SASL listener's server is given its ``ListenerSasl``: until a connection has authenticated,
+``handle`` lets only ApiVersions, SaslHandshake and SaslAuthenticate through
+(``sasl_authenticator``; anything else closes it, reason ``unauthenticated``). A failed
+exchange is answered after ``connection.failed.authentication.delay.ms`` and the connection
+closed (reason ``authentication_failed``); each outcome is counted in
+``odradek_sasl_authentications_total`` (listener, mechanism, result) and logged without a
+secret. Once authenticated the connection's principal is ``User:<name>``.
+
 Runs on the broker's event loop only.
 """
 
@@ -46,6 +54,7 @@ from odradek.broker.budget import UNBOUNDED, RequestBudgets
 from odradek.broker.connection import CloseConnection, CloseReason, KafkaConnection
 from odradek.broker.context import BrokerContext, DeferredAnswer, RequestContext
 from odradek.broker.handlers import CONTROLLER_APIS, ERROR_RESPONSES, HANDLERS, served_versions
+from odradek.broker.sasl_authenticator import AuthenticationFailed, ListenerSasl, UnexpectedRequest
 from odradek.config.endpoints import Listener
 from odradek.errors import ErrorCode
 from odradek.listeners import bind_any_port
@@ -54,6 +63,7 @@ from odradek.protocol.codec import decode_request, encode_response_parts
 from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from odradek.protocol.framing import DEFAULT_MAX_FRAME_BYTES, DEFAULT_READ_BUFFER_BYTES
 from odradek.protocol.header import RequestHeader
+from odradek.security.principal import KafkaPrincipal
 from odradek.security.tls import ListenerTls
 
 log = logging.getLogger(__name__)
@@ -112,10 +122,12 @@ class BrokerServer:
         receive_timeout_ms: int = RECEIVE_TIMEOUT_MS,
         read_buffer_bytes: int = DEFAULT_READ_BUFFER_BYTES,
         tls: ListenerTls | None = None,
+        sasl: ListenerSasl | None = None,
     ):
         self.context = context
         self.listener = listener
         self.tls = tls
+        self.sasl = sasl
         self.served_versions = served_versions(listener.role)
         self.max_frame_bytes = max_frame_bytes
         self.max_inflight = max_inflight
@@ -225,9 +237,20 @@ class BrokerServer:
         except UnsupportedVersionError as e:
             if e.header.api_key == ApiKey.API_VERSIONS:
                 return encode_response_parts(e.header, api_versions_fallback())
+            if e.header.api_key == ApiKey.SASL_HANDSHAKE and e.header.api_version == 0:
+                raise CloseConnection(
+                    CloseReason.UNSUPPORTED_VERSION,
+                    "SaslHandshake v0 (raw SASL tokens without Kafka framing) is not supported: "
+                    "use a client that sends SaslHandshake v1 and SaslAuthenticate",
+                ) from e
             raise CloseConnection(CloseReason.UNSUPPORTED_VERSION, str(e)) from e
         except InvalidRequestError as e:
             raise CloseConnection(CloseReason.MALFORMED_REQUEST, str(e)) from e
+        sasl = connection.sasl
+        if sasl is not None and not sasl.complete and header.api_key != ApiKey.API_VERSIONS:
+            return await self._authenticate(header, request, connection, started)
+        if sasl is not None and not sasl.complete:
+            self._check_sasl_allows(header, connection)
         if header.api_key in self.served_versions:
             context = RequestContext(
                 header,
@@ -255,6 +278,63 @@ class BrokerServer:
         if isinstance(response, DeferredAnswer):
             return asyncio.ensure_future(self._finish(header, response.response, started))
         return self._encode(header, response, started)
+
+    def _check_sasl_allows(self, header: RequestHeader, connection: KafkaConnection) -> None:
+        assert connection.sasl is not None
+        try:
+            connection.sasl.check_allowed(header)
+        except UnexpectedRequest as e:
+            raise CloseConnection(
+                CloseReason.UNAUTHENTICATED, f"{e} on listener {self.listener.name}"
+            ) from e
+
+    async def _authenticate(
+        self, header: RequestHeader, request: object, connection: KafkaConnection, started: float
+    ) -> list | None:
+        """A SaslHandshake or SaslAuthenticate of a connection not yet authenticated."""
+        sasl = connection.sasl
+        assert sasl is not None
+        self._check_sasl_allows(header, connection)
+        try:
+            if header.api_key == ApiKey.SASL_HANDSHAKE:
+                response = sasl.handshake(header, request)
+            else:
+                response = await sasl.authenticate(header, request)
+        except AuthenticationFailed as e:
+            self._count_authentication(e.mechanism, "failed")
+            log.warning(
+                "authentication of %s on listener %s failed (%s): %s",
+                connection.peer,
+                self.listener.name,
+                e.mechanism,
+                e,
+            )
+            answer = self._encode(header, e.response, started)
+            delay_ms = self.sasl.failed_authentication_delay_ms if self.sasl else 0
+            if delay_ms > 0:  # Kafka's connection.failed.authentication.delay.ms
+                await asyncio.sleep(delay_ms / 1000)
+            raise CloseConnection(
+                CloseReason.AUTHENTICATION_FAILED, f"SASL authentication failed: {e}", answer
+            ) from None
+        if sasl.complete:
+            connection.principal = KafkaPrincipal.user(sasl.user)
+            connection.decoder.max_frame_bytes = self.max_frame_bytes
+            self._count_authentication(sasl.mechanism or "", "succeeded")
+            log.info(
+                "SASL connection %s on listener %s: principal %s (%s)",
+                connection.peer,
+                self.listener.name,
+                connection.principal,
+                sasl.mechanism,
+            )
+        return self._encode(header, response, started)
+
+    def _count_authentication(self, mechanism: str, result: str) -> None:
+        metrics = self.context.metrics
+        if metrics is not None:  # mechanism: an enabled one or "unsupported" (bounded labels)
+            metrics.sasl_authentications.labels(
+                listener=self.listener.name, mechanism=mechanism, result=result
+            ).inc()
 
     async def _finish(
         self, header: RequestHeader, deferred: Awaitable[object], started: float

@@ -21,16 +21,21 @@ what was set (``None`` when unset) while ``effective_*`` gives the value to use:
 Listeners are checked as Kafka's ``KafkaConfig`` checks them: every listener has a security
 protocol in ``listener.security.protocol.map``, advertised names are among the listeners', the
 inter-broker and the control-plane listeners are advertised and differ. Departures, all for
-safety: a listener whose protocol is SASL_PLAINTEXT or SASL_SSL is refused (no SASL yet), the
-inter-broker and control-plane listeners are PLAINTEXT or SSL (the broker's own connections
-to other brokers and to the controller use their settings, ``security.tls.broker_links_tls``), and
+safety: the inter-broker and control-plane listeners are PLAINTEXT or SSL, not SASL yet (the
+broker's own connections to other brokers and to the controller use their settings,
+``security.tls.broker_links_tls``), and
 ``control.plane.listener.name`` is always set and must name one of ``listeners``, because the
 controller's requests are served on that listener only (``listener_table`` gives each listener
 its role). The defaults have a client listener and a control-plane one.
 
 SSL listeners take Kafka's ``ssl.*`` keys (PEM key and trust stores only) and their
 per-listener overrides ``listener.name.<l>.ssl.*`` (``config.ssl``, ``ssl_settings``); any
-``ssl.*`` key not honoured is refused by name.
+``ssl.*`` key not honoured is refused by name. SASL_SSL listeners take them too.
+
+SASL listeners (SASL_PLAINTEXT, SASL_SSL) take Kafka's ``sasl.enabled.mechanisms`` and
+``listener.name.<l>.sasl.enabled.mechanisms``, ``listener.name.<l>.<mechanism>.sasl.jaas.config``
+(``config.sasl``, ``sasl_settings``); GSSAPI (Kafka's default), OAUTHBEARER and any ``sasl.*``
+key not honoured are refused by name.
 
 The broker's ``log.*`` keys (and a few others) are the defaults of every topic:
 ``topic_defaults()`` maps them with ``TOPIC_CONFIG_SYNONYMS``, Kafka's
@@ -66,7 +71,8 @@ from odradek.config.authorizer import AUTHORIZER_KEYS
 from odradek.config.endpoints import (
     CONTROL_PLANE_LISTENER_NAME,
     DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
-    SUPPORTED_SECURITY_PROTOCOLS,
+    SASL_SECURITY_PROTOCOLS,
+    TLS_SECURITY_PROTOCOLS,
     Endpoint,
     HostPort,
     Listener,
@@ -82,6 +88,14 @@ from odradek.config.endpoints import (
 )
 from odradek.config.keys import REQUIRED, ConfigKey, ConfigType, invalid_value, missing_required
 from odradek.config.properties import PropertiesConfig
+from odradek.config.sasl import (
+    SASL_KEYS,
+    SaslSettings,
+    listener_sasl_properties,
+    parse_listener_sasl_key,
+    parse_listener_sasl_value,
+    unsupported_sasl_key,
+)
 from odradek.config.ssl import (
     LISTENER_PREFIX,
     SSL_KEYS,
@@ -203,7 +217,8 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             "listener.security.protocol.map",
             _T.LIST,
             DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
-            "Security protocol of each listener, NAME:PROTOCOL; PLAINTEXT or SSL (no SASL yet).",
+            "Security protocol of each listener, NAME:PROTOCOL: PLAINTEXT, SSL, SASL_PLAINTEXT or "
+            "SASL_SSL.",
             convert=parse_security_protocol_map,
         ),
         ConfigKey(
@@ -236,6 +251,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
         ),
         *SSL_KEYS,
         *AUTHORIZER_KEYS,
+        *SASL_KEYS,
         ConfigKey(
             "zookeeper.session.timeout.ms",
             _T.INT,
@@ -841,6 +857,12 @@ class BrokerConfig(PropertiesConfig):
     authorizer_class_name: str = _default("authorizer.class.name")
     super_users: str = _default("super.users")
     allow_everyone_if_no_acl_found: bool = _default("allow.everyone.if.no.acl.found")
+    sasl_enabled_mechanisms: tuple[str, ...] = _default("sasl.enabled.mechanisms")
+    sasl_mechanism_inter_broker_protocol: str | None = None
+    connection_failed_authentication_delay_ms: int = _default(
+        "connection.failed.authentication.delay.ms"
+    )
+    sasl_server_max_receive_size: int = _default("sasl.server.max.receive.size")
     zookeeper_session_timeout_ms: int = _default("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int | None = None
     socket_request_max_bytes: int = _default("socket.request.max.bytes")
@@ -958,27 +980,53 @@ class BrokerConfig(PropertiesConfig):
     log_message_timestamp_after_max_ms: int = _default("log.message.timestamp.after.max.ms")
     # listener.name.<l>.ssl.* overrides as (LISTENER, key, value), sorted (config.ssl)
     listener_ssl_overrides: tuple[tuple[str, str, object], ...] = ()
+    # listener.name.<l>.sasl.enabled.mechanisms and .<mechanism>.sasl.jaas.config, as
+    # (LISTENER, key, value) sorted (config.sasl)
+    listener_sasl_overrides: tuple[tuple[str, str, object], ...] = ()
 
-    PATTERNED_FIELDS: ClassVar[tuple[str, ...]] = ("listener_ssl_overrides",)
+    PATTERNED_FIELDS: ClassVar[tuple[str, ...]] = (
+        "listener_ssl_overrides",
+        "listener_sasl_overrides",
+    )
 
     @classmethod
     def _split_patterned(
         cls, props: Mapping[str, object]
     ) -> tuple[Mapping[str, object], dict[str, object]]:
         for name in props:
-            error = unsupported_key(name)
+            error = unsupported_key(name) or unsupported_sasl_key(name)
             if error is not None:
                 raise error
-        rest, overrides = parse_listener_overrides(props)
-        return rest, {"listener_ssl_overrides": overrides}
+        sasl: list[tuple[str, str, object]] = []
+        others: dict[str, object] = {}
+        for name, raw in props.items():
+            parsed = parse_listener_sasl_key(name)
+            if parsed is None:
+                others[name] = raw
+            else:
+                sasl.append((*parsed, parse_listener_sasl_value(parsed[1], name, raw)))
+        rest, overrides = parse_listener_overrides(others)
+        return rest, {
+            "listener_ssl_overrides": overrides,
+            "listener_sasl_overrides": tuple(sorted(sasl, key=lambda o: (o[0], o[1]))),
+        }
 
     def _patterned_properties(self) -> dict[str, str]:
-        return listener_override_properties(self.listener_ssl_overrides)
+        return {
+            **listener_override_properties(self.listener_ssl_overrides),
+            **listener_sasl_properties(self.listener_sasl_overrides),
+        }
 
     def ssl_settings(self, listener_name: str) -> SslSettings:
         """What the SSL listener ``listener_name`` uses: its overrides over the broker's keys."""
         broker_wide = {key.name: getattr(self, key.attr) for key in SSL_KEYS}
         return SslSettings.resolve(listener_name, broker_wide, self.listener_ssl_overrides)
+
+    def sasl_settings(self, listener_name: str) -> SaslSettings:
+        """What the SASL listener ``listener_name`` uses: its overrides over the broker's keys."""
+        return SaslSettings.resolve(
+            listener_name, self.sasl_enabled_mechanisms, self.listener_sasl_overrides
+        )
 
     def _check(self) -> None:
         if self.log_dirs is None and self.log_dir is None:
@@ -1067,12 +1115,6 @@ class BrokerConfig(PropertiesConfig):
                         f"protocol defined for listener {endpoint.name}; add it to "
                         f"listener.security.protocol.map, e.g. {endpoint.name}:PLAINTEXT"
                     )
-                if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
-                    raise InvalidConfigError(
-                        f"Listener {endpoint} uses security protocol {protocol.name}: SASL is "
-                        f"not implemented yet; only PLAINTEXT and SSL listeners are supported "
-                        f"(docs/security.md)"
-                    )
         names = [e.name for e in self.listeners]
         advertised = [e.name for e in self.effective_advertised_listeners]
         control_plane = self.control_plane_listener_name
@@ -1135,10 +1177,19 @@ class BrokerConfig(PropertiesConfig):
                 raise InvalidConfigError(
                     f"{key} is {name}, whose security protocol is {protocols[name].name}: "
                     f"brokers and the controller connect to each other over PLAINTEXT or SSL "
-                    f"(mutual TLS) only, not SASL yet; map {name} to SSL or PLAINTEXT"
+                    f"(mutual TLS) only (internal links do not speak SASL yet); map {name} to "
+                    f"SSL or PLAINTEXT"
                 )
+        if self.sasl_mechanism_inter_broker_protocol is not None:
+            raise InvalidConfigError(
+                f"sasl.mechanism.inter.broker.protocol is set "
+                f"({self.sasl_mechanism_inter_broker_protocol}), but internal links do not speak "
+                f"SASL yet (the inter-broker and control-plane listeners are PLAINTEXT or SSL); "
+                f"remove it"
+            )
+        self._check_sasl_listeners(protocols)
         ssl_listeners = {
-            e.name for e in self.listeners if protocols[e.name] is SecurityProtocol.SSL
+            e.name for e in self.listeners if protocols[e.name] in TLS_SECURITY_PROTOCOLS
         }
         for name in ssl_listeners:
             self.ssl_settings(name).check()
@@ -1146,6 +1197,19 @@ class BrokerConfig(PropertiesConfig):
             if name not in ssl_listeners:
                 raise InvalidConfigError(
                     f"{LISTENER_PREFIX}{name.lower()}.{key} is set, but {name} is not an SSL "
+                    f"listener of this broker (listeners: {','.join(map(str, self.listeners))})"
+                )
+
+    def _check_sasl_listeners(self, protocols: Mapping[str, SecurityProtocol]) -> None:
+        sasl_listeners = {
+            e.name for e in self.listeners if protocols[e.name] in SASL_SECURITY_PROTOCOLS
+        }
+        for name in sorted(sasl_listeners):
+            self.sasl_settings(name).check()
+        for name, key, _ in self.listener_sasl_overrides:
+            if name not in sasl_listeners:
+                raise InvalidConfigError(
+                    f"{LISTENER_PREFIX}{name.lower()}.{key} is set, but {name} is not a SASL "
                     f"listener of this broker (listeners: {','.join(map(str, self.listeners))})"
                 )
 

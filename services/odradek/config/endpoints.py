@@ -38,7 +38,8 @@ from odradek.config.keys import invalid_value
 __all__ = [
     "CONTROL_PLANE_LISTENER_NAME",
     "DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP",
-    "SUPPORTED_SECURITY_PROTOCOLS",
+    "SASL_SECURITY_PROTOCOLS",
+    "TLS_SECURITY_PROTOCOLS",
     "ZOOKEEPER_DEFAULT_PORT",
     "Endpoint",
     "HostPort",
@@ -69,7 +70,8 @@ class SecurityProtocol(enum.IntEnum):
     SASL_SSL = 3
 
 
-SUPPORTED_SECURITY_PROTOCOLS = (SecurityProtocol.PLAINTEXT, SecurityProtocol.SSL)  # no SASL yet
+SASL_SECURITY_PROTOCOLS = frozenset({SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL})
+TLS_SECURITY_PROTOCOLS = frozenset({SecurityProtocol.SSL, SecurityProtocol.SASL_SSL})
 
 # Kafka's default (every protocol as a listener of its own name), plus the control-plane listener
 # Odradek's default ``listeners`` has: Kafka has none by default (docs/configuration.md).

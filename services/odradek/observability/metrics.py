@@ -136,6 +136,7 @@ class BrokerMetrics:
     offline_log_dirs: Gauge
     connections: Gauge
     connections_closed: Counter
+    sasl_authentications: Counter
     request_memory_used: Gauge
     requests_queued: Gauge
     refused_controller_requests: Counter
@@ -464,6 +465,13 @@ def broker_metrics(
             f"{NAMESPACE}_connections_closed",
             "Connections the broker closed, by reason (malformed_frame, idle, handler_error, ...).",
             ["reason"],
+            registry=registry,
+        ),
+        sasl_authentications=Counter(
+            f"{NAMESPACE}_sasl_authentications",
+            "SASL authentications on SASL listeners, by listener, mechanism and result "
+            "(succeeded, failed).",
+            ["listener", "mechanism", "result"],
             registry=registry,
         ),
         request_memory_used=gauge(

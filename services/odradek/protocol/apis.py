@@ -17,10 +17,12 @@ speak, within what kio 0.6.5 has, and no higher than what the broker implements:
 - ApiVersions 0-4 (kio has 4), the admin APIs at kio's full range; ElectLeaders 0-2 too (the
   broker forwards it to the controller's listener, which serves the same range).
 - DescribeCluster 0-1 (v2 adds KIP-1073's fenced brokers, which a ZooKeeper cluster has not).
+- SaslHandshake 1 only (v0 is followed by raw SASL tokens, not Kafka requests: refused with
+  a message), SaslAuthenticate 0-2; the SCRAM credential APIs (KIP-554) at v0.
 kafka-python infers a broker version from what is advertised (Produce 11 reads as Kafka 3.8) and
 turns features on from that: keep that in mind before raising a maximum.
 
-Not served yet (the table grows as the broker learns them): SASL. The
+Not served yet (the table grows as the broker learns them): the client quota APIs. The
 controller-to-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) are not
 in kio 0.6.5; ``interbroker`` declares them from Kafka 3.x's schemas, one version each.
 
@@ -75,6 +77,7 @@ class ApiKey(enum.IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -93,6 +96,7 @@ class ApiKey(enum.IntEnum):
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43  # forwarded by brokers to the controller's listener
@@ -100,6 +104,8 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45  # forwarded to the controller
     LIST_PARTITION_REASSIGNMENTS = 46  # forwarded to the controller
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50  # KIP-554
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     ALTER_PARTITION = 56  # served by the controller's listener, not by brokers
     DESCRIBE_CLUSTER = 60  # KIP-700
     DESCRIBE_PRODUCERS = 61  # KIP-664
@@ -172,6 +178,12 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
         ApiKey.DESCRIBE_CLUSTER: (0, 1),
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # KIP-664; the only version
+        # v0 is followed by raw SASL tokens outside Kafka's framing: not served (every client
+        # that speaks v1 uses it; broker.sasl_authenticator)
+        ApiKey.SASL_HANDSHAKE: (1, 1),
+        ApiKey.SASL_AUTHENTICATE: (0, 2),  # v1 adds session_lifetime_ms (0: no KIP-368)
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     }
 )
 

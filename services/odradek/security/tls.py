@@ -37,7 +37,7 @@ from pathlib import Path
 from cryptography import x509
 
 from odradek.config.broker import BrokerConfig
-from odradek.config.endpoints import SecurityProtocol
+from odradek.config.endpoints import TLS_SECURITY_PROTOCOLS, SecurityProtocol
 from odradek.config.ssl import SslSettings
 from odradek.errors import InvalidConfigError
 from odradek.security.principal import ANONYMOUS, KafkaPrincipal
@@ -269,9 +269,9 @@ def broker_links_tls(config: BrokerConfig) -> BrokerLinksTls:
 
 
 def listener_tls(config: BrokerConfig) -> dict[str, ListenerTls]:
-    """A ``ListenerTls`` per SSL listener of a broker; raises ``InvalidConfigError``."""
+    """A ``ListenerTls`` per SSL and SASL_SSL listener; raises ``InvalidConfigError``."""
     return {
         listener.name: ListenerTls.of(config.ssl_settings(listener.name))
         for listener in config.listener_table
-        if listener.security_protocol is SecurityProtocol.SSL
+        if listener.security_protocol in TLS_SECURITY_PROTOCOLS
     }

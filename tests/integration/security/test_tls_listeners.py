@@ -261,7 +261,7 @@ def test_tls_1_1_is_refused_and_tls_1_2_accepted(cluster, pki):
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROL_PLANE:PLAINTEXT,"
                 "SSL:SASL_SSL"
             ],
-            "uses security protocol SASL_SSL: SASL is not implemented yet",
+            "SASL mechanism GSSAPI (Kafka's default) is not implemented",
         ),
     ],
 )

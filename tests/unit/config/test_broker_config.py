@@ -102,6 +102,9 @@ KAFKA_DEFAULTS = {
     "authorizer.class.name": "",
     "super.users": "",
     "allow.everyone.if.no.acl.found": "false",
+    "sasl.enabled.mechanisms": "GSSAPI",  # Kafka's default; a SASL listener must set others
+    "connection.failed.authentication.delay.ms": "100",
+    "sasl.server.max.receive.size": "524288",
 }
 # Keys Kafka leaves unset (null) by default; their fallbacks apply.
 KAFKA_NULL_DEFAULTS = {
@@ -122,6 +125,7 @@ KAFKA_NULL_DEFAULTS = {
     "ssl.key.password",
     "ssl.truststore.location",
     "ssl.truststore.certificates",
+    "sasl.mechanism.inter.broker.protocol",  # Kafka's default is GSSAPI; refused when set here
 }
 CONTROL_PLANE = Endpoint("CONTROL_PLANE", "127.0.0.1", 9091)
 

@@ -1,0 +1,111 @@
+"""SASL listener configuration: Kafka's keys, per-listener overrides, what is refused at start."""
+
+from __future__ import annotations
+
+import pytest
+
+from odradek.config.broker import BrokerConfig
+from odradek.errors import InvalidConfigError
+
+PLAIN_JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+)
+BASE = {
+    "broker.id": "1",
+    "zookeeper.connect": "127.0.0.1:2181",
+    "log.dirs": "/tmp/odradek-sasl-unit",
+    "listeners": "PLAINTEXT://127.0.0.1:0,CONTROL_PLANE://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+}
+
+
+def test_plain_and_scram_on_a_listener_round_trip():
+    c = BrokerConfig.from_properties(
+        {
+            **BASE,
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        }
+    )
+    settings = c.sasl_settings("SASL_PLAINTEXT")
+    assert settings.enabled_mechanisms == ("PLAIN", "SCRAM-SHA-256")
+    assert dict(settings.plain_users()) == {"alice": "alice-secret"}
+    assert "alice-secret" not in repr(settings)
+    assert BrokerConfig.from_properties(c.to_properties()) == c
+
+
+@pytest.mark.parametrize(
+    ("props", "words"),
+    [
+        ({}, "SASL mechanism GSSAPI (Kafka's default) is not implemented"),
+        ({"sasl.enabled.mechanisms": "OAUTHBEARER"}, "OAUTHBEARER is not implemented"),
+        ({"sasl.enabled.mechanisms": "SCRAM-SHA-1"}, "unknown SASL mechanism SCRAM-SHA-1"),
+        ({"sasl.enabled.mechanisms": "PLAIN"}, "enables PLAIN but has no users"),
+        (
+            {
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                    "com.example.MyLoginModule required user_a=b;"
+                ),
+            },
+            "login module com.example.MyLoginModule is not supported for PLAIN",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS.replace(
+                    ";", ' username="admin";'
+                ),
+            },
+            "option username is the broker's own credential for inter-broker SASL",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+            },
+            "does not enable PLAIN",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                "listener.name.plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            },
+            "PLAINTEXT is not a SASL listener",
+        ),
+        (
+            {"sasl.enabled.mechanisms": "SCRAM-SHA-256", "sasl.kerberos.service.name": "kafka"},
+            "sasl.kerberos.service.name is not supported",
+        ),
+        (
+            {"sasl.enabled.mechanisms": "SCRAM-SHA-256", "sasl.jaas.config": PLAIN_JAAS},
+            "listener.name.<listener>.<mechanism>.sasl.jaas.config",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+            },
+            "internal links do not speak SASL yet",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                "inter.broker.listener.name": "SASL_PLAINTEXT",
+            },
+            "internal links do not speak SASL yet",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": "x required user_a=b",
+            },
+            "missing ';'",
+        ),
+    ],
+)
+def test_what_is_not_honoured_is_refused(props, words):
+    with pytest.raises(InvalidConfigError) as raised:
+        BrokerConfig.from_properties({**BASE, **props})
+    assert words in str(raised.value)
+    assert "alice-secret" not in str(raised.value)

@@ -1,0 +1,77 @@
+"""PLAIN and SCRAM servers against scramp's client, and Kafka's SCRAM credential format."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+import pytest
+import scramp
+
+from odradek.security.sasl import PlainServer, SaslAuthenticationError, ScramServer
+from odradek.security.scram import (
+    ScramCredential,
+    ScramMechanism,
+    credential_from_password,
+    credential_from_salted_password,
+    sanitize,
+)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_plain_accepts_the_right_password_only():
+    server = PlainServer({"alice": "alice-secret"})
+    assert run(server.evaluate_response(b"\x00alice\x00alice-secret")) == b""
+    assert server.complete and server.authorization_id == "alice"
+    for token in (b"\x00alice\x00wrong", b"\x00mallory\x00alice-secret"):
+        with pytest.raises(SaslAuthenticationError, match="Invalid username or password"):
+            run(PlainServer({"alice": "alice-secret"}).evaluate_response(token))
+    with pytest.raises(SaslAuthenticationError, match="authorization id that is different"):
+        run(PlainServer({"alice": "a"}).evaluate_response(b"bob\x00alice\x00a"))
+    with pytest.raises(SaslAuthenticationError, match="expected 3 tokens, got 2"):
+        run(PlainServer({}).evaluate_response(b"alice\x00a"))
+
+
+@pytest.mark.parametrize("mechanism", list(ScramMechanism))
+def test_scram_with_scramps_client(mechanism):
+    stored = {"alice": credential_from_password(mechanism, "alice-secret", 4096)}
+
+    async def lookup(user, m):
+        assert m is mechanism
+        return stored.get(user)
+
+    async def exchange(user, password):
+        client = scramp.ScramClient([mechanism.mechanism_name], user, password)
+        server = ScramServer(mechanism, lookup)
+        first = await server.evaluate_response(client.get_client_first().encode())
+        client.set_server_first(first.decode())
+        final = await server.evaluate_response(client.get_client_final().encode())
+        client.set_server_final(final.decode())  # checks the server's signature
+        return server
+
+    server = run(exchange("alice", "alice-secret"))
+    assert server.complete and server.authorization_id == "alice"
+    for user, password in (("alice", "wrong"), ("mallory", "alice-secret")):
+        with pytest.raises(SaslAuthenticationError, match="due to invalid credentials"):
+            run(exchange(user, password))
+
+
+def test_credential_format_is_kafkas_and_round_trips():
+    mechanism = ScramMechanism.SCRAM_SHA_256
+    credential = credential_from_password(mechanism, "pw", 4096)
+    text = credential.encode()
+    assert text.startswith(f"salt={base64.b64encode(credential.salt).decode()},stored_key=")
+    assert text.endswith(",iterations=4096")
+    assert ScramCredential.decode(text) == credential
+    salted = scramp.utils.hi(mechanism.scramp.hf, b"pw", credential.salt, 4096)
+    assert credential_from_salted_password(mechanism, credential.salt, salted, 4096) == credential
+    with pytest.raises(ValueError):
+        ScramCredential.decode("salt=xx,iterations=1")
+
+
+def test_user_names_are_sanitized_as_kafkas():
+    assert sanitize("alice") == "alice"
+    assert sanitize("a b*c/d~.-_") == "a%20b%2Ac%2Fd%7E.-_"
