@@ -13,6 +13,9 @@ server owns what connections share, each limit with Kafka's key where Kafka has 
   went away while their connection was paused (a paused socket is not watched by asyncio).
 
 ``handle`` turns one frame into the response's parts: decode, call the API's handler, encode.
+A Produce request's size is counted against the client's ``producer_byte_rate`` quota
+(``broker.quotas``) before its handler runs; any answer announcing a ``throttle_time_ms`` (that
+one, or the Fetch handler's ``consumer_byte_rate``) mutes the connection for that long (KIP-219).
 Requests that cannot be answered raise ``CloseConnection`` with the reason: a malformed frame or
 header, an unsupported version of an API other than ApiVersions (which gets the KIP-511
 answer), a handler or encoder that failed (a bug: logged with its traceback). The broker itself
@@ -37,6 +40,8 @@ Runs on the broker's event loop only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import logging
 import select
 import time
@@ -46,6 +51,7 @@ from odradek.broker.budget import UNBOUNDED, RequestBudgets
 from odradek.broker.connection import CloseConnection, CloseReason, KafkaConnection
 from odradek.broker.context import BrokerContext, DeferredAnswer, RequestContext
 from odradek.broker.handlers import CONTROLLER_APIS, ERROR_RESPONSES, HANDLERS, served_versions
+from odradek.broker.quotas import QuotaType
 from odradek.config.endpoints import Listener
 from odradek.errors import ErrorCode
 from odradek.listeners import bind_any_port
@@ -67,6 +73,21 @@ IDLE_TIMEOUT_MS = 600_000  # connections.max.idle.ms
 RECEIVE_TIMEOUT_MS = 60_000  # odradek.socket.request.receive.timeout.ms
 REAPER_INTERVAL_S_MAX = 1.0  # the reaper checks at least this often
 STOP_GRACE_S = 5.0  # how long requests already received may take to finish at shutdown
+
+
+def throttle_ms_of(response: object) -> int:
+    """The ``throttle_time_ms`` an answer announces (0: none, or no such field)."""
+    throttle = getattr(response, "throttle_time", None)
+    return 0 if throttle is None else int(throttle.total_seconds() * 1000)
+
+
+def with_throttle(response: object, throttle_ms: int) -> object:
+    """The answer announcing at least ``throttle_ms`` (KIP-219), if it has the field."""
+    if throttle_ms <= 0 or response is None or throttle_ms <= throttle_ms_of(response):
+        return response
+    if "throttle_time" not in getattr(response, "__dataclass_fields__", {}):
+        return response
+    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
 
 
 def _departed(connections: set[KafkaConnection]) -> list[KafkaConnection]:
@@ -228,6 +249,13 @@ class BrokerServer:
             raise CloseConnection(CloseReason.UNSUPPORTED_VERSION, str(e)) from e
         except InvalidRequestError as e:
             raise CloseConnection(CloseReason.MALFORMED_REQUEST, str(e)) from e
+        produce_throttle_ms = 0
+        quotas = self.context.client_quotas
+        if quotas is not None and quotas.enabled and header.api_key == ApiKey.PRODUCE:
+            # Kafka counts the whole request's size (request.sizeInBytes), throttled or not.
+            produce_throttle_ms = quotas.record(
+                QuotaType.PRODUCE, connection.principal.name, header.client_id or "", len(frame)
+            ).throttle_ms
         if header.api_key in self.served_versions:
             context = RequestContext(
                 header,
@@ -253,11 +281,20 @@ class BrokerServer:
                 f"api key {header.api_key} is not served on listener {self.listener.name}",
             )
         if isinstance(response, DeferredAnswer):
-            return asyncio.ensure_future(self._finish(header, response.response, started))
+            connection.mute_for(produce_throttle_ms)
+            return asyncio.ensure_future(
+                self._finish(header, response.response, started, produce_throttle_ms)
+            )
+        response = with_throttle(response, produce_throttle_ms)
+        connection.mute_for(max(produce_throttle_ms, throttle_ms_of(response)))
         return self._encode(header, response, started)
 
     async def _finish(
-        self, header: RequestHeader, deferred: Awaitable[object], started: float
+        self,
+        header: RequestHeader,
+        deferred: Awaitable[object],
+        started: float,
+        throttle_ms: int = 0,
     ) -> list | None:
         """A deferred answer's parts, once it is complete (see ``DeferredAnswer``)."""
         try:
@@ -267,7 +304,7 @@ class BrokerServer:
             raise CloseConnection(
                 CloseReason.HANDLER_ERROR, f"handler for api key {header.api_key} failed: {e!r}"
             ) from e
-        return self._encode(header, response, started)
+        return self._encode(header, with_throttle(response, throttle_ms), started)
 
     def _encode(self, header: RequestHeader, response: object, started: float) -> list | None:
         metrics = self.context.metrics

@@ -96,6 +96,8 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45  # forwarded to the controller
     LIST_PARTITION_REASSIGNMENTS = 46  # forwarded to the controller
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     ALTER_PARTITION = 56  # served by the controller's listener, not by brokers
     DESCRIBE_PRODUCERS = 61  # KIP-664
     DESCRIBE_TRANSACTIONS = 65
@@ -162,6 +164,8 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # v1: KIP-860's flag, honoured
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # KIP-664; the only version
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+        ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     }
 )
 

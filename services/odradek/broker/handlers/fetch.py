@@ -9,11 +9,13 @@ v4-6 have no session fields and are always sessionless.
 from __future__ import annotations
 
 import typing
+from datetime import timedelta
 from typing import Any
 
 from odradek.broker.context import RequestContext
 from odradek.broker.fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID
-from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.broker.handlers.build import build, element_type
+from odradek.broker.quotas import FetchQuota
 from odradek.broker.replica_manager import FetchPartitionRequest
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
@@ -49,17 +51,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         uses_topic_ids=ctx.api_version >= TOPIC_IDS_MIN_VERSION,
     )
     wanted = context.partitions
+    quota = FetchQuota.of(ctx.broker.client_quotas, ctx.principal.name, ctx.header.client_id)
     results = []
     if wanted:  # a session error reads nothing and answers at once, as Kafka does
         results = await ctx.broker.replica_manager.fetch(
             wanted,
             max_wait_ms=int(request.max_wait.total_seconds() * 1000),
             min_bytes=request.min_bytes,
-            max_bytes=getattr(request, "max_bytes", 0x7FFFFFFF),
+            max_bytes=quota.max_bytes(getattr(request, "max_bytes", 0x7FFFFFFF), replica_id),
             isolation_level=getattr(request, "isolation_level", 0),
             replica_id=replica_id,
         )
-    answer = context.respond(results)
+    throttle_ms = quota.record(results, replica_id)
+    answer = context.throttled() if throttle_ms else context.respond(results)
 
     metrics = ctx.broker.metrics
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
@@ -109,7 +113,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     return build(
         response_type,
-        throttle_time=NO_THROTTLE,
+        throttle_time=timedelta(milliseconds=throttle_ms),
         error_code=answer.error,
         session_id=answer.session_id,
         responses=tuple(

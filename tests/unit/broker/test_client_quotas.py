@@ -1,0 +1,181 @@
+"""Client quotas (broker.quotas): Kafka's precedence of entities and sensor tags, its Rate with
+padded windows, the throttle arithmetic and its bound, on a fake clock."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from odradek.broker.admin.client_quotas import Op, _apply, entity_of
+from odradek.broker.admin.errors import AdminRequestError
+from odradek.broker.quotas import (
+    DEFAULT_ENTITY,
+    ClientQuotas,
+    FetchQuota,
+    QuotaEntity,
+    QuotaRate,
+    QuotaType,
+    sanitize,
+)
+
+D = DEFAULT_ENTITY
+P = "producer_byte_rate"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now_ms = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now_ms
+
+
+def quotas(entities: dict[QuotaEntity, dict[str, str]], **kwargs) -> tuple[ClientQuotas, Clock]:
+    clock = Clock()
+    q = ClientQuotas(clock_ms=clock, **kwargs)
+    for entity, config in entities.items():
+        q.set_entity(entity, config)
+    return q, clock
+
+
+# Kafka's eight levels, most specific first (ClientQuotaManager's docs).
+LEVELS = [
+    (QuotaEntity("alice", "app"), ("alice", "app")),
+    (QuotaEntity("alice", D), ("alice", "app")),
+    (QuotaEntity("alice", None), ("alice", "")),
+    (QuotaEntity(D, "app"), ("alice", "app")),
+    (QuotaEntity(D, D), ("alice", "app")),
+    (QuotaEntity(D, None), ("alice", "")),
+    (QuotaEntity(None, "app"), ("", "app")),
+    (QuotaEntity(None, D), ("", "app")),
+]
+
+
+@pytest.mark.parametrize("level", range(len(LEVELS)))
+def test_the_most_specific_entity_that_sets_the_key_wins(level):
+    # Every level from ``level`` on sets a quota; the first of them must win.
+    entities = {entity: {P: str(1000 + i)} for i, (entity, _) in enumerate(LEVELS) if i >= level}
+    q, _ = quotas(entities)
+    bound, tags = q.quota(QuotaType.PRODUCE, "alice", "app")
+    assert bound == 1000 + level
+    assert tags == LEVELS[level][1]
+
+
+def test_each_quota_type_is_looked_up_on_its_own():
+    q, _ = quotas(
+        {
+            QuotaEntity("alice", None): {P: "100"},
+            QuotaEntity(None, D): {"consumer_byte_rate": "200"},
+        }
+    )
+    assert q.quota(QuotaType.PRODUCE, "alice", "x") == (100, ("alice", ""))
+    assert q.quota(QuotaType.FETCH, "alice", "x") == (200, ("", "x"))
+    assert q.quota(QuotaType.PRODUCE, "bob", "x") is None
+
+
+def test_users_are_matched_by_their_sanitized_name_and_other_keys_are_ignored():
+    q, _ = quotas({QuotaEntity(sanitize("CN=a b,O=*"), None): {P: "5", "SCRAM-SHA-256": "x"}})
+    assert sanitize("CN=a b,O=*") == "CN%3Da%20b%2CO%3D%2A"
+    assert q.quota(QuotaType.PRODUCE, "CN=a b,O=*", "")[0] == 5
+    q.set_entity(QuotaEntity(sanitize("CN=a b,O=*"), None), {"SCRAM-SHA-256": "x"})
+    assert not q.enabled
+
+
+def test_rate_pads_to_window_num_minus_one_windows():
+    rate = QuotaRate(11, 1000)
+    rate.record(1000, 0)
+    assert rate.window_ms(0) == 10_000  # 10 whole windows of padding
+    assert rate.measure(0) == pytest.approx(100)
+    assert rate.window_ms(10_500) == 10_500  # no padding once 10 windows have passed
+    assert rate.measure(22_000) == 0  # every sample expired
+
+
+def test_throttle_is_kafkas_time_to_fall_back_under_the_bound():
+    q, clock = quotas({QuotaEntity(None, D): {P: "100"}})
+    assert q.record(QuotaType.PRODUCE, "u", "c", 1000).throttle_ms == 0  # 100/s: at the bound
+    t = q.record(QuotaType.PRODUCE, "u", "c", 500)
+    # rate 150/s over a 10 s window: (150 - 100) / 100 * 10 s
+    assert t.throttle_ms == 5000
+    assert t.tags == ("", "c")
+    clock.now_ms += 5000
+    # 1500 bytes over 10 s padded... now 5 s elapsed: still padded to 10 s, 150/s
+    assert q.record(QuotaType.PRODUCE, "u", "c", 0).throttle_ms == 5000
+    clock.now_ms += 10_000
+    assert q.record(QuotaType.PRODUCE, "u", "c", 100).throttle_ms == 0
+
+
+def test_a_throttle_never_exceeds_the_windows_together():
+    q, _ = quotas({QuotaEntity(None, D): {P: "1"}}, window_num=3, window_size_s=1)
+    assert q.max_throttle_ms == 3000
+    assert q.record(QuotaType.PRODUCE, "u", "c", 10**9).throttle_ms == 3000
+
+
+def test_a_user_quota_is_shared_by_its_clients_a_default_client_quota_is_not():
+    q, _ = quotas({QuotaEntity("alice", None): {P: "100"}, QuotaEntity(None, D): {P: "100"}})
+    assert q.record(QuotaType.PRODUCE, "alice", "a", 1000).throttle_ms == 0
+    assert q.record(QuotaType.PRODUCE, "alice", "b", 500).throttle_ms > 0  # same sensor
+    assert q.record(QuotaType.PRODUCE, "bob", "a", 1000).throttle_ms == 0
+    assert q.record(QuotaType.PRODUCE, "bob", "b", 1000).throttle_ms == 0  # its own sensor
+
+
+def test_a_throttled_fetch_takes_its_bytes_back_and_followers_are_exempt():
+    class Result:
+        records = object()
+
+        def __init__(self, size: int) -> None:
+            self.size = size
+
+    q, _ = quotas({QuotaEntity(None, D): {"consumer_byte_rate": "100"}})
+    fetch = FetchQuota.of(q, "u", "c")
+    assert fetch.max_bytes(1 << 20, replica_id=-1) == 1000  # 100/s x 10 windows
+    assert fetch.max_bytes(1 << 20, replica_id=2) == 1 << 20
+    assert fetch.record([Result(1000)], -1) == 0
+    assert fetch.record([Result(500)], -1) == 5000
+    assert fetch.record([Result(0)], -1) == 0  # the 500 were taken back
+    assert fetch.record([Result(10**6)], 2) == 0
+    assert FetchQuota.of(ClientQuotas(), "u", "c").max_bytes(7, -1) == 7
+    assert math.isinf(q.max_value_in_window(QuotaType.PRODUCE, "u", "c"))
+
+
+def test_metric_labels_are_bounded(monkeypatch):
+    seen = []
+
+    class Metrics:
+        def observe(self, quota, user, client_id, value, throttle_ms):
+            seen.append((user, client_id))
+
+    monkeypatch.setattr("odradek.broker.quotas.METRIC_ENTITIES_MAX", 2)
+    q, _ = quotas({QuotaEntity(None, D): {P: "100"}}, metrics=Metrics())
+    for client in ("a", "b", "c", "a"):
+        q.record(QuotaType.PRODUCE, "u", client, 1)
+    assert seen == [("", "a"), ("", "b"), ("<other>", "<other>"), ("", "a")]
+
+
+def test_alter_validation_has_kafkas_words():
+    with pytest.raises(AdminRequestError, match="Invalid empty client quota entity"):
+        entity_of([])
+    with pytest.raises(AdminRequestError, match="Empty user not supported"):
+        entity_of([("user", "")])
+    with pytest.raises(AdminRequestError, match="Unhandled client quota entity type: x"):
+        entity_of([("x", "a")])
+    assert entity_of([("user", "a b"), ("client-id", None)]) == QuotaEntity("a%20b", D)
+    config = {"SCRAM-SHA-256": "kept"}
+    with pytest.raises(AdminRequestError, match="Invalid configuration key nope"):
+        _apply(config, [Op("nope", 1, False)])
+    with pytest.raises(AdminRequestError, match="Configuration producer_byte_rate must be a LONG"):
+        _apply(config, [Op(P, 1.5, False)])
+    with pytest.raises(AdminRequestError, match="request_percentage is not supported"):
+        _apply(config, [Op("request_percentage", 50, False)])
+    _apply(config, [Op(P, 1024.0, False)])
+    assert config == {"SCRAM-SHA-256": "kept", P: "1024"}
+    _apply(config, [Op(P, 0, True), Op("consumer_byte_rate", 0, True)])
+    assert config == {"SCRAM-SHA-256": "kept"}
+
+
+def test_entity_paths_round_trip():
+    for entity, _ in LEVELS:
+        assert QuotaEntity.from_path(entity.path) == entity
+    assert QuotaEntity("alice", "app").path == "users/alice/clients/app"
+    with pytest.raises(ValueError):
+        QuotaEntity.from_path("users/alice/x/app")
