@@ -7,6 +7,7 @@ matched as ``ZkAdminManager.describeClientQuotas`` matches them (``admin/client_
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 from odradek.broker.admin import client_quotas
@@ -42,7 +43,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _response(api_version: int, error: ErrorCode, message: str | None, found: Any) -> Any:
     response_type = schemas.response_schema(API_KEY, api_version)
-    entry_type = element_type(response_type, "entries")
+    # ``entries`` is nullable: ``tuple[EntryData, ...] | None``
+    entry_type = typing.get_args(
+        typing.get_args(response_type.__dataclass_fields__["entries"].type)[0]
+    )[0]
     entity_type = element_type(entry_type, "entity")
     value_type = element_type(entry_type, "values")
     entries = None

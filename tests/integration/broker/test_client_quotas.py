@@ -1,0 +1,160 @@
+"""Client quotas on a real broker: a producer_byte_rate quota set by AlterClientQuotas throttles
+the producer of that client id (librdkafka sees throttle_time_ms, its rate stays near the
+quota) and not another client id; DescribeClientQuotas returns it; removing it lifts it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.local.cluster import ClusterState
+from odradek.protocol.codec import decode_response, encode_request
+
+pytestmark = pytest.mark.integration
+
+QUOTA_BYTES_PER_S = 64 * 1024
+OVERRIDES = {"quota.window.num": "3", "quota.window.size.seconds": "1"}  # throttles <= 3 s
+PRODUCE_S = 4.0
+VALUE = b"x" * 1024
+APPLY_S = 10.0
+CALL_TIMEOUT_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, local_cluster) -> Iterator[ClusterState]:
+    root = tmp_path_factory.mktemp("quotas") / "var" / "local"
+    with local_cluster(root, brokers=1, broker_overrides=OVERRIDES):
+        yield ClusterState.read(root)
+
+
+@pytest.fixture(scope="module")
+def topic(cluster) -> str:
+    name = f"quotas-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(CALL_TIMEOUT_S)
+    return name
+
+
+def call(bootstrap: str, request: Any) -> Any:
+    """One raw request (the clients have no client quota API) and its answer."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=CALL_TIMEOUT_S) as sock:
+        frame = encode_request(request, 1, "quota-tests")
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            data += chunk
+    return decode_response(int(request.__api_key__), int(request.__version__), data[4:]).body
+
+
+def alter(bootstrap: str, client_id: str, value: float | None, validate_only=False) -> Any:
+    from kio.schema.alter_client_quotas.v1 import request as schema
+
+    op = schema.OpData(key="producer_byte_rate", value=value or 0.0, remove=value is None)
+    entry = schema.EntryData(
+        entity=(schema.EntityData(entity_type="client-id", entity_name=client_id),), ops=(op,)
+    )
+    response = call(
+        bootstrap,
+        schema.AlterClientQuotasRequest(entries=(entry,), validate_only=validate_only),
+    )
+    return response.entries[0]
+
+
+def describe(bootstrap: str, client_id: str) -> dict[str, float]:
+    from kio.schema.describe_client_quotas.v1 import request as schema
+
+    component = schema.ComponentData(entity_type="client-id", match_type=0, match=client_id)
+    response = call(
+        bootstrap, schema.DescribeClientQuotasRequest(components=(component,), strict=False)
+    )
+    assert response.error_code == 0, response.error_message
+    return {v.key: v.value for e in response.entries for v in e.values}
+
+
+def produce_for(bootstrap: str, topic: str, client_id: str) -> tuple[float, int]:
+    """Produce as fast as possible for PRODUCE_S: the acknowledged rate (bytes/s) and the
+    largest throttle_time_ms librdkafka reported."""
+    throttles: list[int] = []
+    acked: list[int] = []
+
+    def on_stats(raw: str) -> None:
+        for broker in json.loads(raw).get("brokers", {}).values():
+            throttles.append(int(broker.get("throttle", {}).get("max", 0)))
+
+    def on_delivery(err, msg) -> None:
+        if err is None and time.monotonic() < deadline:
+            acked.append(len(msg.value()))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "acks": "1",
+            "linger.ms": 5,
+            "batch.size": 16384,  # requests well under what a throttle bound lets through
+            "queue.buffering.max.kbytes": 512,
+            "statistics.interval.ms": 500,
+            "stats_cb": on_stats,
+        }
+    )
+    started = time.monotonic()
+    deadline = started + PRODUCE_S
+    while time.monotonic() < deadline:
+        try:
+            producer.produce(topic, VALUE, on_delivery=on_delivery)
+        except BufferError:
+            producer.poll(0.05)
+        producer.poll(0)
+    for _ in range(20):  # let stats and the last acknowledgements in, bounded
+        producer.poll(0.1)
+    producer.purge()
+    producer.flush(5)
+    return sum(acked) / PRODUCE_S, max(throttles, default=0)
+
+
+def wait_for(predicate, what: str) -> None:
+    deadline = time.monotonic() + APPLY_S
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {APPLY_S} s: {what}")
+        time.sleep(0.2)
+
+
+def test_producer_byte_rate_throttles_only_its_client_and_is_lifted(cluster, topic):
+    bootstrap = cluster.bootstrap_servers
+    assert alter(bootstrap, "slow", 1.5).error_code == 42  # INVALID_REQUEST: not a LONG
+    assert alter(bootstrap, "slow", QUOTA_BYTES_PER_S, validate_only=True).error_code == 0
+    assert describe(bootstrap, "slow") == {}
+    entry = alter(bootstrap, "slow", QUOTA_BYTES_PER_S)
+    assert entry.error_code == 0, entry.error_message
+    assert describe(bootstrap, "slow") == {"producer_byte_rate": QUOTA_BYTES_PER_S}
+    time.sleep(1.0)  # the broker follows the change notification
+
+    rate, throttle_ms = produce_for(bootstrap, topic, "slow")
+    assert throttle_ms > 0
+    # An allowance of two windows at the start, then the quota: about 1.5x over 4 s.
+    assert 0.3 * QUOTA_BYTES_PER_S < rate < 2.5 * QUOTA_BYTES_PER_S, rate
+
+    fast_rate, fast_throttle_ms = produce_for(bootstrap, topic, "fast")
+    assert fast_throttle_ms == 0
+    assert fast_rate > 4 * QUOTA_BYTES_PER_S, fast_rate
+
+    assert alter(bootstrap, "slow", None).error_code == 0
+    wait_for(lambda: describe(bootstrap, "slow") == {}, "the quota removed")
+    time.sleep(1.0)
+    lifted_rate, lifted_throttle_ms = produce_for(bootstrap, topic, "slow")
+    assert lifted_throttle_ms == 0
+    assert lifted_rate > 4 * QUOTA_BYTES_PER_S, lifted_rate
