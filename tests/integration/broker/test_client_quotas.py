@@ -1,6 +1,7 @@
 """Client quotas on a real broker: a producer_byte_rate quota set by AlterClientQuotas throttles
 the producer of that client id (librdkafka sees throttle_time_ms, its rate stays near the
-quota) and not another client id; DescribeClientQuotas returns it; removing it lifts it."""
+quota) and not another client id; DescribeClientQuotas returns it; removing it lifts it; a
+consumer_byte_rate quota of a user and client id throttles that consumer's fetches likewise."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.local.cluster import ClusterState
@@ -59,13 +60,21 @@ def call(bootstrap: str, request: Any) -> Any:
     return decode_response(int(request.__api_key__), int(request.__version__), data[4:]).body
 
 
-def alter(bootstrap: str, client_id: str, value: float | None, validate_only=False) -> Any:
+def alter(
+    bootstrap: str,
+    client_id: str,
+    value: float | None,
+    validate_only=False,
+    key="producer_byte_rate",
+    user: str | None = None,
+) -> Any:
     from kio.schema.alter_client_quotas.v1 import request as schema
 
-    op = schema.OpData(key="producer_byte_rate", value=value or 0.0, remove=value is None)
-    entry = schema.EntryData(
-        entity=(schema.EntityData(entity_type="client-id", entity_name=client_id),), ops=(op,)
-    )
+    op = schema.OpData(key=key, value=value or 0.0, remove=value is None)
+    entity = (schema.EntityData(entity_type="client-id", entity_name=client_id),)
+    if user is not None:
+        entity = (schema.EntityData(entity_type="user", entity_name=user), *entity)
+    entry = schema.EntryData(entity=entity, ops=(op,))
     response = call(
         bootstrap,
         schema.AlterClientQuotasRequest(entries=(entry,), validate_only=validate_only),
@@ -158,3 +167,49 @@ def test_producer_byte_rate_throttles_only_its_client_and_is_lifted(cluster, top
     lifted_rate, lifted_throttle_ms = produce_for(bootstrap, topic, "slow")
     assert lifted_throttle_ms == 0
     assert lifted_rate > 4 * QUOTA_BYTES_PER_S, lifted_rate
+
+
+def test_consumer_byte_rate_of_a_user_and_client_throttles_its_fetches(cluster, topic):
+    bootstrap = cluster.bootstrap_servers
+    filler = Producer({"bootstrap.servers": bootstrap, "client.id": "filler", "linger.ms": 5})
+    for _ in range(2048):  # 2 MiB to read
+        filler.produce(topic, VALUE)
+        filler.poll(0)
+    assert filler.flush(CALL_TIMEOUT_S) == 0
+    entry = alter(bootstrap, "slowc", QUOTA_BYTES_PER_S, key="consumer_byte_rate", user="ANONYMOUS")
+    assert entry.error_code == 0, entry.error_message
+    time.sleep(1.0)  # the broker follows the change notification
+
+    throttles: list[int] = []
+
+    def on_stats(raw: str) -> None:
+        for broker in json.loads(raw).get("brokers", {}).values():
+            throttles.append(int(broker.get("throttle", {}).get("max", 0)))
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "slowc",
+            "group.id": f"quotas-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "statistics.interval.ms": 500,
+            "stats_cb": on_stats,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        read = 0
+        deadline = time.monotonic() + PRODUCE_S
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                read += len(message.value())
+        for _ in range(10):
+            consumer.poll(0.1)
+    finally:
+        consumer.close()
+    assert max(throttles, default=0) > 0
+    assert 0.3 * QUOTA_BYTES_PER_S < read / PRODUCE_S < 2.5 * QUOTA_BYTES_PER_S, read
+    assert (
+        alter(bootstrap, "slowc", None, key="consumer_byte_rate", user="ANONYMOUS").error_code == 0
+    )
