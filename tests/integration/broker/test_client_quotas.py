@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -213,3 +215,46 @@ def test_consumer_byte_rate_of_a_user_and_client_throttles_its_fetches(cluster, 
     assert (
         alter(bootstrap, "slowc", None, key="consumer_byte_rate", user="ANONYMOUS").error_code == 0
     )
+
+
+def test_odradek_quotas_cli_alters_and_describes_like_kafka_configs(cluster):
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "odradek.cli",
+                "quotas",
+                *args,
+                "--bootstrap-server",
+                cluster.bootstrap_servers,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+
+    user_client = [
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "alice",
+        "--entity-type",
+        "clients",
+        "--entity-default",
+    ]
+    done = cli(
+        "--alter", "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048", *user_client
+    )
+    assert done.returncode == 0, done.stderr
+    shown = cli("--describe", *user_client)
+    assert shown.returncode == 0, shown.stderr
+    assert "consumer_byte_rate=2048, producer_byte_rate=1024" in shown.stdout
+    assert "user 'alice', client-id <default>" in shown.stdout
+    refused = cli("--alter", "--add-config", "nope=1", *user_client)
+    assert refused.returncode == 1
+    assert "Invalid configuration key nope" in refused.stderr
+    done = cli("--alter", "--delete-config", "producer_byte_rate,consumer_byte_rate", *user_client)
+    assert done.returncode == 0, done.stderr
+    assert cli("--describe", *user_client).stdout == ""
