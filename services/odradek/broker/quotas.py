@@ -32,8 +32,16 @@ connection for that long (KIP-219; ``broker.connection``).
 ``request.sizeInBytes``) and ``consumer_byte_rate`` (the Fetch answer's record bytes; a
 throttled fetch is answered empty and its bytes un-recorded, and a fetch never asks for more
 than the bound times ``window_num - 1`` windows, as Kafka's ``getMaxValueInQuotaWindow``).
-``request_percentage`` and ``controller_mutation_rate`` are not enforced: AlterClientQuotas
-refuses them (a setting nobody honours is never taken).
+``request_percentage`` is Kafka's share of a request handler thread, 100 being one thread busy
+all the time. Odradek has one event loop instead of ``num.io.threads`` threads: what is counted
+is the time the request's handler itself runs on the loop (each step of its coroutine, measured
+by ``TimedHandler``; time it waits, e.g. for replication or a long-poll, is not counted, as
+Kafka counts no purgatory time), so 100 is the whole loop. Its throttle is bounded by one window,
+as in Kafka; the answer is not emptied (Kafka empties a Fetch answer throttled by either quota:
+Odradek only for ``consumer_byte_rate``). Exempt: the cluster's own requests (the controller's,
+ControlledShutdown, WriteTxnMarkers, followers' fetches) and Produce with acks=0.
+``controller_mutation_rate`` is not enforced: AlterClientQuotas refuses it (a setting nobody
+honours is never taken).
 
 **Bounds.** At most ``SENSORS_MAX`` sensors are kept (least recently used dropped first, as Kafka
 expires sensors unused for an hour); metric series are labelled by the sensor's tags for at most
@@ -46,6 +54,7 @@ loop; a metrics scrape only reads.
 from __future__ import annotations
 
 import math
+import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -66,6 +75,7 @@ __all__ = [
     "QuotaEntity",
     "QuotaRate",
     "QuotaType",
+    "TimedHandler",
     "desanitize",
     "sanitize",
 ]
@@ -82,7 +92,8 @@ CLIENT_QUOTA_KEYS: Mapping[str, str] = {
     REQUEST_PERCENTAGE: "DOUBLE",
     CONTROLLER_MUTATION_RATE: "DOUBLE",
 }
-ENFORCED_QUOTA_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE})
+ENFORCED_QUOTA_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE})
+NANOS_TO_PERCENTAGE = 100 / 1e9  # Kafka's NanosToPercentagePerSecond: 1 s of one thread = 100
 WINDOW_NUM_DEFAULT = 11  # quota.window.num
 WINDOW_SIZE_S_DEFAULT = 1  # quota.window.size.seconds
 SENSORS_MAX = 10_000
@@ -93,6 +104,7 @@ OTHER_LABEL = "<other>"
 class QuotaType(StrEnum):
     PRODUCE = PRODUCER_BYTE_RATE
     FETCH = CONSUMER_BYTE_RATE
+    REQUEST = REQUEST_PERCENTAGE
 
 
 def sanitize(name: str) -> str:
@@ -255,6 +267,8 @@ class ClientQuotas:
         rate = self._sensor(quota_type, tags)
         rate.record(value, now_ms)
         throttle_ms = self.throttle_ms(rate, bound, now_ms)
+        if quota_type is QuotaType.REQUEST:  # Kafka's ClientRequestQuotaManager: one window
+            throttle_ms = min(throttle_ms, int(self.window_size_ms))
         self._observe(quota_type, tags, value, throttle_ms)
         return Throttle(throttle_ms, tags)
 
@@ -337,3 +351,31 @@ class FetchQuota:
         if throttle.throttle_ms:
             self.quotas.unrecord(QuotaType.FETCH, throttle, size)
         return throttle.throttle_ms
+
+
+class TimedHandler:
+    """Await ``coroutine`` while adding up the time its steps run on the event loop
+    (``elapsed_ns``): every ``send``/``throw`` into it is timed, the waits between are not."""
+
+    def __init__(self, coroutine: Any, clock_ns: Callable[[], int] = time.perf_counter_ns):
+        self.coroutine = coroutine
+        self.clock_ns = clock_ns
+        self.elapsed_ns = 0
+
+    def __await__(self) -> Any:
+        coroutine, value, error = self.coroutine, None, None
+        while True:
+            started = self.clock_ns()
+            try:
+                yielded = coroutine.send(value) if error is None else coroutine.throw(error)
+            except StopIteration as done:
+                self.elapsed_ns += self.clock_ns() - started
+                return done.value
+            self.elapsed_ns += self.clock_ns() - started
+            try:
+                value, error = (yield yielded), None
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as e:  # noqa: BLE001 - handed to the coroutine, as await does
+                value, error = None, e

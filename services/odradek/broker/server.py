@@ -14,7 +14,8 @@ server owns what connections share, each limit with Kafka's key where Kafka has 
 
 ``handle`` turns one frame into the response's parts: decode, call the API's handler, encode.
 A Produce request's size is counted against the client's ``producer_byte_rate`` quota
-(``broker.quotas``) before its handler runs; any answer announcing a ``throttle_time_ms`` (that
+(``broker.quotas``) before its handler runs, and every client request's handler time on the loop
+against ``request_percentage`` after; any answer announcing a ``throttle_time_ms`` (that
 one, or the Fetch handler's ``consumer_byte_rate``) mutes the connection for that long (KIP-219).
 Requests that cannot be answered raise ``CloseConnection`` with the reason: a malformed frame or
 header, an unsupported version of an API other than ApiVersions (which gets the KIP-511
@@ -51,7 +52,7 @@ from odradek.broker.budget import UNBOUNDED, RequestBudgets
 from odradek.broker.connection import CloseConnection, CloseReason, KafkaConnection
 from odradek.broker.context import BrokerContext, DeferredAnswer, RequestContext
 from odradek.broker.handlers import CONTROLLER_APIS, ERROR_RESPONSES, HANDLERS, served_versions
-from odradek.broker.quotas import QuotaType
+from odradek.broker.quotas import NANOS_TO_PERCENTAGE, QuotaType, TimedHandler
 from odradek.config.endpoints import Listener
 from odradek.errors import ErrorCode
 from odradek.listeners import bind_any_port
@@ -73,6 +74,18 @@ IDLE_TIMEOUT_MS = 600_000  # connections.max.idle.ms
 RECEIVE_TIMEOUT_MS = 60_000  # odradek.socket.request.receive.timeout.ms
 REAPER_INTERVAL_S_MAX = 1.0  # the reaper checks at least this often
 STOP_GRACE_S = 5.0  # how long requests already received may take to finish at shutdown
+
+
+# The cluster's own requests, exempt from request_percentage as Kafka's cluster actions are.
+QUOTA_EXEMPT_APIS = CONTROLLER_APIS | {ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS}
+
+
+def _exempt(api_key: int, request: object, response: object) -> bool:
+    if api_key in QUOTA_EXEMPT_APIS:
+        return True
+    if api_key == ApiKey.FETCH:
+        return getattr(request, "replica_id", -1) >= 0  # a follower
+    return api_key == ApiKey.PRODUCE and response is None  # acks=0, as Kafka
 
 
 def throttle_ms_of(response: object) -> int:
@@ -249,11 +262,11 @@ class BrokerServer:
             raise CloseConnection(CloseReason.UNSUPPORTED_VERSION, str(e)) from e
         except InvalidRequestError as e:
             raise CloseConnection(CloseReason.MALFORMED_REQUEST, str(e)) from e
-        produce_throttle_ms = 0
+        throttle_ms = handler_ns = 0
         quotas = self.context.client_quotas
         if quotas is not None and quotas.enabled and header.api_key == ApiKey.PRODUCE:
             # Kafka counts the whole request's size (request.sizeInBytes), throttled or not.
-            produce_throttle_ms = quotas.record(
+            throttle_ms = quotas.record(
                 QuotaType.PRODUCE, connection.principal.name, header.client_id or "", len(frame)
             ).throttle_ms
         if header.api_key in self.served_versions:
@@ -265,8 +278,10 @@ class BrokerServer:
                 connection.client_host,
                 connection.principal,
             )
+            timed = TimedHandler(HANDLERS[header.api_key](context, request))
             try:
-                response = await HANDLERS[header.api_key](context, request)
+                response = await timed
+                handler_ns = timed.elapsed_ns
             except Exception as e:
                 log.exception("handler for api key %d failed", header.api_key)
                 raise CloseConnection(
@@ -280,13 +295,22 @@ class BrokerServer:
                 CloseReason.NOT_ON_LISTENER,
                 f"api key {header.api_key} is not served on listener {self.listener.name}",
             )
+        if quotas is not None and quotas.enabled and not _exempt(header.api_key, request, response):
+            # request_percentage: the handler's own time on the loop (``broker.quotas``)
+            request_throttle_ms = quotas.record(
+                QuotaType.REQUEST,
+                connection.principal.name,
+                header.client_id or "",
+                handler_ns * NANOS_TO_PERCENTAGE,
+            ).throttle_ms
+            throttle_ms = max(throttle_ms, request_throttle_ms)
         if isinstance(response, DeferredAnswer):
-            connection.mute_for(produce_throttle_ms)
+            connection.mute_for(throttle_ms)
             return asyncio.ensure_future(
-                self._finish(header, response.response, started, produce_throttle_ms)
+                self._finish(header, response.response, started, throttle_ms)
             )
-        response = with_throttle(response, produce_throttle_ms)
-        connection.mute_for(max(produce_throttle_ms, throttle_ms_of(response)))
+        response = with_throttle(response, throttle_ms)
+        connection.mute_for(max(throttle_ms, throttle_ms_of(response)))
         return self._encode(header, response, started)
 
     async def _finish(

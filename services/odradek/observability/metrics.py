@@ -336,10 +336,11 @@ class ReplicationQuotaMetrics:
 @dataclass(eq=False)
 class ClientQuotaMetrics:
     """Client quotas (``broker.quotas``), labelled as Kafka's quota metrics: ``quota`` (the key:
-    producer_byte_rate, consumer_byte_rate), ``user`` and ``client_id`` (the sensor's tags; ""
+    producer_byte_rate, consumer_byte_rate, request_percentage), ``user`` and ``client_id`` (the sensor's tags; ""
     where the quota entity has no such part).
 
-    ``recorded``: bytes counted against the quota (their rate is Kafka's ``byte-rate``);
+    ``recorded``: bytes counted against the quota (their rate is Kafka's ``byte-rate``), or for
+    request_percentage the percentage-seconds of handler time (rate: Kafka's ``request-time``);
     ``throttle_time``: milliseconds of throttle given (Kafka's ``throttle-time``, as a sum);
     ``throttled``: answers that were throttled. Label cardinality: at most
     ``quotas.METRIC_ENTITIES_MAX`` (user, client_id) pairs, and only those some quota applies
@@ -696,7 +697,8 @@ def client_quota_metrics(registry: CollectorRegistry) -> ClientQuotaMetrics:
         recorded=Counter(
             f"{prefix}_recorded_bytes_total",
             "Bytes counted against a client quota: Produce requests (producer_byte_rate), "
-            "Fetch answers' records (consumer_byte_rate).",
+            "Fetch answers' records (consumer_byte_rate); for request_percentage, handler time "
+            "on the event loop in percent-seconds (100 = one second of the whole loop).",
             labels,
             registry=registry,
         ),

@@ -1,7 +1,9 @@
 """Client quotas on a real broker: a producer_byte_rate quota set by AlterClientQuotas throttles
 the producer of that client id (librdkafka sees throttle_time_ms, its rate stays near the
 quota) and not another client id; DescribeClientQuotas returns it; removing it lifts it; a
-consumer_byte_rate quota of a user and client id throttles that consumer's fetches likewise."""
+consumer_byte_rate quota of a user and client id throttles that consumer's fetches likewise; a
+request_percentage quota throttles any answer of its client; ``odradek quotas`` alters and
+describes as kafka-configs.sh."""
 
 from __future__ import annotations
 
@@ -47,11 +49,11 @@ def topic(cluster) -> str:
     return name
 
 
-def call(bootstrap: str, request: Any) -> Any:
+def call(bootstrap: str, request: Any, client_id: str = "quota-tests") -> Any:
     """One raw request (the clients have no client quota API) and its answer."""
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=CALL_TIMEOUT_S) as sock:
-        frame = encode_request(request, 1, "quota-tests")
+        frame = encode_request(request, 1, client_id)
         sock.sendall(struct.pack(">i", len(frame)) + frame)
         data = b""
         while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
@@ -258,3 +260,22 @@ def test_odradek_quotas_cli_alters_and_describes_like_kafka_configs(cluster):
     done = cli("--alter", "--delete-config", "producer_byte_rate,consumer_byte_rate", *user_client)
     assert done.returncode == 0, done.stderr
     assert cli("--describe", *user_client).stdout == ""
+
+
+def test_request_percentage_throttles_any_answer_of_that_client(cluster):
+    from kio.schema.metadata.v12 import request as metadata
+
+    bootstrap = cluster.bootstrap_servers
+    entry = alter(bootstrap, "busy", 0.0001, key="request_percentage")
+    assert entry.error_code == 0, entry.error_message
+    time.sleep(1.0)  # the broker follows the change notification
+    ask = metadata.MetadataRequest(
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    throttles = [call(bootstrap, ask, "busy").throttle_time.total_seconds() for _ in range(3)]
+    assert max(throttles) > 0
+    assert max(throttles) <= 1.0  # one window (quota.window.size.seconds)
+    assert call(bootstrap, ask, "idle").throttle_time.total_seconds() == 0
+    assert alter(bootstrap, "busy", None, key="request_percentage").error_code == 0

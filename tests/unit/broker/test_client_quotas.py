@@ -3,6 +3,7 @@ padded windows, the throttle arithmetic and its bound, on a fake clock."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import pytest
@@ -11,11 +12,13 @@ from odradek.broker.admin.client_quotas import Op, _apply, entity_of
 from odradek.broker.admin.errors import AdminRequestError
 from odradek.broker.quotas import (
     DEFAULT_ENTITY,
+    NANOS_TO_PERCENTAGE,
     ClientQuotas,
     FetchQuota,
     QuotaEntity,
     QuotaRate,
     QuotaType,
+    TimedHandler,
     sanitize,
 )
 
@@ -165,11 +168,11 @@ def test_alter_validation_has_kafkas_words():
         _apply(config, [Op("nope", 1, False)])
     with pytest.raises(AdminRequestError, match="Configuration producer_byte_rate must be a LONG"):
         _apply(config, [Op(P, 1.5, False)])
-    with pytest.raises(AdminRequestError, match="request_percentage is not supported"):
-        _apply(config, [Op("request_percentage", 50, False)])
-    _apply(config, [Op(P, 1024.0, False)])
-    assert config == {"SCRAM-SHA-256": "kept", P: "1024"}
-    _apply(config, [Op(P, 0, True), Op("consumer_byte_rate", 0, True)])
+    with pytest.raises(AdminRequestError, match="controller_mutation_rate is not supported"):
+        _apply(config, [Op("controller_mutation_rate", 50, False)])
+    _apply(config, [Op(P, 1024.0, False), Op("request_percentage", 12.5, False)])
+    assert config == {"SCRAM-SHA-256": "kept", P: "1024", "request_percentage": "12.5"}
+    _apply(config, [Op(P, 0, True), Op("request_percentage", 0, True)])
     assert config == {"SCRAM-SHA-256": "kept"}
 
 
@@ -179,3 +182,61 @@ def test_entity_paths_round_trip():
     assert QuotaEntity("alice", "app").path == "users/alice/clients/app"
     with pytest.raises(ValueError):
         QuotaEntity.from_path("users/alice/x/app")
+
+
+def test_request_percentage_is_handler_time_and_its_throttle_is_one_window():
+    q, _ = quotas({QuotaEntity(None, D): {"request_percentage": "10"}})
+    # 10 % of one loop over a 10 s window is 1 s of handler time; 3 s is well over it.
+    t = q.record(QuotaType.REQUEST, "u", "c", 3e9 * NANOS_TO_PERCENTAGE)
+    assert t.throttle_ms == 1000  # (30 - 10) / 10 x 10 s, cut to one window as Kafka's
+
+
+def test_timed_handler_counts_its_steps_not_its_waits():
+    ticks = iter(range(0, 10_000, 10))  # each clock read: 10 ns later
+
+    async def handler() -> str:
+        await asyncio.sleep(0.05)  # a wait: not counted beyond the reads around it
+        await asyncio.sleep(0)
+        return "done"
+
+    async def main() -> tuple[str, int]:
+        timed = TimedHandler(handler(), clock_ns=lambda: next(ticks))
+        return await timed, timed.elapsed_ns
+
+    result, elapsed_ns = asyncio.run(main())
+    assert result == "done"
+    assert elapsed_ns == 30  # three steps, each timed by two reads 10 ns apart
+
+    async def failing() -> None:
+        await asyncio.sleep(0)
+        raise KeyError("x")
+
+    async def main_failing() -> None:
+        await TimedHandler(failing())
+
+    with pytest.raises(KeyError):
+        asyncio.run(main_failing())
+
+
+def test_timed_handler_passes_cancellation_in():
+    seen = []
+
+    async def handler() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    async def timed() -> None:
+        await TimedHandler(handler())
+
+    async def main() -> None:
+        task = asyncio.ensure_future(timed())
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert seen == ["cancelled"]

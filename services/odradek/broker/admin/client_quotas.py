@@ -15,8 +15,8 @@ leaves ``{"config":{}}`` (or the other keys), as Kafka does.
 Validation as Kafka's ``alterClientQuotas``: an empty entity, an unknown entity type, an empty
 name, a combination other than user / client-id / user+client-id, a key that is not a quota key
 (``Invalid configuration key <key>``) or a LONG key with a fraction (``Configuration <key> must
-be a LONG value``) are INVALID_REQUEST. ``request_percentage`` and ``controller_mutation_rate``
-are refused as well (INVALID_REQUEST): Odradek does not enforce them yet. IP quotas (``ip``) are
+be a LONG value``) are INVALID_REQUEST. ``controller_mutation_rate`` is refused as well
+(INVALID_REQUEST): Odradek does not enforce it yet. IP quotas (``ip``) are
 refused: not served.
 
 Runs on the broker's event loop.
@@ -120,6 +120,9 @@ def _apply(config: dict[str, str], ops: Sequence[Op]) -> None:
             raise AdminRequestError(f"Invalid configuration key {op.key}")
         if op.key not in ENFORCED_QUOTA_KEYS:
             raise AdminRequestError(f"Configuration {op.key} is not supported by Odradek yet")
+        if kind == "DOUBLE":
+            config[op.key] = repr(float(op.value))  # Java's Double.toString for usual values
+            continue
         whole = int(op.value + LONG_EPSILON)
         if abs(whole - op.value) > LONG_EPSILON:
             raise AdminRequestError(f"Configuration {op.key} must be a {kind} value")
