@@ -336,8 +336,8 @@ class ReplicationQuotaMetrics:
 @dataclass(eq=False)
 class ClientQuotaMetrics:
     """Client quotas (``broker.quotas``), labelled as Kafka's quota metrics: ``quota`` (the key:
-    producer_byte_rate, consumer_byte_rate, request_percentage), ``user`` and ``client_id`` (the sensor's tags; ""
-    where the quota entity has no such part).
+    producer_byte_rate, consumer_byte_rate, request_percentage), ``user`` and ``client_id`` (the
+    sensor's tags; "" where the quota entity has no such part).
 
     ``recorded``: bytes counted against the quota (their rate is Kafka's ``byte-rate``), or for
     request_percentage the percentage-seconds of handler time (rate: Kafka's ``request-time``);
