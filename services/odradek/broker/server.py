@@ -278,10 +278,14 @@ class BrokerServer:
                 connection.client_host,
                 connection.principal,
             )
-            timed = TimedHandler(HANDLERS[header.api_key](context, request))
+            handling = HANDLERS[header.api_key](context, request)
             try:
-                response = await timed
-                handler_ns = timed.elapsed_ns
+                if quotas is not None and quotas.enabled:  # timed only when it may matter
+                    timed = TimedHandler(handling)
+                    response = await timed
+                    handler_ns = timed.elapsed_ns
+                else:
+                    response = await handling
             except Exception as e:
                 log.exception("handler for api key %d failed", header.api_key)
                 raise CloseConnection(

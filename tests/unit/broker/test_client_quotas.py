@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from odradek.broker.admin.client_quotas import Op, _apply, entity_of
+from odradek.broker.admin.client_quotas import Op, _apply, describe, entity_of, entity_parts
 from odradek.broker.admin.errors import AdminRequestError
 from odradek.broker.quotas import (
     DEFAULT_ENTITY,
@@ -21,6 +21,8 @@ from odradek.broker.quotas import (
     TimedHandler,
     sanitize,
 )
+from odradek.zk.errors import NoNodeError
+from odradek.zk.paths import EntityConfig
 
 D = DEFAULT_ENTITY
 P = "producer_byte_rate"
@@ -240,3 +242,62 @@ def test_timed_handler_passes_cancellation_in():
 
     asyncio.run(main())
     assert seen == ["cancelled"]
+
+
+class FakeZk:
+    """The two reads ``client_quotas.read_all`` makes, over a dict of path -> config."""
+
+    def __init__(self, nodes: dict[str, dict[str, str]]) -> None:
+        self.nodes = nodes
+
+    async def achildren(self, path: str) -> list[str]:
+        depth = path.count("/") + 1
+        kids = {p.split("/")[depth] for p in self.nodes if p.startswith(path + "/")}
+        if not kids:
+            raise NoNodeError(path)
+        return sorted(kids)
+
+    async def aget(self, path: str):
+        if path not in self.nodes:
+            raise NoNodeError(path)
+        return EntityConfig(self.nodes[path]).encode(), type("Stat", (), {"version": 0})()
+
+
+NODES = {
+    "/config/users/alice": {P: "1", "SCRAM-SHA-256": "secret"},
+    "/config/users/alice/clients/app": {P: "2"},
+    "/config/users/%3Cdefault%3E": {P: "9"},  # a user literally named <default>
+    "/config/users/<default>": {P: "3"},
+    "/config/users/bob": {"SCRAM-SHA-256": "secret"},  # credentials only: not listed
+    "/config/clients/app": {P: "4"},
+    "/config/clients/<default>": {P: "5"},
+}
+
+
+@pytest.mark.parametrize(
+    ("components", "strict", "expected"),
+    [
+        ([], False, {"u=alice", "u=alice,c=app", "u=<default>", "u=*", "c=app", "c=*"}),
+        ([], True, set()),
+        ([("user", 0, "alice")], False, {"u=alice", "u=alice,c=app"}),
+        ([("user", 0, "alice")], True, {"u=alice"}),
+        ([("user", 0, "<default>")], True, {"u=<default>"}),  # the user of that name
+        ([("user", 1, None)], True, {"u=*"}),
+        ([("user", 2, None)], True, {"u=alice", "u=<default>", "u=*"}),
+        ([("client-id", 0, "app")], False, {"u=alice,c=app", "c=app"}),
+        ([("user", 0, "alice"), ("client-id", 2, None)], True, {"u=alice,c=app"}),
+    ],
+)
+def test_describe_filters_as_kafka(components, strict, expected):
+    found = asyncio.run(describe(FakeZk(NODES), components, strict))
+
+    def show(entity: QuotaEntity) -> str:
+        parts = []
+        for kind, name in entity_parts(entity):
+            parts.append(f"{kind[0]}={'*' if name is None else name}")
+        return ",".join(parts)
+
+    assert {show(e) for e, _ in found} == expected  # "*": the <default> entity
+    assert all("SCRAM-SHA-256" not in quotas for _, quotas in found)
+    with pytest.raises(AdminRequestError, match="Duplicate user filter component"):
+        asyncio.run(describe(FakeZk(NODES), [("user", 2, None), ("user", 2, None)], False))

@@ -218,17 +218,17 @@ async def read_all(zk: ZkClient) -> dict[QuotaEntity, dict[str, str]]:
 
 
 def _component_match(
-    component: tuple[int, str | None] | None, name: str | None, strict: bool
+    component: tuple[int, str | None] | None, part: str | None, strict: bool
 ) -> bool:
-    """Kafka's ``matches``: ``name`` is the entity's desanitized part (``<default>`` kept)."""
+    """Kafka's ``matches``; ``part`` is the entity's stored (sanitized) name or None."""
     if component is None:
-        return name is None or not strict
+        return part is None or not strict
     match_type, match = component
     if match_type == MATCH_EXACT:
-        return name is not None and name != DEFAULT_ENTITY and name == match
+        return part is not None and part != DEFAULT_ENTITY and desanitize(part) == match
     if match_type == MATCH_DEFAULT:
-        return name == DEFAULT_ENTITY
-    return name is not None  # MATCH_SPECIFIED
+        return part == DEFAULT_ENTITY
+    return part is not None  # MATCH_SPECIFIED
 
 
 async def describe(
@@ -254,16 +254,10 @@ async def describe(
     answer = []
     for entity, config in (await read_all(zk)).items():
         quotas = quotas_of(config)
-        user = None if entity.user is None else _display(entity.user)
-        client = None if entity.client_id is None else _display(entity.client_id)
         if (
             quotas
-            and _component_match(by_type.get(USER), user, strict)
-            and _component_match(by_type.get(CLIENT_ID), client, strict)
+            and _component_match(by_type.get(USER), entity.user, strict)
+            and _component_match(by_type.get(CLIENT_ID), entity.client_id, strict)
         ):
             answer.append((entity, quotas))
     return answer
-
-
-def _display(name: str) -> str:
-    return name if name == DEFAULT_ENTITY else desanitize(name)
