@@ -1,9 +1,10 @@
-"""Client quotas (KIP-13, KIP-55): Kafka's ``ClientQuotaManager`` for produce and fetch bytes.
+"""Client quotas (KIP-13, KIP-55, KIP-124): Kafka's ``ClientQuotaManager`` and
+``ClientRequestQuotaManager``: produce and fetch bytes, request handler time.
 
 **Entities and precedence.** A quota is set on an entity: a user (the request's principal
-name, sanitized as Kafka's ``Sanitizer``: URL-encoding), a client id, or a user and a client id,
-each part either a name or ``<default>``. Each quota type is looked up on its own, in Kafka's
-order, the first entity that sets that key winning:
+name), a client id, or a user and a client id, each part a name or ``<default>``; names are
+stored and matched sanitized, as Kafka's ``Sanitizer`` (URL-encoding) sanitizes them. Each
+quota type is looked up on its own, in Kafka's order, the first entity that sets that key winning:
 
     1. /config/users/<user>/clients/<client-id>     5. /config/users/<default>/clients/<default>
     2. /config/users/<user>/clients/<default>       6. /config/users/<default>
@@ -248,8 +249,8 @@ class ClientQuotas:
         """The bound (per second) and sensor tags of a principal's client, None: no quota."""
         if not self._quotas:
             return None
-        sanitized = sanitize(user)
-        for entity, tags in precedence(sanitized, client_id):
+        # Stored entity names are sanitized (ZooKeeper paths): so are both parts looked up.
+        for entity, tags in precedence(sanitize(user), sanitize(client_id)):
             bound = self._quotas.get(entity, {}).get(quota_type.value)
             if bound is not None:
                 return bound, tags
@@ -315,9 +316,9 @@ class ClientQuotas:
                 tags = (OTHER_LABEL, OTHER_LABEL)
             else:
                 self._labelled.add(tags)
-        user, client_id = desanitize(tags[0]), tags[1]
+        user, client_id = desanitize(tags[0]), desanitize(tags[1])
         if tags[0] == OTHER_LABEL:
-            user = OTHER_LABEL
+            user = client_id = OTHER_LABEL
         metrics.observe(quota_type.value, user, client_id, value, throttle_ms)
 
 

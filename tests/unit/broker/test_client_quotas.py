@@ -87,6 +87,19 @@ def test_users_are_matched_by_their_sanitized_name_and_other_keys_are_ignored():
     assert not q.enabled
 
 
+def test_client_ids_are_matched_by_their_sanitized_name():
+    seen = []
+
+    class Metrics:
+        def observe(self, quota, user, client_id, value, throttle_ms):
+            seen.append((user, client_id))
+
+    q, _ = quotas({QuotaEntity(None, sanitize("rdkafka#producer-1")): {P: "5"}}, metrics=Metrics())
+    assert q.quota(QuotaType.PRODUCE, "ANONYMOUS", "rdkafka#producer-1")[0] == 5
+    q.record(QuotaType.PRODUCE, "ANONYMOUS", "rdkafka#producer-1", 1)
+    assert seen == [("", "rdkafka#producer-1")]  # labels read as the client sent them
+
+
 def test_rate_pads_to_window_num_minus_one_windows():
     rate = QuotaRate(11, 1000)
     rate.record(1000, 0)
