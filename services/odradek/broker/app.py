@@ -55,6 +55,8 @@ from odradek.broker.group_lag import run_consumer_lag
 from odradek.broker.log_dir_failure import LogDirFailureHandler
 from odradek.broker.log_dir_mover import LogDirMover
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.quota_configs import ClientQuotaConfigs
+from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
@@ -72,6 +74,7 @@ from odradek.observability.admin_server import AdminServer, start_admin_server
 from odradek.observability.loop_monitor import EventLoopMonitor
 from odradek.observability.metrics import (
     broker_metrics,
+    client_quota_metrics,
     common_metrics,
     consumer_lag_metrics,
     new_registry,
@@ -121,6 +124,11 @@ class BrokerApp:
         self.common = common_metrics(self.registry)
         self.metrics = broker_metrics(self.registry)
         self.quotas = ReplicationQuotas.of(config, replication_quota_metrics(self.registry))
+        self.client_quotas = ClientQuotas(
+            window_num=config.quota_window_num,
+            window_size_s=config.quota_window_size_seconds,
+            metrics=client_quota_metrics(self.registry),
+        )
         self.consumer_lag = consumer_lag_metrics(self.registry)
         self.zk = ZkClient(
             config.zookeeper_connect,
@@ -163,14 +171,20 @@ class BrokerApp:
         cluster_id = await self._cluster_id()
 
         self.broker_configs = BrokerConfigs(self.zk, config.broker_id, self.quotas.update)
+        client_quota_configs = ClientQuotaConfigs(self.zk, self.client_quotas)
         self.topic_configs = TopicConfigs(
             self.zk,
             config.topic_defaults(),
             self._config_changed,
-            entity_handlers={"brokers": self.broker_configs.refresh},
+            entity_handlers={
+                "brokers": self.broker_configs.refresh,
+                "users": client_quota_configs.refresh_user,
+                "clients": client_quota_configs.refresh_client,
+            },
         )
         await self.topic_configs.start()
         await self.broker_configs.start()  # after: a change from now on has its notification
+        await client_quota_configs.start()
         self.log_manager = LogManager(
             config.effective_log_dirs,
             topic_config=self.topic_configs.get,
@@ -247,6 +261,7 @@ class BrokerApp:
             config=config,
             zk=self.zk,
             topic_configs=self.topic_configs,
+            client_quotas=self.client_quotas,
             producer_ids=producer_ids,
             authorizer=authorizer,
             fetch_sessions=FetchSessionCache.of(config),

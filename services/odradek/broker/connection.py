@@ -49,6 +49,9 @@ Per connection, as Kafka's SocketServer does it:
   a request that was answerable is answered whatever follows it. A size prefix out of bounds
   likewise: nothing more is read, the frames received before it are handled and answered, then
   the connection is closed.
+- A client over its quota (``broker.quotas``) is answered at once with ``throttle_time_ms`` and
+  its next request is handled only once that time is over (KIP-219's muted channel,
+  ``mute_for``); the bytes it sends meanwhile wait in the queue under the usual bounds.
 - ``connections.max.idle.ms`` closes a connection with nothing to do and nothing received for
   that long (half-open ones included; TCP keepalive is on as well), and
   ``odradek.socket.request.receive.timeout.ms`` one whose request has been arriving for that
@@ -154,6 +157,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_activity = self.loop.time()
         self.receiving_since: float | None = None  # when the frame now arriving began
         self.frame_error: str | None = None  # the size prefix that failed: close once answered
+        # KIP-219: a throttled client's next request is not handled before this (loop time).
+        self.muted_until = 0.0
 
     # -- asyncio callbacks ---------------------------------------------------------------
 
@@ -317,6 +322,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.frame_ready.clear()
                     await self.frame_ready.wait()
                     continue
+                muted_s = self.muted_until - self.loop.time()
+                if muted_s > 0 and not self.closed:
+                    await asyncio.sleep(muted_s)  # bounded: a throttle never exceeds its max
+                    continue
                 data, pooled_bytes, buffer = self.queue.popleft()
                 self.queued_pooled_bytes -= pooled_bytes
                 self.server.request_slots.release(1)
@@ -469,6 +478,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             position += len(chunk)
 
     # -- closing -------------------------------------------------------------------------
+
+    def mute_for(self, throttle_ms: int) -> None:
+        """KIP-219: the answer is sent at once; the next request waits ``throttle_ms``."""
+        if throttle_ms > 0:
+            self.muted_until = max(self.muted_until, self.loop.time() + throttle_ms / 1000)
 
     def expired(self, now: float) -> CloseReason | None:
         """Whether the reaper should close this connection now, and why."""

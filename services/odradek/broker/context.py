@@ -10,6 +10,7 @@ from odradek.broker.admin.producer_ids import ProducerIdManager
 from odradek.broker.controller_link import ControllerLink
 from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.topic_configs import TopicConfigs
 from odradek.broker.txn_markers import TxnMarkerSender
@@ -35,6 +36,8 @@ class BrokerContext:
     config: BrokerConfig | None = None
     zk: ZkClient | None = None  # None only in tests that run a broker without a cluster
     topic_configs: TopicConfigs | None = None
+    # Produce and fetch byte-rate quotas per user and client id (``quotas``); None: none.
+    client_quotas: ClientQuotas | None = None
     producer_ids: ProducerIdManager | None = None
     # The highest controller epoch seen; requests from older controllers are refused.
     controller_epoch: int = 0

@@ -196,6 +196,9 @@ class SessionErrorContext:
     def respond(self, results: list[FetchResult]) -> FetchResponseData:
         return FetchResponseData(self.error, INVALID_SESSION_ID, [])
 
+    def throttled(self) -> FetchResponseData:
+        return self.respond([])
+
 
 class SessionlessFetchContext:
     """A full fetch that uses no session: every partition is read and answered."""
@@ -206,6 +209,11 @@ class SessionlessFetchContext:
 
     def respond(self, results: list[FetchResult]) -> FetchResponseData:
         return FetchResponseData(ErrorCode.none, INVALID_SESSION_ID, results)
+
+    def throttled(self) -> FetchResponseData:
+        """Kafka's ``getThrottledResponse``: empty, and no session made (a client over its
+        consumer_byte_rate quota fetches again, whole, once its throttle is over)."""
+        return FetchResponseData(ErrorCode.none, INVALID_SESSION_ID, [])
 
 
 class FullFetchContext:
@@ -224,6 +232,9 @@ class FullFetchContext:
         self._cache = cache
         self._privileged = privileged
         self._uses_topic_ids = uses_topic_ids
+
+    def throttled(self) -> FetchResponseData:
+        return FetchResponseData(ErrorCode.none, INVALID_SESSION_ID, [])
 
     def respond(self, results: list[FetchResult]) -> FetchResponseData:
         answered = {(r.topic, r.partition): r for r in results}
@@ -249,6 +260,10 @@ class IncrementalFetchContext:
         self.partitions = [cached.request for cached in session.partitions.values()]
         self._session = session
         self._epoch = session.epoch  # the epoch the cache moved to for this request
+
+    def throttled(self) -> FetchResponseData:
+        """Empty, the session kept as it is (what it caches changes only with an answer)."""
+        return FetchResponseData(ErrorCode.none, self._session.id, [])
 
     def respond(self, results: list[FetchResult]) -> FetchResponseData:
         session = self._session

@@ -13,6 +13,10 @@ server owns what connections share, each limit with Kafka's key where Kafka has 
   went away while their connection was paused (a paused socket is not watched by asyncio).
 
 ``handle`` turns one frame into the response's parts: decode, call the API's handler, encode.
+A Produce request's size is counted against the client's ``producer_byte_rate`` quota
+(``broker.quotas``) before its handler runs, and every client request's handler time on the loop
+against ``request_percentage`` after; any answer announcing a ``throttle_time_ms`` (that
+one, or the Fetch handler's ``consumer_byte_rate``) mutes the connection for that long (KIP-219).
 Requests that cannot be answered raise ``CloseConnection`` with the reason: a malformed frame or
 header, an unsupported version of an API other than ApiVersions (which gets the KIP-511
 answer), a handler or encoder that failed (a bug: logged with its traceback). The broker itself
@@ -45,6 +49,8 @@ Runs on the broker's event loop only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import logging
 import select
 import time
@@ -54,6 +60,7 @@ from odradek.broker.budget import UNBOUNDED, RequestBudgets
 from odradek.broker.connection import CloseConnection, CloseReason, KafkaConnection
 from odradek.broker.context import BrokerContext, DeferredAnswer, RequestContext
 from odradek.broker.handlers import CONTROLLER_APIS, ERROR_RESPONSES, HANDLERS, served_versions
+from odradek.broker.quotas import NANOS_TO_PERCENTAGE, QuotaType, TimedHandler
 from odradek.broker.sasl_authenticator import AuthenticationFailed, ListenerSasl, UnexpectedRequest
 from odradek.config.endpoints import Listener
 from odradek.errors import ErrorCode
@@ -77,6 +84,33 @@ IDLE_TIMEOUT_MS = 600_000  # connections.max.idle.ms
 RECEIVE_TIMEOUT_MS = 60_000  # odradek.socket.request.receive.timeout.ms
 REAPER_INTERVAL_S_MAX = 1.0  # the reaper checks at least this often
 STOP_GRACE_S = 5.0  # how long requests already received may take to finish at shutdown
+
+
+# The cluster's own requests, exempt from request_percentage as Kafka's cluster actions are.
+QUOTA_EXEMPT_APIS = CONTROLLER_APIS | {ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS}
+
+
+def _exempt(api_key: int, request: object, response: object) -> bool:
+    if api_key in QUOTA_EXEMPT_APIS:
+        return True
+    if api_key == ApiKey.FETCH:
+        return getattr(request, "replica_id", -1) >= 0  # a follower
+    return api_key == ApiKey.PRODUCE and response is None  # acks=0, as Kafka
+
+
+def throttle_ms_of(response: object) -> int:
+    """The ``throttle_time_ms`` an answer announces (0: none, or no such field)."""
+    throttle = getattr(response, "throttle_time", None)
+    return 0 if throttle is None else int(throttle.total_seconds() * 1000)
+
+
+def with_throttle(response: object, throttle_ms: int) -> object:
+    """The answer announcing at least ``throttle_ms`` (KIP-219), if it has the field."""
+    if throttle_ms <= 0 or response is None or throttle_ms <= throttle_ms_of(response):
+        return response
+    if "throttle_time" not in getattr(response, "__dataclass_fields__", {}):
+        return response
+    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
 
 
 def _departed(connections: set[KafkaConnection]) -> list[KafkaConnection]:
@@ -251,6 +285,13 @@ class BrokerServer:
             return await self._authenticate(header, request, connection, started)
         if sasl is not None and not sasl.complete:
             self._check_sasl_allows(header, connection)
+        throttle_ms = handler_ns = 0
+        quotas = self.context.client_quotas
+        if quotas is not None and quotas.enabled and header.api_key == ApiKey.PRODUCE:
+            # Kafka counts the whole request's size (request.sizeInBytes), throttled or not.
+            throttle_ms = quotas.record(
+                QuotaType.PRODUCE, connection.principal.name, header.client_id or "", len(frame)
+            ).throttle_ms
         if header.api_key in self.served_versions:
             context = RequestContext(
                 header,
@@ -260,8 +301,14 @@ class BrokerServer:
                 connection.client_host,
                 connection.principal,
             )
+            handling = HANDLERS[header.api_key](context, request)
             try:
-                response = await HANDLERS[header.api_key](context, request)
+                if quotas is not None and quotas.enabled:  # timed only when it may matter
+                    timed = TimedHandler(handling)
+                    response = await timed
+                    handler_ns = timed.elapsed_ns
+                else:
+                    response = await handling
             except Exception as e:
                 log.exception("handler for api key %d failed", header.api_key)
                 raise CloseConnection(
@@ -275,8 +322,22 @@ class BrokerServer:
                 CloseReason.NOT_ON_LISTENER,
                 f"api key {header.api_key} is not served on listener {self.listener.name}",
             )
+        if quotas is not None and quotas.enabled and not _exempt(header.api_key, request, response):
+            # request_percentage: the handler's own time on the loop (``broker.quotas``)
+            request_throttle_ms = quotas.record(
+                QuotaType.REQUEST,
+                connection.principal.name,
+                header.client_id or "",
+                handler_ns * NANOS_TO_PERCENTAGE,
+            ).throttle_ms
+            throttle_ms = max(throttle_ms, request_throttle_ms)
         if isinstance(response, DeferredAnswer):
-            return asyncio.ensure_future(self._finish(header, response.response, started))
+            connection.mute_for(throttle_ms)
+            return asyncio.ensure_future(
+                self._finish(header, response.response, started, throttle_ms)
+            )
+        response = with_throttle(response, throttle_ms)
+        connection.mute_for(max(throttle_ms, throttle_ms_of(response)))
         return self._encode(header, response, started)
 
     def _check_sasl_allows(self, header: RequestHeader, connection: KafkaConnection) -> None:
@@ -337,7 +398,11 @@ class BrokerServer:
             ).inc()
 
     async def _finish(
-        self, header: RequestHeader, deferred: Awaitable[object], started: float
+        self,
+        header: RequestHeader,
+        deferred: Awaitable[object],
+        started: float,
+        throttle_ms: int = 0,
     ) -> list | None:
         """A deferred answer's parts, once it is complete (see ``DeferredAnswer``)."""
         try:
@@ -347,7 +412,7 @@ class BrokerServer:
             raise CloseConnection(
                 CloseReason.HANDLER_ERROR, f"handler for api key {header.api_key} failed: {e!r}"
             ) from e
-        return self._encode(header, response, started)
+        return self._encode(header, with_throttle(response, throttle_ms), started)
 
     def _encode(self, header: RequestHeader, response: object, started: float) -> list | None:
         metrics = self.context.metrics

@@ -657,6 +657,20 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             minimum=1,
         ),
         ConfigKey(
+            "quota.window.num",
+            _T.INT,
+            11,
+            "Number of samples the client quotas measure their rates over.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "quota.window.size.seconds",
+            _T.INT,
+            1,
+            "Time span of each sample of the client quotas' rates.",
+            minimum=1,
+        ),
+        ConfigKey(
             "replication.quota.window.num",
             _T.INT,
             11,
@@ -937,6 +951,8 @@ class BrokerConfig(PropertiesConfig):
     replica_fetch_min_bytes: int = _default("replica.fetch.min.bytes")
     replica_fetch_backoff_ms: int = _default("replica.fetch.backoff.ms")
     replica_socket_timeout_ms: int = _default("replica.socket.timeout.ms")
+    quota_window_num: int = _default("quota.window.num")
+    quota_window_size_seconds: int = _default("quota.window.size.seconds")
     replication_quota_window_num: int = _default("replication.quota.window.num")
     replication_quota_window_size_seconds: int = _default("replication.quota.window.size.seconds")
     max_incremental_fetch_session_cache_slots: int = _default(

@@ -335,6 +335,35 @@ class ReplicationQuotaMetrics:
 
 
 @dataclass(eq=False)
+class ClientQuotaMetrics:
+    """Client quotas (``broker.quotas``), labelled as Kafka's quota metrics: ``quota`` (the key:
+    producer_byte_rate, consumer_byte_rate, request_percentage), ``user`` and ``client_id`` (the
+    sensor's tags; "" where the quota entity has no such part).
+
+    ``recorded``: bytes counted against the quota (their rate is Kafka's ``byte-rate``), or for
+    request_percentage the percentage-seconds of handler time (rate: Kafka's ``request-time``);
+    ``throttle_time``: milliseconds of throttle given (Kafka's ``throttle-time``, as a sum);
+    ``throttled``: answers that were throttled. Label cardinality: at most
+    ``quotas.METRIC_ENTITIES_MAX`` (user, client_id) pairs, and only those some quota applies
+    to; later ones are counted under ``<other>``.
+    """
+
+    recorded: Counter
+    throttle_time: Counter
+    throttled: Counter
+
+    def observe(
+        self, quota: str, user: str, client_id: str, value: float, throttle_ms: int
+    ) -> None:
+        labels = {"quota": quota, "user": user, "client_id": client_id}
+        if value > 0:
+            self.recorded.labels(**labels).inc(value)
+        if throttle_ms > 0:
+            self.throttle_time.labels(**labels).inc(throttle_ms)
+            self.throttled.labels(**labels).inc()
+
+
+@dataclass(eq=False)
 class TxnMarkerMetrics:
     """The transaction markers this broker's transaction coordinator sends (``txn_markers``).
 
@@ -663,6 +692,34 @@ def replication_quota_metrics(registry: CollectorRegistry) -> ReplicationQuotaMe
             "leader.replication.throttled.rate and follower.replication.throttled.rate in force "
             "(9223372036854775807: unthrottled).",
             ["side"],
+            registry=registry,
+        ),
+    )
+
+
+def client_quota_metrics(registry: CollectorRegistry) -> ClientQuotaMetrics:
+    """Register a broker's client quota metrics on ``registry``."""
+    prefix = f"{NAMESPACE}_client_quota"
+    labels = ["quota", "user", "client_id"]
+    return ClientQuotaMetrics(
+        recorded=Counter(
+            f"{prefix}_recorded_bytes_total",
+            "Bytes counted against a client quota: Produce requests (producer_byte_rate), "
+            "Fetch answers' records (consumer_byte_rate); for request_percentage, handler time "
+            "on the event loop in percent-seconds (100 = one second of the whole loop).",
+            labels,
+            registry=registry,
+        ),
+        throttle_time=Counter(
+            f"{prefix}_throttle_time_ms_total",
+            "Milliseconds of throttle_time_ms given to clients over their quota.",
+            labels,
+            registry=registry,
+        ),
+        throttled=Counter(
+            f"{prefix}_throttled_total",
+            "Answers throttled because the client was over its quota.",
+            labels,
             registry=registry,
         ),
     )

@@ -106,6 +106,8 @@ class ApiKey(enum.IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50  # KIP-554
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     ALTER_PARTITION = 56  # served by the controller's listener, not by brokers
     DESCRIBE_CLUSTER = 60  # KIP-700
     DESCRIBE_PRODUCERS = 61  # KIP-664
@@ -184,6 +186,8 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.SASL_AUTHENTICATE: (0, 2),  # v1 adds session_lifetime_ms (0: no KIP-368)
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+        ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     }
 )
 

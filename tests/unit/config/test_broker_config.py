@@ -67,6 +67,8 @@ KAFKA_DEFAULTS = {
     "replica.fetch.min.bytes": "1",
     "replica.fetch.backoff.ms": "1000",
     "replica.socket.timeout.ms": "30000",
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
     "replication.quota.window.num": "11",
     "replication.quota.window.size.seconds": "1",
     "max.incremental.fetch.session.cache.slots": "1000",

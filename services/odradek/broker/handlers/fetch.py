@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import logging
 import typing
+from datetime import timedelta
 from typing import Any
 
 from odradek.broker.authorization import authorize_cluster, filter_authorized
 from odradek.broker.context import RequestContext
 from odradek.broker.fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID, FetchResponseData
-from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.broker.handlers.build import build, element_type
+from odradek.broker.quotas import FetchQuota
 from odradek.broker.replica_manager import FetchPartitionRequest, FetchResult
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
@@ -86,19 +88,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if r.topic not in readable
         ]
         wanted = [r for r in wanted if r.topic in readable]
+    quota = FetchQuota.of(ctx.broker.client_quotas, ctx.principal.name, ctx.header.client_id)
     if wanted:  # a session error reads nothing and answers at once, as Kafka does
         results += await ctx.broker.replica_manager.fetch(
             wanted,
             max_wait_ms=int(request.max_wait.total_seconds() * 1000),
             min_bytes=request.min_bytes,
-            max_bytes=getattr(request, "max_bytes", 0x7FFFFFFF),
+            max_bytes=quota.max_bytes(getattr(request, "max_bytes", 0x7FFFFFFF), replica_id),
             isolation_level=getattr(request, "isolation_level", 0),
             replica_id=replica_id,
         )
-    return _response(ctx, wanted, context.respond(results))
+    throttle_ms = quota.record(results, replica_id)
+    answer = context.throttled() if throttle_ms else context.respond(results)
+    return _response(ctx, wanted, answer, throttle_ms)
 
 
-def _response(ctx: RequestContext, wanted: list[FetchPartitionRequest], answer: Any) -> Any:
+def _response(
+    ctx: RequestContext, wanted: list[FetchPartitionRequest], answer: Any, throttle_ms: int = 0
+) -> Any:
     metrics = ctx.broker.metrics
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     topic_type = element_type(response_type, "responses")
@@ -147,7 +154,7 @@ def _response(ctx: RequestContext, wanted: list[FetchPartitionRequest], answer: 
         )
     return build(
         response_type,
-        throttle_time=NO_THROTTLE,
+        throttle_time=timedelta(milliseconds=throttle_ms),
         error_code=answer.error,
         session_id=answer.session_id,
         responses=tuple(
