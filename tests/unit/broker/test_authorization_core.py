@@ -236,7 +236,10 @@ def fetch_request(version: int, replica_id: int, topics: dict[str, list[int]]):
 
 def fetch_broker():
     return SimpleNamespace(
-        replica_manager=FetchReplicas(), fetch_sessions=FetchSessionCache.of(), metrics=None
+        replica_manager=FetchReplicas(),
+        fetch_sessions=FetchSessionCache.of(),
+        metrics=None,
+        client_quotas=None,
     )
 
 
