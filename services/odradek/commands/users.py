@@ -94,7 +94,12 @@ def _alter(args: argparse.Namespace, alteration, doing: str) -> None:
 def run_set_scram(args: argparse.Namespace) -> int:
     password = args.password
     if password is None:
-        password = getpass.getpass(f"Password for {args.user}: ")
+        try:
+            password = getpass.getpass(f"Password for {args.user}: ")
+        except EOFError:
+            raise CommandError(
+                "no password: give --password, or run it where it can ask (a terminal)"
+            ) from None
     if not password:
         raise CommandError("the password is empty")
     info = ScramCredentialInfo(MECHANISMS[args.mechanism], args.iterations)
