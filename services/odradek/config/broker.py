@@ -90,6 +90,11 @@ from odradek.config.ssl import (
     unsupported_key,
 )
 from odradek.config.topic import CONFIG_KEYS, TopicConfig
+from odradek.config.zookeeper_tls import (
+    ZK_CLIENT_KEYS,
+    ZkClientSettings,
+    unsupported_zk_key,
+)
 from odradek.errors import InvalidConfigError
 
 __all__ = ["BROKER_KEYS", "TOPIC_CONFIG_SYNONYMS", "BrokerConfig"]
@@ -234,6 +239,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             "launcher that starts the process on port 0; empty: none.",
         ),
         *SSL_KEYS,
+        *ZK_CLIENT_KEYS,
         ConfigKey(
             "zookeeper.session.timeout.ms",
             _T.INT,
@@ -836,6 +842,17 @@ class BrokerConfig(PropertiesConfig):
     ssl_client_auth: str = _default("ssl.client.auth")
     ssl_enabled_protocols: tuple[str, ...] = _default("ssl.enabled.protocols")
     ssl_principal_mapping_rules: str = _default("ssl.principal.mapping.rules")
+    zookeeper_set_acl: bool = False
+    zookeeper_ssl_client_enable: bool = False
+    zookeeper_clientCnxnSocket: str | None = None  # noqa: N815 (Kafka's key name)
+    zookeeper_ssl_keystore_location: str | None = None
+    zookeeper_ssl_keystore_password: str | None = None
+    zookeeper_ssl_keystore_type: str | None = None
+    zookeeper_ssl_truststore_location: str | None = None
+    zookeeper_ssl_truststore_type: str | None = None
+    zookeeper_ssl_endpoint_identification_algorithm: str = "HTTPS"
+    zookeeper_ssl_protocol: str = "TLSv1.2"
+    zookeeper_ssl_enabled_protocols: tuple[str, ...] | None = None
     zookeeper_session_timeout_ms: int = _default("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int | None = None
     socket_request_max_bytes: int = _default("socket.request.max.bytes")
@@ -961,7 +978,7 @@ class BrokerConfig(PropertiesConfig):
         cls, props: Mapping[str, object]
     ) -> tuple[Mapping[str, object], dict[str, object]]:
         for name in props:
-            error = unsupported_key(name)
+            error = unsupported_key(name) or unsupported_zk_key(name)
             if error is not None:
                 raise error
         rest, overrides = parse_listener_overrides(props)
@@ -975,7 +992,12 @@ class BrokerConfig(PropertiesConfig):
         broker_wide = {key.name: getattr(self, key.attr) for key in SSL_KEYS}
         return SslSettings.resolve(listener_name, broker_wide, self.listener_ssl_overrides)
 
+    def zookeeper_client_settings(self) -> ZkClientSettings:
+        """How this process connects to ZooKeeper (``zookeeper.ssl.*``, ``zookeeper.set.acl``)."""
+        return ZkClientSettings.of(self)
+
     def _check(self) -> None:
+        self.zookeeper_client_settings().check()
         if self.log_dirs is None and self.log_dir is None:
             raise missing_required("log.dirs")
         self._check_group_coordinator()

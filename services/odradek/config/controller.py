@@ -48,6 +48,11 @@ from odradek.config.ssl import (
     parse_listener_overrides,
     unsupported_key,
 )
+from odradek.config.zookeeper_tls import (
+    ZK_CLIENT_KEYS,
+    ZkClientSettings,
+    unsupported_zk_key,
+)
 from odradek.errors import InvalidConfigError
 
 __all__ = ["CONTROLLER_KEYS", "ControllerConfig"]
@@ -84,6 +89,7 @@ CONTROLLER_KEYS: Mapping[str, ConfigKey] = {
             doc="Security protocol of the listener, NAME:PROTOCOL; PLAINTEXT or SSL.",
         ),
         *SSL_KEYS,
+        *ZK_CLIENT_KEYS,
         BROKER_KEYS["unclean.leader.election.enable"],
         dataclasses.replace(BROKER_KEYS["odradek.admin.listener"], default="127.0.0.1:9645"),
         BROKER_KEYS["odradek.listeners.file"],
@@ -153,6 +159,17 @@ class ControllerConfig(PropertiesConfig):
     ssl_client_auth: str = _default("ssl.client.auth")
     ssl_enabled_protocols: tuple[str, ...] = _default("ssl.enabled.protocols")
     ssl_principal_mapping_rules: str = _default("ssl.principal.mapping.rules")
+    zookeeper_set_acl: bool = False
+    zookeeper_ssl_client_enable: bool = False
+    zookeeper_clientCnxnSocket: str | None = None  # noqa: N815 (Kafka's key name)
+    zookeeper_ssl_keystore_location: str | None = None
+    zookeeper_ssl_keystore_password: str | None = None
+    zookeeper_ssl_keystore_type: str | None = None
+    zookeeper_ssl_truststore_location: str | None = None
+    zookeeper_ssl_truststore_type: str | None = None
+    zookeeper_ssl_endpoint_identification_algorithm: str = "HTTPS"
+    zookeeper_ssl_protocol: str = "TLSv1.2"
+    zookeeper_ssl_enabled_protocols: tuple[str, ...] | None = None
     unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
     odradek_admin_listener: HostPort | None = _default("odradek.admin.listener")
     odradek_listeners_file: str = _default("odradek.listeners.file")
@@ -174,7 +191,7 @@ class ControllerConfig(PropertiesConfig):
         cls, props: Mapping[str, object]
     ) -> tuple[Mapping[str, object], dict[str, object]]:
         for name in props:
-            error = unsupported_key(name)
+            error = unsupported_key(name) or unsupported_zk_key(name)
             if error is not None:
                 raise error
         rest, overrides = parse_listener_overrides(props)
@@ -193,7 +210,12 @@ class ControllerConfig(PropertiesConfig):
         wide = {key.name: getattr(self, key.attr) for key in SSL_KEYS}
         return SslSettings.resolve(self.listener.name, wide, self.listener_ssl_overrides)
 
+    def zookeeper_client_settings(self) -> ZkClientSettings:
+        """How this process connects to ZooKeeper (``zookeeper.ssl.*``, ``zookeeper.set.acl``)."""
+        return ZkClientSettings.of(self)
+
     def _check(self) -> None:
+        self.zookeeper_client_settings().check()
         if len(self.listeners) != 1:
             raise InvalidConfigError(
                 "listeners: the controller serves exactly one listener, got "

@@ -30,7 +30,7 @@ from odradek.observability.admin_server import AdminServer, start_admin_server
 from odradek.observability.loop_monitor import EventLoopMonitor
 from odradek.observability.metrics import common_metrics, controller_metrics, new_registry
 from odradek.security.tls import ListenerTls, client_context
-from odradek.zk.client import SessionEvent, ZkClient
+from odradek.zk.client import SessionEvent, ZkClient, ZkTls
 from odradek.zk.election import ControllerElection
 from odradek.zk.paths import PERSISTENT_PATHS
 
@@ -55,6 +55,8 @@ class ControllerApp:
             config.zookeeper_connect,
             session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
             connect_timeout_s=timeout_ms / 1000,
+            tls=ZkTls.of(config.zookeeper_client_settings()),
+            secure_acls=config.zookeeper_set_acl,
         )
         self.controller = Controller(
             config.controller_id,

@@ -99,6 +99,10 @@ KAFKA_DEFAULTS = {
     "ssl.client.auth": "none",
     "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
     "ssl.principal.mapping.rules": "DEFAULT",
+    "zookeeper.set.acl": "false",
+    "zookeeper.ssl.client.enable": "false",
+    "zookeeper.ssl.endpoint.identification.algorithm": "HTTPS",
+    "zookeeper.ssl.protocol": "TLSv1.2",
 }
 # Keys Kafka leaves unset (null) by default; their fallbacks apply.
 KAFKA_NULL_DEFAULTS = {
@@ -119,6 +123,13 @@ KAFKA_NULL_DEFAULTS = {
     "ssl.key.password",
     "ssl.truststore.location",
     "ssl.truststore.certificates",
+    "zookeeper.clientCnxnSocket",
+    "zookeeper.ssl.keystore.location",
+    "zookeeper.ssl.keystore.password",
+    "zookeeper.ssl.keystore.type",
+    "zookeeper.ssl.truststore.location",
+    "zookeeper.ssl.truststore.type",
+    "zookeeper.ssl.enabled.protocols",
 }
 CONTROL_PLANE = Endpoint("CONTROL_PLANE", "127.0.0.1", 9091)
 
