@@ -3,11 +3,10 @@
 Without ``zookeeper.set.acl`` every znode is open (``OPEN_ACL_UNSAFE``: anyone may do anything),
 as Kafka's. With it, a znode gets ``CREATOR_ALL`` (every permission for the identities the
 creating session authenticated as: here its TLS client certificate, ``x509:<DN>``) plus world
-READ, except:
-
-- sensitive paths, under ``/config/users`` (SCRAM credentials), ``/config/brokers`` (broker
-  configs, passwords among them) and ``/delegation_token``: no world READ;
-- ``/consumers`` itself stays open, as Kafka leaves it for old consumers.
+READ, except on sensitive paths, under ``/config/users`` (user quotas; SCRAM credentials in
+Kafka), ``/config/brokers`` (broker configs, passwords among them) and
+``/delegation_token/tokens``: no world READ, so others can neither read nor list them. (Kafka
+3.x's list; Kafka 2.x also left ``/consumers`` open for its old consumers, gone since.)
 
 Paths are those inside the chroot (what ``ZkClient`` is given); the chroot itself is created
 with the secure, world-readable ACLs. Pure: any thread.
@@ -19,8 +18,7 @@ from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAF
 
 __all__ = ["SENSITIVE_ROOT_PATHS", "default_acls", "sensitive_path"]
 
-SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token")
-CONSUMERS_PATH = "/consumers"
+SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token/tokens")
 
 
 def sensitive_path(path: str) -> bool:
@@ -29,7 +27,7 @@ def sensitive_path(path: str) -> bool:
 
 
 def default_acls(secure: bool, path: str) -> list[ACL]:
-    if not secure or path == CONSUMERS_PATH:
+    if not secure:
         return list(OPEN_ACL_UNSAFE)
     if sensitive_path(path):
         return list(CREATOR_ALL_ACL)

@@ -125,7 +125,8 @@ def test_kafkas_default_acls():
     world_read = ("world", "anyone", 1)
     for path in ("/brokers/topics/t", "/controller", "/config/topics/t", "/admin/delete_topics"):
         assert ids(path) == {creator_all, world_read}, path
-    for path in ("/config/users", "/config/users/alice", "/config/brokers/1", "/delegation_token"):
+    sensitive = ("/config/users", "/config/users/alice", "/config/brokers/1")
+    for path in (*sensitive, "/delegation_token/tokens/t1"):
         assert ids(path) == {creator_all}, path
-    assert ids("/consumers") == {("world", "anyone", 31)}
+    assert ids("/delegation_token") == {creator_all, world_read}
     assert {(a.id.scheme, a.perms) for a in default_acls(False, "/config/users")} == {("world", 31)}
