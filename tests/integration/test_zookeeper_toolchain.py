@@ -67,7 +67,11 @@ def test_zookeeper_answers_srvr_on_loopback_and_stops(tmp_path: Path) -> None:
 
 
 def test_classpath_is_debians() -> None:
-    assert find_classpath() == "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
+    # netty-codec (Debian's libnetty-java, a dependency of its zookeeper) for the TLS port
+    assert find_classpath() == (
+        "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar:"
+        "/usr/share/java/netty-codec.jar"
+    )
 
 
 def test_wait_ready_reports_a_server_that_exits(tmp_path: Path) -> None:

@@ -85,7 +85,7 @@ from odradek.security import acl_authorizer
 from odradek.security.scram import ScramCredential, ScramMechanism
 from odradek.security.tls import broker_links_tls, listener_tls
 from odradek.storage.manager import LogManager, ManagerIntervals
-from odradek.zk.client import SessionEvent, ZkClient
+from odradek.zk.client import SessionEvent, ZkClient, ZkTls
 from odradek.zk.controller_locator import ControllerLocator
 from odradek.zk.errors import NodeExistsError, NoNodeError
 from odradek.zk.paths import (
@@ -134,6 +134,8 @@ class BrokerApp:
             config.zookeeper_connect,
             session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
             connect_timeout_s=config.effective_zookeeper_connection_timeout_ms / 1000,
+            tls=ZkTls.of(config.zookeeper_client_settings()),
+            secure_acls=config.zookeeper_set_acl,
         )
         self.log_manager: LogManager | None = None
         self.servers: list[BrokerServer] = []

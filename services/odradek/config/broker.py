@@ -105,6 +105,11 @@ from odradek.config.ssl import (
     unsupported_key,
 )
 from odradek.config.topic import CONFIG_KEYS, TopicConfig
+from odradek.config.zookeeper_tls import (
+    ZK_CLIENT_KEYS,
+    ZkClientSettings,
+    unsupported_zk_key,
+)
 from odradek.errors import InvalidConfigError
 
 __all__ = ["BROKER_KEYS", "TOPIC_CONFIG_SYNONYMS", "BrokerConfig"]
@@ -252,6 +257,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
         *SSL_KEYS,
         *AUTHORIZER_KEYS,
         *SASL_KEYS,
+        *ZK_CLIENT_KEYS,
         ConfigKey(
             "zookeeper.session.timeout.ms",
             _T.INT,
@@ -877,6 +883,17 @@ class BrokerConfig(PropertiesConfig):
         "connection.failed.authentication.delay.ms"
     )
     sasl_server_max_receive_size: int = _default("sasl.server.max.receive.size")
+    zookeeper_set_acl: bool = False
+    zookeeper_ssl_client_enable: bool = False
+    zookeeper_clientCnxnSocket: str | None = None  # noqa: N815 (Kafka's key name)
+    zookeeper_ssl_keystore_location: str | None = None
+    zookeeper_ssl_keystore_password: str | None = None
+    zookeeper_ssl_keystore_type: str | None = None
+    zookeeper_ssl_truststore_location: str | None = None
+    zookeeper_ssl_truststore_type: str | None = None
+    zookeeper_ssl_endpoint_identification_algorithm: str = "HTTPS"
+    zookeeper_ssl_protocol: str = "TLSv1.2"
+    zookeeper_ssl_enabled_protocols: tuple[str, ...] | None = None
     zookeeper_session_timeout_ms: int = _default("zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int | None = None
     socket_request_max_bytes: int = _default("socket.request.max.bytes")
@@ -1010,7 +1027,7 @@ class BrokerConfig(PropertiesConfig):
         cls, props: Mapping[str, object]
     ) -> tuple[Mapping[str, object], dict[str, object]]:
         for name in props:
-            error = unsupported_key(name) or unsupported_sasl_key(name)
+            error = unsupported_key(name) or unsupported_sasl_key(name) or unsupported_zk_key(name)
             if error is not None:
                 raise error
         sasl: list[tuple[str, str, object]] = []
@@ -1044,7 +1061,12 @@ class BrokerConfig(PropertiesConfig):
             listener_name, self.sasl_enabled_mechanisms, self.listener_sasl_overrides
         )
 
+    def zookeeper_client_settings(self) -> ZkClientSettings:
+        """How this process connects to ZooKeeper (``zookeeper.ssl.*``, ``zookeeper.set.acl``)."""
+        return ZkClientSettings.of(self)
+
     def _check(self) -> None:
+        self.zookeeper_client_settings().check()
         if self.log_dirs is None and self.log_dir is None:
             raise missing_required("log.dirs")
         self._check_group_coordinator()

@@ -51,6 +51,11 @@ from odradek.config.ssl import (
     parse_listener_overrides,
     unsupported_key,
 )
+from odradek.config.zookeeper_tls import (
+    ZK_CLIENT_KEYS,
+    ZkClientSettings,
+    unsupported_zk_key,
+)
 from odradek.errors import InvalidConfigError
 
 __all__ = ["CONTROLLER_KEYS", "ControllerConfig"]
@@ -90,6 +95,7 @@ CONTROLLER_KEYS: Mapping[str, ConfigKey] = {
         BROKER_KEYS["authorizer.class.name"],
         BROKER_KEYS["super.users"],
         BROKER_KEYS["allow.everyone.if.no.acl.found"],
+        *ZK_CLIENT_KEYS,
         BROKER_KEYS["unclean.leader.election.enable"],
         dataclasses.replace(BROKER_KEYS["odradek.admin.listener"], default="127.0.0.1:9645"),
         BROKER_KEYS["odradek.listeners.file"],
@@ -162,6 +168,17 @@ class ControllerConfig(PropertiesConfig):
     authorizer_class_name: str = _default("authorizer.class.name")
     super_users: str = _default("super.users")
     allow_everyone_if_no_acl_found: bool = _default("allow.everyone.if.no.acl.found")
+    zookeeper_set_acl: bool = False
+    zookeeper_ssl_client_enable: bool = False
+    zookeeper_clientCnxnSocket: str | None = None  # noqa: N815 (Kafka's key name)
+    zookeeper_ssl_keystore_location: str | None = None
+    zookeeper_ssl_keystore_password: str | None = None
+    zookeeper_ssl_keystore_type: str | None = None
+    zookeeper_ssl_truststore_location: str | None = None
+    zookeeper_ssl_truststore_type: str | None = None
+    zookeeper_ssl_endpoint_identification_algorithm: str = "HTTPS"
+    zookeeper_ssl_protocol: str = "TLSv1.2"
+    zookeeper_ssl_enabled_protocols: tuple[str, ...] | None = None
     unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
     odradek_admin_listener: HostPort | None = _default("odradek.admin.listener")
     odradek_listeners_file: str = _default("odradek.listeners.file")
@@ -183,7 +200,7 @@ class ControllerConfig(PropertiesConfig):
         cls, props: Mapping[str, object]
     ) -> tuple[Mapping[str, object], dict[str, object]]:
         for name in props:
-            error = unsupported_key(name)
+            error = unsupported_key(name) or unsupported_zk_key(name)
             if error is not None:
                 raise error
         rest, overrides = parse_listener_overrides(props)
@@ -202,7 +219,12 @@ class ControllerConfig(PropertiesConfig):
         wide = {key.name: getattr(self, key.attr) for key in SSL_KEYS}
         return SslSettings.resolve(self.listener.name, wide, self.listener_ssl_overrides)
 
+    def zookeeper_client_settings(self) -> ZkClientSettings:
+        """How this process connects to ZooKeeper (``zookeeper.ssl.*``, ``zookeeper.set.acl``)."""
+        return ZkClientSettings.of(self)
+
     def _check(self) -> None:
+        self.zookeeper_client_settings().check()
         if len(self.listeners) != 1:
             raise InvalidConfigError(
                 "listeners: the controller serves exactly one listener, got "

@@ -34,7 +34,7 @@ from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.security.acl_authorizer import AclAuthorizer
 from odradek.security.principal import KafkaPrincipal
 from odradek.security.tls import ListenerTls, client_context
-from odradek.zk.client import SessionEvent, ZkClient
+from odradek.zk.client import SessionEvent, ZkClient, ZkTls
 from odradek.zk.election import ControllerElection
 from odradek.zk.paths import PERSISTENT_PATHS
 
@@ -57,6 +57,8 @@ class ControllerApp:
             config.zookeeper_connect,
             session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
             connect_timeout_s=timeout_ms / 1000,
+            tls=ZkTls.of(config.zookeeper_client_settings()),
+            secure_acls=config.zookeeper_set_acl,
         )
         self.controller = Controller(
             config.controller_id,

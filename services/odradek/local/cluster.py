@@ -59,7 +59,7 @@ from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.listeners import read_listeners_file
-from odradek.local.zookeeper import LOOPBACK, ZooKeeperProcess
+from odradek.local.zookeeper import LOOPBACK, ZooKeeperProcess, ZooKeeperTls
 from odradek.protocol import schemas
 from odradek.zk.paths import ControllerInfo, PartitionState, partition_state_path
 
@@ -291,6 +291,7 @@ def up(
     host: str = LOOPBACK,
     broker_netns: Mapping[int, tuple[str, str]] | None = None,
     racks: Mapping[int, str] | None = None,
+    zookeeper_tls: ZooKeeperTls | None = None,
 ) -> tuple[ClusterState, bool]:
     """Start the cluster (or find it running); returns its state and whether it was started.
 
@@ -299,7 +300,9 @@ def up(
     likewise for the controllers. ZooKeeper and the brokers listen on ``host`` (controllers'
     and brokers' admin servers stay on 127.0.0.1); ``broker_netns`` maps a broker id to
     ``(network namespace, address)``: that broker runs inside the namespace, on that address.
-    ``racks`` gives brokers their ``broker.rack``.
+    ``racks`` gives brokers their ``broker.rack``. ``zookeeper_tls`` gives ZooKeeper a TLS port
+    too (its ``secure_port`` is for the caller's ``zookeeper.connect`` overrides; the cluster's
+    own ``zookeeper_connect`` stays the plain port).
     """
     data_dir = data_dir.absolute()
     existing = ClusterState.read(data_dir)
@@ -308,7 +311,7 @@ def up(
     data_dir.mkdir(parents=True, exist_ok=True)
 
     tick = {} if zookeeper_tick_time_ms is None else {"tick_time_ms": zookeeper_tick_time_ms}
-    zookeeper = ZooKeeperProcess(data_dir / "zookeeper", host=host, **tick)
+    zookeeper = ZooKeeperProcess(data_dir / "zookeeper", host=host, tls=zookeeper_tls, **tick)
     zookeeper.start()
     zookeeper.wait_ready()
     connect = f"{host}:{zookeeper.port}{ZK_CHROOT}"

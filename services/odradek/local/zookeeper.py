@@ -10,6 +10,10 @@ A ``ZooKeeperProcess`` owns one directory::
     <base_dir>/data/            ZooKeeper's dataDir (snapshots and transaction logs)
     <base_dir>/zookeeper.log    the server's stdout and stderr
 
+With ``tls`` (``ZooKeeperTls``) it also serves a TLS port (``secureClientPort``, Netty, PEM
+stores, client certificates required, the x509 auth provider on); the plain port stays on for
+readiness and for tests that connect without a certificate.
+
 It listens on 127.0.0.1 only (or on the one ``host`` address it is given, such as a veth's
 address for brokers in network namespaces of a fault test), with the admin HTTP server off (it
 would take port 8080). Readiness is the ``srvr`` four-letter command answering "Zookeeper
@@ -40,6 +44,7 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -51,16 +56,36 @@ __all__ = [
     "MAIN_CLASS",
     "ZooKeeperProcess",
     "ZooKeeperStartError",
+    "ZooKeeperTls",
     "find_classpath",
     "free_loopback_port",
     "four_letter_word",
 ]
 
 LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True, slots=True)
+class ZooKeeperTls:
+    """A TLS client port besides the plain one: PEM stores, client certificates required.
+
+    ``keystore_pem`` holds the server's private key (PKCS#8, unencrypted) and its certificate
+    chain; ``truststore_pem`` the authorities client certificates are checked against. A client
+    that presents one is known to ZooKeeper as ``x509:<its subject DN>`` (the x509 provider),
+    which ACLs such as CREATOR_ALL name. ``secure_port`` None: one is chosen at start.
+    """
+
+    keystore_pem: Path
+    truststore_pem: Path
+    secure_port: int | None = None
+
+
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 
 # zookeeper.jar's manifest names its own dependencies (netty, jute, slf4j-api, ...) by absolute
 # path; only an slf4j binding has to be added, or the server logs nothing.
+# The TLS port's Netty pipeline needs netty-codec, which zookeeper.jar's manifest leaves out.
+DEBIAN_OPTIONAL_JARS = (Path("/usr/share/java/netty-codec.jar"),)
 DEBIAN_CLASSPATH_JARS = (
     Path("/usr/share/java/zookeeper.jar"),
     Path("/usr/share/java/slf4j-simple.jar"),
@@ -89,7 +114,8 @@ def find_classpath() -> str:
     ``ZooKeeperStartError`` if neither is there.
     """
     if all(jar.is_file() for jar in DEBIAN_CLASSPATH_JARS):
-        return os.pathsep.join(str(jar) for jar in DEBIAN_CLASSPATH_JARS)
+        optional = [jar for jar in DEBIAN_OPTIONAL_JARS if jar.is_file()]
+        return os.pathsep.join(str(jar) for jar in (*DEBIAN_CLASSPATH_JARS, *optional))
     # find_spec locates the package without importing it (importing pyspark is slow).
     spec = importlib.util.find_spec("pyspark")
     if spec is not None and spec.submodule_search_locations:
@@ -211,8 +237,11 @@ class ZooKeeperProcess:
         java: str | None = None,
         tick_time_ms: int = 2000,
         host: str = LOOPBACK,
+        tls: ZooKeeperTls | None = None,
     ) -> None:
         self.base_dir = Path(base_dir)
+        self.tls = tls
+        self._secure_port = None if tls is None else tls.secure_port
         self.data_dir = self.base_dir / "data"
         self.config_path = self.base_dir / "zoo.cfg"
         self.log_path = self.base_dir / "zookeeper.log"
@@ -244,6 +273,17 @@ class ZooKeeperProcess:
     def connect_string(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def secure_port(self) -> int:
+        """The TLS client port (``tls`` given); picked when ``start()`` runs if none was given."""
+        if self._secure_port is None:
+            raise ZooKeeperStartError("no TLS port: start() picks it, and only with tls")
+        return self._secure_port
+
+    @property
+    def secure_connect_string(self) -> str:
+        return f"{self.host}:{self.secure_port}"
+
     def is_running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
@@ -255,9 +295,26 @@ class ZooKeeperProcess:
                 f"clientPort={self.port}",
                 f"clientPortAddress={self.host}",
                 "admin.enableServer=false",
+                *self._tls_lines(),
                 "",
             ]
         )
+
+    def _tls_lines(self) -> list[str]:
+        if self.tls is None:
+            return []
+        # ZooKeeper reads the ssl.* and authProvider.* lines of zoo.cfg as system properties.
+        return [
+            f"secureClientPort={self.secure_port}",
+            f"secureClientPortAddress={self.host}",
+            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+            f"ssl.keyStore.location={self.tls.keystore_pem}",
+            "ssl.keyStore.type=PEM",
+            f"ssl.trustStore.location={self.tls.truststore_pem}",
+            "ssl.trustStore.type=PEM",
+            "ssl.clientAuth=need",
+            "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider",
+        ]
 
     def start(self) -> None:
         """Write ``zoo.cfg`` and start the server. Returns at once: call ``wait_ready()`` next."""
@@ -270,6 +327,8 @@ class ZooKeeperProcess:
         self._classpath = self._classpath or find_classpath()
         if self._port is None:
             self._port = free_loopback_port()
+        if self.tls is not None and self._secure_port is None:
+            self._secure_port = free_loopback_port()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._log_file = self.log_path.open("ab")
         self._spawn()
@@ -310,6 +369,8 @@ class ZooKeeperProcess:
                 if retry and self._bind_failed():
                     taken = self._port
                     self._port = free_loopback_port()
+                    if self.tls is not None and self.tls.secure_port is None:
+                        self._secure_port = free_loopback_port()
                     log.warning(
                         "ZooKeeper could not bind port %s (taken meanwhile); trying %d",
                         taken,

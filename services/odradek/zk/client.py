@@ -27,6 +27,14 @@ tells its callback about every change, as a ``SessionEvent``:
 kazoo drops every watch when the connection drops (SUSPENDED) and fires it once with a
 ``WatchKind.DISCONNECTED`` event: whoever watches must read and watch again after reconnecting.
 
+TLS and ACLs. With ``tls`` (``ZkTls``, PEM files) every connection, the chroot's bootstrap one
+too, is TLS, the server's certificate checked (and its host name, unless told not to) and the
+client's own certificate presented: ZooKeeper's x509 provider then knows the session as
+``x509:<DN>``. With ``secure_acls`` (``zookeeper.set.acl``; it needs a certificate) every znode
+this client creates, by ``create``, a transaction or ``ensure_path`` (each missing parent with
+its own path's ACLs), gets Kafka's secure ACLs (``odradek.zk.acls``): only this identity may
+change it. Parents that ``create(make_parents=True)`` makes take the node's own ACLs.
+
 Thread-safety: a ``ZkClient`` may be used from any thread and any number of event loops. Listener
 callbacks without a loop run on kazoo's connection thread and must not block or call back into
 the client synchronously.
@@ -41,7 +49,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kazoo import exceptions as kazoo_errors
 from kazoo.client import KazooClient
@@ -49,7 +57,9 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
+from kazoo.security import ACL
 
+from odradek.zk.acls import default_acls
 from odradek.zk.errors import (
     BadVersionError,
     NodeExistsError,
@@ -61,6 +71,9 @@ from odradek.zk.errors import (
 )
 from odradek.zk.paths import PERSISTENT_PATHS
 
+if TYPE_CHECKING:
+    from odradek.config.zookeeper_tls import ZkClientSettings
+
 __all__ = [
     "CheckOp",
     "CreateOp",
@@ -71,6 +84,7 @@ __all__ = [
     "WatchKind",
     "ZkClient",
     "ZkState",
+    "ZkTls",
     "ZnodeStat",
 ]
 
@@ -114,6 +128,28 @@ class WatchKind(enum.Enum):
 class WatchEvent:
     kind: WatchKind
     path: str
+
+
+@dataclass(frozen=True, slots=True)
+class ZkTls:
+    """TLS to ZooKeeper: PEM files (``certfile``: the client's key and chain, its identity)."""
+
+    cafile: str | None = None
+    certfile: str | None = None
+    keyfile_password: str | None = None
+    check_hostname: bool = True
+
+    @classmethod
+    def of(cls, settings: ZkClientSettings) -> ZkTls | None:
+        """From the checked ``zookeeper.ssl.*`` keys; None when TLS is off."""
+        if not settings.ssl_client_enable:
+            return None
+        return cls(
+            cafile=settings.truststore_location,
+            certfile=settings.keystore_location,
+            keyfile_password=settings.keystore_password,
+            check_hostname=settings.check_hostname,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,8 +266,14 @@ class ZkClient:
         session_timeout_s: float = SESSION_TIMEOUT_S_DEFAULT,
         connect_timeout_s: float = CONNECT_TIMEOUT_S_DEFAULT,
         request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
+        tls: ZkTls | None = None,
+        secure_acls: bool = False,
     ) -> None:
+        if secure_acls and (tls is None or tls.certfile is None):
+            raise ValueError("secure ACLs need an authenticated connection: TLS with a certificate")
         self.hosts = hosts
+        self.tls = tls
+        self.secure_acls = secure_acls
         self.session_timeout_s = session_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -240,6 +282,8 @@ class ZkClient:
             hosts=hosts,
             timeout=session_timeout_s,
             connection_retry=self._reconnect_policy(),
+            default_acl=default_acls(secure_acls, "/"),
+            **self._tls_options(),
         )
         self._lock = threading.Lock()
         self._listeners: list[_Listener] = []
@@ -248,6 +292,24 @@ class ZkClient:
         self._last_session_id: int | None = None
         self._started = False
         self._kazoo.add_listener(self._on_kazoo_state)
+
+    def _tls_options(self) -> dict[str, Any]:
+        tls = self.tls
+        if tls is None:
+            return {}
+        # A PEM key store holds the key and its chain: Python's ssl reads both from one file.
+        return {
+            "use_ssl": True,
+            "ca": tls.cafile,
+            "certfile": tls.certfile,
+            "keyfile": tls.certfile,
+            "keyfile_password": tls.keyfile_password,
+            "verify_certs": True,
+            "check_hostname": tls.check_hostname,
+        }
+
+    def _acls(self, path: str) -> list[ACL]:
+        return default_acls(self.secure_acls, path)
 
     @staticmethod
     def _reconnect_policy() -> KazooRetry:
@@ -278,10 +340,13 @@ class ZkClient:
     def _ensure_chroot(self) -> None:
         # kazoo prefixes every path with the chroot, so the chroot itself is made by a
         # short-lived client without one.
-        bootstrap = KazooClient(hosts=self._servers, timeout=self.session_timeout_s)
+        bootstrap = KazooClient(
+            hosts=self._servers, timeout=self.session_timeout_s, **self._tls_options()
+        )
         try:
             bootstrap.start(timeout=self.connect_timeout_s)
-            bootstrap.ensure_path_async(self.chroot).get(timeout=self.request_timeout_s)
+            acl = self._acls(self.chroot or "/")
+            bootstrap.ensure_path_async(self.chroot, acl=acl).get(timeout=self.request_timeout_s)
         except KazooTimeoutError as exc:
             raise ZkTimeoutError(
                 f"could not create the chroot at {self._servers}", path=self.chroot
@@ -429,8 +494,14 @@ class ZkClient:
         return self._kazoo.get_children_async(path, watch=self._watch(watch, path, loop))
 
     def _create(self, path, data, ephemeral, sequence, make_parents) -> IAsyncResult:
+        # Parents made here (make_parents) take the node's own ACLs, as kazoo makes them.
         return self._kazoo.create_async(
-            path, bytes(data), ephemeral=ephemeral, sequence=sequence, makepath=make_parents
+            path,
+            bytes(data),
+            acl=self._acls(path),
+            ephemeral=ephemeral,
+            sequence=sequence,
+            makepath=make_parents,
         )
 
     def _transaction(self, ops: Sequence[TransactionOp]) -> IAsyncResult:
@@ -439,7 +510,13 @@ class ZkClient:
         txn = self._kazoo.transaction()
         for op in ops:
             if isinstance(op, CreateOp):
-                txn.create(op.path, bytes(op.data), ephemeral=op.ephemeral, sequence=op.sequence)
+                txn.create(
+                    op.path,
+                    bytes(op.data),
+                    acl=self._acls(op.path),
+                    ephemeral=op.ephemeral,
+                    sequence=op.sequence,
+                )
             elif isinstance(op, SetDataOp):
                 txn.set_data(op.path, bytes(op.data), version=op.version)
             elif isinstance(op, CheckOp):
@@ -507,7 +584,9 @@ class ZkClient:
         self._wait("delete", path, self._kazoo.delete_async(path, version), timeout_s)
 
     def ensure_path(self, path: str, *, timeout_s: float | None = None) -> None:
-        self._wait("ensure_path", path, self._kazoo.ensure_path_async(path), timeout_s)
+        for prefix in _prefixes(path):  # each with its own ACLs
+            result = self._kazoo.ensure_path_async(prefix, acl=self._acls(prefix))
+            self._wait("ensure_path", prefix, result, timeout_s)
 
     def ensure_paths(
         self, paths: Iterable[str] = PERSISTENT_PATHS, *, timeout_s: float | None = None
@@ -575,7 +654,9 @@ class ZkClient:
         await self._await("delete", path, self._kazoo.delete_async(path, version), timeout_s)
 
     async def aensure_path(self, path: str, *, timeout_s: float | None = None) -> None:
-        await self._await("ensure_path", path, self._kazoo.ensure_path_async(path), timeout_s)
+        for prefix in _prefixes(path):  # each with its own ACLs
+            result = self._kazoo.ensure_path_async(prefix, acl=self._acls(prefix))
+            await self._await("ensure_path", prefix, result, timeout_s)
 
     async def aensure_paths(
         self, paths: Iterable[str] = PERSISTENT_PATHS, *, timeout_s: float | None = None
@@ -594,6 +675,12 @@ class ZkClient:
         return (
             f"ZkClient({self.hosts!r}, state={self._state.name}, session={_hex(self._session_id)})"
         )
+
+
+def _prefixes(path: str) -> list[str]:
+    """``/a/b/c`` -> ``/a``, ``/a/b``, ``/a/b/c``."""
+    parts = [p for p in path.split("/") if p]
+    return ["/" + "/".join(parts[: n + 1]) for n in range(len(parts))] or ["/"]
 
 
 def _hex(session_id: int | None) -> str:

@@ -107,6 +107,10 @@ KAFKA_DEFAULTS = {
     "sasl.enabled.mechanisms": "GSSAPI",  # Kafka's default; a SASL listener must set others
     "connection.failed.authentication.delay.ms": "100",
     "sasl.server.max.receive.size": "524288",
+    "zookeeper.set.acl": "false",
+    "zookeeper.ssl.client.enable": "false",
+    "zookeeper.ssl.endpoint.identification.algorithm": "HTTPS",
+    "zookeeper.ssl.protocol": "TLSv1.2",
 }
 # Keys Kafka leaves unset (null) by default; their fallbacks apply.
 KAFKA_NULL_DEFAULTS = {
@@ -128,6 +132,13 @@ KAFKA_NULL_DEFAULTS = {
     "ssl.truststore.location",
     "ssl.truststore.certificates",
     "sasl.mechanism.inter.broker.protocol",  # Kafka's default is GSSAPI; refused when set here
+    "zookeeper.clientCnxnSocket",
+    "zookeeper.ssl.keystore.location",
+    "zookeeper.ssl.keystore.password",
+    "zookeeper.ssl.keystore.type",
+    "zookeeper.ssl.truststore.location",
+    "zookeeper.ssl.truststore.type",
+    "zookeeper.ssl.enabled.protocols",
 }
 CONTROL_PLANE = Endpoint("CONTROL_PLANE", "127.0.0.1", 9091)
 
