@@ -206,6 +206,9 @@ def write_hanging_transaction(bootstrap: str, topic: str, timestamp_ms: int) -> 
         is_transactional=True,
     )
     request = produce_request.ProduceRequest(
+        # As the client does (Kafka refuses a transactional batch without one); it never asked
+        # this id's coordinator for anything, so none knows the transaction.
+        transactional_id="hanging",
         acks=-1,
         timeout=timedelta(seconds=10),
         topic_data=(

@@ -119,6 +119,8 @@ def produce(address: HostPort, values: list[bytes], pid: int | None = None) -> N
     response = send(
         address,
         produce_request.ProduceRequest(
+            # A transactional batch comes with its transactional id, as Kafka requires.
+            transactional_id=None if pid is None else "markers-test",
             acks=-1,
             timeout=timedelta(seconds=10),
             topic_data=(
