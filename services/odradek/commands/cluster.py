@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from odradek import ops
-from odradek.commands.common import add_bootstrap_argument, bootstrap_servers
+from odradek.commands.common import add_bootstrap_argument, plaintext_bootstrap_servers
 from odradek.commands.reassign import (
     STATUS_INCOMPLETE_EXIT,
     WATCH_INTERVAL_S,
@@ -91,7 +91,7 @@ def run_rebalance(args: argparse.Namespace) -> int:
 
 
 def _operate(args: argparse.Namespace, what: str, prepare, output: Path) -> int:
-    bootstrap = bootstrap_servers(args)
+    bootstrap = plaintext_bootstrap_servers(args, "cluster")
     prepared = run(prepare(bootstrap))
     plan = prepared.plan
     if not len(plan):

@@ -25,6 +25,7 @@ import argparse
 import concurrent.futures
 import logging
 import signal
+import ssl
 import sys
 import time
 from collections.abc import Callable
@@ -34,7 +35,10 @@ from typing import Any, TextIO
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from odradek.commands import client_properties
+from odradek.commands.client_properties import ClientProperties
 from odradek.commands.invocation import odradek_command
+from odradek.errors import InvalidConfigError
 from odradek.local.cluster import ClusterState
 
 LOCAL_DATA_DIR = Path("var/local")
@@ -62,12 +66,60 @@ def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,HOST:PORT...]",
         help=f"brokers to connect to (default: the local cluster in {LOCAL_DATA_DIR})",
     )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        type=Path,
+        help="a Kafka client properties file: security settings, bootstrap.servers (default: "
+        f"{LOCAL_DATA_DIR}/client.properties when the local cluster is secured)",
+    )
+
+
+def command_config(args: argparse.Namespace) -> ClientProperties:
+    """``--command-config``, else the secured local cluster's ``client.properties`` when no
+    ``--bootstrap-server`` is given, else nothing (PLAINTEXT)."""
+    path = getattr(args, "command_config", None)
+    if path is None and not getattr(args, "bootstrap_server", None):
+        state = ClusterState.read(LOCAL_DATA_DIR.absolute())
+        if state is not None and state.security != "plaintext":
+            path = LOCAL_DATA_DIR / "client.properties"
+    if path is None:
+        return ClientProperties()
+    try:
+        return client_properties.load(Path(path))
+    except InvalidConfigError as e:
+        raise CommandError(str(e)) from e
+
+
+def client_tls(args: argparse.Namespace, command: str) -> ssl.SSLContext | None:
+    """The TLS context for a command on Odradek's own client (PLAINTEXT and SSL, no SASL)."""
+    try:
+        return command_config(args).ssl_context(command)
+    except InvalidConfigError as e:
+        raise CommandError(str(e)) from e
+
+
+def plaintext_bootstrap_servers(args: argparse.Namespace, command: str) -> str:
+    """``bootstrap_servers`` for a command on Odradek's own client that has no TLS or SASL
+    wiring yet: any other ``security.protocol`` is refused, not ignored."""
+    settings = command_config(args)
+    if settings.security_protocol != "PLAINTEXT":
+        raise CommandError(
+            f"odradek {command} does not speak SSL or SASL yet ({settings.source}: "
+            f"security.protocol={settings.security_protocol}): use a PLAINTEXT listener"
+        )
+    return bootstrap_servers(args)
 
 
 def bootstrap_servers(args: argparse.Namespace) -> str:
-    """``--bootstrap-server``, else the running local cluster's, else a ``CommandError``."""
+    """``--bootstrap-server``, else ``bootstrap.servers`` of ``--command-config``, else the
+    running local cluster's, else a ``CommandError``."""
     if args.bootstrap_server:
         return args.bootstrap_server
+    if getattr(args, "command_config", None) is not None:
+        from_file = command_config(args).bootstrap_servers
+        if from_file:
+            return from_file
     state = ClusterState.read(LOCAL_DATA_DIR.absolute())
     if state is None:
         raise CommandError(
@@ -93,6 +145,12 @@ def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "logger": librdkafka_logger,
         **extra,
     }
+
+
+def args_client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
+    """``client_config`` for the cluster the command's options name, with its security
+    settings (``--command-config``, or the secured local cluster's)."""
+    return client_config(bootstrap_servers(args), **{**command_config(args).librdkafka, **extra})
 
 
 def show_librdkafka_log(verbose: bool) -> None:

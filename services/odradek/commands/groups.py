@@ -27,7 +27,7 @@ from odradek import ops
 from odradek.commands.common import (
     CommandError,
     add_bootstrap_argument,
-    bootstrap_servers,
+    plaintext_bootstrap_servers,
     run_command,
 )
 from odradek.errors import ErrorCode
@@ -136,7 +136,11 @@ def table(rows: list[tuple[object, ...]], header: tuple[str, ...]) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    listed = run(group_ops.list_groups(bootstrap_servers(args), states=args.state, types=args.type))
+    listed = run(
+        group_ops.list_groups(
+            plaintext_bootstrap_servers(args, "groups"), states=args.state, types=args.type
+        )
+    )
     table(
         [(g.group_id, g.type, g.state, g.protocol_type or '""') for g in listed],
         ("GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"),
@@ -148,7 +152,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    report = run(group_ops.describe_group(bootstrap_servers(args), args.group))
+    report = run(group_ops.describe_group(plaintext_bootstrap_servers(args, "groups"), args.group))
     if report.state == "Dead":
         raise CommandError(f"consumer group {args.group!r} does not exist")
     protocol = f"{report.protocol_type or '-'}/{report.protocol or '-'}"
@@ -248,7 +252,7 @@ def reset_spec(args: argparse.Namespace) -> ResetSpec:
 def run_reset(args: argparse.Namespace) -> int:
     spec = reset_spec(args)
     topics = None if args.all_topics else parse_topics(args.topic)
-    bootstrap = bootstrap_servers(args)
+    bootstrap = plaintext_bootstrap_servers(args, "groups")
     call = group_ops.reset_offsets if args.execute else group_ops.plan_reset
     planned = run(call(bootstrap, args.group, spec, topics=topics))
     if not planned:
@@ -273,7 +277,7 @@ def run_reset(args: argparse.Namespace) -> int:
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    results = run(group_ops.delete_groups(bootstrap_servers(args), args.group))
+    results = run(group_ops.delete_groups(plaintext_bootstrap_servers(args, "groups"), args.group))
     deleted = [g for g, code in results.items() if code == ErrorCode.none]
     failed = {g: code for g, code in results.items() if code != ErrorCode.none}
     if deleted:

@@ -30,7 +30,7 @@ from odradek import ops
 from odradek.commands.common import (
     CommandError,
     add_bootstrap_argument,
-    bootstrap_servers,
+    plaintext_bootstrap_servers,
     run_command,
 )
 from odradek.ops.client import ClusterClient
@@ -271,7 +271,7 @@ def run_plan(args: argparse.Namespace) -> int:
         topics = args.topics
     prepared = run(
         ops.prepare_move(
-            bootstrap_servers(args),
+            plaintext_bootstrap_servers(args, "reassign"),
             topics,
             args.broker_list,
             rack_aware=not args.disable_rack_aware,
@@ -295,7 +295,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run_execute(args: argparse.Namespace) -> int:
-    bootstrap = bootstrap_servers(args)
+    bootstrap = plaintext_bootstrap_servers(args, "reassign")
     prepared = run(ops.prepare_plan(bootstrap, read_text(args.reassignment_json_file)))
     print("Current partition replica assignment")
     print()
@@ -317,7 +317,7 @@ def run_execute(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    bootstrap = bootstrap_servers(args)
+    bootstrap = plaintext_bootstrap_servers(args, "reassign")
     plan = load_plan(bootstrap, args.reassignment_json_file)
     clear = not args.preserve_throttles
     if args.watch:
@@ -341,7 +341,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    bootstrap = bootstrap_servers(args)
+    bootstrap = plaintext_bootstrap_servers(args, "reassign")
     plan = load_plan(bootstrap, args.reassignment_json_file)
     cancelled = run(ops.cancel(bootstrap, plan))
     if cancelled:

@@ -25,7 +25,7 @@ import time
 from odradek.commands.common import (
     CommandError,
     add_bootstrap_argument,
-    bootstrap_servers,
+    plaintext_bootstrap_servers,
     run_command,
 )
 from odradek.commands.groups import run, table
@@ -116,7 +116,7 @@ def positive(value: str) -> int:
 def run_list(args: argparse.Namespace) -> int:
     listed = run(
         txn_ops.list_transactions(
-            bootstrap_servers(args),
+            plaintext_bootstrap_servers(args, "transactions"),
             states=args.state,
             producer_ids=args.producer_id,
             duration_ms=args.duration_filter,
@@ -130,7 +130,11 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    d = run(txn_ops.describe_transaction(bootstrap_servers(args), args.transactional_id))
+    d = run(
+        txn_ops.describe_transaction(
+            plaintext_bootstrap_servers(args, "transactions"), args.transactional_id
+        )
+    )
     started = d.start_time_ms >= 0
     now_ms = int(time.time() * 1000)
     table(
@@ -174,11 +178,15 @@ def run_abort(args: argparse.Namespace) -> int:
                 "--start-offset finds the producer itself: do not also give "
                 "--producer-id, --producer-epoch or --coordinator-epoch"
             )
-        result = run(txn_ops.abort_transaction(bootstrap_servers(args), tp, args.start_offset))
+        result = run(
+            txn_ops.abort_transaction(
+                plaintext_bootstrap_servers(args, "transactions"), tp, args.start_offset
+            )
+        )
     elif all(v is not None for v in producer):
         result = run(
             txn_ops.abort_producer(
-                bootstrap_servers(args),
+                plaintext_bootstrap_servers(args, "transactions"),
                 tp,
                 producer_id=args.producer_id,
                 producer_epoch=args.producer_epoch,
@@ -204,7 +212,7 @@ def run_abort(args: argparse.Namespace) -> int:
 def run_find_hanging(args: argparse.Namespace) -> int:
     hanging = run(
         txn_ops.find_hanging(
-            bootstrap_servers(args),
+            plaintext_bootstrap_servers(args, "transactions"),
             args.broker_id,
             max_transaction_timeout_ms=args.max_transaction_timeout * MINUTE_MS,
         )

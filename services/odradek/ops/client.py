@@ -9,7 +9,8 @@ Kafka's admin client does for DescribeLogDirs and for BROKER config resources).
 Requests are kio dataclasses built for the version both sides speak (``build``): the caller
 gives the highest version it wants and the fields, ``build`` keeps the fields that version has.
 An API the broker does not serve is ``UnsupportedByClusterError``; a connection that cannot be
-made, ``ClusterUnreachableError``. Every request is bounded by ``request_timeout_s``.
+made, ``ClusterUnreachableError``. With ``tls``, every connection is over TLS (SSL
+listeners); there is no SASL here yet. Every request is bounded by ``request_timeout_s``.
 
 One client belongs to one event loop and one task at a time (the operations are sequential);
 it is not thread-safe.
@@ -18,6 +19,7 @@ it is not thread-safe.
 from __future__ import annotations
 
 import dataclasses
+import ssl
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -92,8 +94,15 @@ def build(request_type: type[Any], **fields: Any) -> Any:
 class ClusterClient:
     """See the module docstring. ``async with ClusterClient(bootstrap) as client: ...``"""
 
-    def __init__(self, bootstrap: str, *, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S):
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        tls: ssl.SSLContext | None = None,
+    ):
         self.addresses = parse_bootstrap(bootstrap)
+        self.tls = tls  # every connection over TLS with it, or none
         self.request_timeout_s = request_timeout_s
         self.broker_addresses: dict[int, tuple[str, int]] = {}
         self._any: BrokerConnection | None = None
@@ -188,6 +197,7 @@ class ClusterClient:
                 client_id=CLIENT_ID,
                 connect_timeout_s=CONNECT_TIMEOUT_S,
                 request_timeout_s=self.request_timeout_s,
+                tls=self.tls,
             )
         except ClientError as e:
             raise ClusterUnreachableError(str(e)) from e
