@@ -4,7 +4,12 @@ rates are reported.
 These commands are thin shells around confluent-kafka (librdkafka), the client most Kafka users
 run, so they exercise the broker the way users will. ``--bootstrap-server`` defaults to the local
 cluster that ``odradek local up`` recorded in ``var/local/cluster.json``; without one, the user
-must name a cluster, as Kafka's tools require.
+must name a cluster, as Kafka's tools require. ``--command-config FILE`` (next to it on every
+command) is Kafka's client properties file (``client_properties``): its security settings go
+into every client, its ``bootstrap.servers`` stands in for a missing ``--bootstrap-server``;
+without either option, a local cluster started with ``--security sasl_ssl`` is reached with
+its ``client.properties``. The commands on Odradek's own client take an ``ssl.SSLContext`` from
+it (``client_tls``) and refuse SASL.
 
 A command fails by raising ``CommandError``; ``run_command`` turns that into one line on stderr
 and exit code 1. A cluster that cannot be reached (no broker answers at the bootstrap address) is
@@ -97,18 +102,6 @@ def client_tls(args: argparse.Namespace, command: str) -> ssl.SSLContext | None:
         return command_config(args).ssl_context(command)
     except InvalidConfigError as e:
         raise CommandError(str(e)) from e
-
-
-def plaintext_bootstrap_servers(args: argparse.Namespace, command: str) -> str:
-    """``bootstrap_servers`` for a command on Odradek's own client that has no TLS or SASL
-    wiring yet: any other ``security.protocol`` is refused, not ignored."""
-    settings = command_config(args)
-    if settings.security_protocol != "PLAINTEXT":
-        raise CommandError(
-            f"odradek {command} does not speak SSL or SASL yet ({settings.source}: "
-            f"security.protocol={settings.security_protocol}): use a PLAINTEXT listener"
-        )
-    return bootstrap_servers(args)
 
 
 def bootstrap_servers(args: argparse.Namespace) -> str:

@@ -27,7 +27,8 @@ from odradek import ops
 from odradek.commands.common import (
     CommandError,
     add_bootstrap_argument,
-    plaintext_bootstrap_servers,
+    bootstrap_servers,
+    client_tls,
     run_command,
 )
 from odradek.errors import ErrorCode
@@ -138,7 +139,10 @@ def table(rows: list[tuple[object, ...]], header: tuple[str, ...]) -> None:
 def run_list(args: argparse.Namespace) -> int:
     listed = run(
         group_ops.list_groups(
-            plaintext_bootstrap_servers(args, "groups"), states=args.state, types=args.type
+            bootstrap_servers(args),
+            states=args.state,
+            types=args.type,
+            tls=client_tls(args, "groups"),
         )
     )
     table(
@@ -152,7 +156,11 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    report = run(group_ops.describe_group(plaintext_bootstrap_servers(args, "groups"), args.group))
+    report = run(
+        group_ops.describe_group(
+            bootstrap_servers(args), args.group, tls=client_tls(args, "groups")
+        )
+    )
     if report.state == "Dead":
         raise CommandError(f"consumer group {args.group!r} does not exist")
     protocol = f"{report.protocol_type or '-'}/{report.protocol or '-'}"
@@ -252,9 +260,9 @@ def reset_spec(args: argparse.Namespace) -> ResetSpec:
 def run_reset(args: argparse.Namespace) -> int:
     spec = reset_spec(args)
     topics = None if args.all_topics else parse_topics(args.topic)
-    bootstrap = plaintext_bootstrap_servers(args, "groups")
+    bootstrap, tls = bootstrap_servers(args), client_tls(args, "groups")
     call = group_ops.reset_offsets if args.execute else group_ops.plan_reset
-    planned = run(call(bootstrap, args.group, spec, topics=topics))
+    planned = run(call(bootstrap, args.group, spec, topics=topics, tls=tls))
     if not planned:
         print(f"Group {args.group} has no committed offsets to reset (name --topic)")
         return 0
@@ -277,7 +285,9 @@ def run_reset(args: argparse.Namespace) -> int:
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    results = run(group_ops.delete_groups(plaintext_bootstrap_servers(args, "groups"), args.group))
+    results = run(
+        group_ops.delete_groups(bootstrap_servers(args), args.group, tls=client_tls(args, "groups"))
+    )
     deleted = [g for g, code in results.items() if code == ErrorCode.none]
     failed = {g: code for g, code in results.items() if code != ErrorCode.none}
     if deleted:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ssl
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -30,7 +31,8 @@ from odradek import ops
 from odradek.commands.common import (
     CommandError,
     add_bootstrap_argument,
-    plaintext_bootstrap_servers,
+    bootstrap_servers,
+    client_tls,
     run_command,
 )
 from odradek.ops.client import ClusterClient
@@ -271,10 +273,11 @@ def run_plan(args: argparse.Namespace) -> int:
         topics = args.topics
     prepared = run(
         ops.prepare_move(
-            plaintext_bootstrap_servers(args, "reassign"),
+            bootstrap_servers(args),
             topics,
             args.broker_list,
             rack_aware=not args.disable_rack_aware,
+            tls=client_tls(args, "reassign"),
         )
     )
     current = {tp: p.replicas for tp, p in prepared.view.partitions.items() if tp.topic in topics}
@@ -295,15 +298,15 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run_execute(args: argparse.Namespace) -> int:
-    bootstrap = plaintext_bootstrap_servers(args, "reassign")
-    prepared = run(ops.prepare_plan(bootstrap, read_text(args.reassignment_json_file)))
+    bootstrap, tls = bootstrap_servers(args), client_tls(args, "reassign")
+    prepared = run(ops.prepare_plan(bootstrap, read_text(args.reassignment_json_file), tls=tls))
     print("Current partition replica assignment")
     print()
     print(prepared.plan.rollback_json())
     print()
     print("Save this to use as the --reassignment-json-file option during rollback")
     throttled = run(
-        ops.execute(bootstrap, prepared.plan, args.throttle, additional=args.additional)
+        ops.execute(bootstrap, prepared.plan, args.throttle, additional=args.additional, tls=tls)
     )
     if throttled:
         print(
@@ -317,8 +320,8 @@ def run_execute(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    bootstrap = plaintext_bootstrap_servers(args, "reassign")
-    plan = load_plan(bootstrap, args.reassignment_json_file)
+    bootstrap, tls = bootstrap_servers(args), client_tls(args, "reassign")
+    plan = load_plan(bootstrap, args.reassignment_json_file, tls)
     clear = not args.preserve_throttles
     if args.watch:
         report = run(
@@ -329,10 +332,11 @@ def run_status(args: argparse.Namespace) -> int:
                 timeout_s=args.timeout,
                 on_report=lambda r: print_report(r) or print(),
                 clear_when_done=clear,
+                tls=tls,
             )
         )
     else:
-        report = run(ops.status(bootstrap, plan, clear_when_done=clear))
+        report = run(ops.status(bootstrap, plan, clear_when_done=clear, tls=tls))
         print_report(report)
     if args.watch and not report.finished:
         print(f"Still in progress after {args.timeout:g} s.")
@@ -341,9 +345,9 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    bootstrap = plaintext_bootstrap_servers(args, "reassign")
-    plan = load_plan(bootstrap, args.reassignment_json_file)
-    cancelled = run(ops.cancel(bootstrap, plan))
+    bootstrap, tls = bootstrap_servers(args), client_tls(args, "reassign")
+    plan = load_plan(bootstrap, args.reassignment_json_file, tls)
+    cancelled = run(ops.cancel(bootstrap, plan, tls=tls))
     if cancelled:
         names = ",".join(f"{tp.topic}-{tp.partition}" for tp in cancelled)
         print(f"Successfully cancelled partition reassignments for: {names}")
@@ -353,13 +357,13 @@ def run_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_plan(bootstrap: str, path: Path) -> ops.Plan:
+def load_plan(bootstrap: str, path: Path, tls: ssl.SSLContext | None = None) -> ops.Plan:
     """The plan of a JSON file against the cluster now (a target broker may be gone)."""
     text = read_text(path)
     ops.parse_reassignment_json(text)  # a malformed file fails before any connection
 
     async def read():
-        async with ClusterClient(bootstrap) as client:
+        async with ClusterClient(bootstrap, tls=tls) as client:
             view = await read_cluster(client)
         return ops.Plan.from_json(text, view, check_brokers=False)
 

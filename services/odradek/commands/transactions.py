@@ -25,7 +25,8 @@ import time
 from odradek.commands.common import (
     CommandError,
     add_bootstrap_argument,
-    plaintext_bootstrap_servers,
+    bootstrap_servers,
+    client_tls,
     run_command,
 )
 from odradek.commands.groups import run, table
@@ -116,8 +117,9 @@ def positive(value: str) -> int:
 def run_list(args: argparse.Namespace) -> int:
     listed = run(
         txn_ops.list_transactions(
-            plaintext_bootstrap_servers(args, "transactions"),
+            bootstrap_servers(args),
             states=args.state,
+            tls=client_tls(args, "transactions"),
             producer_ids=args.producer_id,
             duration_ms=args.duration_filter,
         )
@@ -132,7 +134,9 @@ def run_list(args: argparse.Namespace) -> int:
 def run_describe(args: argparse.Namespace) -> int:
     d = run(
         txn_ops.describe_transaction(
-            plaintext_bootstrap_servers(args, "transactions"), args.transactional_id
+            bootstrap_servers(args),
+            args.transactional_id,
+            tls=client_tls(args, "transactions"),
         )
     )
     started = d.start_time_ms >= 0
@@ -180,14 +184,18 @@ def run_abort(args: argparse.Namespace) -> int:
             )
         result = run(
             txn_ops.abort_transaction(
-                plaintext_bootstrap_servers(args, "transactions"), tp, args.start_offset
+                bootstrap_servers(args),
+                tp,
+                args.start_offset,
+                tls=client_tls(args, "transactions"),
             )
         )
     elif all(v is not None for v in producer):
         result = run(
             txn_ops.abort_producer(
-                plaintext_bootstrap_servers(args, "transactions"),
+                bootstrap_servers(args),
                 tp,
+                tls=client_tls(args, "transactions"),
                 producer_id=args.producer_id,
                 producer_epoch=args.producer_epoch,
                 coordinator_epoch=args.coordinator_epoch,
@@ -212,8 +220,9 @@ def run_abort(args: argparse.Namespace) -> int:
 def run_find_hanging(args: argparse.Namespace) -> int:
     hanging = run(
         txn_ops.find_hanging(
-            plaintext_bootstrap_servers(args, "transactions"),
+            bootstrap_servers(args),
             args.broker_id,
+            tls=client_tls(args, "transactions"),
             max_transaction_timeout_ms=args.max_transaction_timeout * MINUTE_MS,
         )
     )

@@ -12,6 +12,7 @@ Async, one task per call; each call opens and closes its own connections.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -45,21 +46,27 @@ async def prepare_drain(
     *,
     rack_aware: bool = True,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    tls: ssl.SSLContext | None = None,
 ) -> PreparedPlan:
     """The plan that empties ``broker_id`` (``planner.plan_drain``)."""
     return await _prepare(
         bootstrap,
         lambda view: plan_drain(view, broker_id, rack_aware=rack_aware),
         request_timeout_s,
+        tls,
     )
 
 
 async def prepare_rebalance(
-    bootstrap: str, *, rack_aware: bool = True, request_timeout_s: float = REQUEST_TIMEOUT_S
+    bootstrap: str,
+    *,
+    rack_aware: bool = True,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
+    tls: ssl.SSLContext | None = None,
 ) -> PreparedPlan:
     """The plan that evens out replicas and preferred leaders (``planner.plan_rebalance``)."""
     return await _prepare(
-        bootstrap, lambda view: plan_rebalance(view, rack_aware=rack_aware), request_timeout_s
+        bootstrap, lambda view: plan_rebalance(view, rack_aware=rack_aware), request_timeout_s, tls
     )
 
 
@@ -70,6 +77,7 @@ async def prepare_move(
     *,
     rack_aware: bool = True,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    tls: ssl.SSLContext | None = None,
 ) -> PreparedPlan:
     """The plan that puts ``topics`` on ``broker_ids`` (``planner.plan_move``)."""
     topics, broker_ids = list(topics), list(broker_ids)
@@ -77,20 +85,27 @@ async def prepare_move(
         bootstrap,
         lambda view: plan_move(view, topics, broker_ids, rack_aware=rack_aware),
         request_timeout_s,
+        tls,
     )
 
 
 async def prepare_plan(
-    bootstrap: str, reassignment_json: str, *, request_timeout_s: float = REQUEST_TIMEOUT_S
+    bootstrap: str,
+    reassignment_json: str,
+    *,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
+    tls: ssl.SSLContext | None = None,
 ) -> PreparedPlan:
     """A plan from a kafka-reassign-partitions JSON file, against the cluster as it is now."""
     return await _prepare(
-        bootstrap, lambda view: Plan.from_json(reassignment_json, view), request_timeout_s
+        bootstrap, lambda view: Plan.from_json(reassignment_json, view), request_timeout_s, tls
     )
 
 
-async def _prepare(bootstrap: str, make, request_timeout_s: float) -> PreparedPlan:
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+async def _prepare(
+    bootstrap: str, make, request_timeout_s: float, tls: ssl.SSLContext | None
+) -> PreparedPlan:
+    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s, tls=tls) as client:
         view = await read_cluster(client)
         plan = make(view)
         moving = {b for move in plan if move.adding for b in view.partitions[move.tp].replicas}

@@ -1,6 +1,6 @@
 """``--command-config``: the commands work against ``odradek local up --security sasl_ssl`` with
-its ``client.properties`` (or a Java-only one), by default without options, and refuse what they
-cannot honour in one line."""
+its ``client.properties`` (or a Java-only one), by default without options, the commands on
+Odradek's own client over SSL, and refuse what they cannot honour in one line."""
 
 from __future__ import annotations
 
@@ -10,6 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from odradek.listeners import read_listeners_file
+from odradek.local.cluster import LISTENERS_FILE, ClusterState
+from odradek.local.pki import LocalPki
+from odradek.local.security import ADMIN_USER, HOSTS, INTERNAL_LISTENER
 
 pytestmark = pytest.mark.integration
 
@@ -108,4 +113,25 @@ def test_what_cannot_be_honoured_is_refused_in_one_line(secured, tmp_path):
     jks.write_text("ssl.truststore.location=/etc/truststore.jks\n")
     assert "JKS" in failed(root, "topics", "list", "--command-config", str(jks))
     assert "odradek quotas does not speak SASL yet" in failed(root, "quotas", "--describe")
-    assert "odradek groups does not speak SSL or SASL yet" in failed(root, "groups", "list")
+    assert "odradek groups does not speak SASL yet" in failed(root, "groups", "list")
+
+
+def test_the_commands_on_odradeks_own_client_speak_ssl(secured, tmp_path):
+    """Over the brokers' INTERNAL listener (mutual TLS): a certificate for CN=admin from the
+    cluster's CA is the superuser."""
+    _, data_dir = secured
+    [broker] = [m for m in ClusterState.read(data_dir).members if m.role == "broker"]
+    listeners, _ = read_listeners_file(Path(broker.data_dir) / LISTENERS_FILE)
+    pki = LocalPki.create(data_dir / "pki", HOSTS)
+    ssl_file = tmp_path / "ssl.properties"
+    ssl_file.write_text(
+        f"bootstrap.servers={listeners[INTERNAL_LISTENER]}\n"
+        "security.protocol=SSL\n"
+        f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca_path}\n"
+        f"ssl.keystore.type=PEM\nssl.keystore.location={pki.issue(ADMIN_USER)}\n"
+    )
+    config = ("--command-config", str(ssl_file))
+    ok(tmp_path, "quotas", "--describe", *config)
+    ok(tmp_path, "groups", "list", *config)
+    ok(tmp_path, "transactions", "list", *config)
+    ok(tmp_path, "topics", "list", *config)  # librdkafka too
