@@ -1,5 +1,6 @@
 """``--command-config FILE``: a Kafka client properties file, as Kafka's tools take it, turned into
-librdkafka's settings (and, for the commands on Odradek's own client, into an ``ssl.SSLContext``).
+librdkafka's settings (and, for the commands on Odradek's own client, into a
+``client.security.ClientSecurity``: TLS, SASL PLAIN or SCRAM).
 
 The file is a Java ``.properties`` file (``config.properties.parse_properties``). Accepted keys:
 
@@ -23,8 +24,8 @@ stores, store passwords, the GSSAPI and OAUTHBEARER mechanisms, any other login 
 option, and every other key. A Java key and a librdkafka key that say different things (two
 passwords) are refused too. Error messages never hold a value of a secret key.
 
-Everything here is pure except ``load`` (reads the file) and ``ssl_context`` (reads the PEM
-files it names); any thread.
+Everything here is pure except ``load`` (reads the file) and ``client_security`` (reads the
+PEM files it names); any thread.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from odradek.client.security import ClientSecurity, SaslCredentials
 from odradek.config.properties import PROPERTIES_FILE_MAX_BYTES, parse_properties
 from odradek.errors import InvalidConfigError
 from odradek.security import jaas
@@ -87,16 +89,17 @@ class ClientProperties:
     def security_protocol(self) -> str:
         return self.librdkafka.get("security.protocol", "PLAINTEXT").upper()
 
-    def ssl_context(self, command: str) -> ssl.SSLContext | None:
-        """The TLS settings for Odradek's own client (which speaks PLAINTEXT and SSL only)."""
-        protocol = self.security_protocol
+    def client_security(self) -> ClientSecurity:
+        """TLS and SASL for Odradek's own client (``client.security``), from the same settings."""
+        protocol, settings = self.security_protocol, self.librdkafka
+        sasl = None
         if protocol.startswith("SASL_"):
-            raise ClientPropertiesError(
-                f"odradek {command} does not speak SASL yet ({self.source}: security.protocol="
-                f"{protocol}): use an SSL listener"
+            sasl = SaslCredentials(
+                settings["sasl.mechanism"], settings["sasl.username"], settings["sasl.password"]
             )
-        if protocol != "SSL":
-            return None
+        return ClientSecurity(self._ssl_context() if protocol.endswith("SSL") else None, sasl)
+
+    def _ssl_context(self) -> ssl.SSLContext:
         settings = self.librdkafka
         try:
             context = ssl.create_default_context(cafile=settings.get("ssl.ca.location"))
@@ -233,13 +236,18 @@ def translate(text: str, source: str = "<command-config>") -> ClientProperties:
         raise _fail(
             source, java["sasl.jaas.config"][1], "sasl.jaas.config", "no sasl.mechanism given"
         )
-    if protocol.startswith("SASL_") and "sasl.username" not in config:
-        raise _fail(
-            source,
-            lines["security.protocol"],
-            "security.protocol",
-            f"{protocol} needs sasl.jaas.config (or sasl.username and sasl.password)",
-        )
+    if protocol.startswith("SASL_"):
+        needed = [
+            k for k in ("sasl.mechanism", "sasl.username", "sasl.password") if k not in config
+        ]
+        if needed:
+            raise _fail(
+                source,
+                lines["security.protocol"],
+                "security.protocol",
+                f"{protocol} needs sasl.mechanism ({', '.join(MECHANISMS)}) and "
+                f"sasl.jaas.config (or sasl.username and sasl.password): no {needed[0]}",
+            )
     algorithm = config.get("ssl.endpoint.identification.algorithm")
     if algorithm is not None and algorithm.lower() not in ENDPOINT_ALGORITHMS:
         raise _fail(

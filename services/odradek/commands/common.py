@@ -9,7 +9,7 @@ command) is Kafka's client properties file (``client_properties``): its security
 into every client, its ``bootstrap.servers`` stands in for a missing ``--bootstrap-server``;
 without either option, a local cluster started with ``--security sasl_ssl`` is reached with
 its ``client.properties``. The commands on Odradek's own client take an ``ssl.SSLContext`` from
-it (``client_tls``) and refuse SASL.
+it (``client_security``: TLS, SASL PLAIN or SCRAM).
 
 A command fails by raising ``CommandError``; ``run_command`` turns that into one line on stderr
 and exit code 1. A cluster that cannot be reached (no broker answers at the bootstrap address) is
@@ -30,7 +30,6 @@ import argparse
 import concurrent.futures
 import logging
 import signal
-import ssl
 import sys
 import time
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from typing import Any, TextIO
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from odradek.client.security import ClientSecurity
 from odradek.commands import client_properties
 from odradek.commands.client_properties import ClientProperties
 from odradek.commands.invocation import odradek_command
@@ -96,10 +96,10 @@ def command_config(args: argparse.Namespace) -> ClientProperties:
         raise CommandError(str(e)) from e
 
 
-def client_tls(args: argparse.Namespace, command: str) -> ssl.SSLContext | None:
-    """The TLS context for a command on Odradek's own client (PLAINTEXT and SSL, no SASL)."""
+def client_security(args: argparse.Namespace) -> ClientSecurity:
+    """TLS and SASL for a command on Odradek's own client, from the same settings."""
     try:
-        return command_config(args).ssl_context(command)
+        return command_config(args).client_security()
     except InvalidConfigError as e:
         raise CommandError(str(e)) from e
 

@@ -28,7 +28,7 @@ from odradek.commands.common import (
     CommandError,
     add_bootstrap_argument,
     bootstrap_servers,
-    client_tls,
+    client_security,
     run_command,
 )
 from odradek.errors import ErrorCode
@@ -142,7 +142,7 @@ def run_list(args: argparse.Namespace) -> int:
             bootstrap_servers(args),
             states=args.state,
             types=args.type,
-            tls=client_tls(args, "groups"),
+            security=client_security(args),
         )
     )
     table(
@@ -158,7 +158,7 @@ def run_list(args: argparse.Namespace) -> int:
 def run_describe(args: argparse.Namespace) -> int:
     report = run(
         group_ops.describe_group(
-            bootstrap_servers(args), args.group, tls=client_tls(args, "groups")
+            bootstrap_servers(args), args.group, security=client_security(args)
         )
     )
     if report.state == "Dead":
@@ -260,9 +260,9 @@ def reset_spec(args: argparse.Namespace) -> ResetSpec:
 def run_reset(args: argparse.Namespace) -> int:
     spec = reset_spec(args)
     topics = None if args.all_topics else parse_topics(args.topic)
-    bootstrap, tls = bootstrap_servers(args), client_tls(args, "groups")
+    bootstrap, security = bootstrap_servers(args), client_security(args)
     call = group_ops.reset_offsets if args.execute else group_ops.plan_reset
-    planned = run(call(bootstrap, args.group, spec, topics=topics, tls=tls))
+    planned = run(call(bootstrap, args.group, spec, topics=topics, security=security))
     if not planned:
         print(f"Group {args.group} has no committed offsets to reset (name --topic)")
         return 0
@@ -286,7 +286,7 @@ def run_reset(args: argparse.Namespace) -> int:
 
 def run_delete(args: argparse.Namespace) -> int:
     results = run(
-        group_ops.delete_groups(bootstrap_servers(args), args.group, tls=client_tls(args, "groups"))
+        group_ops.delete_groups(bootstrap_servers(args), args.group, security=client_security(args))
     )
     deleted = [g for g, code in results.items() if code == ErrorCode.none]
     failed = {g: code for g, code in results.items() if code != ErrorCode.none}

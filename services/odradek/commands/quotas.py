@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ssl
 import sys
 
+from odradek.client.security import ClientSecurity
 from odradek.commands.common import (
     CommandError,
     add_bootstrap_argument,
     bootstrap_servers,
-    client_tls,
+    client_security,
 )
 from odradek.commands.common import run_command as command
 from odradek.ops.client import ClusterClient, build, element_type
@@ -80,13 +80,13 @@ def parse_ops(add: str, delete: str) -> list[tuple[str, float | None]]:
 def run_quotas(args: argparse.Namespace) -> int:
     parts = entity(args)
     bootstrap = bootstrap_servers(args)
-    tls = client_tls(args, "quotas")
+    security = client_security(args)
     if args.alter:
         if not parts:
             raise CommandError("--alter needs --entity-type with --entity-name or --entity-default")
         ops = parse_ops(args.add_config, args.delete_config)
-        return _run(_alter(bootstrap, tls, parts, ops))
-    return _run(_describe(bootstrap, tls, parts))
+        return _run(_alter(bootstrap, security, parts, ops))
+    return _run(_describe(bootstrap, security, parts))
 
 
 def _run(coroutine) -> int:
@@ -104,7 +104,7 @@ def _show(parts: list[tuple[str, str | None]]) -> str:
     )
 
 
-async def _alter(bootstrap: str, tls: ssl.SSLContext | None, parts, ops) -> int:
+async def _alter(bootstrap: str, security: ClientSecurity | None, parts, ops) -> int:
     def make(request_type):
         entry_type = element_type(request_type, "entries")
         entity_type = element_type(entry_type, "entity")
@@ -119,7 +119,7 @@ async def _alter(bootstrap: str, tls: ssl.SSLContext | None, parts, ops) -> int:
         )
         return build(request_type, entries=(entry,), validate_only=False)
 
-    async with ClusterClient(bootstrap, tls=tls) as client:
+    async with ClusterClient(bootstrap, security=security) as client:
         response = await client.send_any(ALTER_CLIENT_QUOTAS, 1, make)
     [entry] = response.entries
     if entry.error_code:
@@ -129,7 +129,7 @@ async def _alter(bootstrap: str, tls: ssl.SSLContext | None, parts, ops) -> int:
     return 0
 
 
-async def _describe(bootstrap: str, tls: ssl.SSLContext | None, parts) -> int:
+async def _describe(bootstrap: str, security: ClientSecurity | None, parts) -> int:
     def make(request_type):
         component_type = element_type(request_type, "components")
         components = tuple(
@@ -143,7 +143,7 @@ async def _describe(bootstrap: str, tls: ssl.SSLContext | None, parts) -> int:
         )
         return build(request_type, components=components, strict=bool(parts))
 
-    async with ClusterClient(bootstrap, tls=tls) as client:
+    async with ClusterClient(bootstrap, security=security) as client:
         response = await client.send_any(DESCRIBE_CLIENT_QUOTAS, 1, make)
     if response.error_code:
         print(

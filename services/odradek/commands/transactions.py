@@ -26,7 +26,7 @@ from odradek.commands.common import (
     CommandError,
     add_bootstrap_argument,
     bootstrap_servers,
-    client_tls,
+    client_security,
     run_command,
 )
 from odradek.commands.groups import run, table
@@ -119,7 +119,7 @@ def run_list(args: argparse.Namespace) -> int:
         txn_ops.list_transactions(
             bootstrap_servers(args),
             states=args.state,
-            tls=client_tls(args, "transactions"),
+            security=client_security(args),
             producer_ids=args.producer_id,
             duration_ms=args.duration_filter,
         )
@@ -136,7 +136,7 @@ def run_describe(args: argparse.Namespace) -> int:
         txn_ops.describe_transaction(
             bootstrap_servers(args),
             args.transactional_id,
-            tls=client_tls(args, "transactions"),
+            security=client_security(args),
         )
     )
     started = d.start_time_ms >= 0
@@ -187,7 +187,7 @@ def run_abort(args: argparse.Namespace) -> int:
                 bootstrap_servers(args),
                 tp,
                 args.start_offset,
-                tls=client_tls(args, "transactions"),
+                security=client_security(args),
             )
         )
     elif all(v is not None for v in producer):
@@ -195,7 +195,7 @@ def run_abort(args: argparse.Namespace) -> int:
             txn_ops.abort_producer(
                 bootstrap_servers(args),
                 tp,
-                tls=client_tls(args, "transactions"),
+                security=client_security(args),
                 producer_id=args.producer_id,
                 producer_epoch=args.producer_epoch,
                 coordinator_epoch=args.coordinator_epoch,
@@ -222,7 +222,7 @@ def run_find_hanging(args: argparse.Namespace) -> int:
         txn_ops.find_hanging(
             bootstrap_servers(args),
             args.broker_id,
-            tls=client_tls(args, "transactions"),
+            security=client_security(args),
             max_transaction_timeout_ms=args.max_transaction_timeout * MINUTE_MS,
         )
     )

@@ -9,8 +9,9 @@ Kafka's admin client does for DescribeLogDirs and for BROKER config resources).
 Requests are kio dataclasses built for the version both sides speak (``build``): the caller
 gives the highest version it wants and the fields, ``build`` keeps the fields that version has.
 An API the broker does not serve is ``UnsupportedByClusterError``; a connection that cannot be
-made, ``ClusterUnreachableError``. With ``tls``, every connection is over TLS (SSL
-listeners); there is no SASL here yet. Every request is bounded by ``request_timeout_s``.
+made, ``ClusterUnreachableError`` (a refused SASL exchange too). With ``security``, every
+connection is over TLS and/or authenticates with SASL PLAIN or SCRAM (``client.security``).
+Every request is bounded by ``request_timeout_s``.
 
 One client belongs to one event loop and one task at a time (the operations are sequential);
 it is not thread-safe.
@@ -19,7 +20,6 @@ it is not thread-safe.
 from __future__ import annotations
 
 import dataclasses
-import ssl
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -39,6 +39,7 @@ from odradek.client.errors import (
     NoCommonVersionError,
     RequestTimeoutError,
 )
+from odradek.client.security import ClientSecurity, authenticate
 from odradek.ops.errors import ClusterUnreachableError, UnsupportedByClusterError
 from odradek.protocol import schemas
 
@@ -99,10 +100,10 @@ class ClusterClient:
         bootstrap: str,
         *,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
-        tls: ssl.SSLContext | None = None,
+        security: ClientSecurity | None = None,
     ):
         self.addresses = parse_bootstrap(bootstrap)
-        self.tls = tls  # every connection over TLS with it, or none
+        self.security = security or ClientSecurity()  # for every connection
         self.request_timeout_s = request_timeout_s
         self.broker_addresses: dict[int, tuple[str, int]] = {}
         self._any: BrokerConnection | None = None
@@ -197,7 +198,7 @@ class ClusterClient:
                 client_id=CLIENT_ID,
                 connect_timeout_s=CONNECT_TIMEOUT_S,
                 request_timeout_s=self.request_timeout_s,
-                tls=self.tls,
+                tls=self.security.tls,
             )
         except ClientError as e:
             raise ClusterUnreachableError(str(e)) from e
@@ -206,4 +207,10 @@ class ClusterClient:
         except ClientError as e:
             await connection.close()
             raise ClusterUnreachableError(f"{host}:{port}: ApiVersions failed: {e}") from e
+        if self.security.sasl is not None:
+            try:
+                await authenticate(connection, self.security.sasl)
+            except ClientError as e:
+                await connection.close()
+                raise ClusterUnreachableError(f"{host}:{port}: {e}") from e
         return connection

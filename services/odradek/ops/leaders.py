@@ -12,12 +12,12 @@ PREFERRED_LEADER_NOT_AVAILABLE and the controller's automatic rebalance will do 
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Iterable
 from datetime import timedelta
 
 from kio.schema.elect_leaders.v1.request import ElectLeadersRequest
 
+from odradek.client.security import ClientSecurity
 from odradek.errors import ErrorCode
 from odradek.ops.client import ClusterClient, build, element_type
 from odradek.ops.errors import ClusterRequestError
@@ -37,7 +37,7 @@ async def elect_preferred_leaders(
     partitions: Iterable[TopicPartition],
     *,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
-    tls: ssl.SSLContext | None = None,
+    security: ClientSecurity | None = None,
 ) -> dict[TopicPartition, ErrorCode]:
     """Elect the preferred replica of each partition; the partitions it could not (and why)."""
     by_topic: dict[str, list[int]] = {}
@@ -58,7 +58,9 @@ async def elect_preferred_leaders(
             timeout=timedelta(seconds=request_timeout_s),
         )
 
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s, tls=tls) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         response = await client.send_any(ELECT_LEADERS, ELECT_LEADERS_MAX_VERSION, make)
     error = ErrorCode(getattr(response, "error_code", ErrorCode.none))
     if error != ErrorCode.none:

@@ -12,10 +12,10 @@ Async, one task per call; each call opens and closes its own connections.
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from odradek.client.security import ClientSecurity
 from odradek.ops.client import ClusterClient
 from odradek.ops.cluster import partition_sizes, read_cluster, replica_sizes
 from odradek.ops.errors import UnsupportedByClusterError
@@ -46,14 +46,14 @@ async def prepare_drain(
     *,
     rack_aware: bool = True,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
-    tls: ssl.SSLContext | None = None,
+    security: ClientSecurity | None = None,
 ) -> PreparedPlan:
     """The plan that empties ``broker_id`` (``planner.plan_drain``)."""
     return await _prepare(
         bootstrap,
         lambda view: plan_drain(view, broker_id, rack_aware=rack_aware),
         request_timeout_s,
-        tls,
+        security,
     )
 
 
@@ -62,11 +62,14 @@ async def prepare_rebalance(
     *,
     rack_aware: bool = True,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
-    tls: ssl.SSLContext | None = None,
+    security: ClientSecurity | None = None,
 ) -> PreparedPlan:
     """The plan that evens out replicas and preferred leaders (``planner.plan_rebalance``)."""
     return await _prepare(
-        bootstrap, lambda view: plan_rebalance(view, rack_aware=rack_aware), request_timeout_s, tls
+        bootstrap,
+        lambda view: plan_rebalance(view, rack_aware=rack_aware),
+        request_timeout_s,
+        security,
     )
 
 
@@ -77,7 +80,7 @@ async def prepare_move(
     *,
     rack_aware: bool = True,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
-    tls: ssl.SSLContext | None = None,
+    security: ClientSecurity | None = None,
 ) -> PreparedPlan:
     """The plan that puts ``topics`` on ``broker_ids`` (``planner.plan_move``)."""
     topics, broker_ids = list(topics), list(broker_ids)
@@ -85,7 +88,7 @@ async def prepare_move(
         bootstrap,
         lambda view: plan_move(view, topics, broker_ids, rack_aware=rack_aware),
         request_timeout_s,
-        tls,
+        security,
     )
 
 
@@ -94,18 +97,20 @@ async def prepare_plan(
     reassignment_json: str,
     *,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
-    tls: ssl.SSLContext | None = None,
+    security: ClientSecurity | None = None,
 ) -> PreparedPlan:
     """A plan from a kafka-reassign-partitions JSON file, against the cluster as it is now."""
     return await _prepare(
-        bootstrap, lambda view: Plan.from_json(reassignment_json, view), request_timeout_s, tls
+        bootstrap, lambda view: Plan.from_json(reassignment_json, view), request_timeout_s, security
     )
 
 
 async def _prepare(
-    bootstrap: str, make, request_timeout_s: float, tls: ssl.SSLContext | None
+    bootstrap: str, make, request_timeout_s: float, security: ClientSecurity | None
 ) -> PreparedPlan:
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s, tls=tls) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         view = await read_cluster(client)
         plan = make(view)
         moving = {b for move in plan if move.adding for b in view.partitions[move.tp].replicas}

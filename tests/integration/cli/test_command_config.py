@@ -1,6 +1,6 @@
 """``--command-config``: the commands work against ``odradek local up --security sasl_ssl`` with
 its ``client.properties`` (or a Java-only one), by default without options, the commands on
-Odradek's own client over SSL, and refuse what they cannot honour in one line."""
+Odradek's own client over SSL and SASL_SSL, and refuse what they cannot honour in one line."""
 
 from __future__ import annotations
 
@@ -112,8 +112,21 @@ def test_what_cannot_be_honoured_is_refused_in_one_line(secured, tmp_path):
     jks = tmp_path / "jks.properties"
     jks.write_text("ssl.truststore.location=/etc/truststore.jks\n")
     assert "JKS" in failed(root, "topics", "list", "--command-config", str(jks))
-    assert "odradek quotas does not speak SASL yet" in failed(root, "quotas", "--describe")
-    assert "odradek groups does not speak SASL yet" in failed(root, "groups", "list")
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(
+        (root / "var" / "local" / "client.properties").read_text().split("\n# ")[0]
+        + "\nsasl.password=guess\n"
+    )
+    assert "SASL authentication failed" in failed(
+        root, "quotas", "--describe", "--command-config", str(wrong)
+    )
+
+
+def test_the_commands_on_odradeks_own_client_speak_sasl_ssl_by_default(secured):
+    root, _ = secured
+    ok(root, "quotas", "--describe")
+    ok(root, "groups", "list")
+    ok(root, "transactions", "list")
 
 
 def test_the_commands_on_odradeks_own_client_speak_ssl(secured, tmp_path):

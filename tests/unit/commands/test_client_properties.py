@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from odradek.client.security import ClientSecurity, SaslCredentials
 from odradek.commands.client_properties import ClientPropertiesError, load, translate
 from odradek.local.pki import LocalPki
 
@@ -59,7 +60,7 @@ def test_librdkafka_keys_then_the_same_in_java_keys_agree():
 def test_an_empty_file_is_plaintext():
     settings = translate("# nothing\n")
     assert settings.librdkafka == {} and settings.bootstrap_servers is None
-    assert settings.ssl_context("quotas") is None
+    assert settings.client_security() == ClientSecurity()
 
 
 @pytest.mark.parametrize(
@@ -74,7 +75,8 @@ def test_an_empty_file_is_plaintext():
         ("sasl.kerberos.service.name=kafka\n", "sasl.kerberos.service.name"),
         ("linger.ms=5\n", "linger.ms"),
         ("security.protocol=SSLV3\n", "security.protocol"),
-        ("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "needs sasl.jaas.config"),
+        ("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "no sasl.username"),
+        ("security.protocol=SASL_SSL\nsasl.username=u\nsasl.password=p\n", "no sasl.mechanism"),
         (
             "sasl.mechanism=PLAIN\n"
             "sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;\n",
@@ -113,7 +115,7 @@ def test_a_missing_file_is_refused(tmp_path):
         load(tmp_path / "absent.properties")
 
 
-def test_own_client_gets_a_tls_context_and_refuses_sasl(tmp_path: Path):
+def test_own_client_gets_a_tls_context_and_sasl_credentials(tmp_path: Path):
     pki = LocalPki.create(tmp_path / "pki", ("127.0.0.1", "localhost"))
     keystore = pki.issue("alice")
     settings = translate(
@@ -121,9 +123,13 @@ def test_own_client_gets_a_tls_context_and_refuses_sasl(tmp_path: Path):
         f"ssl.truststore.location={pki.ca_path}\n"
         f"ssl.keystore.type=PEM\nssl.keystore.location={keystore}\n"
     )
-    context = settings.ssl_context("quotas")
-    assert isinstance(context, ssl.SSLContext) and context.check_hostname
-    assert context.verify_mode == ssl.CERT_REQUIRED
-    sasl = translate("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.username=u\n")
-    with pytest.raises(ClientPropertiesError, match="odradek quotas does not speak SASL yet"):
-        sasl.ssl_context("quotas")
+    security = settings.client_security()
+    assert security.sasl is None
+    assert isinstance(security.tls, ssl.SSLContext) and security.tls.check_hostname
+    assert security.tls.verify_mode == ssl.CERT_REQUIRED
+    sasl = translate(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+        f'sasl.jaas.config={SCRAM} required username="u" password="p";\n'
+    ).client_security()
+    assert sasl == ClientSecurity(None, SaslCredentials("SCRAM-SHA-256", "u", "p"))
+    assert "'p'" not in repr(sasl)
