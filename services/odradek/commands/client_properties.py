@@ -269,5 +269,5 @@ def load(path: Path) -> ClientProperties:
             raise ClientPropertiesError(f"{path}: larger than {PROPERTIES_FILE_MAX_BYTES} bytes")
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise ClientPropertiesError(f"cannot read --command-config {path}: {e}") from e
+        raise ClientPropertiesError(f"cannot read {path}: {e}") from e
     return translate(text, str(path))

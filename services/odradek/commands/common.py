@@ -93,6 +93,11 @@ def command_config(args: argparse.Namespace) -> ClientProperties:
     try:
         return client_properties.load(Path(path))
     except InvalidConfigError as e:
+        if getattr(args, "command_config", None) is None:  # the local cluster's, by default
+            raise CommandError(
+                f"the local cluster in {LOCAL_DATA_DIR} is secured and its client settings "
+                f"cannot be used ({e}): pass --command-config FILE"
+            ) from e
         raise CommandError(str(e)) from e
 
 

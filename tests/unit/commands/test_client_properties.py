@@ -3,6 +3,7 @@ and what the commands cannot honour is refused with the key named (never a passw
 
 from __future__ import annotations
 
+import argparse
 import ssl
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 
 from odradek.client.security import ClientSecurity, SaslCredentials
 from odradek.commands.client_properties import ClientPropertiesError, load, translate
+from odradek.commands.common import LOCAL_DATA_DIR, CommandError, command_config
+from odradek.local.cluster import ClusterState
 from odradek.local.pki import LocalPki
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -111,7 +114,7 @@ def test_disagreeing_passwords_are_refused_without_showing_either():
 
 
 def test_a_missing_file_is_refused(tmp_path):
-    with pytest.raises(ClientPropertiesError, match="cannot read --command-config"):
+    with pytest.raises(ClientPropertiesError, match="cannot read .*absent.properties"):
         load(tmp_path / "absent.properties")
 
 
@@ -133,3 +136,18 @@ def test_own_client_gets_a_tls_context_and_sasl_credentials(tmp_path: Path):
     ).client_security()
     assert sasl == ClientSecurity(None, SaslCredentials("SCRAM-SHA-256", "u", "p"))
     assert "'p'" not in repr(sasl)
+
+
+def test_a_secured_local_cluster_without_its_client_properties_is_said_so(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data_dir = (tmp_path / LOCAL_DATA_DIR).absolute()
+    data_dir.mkdir(parents=True)
+    ClusterState(str(data_dir), "127.0.0.1:2181", "127.0.0.1:9092", security="sasl_ssl").write(
+        data_dir
+    )
+    options = argparse.Namespace(bootstrap_server=None, command_config=None)
+    with pytest.raises(CommandError, match="is secured .* pass --command-config FILE"):
+        command_config(options)
+    # --bootstrap-server alone names another cluster: no default settings then.
+    options.bootstrap_server = "127.0.0.1:9092"
+    assert command_config(options).librdkafka == {}
