@@ -32,8 +32,7 @@ from odradek.commands.common import (
     REQUEST_TIMEOUT_S,
     CommandError,
     add_bootstrap_argument,
-    bootstrap_servers,
-    client_config,
+    args_client_config,
     describe_kafka_error,
     run_command,
 )
@@ -101,7 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    admin = ck.AdminClient(client_config(bootstrap_servers(args)))
+    admin = ck.AdminClient(args_client_config(args))
     if args.add:
         return _add(admin, bindings(args))
     if args.remove:

@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 
 from odradek import ops
-from odradek.commands.common import add_bootstrap_argument, bootstrap_servers
+from odradek.client.security import ClientSecurity
+from odradek.commands.common import add_bootstrap_argument, bootstrap_servers, client_security
 from odradek.commands.reassign import (
     STATUS_INCOMPLETE_EXIT,
     WATCH_INTERVAL_S,
@@ -74,8 +75,8 @@ def run_drain(args: argparse.Namespace) -> int:
     return _operate(
         args,
         f"drain broker {args.broker}",
-        lambda bootstrap: ops.prepare_drain(
-            bootstrap, args.broker, rack_aware=not args.disable_rack_aware
+        lambda bootstrap, security: ops.prepare_drain(
+            bootstrap, args.broker, rack_aware=not args.disable_rack_aware, security=security
         ),
         args.output or Path(f"drain-broker-{args.broker}.json"),
     )
@@ -85,14 +86,16 @@ def run_rebalance(args: argparse.Namespace) -> int:
     return _operate(
         args,
         "rebalance the cluster",
-        lambda bootstrap: ops.prepare_rebalance(bootstrap, rack_aware=not args.disable_rack_aware),
+        lambda bootstrap, security: ops.prepare_rebalance(
+            bootstrap, rack_aware=not args.disable_rack_aware, security=security
+        ),
         args.output or Path("rebalance.json"),
     )
 
 
 def _operate(args: argparse.Namespace, what: str, prepare, output: Path) -> int:
-    bootstrap = bootstrap_servers(args)
-    prepared = run(prepare(bootstrap))
+    bootstrap, security = bootstrap_servers(args), client_security(args)
+    prepared = run(prepare(bootstrap, security))
     plan = prepared.plan
     if not len(plan):
         print(f"Nothing to do to {what}: no replica or leader needs to move.")
@@ -110,7 +113,7 @@ def _operate(args: argparse.Namespace, what: str, prepare, output: Path) -> int:
     if not args.yes and not _confirm(f"Execute this plan to {what}? [y/N] "):
         print("Not executed.")
         return 1
-    throttled = run(ops.execute(bootstrap, plan, args.throttle))
+    throttled = run(ops.execute(bootstrap, plan, args.throttle, security=security))
     limit = f", throttled to {args.throttle} B/s on brokers {throttled}" if throttled else ""
     print(f"Started {len(plan)} partition reassignments{limit}.")
     print(f"Follow: odradek reassign status --reassignment-json-file {output} --watch")
@@ -123,10 +126,11 @@ def _operate(args: argparse.Namespace, what: str, prepare, output: Path) -> int:
                 interval_s=args.interval,
                 timeout_s=args.timeout,
                 on_report=lambda r: print_report(r, only_moving=True),
+                security=security,
             )
         )
     except KeyboardInterrupt:
-        return _interrupted(bootstrap, plan, output)
+        return _interrupted(bootstrap, security, plan, output)
     except ops.OpsError as e:
         print(f"Following the reassignment failed: {describe(e)}; it keeps running.")
         return 1
@@ -139,7 +143,7 @@ def _operate(args: argparse.Namespace, what: str, prepare, output: Path) -> int:
         return 1
     # A reassignment moves a leader only off a removed replica; the plan's preferred leaders
     # (the first replicas it chose) lead once elected.
-    not_elected = run(ops.elect_preferred_leaders(bootstrap, plan.targets()))
+    not_elected = run(ops.elect_preferred_leaders(bootstrap, plan.targets(), security=security))
     for tp, error in sorted(not_elected.items()):
         print(f"Preferred leader of {tp.topic}-{tp.partition} not elected yet: {error.name}")
     print(f"Done: {what}.")
@@ -153,10 +157,12 @@ def _confirm(prompt: str) -> bool:
         return False
 
 
-def _interrupted(bootstrap: str, plan: ops.Plan, output: Path) -> int:
+def _interrupted(
+    bootstrap: str, security: ClientSecurity | None, plan: ops.Plan, output: Path
+) -> int:
     if sys.stdin.isatty() and not _confirm("\nCancel the reassignment? [y/N] "):
         print(f"Left running. Cancel: odradek reassign cancel --reassignment-json-file {output}")
         return INTERRUPTED_EXIT
-    cancelled = run(ops.cancel(bootstrap, plan))
+    cancelled = run(ops.cancel(bootstrap, plan, security=security))
     print(f"Cancelled {len(cancelled)} partition reassignments; throttles cleared.")
     return INTERRUPTED_EXIT

@@ -4,7 +4,12 @@ rates are reported.
 These commands are thin shells around confluent-kafka (librdkafka), the client most Kafka users
 run, so they exercise the broker the way users will. ``--bootstrap-server`` defaults to the local
 cluster that ``odradek local up`` recorded in ``var/local/cluster.json``; without one, the user
-must name a cluster, as Kafka's tools require.
+must name a cluster, as Kafka's tools require. ``--command-config FILE`` (next to it on every
+command) is Kafka's client properties file (``client_properties``): its security settings go
+into every client, its ``bootstrap.servers`` stands in for a missing ``--bootstrap-server``;
+without either option, a local cluster started with ``--security sasl_ssl`` is reached with
+its ``client.properties``. The commands on Odradek's own client take an ``ssl.SSLContext`` from
+it (``client_security``: TLS, SASL PLAIN or SCRAM).
 
 A command fails by raising ``CommandError``; ``run_command`` turns that into one line on stderr
 and exit code 1. A cluster that cannot be reached (no broker answers at the bootstrap address) is
@@ -34,7 +39,11 @@ from typing import Any, TextIO
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from odradek.client.security import ClientSecurity
+from odradek.commands import client_properties
+from odradek.commands.client_properties import ClientProperties
 from odradek.commands.invocation import odradek_command
+from odradek.errors import InvalidConfigError
 from odradek.local.cluster import ClusterState
 
 LOCAL_DATA_DIR = Path("var/local")
@@ -62,12 +71,53 @@ def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,HOST:PORT...]",
         help=f"brokers to connect to (default: the local cluster in {LOCAL_DATA_DIR})",
     )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        type=Path,
+        help="a Kafka client properties file: security settings, bootstrap.servers (default: "
+        f"{LOCAL_DATA_DIR}/client.properties when the local cluster is secured)",
+    )
+
+
+def command_config(args: argparse.Namespace) -> ClientProperties:
+    """``--command-config``, else the secured local cluster's ``client.properties`` when no
+    ``--bootstrap-server`` is given, else nothing (PLAINTEXT)."""
+    path = getattr(args, "command_config", None)
+    if path is None and not getattr(args, "bootstrap_server", None):
+        state = ClusterState.read(LOCAL_DATA_DIR.absolute())
+        if state is not None and state.security != "plaintext":
+            path = LOCAL_DATA_DIR / "client.properties"
+    if path is None:
+        return ClientProperties()
+    try:
+        return client_properties.load(Path(path))
+    except InvalidConfigError as e:
+        if getattr(args, "command_config", None) is None:  # the local cluster's, by default
+            raise CommandError(
+                f"the local cluster in {LOCAL_DATA_DIR} is secured and its client settings "
+                f"cannot be used ({e}): pass --command-config FILE"
+            ) from e
+        raise CommandError(str(e)) from e
+
+
+def client_security(args: argparse.Namespace) -> ClientSecurity:
+    """TLS and SASL for a command on Odradek's own client, from the same settings."""
+    try:
+        return command_config(args).client_security()
+    except InvalidConfigError as e:
+        raise CommandError(str(e)) from e
 
 
 def bootstrap_servers(args: argparse.Namespace) -> str:
-    """``--bootstrap-server``, else the running local cluster's, else a ``CommandError``."""
+    """``--bootstrap-server``, else ``bootstrap.servers`` of ``--command-config``, else the
+    running local cluster's, else a ``CommandError``."""
     if args.bootstrap_server:
         return args.bootstrap_server
+    if getattr(args, "command_config", None) is not None:
+        from_file = command_config(args).bootstrap_servers
+        if from_file:
+            return from_file
     state = ClusterState.read(LOCAL_DATA_DIR.absolute())
     if state is None:
         raise CommandError(
@@ -93,6 +143,12 @@ def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "logger": librdkafka_logger,
         **extra,
     }
+
+
+def args_client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
+    """``client_config`` for the cluster the command's options name, with its security
+    settings (``--command-config``, or the secured local cluster's)."""
+    return client_config(bootstrap_servers(args), **{**command_config(args).librdkafka, **extra})
 
 
 def show_librdkafka_log(verbose: bool) -> None:

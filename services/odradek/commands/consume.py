@@ -43,8 +43,7 @@ from odradek.commands.common import (
     Progress,
     SigintFlag,
     add_bootstrap_argument,
-    bootstrap_servers,
-    client_config,
+    args_client_config,
     describe_kafka_error,
     error_code,
     mib,
@@ -123,8 +122,8 @@ def run(args: argparse.Namespace) -> int:
     }
     alone = {"group.id": GROUP_ID, "enable.auto.commit": False}
     consumer = Consumer(
-        client_config(
-            bootstrap_servers(args),
+        args_client_config(
+            args,
             **(grouped if args.group is not None else alone),
             **{"fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS},
         )

@@ -28,6 +28,7 @@ from odradek.commands.common import (
     CommandError,
     add_bootstrap_argument,
     bootstrap_servers,
+    client_security,
     run_command,
 )
 from odradek.errors import ErrorCode
@@ -136,7 +137,14 @@ def table(rows: list[tuple[object, ...]], header: tuple[str, ...]) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    listed = run(group_ops.list_groups(bootstrap_servers(args), states=args.state, types=args.type))
+    listed = run(
+        group_ops.list_groups(
+            bootstrap_servers(args),
+            states=args.state,
+            types=args.type,
+            security=client_security(args),
+        )
+    )
     table(
         [(g.group_id, g.type, g.state, g.protocol_type or '""') for g in listed],
         ("GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"),
@@ -148,7 +156,11 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    report = run(group_ops.describe_group(bootstrap_servers(args), args.group))
+    report = run(
+        group_ops.describe_group(
+            bootstrap_servers(args), args.group, security=client_security(args)
+        )
+    )
     if report.state == "Dead":
         raise CommandError(f"consumer group {args.group!r} does not exist")
     protocol = f"{report.protocol_type or '-'}/{report.protocol or '-'}"
@@ -248,9 +260,9 @@ def reset_spec(args: argparse.Namespace) -> ResetSpec:
 def run_reset(args: argparse.Namespace) -> int:
     spec = reset_spec(args)
     topics = None if args.all_topics else parse_topics(args.topic)
-    bootstrap = bootstrap_servers(args)
+    bootstrap, security = bootstrap_servers(args), client_security(args)
     call = group_ops.reset_offsets if args.execute else group_ops.plan_reset
-    planned = run(call(bootstrap, args.group, spec, topics=topics))
+    planned = run(call(bootstrap, args.group, spec, topics=topics, security=security))
     if not planned:
         print(f"Group {args.group} has no committed offsets to reset (name --topic)")
         return 0
@@ -273,7 +285,9 @@ def run_reset(args: argparse.Namespace) -> int:
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    results = run(group_ops.delete_groups(bootstrap_servers(args), args.group))
+    results = run(
+        group_ops.delete_groups(bootstrap_servers(args), args.group, security=client_security(args))
+    )
     deleted = [g for g, code in results.items() if code == ErrorCode.none]
     failed = {g: code for g, code in results.items() if code != ErrorCode.none}
     if deleted:

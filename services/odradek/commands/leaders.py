@@ -26,8 +26,7 @@ from odradek.commands.common import (
     REQUEST_TIMEOUT_S,
     CommandError,
     add_bootstrap_argument,
-    bootstrap_servers,
-    client_config,
+    args_client_config,
     describe_kafka_error,
     run_command,
     topic_partitions,
@@ -76,9 +75,7 @@ def run_elect(args: argparse.Namespace) -> int:
     election_type = ELECTION_TYPES[args.election_type]
     # confluent-kafka 2.16's elect_leaders refuses its own timeout keywords (its argument
     # parsing is wrong), so its request and operation timeouts come from socket.timeout.ms.
-    admin = AdminClient(
-        client_config(bootstrap_servers(args), **{"socket.timeout.ms": REQUEST_TIMEOUT_MS})
-    )
+    admin = AdminClient(args_client_config(args, **{"socket.timeout.ms": REQUEST_TIMEOUT_MS}))
     partitions = _partitions(args, admin)
     future = admin.elect_leaders(election_type, partitions)
     try:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from odradek.commands.invocation import odradek_command
 from odradek.local import cluster, rolling
+from odradek.local import security as local_security
 from odradek.local.cluster import ClusterState
 
 DEFAULT_DATA_DIR = Path("var/local")
@@ -22,6 +23,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start.add_argument("--brokers", type=int, default=3)
     start.add_argument("--controllers", type=int, default=1)
     start.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    start.add_argument(
+        "--security",
+        choices=local_security.MODES,
+        default="plaintext",
+        help="sasl_ssl: TLS and SCRAM for clients, mutual TLS inside, ACLs, a superuser admin "
+        "(see <data-dir>/client.properties); default plaintext",
+    )
     start.set_defaults(handler=run_up)
     status = actions.add_parser("status", help="list the cluster's processes")
     status.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
@@ -51,7 +59,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_up(args: argparse.Namespace) -> int:
     try:
         state, started = cluster.up(
-            args.data_dir, brokers=args.brokers, controllers=args.controllers
+            args.data_dir,
+            brokers=args.brokers,
+            controllers=args.controllers,
+            security=args.security,
         )
     except (RuntimeError, TimeoutError, OSError) as e:
         print(f"odradek local up: {e}")
@@ -63,6 +74,7 @@ def run_up(args: argparse.Namespace) -> int:
     what = "started" if started else "already running"
     print(f"cluster {what}: {len(state.members)} processes, data in {state.data_dir}")
     print(f"bootstrap servers: {state.bootstrap_servers}")
+    _print_security(state)
     overrides = state.broker_overrides
     if "default.replication.factor" in overrides:
         print(
@@ -94,7 +106,18 @@ def run_status(args: argparse.Namespace) -> int:
             f"{row['admin'] or '-':<22} {row['data_dir']}"
         )
     print(f"bootstrap servers: {state.bootstrap_servers}")
+    _print_security(state)
     return 0
+
+
+def _print_security(state: ClusterState) -> None:
+    if state.security == "plaintext":
+        return
+    properties = Path(state.data_dir) / "client.properties"
+    print(
+        f"security: {state.security} (SCRAM-SHA-512 user {local_security.ADMIN_USER}, a super "
+        f"user); client settings in {properties}"
+    )
 
 
 def run_restart(args: argparse.Namespace) -> int:

@@ -31,8 +31,7 @@ from odradek.commands.common import (
     Progress,
     SigintFlag,
     add_bootstrap_argument,
-    bootstrap_servers,
-    client_config,
+    args_client_config,
     describe_kafka_error,
     mib,
     run_command,
@@ -86,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("--num-records and --record-size must not be negative")
     key_of = _key_function(args.key_pattern)
     producer = Producer(
-        client_config(
-            bootstrap_servers(args),
+        args_client_config(
+            args,
             **{
                 "acks": args.acks,
                 "compression.type": args.compression,

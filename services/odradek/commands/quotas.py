@@ -9,7 +9,8 @@
 ``--entity-type`` (``users``, ``clients``) may be given twice, for a user's client; each is
 followed by its ``--entity-name`` or ``--entity-default``, paired in order. Sent as
 AlterClientQuotas and DescribeClientQuotas with Odradek's own client (confluent-kafka has no
-client quota API); a refused entry prints the broker's error and exits 1.
+client quota API), over TLS with ``--command-config``'s SSL settings (no SASL yet); a
+refused entry prints the broker's error and exits 1.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ import argparse
 import asyncio
 import sys
 
-from odradek.commands.common import CommandError, add_bootstrap_argument, bootstrap_servers
+from odradek.client.security import ClientSecurity
+from odradek.commands.common import (
+    CommandError,
+    add_bootstrap_argument,
+    bootstrap_servers,
+    client_security,
+)
 from odradek.commands.common import run_command as command
 from odradek.ops.client import ClusterClient, build, element_type
 from odradek.ops.errors import OpsError
@@ -73,12 +80,13 @@ def parse_ops(add: str, delete: str) -> list[tuple[str, float | None]]:
 def run_quotas(args: argparse.Namespace) -> int:
     parts = entity(args)
     bootstrap = bootstrap_servers(args)
+    security = client_security(args)
     if args.alter:
         if not parts:
             raise CommandError("--alter needs --entity-type with --entity-name or --entity-default")
         ops = parse_ops(args.add_config, args.delete_config)
-        return _run(_alter(bootstrap, parts, ops))
-    return _run(_describe(bootstrap, parts))
+        return _run(_alter(bootstrap, security, parts, ops))
+    return _run(_describe(bootstrap, security, parts))
 
 
 def _run(coroutine) -> int:
@@ -96,7 +104,7 @@ def _show(parts: list[tuple[str, str | None]]) -> str:
     )
 
 
-async def _alter(bootstrap: str, parts, ops) -> int:
+async def _alter(bootstrap: str, security: ClientSecurity | None, parts, ops) -> int:
     def make(request_type):
         entry_type = element_type(request_type, "entries")
         entity_type = element_type(entry_type, "entity")
@@ -111,7 +119,7 @@ async def _alter(bootstrap: str, parts, ops) -> int:
         )
         return build(request_type, entries=(entry,), validate_only=False)
 
-    async with ClusterClient(bootstrap) as client:
+    async with ClusterClient(bootstrap, security=security) as client:
         response = await client.send_any(ALTER_CLIENT_QUOTAS, 1, make)
     [entry] = response.entries
     if entry.error_code:
@@ -121,7 +129,7 @@ async def _alter(bootstrap: str, parts, ops) -> int:
     return 0
 
 
-async def _describe(bootstrap: str, parts) -> int:
+async def _describe(bootstrap: str, security: ClientSecurity | None, parts) -> int:
     def make(request_type):
         component_type = element_type(request_type, "components")
         components = tuple(
@@ -135,7 +143,7 @@ async def _describe(bootstrap: str, parts) -> int:
         )
         return build(request_type, components=components, strict=bool(parts))
 
-    async with ClusterClient(bootstrap) as client:
+    async with ClusterClient(bootstrap, security=security) as client:
         response = await client.send_any(DESCRIBE_CLIENT_QUOTAS, 1, make)
     if response.error_code:
         print(

@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import TextIO
 
 from odradek import ops
+from odradek.client.security import ClientSecurity
 from odradek.commands.common import (
     CommandError,
     add_bootstrap_argument,
     bootstrap_servers,
+    client_security,
     run_command,
 )
 from odradek.ops.client import ClusterClient
@@ -275,6 +277,7 @@ def run_plan(args: argparse.Namespace) -> int:
             topics,
             args.broker_list,
             rack_aware=not args.disable_rack_aware,
+            security=client_security(args),
         )
     )
     current = {tp: p.replicas for tp, p in prepared.view.partitions.items() if tp.topic in topics}
@@ -295,15 +298,19 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run_execute(args: argparse.Namespace) -> int:
-    bootstrap = bootstrap_servers(args)
-    prepared = run(ops.prepare_plan(bootstrap, read_text(args.reassignment_json_file)))
+    bootstrap, security = bootstrap_servers(args), client_security(args)
+    prepared = run(
+        ops.prepare_plan(bootstrap, read_text(args.reassignment_json_file), security=security)
+    )
     print("Current partition replica assignment")
     print()
     print(prepared.plan.rollback_json())
     print()
     print("Save this to use as the --reassignment-json-file option during rollback")
     throttled = run(
-        ops.execute(bootstrap, prepared.plan, args.throttle, additional=args.additional)
+        ops.execute(
+            bootstrap, prepared.plan, args.throttle, additional=args.additional, security=security
+        )
     )
     if throttled:
         print(
@@ -317,8 +324,8 @@ def run_execute(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    bootstrap = bootstrap_servers(args)
-    plan = load_plan(bootstrap, args.reassignment_json_file)
+    bootstrap, security = bootstrap_servers(args), client_security(args)
+    plan = load_plan(bootstrap, args.reassignment_json_file, security)
     clear = not args.preserve_throttles
     if args.watch:
         report = run(
@@ -329,10 +336,11 @@ def run_status(args: argparse.Namespace) -> int:
                 timeout_s=args.timeout,
                 on_report=lambda r: print_report(r) or print(),
                 clear_when_done=clear,
+                security=security,
             )
         )
     else:
-        report = run(ops.status(bootstrap, plan, clear_when_done=clear))
+        report = run(ops.status(bootstrap, plan, clear_when_done=clear, security=security))
         print_report(report)
     if args.watch and not report.finished:
         print(f"Still in progress after {args.timeout:g} s.")
@@ -341,9 +349,9 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    bootstrap = bootstrap_servers(args)
-    plan = load_plan(bootstrap, args.reassignment_json_file)
-    cancelled = run(ops.cancel(bootstrap, plan))
+    bootstrap, security = bootstrap_servers(args), client_security(args)
+    plan = load_plan(bootstrap, args.reassignment_json_file, security)
+    cancelled = run(ops.cancel(bootstrap, plan, security=security))
     if cancelled:
         names = ",".join(f"{tp.topic}-{tp.partition}" for tp in cancelled)
         print(f"Successfully cancelled partition reassignments for: {names}")
@@ -353,13 +361,13 @@ def run_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_plan(bootstrap: str, path: Path) -> ops.Plan:
+def load_plan(bootstrap: str, path: Path, security: ClientSecurity | None = None) -> ops.Plan:
     """The plan of a JSON file against the cluster now (a target broker may be gone)."""
     text = read_text(path)
     ops.parse_reassignment_json(text)  # a malformed file fails before any connection
 
     async def read():
-        async with ClusterClient(bootstrap) as client:
+        async with ClusterClient(bootstrap, security=security) as client:
             view = await read_cluster(client)
         return ops.Plan.from_json(text, view, check_brokers=False)
 

@@ -31,8 +31,7 @@ from odradek.commands.common import (
     REQUEST_TIMEOUT_S,
     CommandError,
     add_bootstrap_argument,
-    bootstrap_servers,
-    client_config,
+    args_client_config,
     describe_kafka_error,
     error_code,
     list_topic_names,
@@ -112,7 +111,7 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
-    return AdminClient(client_config(bootstrap_servers(args)))
+    return AdminClient(args_client_config(args))
 
 
 # -- actions ---------------------------------------------------------------------------------

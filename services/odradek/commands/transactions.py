@@ -26,6 +26,7 @@ from odradek.commands.common import (
     CommandError,
     add_bootstrap_argument,
     bootstrap_servers,
+    client_security,
     run_command,
 )
 from odradek.commands.groups import run, table
@@ -118,6 +119,7 @@ def run_list(args: argparse.Namespace) -> int:
         txn_ops.list_transactions(
             bootstrap_servers(args),
             states=args.state,
+            security=client_security(args),
             producer_ids=args.producer_id,
             duration_ms=args.duration_filter,
         )
@@ -130,7 +132,13 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    d = run(txn_ops.describe_transaction(bootstrap_servers(args), args.transactional_id))
+    d = run(
+        txn_ops.describe_transaction(
+            bootstrap_servers(args),
+            args.transactional_id,
+            security=client_security(args),
+        )
+    )
     started = d.start_time_ms >= 0
     now_ms = int(time.time() * 1000)
     table(
@@ -174,12 +182,20 @@ def run_abort(args: argparse.Namespace) -> int:
                 "--start-offset finds the producer itself: do not also give "
                 "--producer-id, --producer-epoch or --coordinator-epoch"
             )
-        result = run(txn_ops.abort_transaction(bootstrap_servers(args), tp, args.start_offset))
+        result = run(
+            txn_ops.abort_transaction(
+                bootstrap_servers(args),
+                tp,
+                args.start_offset,
+                security=client_security(args),
+            )
+        )
     elif all(v is not None for v in producer):
         result = run(
             txn_ops.abort_producer(
                 bootstrap_servers(args),
                 tp,
+                security=client_security(args),
                 producer_id=args.producer_id,
                 producer_epoch=args.producer_epoch,
                 coordinator_epoch=args.coordinator_epoch,
@@ -206,6 +222,7 @@ def run_find_hanging(args: argparse.Namespace) -> int:
         txn_ops.find_hanging(
             bootstrap_servers(args),
             args.broker_id,
+            security=client_security(args),
             max_transaction_timeout_ms=args.max_transaction_timeout * MINUTE_MS,
         )
     )

@@ -31,8 +31,7 @@ from odradek.commands.common import (
     REQUEST_TIMEOUT_S,
     CommandError,
     add_bootstrap_argument,
-    bootstrap_servers,
-    client_config,
+    args_client_config,
     describe_kafka_error,
     run_command,
 )
@@ -75,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
-    return AdminClient(client_config(bootstrap_servers(args)))
+    return AdminClient(args_client_config(args))
 
 
 def _alter(args: argparse.Namespace, alteration, doing: str) -> None:

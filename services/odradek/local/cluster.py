@@ -59,6 +59,7 @@ from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.listeners import read_listeners_file
+from odradek.local import security as local_security
 from odradek.local.zookeeper import LOOPBACK, ZooKeeperProcess, ZooKeeperTls
 from odradek.protocol import schemas
 from odradek.zk.paths import ControllerInfo, PartitionState, partition_state_path
@@ -165,6 +166,11 @@ class ClusterState:
     members: list[Member] = field(default_factory=list)
     # Every broker's configuration beyond its own addresses, so a broker restarts as it was.
     broker_overrides: dict[str, str] = field(default_factory=dict)
+    # The brokers' client listener (its addresses are the bootstrap servers), and the one they
+    # replicate over when it is not that one (``local.security``).
+    client_listener: str = "PLAINTEXT"
+    internal_listener: str | None = None
+    security: str = "plaintext"  # odradek local up --security
 
     def member(self, role: str, member_id: int) -> Member:
         return next(m for m in self.members if m.role == role and m.id == member_id)
@@ -267,8 +273,13 @@ def _broker_args(member: Member, state: ClusterState) -> list[str]:
         "--override",
         f"zookeeper.connect={state.zookeeper_connect}",
         "--override",
-        f"listeners=PLAINTEXT://{member.address},"
-        f"{CONTROL_PLANE_LISTENER_NAME}://{member.control_plane}",
+        f"listeners={state.client_listener}://{member.address},"
+        f"{CONTROL_PLANE_LISTENER_NAME}://{member.control_plane}"
+        + (
+            ""
+            if state.internal_listener is None
+            else f",{state.internal_listener}://{member.address.rsplit(':', 1)[0]}:0"
+        ),
         "--override",
         f"log.dirs={log_dirs}",
         "--override",
@@ -292,6 +303,7 @@ def up(
     broker_netns: Mapping[int, tuple[str, str]] | None = None,
     racks: Mapping[int, str] | None = None,
     zookeeper_tls: ZooKeeperTls | None = None,
+    security: str = "plaintext",
 ) -> tuple[ClusterState, bool]:
     """Start the cluster (or find it running); returns its state and whether it was started.
 
@@ -302,13 +314,15 @@ def up(
     ``(network namespace, address)``: that broker runs inside the namespace, on that address.
     ``racks`` gives brokers their ``broker.rack``. ``zookeeper_tls`` gives ZooKeeper a TLS port
     too (its ``secure_port`` is for the caller's ``zookeeper.connect`` overrides; the cluster's
-    own ``zookeeper_connect`` stays the plain port).
+    own ``zookeeper_connect`` stays the plain port). ``security`` is ``odradek local up
+    --security``: ``sasl_ssl`` secures the cluster as ``local.security`` says.
     """
     data_dir = data_dir.absolute()
     existing = ClusterState.read(data_dir)
     if existing is not None and any(m.is_ours() for m in existing.members):
         return existing, False
     data_dir.mkdir(parents=True, exist_ok=True)
+    secured = local_security.secure(data_dir, security)
 
     tick = {} if zookeeper_tick_time_ms is None else {"tick_time_ms": zookeeper_tick_time_ms}
     zookeeper = ZooKeeperProcess(data_dir / "zookeeper", host=host, tls=zookeeper_tls, **tick)
@@ -327,9 +341,24 @@ def up(
         )
     ]
     members[0].identify()
-    overrides = {**replication_defaults(brokers), **(broker_overrides or {})}
-    state = ClusterState(str(data_dir), connect, "", members, overrides)
+    overrides = {
+        **replication_defaults(brokers),
+        **secured.broker_overrides,
+        **(broker_overrides or {}),
+    }
+    controller_overrides = {**secured.controller_overrides, **(controller_overrides or {})}
+    state = ClusterState(
+        str(data_dir),
+        connect,
+        "",
+        members,
+        overrides,
+        client_listener=secured.client_listener,
+        internal_listener=secured.internal_listener,
+        security=security,
+    )
     state.write(data_dir)  # so `down` can clean up even if the rest fails
+    local_security.write_admin_credential(connect, secured)
 
     for n in range(controllers):
         controller_id = CONTROLLER_ID_BASE + n
@@ -374,7 +403,11 @@ def up(
     for member in [m for m in members if m.role == "controller"] + started:
         _record_bound_addresses(state, member)
 
-    asyncio.run(_wait_for_brokers(state, brokers))
+    if secured.admin_password is None:
+        asyncio.run(_wait_for_brokers(state, brokers))
+    else:
+        _wait_for_secured_brokers(state, brokers, local_security.client_config(secured, ""))
+        local_security.write_client_properties(data_dir, secured, state.bootstrap_servers)
     return state, True
 
 
@@ -406,7 +439,7 @@ def _record_bound_addresses(state: ClusterState, member: Member) -> None:
     if member.role == "controller":
         (member.address,) = listeners.values()
     else:
-        member.address = listeners["PLAINTEXT"]
+        member.address = listeners[state.client_listener]
         member.control_plane = listeners[CONTROL_PLANE_LISTENER_NAME]
     member.admin = admin
     state.bootstrap_servers = ",".join(m.address for m in state.members if m.role == "broker")
@@ -509,6 +542,32 @@ async def _wait_for_brokers(state: ClusterState, expected: int) -> None:
         except (ClientError, OSError) as e:
             last_error = str(e)
         await asyncio.sleep(POLL_INTERVAL_S)
+    raise TimeoutError(f"cluster not ready after {READY_TIMEOUT_S} s: {last_error}")
+
+
+def _wait_for_secured_brokers(state: ClusterState, expected: int, client: dict[str, str]) -> None:
+    """``_wait_for_brokers`` for a SASL_SSL client listener, through librdkafka (whose SASL
+    this module does not redo)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({**client, "bootstrap.servers": state.bootstrap_servers})
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    last_error = "no answer yet"
+    while time.monotonic() < deadline:
+        dead = [m for m in state.members if not m.is_ours()]
+        if dead:
+            raise RuntimeError(
+                f"{dead[0].role} {dead[0].id} exited during start-up; see {dead[0].log}"
+            )
+        try:
+            known = len(admin.list_topics(timeout=2).brokers)
+        except Exception as e:  # KafkaException: not up yet, or the credential not there yet
+            last_error = str(e)
+        else:
+            if known >= expected:
+                return
+            last_error = f"{known} of {expected} brokers known"
+        time.sleep(POLL_INTERVAL_S)
     raise TimeoutError(f"cluster not ready after {READY_TIMEOUT_S} s: {last_error}")
 
 

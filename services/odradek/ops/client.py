@@ -9,7 +9,9 @@ Kafka's admin client does for DescribeLogDirs and for BROKER config resources).
 Requests are kio dataclasses built for the version both sides speak (``build``): the caller
 gives the highest version it wants and the fields, ``build`` keeps the fields that version has.
 An API the broker does not serve is ``UnsupportedByClusterError``; a connection that cannot be
-made, ``ClusterUnreachableError``. Every request is bounded by ``request_timeout_s``.
+made, ``ClusterUnreachableError`` (a refused SASL exchange too). With ``security``, every
+connection is over TLS and/or authenticates with SASL PLAIN or SCRAM (``client.security``).
+Every request is bounded by ``request_timeout_s``.
 
 One client belongs to one event loop and one task at a time (the operations are sequential);
 it is not thread-safe.
@@ -37,6 +39,7 @@ from odradek.client.errors import (
     NoCommonVersionError,
     RequestTimeoutError,
 )
+from odradek.client.security import ClientSecurity, authenticate
 from odradek.ops.errors import ClusterUnreachableError, UnsupportedByClusterError
 from odradek.protocol import schemas
 
@@ -92,8 +95,15 @@ def build(request_type: type[Any], **fields: Any) -> Any:
 class ClusterClient:
     """See the module docstring. ``async with ClusterClient(bootstrap) as client: ...``"""
 
-    def __init__(self, bootstrap: str, *, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S):
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        security: ClientSecurity | None = None,
+    ):
         self.addresses = parse_bootstrap(bootstrap)
+        self.security = security or ClientSecurity()  # for every connection
         self.request_timeout_s = request_timeout_s
         self.broker_addresses: dict[int, tuple[str, int]] = {}
         self._any: BrokerConnection | None = None
@@ -188,6 +198,7 @@ class ClusterClient:
                 client_id=CLIENT_ID,
                 connect_timeout_s=CONNECT_TIMEOUT_S,
                 request_timeout_s=self.request_timeout_s,
+                tls=self.security.tls,
             )
         except ClientError as e:
             raise ClusterUnreachableError(str(e)) from e
@@ -196,4 +207,10 @@ class ClusterClient:
         except ClientError as e:
             await connection.close()
             raise ClusterUnreachableError(f"{host}:{port}: ApiVersions failed: {e}") from e
+        if self.security.sasl is not None:
+            try:
+                await authenticate(connection, self.security.sasl)
+            except ClientError as e:
+                await connection.close()
+                raise ClusterUnreachableError(f"{host}:{port}: {e}") from e
         return connection

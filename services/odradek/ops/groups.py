@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.client.security import ClientSecurity
 from odradek.errors import ErrorCode
 from odradek.ops.client import ClusterClient, build, element_type
 from odradek.ops.cluster import read_cluster
@@ -146,9 +147,12 @@ async def list_groups(
     states: Sequence[str] = (),
     types: Sequence[str] = (),
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> list[GroupListing]:
     """Every group of the cluster (each broker lists those it coordinates)."""
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         view = await read_cluster(client)
         listed: dict[str, GroupListing] = {}
         for broker_id in sorted(view.brokers):
@@ -182,10 +186,16 @@ def _list_request(request_type: type, states: Sequence[str], types: Sequence[str
 
 
 async def describe_group(
-    bootstrap: str, group_id: str, *, request_timeout_s: float = REQUEST_TIMEOUT_S
+    bootstrap: str,
+    group_id: str,
+    *,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> GroupReport:
     """The group's state, members and, per partition, committed offset, log end and lag."""
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         view = await read_cluster(client)
         coordinator = await find_coordinator(client, group_id)
         described = await _describe(client, coordinator, group_id)
@@ -227,11 +237,17 @@ def _assignment(protocol_type: str, data: bytes) -> tuple[TopicPartition, ...]:
 
 
 async def delete_groups(
-    bootstrap: str, group_ids: Iterable[str], *, request_timeout_s: float = REQUEST_TIMEOUT_S
+    bootstrap: str,
+    group_ids: Iterable[str],
+    *,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> dict[str, ErrorCode]:
     """Delete each group at its coordinator; each group's error code (``none``: deleted)."""
     results: dict[str, ErrorCode] = {}
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         await read_cluster(client)
         for group_id in dict.fromkeys(group_ids):
             try:
@@ -260,9 +276,12 @@ async def plan_reset(
     *,
     topics: Mapping[str, Sequence[int] | None] | None = None,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> list[OffsetReset]:
     """The new offsets of a reset, changing nothing (Kafka's ``--dry-run``)."""
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         return await _plan(client, group_id, spec, topics)
 
 
@@ -273,9 +292,12 @@ async def reset_offsets(
     *,
     topics: Mapping[str, Sequence[int] | None] | None = None,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> list[OffsetReset]:
     """Reset and commit (Kafka's ``--execute``); ``GroupNotInactiveError`` while it has members."""
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         planned = await _plan(client, group_id, spec, topics)
         coordinator = await find_coordinator(client, group_id)
         described = await _describe(client, coordinator, group_id)

@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from kio.schema.elect_leaders.v1.request import ElectLeadersRequest
 
+from odradek.client.security import ClientSecurity
 from odradek.errors import ErrorCode
 from odradek.ops.client import ClusterClient, build, element_type
 from odradek.ops.errors import ClusterRequestError
@@ -36,6 +37,7 @@ async def elect_preferred_leaders(
     partitions: Iterable[TopicPartition],
     *,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> dict[TopicPartition, ErrorCode]:
     """Elect the preferred replica of each partition; the partitions it could not (and why)."""
     by_topic: dict[str, list[int]] = {}
@@ -56,7 +58,9 @@ async def elect_preferred_leaders(
             timeout=timedelta(seconds=request_timeout_s),
         )
 
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         response = await client.send_any(ELECT_LEADERS, ELECT_LEADERS_MAX_VERSION, make)
     error = ErrorCode(getattr(response, "error_code", ErrorCode.none))
     if error != ErrorCode.none:

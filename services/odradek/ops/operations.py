@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from odradek.client.security import ClientSecurity
 from odradek.ops.client import ClusterClient
 from odradek.ops.cluster import partition_sizes, read_cluster, replica_sizes
 from odradek.ops.errors import UnsupportedByClusterError
@@ -45,21 +46,30 @@ async def prepare_drain(
     *,
     rack_aware: bool = True,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> PreparedPlan:
     """The plan that empties ``broker_id`` (``planner.plan_drain``)."""
     return await _prepare(
         bootstrap,
         lambda view: plan_drain(view, broker_id, rack_aware=rack_aware),
         request_timeout_s,
+        security,
     )
 
 
 async def prepare_rebalance(
-    bootstrap: str, *, rack_aware: bool = True, request_timeout_s: float = REQUEST_TIMEOUT_S
+    bootstrap: str,
+    *,
+    rack_aware: bool = True,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> PreparedPlan:
     """The plan that evens out replicas and preferred leaders (``planner.plan_rebalance``)."""
     return await _prepare(
-        bootstrap, lambda view: plan_rebalance(view, rack_aware=rack_aware), request_timeout_s
+        bootstrap,
+        lambda view: plan_rebalance(view, rack_aware=rack_aware),
+        request_timeout_s,
+        security,
     )
 
 
@@ -70,6 +80,7 @@ async def prepare_move(
     *,
     rack_aware: bool = True,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> PreparedPlan:
     """The plan that puts ``topics`` on ``broker_ids`` (``planner.plan_move``)."""
     topics, broker_ids = list(topics), list(broker_ids)
@@ -77,20 +88,29 @@ async def prepare_move(
         bootstrap,
         lambda view: plan_move(view, topics, broker_ids, rack_aware=rack_aware),
         request_timeout_s,
+        security,
     )
 
 
 async def prepare_plan(
-    bootstrap: str, reassignment_json: str, *, request_timeout_s: float = REQUEST_TIMEOUT_S
+    bootstrap: str,
+    reassignment_json: str,
+    *,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> PreparedPlan:
     """A plan from a kafka-reassign-partitions JSON file, against the cluster as it is now."""
     return await _prepare(
-        bootstrap, lambda view: Plan.from_json(reassignment_json, view), request_timeout_s
+        bootstrap, lambda view: Plan.from_json(reassignment_json, view), request_timeout_s, security
     )
 
 
-async def _prepare(bootstrap: str, make, request_timeout_s: float) -> PreparedPlan:
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+async def _prepare(
+    bootstrap: str, make, request_timeout_s: float, security: ClientSecurity | None
+) -> PreparedPlan:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         view = await read_cluster(client)
         plan = make(view)
         moving = {b for move in plan if move.adding for b in view.partitions[move.tp].replicas}

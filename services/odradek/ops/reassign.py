@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from odradek.client.security import ClientSecurity
 from odradek.errors import ErrorCode
 from odradek.ops.client import (
     ALTER_PARTITION_REASSIGNMENTS,
@@ -155,13 +156,16 @@ async def execute(
     *,
     additional: bool = False,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> list[int]:
     """Start the plan; returns the brokers throttled (empty without a throttle)."""
     if not len(plan):
         raise PlanError("the plan is empty: nothing to reassign")
     if throttle_bytes_per_s is not None and throttle_bytes_per_s <= 0:
         raise PlanError(f"--throttle must be a positive number of bytes/s: {throttle_bytes_per_s}")
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         view = await read_cluster(client)
         Plan.from_targets(plan.targets(), view)  # the partitions and brokers still exist
         ongoing = await list_reassignments(client)
@@ -184,9 +188,12 @@ async def status(
     *,
     clear_when_done: bool = True,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> StatusReport:
     """Where each partition of the plan is (see the module docstring)."""
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         view = await read_cluster(client)
         ongoing = await list_reassignments(client)
         report = await _progress(client, view, plan, ongoing)
@@ -197,10 +204,16 @@ async def status(
 
 
 async def cancel(
-    bootstrap: str, plan: Plan, *, request_timeout_s: float = REQUEST_TIMEOUT_S
+    bootstrap: str,
+    plan: Plan,
+    *,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> list[TopicPartition]:
     """Cancel the plan's reassignments still running, clear the throttles; the cancelled ones."""
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         view = await read_cluster(client)
         ongoing = await list_reassignments(client)
         running = sorted(tp for tp in plan.targets() if tp in ongoing)
@@ -222,6 +235,7 @@ async def watch(
     on_report: Callable[[StatusReport], Awaitable[None] | None] | None = None,
     clear_when_done: bool = True,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> StatusReport:
     """``status`` every ``interval_s`` until nothing is in progress (throttles then cleared) or
     ``timeout_s`` has passed (the last report, still in progress, is returned).
@@ -234,7 +248,11 @@ async def watch(
     settled_by = None
     while True:
         report = await status(
-            bootstrap, plan, clear_when_done=clear_when_done, request_timeout_s=request_timeout_s
+            bootstrap,
+            plan,
+            clear_when_done=clear_when_done,
+            request_timeout_s=request_timeout_s,
+            security=security,
         )
         if on_report is not None:
             result = on_report(report)

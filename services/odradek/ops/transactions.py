@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from odradek.client.security import ClientSecurity
 from odradek.errors import ErrorCode
 from odradek.ops.client import ClusterClient, build, element_type
 from odradek.ops.cluster import read_cluster
@@ -152,9 +153,12 @@ async def list_transactions(
     producer_ids: Sequence[int] = (),
     duration_ms: int | None = None,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> list[TransactionListing]:
     """Every transactional id of the cluster, as each coordinator lists its own."""
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         view = await read_cluster(client)
         return await list_transactions_on(
             client, view.brokers, states=states, producer_ids=producer_ids, duration_ms=duration_ms
@@ -217,9 +221,15 @@ def _list_request(
 
 
 async def describe_transaction(
-    bootstrap: str, transactional_id: str, *, request_timeout_s: float = REQUEST_TIMEOUT_S
+    bootstrap: str,
+    transactional_id: str,
+    *,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> TransactionDescription:
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         await read_cluster(client)
         return await describe_transaction_on(client, transactional_id)
 
@@ -317,8 +327,11 @@ async def abort_transaction(
     start_offset: int,
     *,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> AbortResult:
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         view = await read_cluster(client)
         return await abort_transaction_on(client, view, tp, start_offset)
 
@@ -356,8 +369,11 @@ async def abort_producer(
     producer_epoch: int,
     coordinator_epoch: int,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> AbortResult:
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         view = await read_cluster(client)
         return await abort_producer_on(
             client,
@@ -490,8 +506,11 @@ async def find_hanging(
     *,
     max_transaction_timeout_ms: int = MAX_TRANSACTION_TIMEOUT_MS,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    security: ClientSecurity | None = None,
 ) -> list[OpenTransaction]:
-    async with ClusterClient(bootstrap, request_timeout_s=request_timeout_s) as client:
+    async with ClusterClient(
+        bootstrap, request_timeout_s=request_timeout_s, security=security
+    ) as client:
         view = await read_cluster(client)
         return await find_hanging_on(
             client, view, broker_id, max_transaction_timeout_ms=max_transaction_timeout_ms
