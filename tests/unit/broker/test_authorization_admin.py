@@ -6,9 +6,13 @@ CLUSTER_AUTHORIZATION_FAILED before anything is done or forwarded."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import time
 import uuid
+from datetime import timedelta
 from types import SimpleNamespace
 
+from odradek.broker.admin.topics import CreateTopicResult
 from odradek.broker.handlers import (
     alter_configs,
     alter_partition_reassignments,
@@ -248,6 +252,45 @@ def test_create_topics_needs_create_and_shows_configs_only_with_describe_configs
     cluster_wide = MemoryAuthorizer().allow(Op.CREATE, CLUSTER)
     answer = call(create_topics, 7, req, cluster_wide, admin_broker())
     assert E.topic_authorization_failed not in [t.error_code for t in answer.topics]
+
+
+class CreatesOne:
+    """A TopicAdmin whose create_topics answers each topic created, with one partition."""
+
+    def __init__(self, topic_id: uuid.UUID):
+        self.topic_id = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+    def __call__(self, zk, config):
+        return self
+
+    async def create_topics(self, topics, validate_only):
+        return [
+            CreateTopicResult(
+                t.name, topic_id=self.topic_id, num_partitions=1, replication_factor=1
+            )
+            for t in topics
+        ]
+
+
+def test_create_topics_without_describe_configs_answers_once_leaders_are_known(monkeypatch):
+    """Hiding the counts (no DESCRIBE_CONFIGS) must not make the wait for leaders compare the
+    metadata with -1 partitions: that waited the whole timeout, then REQUEST_TIMED_OUT."""
+    broker = admin_broker("a")
+    monkeypatch.setattr(
+        create_topics, "TopicAdmin", CreatesOne(broker.metadata.topic("a").topic_id)
+    )
+    request_type = schemas.request_schema(ApiKey.CREATE_TOPICS, 7)
+    req = fill(
+        request_type,
+        timeout=timedelta(seconds=30),
+        topics=(fill(entry_type(request_type, "topics"), name="a", num_partitions=1),),
+    )
+    authorizer = MemoryAuthorizer().allow(Op.CREATE, TOPIC, "a")
+    started = time.monotonic()
+    (a,) = call(create_topics, 7, req, authorizer, broker).topics
+    assert time.monotonic() - started < 5
+    assert (a.error_code, a.topic_config_error_code) == (E.none, E.topic_authorization_failed)
+    assert (a.num_partitions, a.replication_factor) == (-1, -1)
 
 
 def test_delete_topics_needs_delete_and_hides_the_name_of_an_id_not_describable():

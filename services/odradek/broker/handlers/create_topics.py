@@ -63,15 +63,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         for t in topics
     ]
+    if not request.validate_only:
+        # before the counts are hidden: the wait compares them with the metadata's
+        timeout_ms = round(request.timeout.total_seconds() * 1000)
+        results = await wait_for_leaders(ctx.broker.metadata, results, timeout_ms)
     results = [
         r
         if r.name in described
         else replace(r, num_partitions=-1, replication_factor=-1, configs=())
         for r in results
     ]
-    if not request.validate_only:
-        timeout_ms = round(request.timeout.total_seconds() * 1000)
-        results = await wait_for_leaders(ctx.broker.metadata, results, timeout_ms)
 
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     topic_type = element_type(response_type, "topics")
