@@ -169,6 +169,10 @@ class AclAuthorizer:
         self._acls: dict[ResourcePattern, Entries] = {}
         # Kafka's resourceCache: for each (entry, type, pattern type), the names it is on.
         self._resources: dict[_ResourceKey, frozenset[str]] = {}
+        # The lengths of the PREFIXED patterns' names, per resource type: an authorization
+        # looks up only those prefixes of a name, not every one (it runs for each topic of
+        # each produce and fetch).
+        self._prefix_lengths: dict[ResourceType, frozenset[int]] = {}
         self._denials = _DenialLog(clock)
         self._updating = asyncio.Lock()
 
@@ -206,6 +210,16 @@ class AclAuthorizer:
             acls[pattern] = entries
         else:
             acls.pop(pattern, None)
+        if pattern.pattern_type is PatternType.PREFIXED:
+            self._prefix_lengths = {
+                **self._prefix_lengths,
+                pattern.resource_type: frozenset(
+                    len(p.name)
+                    for p in acls
+                    if p.resource_type is pattern.resource_type
+                    and p.pattern_type is PatternType.PREFIXED
+                ),
+            }
         self._acls, self._resources = acls, resources
 
     async def _refresh(self, pattern: ResourcePattern) -> None:
@@ -255,9 +269,10 @@ class AclAuthorizer:
             *acls.get(ResourcePattern(resource_type, WILDCARD), ()),
             *acls.get(ResourcePattern(resource_type, name), ()),
         ]
-        for length in range(1, len(name) + 1):
-            prefixed = ResourcePattern(resource_type, name[:length], PatternType.PREFIXED)
-            found.extend(acls.get(prefixed, ()))
+        for length in self._prefix_lengths.get(resource_type, ()):
+            if length <= len(name):
+                prefixed = ResourcePattern(resource_type, name[:length], PatternType.PREFIXED)
+                found.extend(acls.get(prefixed, ()))
         return found
 
     def authorize_any(
