@@ -25,7 +25,6 @@ it over TLS with ``zookeeper.set.acl``). Plaintext (no option) stays the default
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from kazoo.exceptions import NodeExistsError
 
 from odradek.local.pki import LocalPki
 from odradek.security.scram import ScramMechanism, credential_from_password, sanitize
-from odradek.zk.paths import entity_config_path
+from odradek.zk.paths import EntityConfig, entity_config_path
 
 __all__ = ["ADMIN_USER", "MODES", "LocalSecurity", "secure"]
 
@@ -121,14 +120,14 @@ def write_admin_credential(zookeeper_connect: str, security: LocalSecurity) -> N
     if security.admin_password is None:
         return
     credential = credential_from_password(MECHANISM, security.admin_password, SCRAM_ITERATIONS)
-    node = {"version": 1, "config": {MECHANISM.mechanism_name: credential.encode()}}
+    node = EntityConfig({MECHANISM.mechanism_name: credential.encode()})
     hosts, slash, chroot = zookeeper_connect.partition("/")
     client = KazooClient(hosts, timeout=10)  # the chroot may not exist yet: full paths
     client.start(timeout=10)
     try:
         path = (slash + chroot).rstrip("/") + entity_config_path("users", sanitize(ADMIN_USER))
         with contextlib.suppress(NodeExistsError):  # kept from an earlier start
-            client.create(path, json.dumps(node).encode(), makepath=True)
+            client.create(path, node.encode(), makepath=True)
     finally:
         client.stop()
         client.close()
