@@ -125,14 +125,21 @@ def _load_truststore(context: ssl.SSLContext, settings: SslSettings) -> None:
         ) from e
 
 
-def server_context(settings: SslSettings) -> ssl.SSLContext:
-    """The listener's TLS context (see the module); raises ``InvalidConfigError``."""
+def _context(settings: SslSettings, protocol: int) -> ssl.SSLContext:
+    """A context of ``protocol`` (``ssl.PROTOCOL_TLS_SERVER`` or ``_CLIENT``) with the
+    settings' versions and key store, the settings checked first."""
     settings.check()
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context = ssl.SSLContext(protocol)
     versions = [_VERSIONS[p] for p in settings.enabled_protocols]
     context.minimum_version = min(versions)
     context.maximum_version = max(versions)
     _load_keystore(context, settings)
+    return context
+
+
+def server_context(settings: SslSettings) -> ssl.SSLContext:
+    """The listener's TLS context (see the module); raises ``InvalidConfigError``."""
+    context = _context(settings, ssl.PROTOCOL_TLS_SERVER)
     _load_truststore(context, settings)
     context.verify_mode = _CLIENT_AUTH[settings.client_auth]
     return context
@@ -141,12 +148,7 @@ def server_context(settings: SslSettings) -> ssl.SSLContext:
 def client_context(settings: SslSettings) -> ssl.SSLContext:
     """The context an internal link opens a connection to ``settings.listener``'s peers with
     (see the module); raises ``InvalidConfigError``."""
-    settings.check()
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies the certificate and host name
-    versions = [_VERSIONS[p] for p in settings.enabled_protocols]
-    context.minimum_version = min(versions)
-    context.maximum_version = max(versions)
-    _load_keystore(context, settings)
+    context = _context(settings, ssl.PROTOCOL_TLS_CLIENT)  # checks certificates and host names
     if settings.trusted() is None:
         context.load_default_certs()
     else:
