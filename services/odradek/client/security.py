@@ -27,12 +27,12 @@ import scramp
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
 from odradek.protocol import schemas
+from odradek.protocol.apis import ApiKey
+from odradek.security.sasl import SUPPORTED_MECHANISMS
 
 __all__ = ["MECHANISMS", "ClientSecurity", "SaslAuthenticationError", "SaslCredentials"]
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = SUPPORTED_MECHANISMS  # the brokers' (security.sasl), which this client speaks
 
 
 class SaslAuthenticationError(ClientError):
@@ -69,23 +69,25 @@ async def _exchange(connection: BrokerConnection, api_key: int, max_version: int
 async def authenticate(connection: BrokerConnection, credentials: SaslCredentials) -> None:
     """The SASL exchange of ``credentials`` on ``connection`` (versions already negotiated)."""
     try:
-        await _exchange(connection, SASL_HANDSHAKE, 1, mechanism=credentials.mechanism)
+        await _exchange(connection, ApiKey.SASL_HANDSHAKE, 1, mechanism=credentials.mechanism)
     except SaslAuthenticationError as e:
         raise SaslAuthenticationError(f"{e} (mechanism {credentials.mechanism})") from None
     if credentials.mechanism == "PLAIN":
         token = b"\0" + credentials.username.encode() + b"\0" + credentials.password.encode()
-        await _exchange(connection, SASL_AUTHENTICATE, 2, auth_bytes=token)
+        await _exchange(connection, ApiKey.SASL_AUTHENTICATE, 2, auth_bytes=token)
         return
     client = scramp.ScramClient([credentials.mechanism], credentials.username, credentials.password)
     first = await _exchange(
-        connection, SASL_AUTHENTICATE, 2, auth_bytes=client.get_client_first().encode()
+        connection, ApiKey.SASL_AUTHENTICATE, 2, auth_bytes=client.get_client_first().encode()
     )
     try:
         client.set_server_first(bytes(first.auth_bytes).decode())
         final_message = client.get_client_final()
     except scramp.ScramException as e:
         raise SaslAuthenticationError(f"SCRAM: the broker's first message: {e}") from None
-    final = await _exchange(connection, SASL_AUTHENTICATE, 2, auth_bytes=final_message.encode())
+    final = await _exchange(
+        connection, ApiKey.SASL_AUTHENTICATE, 2, auth_bytes=final_message.encode()
+    )
     try:
         client.set_server_final(bytes(final.auth_bytes).decode())
     except scramp.ScramException as e:
