@@ -12,9 +12,10 @@ reach ZooKeeper (Kafka 3.x's names, PEM only).
   private key and its certificate chain, ``zookeeper.ssl.keystore.password`` decrypting the key;
 - ``zookeeper.ssl.endpoint.identification.algorithm`` is HTTPS (Kafka's default: the server's
   certificate must name the host connected to) or empty (no hostname check);
-- ``zookeeper.ssl.protocol`` is TLSv1.2 or TLSv1.3 and ``zookeeper.ssl.enabled.protocols``, if
-  set, lists both: the client (kazoo's TLS context) always offers TLSv1.2 and TLSv1.3 and
-  negotiates the highest the server takes, so a narrower list would not be honoured;
+- ``zookeeper.ssl.protocol`` is TLSv1.2 (Kafka's default) and ``zookeeper.ssl.enabled.protocols``,
+  if set, lists TLSv1.2 and TLSv1.3: the client (kazoo's TLS context) always offers both and
+  negotiates the highest the server takes, so TLSv1.3 alone, or a narrower list, would not be
+  honoured;
 - ``zookeeper.set.acl=true`` needs an authenticated connection: TLS with a key store (a client
   certificate, ZooKeeper's x509 provider), since CREATOR_ALL names the creator's identity and
   without one every znode would stay world-writable (Kafka refuses it without SASL or TLS).
@@ -161,7 +162,7 @@ ZK_CLIENT_KEYS: tuple[ConfigKey, ...] = (
         "zookeeper.ssl.protocol",
         _T.STRING,
         "TLSv1.2",
-        "The lowest TLS version used: TLSv1.2 or TLSv1.3.",
+        "TLSv1.2 (Kafka's default; the client offers TLSv1.2 and TLSv1.3 whatever is set).",
         convert=_protocol,
     ),
     ConfigKey(
@@ -259,6 +260,12 @@ class ZkClientSettings:
                         f"{name} is set but zookeeper.ssl.client.enable is false: the store "
                         f"would be ignored; enable TLS or remove it"
                     )
+        if self.protocol != "TLSv1.2":
+            raise InvalidConfigError(
+                f"zookeeper.ssl.protocol={self.protocol} is not supported: the ZooKeeper client "
+                f"(kazoo) always offers {' and '.join(TLS_PROTOCOLS)}, so it cannot keep to "
+                f"{self.protocol} alone; remove it (TLSv1.2 is the default)"
+            )
         if self.enabled_protocols is not None and set(self.enabled_protocols) != set(TLS_PROTOCOLS):
             raise InvalidConfigError(
                 f"zookeeper.ssl.enabled.protocols={','.join(self.enabled_protocols)} is not "

@@ -93,6 +93,7 @@ def test_protocols():
     for config in both({**TLS, "zookeeper.ssl.enabled.protocols": "TLSv1.3,TLSv1.2"}):
         assert set(config.zookeeper_client_settings().protocols) == {"TLSv1.2", "TLSv1.3"}
     refused({**TLS, "zookeeper.ssl.protocol": "TLSv1.1"}, "only TLSv1.2 and TLSv1.3")
+    refused({**TLS, "zookeeper.ssl.protocol": "TLSv1.3"}, "cannot keep to TLSv1.3 alone")
     refused({**TLS, "zookeeper.ssl.enabled.protocols": "TLSv1"}, "TLSv1 is not supported")
     refused({**TLS, "zookeeper.ssl.enabled.protocols": "TLSv1.3"}, "always offers")
 
