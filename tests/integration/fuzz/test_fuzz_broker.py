@@ -1,6 +1,7 @@
 """Fuzzed requests of every served API cannot crash, bloat, hang or corrupt a real broker.
 
-Against the cluster of ``conftest`` (real processes, real ZooKeeper), Hypothesis draws rounds of
+Against each cluster of ``conftest`` (real processes, real ZooKeeper; one plaintext, one secured
+as ``odradek local up --security sasl_ssl``), Hypothesis draws rounds of
 cases (``fuzzing.strategies``: valid requests from kio's schemas for every served API and
 version, mutated at the field and byte level) and sends them over raw sockets to every broker's
 client listener. After every ``CHECK_EVERY`` cases, and at the end, ``fuzzing.invariants`` must
@@ -8,7 +9,10 @@ hold: every process alive, resident memory and file descriptors bounded, every s
 decodable by kafka-python with no offset jump, log end offsets moved only by what was sent and
 covering what was acknowledged, a real client served, and no handler failure in the broker's
 own metrics or log. Well-formed requests must be answered in time, and no record set that Kafka
-refuses may be accepted.
+refuses may be accepted. On the secured cluster also: nothing but ApiVersions and SASL is
+answered before a connection authenticates, however the SASL exchange is mangled, TLS
+ClientHellos mutated in the clear harm nothing, and a principal that is not the cluster has
+every control-plane request refused.
 
 Knobs (environment): ``ODRADEK_FUZZ_SEED`` (or ``--hypothesis-seed``) and
 ``ODRADEK_FUZZ_TIME_MS`` replay a run (both are printed first); ``ODRADEK_FUZZ_CASES`` and
@@ -24,10 +28,8 @@ import random
 import time
 
 import pytest
-from fuzzing.session import FuzzSession, Limits
+from fuzzing.session import FuzzSession, Limits, drive
 from fuzzing.strategies import rounds
-from hypothesis import HealthCheck, Phase, given, seed, settings
-from hypothesis import strategies as st
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 
@@ -50,7 +52,9 @@ def _api_keys(variable: str) -> set[int]:
     return {int(key) for key in os.environ.get(variable, "").split(",") if key.strip()}
 
 
-def test_fuzzed_requests_leave_the_broker_whole(fuzz_cluster, request, tmp_path):
+@pytest.mark.parametrize("cluster", ["fuzz_cluster", "secured_fuzz_cluster"])
+def test_fuzzed_requests_leave_the_broker_whole(cluster, request, tmp_path):
+    fuzz_cluster = request.getfixturevalue(cluster)
     run_seed = _seed(request.config)
     base_time_ms = int(os.environ.get("ODRADEK_FUZZ_TIME_MS") or time.time() * 1000)
     replay = (
@@ -81,28 +85,8 @@ def test_fuzzed_requests_leave_the_broker_whole(fuzz_cluster, request, tmp_path)
         limits=limits,
         replay=replay,
         evidence_dir=tmp_path,
+        client_security=fuzz_cluster.client_security,
     )
-    strategy = rounds([(t.apis, t.pools) for t in targets])
-
-    # Hypothesis is the seeded generator here: nothing fails inside it (the session keeps the
-    # first failure), so it never replays a round against a cluster that has changed since.
-    @seed(run_seed)
-    @settings(
-        max_examples=CASES,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(st.data())
-    def fuzz(data: st.DataObject) -> None:
-        round_ = data.draw(strategy, label="round")  # always: Hypothesis checks it draws alike
-        if session.wants_more():
-            session.play(round_)
-
-    with session:
-        fuzz()
-        if session.failure is None:
-            session.check()
+    drive(session, rounds([(t.apis, t.pools) for t in targets]), run_seed)
     print(f"fuzz: seed {run_seed}: " + session.summary())
     assert session.failure is None, session.failure

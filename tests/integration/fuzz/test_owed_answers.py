@@ -33,7 +33,13 @@ def test_a_bad_request_or_frame_behind_a_pipelined_request_leaves_its_answer_owe
         _case(breaks_stream=True),
         _case(),
     )
-    owed = _owed_deadlines(Round(cases, (0, 0, 0, 0, 1, 1, 1), (True, True)))
+    owed = _owed_deadlines(Round(cases, (0, 0, 0, 0, 1, 1, 1), (True, True)), [True])
     assert [o for o, _ in owed] == [True, True, False, False, True, False, False]
     # A later answer waits behind an earlier one's wait: its deadline includes it.
     assert owed[1][1] == 1.0 + ANSWER_GRACE_S
+
+
+def test_a_target_that_answers_nothing_is_owed_nothing():
+    # Kafka requests in the clear on a TLS listener (``Role.RAW``): its answer is a TLS alert.
+    owed = _owed_deadlines(Round((_case(), _case()), (0, 0), (False,)), [False])
+    assert [o for o, _ in owed] == [False, False]

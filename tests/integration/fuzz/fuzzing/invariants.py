@@ -33,7 +33,7 @@ import time
 import urllib.request
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -316,8 +316,11 @@ def watermarks(
 # -- a real client ---------------------------------------------------------------------------
 
 
-def client_round_trip(bootstrap: str, topic: str, count: int = 3) -> list[str]:
-    """Produce ``count`` records with confluent-kafka and read them back."""
+def client_round_trip(
+    bootstrap: str, topic: str, count: int = 3, security: Mapping[str, str] | None = None
+) -> list[str]:
+    """Produce ``count`` records with confluent-kafka (with ``security``'s settings, e.g. SASL
+    and TLS) and read them back."""
     values = [f"control {uuid.uuid4().hex} {i}".encode() for i in range(count)]
     delivered: list[int] = []
     errors: list[str] = []
@@ -330,6 +333,7 @@ def client_round_trip(bootstrap: str, topic: str, count: int = 3) -> list[str]:
 
     producer = Producer(
         {
+            **(security or {}),
             "bootstrap.servers": bootstrap,
             "acks": "all",
             "linger.ms": 0,
@@ -342,7 +346,12 @@ def client_round_trip(bootstrap: str, topic: str, count: int = 3) -> list[str]:
     if left or errors or len(delivered) != count:
         return [f"control produce: {left} undelivered, errors {errors}"]
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "fuzz-control", "enable.auto.commit": False}
+        {
+            **(security or {}),
+            "bootstrap.servers": bootstrap,
+            "group.id": "fuzz-control",
+            "enable.auto.commit": False,
+        }
     )
     try:
         consumer.assign([TopicPartition(topic, 0, min(delivered))])

@@ -21,11 +21,13 @@ import hashlib
 import time
 import traceback
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 
 from fuzzing import invariants
 from fuzzing.strategies import Case, Round
@@ -33,7 +35,7 @@ from fuzzing.traffic import Outcome, Target, judge, play
 from odradek.local.cluster import Member
 from odradek.protocol.apis import ApiKey
 
-__all__ = ["Limits", "FuzzSession"]
+__all__ = ["Limits", "FuzzSession", "drive"]
 
 BUG_REASONS = ("handler_error", "encode_error", "write_error")  # CloseReason values that are bugs
 PINPOINT_CASES_MAX = 30
@@ -64,6 +66,7 @@ class FuzzSession:
         limits: Limits,
         replay: str,
         evidence_dir: Path,
+        client_security: Mapping[str, str] | None = None,
     ):
         self.members = list(members)
         self.brokers = [m for m in members if m.role == "broker"]
@@ -75,7 +78,10 @@ class FuzzSession:
         self.replay = replay
         self.evidence_dir = evidence_dir
         self.ledger = invariants.Ledger(watched_topics, compacted)
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fuzz-watermarks"})
+        self.client_security = dict(client_security or {})  # librdkafka's SASL and TLS keys
+        self.consumer = Consumer(
+            {**self.client_security, "bootstrap.servers": bootstrap, "group.id": "fuzz-watermarks"}
+        )
         self.rss_max = self.limits.rss_growth_max + max(
             invariants.rss_bytes(m.pid) for m in self.brokers
         )
@@ -125,7 +131,7 @@ class FuzzSession:
         outcomes, _ = play(round_, self.targets)
         for outcome in outcomes:
             outcome.round = self.rounds
-        findings, acks = judge(outcomes)
+        findings, acks = judge(outcomes, self.targets)
         self.ledger.record(outcomes, acks)
         self.stats["acknowledged appends"] += len(acks)
         self.stats["acknowledged records"] += sum(ack.count for ack in acks)
@@ -190,7 +196,9 @@ class FuzzSession:
         problems += trouble
         marks, trouble = invariants.watermarks(self.consumer, self.watched)
         problems += trouble + self.ledger.check(marks, disk)
-        problems += invariants.client_round_trip(self.bootstrap, self.control_topic)
+        problems += invariants.client_round_trip(
+            self.bootstrap, self.control_topic, security=self.client_security
+        )
         self.stats["segments on disk"] = sum(p.segments for p in disk.values())
         if problems:
             self._fail(problems)
@@ -289,3 +297,31 @@ def _show(case: Case) -> str:
     data = case.frame[:HEX_SHOWN_BYTES].hex()
     more = f"... ({len(case.frame)} bytes)" if len(case.frame) > HEX_SHOWN_BYTES else ""
     return f"  [{case.description}]\n    {data}{more}"
+
+
+def drive(session: FuzzSession, strategy: st.SearchStrategy[Round], run_seed: int) -> None:
+    """Play rounds drawn from ``strategy`` (seeded with ``run_seed``) until the session wants no
+    more, then check once more.
+
+    Hypothesis is the seeded generator here: nothing fails inside it (the session keeps the
+    first failure), so it never replays a round against a cluster that has changed since.
+    """
+
+    @seed(run_seed)
+    @settings(
+        max_examples=session.limits.cases_max,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(st.data())
+    def fuzz(data: st.DataObject) -> None:
+        round_ = data.draw(strategy, label="round")  # always: Hypothesis checks it draws alike
+        if session.wants_more():
+            session.play(round_)
+
+    with session:
+        fuzz()
+        if session.failure is None:
+            session.check()

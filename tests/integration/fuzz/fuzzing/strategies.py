@@ -22,6 +22,7 @@ requests sent at once) or sequential. Nothing drawn depends on the broker's answ
 
 from __future__ import annotations
 
+import base64
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -66,6 +67,14 @@ class Pools:
     max_frame_bytes: int  # the listener's socket.request.max.bytes
     base_time_ms: int
     share: int = 1  # how often a connection goes to this target, against the others' shares
+    # A real TLS ClientHello for this listener: a target that reaches a TLS listener without TLS
+    # sends it, mutated, in half its cases (the other half are Kafka requests in the clear).
+    tls_hello: bytes | None = None
+    # An unauthenticated SASL listener enabling this mechanism: a connection's cases go in the
+    # order of the exchange (ApiVersions, SaslHandshake, then the rest), and most connections
+    # begin with a well-formed SaslHandshake for it, so what follows is inside the exchange.
+    sasl_mechanism: str | None = None
+    api_weights: tuple[tuple[int, int], ...] = ()  # (api key, weight): instead of API_WEIGHTS
 
 
 @dataclass(frozen=True)
@@ -231,7 +240,51 @@ def _hints(pools: Pools, api_key: int) -> Mapping[str, st.SearchStrategy[Any]]:
         "client_software_version": _weighted("1.0.0", "1.0.0", "", "1.0-"),
         "cluster_id": _weighted(None, None, "wrong-cluster", ""),
         "rack_id": _weighted("", "", "rack-a"),
+        "SaslHandshakeRequest.mechanism": _MECHANISMS,  # a SCRAM credential's is an int8
+        "SaslAuthenticateRequest.auth_bytes": _auth_bytes(),
     }
+
+
+# SaslHandshake's and SaslAuthenticate's fields: the mechanisms a listener may enable and some it
+# may not, and tokens shaped as the mechanisms' messages (RFC 4616, RFC 5802) with what an
+# attacker would put in them: other users, a forged proof, authorization ids, sizes at and over
+# ``sasl.server.max.receive.size`` (524288), then bytes at random.
+_MECHANISMS = _weighted(
+    "SCRAM-SHA-512",
+    "SCRAM-SHA-512",
+    "SCRAM-SHA-256",
+    "PLAIN",
+    "GSSAPI",
+    "OAUTHBEARER",
+    "",
+    "É" * 300,
+)
+_SCRAM_USERS = ("admin", "admin", "nobody", "", "a=b,c", "=2C", "ü" * 200)
+_SASL_MAX_RECEIVE = 524_288
+
+
+def _auth_bytes() -> st.SearchStrategy[bytes]:
+    nonce = st.binary(min_size=0, max_size=32).map(lambda b: b.hex())
+    first = st.builds(
+        lambda gs2, user, r: f"{gs2}n={user},r={r}".encode(),
+        _weighted("n,,", "n,,", "y,,", "p=tls-unique,,", "n,a=admin,", "n,a=other,", ""),
+        st.sampled_from(_SCRAM_USERS),
+        nonce,
+    )
+    final = st.builds(
+        lambda r, proof: f"c=biws,r={r},p={proof}".encode(),
+        nonce,
+        st.binary(min_size=0, max_size=64).map(lambda b: base64.b64encode(b).decode()),
+    )
+    plain = st.builds(
+        lambda authzid, user, password: f"{authzid}\0{user}\0{password}".encode(),
+        _weighted("", "", "admin", "other"),
+        st.sampled_from(_SCRAM_USERS),
+        _weighted("", "wrong", "admin", "x" * 1000),
+    )
+    sizes = st.sampled_from((_SASL_MAX_RECEIVE - 64, _SASL_MAX_RECEIVE + 1, 100_000))
+    large = st.builds(lambda n: b"n,,n=admin,r=" + b"A" * n, sizes)
+    return st.one_of(first, first, final, plain, large, st.just(b""), st.binary(max_size=300))
 
 
 _INT_CODES = {
@@ -369,8 +422,11 @@ def cases(
     draw: st.DrawFn, target: int, served: Mapping[int, tuple[int, int]], pools: Pools
 ) -> Case:
     """One case for ``target``, which serves ``served`` and aims at ``pools``."""
+    if pools.tls_hello is not None and draw(st.booleans()):
+        return draw(_tls_hellos(target, pools.tls_hello, served))
     keys = sorted(served)
-    api_key = draw(st.sampled_from([k for k in keys for _ in range(API_WEIGHTS.get(k, 1))]))
+    weights = dict(pools.api_weights) if pools.api_weights else API_WEIGHTS
+    api_key = draw(st.sampled_from([k for k in keys for _ in range(weights.get(k, 1))]))
     low, high = served[api_key]
     version = draw(st.integers(low, high))
     schema = schemas.request_schema(api_key, version)
@@ -436,6 +492,30 @@ def cases(
 
 
 @st.composite
+def _tls_hellos(
+    draw: st.DrawFn, target: int, hello: bytes, served: Mapping[int, tuple[int, int]]
+) -> Case:
+    """A TLS ClientHello, as sent or cut, flipped, spliced (``byte_mutations``); never owed an
+    answer (the listener speaks TLS, and these are not Kafka requests)."""
+    data, notes = hello, ["TLS ClientHello"]
+    if draw(st.integers(0, 3)):
+        data, done = draw(byte_mutations(hello, served))
+        notes += done
+    return Case(
+        target=target,
+        api_key=ApiKey.API_VERSIONS,  # what stats count it as; no Kafka request at all
+        api_version=0,
+        frame=data,
+        description="; ".join(notes),
+        mutated=True,
+        breaks_stream=True,
+        answer_expected=False,
+        wait_ms=0,
+        produce=(),
+    )
+
+
+@st.composite
 def rounds(
     draw: st.DrawFn,
     targets: Sequence[tuple[Mapping[int, tuple[int, int]], Pools]],
@@ -447,6 +527,52 @@ def rounds(
     weighted = [i for i, (_, pools) in enumerate(targets) for _ in range(pools.share)]
     target_of = [draw(st.sampled_from(weighted)) for _ in range(connections)]
     connection_of = tuple(draw(st.integers(0, connections - 1)) for _ in range(count))
-    drawn = tuple(draw(cases(target_of[c], *targets[target_of[c]])) for c in connection_of)
+    drawn = [draw(cases(target_of[c], *targets[target_of[c]])) for c in connection_of]
+    for connection in range(connections):
+        served, pools = targets[target_of[connection]]
+        positions = [i for i, c in enumerate(connection_of) if c == connection]
+        if pools.sasl_mechanism is not None and positions:
+            ordered = sorted((drawn[i] for i in positions), key=_sasl_rank)
+            for i, case in zip(positions, ordered, strict=True):
+                drawn[i] = case
+            if draw(_weighted(True, True, True, False)):  # st.integers would favour 0
+                low, high = served[ApiKey.SASL_HANDSHAKE]
+                version = draw(st.integers(max(low, 1), high))  # v0's raw tokens: drawn above
+                # Its own correlation id: the session sends no frame twice.
+                correlation_id = draw(st.integers(0, 2**31 - 1))
+                handshake = _handshake(
+                    target_of[connection], pools.sasl_mechanism, version, correlation_id
+                )
+                drawn.insert(positions[0], handshake)
+                connection_of = (
+                    connection_of[: positions[0]] + (connection,) + connection_of[positions[0] :]
+                )
     pipelined = tuple(draw(st.booleans()) for _ in range(connections))
-    return Round(drawn, connection_of, pipelined)
+    return Round(tuple(drawn), connection_of, pipelined)
+
+
+def _handshake(target: int, mechanism: str, version: int, correlation_id: int) -> Case:
+    """A well-formed SaslHandshake for ``mechanism``: the exchange's first step."""
+    schema = schemas.request_schema(ApiKey.SASL_HANDSHAKE, version)
+    data = encode_request(schema(mechanism=mechanism), correlation_id, "odradek-fuzz").data
+    return Case(
+        target=target,
+        api_key=ApiKey.SASL_HANDSHAKE,
+        api_version=version,
+        frame=struct.pack(">i", len(data)) + data,
+        description=f"api SASL_HANDSHAKE v{version} for {mechanism} (first)",
+        mutated=False,
+        breaks_stream=False,
+        answer_expected=True,
+        wait_ms=0,
+        produce=(),
+    )
+
+
+# ApiVersions, then SaslHandshake, then the rest as drawn: SaslAuthenticate and requests that
+# must be refused mixed, so they also come in the middle of an exchange.
+_SASL_ORDER = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)
+
+
+def _sasl_rank(case: Case) -> int:
+    return _SASL_ORDER.index(case.api_key) if case.api_key in _SASL_ORDER else len(_SASL_ORDER)

@@ -1,7 +1,8 @@
 """Play rounds of cases over raw sockets to a broker's listeners, and say what came back.
 
 A ``Target`` is one listener: its address, the APIs it serves (what its ApiVersions
-advertises) and the ``Pools`` its cases aim at. ``play`` opens one TCP connection per
+advertises), the ``Pools`` its cases aim at, and how it is reached (``Role``): over TLS or not,
+logged in over SASL first or not (``fuzzing.login``). ``play`` opens one TCP connection per
 connection of the round (127.0.0.1 only) and, on each, either writes every frame at once
 (pipelined) or one at a time, waiting for each answer. It reads responses until every case that
 must be answered has been, the broker closes the connection, or the round's time is up; then a
@@ -15,8 +16,10 @@ was owed: a well-formed request (``Case.answer_expected``) with only well-formed
 it on its connection and a correlation id no other case there carries, answered within its own
 wait (Fetch's ``max_wait``, a request ``timeout``) plus ``ANSWER_GRACE_S``. ``judge`` turns
 outcomes into findings: an owed answer missing (a hang) or the connection closed on it, a
-response that does not decode, and a record set Kafka refuses that the broker accepted. It also
-returns the acknowledged appends (topic, partition, base offset, count) of well-formed Produce
+response that does not decode, a record set Kafka refuses that the broker accepted, an answer
+to anything but ApiVersions and SASL on a connection that never authenticated, and a control
+plane request of a principal that is not the cluster that was not refused. It also returns
+the acknowledged appends (topic, partition, base offset, count) of well-formed Produce
 requests.
 
 Everything is bounded: ``ROUND_TIMEOUT_S`` per round, ``RESPONSE_BYTES_MAX`` per response.
@@ -27,19 +30,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
+import ssl
 import struct
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from fuzzing.login import Login, log_in
 from fuzzing.strategies import Case, Pools, Round
 from odradek.errors import ErrorCode
 from odradek.protocol.apis import ApiKey
 from odradek.protocol.codec import decode_response
 from odradek.protocol.errors import InvalidResponseError
 
-__all__ = ["Target", "Outcome", "Ack", "play", "judge", "ROUND_TIMEOUT_S"]
+__all__ = ["Target", "Role", "Outcome", "Ack", "play", "judge", "ROUND_TIMEOUT_S"]
 
 ROUND_TIMEOUT_S = 6.0
 ANSWER_GRACE_S = 3.0  # generous: the machine is shared and loaded
@@ -48,15 +54,41 @@ CONNECT_TIMEOUT_S = 5.0
 RESPONSE_BYTES_MAX = 256 * 1024 * 1024
 
 
+class Role(enum.Enum):
+    """What a target's connections are, and so what its answers must be."""
+
+    SERVED = "served"  # plaintext, or authenticated (``login``): well-formed requests answered
+    UNAUTHENTICATED = "unauthenticated"  # a SASL listener, no login: only SASL_APIS answered
+    REFUSED = "refused"  # authenticated, not the cluster: CLUSTER_REFUSED_APIS refused
+    RAW = "raw"  # bytes into a TLS listener without TLS: nothing is owed
+
+
+# Before authentication a SASL listener answers these alone (Kafka's SaslServerAuthenticator);
+# an answer to any other request on an unauthenticated connection is a way around SASL.
+SASL_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+# The control plane's requests: a principal without CLUSTER_ACTION gets this error code, whole.
+CLUSTER_REFUSED_APIS = frozenset(
+    {ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA}
+)
+
+
 @dataclass(frozen=True)
 class Target:
-    """One listener of one broker."""
+    """One listener of one broker, reached over ``tls`` if given, logged in as ``login`` if
+    given (``fuzzing.login``)."""
 
     name: str
     host: str
     port: int
     apis: Mapping[int, tuple[int, int]]
     pools: Pools
+    tls: ssl.SSLContext | None = None
+    login: Login | None = None
+    role: Role = Role.SERVED
+
+    @property
+    def owes_answers(self) -> bool:
+        return self.role in (Role.SERVED, Role.REFUSED)
 
 
 @dataclass
@@ -94,8 +126,10 @@ class _Connection:
     unmatched: list[int] = field(default_factory=list)  # correlation ids of stray responses
 
 
-def _owed_deadlines(round_: Round) -> list[tuple[bool, float]]:
+def _owed_deadlines(round_: Round, owes_answers: Sequence[bool]) -> list[tuple[bool, float]]:
     """For each case: whether its answer is owed, and by when (seconds into the round).
+    ``owes_answers`` says, for each target, whether it answers well-formed requests at all
+    (``Target.owes_answers``).
 
     What follows a request on its connection never excuses its answer: Kafka reads the next
     request only once it has answered the previous one, so a request that does not parse, or a
@@ -108,7 +142,12 @@ def _owed_deadlines(round_: Round) -> list[tuple[bool, float]]:
         clean = clean_so_far.get(connection, True)
         wait_s = max(waited.get(connection, 0.0), max(case.wait_ms, 0) / 1000)
         deadline = wait_s + ANSWER_GRACE_S
-        owed = clean and case.answer_expected and deadline < ROUND_TIMEOUT_S
+        owed = (
+            clean
+            and case.answer_expected
+            and deadline < ROUND_TIMEOUT_S
+            and owes_answers[case.target]
+        )
         result.append((owed, deadline))
         # After an ill-formed request (or acks=0, which Kafka answers with a closed connection
         # when it fails) nothing on this connection is owed.
@@ -136,12 +175,24 @@ async def _serve_connection(
     target = connection.target
     try:
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(target.host, target.port), CONNECT_TIMEOUT_S
+            asyncio.open_connection(
+                target.host,
+                target.port,
+                ssl=target.tls,
+                server_hostname=target.host if target.tls is not None else None,
+            ),
+            CONNECT_TIMEOUT_S,
         )
     except (OSError, TimeoutError):
         for outcome in connection.outcomes:
             outcome.closed_before_answer = True
         return
+    if target.login is not None:
+        try:
+            await log_in(reader, writer, target.login)
+        except BaseException:
+            writer.transport.abort()
+            raise
     pending = list(connection.outcomes)
 
     def owed_open() -> list[Outcome]:
@@ -205,7 +256,10 @@ async def _play(round_: Round, targets: Sequence[Target]) -> list[Outcome]:
         for case, index in zip(round_.cases, round_.connection_of, strict=True)
     )
     for case, index, (owed, deadline) in zip(
-        round_.cases, round_.connection_of, _owed_deadlines(round_), strict=True
+        round_.cases,
+        round_.connection_of,
+        _owed_deadlines(round_, [t.owes_answers for t in targets]),
+        strict=True,
     ):
         connection = connections.setdefault(index, _Connection(index, targets[case.target]))
         wire_id = _wire_id(case)
@@ -251,9 +305,51 @@ def _produce_acks(outcome: Outcome, body) -> tuple[list[Ack], list[str]]:
     return acks, accepted
 
 
-def judge(outcomes: Sequence[Outcome]) -> tuple[list[str], list[Ack]]:
+def _wire_api_key(case: Case) -> int | None:
+    """The api key in the frame as sent (a mutation may have put another one there)."""
+    return struct.unpack_from(">h", case.frame, 4)[0] if len(case.frame) >= 6 else None
+
+
+def _refusal_findings(outcomes: Sequence[Outcome], targets: Sequence[Target]) -> list[str]:
+    """What an unauthenticated connection, or a principal that is not the cluster, got served.
+
+    Only cases on a stream still framed as sent are judged (after a broken size prefix the
+    broker reads other bytes than the harness thinks), and only answers that match one case.
+    """
+    findings = []
+    broken: set[int] = set()
+    for outcome in outcomes:
+        case, role = outcome.case, targets[outcome.case.target].role
+        judged = outcome.connection not in broken and outcome.unique_id
+        if case.breaks_stream:
+            broken.add(outcome.connection)
+        if not judged or outcome.response is None:
+            continue
+        if role is Role.UNAUTHENTICATED:
+            api_key = _wire_api_key(case)
+            if api_key not in SASL_APIS:
+                findings.append(
+                    f"answered api key {api_key} on a connection that never authenticated: "
+                    f"{case.description}"
+                )
+        elif role is Role.REFUSED and case.api_key in CLUSTER_REFUSED_APIS and not case.mutated:
+            try:
+                decoded = decode_response(case.api_key, case.api_version, outcome.response)
+            except InvalidResponseError as e:
+                findings.append(f"a response that does not decode ({e}): {case.description}")
+                continue
+            code = int(decoded.body.error_code)
+            if code != ErrorCode.cluster_authorization_failed:
+                findings.append(
+                    f"a principal without CLUSTER_ACTION got error code {code}, not "
+                    f"CLUSTER_AUTHORIZATION_FAILED: {case.description}"
+                )
+    return findings
+
+
+def judge(outcomes: Sequence[Outcome], targets: Sequence[Target]) -> tuple[list[str], list[Ack]]:
     """Findings about the answers (see the module docstring), and the acknowledged appends."""
-    findings: list[str] = []
+    findings: list[str] = _refusal_findings(outcomes, targets)
     acks: list[Ack] = []
     for outcome in outcomes:
         case = outcome.case
@@ -266,6 +362,8 @@ def judge(outcomes: Sequence[Outcome]) -> tuple[list[str], list[Ack]]:
             continue
         if outcome.response is None or case.mutated or not outcome.unique_id:
             continue  # a mutated request may have become another one: its answer proves little
+        if targets[case.target].role is not Role.SERVED:
+            continue  # judged above
         try:
             decoded = decode_response(case.api_key, case.api_version, outcome.response)
         except InvalidResponseError as e:
