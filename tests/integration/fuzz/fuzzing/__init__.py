@@ -8,6 +8,7 @@
   from kio's schemas, and rounds of them over several connections;
 - ``mutations``: changes to an encoded request at the field level and at the byte level;
 - ``session``: one run: rounds played, invariants checked every batch, the evidence kept;
+- ``login``: the SASL/SCRAM exchange an authenticated target does before its cases;
 - ``traffic``: sends rounds of cases over raw sockets to a broker's listeners and records what
   came back;
 - ``invariants``: what must still hold after a batch of cases (processes, memory, logs on disk,
