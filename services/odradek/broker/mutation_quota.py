@@ -90,7 +90,7 @@ class TokenBucket:
         self.last_ms = max(now_ms, self.last_ms)
 
 
-def throttle_ms_of(tokens: float, quota: float, max_throttle_ms: int) -> int:
+def refill_ms(tokens: float, quota: float, max_throttle_ms: int) -> int:
     """How long until ``tokens`` (below zero) refill to zero at ``quota`` per second, cut."""
     if quota <= 0:
         return max_throttle_ms
@@ -166,7 +166,7 @@ class MutationQuota:
         return max(0, int(self._throttle_ms - elapsed_ms))
 
     def _throttled(self, tokens: float, now_ms: float) -> None:
-        self._throttle_ms = throttle_ms_of(tokens, self.quota, self.max_throttle_ms)
+        self._throttle_ms = refill_ms(tokens, self.quota, self.max_throttle_ms)
         self._throttled_at_ms = now_ms
 
     def _observe(self, mutations: float, throttle_ms: int, tokens: float) -> None:

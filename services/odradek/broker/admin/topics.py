@@ -28,7 +28,8 @@ counts each topic's partitions once it has passed validation, just before it is 
 partitions created, added, or (DeleteTopics) the topic's partitions as its assignment says; a
 validate-only request and a topic refused before that count nothing. A strict quota already
 exhausted refuses the topic (THROTTLING_QUOTA_EXCEEDED) and nothing is written for it. As in
-Kafka's ``ZkAdminManager``, a topic counted and then lost to a concurrent writer stays counted.
+Kafka's ``ZkAdminManager``, a topic counted and then lost to a concurrent writer stays counted,
+and so does a DeleteTopics of a topic already marked for deletion.
 """
 
 from __future__ import annotations
