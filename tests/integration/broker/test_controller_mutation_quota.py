@@ -1,9 +1,10 @@
 """controller_mutation_rate (KIP-599) on a real broker: set by AlterClientQuotas (a DOUBLE) and
-shown by DescribeClientQuotas; a strict client (CreateTopics v6+) creating topics beyond the
-bucket gets THROTTLING_QUOTA_EXCEEDED with throttle_time_ms for the excess topics only, and
-creates them after waiting; a permissive one (CreateTopics v5) is admitted and throttled; a
-validate-only request and a topic that fails validation take nothing; CreatePartitions and
-DeleteTopics count partitions too; another client id is not limited."""
+shown by DescribeClientQuotas; a strict client (CreateTopics v6+: raw, kafka-python) creating
+topics beyond the bucket gets THROTTLING_QUOTA_EXCEEDED with throttle_time_ms for the excess
+topics only, and creates them after waiting; a permissive one (a raw v5, confluent-kafka's v4) is
+admitted and throttled; a validate-only request and a topic that fails validation take nothing;
+CreatePartitions, DeleteTopics and Metadata's auto-creation count partitions too; another client
+id is not limited."""
 
 from __future__ import annotations
 
@@ -210,3 +211,19 @@ def test_create_partitions_and_delete_topics_count_partitions(cluster):
     answer = call(bootstrap, delete, "grower")
     assert [r.error_code for r in answer.responses] == [0, THROTTLING_QUOTA_EXCEEDED]
     limit(bootstrap, "grower", None)
+
+
+def test_topics_auto_created_by_metadata_drain_the_same_bucket(cluster):
+    bootstrap = cluster.bootstrap_servers
+    limit(bootstrap, "auto", RATE)
+    wanted = names("auto", 7)  # at least 7 partitions (num.partitions each) against 6
+    ask = request(ApiKey.METADATA, 12, allow_auto_topic_creation=True)
+    topic_type = entry_type(type(ask), "topics")
+    ask = replace(ask, topics=tuple(fill(topic_type, name=n) for n in wanted))
+    answer = call(bootstrap, ask, "auto")
+    # LEADER_NOT_AVAILABLE while being created (or already there: NONE)
+    assert {t.error_code for t in answer.topics} <= {0, 5}, answer.topics
+    assert answer.throttle_time.total_seconds() == 0  # counted, not throttled (as Kafka)
+    _, errors = create_raw(bootstrap, "auto", names("after", 1), version=7)
+    assert set(errors.values()) == {THROTTLING_QUOTA_EXCEEDED}
+    limit(bootstrap, "auto", None)
