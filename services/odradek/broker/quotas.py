@@ -46,7 +46,7 @@ ControlledShutdown, WriteTxnMarkers, followers' fetches) and Produce with acks=0
 CreatePartitions and DeleteTopics: not a ``Rate`` but a token bucket per sensor, strict or
 permissive by the request's version (``broker.mutation_quota`` has the rules;
 ``mutation_quota`` makes one request's quota, ``admin.topics`` records it). Each broker keeps its
-own buckets, as for every quota here (see ``broker.mutation_quota`` on why it is counted on the
+own buckets, as for every quota here (``handlers.create_topics`` says why it is counted on the
 broker that takes the request).
 
 **Bounds.** At most ``SENSORS_MAX`` sensors are kept (least recently used dropped first, as Kafka
