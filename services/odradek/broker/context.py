@@ -10,6 +10,7 @@ from odradek.broker.admin.producer_ids import ProducerIdManager
 from odradek.broker.controller_link import ControllerLink
 from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.mutation_quota import UNBOUNDED, MutationQuota
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.topic_configs import TopicConfigs
@@ -36,7 +37,8 @@ class BrokerContext:
     config: BrokerConfig | None = None
     zk: ZkClient | None = None  # None only in tests that run a broker without a cluster
     topic_configs: TopicConfigs | None = None
-    # Produce and fetch byte-rate quotas per user and client id (``quotas``); None: none.
+    # Client quotas per user and client id (``quotas``): bytes, handler time, partition
+    # mutations; None: none.
     client_quotas: ClientQuotas | None = None
     producer_ids: ProducerIdManager | None = None
     # The highest controller epoch seen; requests from older controllers are refused.
@@ -91,6 +93,19 @@ class RequestContext:
         if authorizer is None:
             return True
         return authorizer.authorize(self.principal, self.host, operation, resource_type, name)
+
+    def mutation_quota(self, strict_since_version: int | None) -> MutationQuota:
+        """This request's ``controller_mutation_rate`` quota (``broker.mutation_quota``): strict
+        from ``strict_since_version`` on, permissive below it (or always, for None), as Kafka's
+        ``newQuotaFor`` and ``newPermissiveQuotaFor``."""
+        quotas = self.broker.client_quotas
+        if quotas is None or not quotas.enabled:
+            return UNBOUNDED
+        return quotas.mutation_quota(
+            self.principal.name,
+            self.header.client_id or "",
+            strict=strict_since_version is not None and self.api_version >= strict_since_version,
+        )
 
     def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         """May it do ``operation`` to some resource of ``resource_type`` (KIP-679)?"""

@@ -1,5 +1,6 @@
-"""Client quotas (KIP-13, KIP-55, KIP-124): Kafka's ``ClientQuotaManager`` and
-``ClientRequestQuotaManager``: produce and fetch bytes, request handler time.
+"""Client quotas (KIP-13, KIP-55, KIP-124, KIP-599): Kafka's ``ClientQuotaManager``,
+``ClientRequestQuotaManager`` and ``ControllerMutationQuotaManager``: produce and fetch bytes,
+request handler time, partition mutations.
 
 **Entities and precedence.** A quota is set on an entity: a user (the request's principal
 name), a client id, or a user and a client id, each part a name or ``<default>``; names are
@@ -41,8 +42,12 @@ Kafka counts no purgatory time), so 100 is the whole loop. Its throttle is bound
 as in Kafka; the answer is not emptied (Kafka empties a Fetch answer throttled by either quota:
 Odradek only for ``consumer_byte_rate``). Exempt: the cluster's own requests (the controller's,
 ControlledShutdown, WriteTxnMarkers, followers' fetches) and Produce with acks=0.
-``controller_mutation_rate`` is not enforced: AlterClientQuotas refuses it (a setting nobody
-honours is never taken).
+``controller_mutation_rate`` is Kafka's partition mutations per second of CreateTopics,
+CreatePartitions and DeleteTopics: not a ``Rate`` but a token bucket per sensor, strict or
+permissive by the request's version (``broker.mutation_quota`` has the rules;
+``mutation_quota`` makes one request's quota, ``admin.topics`` records it). Each broker keeps its
+own buckets, as for every quota here (``handlers.create_topics`` says why it is counted on the
+broker that takes the request).
 
 **Bounds.** At most ``SENSORS_MAX`` sensors are kept (least recently used dropped first, as Kafka
 expires sensors unused for an hour); metric series are labelled by the sensor's tags for at most
@@ -63,13 +68,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from odradek.broker.mutation_quota import UNBOUNDED, MutationQuota, TokenBucket
 from odradek.broker.replication_quota import SampledRate, monotonic_ms
 
 __all__ = [
     "CLIENT_QUOTA_KEYS",
     "CONSUMER_BYTE_RATE",
     "DEFAULT_ENTITY",
-    "ENFORCED_QUOTA_KEYS",
     "PRODUCER_BYTE_RATE",
     "ClientQuotas",
     "FetchQuota",
@@ -93,7 +98,6 @@ CLIENT_QUOTA_KEYS: Mapping[str, str] = {
     REQUEST_PERCENTAGE: "DOUBLE",
     CONTROLLER_MUTATION_RATE: "DOUBLE",
 }
-ENFORCED_QUOTA_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE})
 NANOS_TO_PERCENTAGE = 100 / 1e9  # Kafka's NanosToPercentagePerSecond: 1 s of one thread = 100
 WINDOW_NUM_DEFAULT = 11  # quota.window.num
 WINDOW_SIZE_S_DEFAULT = 1  # quota.window.size.seconds
@@ -106,6 +110,7 @@ class QuotaType(StrEnum):
     PRODUCE = PRODUCER_BYTE_RATE
     FETCH = CONSUMER_BYTE_RATE
     REQUEST = REQUEST_PERCENTAGE
+    CONTROLLER_MUTATION = CONTROLLER_MUTATION_RATE
 
 
 def sanitize(name: str) -> str:
@@ -218,6 +223,7 @@ class ClientQuotas:
         self.metrics = metrics
         self._quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._sensors: OrderedDict[tuple[QuotaType, str, str], QuotaRate] = OrderedDict()
+        self._buckets: OrderedDict[tuple[str, str], TokenBucket] = OrderedDict()
         self._labelled: set[tuple[str, str]] = set()
 
     # -- configuration -----------------------------------------------------------------
@@ -225,7 +231,7 @@ class ClientQuotas:
     def set_entity(self, entity: QuotaEntity, config: Mapping[str, str]) -> None:
         """The entity's quotas are now those of ``config`` (other keys, e.g. SCRAM, ignored)."""
         quotas = {}
-        for key in ENFORCED_QUOTA_KEYS:
+        for key in CLIENT_QUOTA_KEYS:
             if key in config:
                 try:
                     quotas[key] = float(config[key])
@@ -260,6 +266,8 @@ class ClientQuotas:
 
     def record(self, quota_type: QuotaType, user: str, client_id: str, value: float) -> Throttle:
         """Kafka's ``maybeRecordAndGetThrottleTimeMs``: count ``value``, say how long to wait."""
+        if quota_type is QuotaType.CONTROLLER_MUTATION:
+            raise ValueError("controller_mutation_rate is a token bucket: use mutation_quota")
         found = self.quota(quota_type, user, client_id)
         if found is None:
             return Throttle(0)
@@ -272,6 +280,35 @@ class ClientQuotas:
             throttle_ms = min(throttle_ms, int(self.window_size_ms))
         self._observe(quota_type, tags, value, throttle_ms)
         return Throttle(throttle_ms, tags)
+
+    def mutation_quota(self, user: str, client_id: str, *, strict: bool) -> MutationQuota:
+        """One request's ``controller_mutation_rate`` quota (Kafka's ``newQuotaFor``): strict
+        or permissive, ``UNBOUNDED`` if no entity sets the key."""
+        found = self.quota(QuotaType.CONTROLLER_MUTATION, user, client_id)
+        if found is None:
+            return UNBOUNDED
+        quota, tags = found
+        window_s = self.window_num * self.window_size_ms / 1000
+        bucket = self._buckets.get(tags)
+        if bucket is None:
+            bucket = self._buckets[tags] = TokenBucket(quota * window_s, self.clock_ms())
+            while len(self._buckets) > SENSORS_MAX:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(tags)
+
+        def observe(mutations: float, throttle_ms: int, tokens: float) -> None:
+            self._observe(QuotaType.CONTROLLER_MUTATION, tags, mutations, throttle_ms, tokens)
+
+        return MutationQuota(
+            bucket,
+            quota=quota,
+            window_s=window_s,
+            strict=strict,
+            clock_ms=self.clock_ms,
+            max_throttle_ms=self.max_throttle_ms,
+            observe=observe,
+        )
 
     def unrecord(self, quota_type: QuotaType, throttle: Throttle, value: float) -> None:
         """Take back a recorded value (a throttled fetch is answered empty, as in Kafka)."""
@@ -306,7 +343,12 @@ class ClientQuotas:
         return rate
 
     def _observe(
-        self, quota_type: QuotaType, tags: tuple[str, str], value: float, throttle_ms: int
+        self,
+        quota_type: QuotaType,
+        tags: tuple[str, str],
+        value: float,
+        throttle_ms: int,
+        tokens: float | None = None,
     ) -> None:
         metrics = self.metrics
         if metrics is None:
@@ -320,6 +362,8 @@ class ClientQuotas:
         if tags[0] == OTHER_LABEL:
             user = client_id = OTHER_LABEL
         metrics.observe(quota_type.value, user, client_id, value, throttle_ms)
+        if tokens is not None:
+            metrics.tokens_left(user, client_id, tokens)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,10 +4,14 @@
         --entity-type users --entity-name alice
     odradek quotas --alter --delete-config producer_byte_rate \
         --entity-type clients --entity-default
+    odradek quotas --alter --add-config controller_mutation_rate=10 \
+        --entity-type users --entity-name alice
     odradek quotas --describe [--entity-type users [--entity-name alice | --entity-default]]
 
-``--entity-type`` (``users``, ``clients``) may be given twice, for a user's client; each is
-followed by its ``--entity-name`` or ``--entity-default``, paired in order. Sent as
+The keys are Kafka's: ``producer_byte_rate``, ``consumer_byte_rate`` (LONG),
+``request_percentage`` and ``controller_mutation_rate`` (DOUBLE; partitions created, added or
+deleted per second). ``--entity-type`` (``users``, ``clients``) may be given twice, for a user's
+client; each is followed by its ``--entity-name`` or ``--entity-default``, paired in order. Sent as
 AlterClientQuotas and DescribeClientQuotas with Odradek's own client (confluent-kafka has no
 client quota API), over TLS with ``--command-config``'s SSL settings (no SASL yet); a
 refused entry prints the broker's error and exits 1.
@@ -48,7 +52,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--entity-default", action="append_const", const=None, dest="names", help="<default>"
     )
-    parser.add_argument("--add-config", default="", metavar="K=V,...")
+    parser.add_argument(
+        "--add-config",
+        default="",
+        metavar="K=V,...",
+        help="producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate",
+    )
     parser.add_argument("--delete-config", default="", metavar="K,...")
     add_bootstrap_argument(parser)
     parser.set_defaults(handler=command("quotas", run_quotas))

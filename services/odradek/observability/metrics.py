@@ -337,13 +337,16 @@ class ReplicationQuotaMetrics:
 @dataclass(eq=False)
 class ClientQuotaMetrics:
     """Client quotas (``broker.quotas``), labelled as Kafka's quota metrics: ``quota`` (the key:
-    producer_byte_rate, consumer_byte_rate, request_percentage), ``user`` and ``client_id`` (the
-    sensor's tags; "" where the quota entity has no such part).
+    producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate),
+    ``user`` and ``client_id`` (the sensor's tags; "" where the quota entity has no such part).
 
-    ``recorded``: bytes counted against the quota (their rate is Kafka's ``byte-rate``), or for
-    request_percentage the percentage-seconds of handler time (rate: Kafka's ``request-time``);
+    ``recorded``: bytes counted against the quota (their rate is Kafka's ``byte-rate``), for
+    request_percentage the percentage-seconds of handler time (rate: Kafka's ``request-time``),
+    for controller_mutation_rate the partition mutations (rate: Kafka's ``mutation-rate``);
     ``throttle_time``: milliseconds of throttle given (Kafka's ``throttle-time``, as a sum);
-    ``throttled``: answers that were throttled. Label cardinality: at most
+    ``throttled``: answers throttled, and for controller_mutation_rate also each topic a strict
+    request had refused; ``tokens``: controller_mutation_rate's bucket at its last recording
+    (Kafka's ``tokens``; below zero while exhausted). Label cardinality: at most
     ``quotas.METRIC_ENTITIES_MAX`` (user, client_id) pairs, and only those some quota applies
     to; later ones are counted under ``<other>``.
     """
@@ -351,6 +354,7 @@ class ClientQuotaMetrics:
     recorded: Counter
     throttle_time: Counter
     throttled: Counter
+    tokens: Gauge
 
     def observe(
         self, quota: str, user: str, client_id: str, value: float, throttle_ms: int
@@ -361,6 +365,9 @@ class ClientQuotaMetrics:
         if throttle_ms > 0:
             self.throttle_time.labels(**labels).inc(throttle_ms)
             self.throttled.labels(**labels).inc()
+
+    def tokens_left(self, user: str, client_id: str, tokens: float) -> None:
+        self.tokens.labels(user=user, client_id=client_id).set(tokens)
 
 
 @dataclass(eq=False)
@@ -706,7 +713,8 @@ def client_quota_metrics(registry: CollectorRegistry) -> ClientQuotaMetrics:
             f"{prefix}_recorded_bytes_total",
             "Bytes counted against a client quota: Produce requests (producer_byte_rate), "
             "Fetch answers' records (consumer_byte_rate); for request_percentage, handler time "
-            "on the event loop in percent-seconds (100 = one second of the whole loop).",
+            "on the event loop in percent-seconds (100 = one second of the whole loop); for "
+            "controller_mutation_rate, partitions created, added or deleted.",
             labels,
             registry=registry,
         ),
@@ -718,8 +726,16 @@ def client_quota_metrics(registry: CollectorRegistry) -> ClientQuotaMetrics:
         ),
         throttled=Counter(
             f"{prefix}_throttled_total",
-            "Answers throttled because the client was over its quota.",
+            "Answers throttled because the client was over its quota (for "
+            "controller_mutation_rate, also each topic refused with THROTTLING_QUOTA_EXCEEDED).",
             labels,
+            registry=registry,
+        ),
+        tokens=Gauge(
+            f"{prefix}_tokens",
+            "controller_mutation_rate: the tokens left in the client's bucket at its last "
+            "recording (below zero: exhausted; Kafka's ControllerMutation tokens).",
+            ["user", "client_id"],
             registry=registry,
         ),
     )

@@ -146,6 +146,8 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
         ApiKey.API_VERSIONS: (0, 4),
+        # KIP-599's strict versions (THROTTLING_QUOTA_EXCEEDED per topic) are honoured: CreateTopics
+        # 6+, DeleteTopics 5+ and CreatePartitions 3+ (broker.mutation_quota).
         ApiKey.CREATE_TOPICS: (2, 7),
         ApiKey.DELETE_TOPICS: (1, 6),
         ApiKey.DELETE_RECORDS: (0, 2),

@@ -8,21 +8,18 @@ describes as kafka-configs.sh."""
 from __future__ import annotations
 
 import json
-import socket
-import struct
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.local.cluster import ClusterState
-from odradek.protocol.codec import decode_response, encode_request
+from support.quota_requests import alter, call, describe
 
 pytestmark = pytest.mark.integration
 
@@ -47,54 +44,6 @@ def topic(cluster) -> str:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic(name, 1, 1)])[name].result(CALL_TIMEOUT_S)
     return name
-
-
-def call(bootstrap: str, request: Any, client_id: str = "quota-tests") -> Any:
-    """One raw request (the clients have no client quota API) and its answer."""
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=CALL_TIMEOUT_S) as sock:
-        frame = encode_request(request, 1, client_id)
-        sock.sendall(struct.pack(">i", len(frame)) + frame)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            data += chunk
-    return decode_response(int(request.__api_key__), int(request.__version__), data[4:]).body
-
-
-def alter(
-    bootstrap: str,
-    client_id: str,
-    value: float | None,
-    validate_only=False,
-    key="producer_byte_rate",
-    user: str | None = None,
-) -> Any:
-    from kio.schema.alter_client_quotas.v1 import request as schema
-
-    op = schema.OpData(key=key, value=value or 0.0, remove=value is None)
-    entity = (schema.EntityData(entity_type="client-id", entity_name=client_id),)
-    if user is not None:
-        entity = (schema.EntityData(entity_type="user", entity_name=user), *entity)
-    entry = schema.EntryData(entity=entity, ops=(op,))
-    response = call(
-        bootstrap,
-        schema.AlterClientQuotasRequest(entries=(entry,), validate_only=validate_only),
-    )
-    return response.entries[0]
-
-
-def describe(bootstrap: str, client_id: str) -> dict[str, float]:
-    from kio.schema.describe_client_quotas.v1 import request as schema
-
-    component = schema.ComponentData(entity_type="client-id", match_type=0, match=client_id)
-    response = call(
-        bootstrap, schema.DescribeClientQuotasRequest(components=(component,), strict=False)
-    )
-    assert response.error_code == 0, response.error_message
-    return {v.key: v.value for e in response.entries for v in e.values}
 
 
 def produce_for(bootstrap: str, topic: str, client_id: str) -> tuple[float, int]:
@@ -246,18 +195,21 @@ def test_odradek_quotas_cli_alters_and_describes_like_kafka_configs(cluster):
         "clients",
         "--entity-default",
     ]
-    done = cli(
-        "--alter", "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048", *user_client
-    )
+    keys = "producer_byte_rate=1024,consumer_byte_rate=2048,controller_mutation_rate=1.5"
+    done = cli("--alter", "--add-config", keys, *user_client)
     assert done.returncode == 0, done.stderr
     shown = cli("--describe", *user_client)
     assert shown.returncode == 0, shown.stderr
-    assert "consumer_byte_rate=2048, producer_byte_rate=1024" in shown.stdout
+    assert (
+        "consumer_byte_rate=2048, controller_mutation_rate=1.5, producer_byte_rate=1024"
+        in shown.stdout
+    )
     assert "user 'alice', client-id <default>" in shown.stdout
     refused = cli("--alter", "--add-config", "nope=1", *user_client)
     assert refused.returncode == 1
     assert "Invalid configuration key nope" in refused.stderr
-    done = cli("--alter", "--delete-config", "producer_byte_rate,consumer_byte_rate", *user_client)
+    removed = "producer_byte_rate,consumer_byte_rate,controller_mutation_rate"
+    done = cli("--alter", "--delete-config", removed, *user_client)
     assert done.returncode == 0, done.stderr
     assert cli("--describe", *user_client).stdout == ""
 

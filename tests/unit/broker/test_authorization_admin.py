@@ -225,7 +225,7 @@ def admin_broker(*topics: str):
         cache.update_topic(
             TopicMetadata(name, uuid.uuid4(), {0: PartitionMetadata(0, 1, 0, (1,), (1,))})
         )
-    return SimpleNamespace(zk=None, config=None, metadata=cache, broker_id=1)
+    return SimpleNamespace(zk=None, config=None, metadata=cache, broker_id=1, client_quotas=None)
 
 
 def test_create_topics_needs_create_and_shows_configs_only_with_describe_configs():
@@ -263,7 +263,7 @@ class CreatesOne:
     def __call__(self, zk, config):
         return self
 
-    async def create_topics(self, topics, validate_only):
+    async def create_topics(self, topics, validate_only, quota):
         return [
             CreateTopicResult(
                 t.name, topic_id=self.topic_id, num_partitions=1, replication_factor=1

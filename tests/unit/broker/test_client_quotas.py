@@ -183,11 +183,28 @@ def test_alter_validation_has_kafkas_words():
         _apply(config, [Op("nope", 1, False)])
     with pytest.raises(AdminRequestError, match="Configuration producer_byte_rate must be a LONG"):
         _apply(config, [Op(P, 1.5, False)])
-    with pytest.raises(AdminRequestError, match="controller_mutation_rate is not supported"):
-        _apply(config, [Op("controller_mutation_rate", 50, False)])
-    _apply(config, [Op(P, 1024.0, False), Op("request_percentage", 12.5, False)])
-    assert config == {"SCRAM-SHA-256": "kept", P: "1024", "request_percentage": "12.5"}
-    _apply(config, [Op(P, 0, True), Op("request_percentage", 0, True)])
+    _apply(
+        config,
+        [
+            Op(P, 1024.0, False),
+            Op("request_percentage", 12.5, False),
+            Op("controller_mutation_rate", 0.5, False),  # a DOUBLE
+        ],
+    )
+    assert config == {
+        "SCRAM-SHA-256": "kept",
+        P: "1024",
+        "request_percentage": "12.5",
+        "controller_mutation_rate": "0.5",
+    }
+    _apply(
+        config,
+        [
+            Op(P, 0, True),
+            Op("request_percentage", 0, True),
+            Op("controller_mutation_rate", 0, True),
+        ],
+    )
     assert config == {"SCRAM-SHA-256": "kept"}
 
 

@@ -15,9 +15,9 @@ leaves ``{"config":{}}`` (or the other keys), as Kafka does.
 Validation as Kafka's ``alterClientQuotas``: an empty entity, an unknown entity type, an empty
 name, a combination other than user / client-id / user+client-id, a key that is not a quota key
 (``Invalid configuration key <key>``) or a LONG key with a fraction (``Configuration <key> must
-be a LONG value``) are INVALID_REQUEST. ``controller_mutation_rate`` is refused as well
-(INVALID_REQUEST): Odradek does not enforce it yet. IP quotas (``ip``) are
-refused: not served.
+be a LONG value``) are INVALID_REQUEST. The DOUBLE keys (``request_percentage``,
+``controller_mutation_rate``) are stored as Java's ``Double.toString`` writes them. IP quotas
+(``ip``) are refused: not served.
 
 Runs on the broker's event loop.
 """
@@ -33,7 +33,6 @@ from odradek.broker.admin.errors import WRITE_ATTEMPTS_MAX, AdminRequestError, C
 from odradek.broker.quotas import (
     CLIENT_QUOTA_KEYS,
     DEFAULT_ENTITY,
-    ENFORCED_QUOTA_KEYS,
     QuotaEntity,
     desanitize,
     sanitize,
@@ -118,8 +117,6 @@ def _apply(config: dict[str, str], ops: Sequence[Op]) -> None:
         kind = CLIENT_QUOTA_KEYS.get(op.key)
         if kind is None:
             raise AdminRequestError(f"Invalid configuration key {op.key}")
-        if op.key not in ENFORCED_QUOTA_KEYS:
-            raise AdminRequestError(f"Configuration {op.key} is not supported by Odradek yet")
         if kind == "DOUBLE":
             config[op.key] = repr(float(op.value))  # Java's Double.toString for usual values
             continue

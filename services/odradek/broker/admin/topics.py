@@ -22,6 +22,14 @@ after the answer finds the topic (KafkaJS's ``admin.createTopics()`` does). A ti
 Live brokers, for placement, are the children of ``/brokers/ids`` with their racks.
 
 Every entry is answered on its own: one bad topic does not fail the others.
+
+The client's ``controller_mutation_rate`` quota (``broker.mutation_quota``, given by the handler)
+counts each topic's partitions once it has passed validation, just before it is written: the
+partitions created, added, or (DeleteTopics) the topic's partitions as its assignment says; a
+validate-only request and a topic refused before that count nothing. A strict quota already
+exhausted refuses the topic (THROTTLING_QUOTA_EXCEEDED) and nothing is written for it. As in
+Kafka's ``ZkAdminManager``, a topic counted and then lost to a concurrent writer stays counted,
+and so does a DeleteTopics of a topic already marked for deletion.
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ from odradek.broker.admin.validation import (
     validate_topic_name,
 )
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.mutation_quota import UNBOUNDED, MutationQuota
 from odradek.config.broker import BrokerConfig
 from odradek.errors import ErrorCode, UnknownTopicOrPartitionError
 from odradek.zk.client import ANY_VERSION, CheckOp, CreateOp, SetDataOp, ZkClient
@@ -228,7 +237,11 @@ class TopicAdmin:
     # --- CreateTopics ----------------------------------------------------------------------
 
     async def create_topics(
-        self, topics: Sequence[NewTopic], *, validate_only: bool
+        self,
+        topics: Sequence[NewTopic],
+        *,
+        validate_only: bool,
+        quota: MutationQuota = UNBOUNDED,
     ) -> list[CreateTopicResult]:
         """One result per entry, in order. With ``validate_only`` nothing is written."""
         counts = Counter(t.name for t in topics)
@@ -242,7 +255,7 @@ class TopicAdmin:
             try:
                 if counts[topic.name] > 1:
                     raise AdminRequestError("Found multiple entries for this topic.")
-                results.append(await self._create_topic(topic, brokers, validate_only))
+                results.append(await self._create_topic(topic, brokers, validate_only, quota))
             except Exception as e:
                 code, message = error_of(e, f"creating topic {topic.name!r}")
                 log.info("CreateTopics %r: %s %s", topic.name, code.name, message)
@@ -250,14 +263,21 @@ class TopicAdmin:
         return results
 
     async def _create_topic(
-        self, topic: NewTopic, brokers: dict[int, str | None], validate_only: bool
+        self,
+        topic: NewTopic,
+        brokers: dict[int, str | None],
+        validate_only: bool,
+        quota: MutationQuota,
     ) -> CreateTopicResult:
         zk = self._zk()
         validate_topic_name(topic.name)
         if await zk.aexists(topic_path(topic.name)) is not None:
             raise TopicExistsError(f"Topic '{topic.name}' already exists.")
         plan = plan_topic(topic, brokers, self.defaults, self.rng)
-        topic_id = None if validate_only else await self._write_new_topic(zk, plan)
+        topic_id = None
+        if not validate_only:
+            quota.record(len(plan.assignment))
+            topic_id = await self._write_new_topic(zk, plan)
         fitted = plan.overrides.get(MIN_INSYNC_REPLICAS)
         if (
             topic_id is not None
@@ -312,7 +332,9 @@ class TopicAdmin:
             f"{config_path} kept changing while topic '{plan.name}' was being created"
         )
 
-    async def auto_create_topics(self, names: Sequence[str]) -> dict[str, ErrorCode]:
+    async def auto_create_topics(
+        self, names: Sequence[str], quota: MutationQuota = UNBOUNDED
+    ) -> dict[str, ErrorCode]:
         """Metadata's auto-creation, as Kafka's ``AutoTopicCreationManager`` in ZooKeeper mode.
 
         Each of ``names`` (valid, not internal: the caller's rule) is created with the broker's
@@ -324,7 +346,9 @@ class TopicAdmin:
         answers = {name: ErrorCode.unknown_topic_or_partition for name in names}
         if not tried:
             return answers
-        results = await self.create_topics([NewTopic(name) for name in tried], validate_only=False)
+        results = await self.create_topics(
+            [NewTopic(name) for name in tried], validate_only=False, quota=quota
+        )
         for result in results:
             created = result.error in (ErrorCode.none, ErrorCode.topic_already_exists)
             if result.error == ErrorCode.none:
@@ -336,7 +360,9 @@ class TopicAdmin:
 
     # --- DeleteTopics ----------------------------------------------------------------------
 
-    async def delete_topics(self, topics: Sequence[TopicRef]) -> list[DeleteTopicResult]:
+    async def delete_topics(
+        self, topics: Sequence[TopicRef], quota: MutationQuota = UNBOUNDED
+    ) -> list[DeleteTopicResult]:
         """Mark each topic for deletion by the controller; one result per entry, in order."""
         results = []
         ids: dict[uuid.UUID, str] | None = None
@@ -363,19 +389,25 @@ class TopicAdmin:
                             )
                         )
                         continue
-                await self._delete_topic(name)
+                await self._delete_topic(name, quota)
                 results.append(DeleteTopicResult(name, ref.topic_id))
             except Exception as e:
                 code, message = error_of(e, f"deleting topic {name!r}")
                 results.append(DeleteTopicResult(name, ref.topic_id, code, message))
         return results
 
-    async def _delete_topic(self, name: str | None) -> None:
+    async def _delete_topic(self, name: str | None, quota: MutationQuota) -> None:
         zk = self._zk()
         try:
             validate_topic_name(name)
         except InvalidTopicError as e:  # no topic can have that name
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.") from e
+        if quota.bounded:  # its partitions are what the quota counts
+            try:
+                data, _ = await zk.aget(topic_path(name))
+            except NoNodeError as e:
+                raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.") from e
+            quota.record(len(TopicAssignment.decode(data, topic_path(name)).partitions))
         try:
             await zk.atransaction(
                 [CheckOp(topic_path(name), ANY_VERSION), CreateOp(delete_topic_path(name))]
@@ -410,7 +442,11 @@ class TopicAdmin:
     # --- CreatePartitions ------------------------------------------------------------------
 
     async def create_partitions(
-        self, requests: Sequence[NewPartitions], *, validate_only: bool
+        self,
+        requests: Sequence[NewPartitions],
+        *,
+        validate_only: bool,
+        quota: MutationQuota = UNBOUNDED,
     ) -> list[CreatePartitionsResult]:
         """Add partitions to existing topics; one result per entry, in order."""
         counts = Counter(r.topic for r in requests)
@@ -424,7 +460,7 @@ class TopicAdmin:
             try:
                 if counts[request.topic] > 1:
                     raise AdminRequestError("Duplicate topic in request.")
-                await self._create_partitions(request, brokers, validate_only)
+                await self._create_partitions(request, brokers, validate_only, quota)
                 results.append(CreatePartitionsResult(request.topic))
             except Exception as e:
                 code, message = error_of(e, f"adding partitions to {request.topic!r}")
@@ -433,7 +469,11 @@ class TopicAdmin:
         return results
 
     async def _create_partitions(
-        self, request: NewPartitions, brokers: dict[int, str | None], validate_only: bool
+        self,
+        request: NewPartitions,
+        brokers: dict[int, str | None],
+        validate_only: bool,
+        quota: MutationQuota,
     ) -> None:
         zk = self._zk()
         topic = request.topic
@@ -443,6 +483,7 @@ class TopicAdmin:
         except InvalidTopicError as e:
             raise missing from e
         path = topic_path(topic)
+        recorded = False
         for _ in range(WRITE_ATTEMPTS_MAX):
             try:
                 data, stat = await zk.aget(path)
@@ -456,6 +497,9 @@ class TopicAdmin:
             )
             if validate_only:
                 return
+            if not recorded:  # once, though a lost race decides again
+                quota.record(len(added))
+                recorded = True
             updated = TopicAssignment(
                 {**existing.partitions, **added},
                 topic_id=existing.topic_id,

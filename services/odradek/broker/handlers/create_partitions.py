@@ -2,23 +2,29 @@
 
 Each topic needs ALTER (Kafka's ``handleCreatePartitionsRequest``): else it answers
 TOPIC_AUTHORIZATION_FAILED and is left as it is (a topic named twice is INVALID_REQUEST first).
+
+The partitions added count against the client's ``controller_mutation_rate`` quota
+(``broker.mutation_quota``; ``handlers.create_topics`` says why here): strict from v3,
+permissive before; the answer's ``throttle_time_ms`` is the quota's.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 from odradek.broker.admin.topics import CreatePartitionsResult, NewPartitions, TopicAdmin
 from odradek.broker.authorization import filter_authorized
 from odradek.broker.context import RequestContext
-from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.broker.handlers.build import build, element_type
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.CREATE_PARTITIONS
+STRICT_QUOTA_SINCE_VERSION = 3  # KIP-599
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -36,7 +42,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     alterable = filter_authorized(ctx, AclOperation.ALTER, ResourceType.TOPIC, counts)
     allowed = [w for w in wanted if w.topic in alterable or counts[w.topic] > 1]
     admin = TopicAdmin(ctx.broker.zk, ctx.broker.config)
-    done = iter(await admin.create_partitions(allowed, validate_only=request.validate_only))
+    quota = ctx.mutation_quota(STRICT_QUOTA_SINCE_VERSION)
+    done = iter(
+        await admin.create_partitions(allowed, validate_only=request.validate_only, quota=quota)
+    )
     results = [
         next(done)
         if w.topic in alterable or counts[w.topic] > 1
@@ -50,7 +59,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     result_type = element_type(response_type, "results")
     return build(
         response_type,
-        throttle_time=NO_THROTTLE,
+        throttle_time=timedelta(milliseconds=quota.throttle_ms()),
         results=tuple(
             build(result_type, name=r.name, error_code=r.error, error_message=r.message)
             for r in results

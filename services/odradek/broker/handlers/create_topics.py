@@ -8,12 +8,20 @@ Authorization, as Kafka's ``handleCreateTopicsRequest``: CREATE on the cluster, 
 topic (TOPIC_AUTHORIZATION_FAILED, "Authorization failed.", for the others, not created); the
 partition count, replication factor and configs (v5+) are given only with DESCRIBE_CONFIGS on the
 topic, else ``topic_config_error_code`` is TOPIC_AUTHORIZATION_FAILED and they are -1 and empty.
+
+The client's ``controller_mutation_rate`` quota (``broker.mutation_quota``) is strict from v6
+(a topic beyond an exhausted quota answers THROTTLING_QUOTA_EXCEEDED), permissive before; the
+answer's ``throttle_time_ms`` is the quota's, less the time spent waiting for leaders. It is
+counted here, on the broker that takes the request, because this broker decides and writes the
+topic (as Kafka's ZooKeeper-mode broker does in ``ZkAdminManager``): the principal and client id
+are known here and nowhere else (the controller only ever sees ZooKeeper).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from odradek.broker.admin.topics import (
@@ -25,13 +33,14 @@ from odradek.broker.admin.topics import (
 from odradek.broker.admin.validation import NewTopic
 from odradek.broker.authorization import authorize_cluster, filter_authorized
 from odradek.broker.context import RequestContext
-from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.broker.handlers.build import build, element_type
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.CREATE_TOPICS
+STRICT_QUOTA_SINCE_VERSION = 6  # KIP-599: clients from here know THROTTLING_QUOTA_EXCEEDED
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -54,7 +63,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     # a name given twice is INVALID_REQUEST (TopicAdmin's answer) whoever asks, as in Kafka
     allowed = [t for t in topics if t.name in creatable or counts[t.name] > 1]
     admin = TopicAdmin(ctx.broker.zk, ctx.broker.config)
-    created = iter(await admin.create_topics(allowed, validate_only=request.validate_only))
+    quota = ctx.mutation_quota(STRICT_QUOTA_SINCE_VERSION)
+    created = iter(
+        await admin.create_topics(allowed, validate_only=request.validate_only, quota=quota)
+    )
     results = [
         next(created)
         if t.name in creatable or counts[t.name] > 1
@@ -79,7 +91,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     config_type = _configs_element_type(topic_type)
     return build(
         response_type,
-        throttle_time=NO_THROTTLE,
+        throttle_time=timedelta(milliseconds=quota.throttle_ms()),
         topics=tuple(
             build(
                 topic_type,

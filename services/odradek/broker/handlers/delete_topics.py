@@ -7,16 +7,21 @@ Authorization, as Kafka's ``handleDeleteTopicsRequest`` (after the deletion-disa
 which tells nothing): each topic needs DELETE, else TOPIC_AUTHORIZATION_FAILED; one named by an
 id the principal may not DESCRIBE answers that with a null name (the id is no secret, the name
 is); an unknown id is UNKNOWN_TOPIC_ID as before.
+
+Each topic's partitions count against the client's ``controller_mutation_rate`` quota
+(``broker.mutation_quota``; ``handlers.create_topics`` says why here): strict from v5, permissive
+before; the answer's ``throttle_time_ms`` is the quota's.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from odradek.broker.admin.topics import DeleteTopicResult, TopicAdmin, TopicRef
 from odradek.broker.authorization import filter_authorized
 from odradek.broker.context import RequestContext
-from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.broker.handlers.build import build, element_type
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
@@ -24,6 +29,7 @@ from odradek.security.acl import AclOperation, ResourceType
 
 API_KEY = ApiKey.DELETE_TOPICS
 FIRST_VERSION_WITH_DELETION_DISABLED = 3
+STRICT_QUOTA_SINCE_VERSION = 5  # KIP-599
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -36,7 +42,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         refs = [TopicRef(name) for name in request.topic_names]
     admin = TopicAdmin(ctx.broker.zk, ctx.broker.config)
     refused = _refusals(ctx, refs) if admin.defaults.delete_topic_enable else {}
-    deleted = iter(await admin.delete_topics([r for i, r in enumerate(refs) if i not in refused]))
+    quota = ctx.mutation_quota(STRICT_QUOTA_SINCE_VERSION)
+    deleted = iter(
+        await admin.delete_topics([r for i, r in enumerate(refs) if i not in refused], quota)
+    )
     results = [refused[i] if i in refused else next(deleted) for i in range(len(refs))]
 
     old_client = ctx.api_version < FIRST_VERSION_WITH_DELETION_DISABLED
@@ -44,7 +53,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     result_type = element_type(response_type, "responses")
     return build(
         response_type,
-        throttle_time=NO_THROTTLE,
+        throttle_time=timedelta(milliseconds=quota.throttle_ms()),
         responses=tuple(
             build(
                 result_type,

@@ -19,7 +19,10 @@ With ``auto.create.topics.enable`` (Kafka's default, true) a Metadata request th
 (v4+ ``allow_auto_topic_creation``; every request before v4) creates the valid, non-internal
 topics it names and does not find, with ``num.partitions`` and ``default.replication.factor``,
 and answers LEADER_NOT_AVAILABLE for them until they have leaders (``TopicAdmin``'s
-``auto_create_topics`` has the rule and the bound per request).
+``auto_create_topics`` has the rule and the bound per request). Their partitions count against
+the client's ``controller_mutation_rate`` quota, permissively and without throttling the Metadata
+answer (Kafka's ``newPermissiveQuotaFor`` in ``handleTopicMetadataRequest``, whose throttle it
+drops): a client creating topics that way drains the same bucket as its CreateTopics.
 
 Authorization, as Kafka's ``handleTopicMetadataRequest``: a topic the principal may not DESCRIBE
 is left out of an all-topics answer, and answered TOPIC_AUTHORIZATION_FAILED when named (with its
@@ -200,7 +203,8 @@ async def _auto_create(
     ]
     if not missing:
         return {}, not_creatable
-    return await TopicAdmin(ctx.broker.zk, config).auto_create_topics(missing), not_creatable
+    quota = ctx.mutation_quota(None)
+    return await TopicAdmin(ctx.broker.zk, config).auto_create_topics(missing, quota), not_creatable
 
 
 def _missing_error(name: str | None) -> ErrorCode:
