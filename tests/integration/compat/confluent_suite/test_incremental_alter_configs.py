@@ -23,8 +23,10 @@ is ours, not a copy. Its steps:
 cluster-wide dynamic default; here the test clusters set it in every broker's configuration
 (tests/integration/conftest.py's UNREPLICATED), which Kafka reports as STATIC_BROKER_CONFIG,
 non-default, too. Upstream's last step, a GROUP resource's ``consumer.session.timeout.ms``, runs
-only with KIP-848's consumer protocol, which Odradek does not serve; it is left out. No sleeps:
-Odradek answers IncrementalAlterConfigs once ZooKeeper holds the change.
+only with KIP-848's consumer protocol; group configs are KRaft-only in Kafka and Odradek does not
+have them, so here that step is refused, as Kafka's ZooKeeper mode refuses it: INVALID_REQUEST,
+naming the resource type (``test_a_group_config_is_refused``). No sleeps: Odradek answers
+IncrementalAlterConfigs once ZooKeeper holds the change.
 
 One local cluster for the module: ZooKeeper, a controller and one broker, as upstream's.
 """
@@ -34,6 +36,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -129,3 +132,22 @@ def test_incremental_alter_configs(admin):
     expected[res2] = ['cleanup.policy=""', 'min.insync.replicas="1"', 'retention.ms="10000"']
     assert_operation_succeeded(admin.incremental_alter_configs([res2]), 1)
     assert_expected_config_entries(admin.describe_configs([res2]), 1, expected)
+
+
+def test_a_group_config_is_refused(admin):
+    group = ConfigResource(
+        ResourceType.GROUP,
+        "test-group",
+        incremental_configs=[
+            _entry("consumer.session.timeout.ms", "50000", AlterConfigOpType.SET),
+        ],
+    )
+    for future in (
+        admin.incremental_alter_configs([group])[group],
+        admin.describe_configs([group])[group],
+    ):
+        with pytest.raises(KafkaException) as raised:
+            future.result(timeout=WAIT_S)
+        error = raised.value.args[0]
+        assert error.code() == KafkaError.INVALID_REQUEST, error
+        assert "GROUP" in error.str(), error
