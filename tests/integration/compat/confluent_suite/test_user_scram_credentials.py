@@ -9,9 +9,9 @@ user ``non-existent``:
 
 1. DescribeUserScramCredentials for the unknown user fails with RESOURCE_NOT_FOUND;
 2. an upsertion SCRAM-SHA-256, 10000 iterations, password ``password``, salt ``salt`` succeeds;
-3. the same upsertion again, together with SCRAM-SHA-512 (10000, no salt) in one request,
-   succeeds (upstream sends them in one request on a ZooKeeper cluster, as Odradek is, and in
-   two on KRaft);
+3. the same upsertion again and SCRAM-SHA-512 (10000, no salt) succeed: upstream sends them in
+   one request on a ZooKeeper cluster and in two on KRaft; both ways are run here
+   (``one_request``), one after the other on the same user;
 4. deleting the SCRAM-SHA-512 credential succeeds;
 5. describing every user (no argument, and ``[None]``) returns a future whose map holds the
    user with only SCRAM-SHA-256 at 10000 iterations; so does describing the user by name;
@@ -127,7 +127,8 @@ def _alter(admin: AdminClient, alterations: list) -> None:
     assert futures[USER].result(timeout=WAIT_S) is None
 
 
-def test_user_scram_credentials(admin, ports):
+@pytest.mark.parametrize("one_request", [True, False], ids=["zookeeper-way", "kraft-way"])
+def test_user_scram_credentials(admin, ports, one_request):
     _not_found(admin)
     assert not _authenticates(ports, "SCRAM-SHA-256")
 
@@ -140,7 +141,11 @@ def test_user_scram_credentials(admin, ports):
     sha_512 = UserScramCredentialUpsertion(
         USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 10000), PASSWORD
     )
-    _alter(admin, [sha_256, sha_512])
+    if one_request:
+        _alter(admin, [sha_256, sha_512])
+    else:
+        _alter(admin, [sha_256])
+        _alter(admin, [sha_512])
     assert _authenticates(ports, "SCRAM-SHA-256")
     assert _authenticates(ports, "SCRAM-SHA-512")
 
