@@ -64,7 +64,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from odradek.config.authorizer import AUTHORIZER_KEYS
@@ -1017,10 +1017,16 @@ class BrokerConfig(PropertiesConfig):
     # (LISTENER, key, value) sorted (config.sasl)
     listener_sasl_overrides: tuple[tuple[str, str, object], ...] = ()
 
+    # the keys server.properties and --override named (PropertiesConfig.NAMED_KEYS_FIELD);
+    # empty for a config built by hand. Not compared: it says where values came from, not what
+    # they are.
+    named_keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+
     PATTERNED_FIELDS: ClassVar[tuple[str, ...]] = (
         "listener_ssl_overrides",
         "listener_sasl_overrides",
     )
+    NAMED_KEYS_FIELD: ClassVar[str | None] = "named_keys"
 
     @classmethod
     def _split_patterned(

@@ -151,6 +151,10 @@ class PropertiesConfig:
     # Fields after the KEYS' ones, for keys matched by a pattern rather than named by a row
     # (the broker's ``listener.name.<l>.<key>``): ``_split_patterned`` parses them.
     PATTERNED_FIELDS: ClassVar[tuple[str, ...]] = ()
+    # The last field, if a subclass names one: the keys of ``KEYS`` that the properties named
+    # (file or override), whatever their values, set by ``from_properties``. Kafka tells a key
+    # named at its default value (STATIC_BROKER_CONFIG) from one left out (DEFAULT_CONFIG).
+    NAMED_KEYS_FIELD: ClassVar[str | None] = None
 
     def __post_init__(self) -> None:
         for key in self.KEYS.values():
@@ -176,7 +180,8 @@ class PropertiesConfig:
     def check_fields(cls) -> None:
         """Called once at import: the dataclass's fields must follow ``KEYS``."""
         fields = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-        if fields != [k.attr for k in cls.KEYS.values()] + list(cls.PATTERNED_FIELDS):
+        named = [] if cls.NAMED_KEYS_FIELD is None else [cls.NAMED_KEYS_FIELD]
+        if fields != [k.attr for k in cls.KEYS.values()] + list(cls.PATTERNED_FIELDS) + named:
             raise RuntimeError(f"{cls.__name__}'s attributes must follow its KEYS, in order")
 
     @classmethod
@@ -203,6 +208,8 @@ class PropertiesConfig:
                     raise InvalidConfigError(_where(origins.get(key.name), str(e))) from e
             elif key.required:
                 raise missing_required(key.name)
+        if cls.NAMED_KEYS_FIELD is not None:
+            values[cls.NAMED_KEYS_FIELD] = frozenset(props)
         return cls(**values, **patterned)
 
     @classmethod

@@ -14,7 +14,10 @@ no password, and for PLAIN and SCRAM it is the same for an unknown user and a wr
 - SCRAM (RFC 5802, RFC 7677): two rounds, with ``scramp`` doing the crypto. The first token
   names the user (``n=``, with ``=2C``/``=3D`` decoded as Kafka's ``ScramFormatter.username``);
   the credential is then looked up (``CredentialLookup``, awaited: the broker reads ZooKeeper),
-  and the rest is scramp's. No channel binding (``n,,`` or ``y,,`` only), as Kafka's.
+  and the rest is scramp's. No channel binding (``n,,`` or ``y,,`` only), as Kafka's. A stored
+  salt may be of any length, as Kafka's (AlterUserScramCredentials takes the client's salt):
+  scramp's ``make_server`` refuses salts under 12 bytes, a rule for making new salts, so the
+  server is built from ``scramp.core`` with the stored salt as it is (``_scramp_server``).
 
 An authorization id different from the user name is refused, as Kafka does. One exchange per
 object, on one event loop; not thread-safe.
@@ -189,8 +192,8 @@ class ScramServer:
         credential = await self._lookup(username, self._scram)
         if credential is None:
             raise self._failed()
-        server = self._scram.scramp.make_server(lambda _user: credential.auth_info())
         try:
+            server = _scramp_server(self._scram, credential)
             server.set_client_first(client_first)
             server_first = server.get_server_first()
         except scramp.ScramException:
@@ -198,3 +201,21 @@ class ScramServer:
         self._server = server
         self._username = username
         return server_first.encode()
+
+
+class _StoredSalt(scramp.core.Salt):
+    """A stored credential's salt, however short: scramp's ``Salt`` wants 12 bytes or more."""
+
+    MIN_LENGTH = 1
+
+
+def _scramp_server(
+    mechanism: ScramMechanism, credential: ScramCredential
+) -> scramp.core.ScramServer:
+    """scramp's server for one exchange against ``credential``. ``make_server`` would wrap the
+    lookup in scramp's ``AuthFn``, which turns the salt into a ``Salt`` and so refuses a short
+    one that Kafka accepts; here the lookup answers scramp's value types itself. The iteration
+    count keeps scramp's bounds (at least 4096, Kafka's minimum too)."""
+    salt, stored_key, server_key, iterations = credential.auth_info()
+    answer = (_StoredSalt(salt), stored_key, server_key, scramp.core.IterationCount(iterations))
+    return scramp.core.ScramServer(mechanism.scramp, lambda _user: answer)

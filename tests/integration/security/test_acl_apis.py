@@ -1,7 +1,8 @@
 """CreateAcls, DescribeAcls and DeleteAcls against a real broker with Kafka's ACL authorizer,
 through confluent-kafka's AdminClient: what confluent-kafka-python's own integration test
-(tests/integration/admin/test_basic_operations.py, verify_admin_acls) does with ACLs, then a
-DENY of ALTER on the Cluster refusing CreateAcls with CLUSTER_AUTHORIZATION_FAILED.
+(tests/integration/admin/test_basic_operations.py, verify_admin_acls) does with ACLs (the
+sequence is support/confluent_acls.py, which compat/confluent_suite runs too), then a DENY of
+ALTER on the Cluster refusing CreateAcls with CLUSTER_AUTHORIZATION_FAILED.
 
 One local cluster (ZooKeeper, a controller, one broker) for the module. Clients are plaintext,
 so ``User:ANONYMOUS``; the broker has ``allow.everyone.if.no.acl.found=true`` so that the
@@ -14,7 +15,6 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
-    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -23,6 +23,7 @@ from confluent_kafka.admin import (
 )
 
 from odradek.cli import main
+from support.confluent_acls import any_filter, verify_admin_acls
 
 pytestmark = pytest.mark.integration
 
@@ -46,58 +47,8 @@ def admin(cluster):
     return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
 
 
-def any_filter(resource_type=ResourceType.ANY, pattern_type=ResourcePatternType.ANY):
-    return AclBindingFilter(
-        resource_type, None, pattern_type, None, None, AclOperation.ANY, AclPermissionType.ANY
-    )
-
-
 def test_confluent_kafkas_admin_acl_sequence(admin):
-    read_1 = AclBinding(
-        ResourceType.TOPIC,
-        TOPIC,
-        ResourcePatternType.LITERAL,
-        "User:test-user-1",
-        "*",
-        AclOperation.READ,
-        AclPermissionType.ALLOW,
-    )
-    deny_2 = AclBinding(
-        ResourceType.TOPIC,
-        TOPIC,
-        ResourcePatternType.PREFIXED,
-        "User:test-user-2",
-        "*",
-        AclOperation.WRITE,
-        AclPermissionType.DENY,
-    )
-    all_2 = AclBinding(
-        ResourceType.GROUP,
-        GROUP,
-        ResourcePatternType.PREFIXED,
-        "User:test-user-2",
-        "*",
-        AclOperation.ALL,
-        AclPermissionType.ALLOW,
-    )
-    for future in admin.create_acls([read_1, deny_2, all_2]).values():
-        future.result(timeout=WAIT_S)
-
-    everything = any_filter()
-    assert sorted(admin.describe_acls(everything).result(timeout=WAIT_S)) == sorted(
-        [read_1, deny_2, all_2]
-    )
-    prefixed = any_filter(pattern_type=ResourcePatternType.PREFIXED)
-    assert sorted(admin.describe_acls(prefixed).result(timeout=WAIT_S)) == sorted([deny_2, all_2])
-
-    deleted = admin.delete_acls([prefixed])[prefixed].result(timeout=WAIT_S)
-    assert sorted(deleted) == sorted([deny_2, all_2])
-
-    topics, groups = any_filter(ResourceType.TOPIC), any_filter(ResourceType.GROUP)
-    futures = admin.delete_acls([topics, groups])
-    assert futures[topics].result(timeout=WAIT_S) == [read_1]
-    assert futures[groups].result(timeout=WAIT_S) == []
-    assert admin.describe_acls(everything).result(timeout=WAIT_S) == []
+    verify_admin_acls(admin, TOPIC, GROUP, WAIT_S)
 
 
 def test_a_bad_principal_is_refused_as_invalid_request(admin):

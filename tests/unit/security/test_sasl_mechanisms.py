@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
+import hmac
 
 import pytest
 import scramp
@@ -57,6 +59,54 @@ def test_scram_with_scramps_client(mechanism):
     for user, password in (("alice", "wrong"), ("mallory", "alice-secret")):
         with pytest.raises(SaslAuthenticationError, match="due to invalid credentials"):
             run(exchange(user, password))
+
+
+def _rfc5802_client_final(mechanism, password, server_first, client_first_bare, nonce):
+    """The client's final message and the server signature it expects, computed from RFC 5802
+    with hashlib alone (scramp's own client refuses salts shorter than 12 bytes)."""
+    fields = dict(part.split("=", 1) for part in server_first.split(","))
+    assert fields["r"].startswith(nonce)
+    digest = "sha256" if mechanism is ScramMechanism.SCRAM_SHA_256 else "sha512"
+    salted = hashlib.pbkdf2_hmac(
+        digest, password.encode(), base64.b64decode(fields["s"]), int(fields["i"])
+    )
+    client_key = hmac.digest(salted, b"Client Key", digest)
+    stored_key = hashlib.new(digest, client_key).digest()
+    without_proof = f"c=biws,r={fields['r']}"
+    auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.digest(stored_key, auth_message, digest)
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    server_key = hmac.digest(salted, b"Server Key", digest)
+    expected = base64.b64encode(hmac.digest(server_key, auth_message, digest)).decode()
+    return f"{without_proof},p={base64.b64encode(proof).decode()}", f"v={expected}"
+
+
+@pytest.mark.parametrize("mechanism", list(ScramMechanism))
+def test_scram_with_a_short_salt_as_kafka_takes_one(mechanism):
+    # AlterUserScramCredentials takes the client's salt; Kafka accepts any non-empty one (and
+    # confluent-kafka-python's own test upserts b"salt"), so the server must serve it.
+    digest = "sha256" if mechanism is ScramMechanism.SCRAM_SHA_256 else "sha512"
+    salted = hashlib.pbkdf2_hmac(digest, b"password", b"salt", 10000)
+    stored = credential_from_salted_password(mechanism, b"salt", salted, 10000)
+
+    async def lookup(user, m):
+        return stored if user == "non-existent" else None
+
+    async def exchange(password):
+        server = ScramServer(mechanism, lookup)
+        bare = "n=non-existent,r=abcdefghijklmnop"
+        first = (await server.evaluate_response(f"n,,{bare}".encode())).decode()
+        final, expected = _rfc5802_client_final(
+            mechanism, password, first, bare, "abcdefghijklmnop"
+        )
+        answer = await server.evaluate_response(final.encode())
+        assert answer.decode() == expected
+        return server
+
+    server = run(exchange("password"))
+    assert server.complete and server.authorization_id == "non-existent"
+    with pytest.raises(SaslAuthenticationError, match="due to invalid credentials"):
+        run(exchange("wrong"))
 
 
 def test_credential_format_is_kafkas_and_round_trips():

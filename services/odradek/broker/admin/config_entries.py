@@ -7,9 +7,11 @@ that key, else DEFAULT_CONFIG. Synonyms list, most specific first, the topic ove
 keys that are set, then the broker keys' defaults (``retention.ms`` ->
 ``log.retention.ms``/``.minutes``/``.hours``), as Kafka lists them.
 
-A broker key counts as "set" when its value differs from the key's default (or it has no
-default): ``BrokerConfig`` keeps values, not which keys a file named, so a key set to its own
-default reads as DEFAULT_CONFIG. There are no dynamic broker configurations yet, so every broker
+A broker key counts as "set" when ``server.properties`` or an override named it, whatever its
+value (``BrokerConfig.named_keys``): Kafka reports a key named at its own default as
+STATIC_BROKER_CONFIG too, and so every topic inherits it as non-default. A config built by hand
+names no keys; there a key counts as set when its value differs from the key's default (or it
+has no default). There are no dynamic broker configurations yet, so every broker
 key is read-only (STATIC_BROKER_CONFIG or DEFAULT_CONFIG).
 
 Pure functions of immutable configs; any thread may call them.
@@ -76,14 +78,16 @@ def _is_set(key: ConfigKey, value: object) -> bool:
 
 
 def broker_keys_set(broker: BrokerConfig | None) -> dict[str, str]:
-    """Broker keys whose value is not their default, as Kafka prints them."""
+    """Broker keys the configuration named, or whose value is not their default, as Kafka
+    prints them."""
     if broker is None:
         return {}
-    return {
-        key.name: key.to_string(value)
-        for key in BROKER_KEYS.values()
-        if _is_set(key, value := getattr(broker, key.attr))
-    }
+    found = {}
+    for key in BROKER_KEYS.values():
+        value = getattr(broker, key.attr)
+        if key.name in broker.named_keys or _is_set(key, value):
+            found[key.name] = key.to_string(value)
+    return found
 
 
 def _default_string(key: ConfigKey) -> str | None:

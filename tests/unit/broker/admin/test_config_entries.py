@@ -24,7 +24,7 @@ def broker(tmp_path) -> BrokerConfig:
             "zookeeper.connect": "127.0.0.1:2181",
             "log.dirs": str(tmp_path),
             "log.retention.hours": "48",
-            "compression.type": "producer",  # set, but to its default: reads as a default
+            "compression.type": "producer",  # named at its default: still STATIC, as Kafka's
         }
     )
 
@@ -56,7 +56,12 @@ def test_topic_rows_say_where_each_value_comes_from(broker):
         ConfigSynonym("log.retention.hours", "168", Source.DEFAULT_CONFIG),
     )
     compression = rows["compression.type"]
-    assert (compression.value, compression.source) == ("producer", Source.DEFAULT_CONFIG)
+    assert (compression.value, compression.source) == ("producer", Source.STATIC_BROKER_CONFIG)
+    assert compression.synonyms == (
+        ConfigSynonym("compression.type", "producer", Source.STATIC_BROKER_CONFIG),
+        ConfigSynonym("compression.type", "producer", Source.DEFAULT_CONFIG),
+    )
+    assert rows["min.insync.replicas"].source == Source.DEFAULT_CONFIG  # not named
     assert rows["cleanup.policy"].config_type == ConfigType.LIST
     assert rows["cleanup.policy"].documentation is None
 
@@ -91,11 +96,46 @@ def test_broker_rows_are_read_only_and_static_when_set(broker):
     assert rows["listeners"].source == Source.DEFAULT_CONFIG
 
 
-def test_keys_set_are_those_that_differ_from_their_defaults(broker, tmp_path):
+def test_keys_set_are_those_named_whatever_their_values(broker, tmp_path):
     assert set(broker_keys_set(broker)) == {
         "broker.id",
         "zookeeper.connect",
         "log.dirs",
         "log.retention.hours",
+        "compression.type",
     }
     assert broker_keys_set(None) == {}
+
+
+def test_a_config_built_by_hand_has_set_the_keys_that_differ_from_their_defaults(tmp_path):
+    by_hand = BrokerConfig(
+        broker_id=1, zookeeper_connect="127.0.0.1:2181", log_dirs=str(tmp_path), num_partitions=1
+    )
+    assert set(broker_keys_set(by_hand)) == {"broker.id", "zookeeper.connect", "log.dirs"}
+
+
+def test_a_key_named_by_an_override_at_its_default_is_static(tmp_path):
+    # the local clusters of the tests name min.insync.replicas=1 (its default): Kafka describes
+    # every topic's min.insync.replicas as STATIC_BROKER_CONFIG then, not as a default
+    loaded = BrokerConfig.load(
+        overrides={
+            "broker.id": "1",
+            "zookeeper.connect": "127.0.0.1:2181",
+            "log.dirs": str(tmp_path),
+            "min.insync.replicas": "1",
+        }
+    )
+    assert loaded.named_keys == {
+        "broker.id",
+        "zookeeper.connect",
+        "log.dirs",
+        "min.insync.replicas",
+    }
+    rows = rows_by_name(
+        describe_topic_config(TopicConfig(), {}, loaded, keys={"min.insync.replicas"})
+    )
+    assert (rows["min.insync.replicas"].value, rows["min.insync.replicas"].source) == (
+        "1",
+        Source.STATIC_BROKER_CONFIG,
+    )
+    assert loaded == BrokerConfig.from_properties(loaded.to_properties())  # names not compared
