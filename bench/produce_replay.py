@@ -132,6 +132,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    (REPO_ROOT / "var").mkdir(exist_ok=True)
     work_dir = Path(tempfile.mkdtemp(prefix="produce-replay-", dir=REPO_ROOT / "var"))
     brokers: list[Broker] = [
         OdradekBroker(work_dir / "odradek"),

@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     print(run_header())
     pool = make_pool(RECORD_BYTES, seed=22)
     best: dict[tuple[str, str], object] = {}
+    (REPO_ROOT / "var").mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="tls-bench-", dir=REPO_ROOT / "var"))
     from odradek.local import cluster
 
