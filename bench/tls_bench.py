@@ -27,6 +27,7 @@ import json
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -110,17 +111,21 @@ def main(argv: list[str] | None = None) -> int:
             for target in order:
                 topic = f"tls-bench-{target.name}-{round_}"
                 create_topic(target, topic, args.phase_timeout)
+                client_cpu = time.process_time()
                 produced = produce_phase(
                     target, topic, pool, args.records, "none", args.phase_timeout
                 )
+                client_cpu, started = time.process_time() - client_cpu, time.process_time()
                 consumed = consume_phase(
                     target, topic, RECORD_BYTES, "none", produced.records, args.phase_timeout
                 )
-                for phase in (produced, consumed):
+                clients = (client_cpu, time.process_time() - started)
+                for phase, cpu_s in zip((produced, consumed), clients, strict=True):
                     print(
                         f"round {round_ + 1} {target.name:9} {phase.kind:7} "
                         f"{phase.records_s:12,.0f} records/s {phase.mb_s:7.1f} MB/s "
-                        f"broker CPU {phase.cpu_s_per_m:5.2f} s/M"
+                        f"broker CPU {phase.cpu_s_per_m:5.2f} s/M "
+                        f"client CPU {cpu_s / max(phase.records, 1) * 1e6:5.2f} s/M"
                         + (" (timed out)" if phase.timed_out else "")
                     )
                     key = (target.name, phase.kind)
