@@ -5,25 +5,31 @@ authenticated it may send, in this order (Kafka's states HANDSHAKE_OR_VERSIONS_R
 HANDSHAKE_REQUEST, AUTHENTICATE):
 
 1. ApiVersions (any number of times; served as usual, so a client can pick versions);
-2. SaslHandshake v1 naming a mechanism the listener enables (``sasl.enabled.mechanisms``);
+2. SaslHandshake v0 or v1 naming a mechanism the listener enables (``sasl.enabled.mechanisms``);
    an unknown one gets UNSUPPORTED_SASL_MECHANISM with the enabled ones, and fails;
-3. SaslAuthenticate, as many as the mechanism's exchange takes (PLAIN one, SCRAM two); a
-   refused token gets SASL_AUTHENTICATION_FAILED with the reason, and fails.
+3. the mechanism's tokens, as many as its exchange takes (PLAIN one, SCRAM two):
+
+   - after SaslHandshake v1, each in a SaslAuthenticate request; a refused token gets
+     SASL_AUTHENTICATION_FAILED with the reason, and fails;
+   - after SaslHandshake v0 (before KIP-152), each as a raw frame: a 4-byte size and the token,
+     no Kafka request header (``expects_raw_token``); the server's tokens go back the same way
+     (PLAIN's empty one too, as Kafka's). A refused token fails without an answer (there is
+     no Kafka response to carry the error, as Kafka's): the connection is closed. Kafka
+     requests resume once the exchange is complete.
 
 Anything else before the exchange completes (another API, a handshake twice, a SaslAuthenticate
-before the handshake, any request pipelined behind a failed one) closes the connection without
-an answer, as Kafka's
-``IllegalSaslStateException``. SaslHandshake v0 (raw tokens without Kafka framing follow it) is
-not served: it is not in the advertised range, and is refused with a message saying so.
+before the handshake or after a v0 one, any request pipelined behind a failed one) closes the
+connection without an answer, as Kafka's ``IllegalSaslStateException``.
 
 Once complete the connection's principal is ``User:<name>`` (on SASL_SSL too: the SASL
 identity, not the certificate's, as Kafka) and later SaslHandshake/SaslAuthenticate requests go
 to their handlers, which answer ILLEGAL_SASL_STATE as Kafka's KafkaApis.
 
-A failure is answered after ``connection.failed.authentication.delay.ms`` and then the
-connection is closed (the server does both: ``AuthenticationFailed``). Until authenticated, a
-connection's frames are bounded by ``sasl.server.max.receive.size`` (the server sets the frame
-decoder's bound). Tokens are never logged.
+A failure is answered (when there is an answer) after ``connection.failed.authentication.delay.ms``
+and then the connection is closed (the server does both: ``AuthenticationFailed``). Until
+authenticated, a connection's frames, raw tokens included, are bounded by
+``sasl.server.max.receive.size`` (the server sets the frame decoder's bound; a larger one closes
+the connection). Tokens are never logged.
 
 One object per connection, on the broker's event loop.
 """
@@ -83,7 +89,8 @@ class UnexpectedRequest(Exception):
 
 
 class AuthenticationFailed(Exception):
-    """The exchange failed: send ``response`` (after the delay), then close."""
+    """The exchange failed: send ``response`` (after the delay), then close; a failed raw
+    token (SaslHandshake v0) has no ``response`` (None): the connection is just closed."""
 
     def __init__(self, response: Any, mechanism: str, message: str):
         super().__init__(message)
@@ -93,7 +100,8 @@ class AuthenticationFailed(Exception):
 
 class _State(enum.Enum):
     HANDSHAKE = "handshake"
-    AUTHENTICATE = "authenticate"
+    AUTHENTICATE = "authenticate"  # SaslAuthenticate requests (after SaslHandshake v1)
+    RAW_AUTHENTICATE = "raw_authenticate"  # raw token frames (after SaslHandshake v0)
     COMPLETE = "complete"
     FAILED = "failed"  # nothing more is served: the connection is closing
 
@@ -109,6 +117,11 @@ class SaslAuthenticator:
     @property
     def complete(self) -> bool:
         return self._state is _State.COMPLETE
+
+    @property
+    def expects_raw_token(self) -> bool:
+        """The next frame is a raw SASL token, not a Kafka request (after SaslHandshake v0)."""
+        return self._state is _State.RAW_AUTHENTICATE
 
     @property
     def mechanism(self) -> str | None:
@@ -156,7 +169,8 @@ class SaslAuthenticator:
                 f"enables {', '.join(enabled)}",
             )
         self._server = self.sasl.server(mechanism)
-        self._state = _State.AUTHENTICATE
+        # v1 (KIP-152): tokens in SaslAuthenticate requests; v0: raw token frames.
+        self._state = _State.AUTHENTICATE if header.api_version >= 1 else _State.RAW_AUTHENTICATE
         return build(schema, error_code=ErrorCode.none, mechanisms=enabled)
 
     async def authenticate(self, header: RequestHeader, request: Any) -> Any:
@@ -188,6 +202,21 @@ class SaslAuthenticator:
             auth_bytes=challenge,
             session_lifetime=NO_SESSION_LIFETIME,
         )
+
+    async def authenticate_raw(self, token: bytes) -> bytes:
+        """A raw token (after SaslHandshake v0): the server's raw token, or
+        ``AuthenticationFailed`` with no response (Kafka has none to send)."""
+        server = self._server
+        if self._state is not _State.RAW_AUTHENTICATE or server is None:
+            raise RuntimeError("a raw SASL token outside a SaslHandshake v0 exchange")
+        try:
+            challenge = await server.evaluate_response(token)
+        except SaslAuthenticationError as e:
+            self._state = _State.FAILED
+            raise AuthenticationFailed(None, server.mechanism, str(e)) from None
+        if server.complete:
+            self._state = _State.COMPLETE
+        return challenge
 
 
 def _api_name(api_key: int) -> str:

@@ -37,7 +37,8 @@ against ``max.connections`` (asyncio hands it over only once the handshake is do
 
 A SASL listener's server is given its ``ListenerSasl``: until a connection has authenticated,
 ``handle`` lets only ApiVersions, SaslHandshake and SaslAuthenticate through
-(``sasl_authenticator``; anything else closes it, reason ``unauthenticated``). A failed
+(``sasl_authenticator``; anything else closes it, reason ``unauthenticated``), or, after a
+SaslHandshake v0, takes each frame as a raw SASL token and answers a raw frame. A failed
 exchange is answered after ``connection.failed.authentication.delay.ms`` and the connection
 closed (reason ``authentication_failed``); each outcome is counted in
 ``odradek_sasl_authentications_total`` (listener, mechanism, result) and logged without a
@@ -55,6 +56,7 @@ import logging
 import select
 import time
 from collections.abc import Awaitable
+from typing import NoReturn
 
 from odradek.broker.budget import UNBOUNDED, RequestBudgets
 from odradek.broker.connection import CloseConnection, CloseReason, KafkaConnection
@@ -69,7 +71,7 @@ from odradek.protocol.apis import ApiKey, api_versions_fallback
 from odradek.protocol.codec import decode_request, encode_response_parts
 from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from odradek.protocol.framing import DEFAULT_MAX_FRAME_BYTES, DEFAULT_READ_BUFFER_BYTES
-from odradek.protocol.header import RequestHeader
+from odradek.protocol.header import REQUEST_HEADER_MIN_BYTES, RequestHeader
 from odradek.security.principal import KafkaPrincipal
 from odradek.security.tls import ListenerTls
 
@@ -266,21 +268,17 @@ class BrokerServer:
         Raises ``CloseConnection`` when the request cannot be answered; see the module.
         """
         started = time.perf_counter()
+        sasl = connection.sasl
+        if sasl is not None and sasl.expects_raw_token:  # after SaslHandshake v0: no header
+            return await self._authenticate_raw(frame, connection)
         try:
             header, request = decode_request(frame)
         except UnsupportedVersionError as e:
             if e.header.api_key == ApiKey.API_VERSIONS:
                 return encode_response_parts(e.header, api_versions_fallback())
-            if e.header.api_key == ApiKey.SASL_HANDSHAKE and e.header.api_version == 0:
-                raise CloseConnection(
-                    CloseReason.UNSUPPORTED_VERSION,
-                    "SaslHandshake v0 (raw SASL tokens without Kafka framing) is not supported: "
-                    "use a client that sends SaslHandshake v1 and SaslAuthenticate",
-                ) from e
             raise CloseConnection(CloseReason.UNSUPPORTED_VERSION, str(e)) from e
         except InvalidRequestError as e:
             raise CloseConnection(CloseReason.MALFORMED_REQUEST, str(e)) from e
-        sasl = connection.sasl
         if sasl is not None and not sasl.complete and header.api_key != ApiKey.API_VERSIONS:
             return await self._authenticate(header, request, connection, started)
         if sasl is not None and not sasl.complete:
@@ -362,33 +360,58 @@ class BrokerServer:
             else:
                 response = await sasl.authenticate(header, request)
         except AuthenticationFailed as e:
-            self._count_authentication(e.mechanism, "failed")
-            log.warning(
-                "authentication of %s on listener %s failed (%s): %s",
-                connection.peer,
-                self.listener.name,
-                e.mechanism,
-                e,
+            await self._fail_authentication(
+                e, connection, self._encode(header, e.response, started)
             )
-            answer = self._encode(header, e.response, started)
-            delay_ms = self.sasl.failed_authentication_delay_ms if self.sasl else 0
-            if delay_ms > 0:  # Kafka's connection.failed.authentication.delay.ms
-                await asyncio.sleep(delay_ms / 1000)
-            raise CloseConnection(
-                CloseReason.AUTHENTICATION_FAILED, f"SASL authentication failed: {e}", answer
-            ) from None
         if sasl.complete:
-            connection.principal = KafkaPrincipal.user(sasl.user)
-            connection.decoder.max_frame_bytes = self.max_frame_bytes
-            self._count_authentication(sasl.mechanism or "", "succeeded")
-            log.info(
-                "SASL connection %s on listener %s: principal %s (%s)",
-                connection.peer,
-                self.listener.name,
-                connection.principal,
-                sasl.mechanism,
-            )
+            self._authenticated(connection)
         return self._encode(header, response, started)
+
+    async def _authenticate_raw(self, token: memoryview, connection: KafkaConnection) -> list:
+        """A raw SASL token after SaslHandshake v0: the server's token as a raw frame."""
+        sasl = connection.sasl
+        assert sasl is not None
+        try:
+            challenge = await sasl.authenticate_raw(bytes(token))
+        except AuthenticationFailed as e:
+            await self._fail_authentication(e, connection, None)  # Kafka answers nothing
+        if sasl.complete:
+            self._authenticated(connection)
+        return [challenge]
+
+    async def _fail_authentication(
+        self, e: AuthenticationFailed, connection: KafkaConnection, answer: list | None
+    ) -> NoReturn:
+        """Count and log a failed exchange, wait Kafka's delay, then close after ``answer``."""
+        self._count_authentication(e.mechanism, "failed")
+        log.warning(
+            "authentication of %s on listener %s failed (%s): %s",
+            connection.peer,
+            self.listener.name,
+            e.mechanism,
+            e,
+        )
+        delay_ms = self.sasl.failed_authentication_delay_ms if self.sasl else 0
+        if delay_ms > 0:  # Kafka's connection.failed.authentication.delay.ms
+            await asyncio.sleep(delay_ms / 1000)
+        raise CloseConnection(
+            CloseReason.AUTHENTICATION_FAILED, f"SASL authentication failed: {e}", answer
+        ) from None
+
+    def _authenticated(self, connection: KafkaConnection) -> None:
+        sasl = connection.sasl
+        assert sasl is not None
+        connection.principal = KafkaPrincipal.user(sasl.user)
+        connection.decoder.max_frame_bytes = self.max_frame_bytes
+        connection.decoder.min_frame_bytes = REQUEST_HEADER_MIN_BYTES  # Kafka requests only
+        self._count_authentication(sasl.mechanism or "", "succeeded")
+        log.info(
+            "SASL connection %s on listener %s: principal %s (%s)",
+            connection.peer,
+            self.listener.name,
+            connection.principal,
+            sasl.mechanism,
+        )
 
     def _count_authentication(self, mechanism: str, result: str) -> None:
         metrics = self.context.metrics

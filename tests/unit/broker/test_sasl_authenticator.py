@@ -73,3 +73,33 @@ def test_an_unsupported_mechanism_and_a_wrong_password_fail_with_kafkas_errors()
     assert response.error_code is ErrorCode.sasl_authentication_failed
     assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in response.error_message
     assert not auth.complete
+
+
+def test_after_a_v0_handshake_the_tokens_are_raw_and_kafka_requests_resume_once_complete():
+    auth = _authenticator()
+    auth.handshake(_header(ApiKey.SASL_HANDSHAKE, 0), SimpleNamespace(mechanism="PLAIN"))
+    assert auth.expects_raw_token and not auth.complete
+    with pytest.raises(UnexpectedRequest):  # a SaslAuthenticate request is not a v0 token
+        auth.check_allowed(_header(ApiKey.SASL_HANDSHAKE))
+    answer = asyncio.run(auth.authenticate_raw(b"\x00alice\x00alice-secret"))
+    assert answer == b""  # PLAIN's empty token: sent as an empty frame, as Kafka's
+    assert auth.complete and not auth.expects_raw_token and auth.user == "alice"
+
+
+def test_a_refused_raw_token_fails_without_an_answer():
+    auth = _authenticator()
+    auth.handshake(_header(ApiKey.SASL_HANDSHAKE, 0), SimpleNamespace(mechanism="PLAIN"))
+    with pytest.raises(AuthenticationFailed, match="not UTF-8") as failed:
+        asyncio.run(auth.authenticate_raw(b"\xff garbage"))
+    assert failed.value.response is None and failed.value.mechanism == "PLAIN"
+    assert not auth.expects_raw_token and not auth.complete
+    with pytest.raises(UnexpectedRequest, match="after a failed SASL authentication"):
+        auth.check_allowed(_header(ApiKey.API_VERSIONS, 3))
+
+
+def test_a_v1_handshake_takes_no_raw_token():
+    auth = _authenticator()
+    auth.handshake(_header(ApiKey.SASL_HANDSHAKE, 1), SimpleNamespace(mechanism="PLAIN"))
+    assert not auth.expects_raw_token
+    with pytest.raises(RuntimeError, match="outside a SaslHandshake v0 exchange"):
+        asyncio.run(auth.authenticate_raw(b"\x00alice\x00alice-secret"))

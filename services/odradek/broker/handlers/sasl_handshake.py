@@ -1,4 +1,4 @@
-"""SaslHandshake (17), v1: once a connection has authenticated, or on a listener without SASL.
+"""SaslHandshake (17), v0-1: once a connection has authenticated, or on a listener without SASL.
 
 A SASL listener's connections hand their handshake to ``broker.sasl_authenticator`` before they
 have authenticated; whatever reaches this handler is answered ILLEGAL_SASL_STATE, as Kafka's
