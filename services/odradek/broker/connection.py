@@ -109,6 +109,8 @@ class CloseReason(enum.StrEnum):
     PEER_GONE = "peer_gone"  # found closed or reset while reading was paused
     NOT_ON_LISTENER = "not_on_listener"  # a client API on the control plane, as Kafka closes it
     AUTHENTICATION_FAILED = "authentication_failed"  # no principal mapping rule; SASL refused
+    SESSION_EXPIRED = "session_expired"  # KIP-368: not re-authenticated in time (Kafka's
+    # expired-connections-killed-count)
     UNAUTHENTICATED = "unauthenticated"  # a request SASL does not allow before authentication
     SHUTDOWN = "shutdown"  # the broker is stopping
 

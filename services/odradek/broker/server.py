@@ -42,7 +42,12 @@ SaslHandshake v0, takes each frame as a raw SASL token and answers a raw frame. 
 exchange is answered after ``connection.failed.authentication.delay.ms`` and the connection
 closed (reason ``authentication_failed``); each outcome is counted in
 ``odradek_sasl_authentications_total`` (listener, mechanism, result) and logged without a
-secret. Once authenticated the connection's principal is ``User:<name>``.
+secret. Once authenticated the connection's principal is ``User:<name>``. KIP-368, as Kafka's
+Processor: on an authenticated connection a SaslHandshake that begins a re-authentication
+(``SaslAuthenticator.begin_reauthentication``) goes back to the authenticator, its frames bounded
+as before the first; otherwise a request of a connection whose session has expired closes it
+(reason ``session_expired``, Kafka's expired-connections-killed-count). Re-authentications are
+counted with results ``reauthentication_succeeded`` and ``reauthentication_failed``.
 
 Runs on the broker's event loop only.
 """
@@ -279,7 +284,24 @@ class BrokerServer:
             raise CloseConnection(CloseReason.UNSUPPORTED_VERSION, str(e)) from e
         except InvalidRequestError as e:
             raise CloseConnection(CloseReason.MALFORMED_REQUEST, str(e)) from e
-        if sasl is not None and not sasl.complete and header.api_key != ApiKey.API_VERSIONS:
+        if sasl is not None and sasl.complete:
+            if header.api_key == ApiKey.SASL_HANDSHAKE and sasl.begin_reauthentication():
+                self._bound_frames_for_authentication(connection)
+                log.info(
+                    "SASL connection %s on listener %s (%s): re-authenticating",
+                    connection.peer,
+                    self.listener.name,
+                    connection.principal,
+                )
+                return await self._authenticate(header, request, connection, started)
+            if sasl.session_expired():  # Kafka's Processor: closed, and counted
+                raise CloseConnection(
+                    CloseReason.SESSION_EXPIRED,
+                    f"the SASL session of {connection.principal} on listener "
+                    f"{self.listener.name} expired without re-authentication "
+                    f"(connections.max.reauth.ms, KIP-368)",
+                )
+        elif sasl is not None and header.api_key != ApiKey.API_VERSIONS:
             return await self._authenticate(header, request, connection, started)
         if sasl is not None and not sasl.complete:
             self._check_sasl_allows(header, connection)
@@ -383,9 +405,13 @@ class BrokerServer:
         self, e: AuthenticationFailed, connection: KafkaConnection, answer: list | None
     ) -> NoReturn:
         """Count and log a failed exchange, wait Kafka's delay, then close after ``answer``."""
-        self._count_authentication(e.mechanism, "failed")
+        reauthenticating = connection.sasl is not None and connection.sasl.reauthenticating
+        self._count_authentication(
+            e.mechanism, "reauthentication_failed" if reauthenticating else "failed"
+        )
         log.warning(
-            "authentication of %s on listener %s failed (%s): %s",
+            "%s of %s on listener %s failed (%s): %s",
+            "re-authentication" if reauthenticating else "authentication",
             connection.peer,
             self.listener.name,
             e.mechanism,
@@ -399,19 +425,38 @@ class BrokerServer:
         ) from None
 
     def _authenticated(self, connection: KafkaConnection) -> None:
+        """The exchange completed: the principal (the same one after a re-authentication),
+        frames of any size again, and a count (Kafka's successful-(re)authentication)."""
         sasl = connection.sasl
         assert sasl is not None
+        again = sasl.successful_authentications > 1
         connection.principal = KafkaPrincipal.user(sasl.user)
         connection.decoder.max_frame_bytes = self.max_frame_bytes
         connection.decoder.min_frame_bytes = REQUEST_HEADER_MIN_BYTES  # Kafka requests only
-        self._count_authentication(sasl.mechanism or "", "succeeded")
+        self._count_authentication(
+            sasl.mechanism or "", "reauthentication_succeeded" if again else "succeeded"
+        )
+        expires = sasl.session_expires_at_ms
         log.info(
-            "SASL connection %s on listener %s: principal %s (%s)",
+            "SASL connection %s on listener %s: principal %s (%s)%s, session %s",
             connection.peer,
             self.listener.name,
             connection.principal,
             sasl.mechanism,
+            " re-authenticated" if again else "",
+            "without expiry"
+            if expires is None
+            else f"expires at {datetime.datetime.fromtimestamp(expires / 1000, datetime.UTC)}",
         )
+
+    def _bound_frames_for_authentication(self, connection: KafkaConnection) -> None:
+        """Frames during a re-authentication are bounded as before the first (Kafka reads
+        them with ``sasl.server.max.receive.size``), and may be raw tokens."""
+        if self.sasl is not None:
+            connection.decoder.max_frame_bytes = min(
+                self.max_frame_bytes, self.sasl.max_receive_bytes
+            )
+        connection.decoder.min_frame_bytes = 0
 
     def _count_authentication(self, mechanism: str, result: str) -> None:
         metrics = self.context.metrics

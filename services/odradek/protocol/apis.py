@@ -183,7 +183,7 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # KIP-664; the only version
         # v0 is followed by raw SASL tokens outside Kafka's framing (broker.sasl_authenticator)
         ApiKey.SASL_HANDSHAKE: (0, 1),
-        ApiKey.SASL_AUTHENTICATE: (0, 2),  # v1 adds session_lifetime_ms (0: no KIP-368)
+        ApiKey.SASL_AUTHENTICATE: (0, 2),  # v1 adds session_lifetime_ms (KIP-368)
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
