@@ -394,6 +394,7 @@ class BrokerApp:
             lookup,
             config.connection_failed_authentication_delay_ms,
             config.sasl_server_max_receive_size,
+            settings.max_reauth_ms(),
         )
 
     async def _serve(

@@ -35,8 +35,10 @@ Per connection, as Kafka's SocketServer does it:
 - On a SASL listener (SASL_PLAINTEXT, SASL_SSL) the connection starts unauthenticated
   (``sasl``, a ``broker.sasl_authenticator.SaslAuthenticator``): the server lets only
   ApiVersions, SaslHandshake and SaslAuthenticate through until the exchange completes, and
-  the frames are bounded by ``sasl.server.max.receive.size`` until then. A failed exchange
-  is answered, then the connection is closed (``CloseConnection.answer``).
+  the frames are bounded by ``sasl.server.max.receive.size`` until then (and may be shorter
+  than a request header: after SaslHandshake v0 they are raw tokens, which the server answers
+  with raw frames). A failed exchange is answered (unless it was a raw token), then the
+  connection is closed (``CloseConnection.answer``).
 - Requests already received whole are still handled after the client goes away (their answers
   go nowhere), as Kafka handles what reached its request queue: a producer's retry then finds
   the first attempt in the log instead of racing it.
@@ -73,6 +75,7 @@ from typing import TYPE_CHECKING
 from odradek.broker.sasl_authenticator import SaslAuthenticator
 from odradek.protocol.errors import InvalidFrameError
 from odradek.protocol.framing import Frame, FrameDecoder, encode_frame
+from odradek.protocol.header import REQUEST_HEADER_MIN_BYTES
 from odradek.protocol.parts import FileRegion, is_buffer
 from odradek.security.principal import ANONYMOUS, KafkaPrincipal
 from odradek.security.principal_mapping import NoMatchingRule
@@ -106,6 +109,8 @@ class CloseReason(enum.StrEnum):
     PEER_GONE = "peer_gone"  # found closed or reset while reading was paused
     NOT_ON_LISTENER = "not_on_listener"  # a client API on the control plane, as Kafka closes it
     AUTHENTICATION_FAILED = "authentication_failed"  # no principal mapping rule; SASL refused
+    SESSION_EXPIRED = "session_expired"  # KIP-368: not re-authenticated in time (Kafka's
+    # expired-connections-killed-count)
     UNAUTHENTICATED = "unauthenticated"  # a request SASL does not allow before authentication
     SHUTDOWN = "shutdown"  # the broker is stopping
 
@@ -132,6 +137,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             max_frame_bytes = min(max_frame_bytes, server.sasl.max_receive_bytes)
         self.decoder = FrameDecoder(
             max_frame_bytes=max_frame_bytes,
+            # A raw SASL token (after SaslHandshake v0) may be shorter than a request header,
+            # even empty; raised to a header's size once authenticated (BrokerServer).
+            min_frame_bytes=0 if server.sasl is not None else REQUEST_HEADER_MIN_BYTES,
             read_buffer_bytes=server.read_buffer_bytes,
             memory=server.request_memory,
             buffers=server.frame_buffers,

@@ -37,11 +37,17 @@ against ``max.connections`` (asyncio hands it over only once the handshake is do
 
 A SASL listener's server is given its ``ListenerSasl``: until a connection has authenticated,
 ``handle`` lets only ApiVersions, SaslHandshake and SaslAuthenticate through
-(``sasl_authenticator``; anything else closes it, reason ``unauthenticated``). A failed
+(``sasl_authenticator``; anything else closes it, reason ``unauthenticated``), or, after a
+SaslHandshake v0, takes each frame as a raw SASL token and answers a raw frame. A failed
 exchange is answered after ``connection.failed.authentication.delay.ms`` and the connection
 closed (reason ``authentication_failed``); each outcome is counted in
 ``odradek_sasl_authentications_total`` (listener, mechanism, result) and logged without a
-secret. Once authenticated the connection's principal is ``User:<name>``.
+secret. Once authenticated the connection's principal is ``User:<name>``. KIP-368, as Kafka's
+Processor: on an authenticated connection a SaslHandshake that begins a re-authentication
+(``SaslAuthenticator.begin_reauthentication``) goes back to the authenticator, its frames bounded
+as before the first; otherwise a request of a connection whose session has expired closes it
+(reason ``session_expired``, Kafka's expired-connections-killed-count). Re-authentications are
+counted with results ``reauthentication_succeeded`` and ``reauthentication_failed``.
 
 Runs on the broker's event loop only.
 """
@@ -55,6 +61,7 @@ import logging
 import select
 import time
 from collections.abc import Awaitable
+from typing import NoReturn
 
 from odradek.broker.budget import UNBOUNDED, RequestBudgets
 from odradek.broker.connection import CloseConnection, CloseReason, KafkaConnection
@@ -69,7 +76,7 @@ from odradek.protocol.apis import ApiKey, api_versions_fallback
 from odradek.protocol.codec import decode_request, encode_response_parts
 from odradek.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from odradek.protocol.framing import DEFAULT_MAX_FRAME_BYTES, DEFAULT_READ_BUFFER_BYTES
-from odradek.protocol.header import RequestHeader
+from odradek.protocol.header import REQUEST_HEADER_MIN_BYTES, RequestHeader
 from odradek.security.principal import KafkaPrincipal
 from odradek.security.tls import ListenerTls
 
@@ -266,22 +273,35 @@ class BrokerServer:
         Raises ``CloseConnection`` when the request cannot be answered; see the module.
         """
         started = time.perf_counter()
+        sasl = connection.sasl
+        if sasl is not None and sasl.expects_raw_token:  # after SaslHandshake v0: no header
+            return await self._authenticate_raw(frame, connection)
         try:
             header, request = decode_request(frame)
         except UnsupportedVersionError as e:
             if e.header.api_key == ApiKey.API_VERSIONS:
                 return encode_response_parts(e.header, api_versions_fallback())
-            if e.header.api_key == ApiKey.SASL_HANDSHAKE and e.header.api_version == 0:
-                raise CloseConnection(
-                    CloseReason.UNSUPPORTED_VERSION,
-                    "SaslHandshake v0 (raw SASL tokens without Kafka framing) is not supported: "
-                    "use a client that sends SaslHandshake v1 and SaslAuthenticate",
-                ) from e
             raise CloseConnection(CloseReason.UNSUPPORTED_VERSION, str(e)) from e
         except InvalidRequestError as e:
             raise CloseConnection(CloseReason.MALFORMED_REQUEST, str(e)) from e
-        sasl = connection.sasl
-        if sasl is not None and not sasl.complete and header.api_key != ApiKey.API_VERSIONS:
+        if sasl is not None and sasl.complete:
+            if header.api_key == ApiKey.SASL_HANDSHAKE and sasl.begin_reauthentication():
+                self._bound_frames_for_authentication(connection)
+                log.info(
+                    "SASL connection %s on listener %s (%s): re-authenticating",
+                    connection.peer,
+                    self.listener.name,
+                    connection.principal,
+                )
+                return await self._authenticate(header, request, connection, started)
+            if sasl.session_expired():  # Kafka's Processor: closed, and counted
+                raise CloseConnection(
+                    CloseReason.SESSION_EXPIRED,
+                    f"the SASL session of {connection.principal} on listener "
+                    f"{self.listener.name} expired without re-authentication "
+                    f"(connections.max.reauth.ms, KIP-368)",
+                )
+        elif sasl is not None and header.api_key != ApiKey.API_VERSIONS:
             return await self._authenticate(header, request, connection, started)
         if sasl is not None and not sasl.complete:
             self._check_sasl_allows(header, connection)
@@ -362,33 +382,81 @@ class BrokerServer:
             else:
                 response = await sasl.authenticate(header, request)
         except AuthenticationFailed as e:
-            self._count_authentication(e.mechanism, "failed")
-            log.warning(
-                "authentication of %s on listener %s failed (%s): %s",
-                connection.peer,
-                self.listener.name,
-                e.mechanism,
-                e,
+            await self._fail_authentication(
+                e, connection, self._encode(header, e.response, started)
             )
-            answer = self._encode(header, e.response, started)
-            delay_ms = self.sasl.failed_authentication_delay_ms if self.sasl else 0
-            if delay_ms > 0:  # Kafka's connection.failed.authentication.delay.ms
-                await asyncio.sleep(delay_ms / 1000)
-            raise CloseConnection(
-                CloseReason.AUTHENTICATION_FAILED, f"SASL authentication failed: {e}", answer
-            ) from None
         if sasl.complete:
-            connection.principal = KafkaPrincipal.user(sasl.user)
-            connection.decoder.max_frame_bytes = self.max_frame_bytes
-            self._count_authentication(sasl.mechanism or "", "succeeded")
-            log.info(
-                "SASL connection %s on listener %s: principal %s (%s)",
-                connection.peer,
-                self.listener.name,
-                connection.principal,
-                sasl.mechanism,
-            )
+            self._authenticated(connection)
         return self._encode(header, response, started)
+
+    async def _authenticate_raw(self, token: memoryview, connection: KafkaConnection) -> list:
+        """A raw SASL token after SaslHandshake v0: the server's token as a raw frame."""
+        sasl = connection.sasl
+        assert sasl is not None
+        try:
+            challenge = await sasl.authenticate_raw(bytes(token))
+        except AuthenticationFailed as e:
+            await self._fail_authentication(e, connection, None)  # Kafka answers nothing
+        if sasl.complete:
+            self._authenticated(connection)
+        return [challenge]
+
+    async def _fail_authentication(
+        self, e: AuthenticationFailed, connection: KafkaConnection, answer: list | None
+    ) -> NoReturn:
+        """Count and log a failed exchange, wait Kafka's delay, then close after ``answer``."""
+        reauthenticating = connection.sasl is not None and connection.sasl.reauthenticating
+        self._count_authentication(
+            e.mechanism, "reauthentication_failed" if reauthenticating else "failed"
+        )
+        log.warning(
+            "%s of %s on listener %s failed (%s): %s",
+            "re-authentication" if reauthenticating else "authentication",
+            connection.peer,
+            self.listener.name,
+            e.mechanism,
+            e,
+        )
+        delay_ms = self.sasl.failed_authentication_delay_ms if self.sasl else 0
+        if delay_ms > 0:  # Kafka's connection.failed.authentication.delay.ms
+            await asyncio.sleep(delay_ms / 1000)
+        raise CloseConnection(
+            CloseReason.AUTHENTICATION_FAILED, f"SASL authentication failed: {e}", answer
+        ) from None
+
+    def _authenticated(self, connection: KafkaConnection) -> None:
+        """The exchange completed: the principal (the same one after a re-authentication),
+        frames of any size again, and a count (Kafka's successful-(re)authentication)."""
+        sasl = connection.sasl
+        assert sasl is not None
+        again = sasl.successful_authentications > 1
+        connection.principal = KafkaPrincipal.user(sasl.user)
+        connection.decoder.max_frame_bytes = self.max_frame_bytes
+        connection.decoder.min_frame_bytes = REQUEST_HEADER_MIN_BYTES  # Kafka requests only
+        self._count_authentication(
+            sasl.mechanism or "", "reauthentication_succeeded" if again else "succeeded"
+        )
+        expires = sasl.session_expires_at_ms
+        log.info(
+            "SASL connection %s on listener %s: principal %s (%s)%s, session %s",
+            connection.peer,
+            self.listener.name,
+            connection.principal,
+            sasl.mechanism,
+            " re-authenticated" if again else "",
+            "without expiry"
+            if expires is None
+            else f"expires at {datetime.datetime.fromtimestamp(expires / 1000, datetime.UTC)}",
+        )
+
+    def _bound_frames_for_authentication(self, connection: KafkaConnection) -> None:
+        """Frames during a re-authentication are bounded as before the first (Kafka reads
+        them with ``sasl.server.max.receive.size``), and may be raw tokens."""
+        if self.sasl is not None:
+            connection.decoder.max_frame_bytes = min(
+                self.max_frame_bytes, self.sasl.max_receive_bytes
+            )
+        connection.decoder.min_frame_bytes = 0
 
     def _count_authentication(self, mechanism: str, result: str) -> None:
         metrics = self.context.metrics

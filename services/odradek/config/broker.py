@@ -883,6 +883,7 @@ class BrokerConfig(PropertiesConfig):
         "connection.failed.authentication.delay.ms"
     )
     sasl_server_max_receive_size: int = _default("sasl.server.max.receive.size")
+    connections_max_reauth_ms: int = _default("connections.max.reauth.ms")
     zookeeper_set_acl: bool = False
     zookeeper_ssl_client_enable: bool = False
     zookeeper_clientCnxnSocket: str | None = None  # noqa: N815 (Kafka's key name)
@@ -1013,8 +1014,8 @@ class BrokerConfig(PropertiesConfig):
     log_message_timestamp_after_max_ms: int = _default("log.message.timestamp.after.max.ms")
     # listener.name.<l>.ssl.* overrides as (LISTENER, key, value), sorted (config.ssl)
     listener_ssl_overrides: tuple[tuple[str, str, object], ...] = ()
-    # listener.name.<l>.sasl.enabled.mechanisms and .<mechanism>.sasl.jaas.config, as
-    # (LISTENER, key, value) sorted (config.sasl)
+    # listener.name.<l>.sasl.enabled.mechanisms, .<mechanism>.sasl.jaas.config and
+    # .<mechanism>.connections.max.reauth.ms, as (LISTENER, key, value) sorted (config.sasl)
     listener_sasl_overrides: tuple[tuple[str, str, object], ...] = ()
 
     # the keys server.properties and --override named (PropertiesConfig.NAMED_KEYS_FIELD);
@@ -1064,7 +1065,10 @@ class BrokerConfig(PropertiesConfig):
     def sasl_settings(self, listener_name: str) -> SaslSettings:
         """What the SASL listener ``listener_name`` uses: its overrides over the broker's keys."""
         return SaslSettings.resolve(
-            listener_name, self.sasl_enabled_mechanisms, self.listener_sasl_overrides
+            listener_name,
+            self.sasl_enabled_mechanisms,
+            self.listener_sasl_overrides,
+            self.connections_max_reauth_ms,
         )
 
     def zookeeper_client_settings(self) -> ZkClientSettings:

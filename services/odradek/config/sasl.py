@@ -5,7 +5,8 @@ is not implemented: a SASL listener needs it set, broker-wide or for the listene
 ``sasl.mechanism.inter.broker.protocol`` (refused when set: brokers and the controller do not
 speak SASL to each other yet), ``connection.failed.authentication.delay.ms`` (100) and
 ``sasl.server.max.receive.size`` (524288: the largest request a connection may send before it
-has authenticated).
+has authenticated) and ``connections.max.reauth.ms`` (0: KIP-368's session lifetime, after which
+a connection that has not re-authenticated is closed at its next request; 0 is none).
 
 Per listener, as Kafka's ``ListenerName.saslMechanismConfigPrefix``:
 
@@ -15,12 +16,14 @@ Per listener, as Kafka's ``ListenerName.saslMechanismConfigPrefix``:
   options are the users; for SCRAM (optional) a
   ``org.apache.kafka.common.security.scram.ScramLoginModule`` with no options (SCRAM users are
   in ZooKeeper). ``username``/``password`` options are the broker's own credentials for
-  inter-broker SASL, not implemented: refused.
+  inter-broker SASL, not implemented: refused;
+- ``listener.name.<l>.<mechanism, lower case>.connections.max.reauth.ms`` wins over the
+  broker-wide ``connections.max.reauth.ms`` for that mechanism's connections on the listener.
 
 ``SaslSettings.resolve`` gives what one SASL listener uses; ``check`` refuses what is not
 honoured, by name: GSSAPI, OAUTHBEARER or an unknown mechanism, a JAAS config of another login
-module, a JAAS config for a mechanism the listener does not enable. Pure and immutable: any
-thread.
+module, a JAAS config (or a ``connections.max.reauth.ms``) for a mechanism the listener does
+not enable. Pure and immutable: any thread.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ __all__ = [
 
 _PREFIX = "listener.name."
 JAAS_SUFFIX = "sasl.jaas.config"
+MAX_REAUTH = "connections.max.reauth.ms"
 ENABLED_MECHANISMS = "sasl.enabled.mechanisms"
 LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
@@ -70,6 +74,16 @@ def _mechanisms(name: str, raw: object) -> tuple[str, ...]:
                 f"{', '.join(SUPPORTED_MECHANISMS)}",
             )
     return mechanisms
+
+
+def _max_reauth_ms(name: str, raw: object) -> int:
+    try:
+        value = int(str(raw).strip()) if not isinstance(raw, bool) else None
+    except ValueError:
+        value = None
+    if value is None or value < 0:
+        raise invalid_value(name, raw, "Expected a value of type LONG, at least 0")
+    return value
 
 
 def _jaas(name: str, raw: object) -> str:
@@ -114,19 +128,31 @@ SASL_KEYS: tuple[ConfigKey, ...] = (
         "The largest request a SASL connection may send before it has authenticated.",
         minimum=1,
     ),
+    ConfigKey(
+        MAX_REAUTH,
+        _T.LONG,
+        0,
+        "KIP-368: a SASL connection's session lifetime (at most, with the credential's own "
+        "expiry); the client must re-authenticate within it or its next request closes the "
+        "connection. 0 (Kafka's default): no limit, no re-authentication.",
+        minimum=0,
+    ),
 )
 _BROKER_WIDE = {key.name for key in SASL_KEYS}
 
 
 def parse_listener_sasl_key(name: str) -> tuple[str, str] | None:
     """``listener.name.<l>.<key>`` into (LISTENER, key) when key is a per-listener SASL key
-    (``sasl.enabled.mechanisms``, ``<mechanism>.sasl.jaas.config``); None otherwise."""
+    (``sasl.enabled.mechanisms``, ``<mechanism>.sasl.jaas.config``,
+    ``<mechanism>.connections.max.reauth.ms``); None otherwise."""
     if not name.startswith(_PREFIX):
         return None
     listener, dot, key = name[len(_PREFIX) :].partition(".")
     if not dot or not listener:
         return None
     if key == ENABLED_MECHANISMS or key.endswith(f".{JAAS_SUFFIX}"):
+        return listener.upper(), key
+    if key.endswith(f".{MAX_REAUTH}") and len(key) > len(MAX_REAUTH) + 1:
         return listener.upper(), key
     return None
 
@@ -146,8 +172,9 @@ def unsupported_sasl_key(name: str) -> InvalidConfigError | None:
             return None
         return InvalidConfigError(
             f"{name} is not supported: per listener, Odradek's SASL honours only "
-            f"listener.name.<listener>.{ENABLED_MECHANISMS} and "
-            f"listener.name.<listener>.<mechanism>.{JAAS_SUFFIX}; remove it"
+            f"listener.name.<listener>.{ENABLED_MECHANISMS}, "
+            f"listener.name.<listener>.<mechanism>.{JAAS_SUFFIX} and "
+            f"listener.name.<listener>.<mechanism>.{MAX_REAUTH}; remove it"
         )
     if not name.startswith("sasl.") or name in _BROKER_WIDE:
         return None
@@ -166,6 +193,8 @@ def unsupported_sasl_key(name: str) -> InvalidConfigError | None:
 def parse_listener_sasl_value(key: str, name: str, raw: object) -> object:
     if key == ENABLED_MECHANISMS:
         return _mechanisms(name, raw)
+    if key.endswith(f".{MAX_REAUTH}"):
+        return _max_reauth_ms(name, raw)
     return _jaas(name, raw)
 
 
@@ -188,6 +217,10 @@ class SaslSettings:
     jaas_configs: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({}), repr=False
     )  # mechanism -> raw sasl.jaas.config
+    broker_max_reauth_ms: int = 0  # connections.max.reauth.ms
+    max_reauth_overrides: Mapping[str, int] = field(
+        default_factory=lambda: MappingProxyType({})
+    )  # mechanism -> listener.name.<l>.<mechanism>.connections.max.reauth.ms
 
     @classmethod
     def resolve(
@@ -195,18 +228,39 @@ class SaslSettings:
         listener: str,
         broker_wide_mechanisms: tuple[str, ...],
         overrides: tuple[tuple[str, str, object], ...],
+        broker_max_reauth_ms: int = 0,
     ) -> SaslSettings:
         mechanisms = broker_wide_mechanisms
         configs: dict[str, str] = {}
+        max_reauth: dict[str, int] = {}
         for name, key, value in overrides:
             if name != listener:
                 continue
             if key == ENABLED_MECHANISMS:
                 assert isinstance(value, tuple)
                 mechanisms = value
+            elif key.endswith(f".{MAX_REAUTH}"):
+                assert isinstance(value, int)
+                max_reauth[key.removesuffix(f".{MAX_REAUTH}").upper()] = value
             else:
                 configs[key.removesuffix(f".{JAAS_SUFFIX}").upper()] = str(value)
-        return cls(listener, mechanisms, MappingProxyType(configs))
+        return cls(
+            listener,
+            mechanisms,
+            MappingProxyType(configs),
+            broker_max_reauth_ms,
+            MappingProxyType(max_reauth),
+        )
+
+    def max_reauth_ms(self) -> Mapping[str, int]:
+        """``connections.max.reauth.ms`` of each enabled mechanism (0: none), as Kafka's
+        ``connectionsMaxReauthMsByMechanism``."""
+        return MappingProxyType(
+            {
+                mechanism: self.max_reauth_overrides.get(mechanism, self.broker_max_reauth_ms)
+                for mechanism in self.enabled_mechanisms
+            }
+        )
 
     def check(self) -> None:
         """Refuse what is not honoured (see the module); raises ``InvalidConfigError``."""
@@ -225,12 +279,16 @@ class SaslSettings:
                     f"{ENABLED_MECHANISMS} (or {prefix}.{ENABLED_MECHANISMS}) to some of "
                     f"{', '.join(SUPPORTED_MECHANISMS)}"
                 )
-        for mechanism in self.jaas_configs:
-            if mechanism not in self.enabled_mechanisms:
-                raise InvalidConfigError(
-                    f"{prefix}.{mechanism.lower()}.{JAAS_SUFFIX} is set, but {where} does not "
-                    f"enable {mechanism} (enabled: {', '.join(self.enabled_mechanisms)})"
-                )
+        for suffix, mechanisms in (
+            (JAAS_SUFFIX, self.jaas_configs),
+            (MAX_REAUTH, self.max_reauth_overrides),
+        ):
+            for mechanism in mechanisms:
+                if mechanism not in self.enabled_mechanisms:
+                    raise InvalidConfigError(
+                        f"{prefix}.{mechanism.lower()}.{suffix} is set, but {where} does not "
+                        f"enable {mechanism} (enabled: {', '.join(self.enabled_mechanisms)})"
+                    )
         if "PLAIN" in self.enabled_mechanisms and "PLAIN" not in self.jaas_configs:
             raise InvalidConfigError(
                 f"{where} enables PLAIN but has no users: set {prefix}.plain.{JAAS_SUFFIX}="

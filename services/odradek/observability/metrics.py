@@ -506,7 +506,7 @@ def broker_metrics(
         sasl_authentications=Counter(
             f"{NAMESPACE}_sasl_authentications",
             "SASL authentications on SASL listeners, by listener, mechanism and result "
-            "(succeeded, failed).",
+            "(succeeded, failed, reauthentication_succeeded, reauthentication_failed).",
             ["listener", "mechanism", "result"],
             registry=registry,
         ),

@@ -17,8 +17,9 @@ speak, within what kio 0.6.5 has, and no higher than what the broker implements:
 - ApiVersions 0-4 (kio has 4), the admin APIs at kio's full range; ElectLeaders 0-2 too (the
   broker forwards it to the controller's listener, which serves the same range).
 - DescribeCluster 0-1 (v2 adds KIP-1073's fenced brokers, which a ZooKeeper cluster has not).
-- SaslHandshake 1 only (v0 is followed by raw SASL tokens, not Kafka requests: refused with
-  a message), SaslAuthenticate 0-2; the SCRAM credential APIs (KIP-554) at v0.
+- SaslHandshake 0-1 (v0 is followed by raw SASL tokens, not Kafka requests:
+  ``broker.sasl_authenticator``; librdkafka 2.0.2 does SASL only when v0 is advertised),
+  SaslAuthenticate 0-2; the SCRAM credential APIs (KIP-554) at v0.
 kafka-python infers a broker version from what is advertised (Produce 11 reads as Kafka 3.8) and
 turns features on from that: keep that in mind before raising a maximum.
 
@@ -182,10 +183,9 @@ SUPPORTED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
         ApiKey.DESCRIBE_CLUSTER: (0, 1),
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # KIP-664; the only version
-        # v0 is followed by raw SASL tokens outside Kafka's framing: not served (every client
-        # that speaks v1 uses it; broker.sasl_authenticator)
-        ApiKey.SASL_HANDSHAKE: (1, 1),
-        ApiKey.SASL_AUTHENTICATE: (0, 2),  # v1 adds session_lifetime_ms (0: no KIP-368)
+        # v0 is followed by raw SASL tokens outside Kafka's framing (broker.sasl_authenticator)
+        ApiKey.SASL_HANDSHAKE: (0, 1),
+        ApiKey.SASL_AUTHENTICATE: (0, 2),  # v1 adds session_lifetime_ms (KIP-368)
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),

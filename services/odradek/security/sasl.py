@@ -19,6 +19,11 @@ no password, and for PLAIN and SCRAM it is the same for an unknown user and a wr
   scramp's ``make_server`` refuses salts under 12 bytes, a rule for making new salts, so the
   server is built from ``scramp.core`` with the stored salt as it is (``_scramp_server``).
 
+``credential_expires_at_ms`` is when the credential the client authenticated with stops being
+valid (epoch milliseconds; Kafka's ``CREDENTIAL_LIFETIME_MS`` negotiated property), or None when
+it does not expire (PLAIN, SCRAM): the session lifetime of KIP-368 is bounded by it
+(``broker.sasl_authenticator``).
+
 An authorization id different from the user name is refused, as Kafka does. One exchange per
 object, on one event loop; not thread-safe.
 """
@@ -68,6 +73,11 @@ class SaslServer(Protocol):
         """The authenticated user name (only once ``complete``)."""
         ...
 
+    @property
+    def credential_expires_at_ms(self) -> int | None:
+        """When the credential expires (epoch ms), None if never (only once ``complete``)."""
+        ...
+
     async def evaluate_response(self, token: bytes) -> bytes: ...
 
 
@@ -89,6 +99,10 @@ class PlainServer:
         if self._user is None:
             raise RuntimeError("PLAIN authentication has not completed")
         return self._user
+
+    @property
+    def credential_expires_at_ms(self) -> int | None:
+        return None  # a password does not expire
 
     async def evaluate_response(self, token: bytes) -> bytes:
         if self._user is not None:
@@ -159,6 +173,10 @@ class ScramServer:
         if not self._complete or self._username is None:
             raise RuntimeError(f"{self.mechanism} authentication has not completed")
         return self._username
+
+    @property
+    def credential_expires_at_ms(self) -> int | None:
+        return None  # a SCRAM credential does not expire (delegation tokens are not served)
 
     def _failed(self) -> SaslAuthenticationError:
         # Kafka's words for a SaslException from its ScramSaslServer: the same for an unknown

@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import scramp
 import trustme
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import (
@@ -349,3 +350,89 @@ def test_authentications_are_counted_by_listener_mechanism_and_result(cluster):
     ):
         assert f"odradek_sasl_authentications_total{{{labels}}}" in text, labels
     assert 'odradek_connections_closed_total{reason="unauthenticated"}' in text
+
+
+def _raw_token(sock: socket.socket, token: bytes) -> bytes:
+    """A raw SASL frame (after SaslHandshake v0) and the server's raw answer."""
+    sock.sendall(struct.pack(">i", len(token)) + token)
+    size = struct.unpack(">i", _read_exactly(sock, 4))[0]
+    return _read_exactly(sock, size)
+
+
+def _v0_handshake(sock: socket.socket, mechanism: str) -> None:
+    _send(sock, request_schema(18, 0)(), 1)
+    versions = {k.api_key: (k.min_version, k.max_version) for k in _receive(sock, 18, 0).api_keys}
+    assert versions[17] == (0, 1)  # SaslHandshake v0 is advertised (librdkafka 2.0.2 needs it)
+    _send(sock, request_schema(17, 0)(mechanism=mechanism), 2)
+    assert _receive(sock, 17, 0).error_code == 0
+
+
+@pytest.mark.parametrize("mechanism", list(USERS))
+def test_sasl_handshake_v0_takes_raw_tokens_then_kafka_requests(cluster, mechanism):
+    ports, _, _, _ = cluster
+    user, password = USERS[mechanism]
+    with socket.create_connection(("127.0.0.1", ports["SASL"]), timeout=WAIT_S) as sock:
+        _v0_handshake(sock, mechanism)
+        if mechanism == "PLAIN":
+            assert _raw_token(sock, f"\0{user}\0{password}".encode()) == b""  # as Kafka's
+        else:
+            client = scramp.ScramClient([mechanism], user, password)
+            server_first = _raw_token(sock, client.get_client_first().encode())
+            client.set_server_first(server_first.decode())
+            server_final = _raw_token(sock, client.get_client_final().encode())
+            client.set_server_final(server_final.decode())  # verifies the server's signature
+        _send(sock, request_schema(3, 1)(topics=None), 3)
+        assert _receive(sock, 3, 1).brokers  # authenticated: Kafka requests again
+
+
+def test_a_refused_raw_token_closes_the_connection_without_an_answer(cluster):
+    ports, log_file, _, _ = cluster
+    with socket.create_connection(("127.0.0.1", ports["SASL"]), timeout=WAIT_S) as sock:
+        _v0_handshake(sock, "PLAIN")
+        sock.sendall(struct.pack(">i", 6) + b"\xffjunk!")
+        assert sock.recv(1) == b""  # no answer: closed after the failure delay
+    with socket.create_connection(("127.0.0.1", ports["SASL"]), timeout=WAIT_S) as sock:
+        _v0_handshake(sock, "SCRAM-SHA-512")
+        sock.sendall(struct.pack(">i", 0))  # an empty client-first message
+        assert sock.recv(1) == b""
+    assert "Invalid SASL/PLAIN response: not UTF-8" in log_file.read_text()
+
+
+def test_a_raw_token_larger_than_the_bound_closes_the_connection(cluster):
+    ports, _, _, _ = cluster
+    with socket.create_connection(("127.0.0.1", ports["SASL"]), timeout=WAIT_S) as sock:
+        _v0_handshake(sock, "PLAIN")
+        sock.sendall(struct.pack(">i", 524288 + 1) + b"\x00" * 1024)  # sasl.server.max.receive.size
+        assert sock.recv(1) == b""
+    with socket.create_connection(("127.0.0.1", ports["SASL"]), timeout=WAIT_S) as sock:
+        _v0_handshake(sock, "PLAIN")
+        sock.sendall(struct.pack(">i", -1))  # a negative size
+        assert sock.recv(1) == b""
+
+
+def test_kafka_python_with_sasl_handshake_v0_round_trips(cluster):
+    """kafka-python told the broker is Kafka 0.11 sends SaslHandshake v0 and raw tokens."""
+    ports, _, _, _ = cluster
+    user, password = USERS["SCRAM-SHA-256"]
+    common = {
+        "bootstrap_servers": f"127.0.0.1:{ports['SASL']}",
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": user,
+        "sasl_plain_password": password,
+        "api_version": (0, 11),  # its SaslHandshake is v0 (KIP-152 came in 1.0)
+    }
+    producer = KafkaProducer(**common)
+    try:
+        for i in range(3):
+            producer.send("kp-v0", f"v{i}".encode()).get(timeout=WAIT_S)
+    finally:
+        producer.close(timeout=5)
+    consumer = KafkaConsumer(
+        "kp-v0", auto_offset_reset="earliest", consumer_timeout_ms=10_000, **common
+    )
+    try:
+        values = [m.value for _, m in zip(range(3), consumer, strict=False)]
+    finally:
+        consumer.close()
+    assert values == [b"v0", b"v1", b"v2"]

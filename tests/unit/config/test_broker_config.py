@@ -107,6 +107,7 @@ KAFKA_DEFAULTS = {
     "sasl.enabled.mechanisms": "GSSAPI",  # Kafka's default; a SASL listener must set others
     "connection.failed.authentication.delay.ms": "100",
     "sasl.server.max.receive.size": "524288",
+    "connections.max.reauth.ms": "0",
     "zookeeper.set.acl": "false",
     "zookeeper.ssl.client.enable": "false",
     "zookeeper.ssl.endpoint.identification.algorithm": "HTTPS",

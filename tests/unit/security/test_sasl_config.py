@@ -109,3 +109,34 @@ def test_what_is_not_honoured_is_refused(props, words):
         BrokerConfig.from_properties({**BASE, **props})
     assert words in str(raised.value)
     assert "alice-secret" not in str(raised.value)
+
+
+def test_connections_max_reauth_ms_broker_wide_and_per_listener_and_mechanism():
+    c = BrokerConfig.from_properties(
+        {
+            **BASE,
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+            "connections.max.reauth.ms": "60000",
+            "listener.name.sasl_plaintext.scram-sha-512.connections.max.reauth.ms": "2000",
+        }
+    )
+    settings = c.sasl_settings("SASL_PLAINTEXT")
+    assert dict(settings.max_reauth_ms()) == {"PLAIN": 60000, "SCRAM-SHA-512": 2000}
+    assert BrokerConfig.from_properties(c.to_properties()) == c
+    default = BrokerConfig.from_properties(
+        {**BASE, "sasl.enabled.mechanisms": "SCRAM-SHA-512"}
+    ).sasl_settings("SASL_PLAINTEXT")
+    assert dict(default.max_reauth_ms()) == {"SCRAM-SHA-512": 0}  # Kafka's default: none
+    for key, value, words in (
+        ("connections.max.reauth.ms", "-1", "connections.max.reauth.ms"),
+        ("listener.name.sasl_plaintext.plain.connections.max.reauth.ms", "x", "LONG"),
+        (
+            "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms",
+            "1000",
+            "does not enable SCRAM-SHA-256",
+        ),
+    ):
+        props = {**BASE, "sasl.enabled.mechanisms": "SCRAM-SHA-512", key: value}
+        with pytest.raises(InvalidConfigError, match=words):
+            BrokerConfig.from_properties(props)

@@ -1,8 +1,8 @@
 """SaslAuthenticate (36), v0-2: once a connection has authenticated, or without SASL.
 
-Before authentication a SASL listener's connection hands it to ``broker.sasl_authenticator``;
-whatever reaches this handler is answered ILLEGAL_SASL_STATE with Kafka's words (no
-re-authentication: KIP-368 is not implemented).
+Before authentication (and during a re-authentication, KIP-368, which a SaslHandshake begins)
+a SASL listener's connection hands it to ``broker.sasl_authenticator``; whatever reaches this
+handler is answered ILLEGAL_SASL_STATE with Kafka's words.
 """
 
 from __future__ import annotations
@@ -27,5 +27,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if sasl
         else f"SaslAuthenticate on listener {ctx.listener.name}, which does not use SASL",
         auth_bytes=b"",
-        session_lifetime=NO_THROTTLE,  # no session lifetime: no KIP-368
+        session_lifetime=NO_THROTTLE,  # an error: no session lifetime
     )

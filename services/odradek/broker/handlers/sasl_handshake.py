@@ -1,8 +1,9 @@
-"""SaslHandshake (17), v1: once a connection has authenticated, or on a listener without SASL.
+"""SaslHandshake (17), v0-1: once a connection has authenticated, or on a listener without SASL.
 
 A SASL listener's connections hand their handshake to ``broker.sasl_authenticator`` before they
-have authenticated; whatever reaches this handler is answered ILLEGAL_SASL_STATE, as Kafka's
-KafkaApis answers it (re-authentication, KIP-368, is not implemented).
+have authenticated, and once authenticated when it begins a re-authentication (KIP-368: the
+session expires, and none began within the last second); whatever reaches this handler is
+answered ILLEGAL_SASL_STATE, as Kafka's KafkaApis answers it.
 """
 
 from __future__ import annotations
