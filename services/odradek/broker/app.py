@@ -83,7 +83,7 @@ from odradek.observability.metrics import (
 )
 from odradek.security import acl_authorizer
 from odradek.security.scram import ScramCredential, ScramMechanism
-from odradek.security.tls import broker_links_tls, listener_tls
+from odradek.security.tls import broker_links_tls, listener_tls, reload_certificates
 from odradek.storage.manager import LogManager, ManagerIntervals
 from odradek.zk.client import SessionEvent, ZkClient, ZkTls
 from odradek.zk.controller_locator import ControllerLocator
@@ -101,7 +101,6 @@ from odradek.zk.registration import BrokerRegistrar
 log = logging.getLogger(__name__)
 
 # How often SSL listeners look at their key and trust store files for new certificates.
-CERTIFICATE_CHECK_INTERVAL_S = 5.0
 
 FIND_CONTROLLER_S = 5.0  # AlterPartition waits this long for an active controller, then retries
 
@@ -226,7 +225,7 @@ class BrokerApp:
             workers=self.workers,
             metrics=self.metrics,
             quota=self.quotas.follower,
-            tls=self.links_tls.brokers,
+            tls=self.links_tls.brokers_context,
         )
         self.alter_partition = AlterPartitionManager(
             config.broker_id,
@@ -234,7 +233,7 @@ class BrokerApp:
             topic_id=topic_id,
             find_controller=self._find_controller,
             connect=functools.partial(
-                alter_partition.open_connection, tls=self.links_tls.controller
+                alter_partition.open_connection, tls=self.links_tls.controller_context
             ),
             on_change=lambda: context.replica_manager.update_gauges(self.metrics),
         )
@@ -271,7 +270,9 @@ class BrokerApp:
             txn_markers=TxnMarkerSender(
                 metadata,
                 inter_broker_listener,
-                connect=functools.partial(txn_markers.open_connection, tls=self.links_tls.brokers),
+                connect=functools.partial(
+                    txn_markers.open_connection, tls=self.links_tls.brokers_context
+                ),
                 metrics=txn_marker_metrics(self.registry),
             ),
         )
@@ -288,7 +289,7 @@ class BrokerApp:
         self.controller_link = context.controller = ControllerLink(
             self._find_controller,
             connect=functools.partial(
-                controller_link.open_connection, tls=self.links_tls.controller
+                controller_link.open_connection, tls=self.links_tls.controller_context
             ),
         )
         self.alter_partition.start()
@@ -309,9 +310,10 @@ class BrokerApp:
         self._isr_expiration = asyncio.get_running_loop().create_task(
             replica_manager.run_isr_expiration(self._stopping, self.metrics), name="isr-expiration"
         )
-        if self.tls:
+        reloadable = (*self.tls.values(), *self.links_tls.reloadable())
+        if reloadable:
             self._certificate_reload = asyncio.get_running_loop().create_task(
-                self._reload_certificates(), name="certificate-reload"
+                reload_certificates(self._stopping, reloadable), name="certificate-reload"
             )
         if context.groups is not None:
             self._consumer_lag = asyncio.get_running_loop().create_task(
@@ -541,15 +543,6 @@ class BrokerApp:
             log.warning("controlled shutdown cut short (SIGINT): stopping now")
             return None
         return self._controlled_shutdown.result()
-
-    async def _reload_certificates(self) -> None:
-        """Every ``CERTIFICATE_CHECK_INTERVAL_S``, each SSL listener takes its store files
-        again if they changed (``ListenerTls.reload``), until the broker stops."""
-        while not self._stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), CERTIFICATE_CHECK_INTERVAL_S)
-            for tls in self.tls.values():
-                tls.reload()
 
     async def run(self) -> None:
         """Start, serve until SIGTERM/SIGINT (or a lost registration), then stop cleanly;

@@ -33,7 +33,7 @@ from odradek.security import acl_authorizer
 from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.security.acl_authorizer import AclAuthorizer
 from odradek.security.principal import KafkaPrincipal
-from odradek.security.tls import ListenerTls, client_context
+from odradek.security.tls import ClientTls, ListenerTls, reload_certificates
 from odradek.zk.client import SessionEvent, ZkClient, ZkTls
 from odradek.zk.election import ControllerElection
 from odradek.zk.paths import PERSISTENT_PATHS
@@ -49,6 +49,9 @@ class ControllerApp:
             if config.security_protocol is SecurityProtocol.SSL
             else None
         )
+        # The controller's requests to the brokers' control planes, with its listener's stores.
+        self.links_tls = None if tls is None else ClientTls(config.ssl_settings())
+        self.tls = tls
         self.registry = new_registry()
         self.common = common_metrics(self.registry)
         self.metrics = controller_metrics(self.registry)
@@ -66,7 +69,7 @@ class ControllerApp:
             ControllerChannels(
                 config.control_plane_listener_name,
                 request_timeout_s=config.controller_socket_timeout_ms / 1000,
-                tls=None if tls is None else client_context(config.ssl_settings()),
+                tls=None if self.links_tls is None else self.links_tls.context,
             ),
             metrics=self.metrics,
             unclean_leader_election_enable=config.unclean_leader_election_enable,
@@ -149,16 +152,25 @@ class ControllerApp:
         )
         self.zk.add_session_listener(self.controller.on_session, loop=loop)
         log.info("controller %d campaigning", self.config.controller_id)
-        rebalancing = None
+        background = []
         if self.config.auto_leader_rebalance_enable:
-            rebalancing = asyncio.create_task(self._check_leader_balance_periodically())
+            background.append(asyncio.create_task(self._check_leader_balance_periodically()))
+        if self.tls is not None and self.links_tls is not None:
+            # Certificates reload without a restart, the listener's and the links', as a
+            # broker's (security.tls).
+            background.append(
+                asyncio.create_task(
+                    reload_certificates(self.stopped, (self.tls, self.links_tls)),
+                    name="certificate-reload",
+                )
+            )
         try:
             await self.controller.run(self.stopped)
         finally:
-            if rebalancing is not None:
-                rebalancing.cancel()
+            for task in background:
+                task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await rebalancing
+                    await task
             await self.server.stop()
             if self.admin is not None:
                 await self.admin.stop()

@@ -19,6 +19,10 @@ store what it verifies the peer's certificate and host name against (Kafka's
 ``ssl.endpoint.identification.algorithm=https``, its default, always); without a trust store the
 system's certificate authorities are trusted.
 
+Both ends reload their certificates without a restart (Kafka's dynamic key store update):
+``ListenerTls`` for a listener, ``ClientTls`` for a link's client side, each checked every
+``CERTIFICATE_CHECK_INTERVAL_S`` by ``reload_certificates`` (the broker's and the controller's).
+
 ``peer_principal``: ``User:ANONYMOUS`` without a client certificate, else ``User:`` and the
 certificate's subject in RFC 2253 (Java's ``X500Principal.getName()``) mapped by
 ``ssl.principal.mapping.rules``. Any thread (the context is built before serving).
@@ -26,13 +30,17 @@ certificate's subject in RFC 2253 (Java's ``X500Principal.getName()``) mapped by
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import re
 import ssl
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from cryptography import x509
 
@@ -46,15 +54,20 @@ from odradek.security.principal_mapping import PrincipalMapper
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "CERTIFICATE_CHECK_INTERVAL_S",
     "BrokerLinksTls",
+    "ClientTls",
     "ListenerTls",
     "broker_links_tls",
     "client_context",
     "distinguished_name",
     "listener_tls",
     "peer_principal",
+    "reload_certificates",
     "server_context",
 ]
+
+CERTIFICATE_CHECK_INTERVAL_S = 5.0
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {
@@ -241,6 +254,64 @@ def _store_files(settings: SslSettings | None) -> tuple[tuple[str, int, int], ..
     return tuple(found)
 
 
+class ClientTls:
+    """The client side of a link between Odradek's processes (``client_context``), whose
+    certificates reload without a restart.
+
+    ``context`` is one object for the process's life (connections are opened with it from
+    wherever it was handed); ``reload`` loads the key store into it again when its file
+    changed, so every handshake from then on presents the new certificate, and adds the trust
+    store's certificates (OpenSSL can add trusted certificates to a context, not take them
+    away: a certificate authority that is no longer trusted stays trusted by the links until
+    the process restarts). A file that no longer loads keeps what was there, and is logged.
+    On the event loop.
+    """
+
+    def __init__(self, settings: SslSettings):
+        self.settings = settings
+        self.context = client_context(settings)
+        self.reloads = 0
+        self._files = _store_files(settings)
+
+    def reload(self) -> bool:
+        """Load the store files again if they changed; True if they now serve."""
+        files = _store_files(self.settings)
+        if files == self._files:
+            return False
+        self._files = files
+        try:
+            _load_keystore(self.context, self.settings)
+            if self.settings.trusted() is not None:
+                _load_truststore(self.context, self.settings)
+        except InvalidConfigError as e:
+            log.error("links of listener %s: keeping their certificates, the new ones do not "
+                      "load: %s", self.settings.listener, e)  # fmt: skip
+            return False
+        self.reloads += 1
+        log.info("links of listener %s: certificates reloaded from %s", self.settings.listener,
+                 ", ".join(path for path, _, _ in files))  # fmt: skip
+        return True
+
+
+class _Reloadable(Protocol):
+    def reload(self) -> bool: ...
+
+
+async def reload_certificates(
+    stopped: asyncio.Event,
+    reloadable: Iterable[_Reloadable],
+    interval_s: float = CERTIFICATE_CHECK_INTERVAL_S,
+) -> None:
+    """Every ``interval_s``, each listener's and link's certificates are taken again if their
+    files changed (``ListenerTls.reload``, ``ClientTls.reload``), until ``stopped`` is set."""
+    reloadable = tuple(reloadable)
+    while not stopped.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopped.wait(), interval_s)
+        for tls in reloadable:
+            tls.reload()
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerLinksTls:
     """The TLS a broker's own connections use; None where the peer's listener is PLAINTEXT.
@@ -252,17 +323,28 @@ class BrokerLinksTls:
     brokers' control plane speaks.
     """
 
-    brokers: ssl.SSLContext | None = None
-    controller: ssl.SSLContext | None = None
+    brokers: ClientTls | None = None
+    controller: ClientTls | None = None
+
+    @property
+    def brokers_context(self) -> ssl.SSLContext | None:
+        return None if self.brokers is None else self.brokers.context
+
+    @property
+    def controller_context(self) -> ssl.SSLContext | None:
+        return None if self.controller is None else self.controller.context
+
+    def reloadable(self) -> tuple[ClientTls, ...]:
+        return tuple(tls for tls in (self.brokers, self.controller) if tls is not None)
 
 
 def broker_links_tls(config: BrokerConfig) -> BrokerLinksTls:
     """Built at start; raises ``InvalidConfigError`` (see ``client_context``)."""
 
-    def of(listener: str) -> ssl.SSLContext | None:
+    def of(listener: str) -> ClientTls | None:
         if config.security_protocol(listener) is not SecurityProtocol.SSL:
             return None
-        return client_context(config.ssl_settings(listener))
+        return ClientTls(config.ssl_settings(listener))
 
     return BrokerLinksTls(
         brokers=of(config.effective_inter_broker_listener_name),

@@ -1,9 +1,12 @@
 """``odradek local up --security sasl_ssl``: clients work with what ``client.properties`` says
 (SCRAM-SHA-512 over TLS as the superuser ``admin``), the brokers replicate over mutual TLS, and
-a client without the credential, or without TLS, is refused."""
+a client without the credential, or without TLS, is refused; renewed certificates are taken
+without a restart, by the controller's listener and by the brokers' and the controller's links."""
 
 from __future__ import annotations
 
+import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -12,6 +15,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.local.pki import LocalPki
+from odradek.local.security import HOSTS
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -89,3 +96,49 @@ def test_local_status_says_where_the_client_settings_are(secured):
         check=True,
     )
     assert f"client settings in {data_dir / 'client.properties'}" in status.stdout
+
+
+def _served_certificate(address: str, ca: Path, client_pem: Path) -> bytes:
+    """The certificate a mutual-TLS listener serves (DER), shown a certificate of the CA's."""
+    host, port = address.rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(ca))
+    context.load_cert_chain(str(client_pem))
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        return tls.getpeercert(binary_form=True)
+
+
+def test_renewed_certificates_serve_the_controller_and_the_brokers_links(secured):
+    # Last in the module: it replaces the cluster's certificates (same CA, same names), as a
+    # certificate manager renews them, and the cluster goes on without a restart.
+    state, data_dir = secured
+    pki = LocalPki.create(data_dir / "pki", HOSTS)
+    visitor = pki.issue("visitor")  # any certificate of the CA completes the handshake
+    controller = next(m for m in state.members if m.role == "controller")
+    before = _served_certificate(controller.address, pki.ca_path, visitor)
+    pki.issue("controller")
+    pki.issue("broker")
+    wait_until(
+        lambda: _served_certificate(controller.address, pki.ca_path, visitor) != before,
+        "the controller's listener to serve its renewed certificate",
+        WAIT_S,
+    )
+    broker_logs = [Path(m.log) for m in state.members if m.role == "broker"]
+    wait_until(
+        lambda: all(
+            "links of listener INTERNAL: certificates reloaded" in log.read_text()
+            for log in broker_logs
+        ),
+        "every broker's inter-broker links to take the renewed certificate",
+        WAIT_S,
+    )
+    assert "links of listener CONTROLLER: certificates reloaded" in Path(controller.log).read_text()
+    config = read_properties(data_dir / "client.properties")
+    admin = AdminClient(config)
+    # The controller's LeaderAndIsr goes over its renewed links.
+    admin.create_topics([NewTopic("renewed", 1, 2)])["renewed"].result(timeout=WAIT_S)
+    producer = Producer({**config, "acks": "all"})
+    producer.produce("renewed", b"after the renewal")
+    assert producer.flush(WAIT_S) == 0  # replicated over INTERNAL
