@@ -34,8 +34,8 @@ from confluent_kafka.admin import (
 from kafka import KafkaConsumer, KafkaProducer
 
 from odradek.listeners import read_listeners_file
-from odradek.protocol.codec import decode_response, encode_request
 from odradek.protocol.schemas import request_schema
+from support.raw_socket import read_exactly, receive, send
 
 pytestmark = pytest.mark.integration
 
@@ -206,32 +206,12 @@ def test_a_wrong_password_and_an_unknown_user_are_refused(
     assert password not in log_file.read_text()
 
 
-def _send(sock: socket.socket, request, correlation_id: int) -> None:
-    frame = encode_request(request, correlation_id, "raw")
-    sock.sendall(struct.pack(">i", len(frame)) + frame)
-
-
-def _receive(sock: socket.socket, api_key: int, version: int):
-    size = struct.unpack(">i", _read_exactly(sock, 4))[0]
-    return decode_response(api_key, version, _read_exactly(sock, size)).body
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
-
-
 def test_an_unsupported_mechanism_is_answered_with_the_enabled_ones(cluster):
     ports, _, _, _ = cluster
     handshake = request_schema(17, 1)(mechanism="GSSAPI")
     with socket.create_connection(("127.0.0.1", ports["SASL"]), timeout=WAIT_S) as sock:
-        _send(sock, handshake, 1)
-        answer = _receive(sock, 17, 1)
+        send(sock, handshake, 1)
+        answer = receive(sock, 17, 1)
         assert answer.error_code == 33  # UNSUPPORTED_SASL_MECHANISM
         assert answer.mechanisms == ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
         assert sock.recv(1) == b""  # then closed
@@ -242,10 +222,10 @@ def test_a_request_before_authentication_closes_the_connection(cluster):
     api_versions = request_schema(18, 0)()
     metadata = request_schema(3, 1)(topics=None)
     with socket.create_connection(("127.0.0.1", ports["SASL"]), timeout=WAIT_S) as sock:
-        _send(sock, api_versions, 1)
-        versions = _receive(sock, 18, 0)
+        send(sock, api_versions, 1)
+        versions = receive(sock, 18, 0)
         assert {k.api_key for k in versions.api_keys} >= {17, 36, 50, 51}
-        _send(sock, metadata, 2)
+        send(sock, metadata, 2)
         assert sock.recv(1) == b""
     assert "unexpected Kafka request of type Metadata during SASL handshake" in log_file.read_text()
 
@@ -355,16 +335,16 @@ def test_authentications_are_counted_by_listener_mechanism_and_result(cluster):
 def _raw_token(sock: socket.socket, token: bytes) -> bytes:
     """A raw SASL frame (after SaslHandshake v0) and the server's raw answer."""
     sock.sendall(struct.pack(">i", len(token)) + token)
-    size = struct.unpack(">i", _read_exactly(sock, 4))[0]
-    return _read_exactly(sock, size)
+    size = struct.unpack(">i", read_exactly(sock, 4))[0]
+    return read_exactly(sock, size)
 
 
 def _v0_handshake(sock: socket.socket, mechanism: str) -> None:
-    _send(sock, request_schema(18, 0)(), 1)
-    versions = {k.api_key: (k.min_version, k.max_version) for k in _receive(sock, 18, 0).api_keys}
+    send(sock, request_schema(18, 0)(), 1)
+    versions = {k.api_key: (k.min_version, k.max_version) for k in receive(sock, 18, 0).api_keys}
     assert versions[17] == (0, 1)  # SaslHandshake v0 is advertised (librdkafka 2.0.2 needs it)
-    _send(sock, request_schema(17, 0)(mechanism=mechanism), 2)
-    assert _receive(sock, 17, 0).error_code == 0
+    send(sock, request_schema(17, 0)(mechanism=mechanism), 2)
+    assert receive(sock, 17, 0).error_code == 0
 
 
 @pytest.mark.parametrize("mechanism", list(USERS))
@@ -381,8 +361,8 @@ def test_sasl_handshake_v0_takes_raw_tokens_then_kafka_requests(cluster, mechani
             client.set_server_first(server_first.decode())
             server_final = _raw_token(sock, client.get_client_final().encode())
             client.set_server_final(server_final.decode())  # verifies the server's signature
-        _send(sock, request_schema(3, 1)(topics=None), 3)
-        assert _receive(sock, 3, 1).brokers  # authenticated: Kafka requests again
+        send(sock, request_schema(3, 1)(topics=None), 3)
+        assert receive(sock, 3, 1).brokers  # authenticated: Kafka requests again
 
 
 def test_a_refused_raw_token_closes_the_connection_without_an_answer(cluster):

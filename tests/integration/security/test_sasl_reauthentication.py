@@ -13,7 +13,6 @@ One local cluster (ZooKeeper, a controller, one broker) for the module, with a S
 from __future__ import annotations
 
 import socket
-import struct
 import time
 import urllib.request
 from pathlib import Path
@@ -31,8 +30,8 @@ from confluent_kafka.admin import (
 from kafka import KafkaConsumer, KafkaProducer
 
 from odradek.listeners import read_listeners_file
-from odradek.protocol.codec import decode_response, encode_request
 from odradek.protocol.schemas import request_schema
+from support.raw_socket import receive, send
 
 pytestmark = pytest.mark.integration
 
@@ -194,40 +193,20 @@ def test_kafka_python_keeps_producing_over_three_lifetimes(cluster):
 # -- a raw client: the project's codec over a socket ------------------------------------------
 
 
-def _send(sock: socket.socket, request, correlation_id: int) -> None:
-    frame = encode_request(request, correlation_id, "raw")
-    sock.sendall(struct.pack(">i", len(frame)) + frame)
-
-
-def _receive(sock: socket.socket, api_key: int, version: int):
-    size = struct.unpack(">i", _read_exactly(sock, 4))[0]
-    return decode_response(api_key, version, _read_exactly(sock, size)).body
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
-
-
 def _authenticate(sock: socket.socket, user: str, password: str, mechanism: str = "PLAIN"):
     """SaslHandshake v1 and one PLAIN SaslAuthenticate v2: its answer."""
-    _send(sock, request_schema(17, 1)(mechanism=mechanism), 1)
-    assert _receive(sock, 17, 1).error_code == 0
+    send(sock, request_schema(17, 1)(mechanism=mechanism), 1)
+    assert receive(sock, 17, 1).error_code == 0
     token = f"\0{user}\0{password}".encode()
-    _send(sock, request_schema(36, 2)(auth_bytes=token), 2)
-    return _receive(sock, 36, 2)
+    send(sock, request_schema(36, 2)(auth_bytes=token), 2)
+    return receive(sock, 36, 2)
 
 
 def _metadata(sock: socket.socket) -> bool:
     """A Metadata request: True if answered, False if the connection was closed instead."""
-    _send(sock, request_schema(3, 1)(topics=None), 3)
+    send(sock, request_schema(3, 1)(topics=None), 3)
     try:
-        return bool(_receive(sock, 3, 1).brokers)
+        return bool(receive(sock, 3, 1).brokers)
     except ConnectionError:
         return False
 
@@ -263,13 +242,13 @@ def test_a_raw_client_re_authenticates_and_outlives_its_first_session(cluster):
 def test_the_listeners_mechanism_override_sets_the_lifetime(cluster):
     ports, _, _ = cluster
     with socket.create_connection(("127.0.0.1", ports["SASL"]), timeout=WAIT_S) as sock:
-        _send(sock, request_schema(17, 1)(mechanism="SCRAM-SHA-512"), 1)
-        assert _receive(sock, 17, 1).error_code == 0
+        send(sock, request_schema(17, 1)(mechanism="SCRAM-SHA-512"), 1)
+        assert receive(sock, 17, 1).error_code == 0
         client = scramp.ScramClient(["SCRAM-SHA-512"], "sue", "sue-secret")
-        _send(sock, request_schema(36, 2)(auth_bytes=client.get_client_first().encode()), 2)
-        client.set_server_first(_receive(sock, 36, 2).auth_bytes.decode())
-        _send(sock, request_schema(36, 2)(auth_bytes=client.get_client_final().encode()), 3)
-        answer = _receive(sock, 36, 2)
+        send(sock, request_schema(36, 2)(auth_bytes=client.get_client_first().encode()), 2)
+        client.set_server_first(receive(sock, 36, 2).auth_bytes.decode())
+        send(sock, request_schema(36, 2)(auth_bytes=client.get_client_final().encode()), 3)
+        answer = receive(sock, 36, 2)
         client.set_server_final(answer.auth_bytes.decode())
         assert _lifetime_ms(answer) == SCRAM_LIFETIME_MS
 
@@ -292,10 +271,10 @@ def test_a_re_authentication_with_another_mechanism_is_refused(cluster):
     with socket.create_connection(("127.0.0.1", ports["SASL"]), timeout=WAIT_S) as sock:
         _authenticate(sock, "paula", "paula-secret")
         time.sleep(1.1)
-        _send(sock, request_schema(17, 1)(mechanism="SCRAM-SHA-512"), 4)
-        assert _receive(sock, 17, 1).error_code == 0  # as Kafka: the next token fails
-        _send(sock, request_schema(36, 2)(auth_bytes=b"n,,n=paula,r=abc"), 5)
-        answer = _receive(sock, 36, 2)
+        send(sock, request_schema(17, 1)(mechanism="SCRAM-SHA-512"), 4)
+        assert receive(sock, 17, 1).error_code == 0  # as Kafka: the next token fails
+        send(sock, request_schema(36, 2)(auth_bytes=b"n,,n=paula,r=abc"), 5)
+        answer = receive(sock, 36, 2)
         assert answer.error_code == 58
         assert answer.error_message == (
             "SASL mechanism 'SCRAM-SHA-512' requested by client is not supported for "
@@ -310,6 +289,6 @@ def test_a_handshake_within_a_second_of_authenticating_is_an_illegal_state(clust
         _authenticate(sock, "paula", "paula-secret")
         time.sleep(1.1)
         assert _authenticate(sock, "paula", "paula-secret").error_code == 0
-        _send(sock, request_schema(17, 1)(mechanism="PLAIN"), 6)  # at once: not begun
-        assert _receive(sock, 17, 1).error_code == 34  # ILLEGAL_SASL_STATE, as KafkaApis
+        send(sock, request_schema(17, 1)(mechanism="PLAIN"), 6)  # at once: not begun
+        assert receive(sock, 17, 1).error_code == 34  # ILLEGAL_SASL_STATE, as KafkaApis
         assert _metadata(sock)

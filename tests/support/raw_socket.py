@@ -1,0 +1,35 @@
+"""Kafka requests over a plain blocking socket with the project's codec, for tests that must
+control every frame on a connection (SASL exchanges, re-authentication): ``send`` a request,
+``receive`` the next answer, ``read_exactly`` raw bytes. The socket's own timeout bounds each
+read."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from odradek.protocol.codec import decode_response, encode_request
+
+__all__ = ["read_exactly", "receive", "send"]
+
+
+def send(sock: socket.socket, request: Any, correlation_id: int, client_id: str = "raw") -> None:
+    frame = encode_request(request, correlation_id, client_id)
+    sock.sendall(struct.pack(">i", len(frame)) + frame)
+
+
+def receive(sock: socket.socket, api_key: int, version: int) -> Any:
+    """The body of the next answer on ``sock``, to a request of ``api_key`` v``version``."""
+    size = struct.unpack(">i", read_exactly(sock, 4))[0]
+    return decode_response(api_key, version, read_exactly(sock, size)).body
+
+
+def read_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
