@@ -41,6 +41,7 @@ from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.protocol.header import RequestHeader
+from odradek.security.oauthbearer import OAuthBearerServer, TokenValidator
 from odradek.security.sasl import (
     CredentialLookup,
     PlainServer,
@@ -65,6 +66,7 @@ class ListenerSasl:
     lookup: CredentialLookup  # SCRAM credentials (ZooKeeper)
     failed_authentication_delay_ms: int
     max_receive_bytes: int
+    oauthbearer: TokenValidator | None = None  # OAUTHBEARER's, when the listener enables it
 
     def __repr__(self) -> str:
         return f"ListenerSasl({self.listener}, {self.enabled_mechanisms})"
@@ -72,6 +74,10 @@ class ListenerSasl:
     def server(self, mechanism: str) -> SaslServer:
         if mechanism == "PLAIN":
             return PlainServer(self.plain_users)
+        if mechanism == OAuthBearerServer.mechanism:
+            if self.oauthbearer is None:
+                raise ValueError(f"listener {self.listener} has no OAUTHBEARER validator")
+            return OAuthBearerServer(self.oauthbearer)
         scram = ScramMechanism.by_name(mechanism)
         if scram is None:
             raise ValueError(f"no SASL server for {mechanism}")

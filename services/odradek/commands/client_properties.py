@@ -38,13 +38,13 @@ from odradek.client.security import ClientSecurity, SaslCredentials
 from odradek.config.properties import PROPERTIES_FILE_MAX_BYTES, parse_properties
 from odradek.errors import InvalidConfigError
 from odradek.security import jaas
-from odradek.security.sasl import KNOWN_UNSUPPORTED_MECHANISMS, SUPPORTED_MECHANISMS
+from odradek.security.sasl import KNOWN_UNSUPPORTED_MECHANISMS, PASSWORD_MECHANISMS
 
 __all__ = ["ClientProperties", "ClientPropertiesError", "load", "translate"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = SUPPORTED_MECHANISMS  # what the brokers serve; the clients speak the same
-UNSUPPORTED_MECHANISMS = KNOWN_UNSUPPORTED_MECHANISMS
+MECHANISMS = PASSWORD_MECHANISMS  # what the brokers serve and the commands' clients speak
+UNSUPPORTED_MECHANISMS = (*KNOWN_UNSUPPORTED_MECHANISMS, "OAUTHBEARER")  # brokers serve it
 LOGIN_MODULES = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": ("PLAIN",),
     "org.apache.kafka.common.security.scram.ScramLoginModule": ("SCRAM-SHA-256", "SCRAM-SHA-512"),

@@ -107,6 +107,12 @@ KAFKA_DEFAULTS = {
     "sasl.enabled.mechanisms": "GSSAPI",  # Kafka's default; a SASL listener must set others
     "connection.failed.authentication.delay.ms": "100",
     "sasl.server.max.receive.size": "524288",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": "3600000",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": "100",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": "10000",
+    "sasl.oauthbearer.scope.claim.name": "scope",
+    "sasl.oauthbearer.sub.claim.name": "sub",
+    "sasl.oauthbearer.clock.skew.seconds": "30",
     "zookeeper.set.acl": "false",
     "zookeeper.ssl.client.enable": "false",
     "zookeeper.ssl.endpoint.identification.algorithm": "HTTPS",
@@ -132,6 +138,9 @@ KAFKA_NULL_DEFAULTS = {
     "ssl.truststore.location",
     "ssl.truststore.certificates",
     "sasl.mechanism.inter.broker.protocol",  # Kafka's default is GSSAPI; refused when set here
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
     "zookeeper.clientCnxnSocket",
     "zookeeper.ssl.keystore.location",
     "zookeeper.ssl.keystore.password",
