@@ -333,11 +333,11 @@ class TokenValidator:
         exp, iat, nbf = (_numeric_date(claims, name) for name in ("exp", "iat", "nbf"))
         assert exp is not None and iat is not None  # required above
         if now - skew >= exp:
-            raise InvalidToken(f"the token expired at {exp} (now {int(now)}, skew {skew} s)")
+            raise InvalidToken(f"the token expired at {exp:.0f} (now {now:.0f}, skew {skew} s)")
         if iat > now + skew:
-            raise InvalidToken(f"the token is issued in the future, at {iat} (now {int(now)})")
+            raise InvalidToken(f"the token is issued in the future, at {iat:.0f} (now {now:.0f})")
         if nbf is not None and nbf > now + skew:
-            raise InvalidToken(f"the token is not valid before {nbf} (now {int(now)})")
+            raise InvalidToken(f"the token is not valid before {nbf:.0f} (now {now:.0f})")
         sub = claims.get(rules.sub_claim_name)
         if not isinstance(sub, str) or not sub.strip():
             raise InvalidToken(f"the {rules.sub_claim_name!r} claim is missing or blank")
