@@ -16,13 +16,21 @@ The file is a Java ``.properties`` file (``config.properties.parse_properties``)
   and the certificate chain in one file, as Kafka's PEM keystore holds them) becomes both
   ``ssl.certificate.location`` and ``ssl.key.location`` (librdkafka's own
   ``ssl.keystore.location`` is a PKCS#12 file: a different thing under the same name);
+- ``sasl.mechanism=OAUTHBEARER`` with librdkafka's OIDC client-credentials keys, which pass
+  through (``sasl.oauthbearer.method=oidc``, ``sasl.oauthbearer.client.id``,
+  ``sasl.oauthbearer.client.secret``, ``sasl.oauthbearer.token.endpoint.url``, optional
+  ``sasl.oauthbearer.scope``): librdkafka fetches the token. For the commands on librdkafka
+  only: ``client_security`` (Odradek's own client) refuses it;
 - ``bootstrap.servers`` is kept apart: the commands use it when ``--bootstrap-server`` is not
   given.
 
 Refused, with the key named (an accepted setting is one the commands honour): JKS and PKCS12
-stores, store passwords, the GSSAPI and OAUTHBEARER mechanisms, any other login module or JAAS
-option, and every other key. A Java key and a librdkafka key that say different things (two
-passwords) are refused too. Error messages never hold a value of a secret key.
+stores, store passwords, the GSSAPI mechanism, OAUTHBEARER other than librdkafka's OIDC
+(``sasl.oauthbearer.method=default`` makes librdkafka sign its own unsecured token, which the
+brokers refuse; the Java client's ``OAuthBearerLoginModule`` and ``sasl.login.*`` keys are not
+translated), any other login module or JAAS option, and every other key. A Java key and a
+librdkafka key that say different things (two passwords) are refused too. Error messages never
+hold a value of a secret key.
 
 Everything here is pure except ``load`` (reads the file) and ``client_security`` (reads the
 PEM files it names); any thread.
@@ -43,8 +51,16 @@ from odradek.security.sasl import KNOWN_UNSUPPORTED_MECHANISMS, PASSWORD_MECHANI
 __all__ = ["ClientProperties", "ClientPropertiesError", "load", "translate"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = PASSWORD_MECHANISMS  # what the brokers serve and the commands' clients speak
-UNSUPPORTED_MECHANISMS = (*KNOWN_UNSUPPORTED_MECHANISMS, "OAUTHBEARER")  # brokers serve it
+OAUTHBEARER = "OAUTHBEARER"
+MECHANISMS = (*PASSWORD_MECHANISMS, OAUTHBEARER)  # OAUTHBEARER: librdkafka's OIDC only
+UNSUPPORTED_MECHANISMS = KNOWN_UNSUPPORTED_MECHANISMS
+OIDC_REQUIRED = (
+    "sasl.oauthbearer.method",
+    "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.token.endpoint.url",
+)
+OIDC_KEYS = (*OIDC_REQUIRED, "sasl.oauthbearer.scope")
 LOGIN_MODULES = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": ("PLAIN",),
     "org.apache.kafka.common.security.scram.ScramLoginModule": ("SCRAM-SHA-256", "SCRAM-SHA-512"),
@@ -61,6 +77,7 @@ PASS_THROUGH = (
     "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
     "client.id",
+    *OIDC_KEYS,
 )
 ALIASES = {"sasl.mechanisms": "sasl.mechanism"}  # librdkafka takes both spellings
 JAVA_KEYS = (
@@ -70,7 +87,12 @@ JAVA_KEYS = (
     "ssl.keystore.location",
     "ssl.keystore.type",
 )
-SECRET_KEYS = ("sasl.password", "ssl.key.password", "sasl.jaas.config")
+SECRET_KEYS = (
+    "sasl.password",
+    "ssl.key.password",
+    "sasl.jaas.config",
+    "sasl.oauthbearer.client.secret",
+)
 ENDPOINT_ALGORITHMS = ("https", "none", "")
 
 
@@ -94,6 +116,12 @@ class ClientProperties:
         """TLS and SASL for Odradek's own client (``client.security``), from the same settings."""
         protocol, settings = self.security_protocol, self.librdkafka
         sasl = None
+        if protocol.startswith("SASL_") and settings.get("sasl.mechanism") == OAUTHBEARER:
+            raise ClientPropertiesError(
+                f"{self.source}: sasl.mechanism OAUTHBEARER is not supported by this command: it "
+                f"runs on Odradek's own client, which speaks {', '.join(PASSWORD_MECHANISMS)} "
+                f"(the commands on librdkafka, such as topics, produce and consume, take it)"
+            )
         if protocol.startswith("SASL_"):
             sasl = SaslCredentials(
                 settings["sasl.mechanism"], settings["sasl.username"], settings["sasl.password"]
@@ -237,10 +265,14 @@ def translate(text: str, source: str = "<command-config>") -> ClientProperties:
         raise _fail(
             source, java["sasl.jaas.config"][1], "sasl.jaas.config", "no sasl.mechanism given"
         )
+    _check_oauthbearer(config, lines, source)
     if protocol.startswith("SASL_"):
-        needed = [
-            k for k in ("sasl.mechanism", "sasl.username", "sasl.password") if k not in config
-        ]
+        credentials = (
+            OIDC_REQUIRED
+            if config.get("sasl.mechanism") == OAUTHBEARER
+            else ("sasl.username", "sasl.password")
+        )
+        needed = [k for k in ("sasl.mechanism", *credentials) if k not in config]
         if needed:
             raise _fail(
                 source,
@@ -261,6 +293,24 @@ def translate(text: str, source: str = "<command-config>") -> ClientProperties:
         # Kafka's empty value turns the check off; librdkafka spells that "none".
         config["ssl.endpoint.identification.algorithm"] = algorithm.lower() or "none"
     return ClientProperties(config, bootstrap or None, source)
+
+
+def _check_oauthbearer(config: dict[str, str], lines: dict[str, int], source: str) -> None:
+    """OAUTHBEARER goes with librdkafka's OIDC keys, and they with it alone."""
+    oauth = config.get("sasl.mechanism") == OAUTHBEARER
+    for key in OIDC_KEYS if not oauth else ("sasl.username", "sasl.password"):
+        if key in config:
+            what = "sasl.mechanism=OAUTHBEARER" if not oauth else "OAUTHBEARER (a token)"
+            raise _fail(source, lines[key], key, f"goes only with {what}")
+    method = config.get("sasl.oauthbearer.method")
+    if method is not None and method.lower() != "oidc":
+        raise _fail(
+            source,
+            lines["sasl.oauthbearer.method"],
+            "sasl.oauthbearer.method",
+            f"{method} is not supported: only oidc (librdkafka's default method signs its own "
+            f"unsecured token, which the brokers refuse)",
+        )
 
 
 def load(path: Path) -> ClientProperties:

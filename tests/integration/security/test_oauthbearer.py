@@ -10,7 +10,8 @@ authentication, as librdkafka sends it), which issues RS256 JWTs with ``sub`` = 
 ``aud`` = ``kafka``, its ``iss``. One local cluster (ZooKeeper, a controller, one broker) for
 the module with an OAUTH listener (SASL_PLAINTEXT, OAUTHBEARER only, Kafka's validator class),
 the ACL authorizer with ``allow.everyone.if.no.acl.found`` (the PLAINTEXT listener the harness
-uses is ANONYMOUS), and one topic whose ACLs let ``alice`` write and no one else.
+uses is ANONYMOUS), and one topic whose ACLs let ``alice`` write and no one else. The CLI's
+``--command-config`` with librdkafka's OIDC keys lists topics through the OAUTH listener.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -368,3 +371,35 @@ def test_a_rotated_in_key_is_fetched_when_a_token_first_names_it(cluster, idp):
     fetches = idp.jwks_fetches
     _round_trip_confluent(_with_token(ports, idp.token("alice", kid="idp-2")), "oauth-rotated")
     assert idp.jwks_fetches > fetches
+
+
+def _odradek(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "odradek.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_command_config_passes_librdkafkas_oidc_keys_to_the_commands(cluster, idp, tmp_path):
+    ports, _ = cluster
+    properties = tmp_path / "oauth.properties"
+    properties.write_text(
+        f"bootstrap.servers=127.0.0.1:{ports['OAUTH']}\n"
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+        "sasl.oauthbearer.method=oidc\nsasl.oauthbearer.client.id=alice\n"
+        f"sasl.oauthbearer.client.secret={CLIENTS['alice']}\n"
+        f"sasl.oauthbearer.token.endpoint.url={idp.url}/token\n"
+    )
+    issued = idp.issued
+    listed = _odradek(tmp_path, "topics", "list", "--command-config", str(properties))
+    assert listed.returncode == 0, listed.stderr
+    assert GUARDED in listed.stdout.split() and idp.issued > issued
+    # The commands on Odradek's own client do not speak OAUTHBEARER: one line saying so.
+    refused = _odradek(tmp_path, "groups", "list", "--command-config", str(properties))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+    assert "OAUTHBEARER is not supported by this command" in refused.stderr
+    assert CLIENTS["alice"] not in refused.stderr
