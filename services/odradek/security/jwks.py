@@ -207,6 +207,11 @@ class HttpJwks:
             return await asyncio.wait_for(asyncio.shield(task), MISSING_KEY_WAIT_MS / 1000)
         except TimeoutError:
             return False
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and current is not None and not current.cancelling():
+                return False  # the key source is closing, not this waiter
+            raise
 
     def _start_refresh(self) -> asyncio.Task[bool]:
         task = asyncio.get_running_loop().create_task(self._refresh_with_retries())
@@ -236,7 +241,9 @@ class HttpJwks:
             attempt += 1
             try:
                 keys = parse_jwks(await self._fetch(settings.url))
-            except (OSError, ValueError) as e:
+            except Exception as e:  # whatever fails, the last good keys stay
+                if not isinstance(e, OSError | ValueError):
+                    log.exception("OAUTHBEARER: unexpected error fetching %s", settings.url)
                 wait_s = min(
                     settings.retry_backoff_ms / 1000 * 2 ** (attempt - 1),
                     end_s - self._monotonic(),

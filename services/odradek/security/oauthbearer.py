@@ -322,7 +322,7 @@ class TokenValidator:
                 )
             except jwt.InvalidSignatureError:
                 continue  # without a kid another key may fit
-            except jwt.PyJWTError as e:
+            except (jwt.PyJWTError, ValueError, TypeError) as e:  # a library's refusal
                 raise InvalidToken(f"could not validate the access token: {e}") from None
         raise InvalidToken("could not validate the access token: signature verification failed")
 

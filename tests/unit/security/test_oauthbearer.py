@@ -66,12 +66,13 @@ class Endpoint:
         self.keys = list(keys)
         self.fetches = 0
         self.down = False
+        self.body: bytes | None = None  # an answer other than the keys
 
     async def fetch(self, url: str) -> bytes:
         self.fetches += 1
         if self.down:
             raise OSError("connection refused")
-        return jwks_bytes(*self.keys)
+        return self.body if self.body is not None else jwks_bytes(*self.keys)
 
 
 async def _http_validator(endpoint: Endpoint, rules=RULES, **settings) -> TokenValidator:
@@ -203,9 +204,12 @@ def test_a_jwks_endpoint_down_keeps_the_last_keys_and_stalls_no_known_token():
             endpoint, retry_backoff_ms=1, retry_backoff_max_ms=5, refresh_ms=1
         )
         try:
+            endpoint.body = b"<html>503 Service Unavailable</html>"
+            await asyncio.sleep(0.03)  # periodic refreshes get no JWKS meanwhile
             endpoint.down = True
-            await asyncio.sleep(0.05)  # periodic refreshes fail meanwhile
-            assert endpoint.fetches > 1
+            fetches = endpoint.fetches
+            await asyncio.sleep(0.03)  # and then no answer at all
+            assert endpoint.fetches > fetches > 1
             started = time.monotonic()
             assert (await validator.validate(token())).principal_name == "alice"
             assert time.monotonic() - started < 0.5
