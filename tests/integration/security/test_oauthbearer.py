@@ -1,8 +1,8 @@
 """SASL/OAUTHBEARER with JWTs checked against a JWKS (KIP-768): confluent-kafka (librdkafka's OIDC
 client-credentials flow, and ``oauth_cb``), kafka-python and aiokafka authenticate with tokens of
-a small identity provider, produce and consume; an expired token, one for another audience and
-one signed by an unknown key are refused with SASL_AUTHENTICATION_FAILED; ACLs see
-``User:<sub>``; a key the provider rotates in is fetched when a token first names it.
+a small identity provider, produce and consume; an expired token (kafka-python's too), one for
+another audience and one signed by an unknown key are refused with SASL_AUTHENTICATION_FAILED;
+ACLs see ``User:<sub>``; a key the provider rotates in is fetched when a token first names it.
 
 The identity provider is an aiohttp server on 127.0.0.1 in a thread of the test process: its
 JWKS at ``/jwks`` and a client-credentials token endpoint at ``/token`` (HTTP Basic client
@@ -42,7 +42,8 @@ from confluent_kafka.admin import (
 )
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.errors import KafkaTimeoutError
 from kafka.net.sasl.oauth import AbstractTokenProvider as KpTokenProvider
 
 from odradek.listeners import read_listeners_file
@@ -241,12 +242,12 @@ def test_confluent_kafka_oauth_cb_produces_and_consumes(cluster, idp):
 
 
 class _KafkaPythonTokens(KpTokenProvider):
-    def __init__(self, idp: IdentityProvider, sub: str):
+    def __init__(self, idp: IdentityProvider, sub: str, **claims):
         super().__init__()
-        self.idp, self.sub = idp, sub
+        self.idp, self.sub, self.claims = idp, sub, claims
 
     def token(self) -> str:
-        return self.idp.token(self.sub)
+        return self.idp.token(self.sub, **self.claims)
 
 
 def test_kafka_python_produces_and_consumes(cluster, idp):
@@ -342,6 +343,21 @@ def test_bad_tokens_are_refused_with_sasl_authentication_failed(cluster, idp, ca
     text = log_file.read_text()
     assert re.search(f"OAUTHBEARER token refused: .*{reason}", text), reason
     assert bad not in text  # a token is a credential: never logged
+
+
+def test_kafka_python_answers_the_challenge_and_is_refused(cluster, idp, caplog):
+    ports, _ = cluster
+    now = int(time.time())
+    expired = _KafkaPythonTokens(idp, "alice", iat=now - 600, exp=now - 120)
+    with pytest.raises(KafkaTimeoutError, match="Unable to bootstrap"):
+        KafkaAdminClient(
+            bootstrap_servers=f"127.0.0.1:{ports['OAUTH']}",
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="OAUTHBEARER",
+            sasl_oauth_token_provider=expired,
+            bootstrap_timeout_ms=3000,
+        )
+    assert 'SaslAuthenticationFailedError: {"status":"invalid_token"}' in caplog.text
 
 
 def test_librdkafka_oidc_with_a_wrong_client_secret_gets_no_token(cluster, idp):
