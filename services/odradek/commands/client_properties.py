@@ -19,18 +19,21 @@ The file is a Java ``.properties`` file (``config.properties.parse_properties``)
 - ``sasl.mechanism=OAUTHBEARER`` with librdkafka's OIDC client-credentials keys, which pass
   through (``sasl.oauthbearer.method=oidc``, ``sasl.oauthbearer.client.id``,
   ``sasl.oauthbearer.client.secret``, ``sasl.oauthbearer.token.endpoint.url``, optional
-  ``sasl.oauthbearer.scope``): librdkafka fetches the token. For the commands on librdkafka
-  only: ``client_security`` (Odradek's own client) refuses it;
+  ``sasl.oauthbearer.scope``): librdkafka fetches the token. The Java client's (KIP-768)
+  ``sasl.login.callback.handler.class=...OAuthBearerLoginCallbackHandler`` with
+  ``sasl.jaas.config=...OAuthBearerLoginModule required clientId=".." clientSecret=".."
+  [scope=".."];`` becomes them. For the commands on librdkafka only: ``client_security``
+  (Odradek's own client) refuses it;
 - ``bootstrap.servers`` is kept apart: the commands use it when ``--bootstrap-server`` is not
   given.
 
 Refused, with the key named (an accepted setting is one the commands honour): JKS and PKCS12
 stores, store passwords, the GSSAPI mechanism, OAUTHBEARER other than librdkafka's OIDC
-(``sasl.oauthbearer.method=default`` makes librdkafka sign its own unsecured token, which the
-brokers refuse; the Java client's ``OAuthBearerLoginModule`` and ``sasl.login.*`` keys are not
-translated), any other login module or JAAS option, and every other key. A Java key and a
-librdkafka key that say different things (two passwords) are refused too. Error messages never
-hold a value of a secret key.
+(``sasl.oauthbearer.method=default`` makes librdkafka sign its own unsecured token, and the Java
+``OAuthBearerLoginModule`` without the OIDC handler is Kafka's unsecured login: the brokers
+refuse both; other ``sasl.login.*`` keys are not taken), any other login module or JAAS option,
+and every other key. A Java key and a librdkafka key that say different things (two passwords)
+are refused too. Error messages never hold a value of a secret key.
 
 Everything here is pure except ``load`` (reads the file) and ``client_security`` (reads the
 PEM files it names); any thread.
@@ -61,11 +64,34 @@ OIDC_REQUIRED = (
     "sasl.oauthbearer.token.endpoint.url",
 )
 OIDC_KEYS = (*OIDC_REQUIRED, "sasl.oauthbearer.scope")
+OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 LOGIN_MODULES = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": ("PLAIN",),
     "org.apache.kafka.common.security.scram.ScramLoginModule": ("SCRAM-SHA-256", "SCRAM-SHA-512"),
+    OAUTHBEARER_LOGIN_MODULE: (OAUTHBEARER,),
 }
-JAAS_OPTIONS = ("username", "password")
+# login module -> {JAAS option: librdkafka key}, and which options must be there
+JAAS_OPTIONS = {
+    "org.apache.kafka.common.security.plain.PlainLoginModule": {
+        "username": "sasl.username",
+        "password": "sasl.password",
+    },
+    "org.apache.kafka.common.security.scram.ScramLoginModule": {
+        "username": "sasl.username",
+        "password": "sasl.password",
+    },
+    OAUTHBEARER_LOGIN_MODULE: {
+        "clientId": "sasl.oauthbearer.client.id",
+        "clientSecret": "sasl.oauthbearer.client.secret",
+        "scope": "sasl.oauthbearer.scope",
+    },
+}
+OPTIONAL_JAAS_OPTIONS = ("scope",)
+# The Java client's OIDC login (KIP-768), which librdkafka's sasl.oauthbearer.method=oidc does.
+OIDC_LOGIN_HANDLERS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+)
 PASS_THROUGH = (
     "security.protocol",
     "sasl.mechanism",
@@ -82,6 +108,7 @@ PASS_THROUGH = (
 ALIASES = {"sasl.mechanisms": "sasl.mechanism"}  # librdkafka takes both spellings
 JAVA_KEYS = (
     "sasl.jaas.config",
+    "sasl.login.callback.handler.class",
     "ssl.truststore.location",
     "ssl.truststore.type",
     "ssl.keystore.location",
@@ -171,8 +198,8 @@ def _store(entries: dict[str, tuple[str, int]], source: str, kind: str) -> str |
     return value.strip()
 
 
-def _jaas(value: str, line: int, source: str) -> tuple[str, str, tuple[str, ...]]:
-    """(username, password, mechanisms the login module serves) of a ``sasl.jaas.config``."""
+def _jaas(value: str, line: int, source: str) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(librdkafka's settings, mechanisms the login module serves) of a ``sasl.jaas.config``."""
     try:
         entry = jaas.parse(value)
     except jaas.JaasSyntaxError as e:
@@ -186,13 +213,16 @@ def _jaas(value: str, line: int, source: str) -> tuple[str, str, tuple[str, ...]
             f"login module {entry.login_module} is not supported (one of "
             f"{', '.join(LOGIN_MODULES)})",
         )
-    unknown = sorted(set(entry.options) - set(JAAS_OPTIONS))
+    options = JAAS_OPTIONS[entry.login_module]
+    unknown = sorted(set(entry.options) - set(options))
     if unknown:
         raise _fail(source, line, "sasl.jaas.config", f"option {unknown[0]} is not supported")
-    missing = [name for name in JAAS_OPTIONS if name not in entry.options]
+    missing = [
+        name for name in options if name not in entry.options and name not in OPTIONAL_JAAS_OPTIONS
+    ]
     if missing:
         raise _fail(source, line, "sasl.jaas.config", f"option {missing[0]} is missing")
-    return entry.options["username"], entry.options["password"], mechanisms
+    return {options[name]: value for name, value in entry.options.items()}, mechanisms
 
 
 def translate(text: str, source: str = "<command-config>") -> ClientProperties:
@@ -233,9 +263,29 @@ def translate(text: str, source: str = "<command-config>") -> ClientProperties:
     jaas_mechanisms: tuple[str, ...] = ()
     if "sasl.jaas.config" in java:
         value, line = java["sasl.jaas.config"]
-        username, password, jaas_mechanisms = _jaas(value, line, source)
-        put("sasl.username", username, line, "sasl.jaas.config")
-        put("sasl.password", password, line, "sasl.jaas.config")
+        translated, jaas_mechanisms = _jaas(value, line, source)
+        for key, setting in translated.items():
+            put(key, setting, line, "sasl.jaas.config")
+    handler = java.get("sasl.login.callback.handler.class")
+    if handler is not None:
+        value, line = handler
+        if value not in OIDC_LOGIN_HANDLERS or jaas_mechanisms != (OAUTHBEARER,):
+            raise _fail(
+                source,
+                line,
+                "sasl.login.callback.handler.class",
+                f"only {OIDC_LOGIN_HANDLERS[0]} is supported, with sasl.jaas.config="
+                f"{OAUTHBEARER_LOGIN_MODULE} (clientId, clientSecret, scope)",
+            )
+        put("sasl.oauthbearer.method", "oidc", line, "sasl.login.callback.handler.class")
+    elif jaas_mechanisms == (OAUTHBEARER,):
+        raise _fail(
+            source,
+            java["sasl.jaas.config"][1],
+            "sasl.jaas.config",
+            f"{OAUTHBEARER_LOGIN_MODULE} without sasl.login.callback.handler.class="
+            f"{OIDC_LOGIN_HANDLERS[0]} is Kafka's unsecured login, which the brokers refuse",
+        )
 
     protocol = config.get("security.protocol", "PLAINTEXT").upper()
     if protocol not in PROTOCOLS:

@@ -11,7 +11,8 @@ authentication, as librdkafka sends it), which issues RS256 JWTs with ``sub`` = 
 the module with an OAUTH listener (SASL_PLAINTEXT, OAUTHBEARER only, Kafka's validator class),
 the ACL authorizer with ``allow.everyone.if.no.acl.found`` (the PLAINTEXT listener the harness
 uses is ANONYMOUS), and one topic whose ACLs let ``alice`` write and no one else. The CLI's
-``--command-config`` with librdkafka's OIDC keys lists topics through the OAUTH listener.
+``--command-config`` with librdkafka's OIDC keys, or the Java client's, lists topics through the
+OAUTH listener.
 """
 
 from __future__ import annotations
@@ -400,15 +401,23 @@ def _odradek(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_command_config_passes_librdkafkas_oidc_keys_to_the_commands(cluster, idp, tmp_path):
+@pytest.mark.parametrize("keys", ["librdkafka", "java"])
+def test_command_config_gives_the_commands_an_oidc_login(cluster, idp, tmp_path, keys):
     ports, _ = cluster
     properties = tmp_path / "oauth.properties"
+    login = (
+        "sasl.oauthbearer.method=oidc\nsasl.oauthbearer.client.id=alice\n"
+        f"sasl.oauthbearer.client.secret={CLIENTS['alice']}\n"
+        if keys == "librdkafka"
+        else "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer."
+        "OAuthBearerLoginCallbackHandler\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+        f'required clientId="alice" clientSecret="{CLIENTS["alice"]}";\n'
+    )
     properties.write_text(
         f"bootstrap.servers=127.0.0.1:{ports['OAUTH']}\n"
         "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
-        "sasl.oauthbearer.method=oidc\nsasl.oauthbearer.client.id=alice\n"
-        f"sasl.oauthbearer.client.secret={CLIENTS['alice']}\n"
-        f"sasl.oauthbearer.token.endpoint.url={idp.url}/token\n"
+        f"{login}sasl.oauthbearer.token.endpoint.url={idp.url}/token\n"
     )
     issued = idp.issued
     listed = _odradek(tmp_path, "topics", "list", "--command-config", str(properties))
