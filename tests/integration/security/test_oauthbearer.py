@@ -356,7 +356,9 @@ def test_kafka_python_answers_the_challenge_and_is_refused(cluster, idp, caplog)
             security_protocol="SASL_PLAINTEXT",
             sasl_mechanism="OAUTHBEARER",
             sasl_oauth_token_provider=expired,
-            bootstrap_timeout_ms=3000,
+            # kafka-python 3.0 drops an answer that arrives with the broker's close in one read
+            # ("socket disconnected"), so not every attempt shows the refusal: several are made.
+            bootstrap_timeout_ms=12000,
         )
     assert 'SaslAuthenticationFailedError: {"status":"invalid_token"}' in caplog.text
 
