@@ -82,6 +82,8 @@ from odradek.observability.metrics import (
     txn_marker_metrics,
 )
 from odradek.security import acl_authorizer
+from odradek.security.jwks import FileJwks, HttpJwks, JwksSettings, jwks_keys
+from odradek.security.oauthbearer import ClaimRules, TokenValidator
 from odradek.security.scram import ScramCredential, ScramMechanism
 from odradek.security.tls import broker_links_tls, listener_tls, reload_certificates
 from odradek.storage.manager import LogManager, ManagerIntervals
@@ -138,6 +140,8 @@ class BrokerApp:
         )
         self.log_manager: LogManager | None = None
         self.servers: list[BrokerServer] = []
+        self.jwks: HttpJwks | FileJwks | None = None  # OAUTHBEARER's keys, when served
+        self.oauthbearer: TokenValidator | None = None
         # Each SSL listener's TLS context, its key and trust stores read now (``odradek broker``
         # has read them once already, so a bad store is a configuration error before start).
         self.tls = listener_tls(config)
@@ -326,6 +330,7 @@ class BrokerApp:
             queued_max_request_bytes=config.queued_max_request_bytes,
             queued_max_requests=config.queued_max_requests,
         )
+        self.oauthbearer = await self._start_oauthbearer()
         ports = {}
         for listener in config.listener_table:
             ports[listener.name] = await self._serve(context, listener, budgets)
@@ -397,7 +402,37 @@ class BrokerApp:
             config.connection_failed_authentication_delay_ms,
             config.sasl_server_max_receive_size,
             settings.max_reauth_ms(),
+            oauthbearer=self.oauthbearer,
         )
+
+    async def _start_oauthbearer(self) -> TokenValidator | None:
+        """The OAUTHBEARER validator of every listener that enables it (one key source for the
+        broker, as Kafka shares one per configuration), its keys started; None when none does."""
+        config = self.config
+        if not any(
+            "OAUTHBEARER" in config.sasl_settings(listener.name).enabled_mechanisms
+            for listener in config.listener_table
+            if listener.security_protocol in SASL_SECURITY_PROTOCOLS
+        ):
+            return None
+        assert config.sasl_oauthbearer_jwks_endpoint_url is not None  # checked at load
+        self.jwks = jwks_keys(
+            JwksSettings(
+                config.sasl_oauthbearer_jwks_endpoint_url,
+                config.sasl_oauthbearer_jwks_endpoint_refresh_ms,
+                config.sasl_oauthbearer_jwks_endpoint_retry_backoff_ms,
+                config.sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms,
+            )
+        )
+        await self.jwks.start()
+        rules = ClaimRules(
+            expected_audience=config.sasl_oauthbearer_expected_audience or (),
+            expected_issuer=config.sasl_oauthbearer_expected_issuer,
+            scope_claim_name=config.sasl_oauthbearer_scope_claim_name,
+            sub_claim_name=config.sasl_oauthbearer_sub_claim_name,
+            clock_skew_seconds=config.sasl_oauthbearer_clock_skew_seconds,
+        )
+        return TokenValidator(self.jwks, rules)
 
     async def _serve(
         self, context: BrokerContext, listener: Listener, budgets: RequestBudgets
@@ -478,6 +513,8 @@ class BrokerApp:
                 log.warning("could not deregister: %s", e)
         for server in self.servers:
             await server.stop()
+        if self.jwks is not None:
+            await self.jwks.close()
         if self.admin is not None:
             await self.admin.stop()
         if self._isr_expiration is not None:

@@ -68,6 +68,7 @@ from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.protocol.header import RequestHeader
+from odradek.security.oauthbearer import OAuthBearerServer, TokenValidator
 from odradek.security.sasl import (
     CredentialLookup,
     PlainServer,
@@ -105,6 +106,7 @@ class ListenerSasl:
     max_receive_bytes: int
     # connections.max.reauth.ms by mechanism (0 or absent: no limit), per listener as Kafka's
     max_reauth_ms: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    oauthbearer: TokenValidator | None = None  # OAUTHBEARER's, when the listener enables it
 
     def __repr__(self) -> str:
         return f"ListenerSasl({self.listener}, {self.enabled_mechanisms})"
@@ -112,6 +114,10 @@ class ListenerSasl:
     def server(self, mechanism: str) -> SaslServer:
         if mechanism == "PLAIN":
             return PlainServer(self.plain_users)
+        if mechanism == OAuthBearerServer.mechanism:
+            if self.oauthbearer is None:
+                raise ValueError(f"listener {self.listener} has no OAUTHBEARER validator")
+            return OAuthBearerServer(self.oauthbearer)
         scram = ScramMechanism.by_name(mechanism)
         if scram is None:
             raise ValueError(f"no SASL server for {mechanism}")

@@ -28,11 +28,11 @@ from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
-from odradek.security.sasl import SUPPORTED_MECHANISMS
+from odradek.security.sasl import PASSWORD_MECHANISMS
 
 __all__ = ["MECHANISMS", "ClientSecurity", "SaslAuthenticationError", "SaslCredentials"]
 
-MECHANISMS = SUPPORTED_MECHANISMS  # the brokers' (security.sasl), which this client speaks
+MECHANISMS = PASSWORD_MECHANISMS  # the brokers' (security.sasl) but OAUTHBEARER: not spoken here
 
 
 class SaslAuthenticationError(ClientError):

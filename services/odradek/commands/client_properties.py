@@ -16,13 +16,24 @@ The file is a Java ``.properties`` file (``config.properties.parse_properties``)
   and the certificate chain in one file, as Kafka's PEM keystore holds them) becomes both
   ``ssl.certificate.location`` and ``ssl.key.location`` (librdkafka's own
   ``ssl.keystore.location`` is a PKCS#12 file: a different thing under the same name);
+- ``sasl.mechanism=OAUTHBEARER`` with librdkafka's OIDC client-credentials keys, which pass
+  through (``sasl.oauthbearer.method=oidc``, ``sasl.oauthbearer.client.id``,
+  ``sasl.oauthbearer.client.secret``, ``sasl.oauthbearer.token.endpoint.url``, optional
+  ``sasl.oauthbearer.scope``): librdkafka fetches the token. The Java client's (KIP-768)
+  ``sasl.login.callback.handler.class=...OAuthBearerLoginCallbackHandler`` with
+  ``sasl.jaas.config=...OAuthBearerLoginModule required clientId=".." clientSecret=".."
+  [scope=".."];`` becomes them. For the commands on librdkafka only: ``client_security``
+  (Odradek's own client) refuses it;
 - ``bootstrap.servers`` is kept apart: the commands use it when ``--bootstrap-server`` is not
   given.
 
 Refused, with the key named (an accepted setting is one the commands honour): JKS and PKCS12
-stores, store passwords, the GSSAPI and OAUTHBEARER mechanisms, any other login module or JAAS
-option, and every other key. A Java key and a librdkafka key that say different things (two
-passwords) are refused too. Error messages never hold a value of a secret key.
+stores, store passwords, the GSSAPI mechanism, OAUTHBEARER other than librdkafka's OIDC
+(``sasl.oauthbearer.method=default`` makes librdkafka sign its own unsecured token, and the Java
+``OAuthBearerLoginModule`` without the OIDC handler is Kafka's unsecured login: the brokers
+refuse both; other ``sasl.login.*`` keys are not taken), any other login module or JAAS option,
+and every other key. A Java key and a librdkafka key that say different things (two passwords)
+are refused too. Error messages never hold a value of a secret key.
 
 Everything here is pure except ``load`` (reads the file) and ``client_security`` (reads the
 PEM files it names); any thread.
@@ -38,18 +49,49 @@ from odradek.client.security import ClientSecurity, SaslCredentials
 from odradek.config.properties import PROPERTIES_FILE_MAX_BYTES, parse_properties
 from odradek.errors import InvalidConfigError
 from odradek.security import jaas
-from odradek.security.sasl import KNOWN_UNSUPPORTED_MECHANISMS, SUPPORTED_MECHANISMS
+from odradek.security.sasl import KNOWN_UNSUPPORTED_MECHANISMS, PASSWORD_MECHANISMS
 
 __all__ = ["ClientProperties", "ClientPropertiesError", "load", "translate"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = SUPPORTED_MECHANISMS  # what the brokers serve; the clients speak the same
+OAUTHBEARER = "OAUTHBEARER"
+MECHANISMS = (*PASSWORD_MECHANISMS, OAUTHBEARER)  # OAUTHBEARER: librdkafka's OIDC only
 UNSUPPORTED_MECHANISMS = KNOWN_UNSUPPORTED_MECHANISMS
+OIDC_REQUIRED = (
+    "sasl.oauthbearer.method",
+    "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.token.endpoint.url",
+)
+OIDC_KEYS = (*OIDC_REQUIRED, "sasl.oauthbearer.scope")
+OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 LOGIN_MODULES = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": ("PLAIN",),
     "org.apache.kafka.common.security.scram.ScramLoginModule": ("SCRAM-SHA-256", "SCRAM-SHA-512"),
+    OAUTHBEARER_LOGIN_MODULE: (OAUTHBEARER,),
 }
-JAAS_OPTIONS = ("username", "password")
+# login module -> {JAAS option: librdkafka key}, and which options must be there
+JAAS_OPTIONS = {
+    "org.apache.kafka.common.security.plain.PlainLoginModule": {
+        "username": "sasl.username",
+        "password": "sasl.password",
+    },
+    "org.apache.kafka.common.security.scram.ScramLoginModule": {
+        "username": "sasl.username",
+        "password": "sasl.password",
+    },
+    OAUTHBEARER_LOGIN_MODULE: {
+        "clientId": "sasl.oauthbearer.client.id",
+        "clientSecret": "sasl.oauthbearer.client.secret",
+        "scope": "sasl.oauthbearer.scope",
+    },
+}
+OPTIONAL_JAAS_OPTIONS = ("scope",)
+# The Java client's OIDC login (KIP-768), which librdkafka's sasl.oauthbearer.method=oidc does.
+OIDC_LOGIN_HANDLERS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+)
 PASS_THROUGH = (
     "security.protocol",
     "sasl.mechanism",
@@ -61,16 +103,23 @@ PASS_THROUGH = (
     "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
     "client.id",
+    *OIDC_KEYS,
 )
 ALIASES = {"sasl.mechanisms": "sasl.mechanism"}  # librdkafka takes both spellings
 JAVA_KEYS = (
     "sasl.jaas.config",
+    "sasl.login.callback.handler.class",
     "ssl.truststore.location",
     "ssl.truststore.type",
     "ssl.keystore.location",
     "ssl.keystore.type",
 )
-SECRET_KEYS = ("sasl.password", "ssl.key.password", "sasl.jaas.config")
+SECRET_KEYS = (
+    "sasl.password",
+    "ssl.key.password",
+    "sasl.jaas.config",
+    "sasl.oauthbearer.client.secret",
+)
 ENDPOINT_ALGORITHMS = ("https", "none", "")
 
 
@@ -94,6 +143,12 @@ class ClientProperties:
         """TLS and SASL for Odradek's own client (``client.security``), from the same settings."""
         protocol, settings = self.security_protocol, self.librdkafka
         sasl = None
+        if protocol.startswith("SASL_") and settings.get("sasl.mechanism") == OAUTHBEARER:
+            raise ClientPropertiesError(
+                f"{self.source}: sasl.mechanism OAUTHBEARER is not supported by this command: it "
+                f"runs on Odradek's own client, which speaks {', '.join(PASSWORD_MECHANISMS)} "
+                f"(the commands on librdkafka, such as topics, produce and consume, take it)"
+            )
         if protocol.startswith("SASL_"):
             sasl = SaslCredentials(
                 settings["sasl.mechanism"], settings["sasl.username"], settings["sasl.password"]
@@ -143,8 +198,8 @@ def _store(entries: dict[str, tuple[str, int]], source: str, kind: str) -> str |
     return value.strip()
 
 
-def _jaas(value: str, line: int, source: str) -> tuple[str, str, tuple[str, ...]]:
-    """(username, password, mechanisms the login module serves) of a ``sasl.jaas.config``."""
+def _jaas(value: str, line: int, source: str) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(librdkafka's settings, mechanisms the login module serves) of a ``sasl.jaas.config``."""
     try:
         entry = jaas.parse(value)
     except jaas.JaasSyntaxError as e:
@@ -158,13 +213,16 @@ def _jaas(value: str, line: int, source: str) -> tuple[str, str, tuple[str, ...]
             f"login module {entry.login_module} is not supported (one of "
             f"{', '.join(LOGIN_MODULES)})",
         )
-    unknown = sorted(set(entry.options) - set(JAAS_OPTIONS))
+    options = JAAS_OPTIONS[entry.login_module]
+    unknown = sorted(set(entry.options) - set(options))
     if unknown:
         raise _fail(source, line, "sasl.jaas.config", f"option {unknown[0]} is not supported")
-    missing = [name for name in JAAS_OPTIONS if name not in entry.options]
+    missing = [
+        name for name in options if name not in entry.options and name not in OPTIONAL_JAAS_OPTIONS
+    ]
     if missing:
         raise _fail(source, line, "sasl.jaas.config", f"option {missing[0]} is missing")
-    return entry.options["username"], entry.options["password"], mechanisms
+    return {options[name]: value for name, value in entry.options.items()}, mechanisms
 
 
 def translate(text: str, source: str = "<command-config>") -> ClientProperties:
@@ -205,9 +263,29 @@ def translate(text: str, source: str = "<command-config>") -> ClientProperties:
     jaas_mechanisms: tuple[str, ...] = ()
     if "sasl.jaas.config" in java:
         value, line = java["sasl.jaas.config"]
-        username, password, jaas_mechanisms = _jaas(value, line, source)
-        put("sasl.username", username, line, "sasl.jaas.config")
-        put("sasl.password", password, line, "sasl.jaas.config")
+        translated, jaas_mechanisms = _jaas(value, line, source)
+        for key, setting in translated.items():
+            put(key, setting, line, "sasl.jaas.config")
+    handler = java.get("sasl.login.callback.handler.class")
+    if handler is not None:
+        value, line = handler
+        if value not in OIDC_LOGIN_HANDLERS or jaas_mechanisms != (OAUTHBEARER,):
+            raise _fail(
+                source,
+                line,
+                "sasl.login.callback.handler.class",
+                f"only {OIDC_LOGIN_HANDLERS[0]} is supported, with sasl.jaas.config="
+                f"{OAUTHBEARER_LOGIN_MODULE} (clientId, clientSecret, scope)",
+            )
+        put("sasl.oauthbearer.method", "oidc", line, "sasl.login.callback.handler.class")
+    elif jaas_mechanisms == (OAUTHBEARER,):
+        raise _fail(
+            source,
+            java["sasl.jaas.config"][1],
+            "sasl.jaas.config",
+            f"{OAUTHBEARER_LOGIN_MODULE} without sasl.login.callback.handler.class="
+            f"{OIDC_LOGIN_HANDLERS[0]} is Kafka's unsecured login, which the brokers refuse",
+        )
 
     protocol = config.get("security.protocol", "PLAINTEXT").upper()
     if protocol not in PROTOCOLS:
@@ -237,10 +315,14 @@ def translate(text: str, source: str = "<command-config>") -> ClientProperties:
         raise _fail(
             source, java["sasl.jaas.config"][1], "sasl.jaas.config", "no sasl.mechanism given"
         )
+    _check_oauthbearer(config, lines, source)
     if protocol.startswith("SASL_"):
-        needed = [
-            k for k in ("sasl.mechanism", "sasl.username", "sasl.password") if k not in config
-        ]
+        credentials = (
+            OIDC_REQUIRED
+            if config.get("sasl.mechanism") == OAUTHBEARER
+            else ("sasl.username", "sasl.password")
+        )
+        needed = [k for k in ("sasl.mechanism", *credentials) if k not in config]
         if needed:
             raise _fail(
                 source,
@@ -261,6 +343,24 @@ def translate(text: str, source: str = "<command-config>") -> ClientProperties:
         # Kafka's empty value turns the check off; librdkafka spells that "none".
         config["ssl.endpoint.identification.algorithm"] = algorithm.lower() or "none"
     return ClientProperties(config, bootstrap or None, source)
+
+
+def _check_oauthbearer(config: dict[str, str], lines: dict[str, int], source: str) -> None:
+    """OAUTHBEARER goes with librdkafka's OIDC keys, and they with it alone."""
+    oauth = config.get("sasl.mechanism") == OAUTHBEARER
+    for key in OIDC_KEYS if not oauth else ("sasl.username", "sasl.password"):
+        if key in config:
+            what = "sasl.mechanism=OAUTHBEARER" if not oauth else "OAUTHBEARER (a token)"
+            raise _fail(source, lines[key], key, f"goes only with {what}")
+    method = config.get("sasl.oauthbearer.method")
+    if method is not None and method.lower() != "oidc":
+        raise _fail(
+            source,
+            lines["sasl.oauthbearer.method"],
+            "sasl.oauthbearer.method",
+            f"{method} is not supported: only oidc (librdkafka's default method signs its own "
+            f"unsecured token, which the brokers refuse)",
+        )
 
 
 def load(path: Path) -> ClientProperties:

@@ -34,8 +34,9 @@ per-listener overrides ``listener.name.<l>.ssl.*`` (``config.ssl``, ``ssl_settin
 
 SASL listeners (SASL_PLAINTEXT, SASL_SSL) take Kafka's ``sasl.enabled.mechanisms`` and
 ``listener.name.<l>.sasl.enabled.mechanisms``, ``listener.name.<l>.<mechanism>.sasl.jaas.config``
-(``config.sasl``, ``sasl_settings``); GSSAPI (Kafka's default), OAUTHBEARER and any ``sasl.*``
-key not honoured are refused by name.
+(``config.sasl``, ``sasl_settings``), and for OAUTHBEARER Kafka's JWT validator with its
+``sasl.oauthbearer.*`` keys (``config.oauthbearer``); GSSAPI (Kafka's default), the unsecured
+OAUTHBEARER validator and any ``sasl.*`` key not honoured are refused by name.
 
 The broker's ``log.*`` keys (and a few others) are the defaults of every topic:
 ``topic_defaults()`` maps them with ``TOPIC_CONFIG_SYNONYMS``, Kafka's
@@ -87,6 +88,7 @@ from odradek.config.endpoints import (
     parse_zookeeper_connect,
 )
 from odradek.config.keys import REQUIRED, ConfigKey, ConfigType, invalid_value, missing_required
+from odradek.config.oauthbearer import OAUTHBEARER_KEYS, check_validator_keys
 from odradek.config.properties import PropertiesConfig
 from odradek.config.sasl import (
     SASL_KEYS,
@@ -884,6 +886,21 @@ class BrokerConfig(PropertiesConfig):
     )
     sasl_server_max_receive_size: int = _default("sasl.server.max.receive.size")
     connections_max_reauth_ms: int = _default("connections.max.reauth.ms")
+    sasl_oauthbearer_jwks_endpoint_url: str | None = None
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = _default(
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms"
+    )
+    sasl_oauthbearer_jwks_endpoint_retry_backoff_ms: int = _default(
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms"
+    )
+    sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms: int = _default(
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"
+    )
+    sasl_oauthbearer_expected_audience: tuple[str, ...] | None = None
+    sasl_oauthbearer_expected_issuer: str | None = None
+    sasl_oauthbearer_scope_claim_name: str = _default("sasl.oauthbearer.scope.claim.name")
+    sasl_oauthbearer_sub_claim_name: str = _default("sasl.oauthbearer.sub.claim.name")
+    sasl_oauthbearer_clock_skew_seconds: int = _default("sasl.oauthbearer.clock.skew.seconds")
     zookeeper_set_acl: bool = False
     zookeeper_ssl_client_enable: bool = False
     zookeeper_clientCnxnSocket: str | None = None  # noqa: N815 (Kafka's key name)
@@ -1253,7 +1270,12 @@ class BrokerConfig(PropertiesConfig):
             e.name for e in self.listeners if protocols[e.name] in SASL_SECURITY_PROTOCOLS
         }
         for name in sorted(sasl_listeners):
-            self.sasl_settings(name).check()
+            settings = self.sasl_settings(name)
+            settings.check()
+            if "OAUTHBEARER" in settings.enabled_mechanisms:
+                check_validator_keys(
+                    name, {key.name: getattr(self, key.attr) for key in OAUTHBEARER_KEYS}
+                )
         for name, key, _ in self.listener_sasl_overrides:
             if name not in sasl_listeners:
                 raise InvalidConfigError(

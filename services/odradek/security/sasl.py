@@ -1,4 +1,5 @@
-"""The broker's side of the SASL mechanisms it serves: PLAIN and SCRAM-SHA-256/512.
+"""The broker's side of the SASL mechanisms it serves: PLAIN and SCRAM-SHA-256/512 here,
+OAUTHBEARER in ``security.oauthbearer`` (same ``SaslServer`` protocol).
 
 Each ``SaslServer`` is one connection's exchange, as Kafka's ``SaslServer`` implementations
 (``PlainSaslServer``, ``ScramSaslServer``): ``evaluate_response(token)`` takes the client's next
@@ -40,6 +41,7 @@ from odradek.security.scram import ScramCredential, ScramMechanism
 
 __all__ = [
     "KNOWN_UNSUPPORTED_MECHANISMS",
+    "PASSWORD_MECHANISMS",
     "SUPPORTED_MECHANISMS",
     "CredentialLookup",
     "PlainServer",
@@ -48,8 +50,11 @@ __all__ = [
     "ScramServer",
 ]
 
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-KNOWN_UNSUPPORTED_MECHANISMS = ("GSSAPI", "OAUTHBEARER")  # Kafka's, not implemented here
+# The mechanisms that authenticate a user name and a password: the project's own client and
+# --command-config speak these (not OAUTHBEARER, whose tokens come from an identity provider).
+PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SUPPORTED_MECHANISMS = (*PASSWORD_MECHANISMS, "OAUTHBEARER")
+KNOWN_UNSUPPORTED_MECHANISMS = ("GSSAPI",)  # Kafka's, not implemented here
 
 CredentialLookup = Callable[[str, ScramMechanism], Awaitable[ScramCredential | None]]
 

@@ -16,6 +16,13 @@ from odradek.local.cluster import ClusterState
 from odradek.local.pki import LocalPki
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+OIDC_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+OIDC = (
+    "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n"
+    "sasl.oauthbearer.client.id=svc\nsasl.oauthbearer.client.secret=svc-secret\n"
+    "sasl.oauthbearer.token.endpoint.url=https://idp.test/token\n"
+)
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
@@ -74,7 +81,16 @@ def test_an_empty_file_is_plaintext():
         ("ssl.keystore.type=JKS\nssl.keystore.location=/k.jks\n", "ssl.keystore.location"),
         ("ssl.truststore.password=x\n", "ssl.truststore.password"),
         ("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\nsasl.username=u\n", "GSSAPI"),
-        ("sasl.mechanism=OAUTHBEARER\n", "OAUTHBEARER"),
+        (
+            "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\nsasl.oauthbearer.method=oidc\n",
+            "no sasl.oauthbearer.client.id",
+        ),
+        (f"{OIDC}sasl.oauthbearer.method=default\n", "only oidc"),
+        (f"{OIDC}sasl.username=u\n", "sasl.username: goes only with OAUTHBEARER"),
+        (
+            "sasl.mechanism=PLAIN\nsasl.oauthbearer.client.id=x\n",
+            "sasl.oauthbearer.client.id: goes only with sasl.mechanism=OAUTHBEARER",
+        ),
         ("sasl.kerberos.service.name=kafka\n", "sasl.kerberos.service.name"),
         ("linger.ms=5\n", "linger.ms"),
         ("security.protocol=SSLV3\n", "security.protocol"),
@@ -102,6 +118,78 @@ def test_an_empty_file_is_plaintext():
 def test_what_the_commands_cannot_honour_is_refused_by_name(text, named):
     with pytest.raises(ClientPropertiesError, match=named):
         translate(text, "client.properties")
+
+
+def test_librdkafkas_oidc_keys_pass_through_for_librdkafka_only():
+    settings = translate(
+        f"{OIDC}sasl.oauthbearer.method=OIDC\nsasl.oauthbearer.scope=kafka\n"
+        "ssl.ca.location=/ca.pem\n",
+        "client.properties",
+    )
+    assert settings.librdkafka == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "OIDC",
+        "sasl.oauthbearer.client.id": "svc",
+        "sasl.oauthbearer.client.secret": "svc-secret",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp.test/token",
+        "sasl.oauthbearer.scope": "kafka",
+        "ssl.ca.location": "/ca.pem",
+    }
+    with pytest.raises(ClientPropertiesError, match="runs on Odradek's own client") as refused:
+        settings.client_security()
+    assert "svc-secret" not in str(refused.value)
+
+
+def test_the_java_clients_oidc_login_becomes_librdkafkas():
+    settings = translate(
+        "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n"
+        f"sasl.login.callback.handler.class={OIDC_HANDLER}\n"
+        "sasl.oauthbearer.token.endpoint.url=https://idp.test/token\n"
+        f'sasl.jaas.config={OAUTH_MODULE} required clientId="svc" clientSecret="s3cret" '
+        'scope="kafka";\n'
+    )
+    assert settings.librdkafka == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": "svc",
+        "sasl.oauthbearer.client.secret": "s3cret",
+        "sasl.oauthbearer.scope": "kafka",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp.test/token",
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (  # Kafka's default login: an unsecured token the brokers refuse
+            f"sasl.mechanism=OAUTHBEARER\nsasl.jaas.config={OAUTH_MODULE} required clientId=a "
+            "clientSecret=b;\n",
+            "is Kafka's unsecured login",
+        ),
+        (
+            f"sasl.mechanism=OAUTHBEARER\nsasl.login.callback.handler.class=com.example.Login\n"
+            f"sasl.jaas.config={OAUTH_MODULE} required clientId=a clientSecret=b;\n",
+            "only org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+        ),
+        (
+            f"sasl.mechanism=OAUTHBEARER\nsasl.login.callback.handler.class={OIDC_HANDLER}\n"
+            f"sasl.jaas.config={OAUTH_MODULE} required clientId=a;\n",
+            "option clientSecret is missing",
+        ),
+        (
+            f"sasl.mechanism=OAUTHBEARER\nsasl.login.callback.handler.class={OIDC_HANDLER}\n"
+            f"sasl.jaas.config={OAUTH_MODULE} required clientId=a clientSecret=b "
+            "unsecuredLoginStringClaim_sub=x;\n",
+            "option unsecuredLoginStringClaim_sub is not supported",
+        ),
+    ],
+)
+def test_the_java_clients_other_oauthbearer_logins_are_refused(text, words):
+    with pytest.raises(ClientPropertiesError, match=words) as refused:
+        translate(text)
+    assert "clientSecret=b" not in str(refused.value)
 
 
 def test_disagreeing_passwords_are_refused_without_showing_either():
