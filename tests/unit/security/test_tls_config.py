@@ -191,7 +191,10 @@ def test_the_inter_broker_and_control_plane_listeners_may_be_ssl(stores):
         )
     )
     assert links.brokers is not None and links.controller is not None
-    assert links.brokers.verify_mode is ssl.CERT_REQUIRED and links.brokers.check_hostname
+    brokers = links.brokers_context
+    assert (
+        brokers is not None and brokers.verify_mode is ssl.CERT_REQUIRED and brokers.check_hostname
+    )
     assert broker_links_tls(config(**pem(**stores_of))) == BrokerLinksTls(None, None)
 
 
