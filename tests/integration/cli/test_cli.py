@@ -83,7 +83,11 @@ def test_topic_lifecycle_create_list_describe_alter_delete(workdir):
     described = ok(workdir, "topics", "describe", "orders").stdout
     header = described.splitlines()[0]
     assert header.startswith("Topic: orders\tTopicId: ")
-    assert "PartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=86400000" in header
+    assert "PartitionCount: 3\tReplicationFactor: 1\tConfigs: " in header
+    # As kafka-topics.sh: every config not at its default, the topic's own and those the broker
+    # was started with (the local cluster names min.insync.replicas=1: STATIC_BROKER_CONFIG).
+    configs = header.split("Configs: ", 1)[1].split(",")
+    assert sorted(configs) == ["min.insync.replicas=1", "retention.ms=86400000"]
     rows = partition_lines(described)
     assert [row["Partition"] for row in rows] == ["0", "1", "2"]
     assert {row["Leader"] for row in rows} <= {"1", "2"}
@@ -93,7 +97,7 @@ def test_topic_lifecycle_create_list_describe_alter_delete(workdir):
        "--config", "segment.bytes=1048576", "--delete-config", "retention.ms")  # fmt: skip
     described = ok(workdir, "topics", "describe", "orders").stdout
     assert "PartitionCount: 5" in described
-    assert "Configs: segment.bytes=1048576\n" in described
+    assert "Configs: min.insync.replicas=1,segment.bytes=1048576\n" in described
     assert {row["Leader"] for row in partition_lines(described)} == {"1", "2"}
 
     assert "Deleted topic orders." in ok(workdir, "topics", "delete", "orders").stdout
