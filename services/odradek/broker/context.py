@@ -77,6 +77,8 @@ class RequestContext:
     # The client's address as Kafka reports a member's host ("/127.0.0.1"), "" if unknown.
     client_host: str = ""
     principal: KafkaPrincipal = ANONYMOUS
+    # Names the connection among the broker's live ones (per-connection bounds: groups.limits).
+    connection_id: str = ""
 
     @property
     def api_version(self) -> int:

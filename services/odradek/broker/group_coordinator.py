@@ -35,6 +35,7 @@ from odradek.config.broker import BrokerConfig
 from odradek.errors import ErrorCode, NotLeaderOrFollowerError, RequestTimedOutError
 from odradek.groups.config import OFFSETS_TOPIC, GroupCoordinatorConfig
 from odradek.groups.coordinator import GroupCoordinator
+from odradek.groups.limits import GroupLimits
 from odradek.groups.runtime import CoordinatorRuntime, LoggedMarker, LoggedRecord
 from odradek.groups.shard import ShardContext, Timer
 from odradek.storage.batch import NO_PRODUCER_ID, BatchHeader
@@ -133,10 +134,11 @@ def start_group_coordinator(
     workers: Workers | None = None,
 ) -> GroupCoordinator:
     group_config = GroupCoordinatorConfig.of(config)
+    limits = GroupLimits(group_config)  # one account for every shard of this broker
     topics = MetadataTopics(metadata)
     runtime = CoordinatorRuntime(
         ReplicaCoordinatorLog(replicas, workers),
-        lambda partition, timer: _context(partition, timer, group_config, topics, replicas),
+        lambda partition, timer: _context(partition, timer, group_config, topics, replicas, limits),
         write_timeout_ms=group_config.offsets_commit_timeout_ms,
         clock_ms=replicas.clock_ms,
     )
@@ -159,8 +161,9 @@ def _context(
     config: GroupCoordinatorConfig,
     topics: MetadataTopics,
     replicas: ReplicaManager,
+    limits: GroupLimits,
 ) -> ShardContext:
-    return ShardContext(partition, config, timer, topics, replicas.clock_ms)
+    return ShardContext(partition, config, timer, topics, replicas.clock_ms, limits=limits)
 
 
 async def ensure_offsets_topic(admin: TopicAdmin, config: GroupCoordinatorConfig) -> bool:

@@ -461,11 +461,51 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             "How long the first rebalance of an empty classic group waits for more members.",
             minimum=0,
         ),
+        # Group bounds (issue 23, docs/security.md): Kafka's group.max.size defaults to
+        # 2^31-1, which lets one client grow a coordinator without bound; 1000 is a generous
+        # group (a member per partition of a 1000-partition topic) that a coordinator holds.
         ConfigKey(
             "group.max.size",
             _T.INT,
-            2147483647,
-            "The most members a classic group may have.",
+            1000,
+            "The most members a classic group may have (members and pending member ids "
+            "together); more are refused with GROUP_MAX_SIZE_REACHED.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "odradek.group.member.metadata.max.bytes",
+            _T.INT,
+            1048576,
+            "The most bytes of one member's metadata: a classic member's protocol metadata "
+            "(all its protocols) or its assignment, a consumer-protocol member's subscription "
+            "(topic names, regex). More is refused with INVALID_REQUEST.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "odradek.group.metadata.max.bytes",
+            _T.INT,
+            4194304,
+            "The most bytes of metadata and assignments all members of one classic group hold "
+            "(so also the most the leader's JoinGroup answer carries). A join beyond it is "
+            "refused with GROUP_MAX_SIZE_REACHED, a SyncGroup with INVALID_REQUEST.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "odradek.group.coordinator.metadata.max.bytes",
+            _T.LONG,
+            67108864,
+            "The most bytes of member metadata, assignments and pending member ids the group "
+            "coordinator of a broker holds, all groups together; a join beyond it is refused "
+            "with COORDINATOR_NOT_AVAILABLE (retriable: the client backs off and retries).",
+            minimum=1,
+        ),
+        ConfigKey(
+            "odradek.group.max.pending.members.per.connection",
+            _T.INT,
+            16,
+            "The most pending member ids (KIP-394: answered MEMBER_ID_REQUIRED, not joined "
+            "yet) that JoinGroups of one connection may hold; more are refused with "
+            "GROUP_MAX_SIZE_REACHED.",
             minimum=1,
         ),
         ConfigKey(
@@ -528,8 +568,9 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
         ConfigKey(
             "group.consumer.max.size",
             _T.INT,
-            2147483647,
-            "The most members a consumer-protocol group may have.",
+            1000,
+            "The most members a consumer-protocol group may have (the same reasoning as "
+            "group.max.size); more are refused with GROUP_MAX_SIZE_REACHED.",
             minimum=1,
         ),
         # The transaction coordinator (Kafka's TransactionStateManagerConfig and
@@ -944,6 +985,16 @@ class BrokerConfig(PropertiesConfig):
     group_max_session_timeout_ms: int = _default("group.max.session.timeout.ms")
     group_initial_rebalance_delay_ms: int = _default("group.initial.rebalance.delay.ms")
     group_max_size: int = _default("group.max.size")
+    odradek_group_member_metadata_max_bytes: int = _default(
+        "odradek.group.member.metadata.max.bytes"
+    )
+    odradek_group_metadata_max_bytes: int = _default("odradek.group.metadata.max.bytes")
+    odradek_group_coordinator_metadata_max_bytes: int = _default(
+        "odradek.group.coordinator.metadata.max.bytes"
+    )
+    odradek_group_max_pending_members_per_connection: int = _default(
+        "odradek.group.max.pending.members.per.connection"
+    )
     group_coordinator_rebalance_protocols: tuple[str, ...] = _default(
         "group.coordinator.rebalance.protocols"
     )
@@ -1141,6 +1192,11 @@ class BrokerConfig(PropertiesConfig):
             )
         for low, value, high in (
             ("group.min.session.timeout.ms", None, "group.max.session.timeout.ms"),
+            (
+                "odradek.group.member.metadata.max.bytes",
+                "odradek.group.metadata.max.bytes",
+                "odradek.group.coordinator.metadata.max.bytes",
+            ),
             (
                 "group.consumer.min.session.timeout.ms",
                 "group.consumer.session.timeout.ms",

@@ -35,6 +35,7 @@ from odradek.groups.classic.manager import ClassicGroupManager
 from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.consumer.manager import ConsumerGroupManager
 from odradek.groups.group import Group
+from odradek.groups.limits import GroupLimits
 from odradek.groups.offsets import OffsetMetadataManager
 from odradek.groups.records.base import CoordinatorRecord
 from odradek.storage.batch import NO_PRODUCER_ID
@@ -86,6 +87,13 @@ class ShardContext:
     # The offset the next written record gets (advanced by the runtime at each append; used by
     # state that remembers where a record was written).
     log_end_offset: int = field(default=0)
+    # The broker-wide memory account, shared by every shard of the broker (``groups.limits``);
+    # None: one of this shard's own (tests).
+    limits: GroupLimits = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.limits is None:
+            self.limits = GroupLimits(self.config)
 
 
 class Manager(Protocol):

@@ -184,6 +184,16 @@ def test_bad_heartbeats_get_kafkas_error_codes(cluster):
     assert error(heartbeat(group, "m1", 0, subscribed_topic_regex="(")) == (
         ErrorCode.invalid_regular_expression
     )
+    # odradek.group.member.metadata.max.bytes (1 MiB): a subscription beyond it, before any
+    # regex is compiled (issue 23).
+    many = tuple(f"{i:0100d}" for i in range(11_000))
+    assert error(heartbeat(group, "m1", 0, subscribed_topic_names=many)) == (
+        ErrorCode.invalid_request
+    )
+    huge_regex = "a" * (1024 * 1024 + 1)
+    assert error(heartbeat(group, "m1", 0, subscribed_topic_regex=huge_regex)) == (
+        ErrorCode.invalid_request
+    )
     assert error(heartbeat(group, "m1", 3)) == ErrorCode.group_id_not_found
     assert call(where, heartbeat(group, "m1", 0, **join)).member_epoch == 1
     assert error(heartbeat(group, "m1", 7)) == ErrorCode.fenced_member_epoch

@@ -41,7 +41,6 @@ KAFKA_DEFAULTS = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.initial.rebalance.delay.ms": "3000",
-    "group.max.size": "2147483647",
     "group.coordinator.rebalance.protocols": "classic,consumer",
     "group.consumer.session.timeout.ms": "45000",
     "group.consumer.min.session.timeout.ms": "45000",
@@ -50,7 +49,6 @@ KAFKA_DEFAULTS = {
     "group.consumer.min.heartbeat.interval.ms": "5000",
     "group.consumer.max.heartbeat.interval.ms": "15000",
     "group.consumer.assignors": "uniform,range",
-    "group.consumer.max.size": "2147483647",
     "transaction.max.timeout.ms": "900000",
     "transactional.id.expiration.ms": "604800000",
     "transaction.state.log.num.partitions": "50",
@@ -167,6 +165,8 @@ def test_defaults_are_kafkas():
     for name in KAFKA_NULL_DEFAULTS - {"log.dirs"}:
         assert name not in props, name
     assert config.broker_id == 0
+    # Not Kafka's (2^31-1): a group of more than 1000 members is refused (issue 23).
+    assert props["group.max.size"] == props["group.consumer.max.size"] == "1000"
     # Not Kafka's: a control-plane listener by default, for the controller's requests only.
     assert config.listeners == (Endpoint("PLAINTEXT", "127.0.0.1", 9092), CONTROL_PLANE)
     assert config.control_plane_listener_name == "CONTROL_PLANE"
@@ -188,6 +188,7 @@ def test_every_key_is_documented_and_ours_are_prefixed():
     kafka_names |= {"broker.id", "zookeeper.connect", "listeners", "max.connections"}
     kafka_names |= {"queued.max.request.bytes"}  # Kafka's key, with a finite default here
     kafka_names |= {"auto.create.topics.enable"}  # Kafka's key and default
+    kafka_names |= {"group.max.size", "group.consumer.max.size"}  # Kafka's keys, bounded here
     kafka_names |= {"listener.security.protocol.map", "control.plane.listener.name"}
     for key in BROKER_KEYS.values():
         assert key.doc, key.name

@@ -68,7 +68,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     heartbeat = _request(ctx, request)
     try:
-        validate_heartbeat(heartbeat, groups.config.group_consumer_assignors)
+        validate_heartbeat(
+            heartbeat,
+            groups.config.group_consumer_assignors,
+            groups.config.group_member_metadata_max_bytes,
+        )
         answer: HeartbeatAnswer = await groups.write(
             heartbeat.group_id, lambda shard: shard.consumer.heartbeat(heartbeat)
         )

@@ -47,6 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         require_known_member_id=version >= 4,
         supports_skip_assignment=version >= 9,
         reason=getattr(request, "reason", None),
+        connection_id=ctx.connection_id,
     )
     groups = ctx.broker.groups
     try:

@@ -26,6 +26,7 @@ from odradek.groups.classic.messages import JoinAnswer, JoinedMember, SyncAnswer
 from odradek.groups.classic.state import ClassicGroupState
 from odradek.groups.errors import GroupError
 from odradek.groups.group import GroupDescription, GroupType, MemberDescription
+from odradek.groups.limits import PENDING_MEMBER_BYTES
 from odradek.groups.records.base import CoordinatorRecord
 from odradek.groups.records.classic import (
     GroupMetadataKey,
@@ -50,7 +51,8 @@ class ClassicGroup:
         self.leader_id: str | None = None
         self.members: dict[str, ClassicMember] = {}
         self.static_members: dict[str, str] = {}
-        self.pending_members: set[str] = set()
+        # Each pending member id with the connection that asked for it (``groups.limits``).
+        self.pending_members: dict[str, str] = {}
         self.pending_sync_members: set[str] = set()
         # A member joined during the initial rebalance's delay: wait once more (KIP-134).
         self.new_member_added = False
@@ -184,7 +186,7 @@ class ClassicGroup:
         if not self.members:
             self._protocol_type = member.protocol_type
         self.members[member.member_id] = member
-        self.pending_members.discard(member.member_id)
+        self.pending_members.pop(member.member_id, None)
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         if self.leader_id is None:
@@ -217,6 +219,11 @@ class ClassicGroup:
         if old_id in self.pending_sync_members:
             self.pending_sync_members.discard(old_id)
             self.pending_sync_members.add(new_id)
+
+    def held_bytes(self) -> int:
+        """What its members and pending member ids hold, as ``groups.limits`` counts it."""
+        members = sum(m.held_bytes() for m in self.members.values())
+        return members + PENDING_MEMBER_BYTES * len(self.pending_members)
 
     def supports_protocols(self, protocol_type: str, names: set[str]) -> bool:
         """A joining member fits if the group is empty (and it names a type and a protocol) or

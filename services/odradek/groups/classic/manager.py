@@ -20,6 +20,11 @@ timeout; a member waiting in a rebalance counts as alive unless it is new),
 ``join:<group>`` (initial delay, then rebalance timeout), ``sync:<group>`` (members that do not
 sync within the rebalance timeout are removed).
 
+**Bounds** (``groups.limits``): a join is checked against the member, group, pending-id and
+coordinator bounds before it changes anything (``_check_bounds``), a leader's assignments
+before they are stored (``_check_assignments``); after an operation changed a group, its bytes
+are set in the broker-wide account (``_account``).
+
 Runs inside the runtime's operations (one at a time per shard), on the event loop.
 """
 
@@ -31,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from odradek.errors import ErrorCode
 from odradek.groups.classic.group import ClassicGroup
-from odradek.groups.classic.member import ClassicMember
+from odradek.groups.classic.member import ClassicMember, protocols_bytes
 from odradek.groups.classic.messages import (
     JoinAnswer,
     JoinRequest,
@@ -42,6 +47,7 @@ from odradek.groups.classic.state import ClassicGroupState
 from odradek.groups.classic.waiting import Waiting, new_waiting
 from odradek.groups.errors import GroupError, coordinator_error_of
 from odradek.groups.group import Group, GroupType
+from odradek.groups.limits import MEMBER_OVERHEAD_BYTES, PENDING_MEMBER_BYTES
 from odradek.groups.records.base import CoordinatorRecord
 from odradek.groups.records.classic import GroupMetadataKey
 from odradek.groups.result import Result
@@ -82,7 +88,9 @@ class ClassicGroupManager:
                 existing.state = S.DEAD
                 del self.groups[group_id]
             return
-        self.groups[group_id] = ClassicGroup.from_record(group_id, record.value)
+        group = ClassicGroup.from_record(group_id, record.value)
+        self.groups[group_id] = group
+        self._account(group)
 
     def on_loaded(self) -> None:
         for group in self._classic_groups():
@@ -100,8 +108,9 @@ class ClassicGroupManager:
         timer = self.context.timer
         timer.cancel(_join_key(group))
         timer.cancel(_sync_key(group))
-        for member_id in group.pending_members:
-            timer.cancel(_pending_key(group, member_id))
+        for member_id in list(group.pending_members):
+            self._drop_pending(group, member_id)
+        self.context.limits.set_held(group.group_id, 0)
         for member in group.members.values():
             timer.cancel(_heartbeat_key(group, member.member_id))
             member.complete_join(JoinAnswer.failed(error, member.member_id))
@@ -128,6 +137,10 @@ class ClassicGroupManager:
             return self._join(request)
         except GroupError as e:
             return Result(response=JoinAnswer.failed(e.error_code, request.member_id), replay=False)
+        finally:
+            group = self.groups.get(request.group_id)
+            if isinstance(group, ClassicGroup):
+                self._account(group)
 
     def _join(self, request: JoinRequest) -> Result[JoinAnswer]:
         config = self.config
@@ -169,10 +182,78 @@ class ClassicGroupManager:
                 f"protocol type {request.protocol_type!r} and protocols {sorted(names)}"
                 f" do not fit group {group.group_id}",
             )
+        self._check_bounds(group, request)
         self.groups.setdefault(group.group_id, group)
         if unknown_member:
             return self._join_new_member(group, request)
         return self._join_existing_member(group, request)
+
+    def _check_bounds(self, group: ClassicGroup, request: JoinRequest) -> None:
+        """The memory bounds of ``groups.limits``, checked before the join changes anything."""
+        config = self.config
+        limits = self.context.limits
+        metadata_bytes = protocols_bytes(request.protocols)
+        if metadata_bytes > config.group_member_metadata_max_bytes:
+            raise GroupError(
+                ErrorCode.invalid_request,
+                f"{metadata_bytes} bytes of protocol metadata exceed odradek.group.member."
+                f"metadata.max.bytes ({config.group_member_metadata_max_bytes})",
+            )
+        held = group.held_bytes()
+        pending = request.member_id == "" and request.require_known_member_id
+        if request.group_instance_id is None and pending:
+            if len(group.members) + len(group.pending_members) >= config.group_max_size:
+                raise GroupError(
+                    ErrorCode.group_max_size_reached,
+                    f"group {group.group_id} has {len(group.members)} members and "
+                    f"{len(group.pending_members)} pending member ids (group.max.size "
+                    f"{config.group_max_size})",
+                )
+            if not limits.may_add_pending(request.connection_id):
+                raise GroupError(
+                    ErrorCode.group_max_size_reached,
+                    f"this connection holds {limits.pending_of(request.connection_id)} pending "
+                    f"member ids (odradek.group.max.pending.members.per.connection)",
+                )
+            after = held + PENDING_MEMBER_BYTES
+        else:
+            old = group.members.get(request.member_id)
+            if old is None and request.group_instance_id is not None:
+                old = group.members.get(group.static_member_id(request.group_instance_id) or "")
+            was = old.held_bytes() if old is not None else 0
+            if request.member_id in group.pending_members:
+                was += PENDING_MEMBER_BYTES
+            ids = 2 * len(request.client_id) + 37 + len(request.client_host)  # member id: uuid
+            joining = MEMBER_OVERHEAD_BYTES + metadata_bytes + ids
+            joining += len(request.group_instance_id or "")
+            after = held - was + joining + (len(old.assignment) if old is not None else 0)
+            if after > config.group_metadata_max_bytes and after > held:
+                raise GroupError(
+                    ErrorCode.group_max_size_reached,
+                    f"group {group.group_id} would hold {after} bytes of member metadata "
+                    f"(odradek.group.metadata.max.bytes {config.group_metadata_max_bytes})",
+                )
+        if after > held and not limits.fits(group.group_id, after):
+            raise GroupError(
+                ErrorCode.coordinator_not_available,
+                f"the group coordinator holds {limits.total_bytes} bytes of member metadata "
+                f"(odradek.group.coordinator.metadata.max.bytes "
+                f"{config.group_coordinator_metadata_max_bytes})",
+            )
+
+    def _account(self, group: ClassicGroup) -> None:
+        """Tell the broker-wide account what ``group`` holds now (``groups.limits``)."""
+        live = self.groups.get(group.group_id) is group and not group.in_state(S.DEAD)
+        self.context.limits.set_held(group.group_id, group.held_bytes() if live else 0)
+
+    def _drop_pending(self, group: ClassicGroup, member_id: str) -> bool:
+        """Forget a pending member id (joined, left or expired); False if it was none."""
+        connection_id = group.pending_members.pop(member_id, None)
+        if connection_id is None:
+            return False
+        self.context.timer.cancel(_pending_key(group, member_id))
+        self.context.limits.remove_pending(connection_id)
+        return True
 
     def _accepts_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         """``group.max.size``: while the group rebalances, members that already rejoined count;
@@ -198,7 +279,8 @@ class ClassicGroupManager:
         if request.require_known_member_id:
             # KIP-394: the member learns its id first, so a join that times out on the client
             # side does not leave a member behind for a whole session.
-            group.pending_members.add(member_id)
+            group.pending_members[member_id] = request.connection_id
+            self.context.limits.add_pending(request.connection_id)
             self.context.timer.schedule(
                 _pending_key(group, member_id),
                 request.session_timeout_ms,
@@ -218,7 +300,7 @@ class ClassicGroupManager:
                 raise GroupError(
                     ErrorCode.unknown_member_id, "a static member never gets a pending member id"
                 )
-            self.context.timer.cancel(_pending_key(group, member_id))
+            self._drop_pending(group, member_id)
             return self._add_member(group, request, member_id)
         group.validate_member(member_id, request.group_instance_id, "join")
         member = group.members[member_id]
@@ -425,6 +507,7 @@ class ClassicGroupManager:
             member.complete_sync(SyncAnswer(ErrorCode.rebalance_in_progress))
             group.remove(member.member_id)
         group.init_next_generation(self.context.clock_ms())
+        self._account(group)
         if group.in_state(S.EMPTY):
             log.info("group %s: generation %d with no member", group.group_id, group.generation_id)
             return [group.record()]
@@ -504,6 +587,10 @@ class ClassicGroupManager:
             group.pending_sync_members.discard(member_id)
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
             return Result(response=self._sync_answer(group, member), replay=False)
+        if group.is_leader(member_id):
+            refused = self._check_assignments(group, assignments)
+            if refused is not None:
+                return Result(response=SyncAnswer(refused), replay=False)
         # CompletingRebalance: wait for the leader's assignment.
         future: Waiting[SyncAnswer] = new_waiting()
         member.complete_sync(SyncAnswer(ErrorCode.rebalance_in_progress))
@@ -528,6 +615,7 @@ class ClassicGroupManager:
                 return
             for m in group.members.values():
                 m.assignment = full[m.member_id]
+            self._account(group)
             group.transition_to(S.STABLE, self.context.clock_ms())
             for m in group.members.values():
                 m.complete_sync(self._sync_answer(group, m))
@@ -535,6 +623,36 @@ class ClassicGroupManager:
         return Result(
             records=[group.record(full)], deferred=future, replay=False, on_written=written
         )
+
+    def _check_assignments(
+        self, group: ClassicGroup, assignments: dict[str, bytes]
+    ) -> ErrorCode | None:
+        """The leader's assignments within ``groups.limits``' bounds, else the refusal's code
+        (entries for ids that are no members count too: the leader sent them)."""
+        config = self.config
+        largest = max(map(len, assignments.values()), default=0)
+        held = group.held_bytes()
+        after = held + sum(map(len, assignments.values()))
+        after -= sum(len(m.assignment) for m in group.members.values())
+        if largest > config.group_member_metadata_max_bytes:
+            log.info(
+                "group %s: refused an assignment of %d bytes "
+                "(odradek.group.member.metadata.max.bytes)",
+                group.group_id,
+                largest,
+            )
+            return ErrorCode.invalid_request
+        if after > max(config.group_metadata_max_bytes, held):
+            log.info(
+                "group %s: refused assignments, the group would hold %d bytes "
+                "(odradek.group.metadata.max.bytes)",
+                group.group_id,
+                after,
+            )
+            return ErrorCode.invalid_request
+        if after > held and not self.context.limits.fits(group.group_id, after):
+            return ErrorCode.coordinator_not_available
+        return None
 
     def _spawn_rebalance(self, group: ClassicGroup, reason: str) -> None:
         """Rebalance from a write callback (outside an operation): as a timer, i.e. an
@@ -594,13 +712,17 @@ class ClassicGroupManager:
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
             return Result(replay=False)
         log.info("group %s: member %s's session expired", group.group_id, member_id)
-        return Result(records=self._remove_and_rebalance(group, member_id), replay=False)
+        records = self._remove_and_rebalance(group, member_id)
+        self._account(group)
+        return Result(records=records, replay=False)
 
     def _expire_pending(self, group: ClassicGroup, member_id: str) -> Result[None]:
         if member_id not in group.pending_members or self.groups.get(group.group_id) is not group:
             return Result(replay=False)
-        group.pending_members.discard(member_id)
-        return Result(records=self._maybe_complete_join(group), replay=False)
+        self._drop_pending(group, member_id)
+        records = self._maybe_complete_join(group)
+        self._account(group)
+        return Result(records=records, replay=False)
 
     # -- LeaveGroup ------------------------------------------------------------------------
 
@@ -619,13 +741,12 @@ class ClassicGroupManager:
             except GroupError as e:
                 error = e.error_code
             answers.append(LeaveMember(leaving.member_id, leaving.group_instance_id, error))
+        self._account(group)
         return Result(records=records, response=answers, replay=False)
 
     def _leave_one(self, group: ClassicGroup, leaving: LeaveMember) -> Records:
         if leaving.group_instance_id is None:
-            if leaving.member_id in group.pending_members:
-                self.context.timer.cancel(_pending_key(group, leaving.member_id))
-                group.pending_members.discard(leaving.member_id)
+            if self._drop_pending(group, leaving.member_id):
                 return self._maybe_complete_join(group)
             if leaving.member_id not in group.members:
                 raise GroupError(ErrorCode.unknown_member_id)

@@ -12,8 +12,15 @@ from dataclasses import dataclass, field
 
 from odradek.groups.classic.messages import JoinAnswer, SyncAnswer
 from odradek.groups.classic.waiting import Waiting, answer
+from odradek.groups.limits import MEMBER_OVERHEAD_BYTES
 
-__all__ = ["ClassicMember"]
+__all__ = ["ClassicMember", "protocols_bytes"]
+
+
+def protocols_bytes(protocols: tuple[tuple[str, bytes], ...]) -> int:
+    """The bytes of a member's protocols (names and metadata), bounded by
+    ``odradek.group.member.metadata.max.bytes``."""
+    return sum(len(name) + len(metadata) for name, metadata in protocols)
 
 
 @dataclass(slots=True, eq=False)
@@ -42,6 +49,17 @@ class ClassicMember:
     @property
     def awaiting_sync(self) -> bool:
         return self.sync_future is not None
+
+    def held_bytes(self) -> int:
+        """Its metadata, assignment and fixed cost, as ``groups.limits`` counts them."""
+        fields = len(self.member_id) + len(self.client_id) + len(self.client_host)
+        return (
+            MEMBER_OVERHEAD_BYTES
+            + fields
+            + protocols_bytes(self.protocols)
+            + len(self.assignment)
+            + len(self.group_instance_id or "")
+        )
 
     def protocol_names(self) -> list[str]:
         return [name for name, _ in self.protocols]

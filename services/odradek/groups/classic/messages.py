@@ -30,6 +30,7 @@ class JoinRequest:
     require_known_member_id: bool  # v4+ (KIP-394): a new dynamic member first gets its id
     supports_skip_assignment: bool = False  # v9+: a static leader rejoining may skip assigning
     reason: str | None = None
+    connection_id: str = ""  # whose pending member ids these are (groups.limits)
 
 
 @dataclass(frozen=True, slots=True)

@@ -292,7 +292,11 @@ class ConsumerGroupManager:
         return Result(records=records, response=answer)
 
     def _validate(self, request: HeartbeatRequest) -> None:
-        validate_heartbeat(request, self.config.group_consumer_assignors)
+        validate_heartbeat(
+            request,
+            self.config.group_consumer_assignors,
+            self.config.group_member_metadata_max_bytes,
+        )
 
     def _group(self, group_id: str, *, create: bool) -> ConsumerGroup:
         group = self.groups.get(group_id)

@@ -83,11 +83,23 @@ def new_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
-def validate_heartbeat(request: HeartbeatRequest, assignors: Sequence[str]) -> None:
-    """Kafka's checks of a heartbeat's fields: INVALID_REQUEST & co. before anything is done."""
+def validate_heartbeat(
+    request: HeartbeatRequest, assignors: Sequence[str], subscription_max_bytes: int
+) -> None:
+    """Kafka's checks of a heartbeat's fields: INVALID_REQUEST & co. before anything is done;
+    and the subscription's size (topic names and regex), at most
+    ``odradek.group.member.metadata.max.bytes``, checked before the regex is compiled."""
 
     def invalid(message: str) -> GroupError:
         return GroupError(ErrorCode.invalid_request, message)
+
+    subscription_bytes = sum(len(name) for name in request.subscribed_topic_names or ())
+    subscription_bytes += len(request.subscribed_topic_regex or "")
+    if subscription_bytes > subscription_max_bytes:
+        raise invalid(
+            f"the subscription's {subscription_bytes} bytes exceed "
+            f"odradek.group.member.metadata.max.bytes ({subscription_max_bytes})"
+        )
 
     if not request.group_id:
         raise invalid("GroupId can't be empty.")
