@@ -340,6 +340,32 @@ def test_the_group_size_is_bounded() -> None:
     assert error_of(lambda: h.heartbeat("m2", 0)) == ErrorCode.group_max_size_reached
 
 
+def test_members_are_counted_in_the_coordinators_memory_budget() -> None:
+    """``odradek.group.coordinator.metadata.max.bytes`` (``groups.limits``): members' bytes
+    are counted as their records replay; a member that does not fit is refused with
+    COORDINATOR_NOT_AVAILABLE; leaving gives its bytes back."""
+    config = replace(
+        GroupCoordinatorConfig(),
+        group_member_metadata_max_bytes=3000,
+        group_metadata_max_bytes=3000,
+        group_coordinator_metadata_max_bytes=3000,
+    )
+    h = Harness(config, **{"a" * 1000: (T1, 4), "b" * 1000: (T2, 4)})
+    limits = h.shard.context.limits
+    h.heartbeat("m1", 0, subscribed_topic_names=("a" * 1000,))
+    first = limits.total_bytes
+    assert first > 2000
+    refused = error_of(lambda: h.heartbeat("m2", 0, subscribed_topic_names=("b" * 1000,)))
+    assert refused == ErrorCode.coordinator_not_available
+    assert limits.total_bytes == first
+    too_big = error_of(lambda: h.heartbeat("m3", 0, subscribed_topic_names=("x" * 3001,)))
+    assert too_big == ErrorCode.invalid_request
+    h.heartbeat("m1", -1)
+    assert limits.total_bytes == 0
+    h.heartbeat("m2", 0, subscribed_topic_names=("b" * 1000,))
+    assert limits.total_bytes > 2000
+
+
 def test_the_preferred_assignor_is_used() -> None:
     h = Harness(a=(T1, 4), b=(T2, 4))
     h.heartbeat("m1", 0, subscribed_topic_names=("a", "b"), server_assignor="range")

@@ -55,6 +55,8 @@ class ConsumerGroup:
         self.topics: dict[str, TopicMetadata] = {}  # by name
         self.topic_names: dict[uuid.UUID, str] = {}  # every id this group has seen
         self.owners: dict[tuple[uuid.UUID, int], str] = {}
+        # The members' bytes as groups.limits counts them, kept as members come and go.
+        self.held_bytes = 0
 
     # -- state from records (manager.replay) ---------------------------------------------
 
@@ -62,7 +64,9 @@ class ConsumerGroup:
         old = self.members.get(member.member_id)
         if old is not None:
             self._release(old)
+            self.held_bytes -= old.held_bytes()
         self.members[member.member_id] = member
+        self.held_bytes += member.held_bytes()
         for topic_partition in partitions_of(member.assigned):
             self.owners[topic_partition] = member.member_id
         for topic_partition in partitions_of(member.pending_revocation):
@@ -72,6 +76,7 @@ class ConsumerGroup:
         old = self.members.pop(member_id, None)
         if old is not None:
             self._release(old)
+            self.held_bytes -= old.held_bytes()
 
     def _release(self, member: ConsumerGroupMember) -> None:
         for assignment in (member.assigned, member.pending_revocation):

@@ -38,7 +38,7 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.errors import ErrorCode
 from odradek.groups.consumer import writes
@@ -104,6 +104,13 @@ class ConsumerGroupManager:
         group = self._replayed_group(key.group_id, create=value is not None)
         if group is None:
             return
+        try:
+            self._replay(group, key, value)
+        finally:
+            live = self.groups.get(group.group_id) is group
+            self.context.limits.set_held(group.group_id, group.held_bytes if live else 0)
+
+    def _replay(self, group: ConsumerGroup, key: Any, value: Any) -> None:
         if isinstance(key, ConsumerGroupMetadataKey):
             if value is None:
                 del self.groups[key.group_id]
@@ -185,7 +192,11 @@ class ConsumerGroupManager:
                     self._schedule_session(group.group_id, member_id)
 
     def on_unloaded(self) -> None:
-        pass  # nothing waits: heartbeats are answered at once; the runtime cancels timers
+        # Nothing waits (heartbeats are answered at once; the runtime cancels timers); what the
+        # groups held leaves the broker-wide account.
+        for group in self.groups.values():
+            if isinstance(group, ConsumerGroup):
+                self.context.limits.set_held(group.group_id, 0)
 
     # -- ConsumerGroupHeartbeat ---------------------------------------------------------------
 
@@ -208,6 +219,7 @@ class ConsumerGroupManager:
                         ErrorCode.group_max_size_reached,
                         f"group {group.group_id} has {len(group.members)} members, its maximum",
                     )
+                self._check_budget(group, request)
             member = before or (
                 dataclasses.replace(replaced, member_id=request.member_id)
                 if replaced is not None
@@ -331,6 +343,19 @@ class ConsumerGroupManager:
         return dataclasses.replace(
             old, member_epoch=old.previous_member_epoch, state=MemberState.STABLE
         )
+
+    def _check_budget(self, group: ConsumerGroup, request: HeartbeatRequest) -> None:
+        """``odradek.group.coordinator.metadata.max.bytes``: a new member must fit in the
+        broker-wide account (``groups.limits``), else COORDINATOR_NOT_AVAILABLE (retriable)."""
+        joining = _with_subscription(ConsumerGroupMember(request.member_id), request).held_bytes()
+        limits = self.context.limits
+        if not limits.fits(group.group_id, group.held_bytes + joining):
+            raise GroupError(
+                ErrorCode.coordinator_not_available,
+                f"the group coordinator holds {limits.total_bytes} bytes of member metadata "
+                f"(odradek.group.coordinator.metadata.max.bytes "
+                f"{self.config.group_coordinator_metadata_max_bytes})",
+            )
 
     def _leave(self, group: ConsumerGroup, request: HeartbeatRequest) -> Result[HeartbeatAnswer]:
         member = group.members.get(request.member_id)

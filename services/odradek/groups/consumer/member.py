@@ -18,6 +18,7 @@ import enum
 from dataclasses import dataclass, field
 
 from odradek.groups.consumer.assignment import Assignment
+from odradek.groups.limits import MEMBER_OVERHEAD_BYTES
 
 __all__ = ["MemberState", "ConsumerGroupMember"]
 
@@ -47,6 +48,16 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+
+    def held_bytes(self) -> int:
+        """Its subscription, ids and assignment (a topic id and an int per partition), and a
+        fixed cost, as ``groups.limits`` counts them."""
+        strings = (self.member_id, self.instance_id, self.rack_id, self.client_id)
+        held = MEMBER_OVERHEAD_BYTES + sum(len(s or "") for s in strings) + len(self.client_host)
+        held += sum(map(len, self.subscribed_topic_names)) + len(self.subscribed_topic_regex or "")
+        for assignment in (self.assigned, self.pending_revocation):
+            held += sum(16 + 8 * len(partitions) for partitions in assignment.values())
+        return held
 
     def same_subscription(self, other: ConsumerGroupMember) -> bool:
         return (
