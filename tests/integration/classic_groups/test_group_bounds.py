@@ -28,8 +28,11 @@ GROUP_MAX_SIZE = 10
 MEMBER_METADATA_MAX_BYTES = 1 * MIB  # odradek.group.member.metadata.max.bytes, default
 GROUP_METADATA_MAX_BYTES = 4 * MIB  # odradek.group.metadata.max.bytes, default
 PENDING_PER_CONNECTION = 16  # odradek.group.max.pending.members.per.connection, default
-# Scenario 5 (40 members with 10 MiB of metadata each) held 1.3 GB before the bounds.
-RSS_GROWTH_MAX = 64 * MIB
+# Scenario 5 (40 members with 10 MiB of metadata each) held 1.3 GB before the bounds, and 10
+# of them (group.max.size here) 100 MiB at least. With the bounds the groups hold ~4 MiB; the
+# rest of the growth (31-50 MiB measured) is requests in flight (40 x 900 KiB at once, 10 MiB
+# ones being decoded) and the allocator's slack.
+RSS_GROWTH_MAX = 96 * MIB
 PIPELINED = 3_000  # scenario 6: JoinGroups without a member id on one connection
 FLOOD_CONNECTIONS = 8
 

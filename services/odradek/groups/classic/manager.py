@@ -199,7 +199,10 @@ class ClassicGroupManager:
                 f"{metadata_bytes} bytes of protocol metadata exceed odradek.group.member."
                 f"metadata.max.bytes ({config.group_member_metadata_max_bytes})",
             )
-        held = group.held_bytes()
+        # The account's figure, set after every operation that grows a group (joins, stored
+        # assignments, replay): never below what the group holds, and O(1) where recounting
+        # is O(members) for each of a rebalance's joins.
+        held = limits.held_bytes(group.group_id)
         pending = request.member_id == "" and request.require_known_member_id
         if request.group_instance_id is None and pending:
             if len(group.members) + len(group.pending_members) >= config.group_max_size:
