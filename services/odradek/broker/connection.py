@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import itertools
 import logging
 import os
 import socket
@@ -91,6 +92,7 @@ log = logging.getLogger(__name__)
 MAX_WAITING_ANSWERS = 8
 # Record bytes read per write on a TLS connection (no sendfile there); 16 TLS records.
 TLS_READ_CHUNK_BYTES = 256 * 1024
+_CONNECTION_SERIALS = itertools.count(1)
 
 
 class CloseReason(enum.StrEnum):
@@ -152,6 +154,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.worker: asyncio.Task[None] | None = None
         self.peer = "?"
+        # Unique among this process's connections, as Kafka's connection id's index: what
+        # per-connection bounds key on (a later connection may reuse the peer's address).
+        self.serial = next(_CONNECTION_SERIALS)
         self.client_host = ""  # the client's address, as DescribeGroups reports a member's host
         self.principal: KafkaPrincipal = ANONYMOUS
         self.tls = False  # an SSL listener's connection: no sendfile

@@ -320,7 +320,7 @@ class BrokerServer:
                 self.served_versions,
                 connection.client_host,
                 connection.principal,
-                f"{self.listener.name}/{connection.peer}",
+                f"{self.listener.name}/{connection.peer}#{connection.serial}",
             )
             handling = HANDLERS[header.api_key](context, request)
             try:
