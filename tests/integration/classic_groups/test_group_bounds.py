@@ -2,9 +2,10 @@
 and 6): large protocol metadata, a flood of pending member ids, and group.max.size as a real
 client sees it.
 
-One broker (with ZooKeeper and a controller) as real processes, ``group.max.size`` 10 and the
-other group bounds at their defaults (``groups.limits``); raw requests through the project's
-codec, the broker's resident memory read from ``/proc/<pid>/status``, figures printed.
+One broker (with ZooKeeper and a controller) as real processes, ``group.max.size`` 10, the
+coordinator's budget 12 MiB and the other group bounds at their defaults (``groups.limits``);
+raw requests through the project's codec, the broker's resident memory read from
+``/proc/<pid>/status``, figures printed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ GROUP_MAX_SIZE = 10
 MEMBER_METADATA_MAX_BYTES = 1 * MIB  # odradek.group.member.metadata.max.bytes, default
 GROUP_METADATA_MAX_BYTES = 4 * MIB  # odradek.group.metadata.max.bytes, default
 PENDING_PER_CONNECTION = 16  # odradek.group.max.pending.members.per.connection, default
+COORDINATOR_MAX_BYTES = 12 * MIB  # odradek.group.coordinator.metadata.max.bytes, here
 # Scenario 5 (40 members with 10 MiB of metadata each) held 1.3 GB before the bounds, and 10
 # of them (group.max.size here) 100 MiB at least. With the bounds the groups hold ~4 MiB; the
 # rest of the growth (31-50 MiB measured) is requests in flight (40 x 900 KiB at once, 10 MiB
@@ -44,6 +46,7 @@ def bounded(tmp_path_factory, local_cluster):
         "offsets.topic.num.partitions": "1",
         "group.initial.rebalance.delay.ms": "300",
         "group.max.size": str(GROUP_MAX_SIZE),
+        "odradek.group.coordinator.metadata.max.bytes": str(COORDINATOR_MAX_BYTES),
     }
     data_dir = tmp_path_factory.mktemp("group-bounds")
     with local_cluster(data_dir, brokers=1, broker_overrides=overrides) as state:
@@ -195,3 +198,30 @@ def test_a_real_consumer_is_refused_by_a_full_group(bounded, unique):
         print(f"\ngroup.max.size {GROUP_MAX_SIZE}: kafka-python consumer got {refused.value!r}")
     finally:
         consumer.close()
+
+
+def test_the_coordinators_budget_refuses_joins_with_a_retriable_code(bounded, unique):
+    where, pid = ready(bounded, unique("budget-warmup"))
+    before = rss_bytes(pid)
+
+    async def groups_of_large_members() -> list[list[ErrorCode]]:
+        codes = []
+        for g in range(6):  # 4 x 900 KiB each: the group's bound holds them, the budget 3 groups
+            answers = await asyncio.gather(
+                *(two_step(where, unique(f"budget-{g}"), os.urandom(900 * 1024)) for _ in range(4))
+            )
+            codes.append([a.error_code for a in answers])
+        return codes
+
+    codes = asyncio.run(groups_of_large_members())
+    after = rss_bytes(pid)
+    joined = sum(c.count(ErrorCode.none) for c in codes)
+    refused = sum(c.count(ErrorCode.coordinator_not_available) for c in codes)
+    print(
+        f"\ncoordinator budget {COORDINATOR_MAX_BYTES // MIB} MiB: {joined} of 24 members of "
+        f"900 KiB joined, {refused} COORDINATOR_NOT_AVAILABLE; "
+        f"rss +{(after - before) / MIB:.1f} MiB"
+    )
+    assert joined + refused == 24, codes
+    assert refused > 0
+    assert joined * 900 * 1024 <= COORDINATOR_MAX_BYTES
