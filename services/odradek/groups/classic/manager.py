@@ -223,13 +223,15 @@ class ClassicGroupManager:
             old = group.members.get(request.member_id)
             if old is None and request.group_instance_id is not None:
                 old = group.members.get(group.static_member_id(request.group_instance_id) or "")
-            was = old.held_bytes() if old is not None else 0
-            if request.member_id in group.pending_members:
-                was += PENDING_MEMBER_BYTES
-            ids = 2 * len(request.client_id) + 37 + len(request.client_host)  # member id: uuid
-            joining = MEMBER_OVERHEAD_BYTES + metadata_bytes + ids
-            joining += len(request.group_instance_id or "")
-            after = held - was + joining + (len(old.assignment) if old is not None else 0)
+            if old is not None:  # a rejoin: only its metadata changes
+                was = old.held_bytes()
+                joining = was - protocols_bytes(old.protocols) + metadata_bytes
+            else:
+                was = PENDING_MEMBER_BYTES if request.member_id in group.pending_members else 0
+                ids = 2 * len(request.client_id) + 37 + len(request.client_host)  # id: a uuid
+                joining = MEMBER_OVERHEAD_BYTES + metadata_bytes + ids
+                joining += len(request.group_instance_id or "")
+            after = held - was + joining
             if after > config.group_metadata_max_bytes and after > held:
                 raise GroupError(
                     ErrorCode.group_max_size_reached,
