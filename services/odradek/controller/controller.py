@@ -668,7 +668,7 @@ class Controller:
 
     async def list_partition_reassignments(self, request: Any) -> Any:
         async def listed() -> Any:
-            return reassignment_api.list_response(request, self._active())
+            return await reassignment_api.list_response(request, self._active())
 
         return await self.decide(
             "list partition reassignments",

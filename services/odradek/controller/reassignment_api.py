@@ -13,7 +13,9 @@ into values and results into responses, at the request's version; it does no I/O
   controller has started (or refused) each reassignment, as Kafka's ZooKeeper-mode controller.
 - ListPartitionReassignments v0: every partition being reassigned (``topics`` null) or those
   named that are; each with RS, AR and RR. Partitions named that are not moving (or do not exist)
-  are left out, as Kafka does.
+  are left out, as Kafka does. The look-up runs in time slices (``time_slices``): a request may
+  name millions of partitions (5M empty topic names fit in 35 MB), and the controller's loop
+  must stay free to elect leaders meanwhile.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from odradek.controller.reassignment import Result, Target
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from odradek.time_slices import TimeSlices, sliced
 
 NO_THROTTLE = timedelta(0)
 
@@ -98,23 +101,30 @@ def alter_error_response(request: Any, error: ErrorCode) -> Any:
 # -- ListPartitionReassignments ------------------------------------------------------------------
 
 
-def list_response(request: Any, model: ClusterModel) -> Any:
+async def list_response(request: Any, model: ClusterModel) -> Any:
+    """The partitions of ``request`` being reassigned, looked up in time slices (``time_slices``):
+    a forwarded request may name millions of partitions, and this runs on the loop that elects
+    leaders. Duplicates are answered once, as Kafka answers a set of partitions."""
     response_type = schemas.response_schema(
         ApiKey.LIST_PARTITION_REASSIGNMENTS, request.__version__
     )
     topic_type = _element(response_type, "topics")
     partition_type = _element(topic_type, "partitions")
+    slices = TimeSlices()
+    chosen: dict[TopicPartition, None] = {}
     if request.topics is None:
-        chosen = model.reassigning_partitions()
+        chosen = dict.fromkeys(model.reassigning_partitions())
     else:
-        chosen = [
-            (str(t.name), int(index))
-            for t in request.topics
-            for index in dict.fromkeys(t.partition_indexes)
-            if model.is_reassigning((str(t.name), int(index)))
-        ]
+        async for t in sliced(request.topics, slices):
+            name = str(t.name)
+            if name not in model.topics:  # unknown, or empty: nothing of it is moving
+                continue
+            async for index in sliced(t.partition_indexes, slices):
+                tp = (name, int(index))
+                if model.is_reassigning(tp):
+                    chosen[tp] = None
     by_topic: dict[str, list[Any]] = {}
-    for tp in chosen:
+    async for tp in sliced(chosen, slices):
         assignment = model.assignment(tp)
         by_topic.setdefault(tp[0], []).append(
             partition_type(

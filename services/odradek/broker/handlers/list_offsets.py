@@ -6,6 +6,10 @@ and ``current_leader_epoch`` is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EP
 
 Each topic needs DESCRIBE (Kafka's ``handleListOffsetRequest``, for consumers and replicas
 alike): the partitions of other topics answer TOPIC_AUTHORIZATION_FAILED and are not looked up.
+
+Bounded work: a partition named twice answers INVALID_REQUEST at each occurrence (v1+, Kafka's
+``duplicatePartitions``) and is not looked up; the rest is answered in time slices
+(``time_slices``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.time_slices import TimeSlices, sliced
 
 API_KEY = ApiKey.LIST_OFFSETS
 
@@ -33,11 +38,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     described = filter_authorized(
         ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics)
     )
+    duplicates = await _duplicate_partitions(request.topics) if ctx.api_version >= 1 else set()
+    slices = TimeSlices()
     topics = []
-    for topic in request.topics:
+    async for topic in sliced(request.topics, slices):
         partitions = []
-        for partition in topic.partitions:
-            if topic.name not in described:
+        async for partition in sliced(topic.partitions, slices):
+            if (topic.name, partition.partition_index) in duplicates:
+                found = OffsetResult(ErrorCode.invalid_request)
+            elif topic.name not in described:
                 found = OffsetResult(ErrorCode.topic_authorization_failed)
             else:
                 found = replicas.list_offsets(
@@ -60,3 +69,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         topics.append(build(topic_type, name=topic.name, partitions=tuple(partitions)))
     return build(response_type, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+async def _duplicate_partitions(topics: Any) -> set[tuple[str, int]]:
+    """The partitions named more than once (Kafka's ``ListOffsetsRequest.duplicatePartitions``)."""
+    seen: set[tuple[str, int]] = set()
+    duplicates: set[tuple[str, int]] = set()
+    slices = TimeSlices()
+    async for topic in sliced(topics, slices):
+        async for partition in sliced(topic.partitions, slices):
+            tp = (topic.name, partition.partition_index)
+            if tp in seen:
+                duplicates.add(tp)
+            seen.add(tp)
+    return duplicates
