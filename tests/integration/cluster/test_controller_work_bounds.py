@@ -34,7 +34,7 @@ pytestmark = pytest.mark.integration
 SESSION_TIMEOUT_MS = 6_000  # a killed broker's ZooKeeper session expires within this
 # Failover: the session's expiry, then the controller's election; measured 7-9 s after the fix.
 FAILOVER_MAX_S = 20.0
-LAG_MAX_S = 0.25
+LAG_MAX_S = 0.5  # the controller's loop is never this late (a bucket of its lag histogram)
 EMPTY_NAMES = 5_000_000  # 15 MB through a broker
 PARTITIONS_NAMED = 2_000_000  # 8 MB straight to the controller
 TOPIC = "moving"

@@ -27,9 +27,12 @@ from support.loop_prober import Prober, lag_samples_over
 pytestmark = pytest.mark.integration
 
 MB = 1_000_000
-# The longest round trip another client may see meanwhile: robust on a loaded 2-core machine
-# (measured after: see the printed figures), far below the seconds each shape cost before.
+# The broker's own loop (odradek_event_loop_lag_seconds) may never be this late meanwhile, and
+# another client's round trip (two hops, and this process's own scheduling) never ROUND_TRIP_MAX_S:
+# robust on a loaded 2-core machine (after: 13-220 ms round trips at load 2, up to 393 ms at
+# load 8), far below the seconds each shape cost before (1-11 s at 1 MB; docs/security.md).
 LAG_MAX_S = 0.25
+ROUND_TRIP_MAX_S = 0.5
 ANSWER_TIMEOUT_S = 120.0
 
 
@@ -95,6 +98,23 @@ SHAPES = [
     metadata,
     list_partition_reassignments,
 ]
+
+
+INVALID_REQUEST = 42
+# What each is answered (Kafka's behaviour for each; docs/security.md, "Work per request").
+ANSWERED = {
+    "describe_groups": lambda r: len(r.groups) == MB,
+    "describe_configs": lambda r: (
+        len(r.results) == MB // 4 and {x.error_code for x in r.results} == {INVALID_REQUEST}
+    ),
+    "describe_transactions": lambda r: len(r.transaction_states) == MB,
+    "find_coordinator": lambda r: len(r.coordinators) == MB,
+    "consumer_group_describe": lambda r: len(r.groups) == MB,
+    "list_offsets": lambda r: r.topics == (),  # each partition once: there are none
+    "delete_topics": lambda r: [x.error_code for x in r.responses] == [INVALID_REQUEST],
+    "metadata": lambda r: len(r.topics) == 1,  # each topic once
+    "list_partition_reassignments": lambda r: r.error_code == 0 and r.topics == (),
+}
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +185,6 @@ def test_a_1_mb_array_of_tiny_elements_does_not_stall_other_clients(broker, shap
         f"worst other round trip {worst * 1000:.0f} ms; broker loop samples late > "
         f"{LAG_MAX_S * 1000:.0f} ms: {lagging:.0f}"
     )
-    assert response is not None
-    assert worst < LAG_MAX_S, f"another client waited {worst * 1000:.0f} ms"
+    assert ANSWERED[shape.__name__](response), f"unexpected answer: {str(response)[:300]}"
+    assert worst < ROUND_TRIP_MAX_S, f"another client waited {worst * 1000:.0f} ms"
     assert lagging == 0, f"the broker's loop ran {LAG_MAX_S * 1000:.0f} ms late {lagging:.0f} times"

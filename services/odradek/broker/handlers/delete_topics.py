@@ -12,9 +12,10 @@ Each topic's partitions count against the client's ``controller_mutation_rate`` 
 (``broker.mutation_quota``; ``handlers.create_topics`` says why here): strict from v5, permissive
 before; the answer's ``throttle_time_ms`` is the quota's.
 
-Bounded work: a topic named more than once answers INVALID_REQUEST ("Duplicate topic name.") at
-each occurrence and is not deleted, as Kafka's ``handleDeleteTopicsRequest``; the rest is
-authorized and answered in time slices (``time_slices``).
+Bounded work, as Kafka's ``ControllerApis.deleteTopics`` (KRaft; the ZooKeeper-mode handler did
+not check): a topic named more than once is not deleted and is answered once, INVALID_REQUEST
+("Duplicate topic name.", or "Duplicate topic id."); the rest is authorized and answered in time
+slices (``time_slices``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from odradek.time_slices import answer_each, sliced
 API_KEY = ApiKey.DELETE_TOPICS
 FIRST_VERSION_WITH_DELETION_DISABLED = 3
 STRICT_QUOTA_SINCE_VERSION = 5  # KIP-599
-DUPLICATE_TOPIC = "Duplicate topic name."  # Kafka's message
+DUPLICATE_TOPIC = "Duplicate topic name."  # Kafka's messages (ControllerApis)
+DUPLICATE_TOPIC_ID = "Duplicate topic id."
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -46,12 +48,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     else:
         entries = ((name, None) for name in request.topic_names)
-    # One object per distinct entry, shared by its repeats: a million entries of one name are
-    # then a million references, not a million objects for the garbage collector to walk.
-    distinct: dict[tuple[str | None, Any], TopicRef] = {}
-    refs = [distinct.setdefault(e, TopicRef(*e)) async for e in sliced(entries)]
+    # Each topic once, its repeats counted (Kafka's ControllerApis.deleteTopics).
+    counts: dict[TopicRef, int] = {}
+    async for entry in sliced(entries):
+        ref = TopicRef(*entry)
+        counts[ref] = counts.get(ref, 0) + 1
+    refs = list(counts)
     admin = TopicAdmin(ctx.broker.zk, ctx.broker.config)
-    refused = await _duplicates(refs)
+    refused = {
+        i: DeleteTopicResult(
+            ref.name,
+            ref.topic_id,
+            ErrorCode.invalid_request,
+            DUPLICATE_TOPIC if ref.name is not None else DUPLICATE_TOPIC_ID,
+        )
+        for i, ref in enumerate(refs)
+        if counts[ref] > 1
+    }
     if admin.defaults.delete_topic_enable:
         refused.update(await _refusals(ctx, refs, refused))
     quota = ctx.mutation_quota(STRICT_QUOTA_SINCE_VERSION)
@@ -84,23 +97,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         throttle_time=timedelta(milliseconds=quota.throttle_ms()),
         responses=tuple(await answer_each(results, answer)),
     )
-
-
-async def _duplicates(refs: list[TopicRef]) -> dict[int, DeleteTopicResult]:
-    """The entries (by position) that name a topic named by another, each INVALID_REQUEST, as
-    Kafka's ``handleDeleteTopicsRequest`` (by name, and by id from v6)."""
-    positions: dict[TopicRef, list[int]] = {}
-    async for i, ref in sliced(enumerate(refs)):
-        positions.setdefault(ref, []).append(i)
-    refused = {}
-    async for ref, same in sliced(positions.items()):
-        if len(same) > 1:
-            result = DeleteTopicResult(
-                ref.name, ref.topic_id, ErrorCode.invalid_request, DUPLICATE_TOPIC
-            )
-            async for i in sliced(same):
-                refused[i] = result
-    return refused
 
 
 async def _refusals(
