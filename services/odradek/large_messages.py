@@ -34,6 +34,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from odradek.protocol.apis import ApiKey
+
 __all__ = [
     "CODEC_THREADS",
     "OFF_LOOP_MIN_BYTES",
@@ -52,7 +54,7 @@ _pool: ThreadPoolExecutor | None = None
 
 def should_offload(frame_bytes: int, api_key: int) -> bool:
     """Whether a request of ``frame_bytes`` to ``api_key`` is decoded and encoded off the loop."""
-    return frame_bytes >= OFF_LOOP_MIN_BYTES and api_key != 0  # 0: Produce (see the module)
+    return frame_bytes >= OFF_LOOP_MIN_BYTES and api_key != ApiKey.PRODUCE  # see the module
 
 
 async def off_loop(fn: Callable[..., T], *args: object) -> T:

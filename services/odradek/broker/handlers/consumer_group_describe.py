@@ -110,7 +110,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 "(group.coordinator.rebalance.protocols)",
             )
         if not group_id:
-            return failed(group_id, ErrorCode.invalid_group_id, "the group id is empty")
+            # Kafka's answer, without a message: a million empty ids are a million answers
+            return failed(group_id, ErrorCode.invalid_group_id, None)
         try:
             group = await groups.read(group_id, lambda shard: shard.consumer.describe(group_id))
         except OdradekError as e:
