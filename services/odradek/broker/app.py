@@ -69,6 +69,7 @@ from odradek.broker.workers import Workers
 from odradek.config.broker import BrokerConfig
 from odradek.config.endpoints import SASL_SECURITY_PROTOCOLS, HostPort, Listener
 from odradek.config.topic import TopicConfig
+from odradek.large_messages import freeze_long_lived_objects
 from odradek.listeners import write_listeners_file
 from odradek.observability.admin_server import AdminServer, start_admin_server
 from odradek.observability.loop_monitor import EventLoopMonitor
@@ -380,6 +381,7 @@ class BrokerApp:
             ),
             cluster_id,
         )
+        freeze_long_lived_objects()  # later full collections skip them (``large_messages``)
         return BoundAddresses(ports, admin_port)
 
     def _listener_sasl(self, listener: Listener) -> ListenerSasl | None:

@@ -13,6 +13,10 @@ server owns what connections share, each limit with Kafka's key where Kafka has 
   went away while their connection was paused (a paused socket is not watched by asyncio).
 
 ``handle`` turns one frame into the response's parts: decode, call the API's handler, encode.
+A frame of ``large_messages.OFF_LOOP_MIN_BYTES`` or more (Produce aside) is decoded and its
+answer encoded on a codec thread, and handlers work through long arrays in time slices
+(``time_slices``), so one request never holds the loop for long (docs/security.md, "Work per
+request").
 A Produce request's size is counted against the client's ``producer_byte_rate`` quota
 (``broker.quotas``) before its handler runs, and every client request's handler time on the loop
 against ``request_percentage`` after; any answer announcing a ``throttle_time_ms`` (that
@@ -71,6 +75,7 @@ from odradek.broker.quotas import NANOS_TO_PERCENTAGE, QuotaType, TimedHandler
 from odradek.broker.sasl_authenticator import AuthenticationFailed, ListenerSasl, UnexpectedRequest
 from odradek.config.endpoints import Listener
 from odradek.errors import ErrorCode
+from odradek.large_messages import off_loop, should_offload
 from odradek.listeners import bind_any_port
 from odradek.protocol.apis import ApiKey, api_versions_fallback
 from odradek.protocol.codec import decode_request, encode_response_parts
@@ -276,8 +281,12 @@ class BrokerServer:
         sasl = connection.sasl
         if sasl is not None and sasl.expects_raw_token:  # after SaslHandshake v0: no header
             return await self._authenticate_raw(frame, connection)
+        offload = should_offload(len(frame), int.from_bytes(frame[:2], "big", signed=True))
         try:
-            header, request = decode_request(frame)
+            if offload:  # see ``large_messages``: a large request is decoded on a thread
+                header, request = await off_loop(decode_request, frame)
+            else:
+                header, request = decode_request(frame)
         except UnsupportedVersionError as e:
             if e.header.api_key == ApiKey.API_VERSIONS:
                 return encode_response_parts(e.header, api_versions_fallback())
@@ -359,6 +368,8 @@ class BrokerServer:
             )
         response = with_throttle(response, throttle_ms)
         connection.mute_for(max(throttle_ms, throttle_ms_of(response)))
+        if offload:
+            return await self._encode_off_loop(header, response, started)
         return self._encode(header, response, started)
 
     def _check_sasl_allows(self, header: RequestHeader, connection: KafkaConnection) -> None:
@@ -483,12 +494,15 @@ class BrokerServer:
             ) from e
         return self._encode(header, with_throttle(response, throttle_ms), started)
 
-    def _encode(self, header: RequestHeader, response: object, started: float) -> list | None:
+    def _observe(self, header: RequestHeader, response: object, started: float) -> None:
         metrics = self.context.metrics
         if metrics is not None:
             name = "".join(w.capitalize() for w in ApiKey(header.api_key).name.split("_"))
             error = getattr(response, "error_code", ErrorCode.none)
             metrics.observe_request(name, time.perf_counter() - started, error)
+
+    def _encode(self, header: RequestHeader, response: object, started: float) -> list | None:
+        self._observe(header, response, started)
         if response is None:
             return None
         try:
@@ -498,6 +512,22 @@ class BrokerServer:
             raise CloseConnection(
                 CloseReason.ENCODE_ERROR, f"response to api key {header.api_key}: {e!r}"
             ) from e
+
+    async def _encode_off_loop(
+        self, header: RequestHeader, response: object, started: float
+    ) -> list | None:
+        """``_encode`` of the answer to a large request, its encoding on a codec thread."""
+        if response is None:
+            return self._encode(header, response, started)
+        try:
+            parts = await off_loop(encode_response_parts, header, response)
+        except Exception as e:
+            log.exception("encoding the response to api key %d failed", header.api_key)
+            raise CloseConnection(
+                CloseReason.ENCODE_ERROR, f"response to api key {header.api_key}: {e!r}"
+            ) from e
+        self._observe(header, response, started)
+        return parts
 
     def _refuse_controller_request(self, api_key: int, request: object, peer: str) -> object:
         """A controller request on a client listener: not this client's to send."""

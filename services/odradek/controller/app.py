@@ -25,6 +25,7 @@ from odradek.controller.channel import ControllerChannels
 from odradek.controller.controller import Controller
 from odradek.controller.server import ControllerServer
 from odradek.controller.store import ControllerStore
+from odradek.large_messages import freeze_long_lived_objects
 from odradek.listeners import write_listeners_file
 from odradek.observability.admin_server import AdminServer, start_admin_server
 from odradek.observability.loop_monitor import EventLoopMonitor
@@ -152,6 +153,7 @@ class ControllerApp:
         )
         self.zk.add_session_listener(self.controller.on_session, loop=loop)
         log.info("controller %d campaigning", self.config.controller_id)
+        freeze_long_lived_objects()  # later full collections skip them (``large_messages``)
         background = []
         if self.config.auto_leader_rebalance_enable:
             background.append(asyncio.create_task(self._check_leader_balance_periodically()))

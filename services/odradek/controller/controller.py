@@ -668,7 +668,7 @@ class Controller:
 
     async def list_partition_reassignments(self, request: Any) -> Any:
         async def listed() -> Any:
-            return reassignment_api.list_response(request, self._active())
+            return await reassignment_api.list_response(request, self._active())
 
         return await self.decide(
             "list partition reassignments",
@@ -681,7 +681,7 @@ class Controller:
         batch = self._batch()
         results = await self.reassignments.alter(
             model,
-            reassignment_api.wanted(request),
+            await reassignment_api.wanted_in_slices(request),
             batch,
             deleting=await self.store.topics_to_delete(watch=None),
             allow_replication_factor_change=reassignment_api.allow_replication_factor_change(
@@ -690,7 +690,7 @@ class Controller:
         )
         batch.send(self.channel)
         self._update_gauges()
-        return reassignment_api.alter_response(request, results)
+        return await reassignment_api.alter_response_in_slices(request, results)
 
     async def _on_reassignment_isr(self, tp: TopicPartition) -> None:
         """An ISR change of a partition being reassigned was committed: maybe it is done."""

@@ -51,6 +51,7 @@ from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.controller.states import PartitionState, ReplicaState
 from odradek.errors import ErrorCode
 from odradek.observability.metrics import ControllerMetrics
+from odradek.time_slices import TimeSlices, sliced
 from odradek.zk.paths import PartitionState as LeaderAndIsr
 
 log = logging.getLogger(__name__)
@@ -184,12 +185,13 @@ class Reassignments:
 
         A partition named twice is refused (both entries); a step that fails (a bug, ZooKeeper)
         answers UNKNOWN_SERVER_ERROR for its partition only, as Kafka's controller does."""
+        slices = TimeSlices()  # a request may name millions: the loop elects leaders meanwhile
         counts: dict[TopicPartition, int] = {}
-        for tp, _ in wanted:
+        async for tp, _ in sliced(wanted, slices):
             counts[tp] = counts.get(tp, 0) + 1
         deleting = set(deleting)
         results: list[Result] = []
-        for tp, target in wanted:
+        async for tp, target in sliced(wanted, slices):
             if counts[tp] > 1:
                 results.append((tp, ErrorCode.invalid_request, "The partition is named twice."))
                 continue

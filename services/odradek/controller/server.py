@@ -33,6 +33,9 @@ small on purpose: a handful of brokers each keep one connection and send a reque
 asyncio streams do, and none of the broker's budgets or sendfile paths are needed. Limits:
 ``MAX_CONNECTIONS`` connections (more are closed at once), ``MAX_FRAME_BYTES`` per request, and
 ``IDLE_TIMEOUT_S`` without a byte closes a connection (Kafka's ``connections.max.idle.ms``).
+A large request (``large_messages.OFF_LOOP_MIN_BYTES``) is decoded and answered on a codec
+thread, and handlers work through long lists in time slices (``time_slices``), so no request a
+broker forwards holds the loop that elects leaders (issue 23).
 
 Runs on the controller's event loop.
 """
@@ -47,6 +50,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from odradek.errors import ErrorCode
+from odradek.large_messages import off_loop, should_offload
 from odradek.listeners import bind_any_port
 from odradek.protocol.apis import (
     ApiKey,
@@ -208,8 +212,12 @@ class ControllerServer:
 
     async def _handle(self, frame: memoryview, peer: _Peer) -> list:
         """One request to its response's parts (size prefix included); ``_Close`` otherwise."""
+        offload = should_offload(len(frame), int.from_bytes(frame[:2], "big", signed=True))
         try:
-            header, request = decode_request(frame, self.supported_versions)
+            if offload:  # a large request (``large_messages``): decoded on a codec thread
+                header, request = await off_loop(decode_request, frame, self.supported_versions)
+            else:
+                header, request = decode_request(frame, self.supported_versions)
         except UnsupportedVersionError as e:
             if e.header.api_key == ApiKey.API_VERSIONS:
                 return encode_frame(encode_response_parts(e.header, api_versions_fallback()))
@@ -236,4 +244,6 @@ class ControllerServer:
                 response = served.refusal(request, ErrorCode.cluster_authorization_failed)
             else:
                 response = await served.handler(request)
+        if offload:
+            return encode_frame(await off_loop(encode_response_parts, header, response))
         return encode_frame(encode_response_parts(header, response))

@@ -58,6 +58,7 @@ from odradek.config.broker import BrokerConfig
 from odradek.config.keys import ConfigType
 from odradek.config.topic import CONFIG_KEYS, TopicConfig, alter_overrides
 from odradek.errors import ErrorCode, InvalidConfigError, OdradekError, UnknownTopicOrPartitionError
+from odradek.time_slices import TimeSlices, sliced
 from odradek.zk.client import ANY_VERSION, CheckOp, CreateOp, SetDataOp, ZkClient
 from odradek.zk.errors import BadVersionError, NodeExistsError, NoNodeError
 from odradek.zk.paths import (
@@ -173,9 +174,10 @@ class ConfigAdmin:
         *,
         include_synonyms: bool = False,
         include_documentation: bool = False,
+        slices: TimeSlices | None = None,
     ) -> list[DescribeResult]:
         results = []
-        for resource in resources:
+        async for resource in sliced(resources, slices):
             flags = {
                 "keys": resource.keys,
                 "include_synonyms": include_synonyms,

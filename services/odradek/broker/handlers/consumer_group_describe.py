@@ -9,6 +9,9 @@ whose coordinator is elsewhere NOT_COORDINATOR, per group. Served only when
 Each group needs DESCRIBE (Kafka's ``handleConsumerGroupDescribe``): else it answers
 GROUP_AUTHORIZATION_FAILED. With ``include_authorized_operations`` a described group carries its
 authorized-operations bitfield (else the schema's default, -2147483648).
+
+Ids are answered in time slices, each distinct id described once (``time_slices.answer_each``):
+a 1 MB request may name a million; Kafka caps nothing here.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from odradek.groups.consumer.requests import DescribedConsumerGroup
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.time_slices import answer_each
 
 API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 CONSUMER_MEMBER = 1  # member_type (v1): a member of the consumer protocol
@@ -93,33 +97,30 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             ),
         )
 
-    results = []
-    for group_id in request.group_ids:
+    async def one(group_id: str) -> Any:
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            results.append(failed(group_id, ErrorCode.group_authorization_failed, None))
-        elif groups is None:
-            results.append(failed(group_id, ErrorCode.coordinator_not_available, None))
-        elif not groups.config.consumer_protocol_enabled:
-            results.append(
-                failed(
-                    group_id,
-                    ErrorCode.unsupported_version,
-                    "the consumer group protocol is not enabled "
-                    "(group.coordinator.rebalance.protocols)",
-                )
+            return failed(group_id, ErrorCode.group_authorization_failed, None)
+        if groups is None:
+            return failed(group_id, ErrorCode.coordinator_not_available, None)
+        if not groups.config.consumer_protocol_enabled:
+            return failed(
+                group_id,
+                ErrorCode.unsupported_version,
+                "the consumer group protocol is not enabled "
+                "(group.coordinator.rebalance.protocols)",
             )
-        elif not group_id:
-            results.append(failed(group_id, ErrorCode.invalid_group_id, "the group id is empty"))
-        else:
-            try:
-                group = await groups.read(
-                    group_id, lambda shard, g=group_id: shard.consumer.describe(g)
-                )
-            except OdradekError as e:
-                results.append(failed(group_id, e.error_code, str(e)))
-            else:
-                results.append(described(group))
-                if request.include_authorized_operations:
-                    operations = authorized_operations(ctx, ResourceType.GROUP, group_id)
-                    results[-1] = replace(results[-1], authorized_operations=operations)
+        if not group_id:
+            # Kafka's answer, without a message: a million empty ids are a million answers
+            return failed(group_id, ErrorCode.invalid_group_id, None)
+        try:
+            group = await groups.read(group_id, lambda shard: shard.consumer.describe(group_id))
+        except OdradekError as e:
+            return failed(group_id, e.error_code, str(e))
+        result = described(group)
+        if request.include_authorized_operations:
+            operations = authorized_operations(ctx, ResourceType.GROUP, group_id)
+            result = replace(result, authorized_operations=operations)
+        return result
+
+    results = await answer_each(request.group_ids, one)
     return build(response_type, throttle_time=NO_THROTTLE, groups=tuple(results))

@@ -11,6 +11,11 @@ is); an unknown id is UNKNOWN_TOPIC_ID as before.
 Each topic's partitions count against the client's ``controller_mutation_rate`` quota
 (``broker.mutation_quota``; ``handlers.create_topics`` says why here): strict from v5, permissive
 before; the answer's ``throttle_time_ms`` is the quota's.
+
+Bounded work, as Kafka's ``ControllerApis.deleteTopics`` (KRaft; the ZooKeeper-mode handler did
+not check): a topic named more than once is not deleted and is answered once, INVALID_REQUEST
+("Duplicate topic name.", or "Duplicate topic id."); the rest is authorized and answered in time
+slices (``time_slices``).
 """
 
 from __future__ import annotations
@@ -26,54 +31,85 @@ from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.time_slices import answer_each, sliced
 
 API_KEY = ApiKey.DELETE_TOPICS
 FIRST_VERSION_WITH_DELETION_DISABLED = 3
 STRICT_QUOTA_SINCE_VERSION = 5  # KIP-599
+DUPLICATE_TOPIC = "Duplicate topic name."  # Kafka's messages (ControllerApis)
+DUPLICATE_TOPIC_ID = "Duplicate topic id."
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if hasattr(request, "topics"):  # v6+
-        refs = [
-            TopicRef(t.name, t.topic_id if t.topic_id is not None and t.topic_id.int else None)
+        entries = (
+            (t.name, t.topic_id if t.topic_id is not None and t.topic_id.int else None)
             for t in request.topics
-        ]
+        )
     else:
-        refs = [TopicRef(name) for name in request.topic_names]
+        entries = ((name, None) for name in request.topic_names)
+    # Each topic once, its repeats counted (Kafka's ControllerApis.deleteTopics).
+    counts: dict[TopicRef, int] = {}
+    async for entry in sliced(entries):
+        ref = TopicRef(*entry)
+        counts[ref] = counts.get(ref, 0) + 1
+    refs = list(counts)
     admin = TopicAdmin(ctx.broker.zk, ctx.broker.config)
-    refused = _refusals(ctx, refs) if admin.defaults.delete_topic_enable else {}
+    refused = {
+        i: DeleteTopicResult(
+            ref.name,
+            ref.topic_id,
+            ErrorCode.invalid_request,
+            DUPLICATE_TOPIC if ref.name is not None else DUPLICATE_TOPIC_ID,
+        )
+        for i, ref in enumerate(refs)
+        if counts[ref] > 1
+    }
+    if admin.defaults.delete_topic_enable:
+        refused.update(await _refusals(ctx, refs, refused))
     quota = ctx.mutation_quota(STRICT_QUOTA_SINCE_VERSION)
     deleted = iter(
-        await admin.delete_topics([r for i, r in enumerate(refs) if i not in refused], quota)
+        await admin.delete_topics(
+            [r async for i, r in sliced(enumerate(refs)) if i not in refused], quota
+        )
     )
-    results = [refused[i] if i in refused else next(deleted) for i in range(len(refs))]
+    results = [
+        refused[i] if i in refused else next(deleted) async for i in sliced(range(len(refs)))
+    ]
 
     old_client = ctx.api_version < FIRST_VERSION_WITH_DELETION_DISABLED
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     result_type = element_type(response_type, "responses")
+
+    async def answer(r: DeleteTopicResult) -> Any:
+        return build(
+            result_type,
+            name=r.name,
+            topic_id=r.topic_id,
+            error_code=ErrorCode.invalid_request
+            if old_client and r.error == ErrorCode.topic_deletion_disabled
+            else r.error,
+            error_message=r.message,
+        )
+
     return build(
         response_type,
         throttle_time=timedelta(milliseconds=quota.throttle_ms()),
-        responses=tuple(
-            build(
-                result_type,
-                name=r.name,
-                topic_id=r.topic_id,
-                error_code=ErrorCode.invalid_request
-                if old_client and r.error == ErrorCode.topic_deletion_disabled
-                else r.error,
-                error_message=r.message,
-            )
-            for r in results
-        ),
+        responses=tuple(await answer_each(results, answer)),
     )
 
 
-def _refusals(ctx: RequestContext, refs: list[TopicRef]) -> dict[int, DeleteTopicResult]:
-    """The entries (by position) the principal may not delete, with their answers."""
+async def _refusals(
+    ctx: RequestContext, refs: list[TopicRef], skipped: dict[int, DeleteTopicResult]
+) -> dict[int, DeleteTopicResult]:
+    """The entries (by position, other than ``skipped``) the principal may not delete, with
+    their answers."""
     cache = ctx.broker.metadata
     names: list[str | None] = []
-    for ref in refs:
+    async for i, ref in sliced(enumerate(refs)):
+        if i in skipped:
+            names.append(None)
+            continue
         if ref.topic_id is not None and ref.name is None:
             topic = cache.topic_by_id(ref.topic_id)
             names.append(None if topic is None else topic.name)  # unknown: TopicAdmin answers
@@ -83,7 +119,7 @@ def _refusals(ctx: RequestContext, refs: list[TopicRef]) -> dict[int, DeleteTopi
     describable = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, known)
     deletable = filter_authorized(ctx, AclOperation.DELETE, ResourceType.TOPIC, known)
     refused = {}
-    for i, (ref, name) in enumerate(zip(refs, names, strict=True)):
+    async for i, (ref, name) in sliced(enumerate(zip(refs, names, strict=True))):
         if name is None:
             continue
         by_id = ref.topic_id is not None and ref.name is None

@@ -26,6 +26,7 @@ from odradek.groups.group import GroupDescription
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.time_slices import answer_each
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 
@@ -35,64 +36,57 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     group_type = element_type(response_type, "groups")
     member_type = element_type(group_type, "members")
     operations_asked = getattr(request, "include_authorized_operations", False)
-    described = []
-    for group_id in request.groups:
-        group_id = str(group_id)
+
+    async def one(group_id: str) -> Any:
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            described.append(
-                build(
-                    group_type,
-                    error_code=ErrorCode.group_authorization_failed,
-                    group_id=group_id,
-                    group_state="",  # Kafka's DescribeGroupsResponse.groupError: unknown
-                    protocol_type="",
-                    protocol_data="",
-                    members=(),
-                    authorized_operations=OPERATIONS_NOT_ASKED,
-                )
+            return build(
+                group_type,
+                error_code=ErrorCode.group_authorization_failed,
+                group_id=group_id,
+                group_state="",  # Kafka's DescribeGroupsResponse.groupError: unknown
+                protocol_type="",
+                protocol_data="",
+                members=(),
+                authorized_operations=OPERATIONS_NOT_ASKED,
             )
-            continue
         try:
             description = await _describe(ctx, group_id)
         except OdradekError as e:
-            described.append(
-                build(
-                    group_type,
-                    error_code=e.error_code,
-                    group_id=group_id,
-                    group_state=admin.DEAD,
-                    protocol_type="",
-                    protocol_data="",
-                    members=(),
-                    authorized_operations=OPERATIONS_NOT_ASKED,
-                )
-            )
-            continue
-        described.append(
-            build(
+            return build(
                 group_type,
-                error_code=ErrorCode.none,
+                error_code=e.error_code,
                 group_id=group_id,
-                group_state=description.state,
-                protocol_type=description.protocol_type,
-                protocol_data=description.protocol_name,
-                members=tuple(
-                    build(
-                        member_type,
-                        member_id=m.member_id,
-                        group_instance_id=m.group_instance_id,
-                        client_id=m.client_id,
-                        client_host=m.client_host,
-                        member_metadata=m.metadata,
-                        member_assignment=m.assignment,
-                    )
-                    for m in description.members
-                ),
-                authorized_operations=authorized_operations(ctx, ResourceType.GROUP, group_id)
-                if operations_asked
-                else OPERATIONS_NOT_ASKED,
+                group_state=admin.DEAD,
+                protocol_type="",
+                protocol_data="",
+                members=(),
+                authorized_operations=OPERATIONS_NOT_ASKED,
             )
+        return build(
+            group_type,
+            error_code=ErrorCode.none,
+            group_id=group_id,
+            group_state=description.state,
+            protocol_type=description.protocol_type,
+            protocol_data=description.protocol_name,
+            members=tuple(
+                build(
+                    member_type,
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata,
+                    member_assignment=m.assignment,
+                )
+                for m in description.members
+            ),
+            authorized_operations=authorized_operations(ctx, ResourceType.GROUP, group_id)
+            if operations_asked
+            else OPERATIONS_NOT_ASKED,
         )
+
+    described = await answer_each((str(g) for g in request.groups), one)
     return build(response_type, throttle_time=NO_THROTTLE, groups=tuple(described))
 
 

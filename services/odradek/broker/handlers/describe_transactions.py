@@ -6,6 +6,9 @@ TRANSACTIONAL_ID_NOT_FOUND; one answer per id, in the order asked.
 Authorization, as Kafka's ``handleDescribeTransactionsRequest``: each transactional id needs
 DESCRIBE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for it), and only the topics the principal
 may DESCRIBE are listed in its partitions.
+
+Ids are answered in time slices, each distinct id looked up once (``time_slices.answer_each``):
+a 1 MB request may name a million; Kafka caps nothing here.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.time_slices import answer_each
 from odradek.transactions.result import TransactionDescription
 
 API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
@@ -30,43 +34,40 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     state_type = element_type(response_type, "transaction_states")
     topic_type = element_type(state_type, "topics")
-    states = []
-    for transactional_id in request.transactional_ids:
+
+    async def one(transactional_id: str) -> Any:
         found = await _describe(ctx, transactional_id)
         if found.error is not ErrorCode.none:  # Kafka's defaults beside an error: zeros
-            states.append(
-                state_type(
-                    error_code=found.error,
-                    transactional_id=transactional_id,
-                    transaction_state="",
-                    transaction_timeout=timedelta(0),
-                    transaction_start_time=_EPOCH,
-                    producer_id=0,
-                    producer_epoch=0,
-                    topics=(),
-                )
-            )
-            continue
-        start_ms = found.transaction_start_time_ms
-        states.append(
-            state_type(
+            return state_type(
                 error_code=found.error,
                 transactional_id=transactional_id,
-                transaction_state=found.state,
-                transaction_timeout=timedelta(milliseconds=found.transaction_timeout_ms),
-                # -1 (no transaction yet: Empty) as Kafka sends it
-                transaction_start_time=(
-                    None if start_ms < 0 else datetime.fromtimestamp(start_ms / 1000, UTC)
-                ),
-                producer_id=found.producer_id,
-                producer_epoch=found.producer_epoch,
-                topics=tuple(
-                    topic_type(topic=topic, partitions=tuple(partitions))
-                    for topic, partitions in sorted(found.topics.items())
-                    if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
-                ),
+                transaction_state="",
+                transaction_timeout=timedelta(0),
+                transaction_start_time=_EPOCH,
+                producer_id=0,
+                producer_epoch=0,
+                topics=(),
             )
+        start_ms = found.transaction_start_time_ms
+        return state_type(
+            error_code=found.error,
+            transactional_id=transactional_id,
+            transaction_state=found.state,
+            transaction_timeout=timedelta(milliseconds=found.transaction_timeout_ms),
+            # -1 (no transaction yet: Empty) as Kafka sends it
+            transaction_start_time=(
+                None if start_ms < 0 else datetime.fromtimestamp(start_ms / 1000, UTC)
+            ),
+            producer_id=found.producer_id,
+            producer_epoch=found.producer_epoch,
+            topics=tuple(
+                topic_type(topic=topic, partitions=tuple(partitions))
+                for topic, partitions in sorted(found.topics.items())
+                if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+            ),
         )
+
+    states = await answer_each(request.transactional_ids, one)
     return build(response_type, throttle_time=NO_THROTTLE, transaction_states=tuple(states))
 
 

@@ -9,6 +9,9 @@ on. The first FindCoordinator of each kind creates its topic (``broker.group_coo
 leader are known here; clients retry. Kafka's answers also for a partition without a leader, or
 a leader without this listener.
 
+v4+ keys are answered in time slices, each distinct key found once (``time_slices.answer_each``):
+a 1 MB request may name a million; Kafka caps nothing here.
+
 Share groups (key type 2) are not implemented: INVALID_REQUEST with a message, not a silent
 wrong answer.
 
@@ -31,6 +34,7 @@ from odradek.groups.config import OFFSETS_TOPIC
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.time_slices import answer_each
 from odradek.transactions.config import TRANSACTION_STATE_TOPIC
 
 API_KEY = ApiKey.FIND_COORDINATOR
@@ -62,19 +66,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             port=answer.port,
         )
     coordinator_type = element_type(response_type, "coordinators")
-    coordinators = []
-    for key in request.coordinator_keys:
+
+    async def one(key: str) -> Any:
         answer = await _find(ctx, key_type, key)
-        coordinators.append(
-            coordinator_type(
-                key=key,
-                node_id=answer.node_id,
-                host=answer.host,
-                port=answer.port,
-                error_code=answer.error,
-                error_message=answer.message,
-            )
+        return coordinator_type(
+            key=key,
+            node_id=answer.node_id,
+            host=answer.host,
+            port=answer.port,
+            error_code=answer.error,
+            error_message=answer.message,
         )
+
+    coordinators = await answer_each(request.coordinator_keys, one)
     return build(response_type, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
 
 

@@ -32,6 +32,9 @@ topic answers TOPIC_AUTHORIZATION_FAILED. ``include_cluster_authorized_operation
 the cluster's authorized-operations bitfield if DESCRIBE on the cluster is allowed, else 0;
 ``include_topic_authorized_operations`` (v8+) gives each described topic's; both are
 -2147483648 when not asked.
+
+Bounded work: each topic named is answered once, however often it is named (Kafka answers the
+set of topics asked for), and the topics in time slices (``time_slices``).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.time_slices import sliced
 
 API_KEY = ApiKey.METADATA
 TOPIC_IDS_VERSION = 12  # the first version whose requests may name topics by id
@@ -73,7 +77,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         describable = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
         wanted = [(name, None) for name in names if name in describable]
     else:
-        wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
+        # Each topic once, as Kafka (``metadataRequest.topics.asScala.toSet``): a request
+        # naming one topic a million times is answered with it once.
+        wanted = list(dict.fromkeys((t.name, getattr(t, "topic_id", None)) for t in request.topics))
         if ctx.api_version < TOPIC_IDS_VERSION and any(
             name is None or topic_id is not None for name, topic_id in wanted
         ):
@@ -85,7 +91,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     created, not_creatable = await _auto_create(ctx, request, cache, wanted, describable)
     topic_operations = getattr(request, "include_topic_authorized_operations", False)
     topics = []
-    for name, topic_id in wanted:
+    async for name, topic_id in sliced(wanted):
         if topic_id is not None:
             topic = cache.topic_by_id(topic_id)
             if topic is None:

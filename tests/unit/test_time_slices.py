@@ -1,0 +1,82 @@
+"""``time_slices``: a long list is worked through with a turn of the loop at least every slice,
+each distinct key answered once, and the time a ``TimedHandler`` charges is still all of it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from odradek.broker.quotas import TimedHandler
+from odradek.time_slices import CHECK_EVERY, TimeSlices, answer_each, sliced
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_slice_gives_the_loop_a_turn_once_it_has_lasted_its_time():
+    clock = FakeClock()
+    others: list[int] = []
+
+    async def work() -> int:
+        slices = TimeSlices(slice_s=0.003, clock=clock)
+        count = 0
+        async for _ in sliced(range(CHECK_EVERY * 10), slices):
+            clock.now += 0.001  # each element costs 1 ms
+            count += 1
+        return slices.yields
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        for i in range(50):
+            loop.call_soon(others.append, i)
+        return await work()
+
+    yields = asyncio.run(main())
+    assert yields == 10  # every CHECK_EVERY elements the slice (3 ms) was over
+    assert others == list(range(50))  # the loop ran its other callbacks meanwhile
+
+
+def test_a_cheap_list_does_not_yield_at_all():
+    async def main() -> int:
+        slices = TimeSlices(slice_s=60.0)
+        async for _ in sliced(range(10_000), slices):
+            pass
+        return slices.yields
+
+    assert asyncio.run(main()) == 0
+
+
+def test_each_distinct_key_is_answered_once_in_request_order():
+    asked: list[str] = []
+
+    async def answer(key: str) -> str:
+        asked.append(key)
+        return key.upper()
+
+    keys = ["a", "", "a", "b", ""] * 1000
+    answers = asyncio.run(answer_each(keys, answer))
+    assert answers == [k.upper() for k in keys]
+    assert asked == ["a", "", "b"]
+
+
+def test_the_time_charged_to_a_request_includes_every_slice():
+    async def handler() -> None:
+        slices = TimeSlices(slice_s=0.001)
+        async for _ in sliced(range(CHECK_EVERY * 20), slices):
+            started = time.perf_counter()
+            while time.perf_counter() - started < 0.0001:
+                pass
+        assert slices.yields > 5
+
+    async def main() -> int:
+        timed = TimedHandler(handler())
+        await timed
+        return timed.elapsed_ns
+
+    elapsed_s = asyncio.run(main()) / 1e9
+    assert elapsed_s >= CHECK_EVERY * 20 * 0.0001
