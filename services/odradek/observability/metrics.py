@@ -109,8 +109,6 @@ class _TopicSeries:
 
     bytes_in: Counter
     bytes_out: Counter
-    replica_budget: Gauge
-    replicas_unloaded: Gauge
     messages_in: Counter
     messages_out: Counter
 
@@ -127,6 +125,8 @@ class BrokerMetrics:
 
     bytes_in: Counter
     bytes_out: Counter
+    replica_budget: Gauge
+    replicas_unloaded: Gauge
     messages_in: Counter
     messages_out: Counter
     request_latency: Histogram

@@ -1,0 +1,136 @@
+"""Issue 23 scenario 4 on three real brokers with a small open-files limit: a CreateTopics (and a
+CreatePartitions) beyond the brokers' replica budget is refused with POLICY_VIOLATION and
+nothing is written, a topic that fits is created, acks=all writes to an existing topic all
+succeed, and the brokers restart on the same data with their log dirs online."""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from odradek.broker.replica_budget import replica_budget
+from odradek.local import cluster
+from support.waiting import wait_until
+
+pytestmark = pytest.mark.integration
+
+OPEN_FILES = 600  # odradek.test.open.files.limit: reached with ~150 replicas, not ~5,000
+BUDGET = replica_budget(OPEN_FILES)  # 90 replicas per broker
+BROKERS = 3
+OVERRIDES = {
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "odradek.test.open.files.limit": str(OPEN_FILES),
+}
+EXISTING = "existing"
+WRITES = 30
+WAIT_S = 60.0
+
+
+def _admin(state) -> AdminClient:
+    return AdminClient({"bootstrap.servers": state.bootstrap_servers})
+
+
+def _produce(state, count: int) -> int:
+    delivered = []
+    producer = Producer(
+        {"bootstrap.servers": state.bootstrap_servers, "acks": "all", "message.timeout.ms": 30000}
+    )
+    for n in range(count):
+        producer.produce(
+            EXISTING,
+            value=f"record {n}".encode(),
+            on_delivery=lambda err, _msg: delivered.append(err is None),
+        )
+        producer.poll(0)
+    producer.flush(WAIT_S)
+    return sum(delivered)
+
+
+def _broker_fds(state) -> list[int]:
+    return [len(os.listdir(f"/proc/{m.pid}/fd")) for m in state.members if m.role == "broker"]
+
+
+def _offline_dirs(state) -> list[str]:
+    """Every broker's offline log dirs, from its own log (the admin endpoint may be off)."""
+    found = []
+    for member in state.members:
+        if member.role == "broker":
+            text = Path(member.log).read_text(errors="replace")
+            found += [line for line in text.splitlines() if "offline" in line and "log dir" in line]
+    return found
+
+
+def _topic_exists(admin: AdminClient, name: str) -> bool:
+    return name in admin.list_topics(timeout=10).topics
+
+
+def test_create_topics_past_the_budget_is_refused_and_the_cluster_keeps_serving(
+    tmp_path, local_cluster
+):
+    data_dir = tmp_path / "cluster"
+    with local_cluster(data_dir, brokers=BROKERS, broker_overrides=OVERRIDES) as state:
+        admin = _admin(state)
+        admin.create_topics([NewTopic(EXISTING, 3)])[EXISTING].result(timeout=WAIT_S)
+        wait_until(lambda: _produce(state, 1) == 1, "the existing topic writable", WAIT_S)
+
+        # Scenario 4's request, scaled to the limit: twice what the three brokers can hold.
+        too_many = 2 * BUDGET
+        future = admin.create_topics([NewTopic("huge", too_many, 3)])["huge"]
+        with pytest.raises(Exception) as refused:
+            future.result(timeout=WAIT_S)
+        error = refused.value.args[0]
+        print(f"CreateTopics of {too_many} x 3 replicas (budget {BUDGET}/broker): {error.str()}")
+        assert error.code() == KafkaError.POLICY_VIOLATION
+        assert "replicas" in error.str() and "max.broker.partitions" in error.str()
+        assert not _topic_exists(admin, "huge")  # nothing written
+
+        fits = admin.create_topics([NewTopic("fits", 20, 3)])["fits"]
+        fits.result(timeout=WAIT_S)
+        grow = admin.create_partitions([NewPartitions("fits", 20 + BUDGET)])["fits"]
+        with pytest.raises(Exception) as refused:
+            grow.result(timeout=WAIT_S)
+        assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
+        assert len(admin.list_topics("fits", timeout=10).topics["fits"].partitions) == 20
+
+        ok = _produce(state, WRITES)
+        print(f"acks=all writes to {EXISTING!r} after the refusal: {ok} of {WRITES}")
+        assert ok == WRITES
+        print(f"open files per broker (limit {OPEN_FILES}): {_broker_fds(state)}")
+        assert not _offline_dirs(state)
+
+        for broker_id in range(1, BROKERS + 1):
+            cluster.stop_broker(data_dir, broker_id)
+        state = cluster.ClusterState.read(data_dir)
+        for broker_id in range(1, BROKERS + 1):
+            cluster.restart_broker(data_dir, broker_id)
+        state = cluster.ClusterState.read(data_dir)
+        ok = 0
+        deadline = time.monotonic() + WAIT_S
+        while ok < WRITES and time.monotonic() < deadline:
+            ok = _produce(state, WRITES)
+        print(f"acks=all writes after restarting all brokers on the same data: {ok} of {WRITES}")
+        assert ok == WRITES
+        assert not _offline_dirs(state)
+        budgets = _registered_budgets(state)
+        print(f"registered replica budgets: {budgets}")
+        assert budgets == [float(BUDGET)] * BROKERS
+
+
+def _registered_budgets(state) -> list[float]:
+    """Each broker's ``odradek_broker_replica_budget`` gauge (the budget it registered)."""
+    found = []
+    for member in state.members:
+        if member.role != "broker":
+            continue
+        with urllib.request.urlopen(f"http://{member.admin}/metrics", timeout=5) as answer:
+            for line in answer.read().decode().splitlines():
+                if line.startswith("odradek_broker_replica_budget "):
+                    found.append(float(line.split()[1]))
+    return found
