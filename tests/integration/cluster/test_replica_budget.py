@@ -1,13 +1,15 @@
 """Issue 23 scenario 4 on three real brokers with a small open-files limit: a CreateTopics (and a
 CreatePartitions) beyond the brokers' replica budget is refused with POLICY_VIOLATION and
 nothing is written, a topic that fits is created, acks=all writes to an existing topic all
-succeed, and the brokers restart on the same data with their log dirs online."""
+succeed, and the brokers restart on the same data with their log dirs online; a partition of
+many segments keeps one .index and one .timeindex open per broker (lazy indexes)."""
 
 from __future__ import annotations
 
 import os
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,9 @@ OVERRIDES = {
 }
 EXISTING = "existing"
 WRITES = 30
+SEGMENTED = "segmented"
+SEGMENT_BYTES = 1024  # a roll every two 400-byte records
+SEGMENTED_RECORDS = 200
 WAIT_S = 60.0
 
 
@@ -37,15 +42,21 @@ def _admin(state) -> AdminClient:
     return AdminClient({"bootstrap.servers": state.bootstrap_servers})
 
 
-def _produce(state, count: int) -> int:
+def _produce(state, count: int, topic: str = EXISTING, value_bytes: int = 0) -> int:
     delivered = []
     producer = Producer(
-        {"bootstrap.servers": state.bootstrap_servers, "acks": "all", "message.timeout.ms": 30000}
+        {
+            "bootstrap.servers": state.bootstrap_servers,
+            "acks": "all",
+            "message.timeout.ms": 30000,
+            "linger.ms": 0,
+            "batch.num.messages": 1,  # one batch a record: a segment every few records
+        }
     )
     for n in range(count):
         producer.produce(
-            EXISTING,
-            value=f"record {n}".encode(),
+            topic,
+            value=f"record {n}".encode().ljust(value_bytes, b"."),
             on_delivery=lambda err, _msg: delivered.append(err is None),
         )
         producer.poll(0)
@@ -55,6 +66,28 @@ def _produce(state, count: int) -> int:
 
 def _broker_fds(state) -> list[int]:
     return [len(os.listdir(f"/proc/{m.pid}/fd")) for m in state.members if m.role == "broker"]
+
+
+def _segment_fds(state) -> list[Counter[str]]:
+    """Each broker's descriptors on the files of ``SEGMENTED``'s partition, by suffix."""
+    found = []
+    for member in state.members:
+        if member.role != "broker":
+            continue
+        opened: Counter[str] = Counter()
+        for fd in os.listdir(f"/proc/{member.pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{member.pid}/fd/{fd}")
+            except OSError:
+                continue
+            if f"/{SEGMENTED}-0/" in target:
+                opened[Path(target).suffix] += 1
+        found.append(opened)
+    return found
+
+
+def _one_index_pair_each(state) -> bool:
+    return all(o[".index"] == o[".timeindex"] == 1 for o in _segment_fds(state))
 
 
 def _offline_dirs(state) -> list[str]:
@@ -105,6 +138,18 @@ def test_create_topics_past_the_budget_is_refused_and_the_cluster_keeps_serving(
         print(f"open files per broker (limit {OPEN_FILES}): {_broker_fds(state)}")
         assert not _offline_dirs(state)
 
+        # Many inactive segments: their indexes hold no descriptor (lazy), before a restart.
+        segmented = NewTopic(SEGMENTED, 1, 3, config={"segment.bytes": str(SEGMENT_BYTES)})
+        admin.create_topics([segmented])[SEGMENTED].result(timeout=WAIT_S)
+        wait_until(lambda: _produce(state, 1, SEGMENTED) == 1, "segmented writable", WAIT_S)
+        assert _produce(state, SEGMENTED_RECORDS, SEGMENTED, value_bytes=400) == SEGMENTED_RECORDS
+        # A flush in progress holds duplicates of the segments it fsyncs for a moment: wait.
+        wait_until(lambda: _one_index_pair_each(state), "one index pair open each", WAIT_S)
+        segmented_fds = _segment_fds(state)
+        print(f"{SEGMENTED!r} files open per broker, by suffix: {segmented_fds}")
+        for opened in segmented_fds:
+            assert opened[".log"] >= SEGMENTED_RECORDS // 4  # .log files stay open (not lazy)
+
         for broker_id in range(1, BROKERS + 1):
             cluster.stop_broker(data_dir, broker_id)
         state = cluster.ClusterState.read(data_dir)
@@ -118,6 +163,9 @@ def test_create_topics_past_the_budget_is_refused_and_the_cluster_keeps_serving(
         print(f"acks=all writes after restarting all brokers on the same data: {ok} of {WRITES}")
         assert ok == WRITES
         assert not _offline_dirs(state)
+        wait_until(lambda: _one_index_pair_each(state), "one index pair open each", WAIT_S)
+        segmented_fds = _segment_fds(state)
+        print(f"{SEGMENTED!r} files open per broker after the restart: {segmented_fds}")
         budgets = _registered_budgets(state)
         print(f"registered replica budgets: {budgets}")
         assert budgets == [float(BUDGET)] * BROKERS
