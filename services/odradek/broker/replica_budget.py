@@ -81,7 +81,8 @@ def replica_budget(
 def over_budget_message(hosted: int, budget: int, open_files: int) -> str:
     """What a broker logs when it finds more replicas on disk than its budget."""
     return (
-        f"this broker hosts {hosted} replicas but its open-files limit ({open_files}) allows "
-        f"{budget} at {FILES_PER_REPLICA} files each: raise the hard RLIMIT_NOFILE or move "
-        f"replicas away (kafka-reassign-partitions); new replicas are refused meanwhile"
+        f"this broker hosts {hosted} replicas but its replica budget is {budget} (open-files "
+        f"limit {open_files} at {FILES_PER_REPLICA} files a replica, max.broker.partitions): "
+        f"raise the hard RLIMIT_NOFILE or move replicas away (kafka-reassign-partitions); "
+        f"the rest stay on disk, unloaded, and new replicas are refused meanwhile"
     )

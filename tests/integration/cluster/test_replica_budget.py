@@ -1,8 +1,9 @@
 """Issue 23 scenario 4 on three real brokers with a small open-files limit: a CreateTopics (and a
 CreatePartitions) beyond the brokers' replica budget is refused with POLICY_VIOLATION and
 nothing is written, a topic that fits is created, acks=all writes to an existing topic all
-succeed, and the brokers restart on the same data with their log dirs online; a partition of
-many segments keeps one .index and one .timeindex open per broker (lazy indexes)."""
+succeed, and the brokers restart on the same data with their log dirs online; a broker
+restarted with a budget below what it hosts starts, serves what fits and says why; a partition
+of many segments keeps one .index and one .timeindex open per broker (lazy indexes)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ WRITES = 30
 SEGMENTED = "segmented"
 SEGMENT_BYTES = 1024  # a roll every two 400-byte records
 SEGMENTED_RECORDS = 200
+LOWERED_BUDGET = 5  # broker 1's max.broker.partitions at its last restart
 WAIT_S = 60.0
 
 
@@ -169,6 +171,46 @@ def test_create_topics_past_the_budget_is_refused_and_the_cluster_keeps_serving(
         budgets = _registered_budgets(state)
         print(f"registered replica budgets: {budgets}")
         assert budgets == [float(BUDGET)] * BROKERS
+
+        # A broker finding more replicas on disk than its budget: starts, serves what fits.
+        hosted = len(_partition_dirs(state.member("broker", 1)))
+        cluster.stop_broker(data_dir, 1)
+        state = cluster.ClusterState.read(data_dir)
+        state.member("broker", 1).overrides["max.broker.partitions"] = str(LOWERED_BUDGET)
+        state.write(data_dir)
+        cluster.restart_broker(data_dir, 1)
+        state = cluster.ClusterState.read(data_dir)
+        member = state.member("broker", 1)
+        unloaded = _gauge(member, "odradek_broker_replicas_unloaded")
+        explained = [
+            line for line in Path(member.log).read_text().splitlines() if "not loaded:" in line
+        ]
+        print(
+            f"broker 1 over budget: {hosted} replicas on disk, budget {LOWERED_BUDGET}, "
+            f"unloaded {unloaded}; {explained[-1][:200] if explained else 'no log line'}"
+        )
+        assert unloaded == hosted - LOWERED_BUDGET
+        assert explained and "replica budget is 5" in explained[-1]
+        assert member.is_ours() and not _offline_dirs(state)
+        assert _produce(state, WRITES) == WRITES  # min.insync.replicas 2 of the other two
+
+
+def _partition_dirs(member) -> list[Path]:
+    return [
+        d
+        for log_dir in cluster.broker_log_dirs(member)
+        if log_dir.exists()
+        for d in log_dir.iterdir()
+        if d.is_dir() and "-" in d.name and d.name.rsplit("-", 1)[1].isdigit()
+    ]
+
+
+def _gauge(member, name: str) -> float | None:
+    with urllib.request.urlopen(f"http://{member.admin}/metrics", timeout=5) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith(f"{name} "):
+                return float(line.split()[1])
+    return None
 
 
 def _registered_budgets(state) -> list[float]:
