@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from odradek.broker.admin.errors import PolicyViolationError
-from odradek.broker.admin.replica_capacity import ReplicaCapacity
+from odradek.broker.admin.replica_capacity import REQUEST_PARTITIONS_MAX, ReplicaCapacity
 from odradek.broker.replica_budget import FILES_PER_REPLICA, replica_budget
 from odradek.errors import KafkaStorageError
 from odradek.storage.manager import LogManager
@@ -87,3 +87,14 @@ def test_the_soft_limit_is_raised_to_the_hard_one() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "(128, 128)"
+
+
+def test_one_request_adds_at_most_kafkas_10000_partitions() -> None:
+    capacity = ReplicaCapacity({1: None}, {})
+    half = {p: (1,) for p in range(REQUEST_PARTITIONS_MAX // 2)}
+    capacity.check("a", half)
+    capacity.add(half)
+    capacity.check("b", half)
+    capacity.add(half)
+    with pytest.raises(PolicyViolationError, match="Excessively large number of partitions"):
+        capacity.check("c", {0: (1,)})

@@ -10,6 +10,7 @@ written; a refusal is POLICY_VIOLATION, as Kafka answers a topic its policy reje
 - and each broker named by the assignment (manual, or the one placement chose) must have room
   for its share, so no broker is asked past its own limit.
 
+One request also adds at most ``REQUEST_PARTITIONS_MAX`` partitions, as Kafka caps it.
 A broker that registers no budget (an older registration) counts as unbounded. Topics planned
 earlier in the same request are ``add``-ed, so one request cannot overshoot by splitting its
 replicas over several topics. Pure and not thread-safe: one instance per request.
@@ -22,7 +23,12 @@ from collections.abc import Mapping, Sequence
 
 from odradek.broker.admin.errors import PolicyViolationError
 
-__all__ = ["ReplicaCapacity"]
+__all__ = ["REQUEST_PARTITIONS_MAX", "ReplicaCapacity"]
+
+# New partitions in one CreateTopics or CreatePartitions request, all topics together: Kafka's
+# cap (its controller's MAX_RECORDS_PER_USER_OP, applied in ZooKeeper mode too since 3.9); the
+# topic that would pass it is refused, with Kafka's message.
+REQUEST_PARTITIONS_MAX = 10_000
 
 
 class ReplicaCapacity:
@@ -31,6 +37,7 @@ class ReplicaCapacity:
     def __init__(self, budgets: Mapping[int, int | None], hosted: Mapping[int, int]):
         self.budgets = dict(budgets)  # live broker id -> budget (None: unbounded)
         self.hosted = Counter({b: hosted.get(b, 0) for b in self.budgets})
+        self.request_partitions = 0  # new partitions of this request's topics, added so far
 
     def remaining(self, broker_id: int) -> int | None:
         budget = self.budgets.get(broker_id)
@@ -38,6 +45,12 @@ class ReplicaCapacity:
 
     def check(self, topic: str, assignment: Mapping[int, Sequence[int]]) -> None:
         """Raise PolicyViolationError if ``assignment``'s replicas do not fit (nothing counted)."""
+        if self.request_partitions + len(assignment) > REQUEST_PARTITIONS_MAX:
+            raise PolicyViolationError(
+                f"Excessively large number of partitions per request: topic '{topic}' would "
+                f"bring it to {self.request_partitions + len(assignment)}, past "
+                f"{REQUEST_PARTITIONS_MAX}."
+            )
         wanted = Counter(b for replicas in assignment.values() for b in replicas)
         total = sum(wanted.values())
         remaining = {b: self.remaining(b) for b in self.budgets}
@@ -60,6 +73,7 @@ class ReplicaCapacity:
     def add(self, assignment: Mapping[int, Sequence[int]]) -> None:
         """Count ``assignment``'s replicas as hosted (a topic of the same request, planned)."""
         self.hosted.update(b for replicas in assignment.values() for b in replicas)
+        self.request_partitions += len(assignment)
 
     def _describe(self) -> str:
         return ", ".join(
