@@ -57,6 +57,11 @@ from odradek.broker.log_dir_mover import LogDirMover
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.quota_configs import ClientQuotaConfigs
 from odradek.broker.quotas import ClientQuotas
+from odradek.broker.replica_budget import (
+    over_budget_message,
+    raise_open_files_limit,
+    replica_budget,
+)
 from odradek.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
@@ -105,6 +110,7 @@ log = logging.getLogger(__name__)
 
 # How often SSL listeners look at their key and trust store files for new certificates.
 
+UNLOADED_LOGGED_MAX = 20  # replicas named in the over-budget error; the metric has the count
 FIND_CONTROLLER_S = 5.0  # AlterPartition waits this long for an active controller, then retries
 
 
@@ -140,6 +146,7 @@ class BrokerApp:
             secure_acls=config.zookeeper_set_acl,
         )
         self.log_manager: LogManager | None = None
+        self.replica_budget: int | None = None
         self.servers: list[BrokerServer] = []
         self.jwks: HttpJwks | FileJwks | None = None  # OAUTHBEARER's keys, when served
         self.oauthbearer: TokenValidator | None = None
@@ -191,8 +198,17 @@ class BrokerApp:
         await self.topic_configs.start()
         await self.broker_configs.start()  # after: a change from now on has its notification
         await client_quota_configs.start()
+        files = raise_open_files_limit(config.odradek_test_open_files_limit)
+        self.replica_budget = replica_budget(
+            files.soft,
+            reserved=config.odradek_open_files_reserved,
+            max_broker_partitions=config.max_broker_partitions,
+        )
+        log.info("replica budget: %d replicas (max.broker.partitions)", self.replica_budget)
+        self.metrics.replica_budget.set(self.replica_budget)
         self.log_manager = LogManager(
             config.effective_log_dirs,
+            max_logs=self.replica_budget,
             topic_config=self.topic_configs.get,
             intervals=ManagerIntervals(
                 retention_check_ms=config.log_retention_check_interval_ms,
@@ -201,6 +217,16 @@ class BrokerApp:
             ),
         )
         await asyncio.to_thread(self.log_manager.load)
+        unloaded = self.log_manager.unloaded
+        self.metrics.replicas_unloaded.set(len(unloaded))
+        if unloaded:
+            log.error(
+                "%s; not loaded: %s",
+                over_budget_message(
+                    len(unloaded) + self.replica_budget, self.replica_budget, files.soft
+                ),
+                ", ".join(f"{t}-{p}" for t, p in unloaded[:UNLOADED_LOGGED_MAX]),
+            )
         self.log_manager.start(cleaner=config.log_cleaner_enable)
 
         self.workers = Workers()
@@ -367,6 +393,7 @@ class BrokerApp:
                     for advertised in config.effective_advertised_listeners
                 ),
                 rack=config.broker_rack,
+                max_broker_partitions=self.replica_budget,
             ),
             on_failure=self._registration_failed,
             on_registered=lambda epoch: setattr(context, "broker_epoch", epoch),

@@ -318,6 +318,29 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             minimum=0,
         ),
         ConfigKey(
+            "max.broker.partitions",
+            _T.INT,
+            -1,
+            "Replicas this broker may hold (KIP-578's name); -1: derived from the open-files "
+            "limit (broker/replica_budget.py). Registered so CreateTopics can check it.",
+            minimum=-1,
+        ),
+        ConfigKey(
+            "odradek.open.files.reserved",
+            _T.INT,
+            -1,
+            "Open files kept out of the replica budget for connections, checkpoints and "
+            "inactive segments; -1: a quarter of the open-files limit.",
+            minimum=-1,
+        ),
+        ConfigKey(
+            "odradek.test.open.files.limit",
+            _T.INT,
+            -1,
+            "TEST ONLY: lower RLIMIT_NOFILE (soft and hard) to this at start; -1: leave it.",
+            minimum=-1,
+        ),
+        ConfigKey(
             "odradek.connection.max.inflight.requests",
             _T.INT,
             100,
@@ -963,6 +986,9 @@ class BrokerConfig(PropertiesConfig):
         "odradek.socket.request.receive.timeout.ms"
     )
     max_connections: int = _default("max.connections")
+    max_broker_partitions: int = _default("max.broker.partitions")
+    odradek_open_files_reserved: int = _default("odradek.open.files.reserved")
+    odradek_test_open_files_limit: int = _default("odradek.test.open.files.limit")
     odradek_connection_max_inflight_requests: int = _default(
         "odradek.connection.max.inflight.requests"
     )

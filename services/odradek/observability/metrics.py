@@ -125,6 +125,8 @@ class BrokerMetrics:
 
     bytes_in: Counter
     bytes_out: Counter
+    replica_budget: Gauge
+    replicas_unloaded: Gauge
     messages_in: Counter
     messages_out: Counter
     request_latency: Histogram
@@ -466,6 +468,13 @@ def broker_metrics(
     return BrokerMetrics(
         bytes_in=topic_counter("bytes_in_total", "Record batch bytes appended by Produce."),
         bytes_out=topic_counter("bytes_out_total", "Record batch bytes sent in Fetch responses."),
+        replica_budget=gauge(
+            "replica_budget", "Replicas this broker can host, from its open-files limit."
+        ),
+        replicas_unloaded=gauge(
+            "replicas_unloaded",
+            "Replicas found on disk past the replica budget, left unloaded (see the log).",
+        ),
         messages_in=topic_counter("messages_in_total", "Records appended by Produce."),
         messages_out=topic_counter("messages_out_total", "Records sent in Fetch responses."),
         request_latency=Histogram(

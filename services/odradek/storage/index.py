@@ -14,6 +14,14 @@ Invariants, enforced by ``append``: offsets, positions and timestamps strictly i
 entry to the next. Entries are only ever written at positions greater than zero (a segment's
 first batch is never indexed), so an all-zero entry means "never written".
 
+Descriptors, as Kafka's ``LazyIndex``: only a writable index (the active segment's) holds its
+file open. A read-only one (every older segment) holds no descriptor: it reads its size with a
+``stat`` at load, reads its entries at its first lookup through a descriptor it closes at once,
+and ``handle()`` opens a fresh descriptor for a flush. (Not an mmap: Python's ``mmap`` keeps a
+duplicate of the descriptor.) The entries read are cached, all indexes together up to
+``READ_ONLY_INDEX_CACHE_BYTES``, least recently loaded evicted first. So a replica's open
+files do not grow with its segments' indexes (``broker.replica_budget`` counts on it).
+
 Life cycle: the index of the active segment is preallocated to ``segment.index.bytes`` (rounded
 down to whole entries) so appends never grow the file; when the segment rolls, the file is
 trimmed to its entries, as Kafka does, and a trimmed file is what a clean shutdown leaves. A file
@@ -26,9 +34,10 @@ flush on another thread fsyncs a duplicate of ``fileno`` taken under that lock, 
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from odradek.errors import CorruptRecordError
@@ -36,6 +45,45 @@ from odradek.errors import CorruptRecordError
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 INT32_MAX = (1 << 31) - 1
+
+
+READ_ONLY_INDEX_CACHE_BYTES = 64 * 1024 * 1024  # read-only indexes' entries kept in memory
+
+
+class _ReadOnlyCache:
+    """The read-only indexes whose entries are in memory, least recently loaded first.
+
+    Past ``capacity_bytes`` the oldest are evicted (they read their file again when next
+    looked up). Shared by every log's threads, so it has its own lock; an index evicted while a
+    lookup holds its bytes finishes that lookup with them.
+    """
+
+    def __init__(self, capacity_bytes: int):
+        self.capacity_bytes = capacity_bytes
+        self._lock = threading.Lock()
+        self._sizes: OrderedDict[int, tuple[_EntryFile, int]] = OrderedDict()
+        self.bytes = 0
+
+    def loaded(self, index: _EntryFile, size: int) -> None:
+        evicted = []
+        with self._lock:
+            previous = self._sizes.pop(id(index), None)
+            if previous is not None:
+                self.bytes -= previous[1]
+            self._sizes[id(index)] = (index, size)
+            self.bytes += size
+            while self.bytes > self.capacity_bytes and len(self._sizes) > 1:
+                _, (oldest, oldest_size) = self._sizes.popitem(last=False)
+                self.bytes -= oldest_size
+                evicted.append(oldest)
+        for each in evicted:
+            each._evict()
+
+    def forget(self, index: _EntryFile) -> None:
+        with self._lock:
+            previous = self._sizes.pop(id(index), None)
+            if previous is not None:
+                self.bytes -= previous[1]
 
 
 class IndexFullError(Exception):
@@ -49,12 +97,14 @@ class CorruptIndexError(CorruptRecordError):
 class _EntryFile:
     """A file of fixed-size entries; subclasses define the entry layout.
 
-    While writable (active segment) the entries live in a ``bytearray``; ``sync`` writes the new
-    ones to the preallocated file with one ``pwrite`` (the segment calls it once per append).
+    While writable (active segment) the file is open and the entries live in a ``bytearray``;
+    ``sync`` writes the new ones to the preallocated file with one ``pwrite`` (the segment calls
+    it once per append).
     Writing through an mmap instead would make the first touch of each page of a fresh, sparse
     file allocate blocks inside a page fault, which on ext4 was measured at ~3 ms against ~8 us
     for a ``pwrite``: paid twice at every roll.
-    Once trimmed (inactive segment) the file is mapped read-only, so memory follows use.
+    Once trimmed (inactive segment) the file is closed and read at its first lookup, so memory
+    and descriptors follow use.
     """
 
     entry = _OFFSET_ENTRY
@@ -63,71 +113,120 @@ class _EntryFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(max_index_bytes // self.entry.size, 1)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.entries = os.fstat(self._fd).st_size // self.entry.size
-        self._synced = self.entries  # entries already in the file
-        self._buffer: bytearray | mmap.mmap | None = None
+        self._fd: int | None = None  # open only while writable (see the module docstring)
+        self._buffer: bytearray | None = None  # the entries while writable
+        self._cached: bytes | None = None  # while read-only: None until loaded, or evicted
         self.writable = False
         if writable:
+            self.entries = os.fstat(self._open()).st_size // self.entry.size
+            self._synced = self.entries  # entries already in the file
             self.make_writable()
         else:
-            self._map_read_only()
+            try:
+                size = os.stat(path).st_size
+            except FileNotFoundError:
+                self._open()
+                self._close_fd()
+                size = 0
+            self.entries = size // self.entry.size
+            self._synced = self.entries
 
     # -- file handling -------------------------------------------------------------------
 
+    def _open(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._fd
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
     def _map_read_only(self) -> None:
-        size = self.entries * self.entry.size
-        self._buffer = mmap.mmap(self._fd, size, prot=mmap.PROT_READ) if size else None
+        """Become read-only: the descriptor is closed; the entries are read at first use."""
+        self._buffer = None
         self.writable = False
+        self._close_fd()
+
+    def _loaded(self) -> bytes:
+        """Read the entries through a descriptor closed at once; cached in ``_READ_ONLY``."""
+        size = self.entries * self.entry.size
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, size, 0)
+        finally:
+            os.close(fd)
+        if len(data) != size:
+            raise CorruptIndexError(f"{self.path} is shorter than its {self.entries} entries")
+        self._cached = data
+        _READ_ONLY.loaded(self, size)
+        return data
+
+    def _evict(self) -> None:
+        """Called by ``_READ_ONLY`` (any thread) to drop the cached entries, read again at the
+        next lookup; it never touches ``_buffer``, so a writable index is never affected."""
+        self._cached = None
 
     def _release_buffer(self) -> None:
-        if isinstance(self._buffer, mmap.mmap):
-            self._buffer.close()
+        if self._cached is not None:
+            _READ_ONLY.forget(self)
+        self._cached = None
         self._buffer = None
+
+    @property
+    def is_open(self) -> bool:
+        """Whether this index holds a descriptor (only while writable)."""
+        return self._fd is not None
 
     def trim(self) -> None:
         """Shrink the file to its entries (the segment is no longer active)."""
         if self.writable:
             self.sync()
             self._release_buffer()
-            os.ftruncate(self._fd, self.entries * self.entry.size)
+            os.ftruncate(self._open(), self.entries * self.entry.size)
             self._map_read_only()
 
     def make_writable(self) -> None:
         """Load the entries and preallocate the file again (the segment is active again)."""
         if self.writable:
             return
+        fd = self._open()
         size = self.entries * self.entry.size
-        entries = bytearray(os.pread(self._fd, size, 0)) if size else bytearray()
+        entries = bytearray(os.pread(fd, size, 0)) if size else bytearray()
         self._release_buffer()
         self._buffer = entries
-        os.ftruncate(self._fd, self.max_entries * self.entry.size)
+        os.ftruncate(fd, self.max_entries * self.entry.size)
         self.writable = True
 
     def sync(self) -> None:
         """Write the entries added since the last call to the file (page cache, no fsync)."""
         if self.entries > self._synced:
             start = self._synced * self.entry.size
-            os.pwrite(self._fd, self._buffer[start : self.entries * self.entry.size], start)
+            os.pwrite(self._open(), self._buffer[start : self.entries * self.entry.size], start)
             self._synced = self.entries
 
     def flush(self) -> None:
         self.sync()
-        os.fsync(self._fd)
+        handle = self.handle()
+        try:
+            os.fsync(handle)
+        finally:
+            os.close(handle)
 
-    @property
-    def fileno(self) -> int:
-        return self._fd
+    def handle(self) -> int:
+        """A new descriptor of the file, for an fsync on another thread (the caller closes it)."""
+        return os.dup(self._fd) if self._fd is not None else os.open(self.path, os.O_RDONLY)
 
     def close(self) -> None:
         self.trim()
         self._release_buffer()
-        os.close(self._fd)
+        self._close_fd()
 
     def release(self) -> None:
         """Close without trimming or writing anything (the file is being deleted)."""
         self._release_buffer()
-        os.close(self._fd)
+        self._close_fd()
 
     def rename(self, path: Path) -> None:
         os.replace(self.path, path)
@@ -135,7 +234,7 @@ class _EntryFile:
 
     def delete(self) -> None:
         self._release_buffer()
-        os.close(self._fd)
+        self._close_fd()
         self.path.unlink(missing_ok=True)
 
     # -- entries -------------------------------------------------------------------------
@@ -149,7 +248,12 @@ class _EntryFile:
         return self.entries * self.entry.size
 
     def _entry(self, n: int) -> tuple[int, int]:
-        return self.entry.unpack_from(self._buffer, n * self.entry.size)
+        if self.writable:
+            return self.entry.unpack_from(self._buffer, n * self.entry.size)
+        buffer = self._cached
+        if buffer is None:  # first lookup since the roll, the load or an eviction
+            buffer = self._loaded()
+        return self.entry.unpack_from(buffer, n * self.entry.size)
 
     def _write(self, first: int, second: int) -> None:
         if self.is_full:
@@ -178,7 +282,7 @@ class _EntryFile:
             self.make_writable()
             start = entries * self.entry.size
             if self._synced > entries:
-                os.pwrite(self._fd, bytes(self._synced * self.entry.size - start), start)
+                os.pwrite(self._open(), bytes(self._synced * self.entry.size - start), start)
                 self._synced = entries
             del self._buffer[start:]
         self.entries = entries
@@ -302,3 +406,6 @@ class TimeIndex(_EntryFile):
                 raise CorruptIndexError(
                     f"{self.path}: entry {n} ({timestamp}, {relative}) breaks the index order"
                 )
+
+
+_READ_ONLY = _ReadOnlyCache(READ_ONLY_INDEX_CACHE_BYTES)

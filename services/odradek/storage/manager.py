@@ -45,6 +45,7 @@ flushed and closed, the checkpoints written, and only then the clean-shutdown ma
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -132,7 +133,13 @@ class LogManager:
         intervals: ManagerIntervals = ManagerIntervals(),
         on_dir_offline: Callable[[Path, list[TopicPartition]], None] | None = None,
         executors: StorageExecutors | None = None,
+        max_logs: int | None = None,
     ):
+        """``max_logs`` is the broker's replica budget (``broker.replica_budget``): logs past it
+        are neither loaded nor created (KafkaStorageError for that partition alone); they stay
+        on disk, listed in ``unloaded``, and no log dir goes offline for them."""
+        self.max_logs = max_logs
+        self.unloaded: list[TopicPartition] = []
         self.log_dirs = [Path(d).absolute() for d in log_dirs]
         if not self.log_dirs:
             raise ValueError("log.dirs must name at least one directory")
@@ -226,6 +233,9 @@ class LogManager:
                 continue
             if tp is None:
                 continue
+            if self.max_logs is not None and len(self._logs) >= self.max_logs:
+                self.unloaded.append(tp)  # left on disk; the broker logs why, once
+                continue
             if tp in self._logs:
                 log.error(
                     "%s-%d has a log in %s and in %s: serving the first, leaving the second",
@@ -296,6 +306,11 @@ class LogManager:
                     f"{topic}-{partition} is not on any online log dir and may be on an offline "
                     f"one: {', '.join(str(d) for d in self.offline_dirs)}"
                 )
+            if self.max_logs is not None and len(self._logs) >= self.max_logs:
+                raise KafkaStorageError(
+                    f"{topic}-{partition}: this broker already hosts {len(self._logs)} replicas, "
+                    f"its budget from the open-files limit (max.broker.partitions)"
+                )
             log_dir = self._choose_dir(tp)
             created = self._create_log(
                 log_dir,
@@ -323,7 +338,8 @@ class LogManager:
         try:
             return self._open_log(log_dir / name, config)
         except OSError as e:
-            self._mark_offline(log_dir, f"cannot create {what}: {e}")
+            if e.errno not in (errno.EMFILE, errno.ENFILE):  # out of descriptors: not the disk
+                self._mark_offline(log_dir, f"cannot create {what}: {e}")
             raise KafkaStorageError(f"cannot create {what}: {e}") from e
 
     def _choose_dir(self, tp: TopicPartition | None = None) -> Path:

@@ -209,8 +209,9 @@ class LogSegment:
         self.time_index.sync()
         handles: list[int] = []
         try:
-            for fd in (self.fd, self.offset_index.fileno, self.time_index.fileno):
-                handles.append(os.dup(fd))
+            handles.append(os.dup(self.fd))
+            handles.append(self.offset_index.handle())
+            handles.append(self.time_index.handle())
             txn_handle = self.txn_index.handle()
             if txn_handle is not None:
                 handles.append(txn_handle)

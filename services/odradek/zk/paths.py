@@ -251,6 +251,9 @@ class SupportedFeature:
     max_version: int
 
 
+MAX_BROKER_PARTITIONS_FIELD = "odradek_max_broker_partitions"  # Kafka ignores unknown fields
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     """A broker's registration, Kafka's version 5 JSON::
@@ -268,6 +271,8 @@ class BrokerInfo:
     jmx_port: int = -1
     timestamp_ms: int = 0
     features: tuple[SupportedFeature, ...] = ()
+    # Odradek's own: the replicas this broker can host (broker/replica_budget.py); None: unknown
+    max_broker_partitions: int | None = None
 
     VERSION: ClassVar[int] = 5
 
@@ -300,6 +305,8 @@ class BrokerInfo:
         }
         if self.rack is not None:
             value["rack"] = self.rack
+        if self.max_broker_partitions is not None:
+            value[MAX_BROKER_PARTITIONS_FIELD] = self.max_broker_partitions
         return encode_json(value)
 
     @classmethod
@@ -330,6 +337,9 @@ class BrokerInfo:
         rack = obj.raw("rack") if "rack" in obj else None
         if rack is not None:
             rack = obj.string("rack")
+        budget = None
+        if MAX_BROKER_PARTITIONS_FIELD in obj:
+            budget = obj.integer(MAX_BROKER_PARTITIONS_FIELD, lo=0, hi=2**31 - 1)
         return build(
             path,
             lambda: cls(
@@ -338,6 +348,7 @@ class BrokerInfo:
                 jmx_port=obj.integer("jmx_port", default=-1),
                 timestamp_ms=obj.decimal_string("timestamp", default=0, lo=0),
                 features=tuple(features),
+                max_broker_partitions=budget,
             ),
         )
 

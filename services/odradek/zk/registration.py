@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -164,13 +165,7 @@ class BrokerRegistrar:
 
     async def _try_create(self) -> bool:
         """True once the node exists and is ours."""
-        info = BrokerInfo(
-            endpoints=self._info.endpoints,
-            rack=self._info.rack,
-            jmx_port=self._info.jmx_port,
-            timestamp_ms=self._wall_clock_ms(),
-            features=self._info.features,
-        )
+        info = dataclasses.replace(self._info, timestamp_ms=self._wall_clock_ms())
         session_id = self.zk.session_id
         with contextlib.suppress(NodeExistsError):  # maybe ours (a retried create): look
             await self.zk.acreate(self.path, info.encode(), ephemeral=True, make_parents=True)

@@ -189,6 +189,7 @@ def test_every_key_is_documented_and_ours_are_prefixed():
     kafka_names |= {"queued.max.request.bytes"}  # Kafka's key, with a finite default here
     kafka_names |= {"auto.create.topics.enable"}  # Kafka's key and default
     kafka_names |= {"group.max.size", "group.consumer.max.size"}  # Kafka's keys, bounded here
+    kafka_names |= {"max.broker.partitions"}  # KIP-578's name; derived from the files limit
     kafka_names |= {"listener.security.protocol.map", "control.plane.listener.name"}
     for key in BROKER_KEYS.values():
         assert key.doc, key.name

@@ -189,6 +189,8 @@ def test_every_metric_has_help_text_and_the_odradek_prefix():
         "odradek_request_latency_seconds",
         "odradek_requests",
         "odradek_broker_partitions",
+        "odradek_broker_replica_budget",
+        "odradek_broker_replicas_unloaded",
         "odradek_broker_leader_partitions",
         "odradek_broker_under_replicated_partitions",
         "odradek_broker_offline_partitions",

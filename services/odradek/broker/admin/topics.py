@@ -19,7 +19,10 @@ one), as Kafka's ``DelayedCreatePartitions``: a client that asks this broker for
 after the answer finds the topic (KafkaJS's ``admin.createTopics()`` does). A timeout of 0, or
 ``validate_only``, answers once written (Kafka's rule too).
 
-Live brokers, for placement, are the children of ``/brokers/ids`` with their racks.
+Live brokers, for placement, are the children of ``/brokers/ids`` with their racks. Their
+replica budgets, against the replicas all assignments give them, must hold a new topic's or
+partitions' replicas (``replica_capacity``): checked before anything is written, refused with
+POLICY_VIOLATION.
 
 Every entry is answered on its own: one bad topic does not fail the others.
 
@@ -55,6 +58,7 @@ from odradek.broker.admin.errors import (
     TopicExistsError,
     error_of,
 )
+from odradek.broker.admin.replica_capacity import ReplicaCapacity
 from odradek.broker.admin.validation import (
     MIN_INSYNC_REPLICAS,
     BrokerDefaults,
@@ -215,24 +219,46 @@ class TopicAdmin:
 
     async def live_brokers(self) -> dict[int, str | None]:
         """Registered brokers (``/brokers/ids``) and their racks."""
+        return {b: info.rack for b, info in (await self._broker_infos()).items()}
+
+    async def _broker_infos(self) -> dict[int, BrokerInfo]:
+        """Registered brokers (``/brokers/ids``) and their registrations."""
         zk = self._zk()
         names = await zk.achildren(BROKER_IDS_PATH)
         ids = sorted(broker_id_from_name(name) for name in names)
-        found = await asyncio.gather(*(self._rack(zk, b) for b in ids), return_exceptions=True)
+        found = await asyncio.gather(*(self._info(zk, b) for b in ids), return_exceptions=True)
         brokers = {}
-        for broker_id, rack in zip(ids, found, strict=True):
-            if isinstance(rack, NoNodeError):
+        for broker_id, info in zip(ids, found, strict=True):
+            if isinstance(info, NoNodeError):
                 continue  # it left between the listing and the read
-            if isinstance(rack, BaseException):
-                raise rack
-            brokers[broker_id] = rack
+            if isinstance(info, BaseException):
+                raise info
+            brokers[broker_id] = info
         return brokers
 
     @staticmethod
-    async def _rack(zk: ZkClient, broker_id: int) -> str | None:
+    async def _info(zk: ZkClient, broker_id: int) -> BrokerInfo:
         path = broker_path(broker_id)
         data, _ = await zk.aget(path)
-        return BrokerInfo.decode(data, path).rack
+        return BrokerInfo.decode(data, path)
+
+    async def _capacity(self, infos: dict[int, BrokerInfo]) -> ReplicaCapacity:
+        """The live brokers' budgets and the replicas every assignment gives them."""
+        zk = self._zk()
+        names = await zk.achildren(TOPICS_PATH)
+        found = await asyncio.gather(
+            *(zk.aget(topic_path(n)) for n in names), return_exceptions=True
+        )
+        hosted: Counter[int] = Counter()
+        for name, result in zip(names, found, strict=True):
+            if isinstance(result, NoNodeError):
+                continue
+            if isinstance(result, BaseException):
+                raise result
+            assignment = TopicAssignment.decode(result[0], topic_path(name))
+            hosted.update(b for replicas in assignment.partitions.values() for b in replicas)
+        budgets = {b: info.max_broker_partitions for b, info in infos.items()}
+        return ReplicaCapacity(budgets, hosted)
 
     # --- CreateTopics ----------------------------------------------------------------------
 
@@ -246,16 +272,20 @@ class TopicAdmin:
         """One result per entry, in order. With ``validate_only`` nothing is written."""
         counts = Counter(t.name for t in topics)
         try:
-            brokers = await self.live_brokers()
+            infos = await self._broker_infos()
+            capacity = await self._capacity(infos)
         except Exception as e:
             code, message = error_of(e, "reading the live brokers")
             return [CreateTopicResult(t.name, code, message) for t in topics]
+        brokers = {b: info.rack for b, info in infos.items()}
         results = []
         for topic in topics:
             try:
                 if counts[topic.name] > 1:
                     raise AdminRequestError("Found multiple entries for this topic.")
-                results.append(await self._create_topic(topic, brokers, validate_only, quota))
+                results.append(
+                    await self._create_topic(topic, brokers, capacity, validate_only, quota)
+                )
             except Exception as e:
                 code, message = error_of(e, f"creating topic {topic.name!r}")
                 log.info("CreateTopics %r: %s %s", topic.name, code.name, message)
@@ -266,6 +296,7 @@ class TopicAdmin:
         self,
         topic: NewTopic,
         brokers: dict[int, str | None],
+        capacity: ReplicaCapacity,
         validate_only: bool,
         quota: MutationQuota,
     ) -> CreateTopicResult:
@@ -274,6 +305,8 @@ class TopicAdmin:
         if await zk.aexists(topic_path(topic.name)) is not None:
             raise TopicExistsError(f"Topic '{topic.name}' already exists.")
         plan = plan_topic(topic, brokers, self.defaults, self.rng)
+        capacity.check(topic.name, plan.assignment)  # before anything is written
+        capacity.add(plan.assignment)
         topic_id = None
         if not validate_only:
             quota.record(len(plan.assignment))
@@ -451,16 +484,18 @@ class TopicAdmin:
         """Add partitions to existing topics; one result per entry, in order."""
         counts = Counter(r.topic for r in requests)
         try:
-            brokers = await self.live_brokers()
+            infos = await self._broker_infos()
+            capacity = await self._capacity(infos)
         except Exception as e:
             code, message = error_of(e, "reading the live brokers")
             return [CreatePartitionsResult(r.topic, code, message) for r in requests]
+        brokers = {b: info.rack for b, info in infos.items()}
         results = []
         for request in requests:
             try:
                 if counts[request.topic] > 1:
                     raise AdminRequestError("Duplicate topic in request.")
-                await self._create_partitions(request, brokers, validate_only, quota)
+                await self._create_partitions(request, brokers, capacity, validate_only, quota)
                 results.append(CreatePartitionsResult(request.topic))
             except Exception as e:
                 code, message = error_of(e, f"adding partitions to {request.topic!r}")
@@ -472,6 +507,7 @@ class TopicAdmin:
         self,
         request: NewPartitions,
         brokers: dict[int, str | None],
+        capacity: ReplicaCapacity,
         validate_only: bool,
         quota: MutationQuota,
     ) -> None:
@@ -495,7 +531,9 @@ class TopicAdmin:
             added = plan_new_partitions(
                 topic, existing, request.count, request.assignments, brokers
             )
+            capacity.check(topic, added)  # before anything is written
             if validate_only:
+                capacity.add(added)
                 return
             if not recorded:  # once, though a lost race decides again
                 quota.record(len(added))
@@ -513,5 +551,6 @@ class TopicAdmin:
             except NoNodeError as e:
                 raise missing from e
             log.info("topic %s: added partitions %s", topic, added)
+            capacity.add(added)
             return
         raise ConcurrentUpdateError(f"{path} kept changing while adding partitions to '{topic}'")

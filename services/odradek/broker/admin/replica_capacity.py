@@ -1,0 +1,82 @@
+"""Whether the cluster can hold a topic's new replicas: each broker's budget against its replicas.
+
+Every live broker registers the replicas it can host (``max_broker_partitions`` in
+``/brokers/ids/<id>``, from its open-files limit: ``broker.replica_budget``). The replicas it
+hosts are counted from every topic's assignment (``/brokers/topics/*``). CreateTopics and
+CreatePartitions check their new replicas here after validation and **before** anything is
+written; a refusal is POLICY_VIOLATION, as Kafka answers a topic its policy rejects:
+
+- the new replicas must fit in the sum of the live brokers' remaining budgets;
+- and each broker named by the assignment (manual, or the one placement chose) must have room
+  for its share, so no broker is asked past its own limit.
+
+One request also adds at most ``REQUEST_PARTITIONS_MAX`` partitions, as Kafka caps it.
+A broker that registers no budget (an older registration) counts as unbounded. Topics planned
+earlier in the same request are ``add``-ed, so one request cannot overshoot by splitting its
+replicas over several topics. Pure and not thread-safe: one instance per request.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from odradek.broker.admin.errors import PolicyViolationError
+
+__all__ = ["REQUEST_PARTITIONS_MAX", "ReplicaCapacity"]
+
+# New partitions in one CreateTopics or CreatePartitions request, all topics together: Kafka's
+# cap (its controller's MAX_RECORDS_PER_USER_OP, applied in ZooKeeper mode too since 3.9); the
+# topic that would pass it is refused, with Kafka's message.
+REQUEST_PARTITIONS_MAX = 10_000
+
+
+class ReplicaCapacity:
+    """Live brokers' replica budgets and the replicas assigned to them; see the docstring."""
+
+    def __init__(self, budgets: Mapping[int, int | None], hosted: Mapping[int, int]):
+        self.budgets = dict(budgets)  # live broker id -> budget (None: unbounded)
+        self.hosted = Counter({b: hosted.get(b, 0) for b in self.budgets})
+        self.request_partitions = 0  # new partitions of this request's topics, added so far
+
+    def remaining(self, broker_id: int) -> int | None:
+        budget = self.budgets.get(broker_id)
+        return None if budget is None else max(budget - self.hosted[broker_id], 0)
+
+    def check(self, topic: str, assignment: Mapping[int, Sequence[int]]) -> None:
+        """Raise PolicyViolationError if ``assignment``'s replicas do not fit (nothing counted)."""
+        if self.request_partitions + len(assignment) > REQUEST_PARTITIONS_MAX:
+            raise PolicyViolationError(
+                f"Excessively large number of partitions per request: topic '{topic}' would "
+                f"bring it to {self.request_partitions + len(assignment)}, past "
+                f"{REQUEST_PARTITIONS_MAX}."
+            )
+        wanted = Counter(b for replicas in assignment.values() for b in replicas)
+        total = sum(wanted.values())
+        remaining = {b: self.remaining(b) for b in self.budgets}
+        if all(r is not None for r in remaining.values()):
+            room = sum(r for r in remaining.values() if r is not None)
+            if total > room:
+                raise PolicyViolationError(
+                    f"Topic '{topic}' needs {total} replicas but the cluster's brokers can host "
+                    f"only {room} more ({self._describe()}); the replica budget of each broker "
+                    f"comes from its open-files limit (max.broker.partitions)."
+                )
+        for broker_id, count in sorted(wanted.items()):
+            room_b = remaining.get(broker_id)
+            if room_b is not None and count > room_b:
+                raise PolicyViolationError(
+                    f"Topic '{topic}' puts {count} replicas on broker {broker_id}, which can host "
+                    f"only {room_b} more ({self._describe()}; max.broker.partitions)."
+                )
+
+    def add(self, assignment: Mapping[int, Sequence[int]]) -> None:
+        """Count ``assignment``'s replicas as hosted (a topic of the same request, planned)."""
+        self.hosted.update(b for replicas in assignment.values() for b in replicas)
+        self.request_partitions += len(assignment)
+
+    def _describe(self) -> str:
+        return ", ".join(
+            f"broker {b}: {self.hosted[b]} of {'unbounded' if budget is None else budget}"
+            for b, budget in sorted(self.budgets.items())
+        )
