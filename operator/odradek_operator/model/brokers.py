@@ -3,8 +3,11 @@ JBOD volume.
 
 ``broker.properties`` is the operator's defaults with the user's ``spec.brokers.config`` over
 them, plus the keys the operator owns that are the same on every pod (``zookeeper.connect``,
-``control.plane.listener.name``, ``log.dirs``). The per-pod keys go in by ``--override`` with
-Kubernetes' ``$(VAR)`` expansion, no shell: ``broker.id=$(POD_INDEX)``, both listeners and the
+``control.plane.listener.name``, ``inter.broker.listener.name``, ``listener.security.protocol.map``,
+``log.dirs``). The per-pod keys go in by ``--override`` with Kubernetes' ``$(VAR)`` expansion, no
+shell: ``broker.id=$(POD_INDEX)``, the three listeners (clients', control plane's, and
+``INTERNAL`` for replication, on ``names.INTERNAL_PORT``: a client flood of the client listener
+never keeps a follower out, issue 23) and the
 advertised ones on ``$(POD_IP)`` (clients outside the cluster's DNS reach a pod by its IP), the
 admin listener on the metrics port.
 
@@ -51,6 +54,8 @@ def properties(cluster: ClusterSpec) -> dict[str, str]:
         **cluster.brokers.properties(),
         "zookeeper.connect": names.zookeeper_connect(cluster.name, cluster.namespace),
         "control.plane.listener.name": names.CONTROL_PLANE_LISTENER,
+        "inter.broker.listener.name": names.INTERNAL_LISTENER,
+        "listener.security.protocol.map": names.LISTENER_SECURITY_PROTOCOL_MAP,
         "log.dirs": cluster.brokers.log_dirs,
     }
     if cluster.brokers.rack_topology_key is not None:
@@ -81,7 +86,8 @@ def listeners(cluster: ClusterSpec) -> str:
     ip = f"$({names.ENV_POD_IP})"
     return (
         f"{names.CLIENT_LISTENER}://{ip}:{cluster.ports.client},"
-        f"{names.CONTROL_PLANE_LISTENER}://{ip}:{cluster.ports.control_plane}"
+        f"{names.CONTROL_PLANE_LISTENER}://{ip}:{cluster.ports.control_plane},"
+        f"{names.INTERNAL_LISTENER}://{ip}:{names.INTERNAL_PORT}"
     )
 
 
@@ -135,6 +141,7 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
         "ports": [
             {"name": "client", "containerPort": cluster.ports.client},
             {"name": "control-plane", "containerPort": cluster.ports.control_plane},
+            {"name": "internal", "containerPort": names.INTERNAL_PORT},
             {"name": "metrics", "containerPort": cluster.ports.metrics},
         ],
         **meta.probes(meta.http_get("/readyz"), meta.http_get("/healthz"), STARTUP_MAX_S),

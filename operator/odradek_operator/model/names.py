@@ -53,11 +53,17 @@ ZOOKEEPER_CLIENT_PORT = 2181
 ZOOKEEPER_PEER_PORT = 2888
 ZOOKEEPER_ELECTION_PORT = 3888
 CONTROLLER_PORT = 9093  # the controller's own listener (AlterPartition from brokers)
+INTERNAL_PORT = 9094  # the brokers' INTERNAL listener: replication, apart from the clients
 
 # Listener names, as odradek.config and odradek.local.cluster use them.
 CLIENT_LISTENER = "PLAINTEXT"
 CONTROL_PLANE_LISTENER = "CONTROL_PLANE"
 CONTROLLER_LISTENER = "CONTROLLER"
+# Followers fetch over INTERNAL, so no client filling max.connections keeps one out (issue 23).
+INTERNAL_LISTENER = "INTERNAL"
+LISTENER_SECURITY_PROTOCOL_MAP = (
+    f"{CLIENT_LISTENER}:PLAINTEXT,{CONTROL_PLANE_LISTENER}:PLAINTEXT,{INTERNAL_LISTENER}:PLAINTEXT"
+)
 
 ZOOKEEPER_CHROOT = "/odradek"
 CONTROLLER_ID_BASE = 1001

@@ -37,6 +37,7 @@ def _ports(cluster: ClusterSpec, component: Component) -> list[dict[str, Any]]:
     return [
         port("client", cluster.ports.client),
         port("control-plane", cluster.ports.control_plane),
+        port("internal", names.INTERNAL_PORT),
         port("metrics", cluster.ports.metrics),
     ]
 

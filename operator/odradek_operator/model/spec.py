@@ -108,6 +108,8 @@ OPERATOR_OWNED_BROKER_KEYS = frozenset(
         "log.dir",
         "zookeeper.connect",
         "control.plane.listener.name",
+        "inter.broker.listener.name",
+        "listener.security.protocol.map",
         "odradek.admin.listener",
         "broker.rack",
         "odradek.broker.rack.file",
@@ -446,6 +448,7 @@ def _ports(spec: Mapping[str, Any]) -> Ports:
     )
     taken = {
         names.CONTROLLER_PORT: "the controllers' own listener",
+        names.INTERNAL_PORT: "the brokers' INTERNAL listener",
         names.ZOOKEEPER_CLIENT_PORT: "ZooKeeper",
     }
     for path, port in (
@@ -564,8 +567,11 @@ def _check_broker_config(spec: BrokerSpec, ports: Ports, where: str) -> None:
         "broker.id": "0",
         "zookeeper.connect": f"zookeeper:{names.ZOOKEEPER_CLIENT_PORT}{names.ZOOKEEPER_CHROOT}",
         "listeners": f"{names.CLIENT_LISTENER}://127.0.0.1:{ports.client},"
-        f"{names.CONTROL_PLANE_LISTENER}://127.0.0.1:{ports.control_plane}",
+        f"{names.CONTROL_PLANE_LISTENER}://127.0.0.1:{ports.control_plane},"
+        f"{names.INTERNAL_LISTENER}://127.0.0.1:{names.INTERNAL_PORT}",
         "control.plane.listener.name": names.CONTROL_PLANE_LISTENER,
+        "inter.broker.listener.name": names.INTERNAL_LISTENER,
+        "listener.security.protocol.map": names.LISTENER_SECURITY_PROTOCOL_MAP,
         "odradek.admin.listener": f"127.0.0.1:{ports.metrics}",
         "log.dirs": spec.log_dirs,
     }

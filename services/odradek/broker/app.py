@@ -47,6 +47,7 @@ from odradek.broker.admin.scram_credentials import read_credential
 from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.broker_configs import BrokerConfigs
 from odradek.broker.budget import RequestBudgets
+from odradek.broker.connection_quotas import ConnectionQuotas
 from odradek.broker.context import BrokerContext
 from odradek.broker.controller_link import ControllerLink
 from odradek.broker.fetch_sessions import FetchSessionCache
@@ -358,9 +359,21 @@ class BrokerApp:
             queued_max_requests=config.queued_max_requests,
         )
         self.oauthbearer = await self._start_oauthbearer()
+        quotas = ConnectionQuotas(
+            max_connections=config.max_connections,
+            max_connections_per_ip=config.max_connections_per_ip,
+            max_connections_per_ip_overrides=config.max_connections_per_ip_overrides,
+            max_connection_creation_rate=config.max_connection_creation_rate,
+            # KIP-402's protected listener, and the controller's: no client limit keeps them out
+            protected_listeners=(
+                config.effective_inter_broker_listener_name,
+                config.control_plane_listener_name,
+            ),
+            metrics=context.metrics,
+        )
         ports = {}
         for listener in config.listener_table:
-            ports[listener.name] = await self._serve(context, listener, budgets)
+            ports[listener.name] = await self._serve(context, listener, budgets, quotas)
 
         admin_port = None
         if config.odradek_admin_listener is not None:
@@ -464,7 +477,11 @@ class BrokerApp:
         return TokenValidator(self.jwks, rules)
 
     async def _serve(
-        self, context: BrokerContext, listener: Listener, budgets: RequestBudgets
+        self,
+        context: BrokerContext,
+        listener: Listener,
+        budgets: RequestBudgets,
+        quotas: ConnectionQuotas,
     ) -> int:
         """Start the server of one listener; its bound port."""
         config = self.config
@@ -476,7 +493,11 @@ class BrokerApp:
             budgets=budgets,
             max_frame_bytes=config.socket_request_max_bytes,
             max_inflight=config.odradek_connection_max_inflight_requests,
-            max_connections=config.max_connections,
+            max_connections=config.listener_max_connections(listener.name),
+            max_connection_creation_rate=config.listener_max_connection_creation_rate(
+                listener.name
+            ),
+            quotas=quotas,
             idle_timeout_ms=config.connections_max_idle_ms,
             receive_timeout_ms=config.odradek_socket_request_receive_timeout_ms,
         )

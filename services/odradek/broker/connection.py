@@ -107,7 +107,7 @@ class CloseReason(enum.StrEnum):
     WRITE_ERROR = "write_error"  # an unexpected error while writing a response
     IDLE = "idle"  # connections.max.idle.ms
     RECEIVE_TIMEOUT = "receive_timeout"  # odradek.socket.request.receive.timeout.ms
-    TOO_MANY_CONNECTIONS = "too_many_connections"  # max.connections
+    TOO_MANY_CONNECTIONS = "too_many_connections"  # connection_quotas: refused or evicted
     PEER_GONE = "peer_gone"  # found closed or reset while reading was paused
     NOT_ON_LISTENER = "not_on_listener"  # a client API on the control plane, as Kafka closes it
     AUTHENTICATION_FAILED = "authentication_failed"  # no principal mapping rule; SASL refused
@@ -157,6 +157,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # Unique among this process's connections, as Kafka's connection id's index: what
         # per-connection bounds key on (a later connection may reuse the peer's address).
         self.serial = next(_CONNECTION_SERIALS)
+        self.ip = ""  # the peer's IP address, as max.connections.per.ip counts it
         self.client_host = ""  # the client's address, as DescribeGroups reports a member's host
         self.principal: KafkaPrincipal = ANONYMOUS
         self.tls = False  # an SSL listener's connection: no sendfile
@@ -181,15 +182,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peername = transport.get_extra_info("peername")
         self.peer = str(peername)
         if isinstance(peername, tuple) and peername:
-            self.client_host = f"/{peername[0]}"
+            self.ip = str(peername[0])
+            self.client_host = f"/{self.ip}"
         if self.server.tls is not None and not self._authenticate(transport, self.server.tls):
             return
-        if not self.server.accept(self):
+        refusal = self.server.accept(self)
+        if refusal is not None:
             self.closed = True
             self.close_reason = CloseReason.TOO_MANY_CONNECTIONS
             self.server.connection_closed(self.close_reason)
             log.warning(
-                "refusing %s: max.connections (%d) reached", self.peer, self.server.max_connections
+                "refusing %s on listener %s: %s reached",
+                self.peer,
+                self.server.listener.name,
+                refusal.value.replace("_", ".").replace("listener.", "listener's "),
             )
             transport.abort()
             return
@@ -513,6 +519,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         ):
             return CloseReason.IDLE
         return None
+
+    def evict(self) -> None:
+        """Closed to admit a connection on a protected listener (KIP-402, ``connection_quotas``)."""
+        self.close_for(
+            CloseReason.TOO_MANY_CONNECTIONS,
+            "max.connections reached: the least recently used client connection closed for an "
+            "inter-broker one",
+        )
 
     def close_for(self, reason: CloseReason, message: str) -> None:
         """Close, with a log line and a count of ``reason``, unless already closed for one.

@@ -3,7 +3,11 @@
 Connections themselves (framing, order, back-pressure, responses) are ``connection``'s. The
 server owns what connections share, each limit with Kafka's key where Kafka has one:
 
-- ``max.connections``: more are refused at once (per listener);
+- the connection quotas (``connection_quotas``, the broker's, shared by its servers):
+  ``max.connections`` and ``listener.name.<l>.max.connections``, ``max.connections.per.ip`` and
+  its overrides refuse a connection at once; ``max.connection.creation.rate`` (broker-wide and per
+  listener, KIP-612) paces the listener's accept loop, which waits before it hands a connection
+  over and accepts the next, so the excess waits in the kernel's backlog, as Kafka's acceptor;
 - ``queued.max.request.bytes``: the request memory budget that large frames reserve as their
   bytes arrive (``budget``); ``queued.max.requests``: requests read and not yet handled;
 - ``socket.request.max.bytes``: the largest frame (a larger size prefix closes the connection);
@@ -63,16 +67,19 @@ import dataclasses
 import datetime
 import logging
 import select
+import socket
 import time
 from collections.abc import Awaitable
 from typing import NoReturn
 
 from odradek.broker.budget import UNBOUNDED, RequestBudgets
 from odradek.broker.connection import CloseConnection, CloseReason, KafkaConnection
+from odradek.broker.connection_quotas import ConnectionQuotas, Refusal
 from odradek.broker.context import BrokerContext, DeferredAnswer, RequestContext
 from odradek.broker.handlers import CONTROLLER_APIS, ERROR_RESPONSES, HANDLERS, served_versions
 from odradek.broker.quotas import NANOS_TO_PERCENTAGE, QuotaType, TimedHandler
 from odradek.broker.sasl_authenticator import AuthenticationFailed, ListenerSasl, UnexpectedRequest
+from odradek.config.connection_limits import INT_MAX
 from odradek.config.endpoints import Listener
 from odradek.errors import ErrorCode
 from odradek.large_messages import off_loop, should_offload
@@ -95,6 +102,8 @@ QUEUED_MAX_REQUEST_BYTES = UNBOUNDED  # queued.max.request.bytes (the broker con
 IDLE_TIMEOUT_MS = 600_000  # connections.max.idle.ms
 RECEIVE_TIMEOUT_MS = 60_000  # odradek.socket.request.receive.timeout.ms
 REAPER_INTERVAL_S_MAX = 1.0  # the reaper checks at least this often
+LISTEN_BACKLOG = 100  # asyncio's servers' default (Kafka's socket.listen.backlog.size: 50)
+ACCEPT_RETRY_S = 0.1  # after an accept failed (out of files)
 STOP_GRACE_S = 5.0  # how long requests already received may take to finish at shutdown
 
 
@@ -169,6 +178,8 @@ class BrokerServer:
         read_buffer_bytes: int = DEFAULT_READ_BUFFER_BYTES,
         tls: ListenerTls | None = None,
         sasl: ListenerSasl | None = None,
+        quotas: ConnectionQuotas | None = None,
+        max_connection_creation_rate: int = INT_MAX,
     ):
         self.context = context
         self.listener = listener
@@ -178,6 +189,10 @@ class BrokerServer:
         self.max_frame_bytes = max_frame_bytes
         self.max_inflight = max_inflight
         self.max_connections = max_connections
+        if quotas is None:  # a server of its own (tests): quotas of its own
+            quotas = ConnectionQuotas(max_connections=max_connections, metrics=context.metrics)
+        quotas.add_listener(listener.name, max_connections, max_connection_creation_rate)
+        self.quotas = quotas
         self.idle_timeout_s = idle_timeout_ms / 1000
         self.receive_timeout_s = receive_timeout_ms / 1000
         self.read_buffer_bytes = read_buffer_bytes
@@ -191,7 +206,9 @@ class BrokerServer:
         self.frame_buffers = budgets.frame_buffers
         self.connections: set[KafkaConnection] = set()
         self.workers: set[asyncio.Task[None]] = set()  # one per connection, until it finishes
-        self._server: asyncio.Server | None = None
+        self._listening: socket.socket | None = None
+        self._acceptor: asyncio.Task[None] | None = None
+        self._handovers: set[asyncio.Task[None]] = set()  # TLS handshakes under way
         self._reaper: asyncio.Task[None] | None = None
         metrics = context.metrics
         if metrics is not None:  # read at scrape time (from the scraping thread: plain ints)
@@ -203,45 +220,76 @@ class BrokerServer:
     async def start(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0: any free port, ``listeners.bind_any_port``); returns the
         bound port."""
+        if port == 0:
+            listening = bind_any_port(host)
+        else:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            listening = socket.create_server((host, port), family=family, backlog=LISTEN_BACKLOG)
+        listening.listen(LISTEN_BACKLOG)
+        listening.setblocking(False)
+        self._listening = listening
+        self._acceptor = asyncio.ensure_future(self._accept_loop(listening))
+        self._reaper = asyncio.ensure_future(self._reap())
+        return listening.getsockname()[1]
+
+    async def _accept_loop(self, listening: socket.socket) -> None:
+        """Accept, wait what ``max.connection.creation.rate`` asks (the next connections wait
+        in the backlog meanwhile), hand the socket to a ``KafkaConnection``."""
         loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, _ = await loop.sock_accept(listening)
+            except OSError as e:  # EMFILE and the like: asyncio's server backs off likewise
+                log.warning("accepting on listener %s failed: %s", self.listener.name, e)
+                await asyncio.sleep(ACCEPT_RETRY_S)
+                continue
+            delay_s = self.quotas.accept_delay_s(self.listener.name)
+            if delay_s > 0:
+                await asyncio.sleep(delay_s)
+            handover = asyncio.ensure_future(self._hand_over(sock))
+            self._handovers.add(handover)
+            handover.add_done_callback(self._handovers.discard)
 
-        def factory() -> KafkaConnection:
-            return KafkaConnection(self)
-
+    async def _hand_over(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
         tls: dict = {}
         if self.tls is not None:  # a handshake is a request arriving: the same time bound
             tls = {"ssl": self.tls.context, "ssl_handshake_timeout": self.receive_timeout_s}
-        if port == 0:
-            self._server = await loop.create_server(factory, sock=bind_any_port(host), **tls)
-        else:
-            self._server = await loop.create_server(factory, host, port, **tls)
-        self._reaper = asyncio.ensure_future(self._reap())
-        return self._server.sockets[0].getsockname()[1]
+        try:
+            await loop.connect_accepted_socket(lambda: KafkaConnection(self), sock, **tls)
+        except (OSError, ConnectionError, TimeoutError) as e:  # a failed TLS handshake
+            log.info("connection on listener %s failed before it began: %r", self.listener.name, e)
+            sock.close()
 
     async def stop(self) -> None:
         if self._reaper is not None:
             self._reaper.cancel()
-        if self._server is not None:
-            self._server.close()
+        if self._acceptor is not None:
+            self._acceptor.cancel()
+        if self._listening is not None:
+            self._listening.close()
+        for handover in list(self._handovers):
+            handover.cancel()
         for connection in list(self.connections):
             connection.close_for(CloseReason.SHUTDOWN, "the broker is stopping")
         if self.workers:  # requests already received finish; then nothing may touch the logs
             _, pending = await asyncio.wait(set(self.workers), timeout=STOP_GRACE_S)
             for worker in pending:
                 worker.cancel()
-        if self._server is not None:
-            await self._server.wait_closed()
 
     # -- connections ---------------------------------------------------------------------
 
-    def accept(self, connection: KafkaConnection) -> bool:
-        if len(self.connections) >= self.max_connections:
-            return False
-        self.connections.add(connection)
-        return True
+    def accept(self, connection: KafkaConnection) -> Refusal | None:
+        """Admit ``connection`` under the connection quotas, or say why not."""
+        refusal = self.quotas.admit(self.listener.name, connection.ip, connection)
+        if refusal is None:
+            self.connections.add(connection)
+        return refusal
 
     def release(self, connection: KafkaConnection) -> None:
-        self.connections.discard(connection)
+        if connection in self.connections:
+            self.connections.discard(connection)
+            self.quotas.release(self.listener.name, connection.ip, connection)
 
     def track_worker(self, worker: asyncio.Task[None]) -> None:
         self.workers.add(worker)

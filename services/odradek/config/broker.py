@@ -69,6 +69,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from odradek.config.authorizer import AUTHORIZER_KEYS
+from odradek.config.connection_limits import (
+    INT_MAX,
+    listener_connection_properties,
+    normalize_ip_overrides,
+    parse_listener_connection_key,
+    parse_listener_connection_value,
+)
 from odradek.config.endpoints import (
     CONTROL_PLANE_LISTENER_NAME,
     DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
@@ -314,7 +321,33 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             "max.connections",
             _T.INT,
             1000,
-            "Client connections open at once; more are refused (Kafka's default: no limit).",
+            "Connections open at once, all listeners together, and the default of each "
+            "listener's listener.name.<l>.max.connections; more are refused, except on the "
+            "inter-broker listener, which closes the least recently used client connection "
+            "instead (KIP-402). Kafka's default: no limit.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "max.connections.per.ip",
+            _T.INT,
+            2147483647,
+            "Connections from one IP address at once (client listeners); more are refused.",
+            minimum=0,
+        ),
+        ConfigKey(
+            "max.connections.per.ip.overrides",
+            _T.STRING,
+            "",
+            "Per-IP (or host name) exceptions to max.connections.per.ip: host:count,...",
+            convert=normalize_ip_overrides,
+        ),
+        ConfigKey(
+            "max.connection.creation.rate",
+            _T.INT,
+            2147483647,
+            "New connections per second, all client listeners together (KIP-612); accepting "
+            "waits while the rate is over it. Per listener: "
+            "listener.name.<l>.max.connection.creation.rate.",
             minimum=0,
         ),
         ConfigKey(
@@ -989,6 +1022,9 @@ class BrokerConfig(PropertiesConfig):
     max_broker_partitions: int = _default("max.broker.partitions")
     odradek_open_files_reserved: int = _default("odradek.open.files.reserved")
     odradek_test_open_files_limit: int = _default("odradek.test.open.files.limit")
+    max_connections_per_ip: int = _default("max.connections.per.ip")
+    max_connections_per_ip_overrides: str = _default("max.connections.per.ip.overrides")
+    max_connection_creation_rate: int = _default("max.connection.creation.rate")
     odradek_connection_max_inflight_requests: int = _default(
         "odradek.connection.max.inflight.requests"
     )
@@ -1111,6 +1147,9 @@ class BrokerConfig(PropertiesConfig):
     # listener.name.<l>.sasl.enabled.mechanisms, .<mechanism>.sasl.jaas.config and
     # .<mechanism>.connections.max.reauth.ms, as (LISTENER, key, value) sorted (config.sasl)
     listener_sasl_overrides: tuple[tuple[str, str, object], ...] = ()
+    # listener.name.<l>.max.connections and .max.connection.creation.rate, as (LISTENER, key,
+    # value) sorted (config.connection_limits)
+    listener_connection_overrides: tuple[tuple[str, str, int], ...] = ()
 
     # the keys server.properties and --override named (PropertiesConfig.NAMED_KEYS_FIELD);
     # empty for a config built by hand. Not compared: it says where values came from, not what
@@ -1120,6 +1159,7 @@ class BrokerConfig(PropertiesConfig):
     PATTERNED_FIELDS: ClassVar[tuple[str, ...]] = (
         "listener_ssl_overrides",
         "listener_sasl_overrides",
+        "listener_connection_overrides",
     )
     NAMED_KEYS_FIELD: ClassVar[str | None] = "named_keys"
 
@@ -1132,10 +1172,14 @@ class BrokerConfig(PropertiesConfig):
             if error is not None:
                 raise error
         sasl: list[tuple[str, str, object]] = []
+        limits: list[tuple[str, str, int]] = []
         others: dict[str, object] = {}
         for name, raw in props.items():
             parsed = parse_listener_sasl_key(name)
-            if parsed is None:
+            limit = parse_listener_connection_key(name)
+            if limit is not None:
+                limits.append((*limit, parse_listener_connection_value(name, raw)))
+            elif parsed is None:
                 others[name] = raw
             else:
                 sasl.append((*parsed, parse_listener_sasl_value(parsed[1], name, raw)))
@@ -1143,13 +1187,29 @@ class BrokerConfig(PropertiesConfig):
         return rest, {
             "listener_ssl_overrides": overrides,
             "listener_sasl_overrides": tuple(sorted(sasl, key=lambda o: (o[0], o[1]))),
+            "listener_connection_overrides": tuple(sorted(limits)),
         }
 
     def _patterned_properties(self) -> dict[str, str]:
         return {
             **listener_override_properties(self.listener_ssl_overrides),
             **listener_sasl_properties(self.listener_sasl_overrides),
+            **listener_connection_properties(self.listener_connection_overrides),
         }
+
+    def listener_max_connections(self, listener_name: str) -> int:
+        """``listener.name.<l>.max.connections``, or ``max.connections`` (Kafka's fallback)."""
+        return self._listener_limit(listener_name, "max.connections", self.max_connections)
+
+    def listener_max_connection_creation_rate(self, listener_name: str) -> int:
+        """``listener.name.<l>.max.connection.creation.rate``; no limit when not set."""
+        return self._listener_limit(listener_name, "max.connection.creation.rate", INT_MAX)
+
+    def _listener_limit(self, listener_name: str, key: str, default: int) -> int:
+        for listener, name, value in self.listener_connection_overrides:
+            if listener == listener_name and name == key:
+                return value
+        return default
 
     def ssl_settings(self, listener_name: str) -> SslSettings:
         """What the SSL listener ``listener_name`` uses: its overrides over the broker's keys."""

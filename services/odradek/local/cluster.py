@@ -16,8 +16,10 @@ or once the member died). So a member counts as running, and is signalled, only 
 with its pid has the start time and command line recorded when it was started; any other
 process is left alone, with a warning.
 
-Each broker has two listeners: ``PLAINTEXT`` for clients (its ``address``, and the bootstrap
-servers) and ``CONTROL_PLANE`` for the controller's requests (``control_plane``). Each controller
+Each broker has three listeners: ``PLAINTEXT`` for clients (its ``address``, and the bootstrap
+servers), ``CONTROL_PLANE`` for the controller's requests (``control_plane``) and ``INTERNAL``
+for replication (``inter.broker.listener.name``; ``local.security``), so clients filling
+``max.connections`` of theirs never keep a follower out. Each controller
 has its own listener on a port of its own (its ``address``), where brokers send AlterPartition.
 Every controller and broker is started with its listeners and admin server on port 0: it binds
 free ports itself and writes what it got to ``listeners.json`` in its directory
@@ -322,7 +324,7 @@ def up(
     if existing is not None and any(m.is_ours() for m in existing.members):
         return existing, False
     data_dir.mkdir(parents=True, exist_ok=True)
-    secured = local_security.secure(data_dir, security)
+    secured = local_security.secure(data_dir, security, broker_overrides)
 
     tick = {} if zookeeper_tick_time_ms is None else {"tick_time_ms": zookeeper_tick_time_ms}
     zookeeper = ZooKeeperProcess(data_dir / "zookeeper", host=host, tls=zookeeper_tls, **tick)

@@ -19,7 +19,8 @@ What ``sasl_ssl`` sets up, under the data directory:
   ``bootstrap.servers``.
 
 ZooKeeper stays on 127.0.0.1 without TLS: it is this machine's (docs/security.md says how to run
-it over TLS with ``zookeeper.set.acl``). Plaintext (no option) stays the default.
+it over TLS with ``zookeeper.set.acl``). Plaintext (no option) stays the default; its brokers
+replicate over a PLAINTEXT ``INTERNAL`` listener, apart from the clients' (``secure``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +47,10 @@ CLIENT_LISTENER = "SASL_SSL"
 INTERNAL_LISTENER = "INTERNAL"
 MECHANISM = ScramMechanism.SCRAM_SHA_512
 SCRAM_ITERATIONS = 8192
+# broker keys that lay out the listeners: given any, plaintext mode adds no INTERNAL listener
+LAYOUT_KEYS = frozenset(
+    {"listeners", "listener.security.protocol.map", "inter.broker.listener.name"}
+)
 PRINCIPAL_RULES = "RULE:^CN=([^,]*),.*$/$1/,DEFAULT"  # CN=broker,O=... -> broker
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 SUPER_USERS = f"User:broker;User:controller;User:{ADMIN_USER}"
@@ -87,10 +93,27 @@ def _password(data_dir: Path) -> str:
     return password
 
 
-def secure(data_dir: Path, mode: str) -> LocalSecurity:
-    """The settings of ``mode`` for a cluster in ``data_dir`` (certificates made there)."""
+def secure(
+    data_dir: Path, mode: str, broker_overrides: Mapping[str, str] | None = None
+) -> LocalSecurity:
+    """The settings of ``mode`` for a cluster in ``data_dir`` (certificates made there).
+
+    Plaintext brokers replicate over a PLAINTEXT ``INTERNAL`` listener of their own, so no
+    client flood of the client listener can keep a follower out (``max.connections``); unless
+    ``broker_overrides`` lay out the listeners themselves (``LAYOUT_KEYS``), which then win."""
     if mode == "plaintext":
-        return LocalSecurity("PLAINTEXT")
+        if broker_overrides is not None and LAYOUT_KEYS & broker_overrides.keys():
+            return LocalSecurity("PLAINTEXT")
+        return LocalSecurity(
+            "PLAINTEXT",
+            broker_overrides={
+                "listener.security.protocol.map": (
+                    f"PLAINTEXT:PLAINTEXT,CONTROL_PLANE:PLAINTEXT,{INTERNAL_LISTENER}:PLAINTEXT"
+                ),
+                "inter.broker.listener.name": INTERNAL_LISTENER,
+            },
+            internal_listener=INTERNAL_LISTENER,
+        )
     if mode != "sasl_ssl":
         raise ValueError(f"--security {mode}: choose one of {', '.join(MODES)}")
     pki = LocalPki.create(data_dir / "pki", HOSTS)

@@ -138,6 +138,8 @@ class BrokerMetrics:
     offline_log_dirs: Gauge
     connections: Gauge
     connections_closed: Counter
+    connections_rejected: Counter
+    connection_accept_throttle: Counter
     sasl_authentications: Counter
     request_memory_used: Gauge
     requests_queued: Gauge
@@ -510,6 +512,20 @@ def broker_metrics(
             f"{NAMESPACE}_connections_closed",
             "Connections the broker closed, by reason (malformed_frame, idle, handler_error, ...).",
             ["reason"],
+            registry=registry,
+        ),
+        connections_rejected=Counter(
+            f"{NAMESPACE}_connections_rejected",
+            "Connections refused by a connection quota, by listener and reason "
+            "(listener_max_connections, max_connections, max_connections_per_ip).",
+            ["listener", "reason"],
+            registry=registry,
+        ),
+        connection_accept_throttle=Counter(
+            f"{NAMESPACE}_connection_accept_throttle_seconds",
+            "Seconds the accept loop waited for max.connection.creation.rate (KIP-612), by "
+            "listener: Kafka's connection-accept-throttle-time.",
+            ["listener"],
             registry=registry,
         ),
         sasl_authentications=Counter(

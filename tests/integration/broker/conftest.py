@@ -60,7 +60,10 @@ class RunningBroker:
         self.metrics = broker_metrics(self.registry)
         self.context = BrokerContext(BROKER_ID, self.replicas, self.metadata, self.metrics)
         self.server = BrokerServer(self.context, CLIENT_LISTENER, **server_options)
-        self.control_plane = BrokerServer(self.context, CONTROL_PLANE_LISTENER)
+        # given ``quotas`` (connection_quotas), both servers share them, as a broker's do
+        self.control_plane = BrokerServer(
+            self.context, CONTROL_PLANE_LISTENER, quotas=server_options.get("quotas")
+        )
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.host = host

@@ -291,11 +291,15 @@ def test_a_broker_reads_its_id_listeners_and_log_dirs_from_its_pod():
     assert [str(e) for e in config.listeners] == [
         f"PLAINTEXT://{ip}:9092",
         f"CONTROL_PLANE://{ip}:9091",
+        f"INTERNAL://{ip}:9094",
     ]
     assert [str(e) for e in config.effective_advertised_listeners] == [
         f"PLAINTEXT://{ip}:9092",
         f"CONTROL_PLANE://{ip}:9091",
+        f"INTERNAL://{ip}:9094",
     ]
+    # followers fetch over INTERNAL, apart from the clients (issue 23)
+    assert config.effective_inter_broker_listener_name == "INTERNAL"
     assert config.effective_log_dirs == ("/var/lib/odradek/data-0/log",)
     assert config.zookeeper_connect == "demo-zookeeper-client.data.svc.cluster.local:2181/odradek"
     assert str(config.odradek_admin_listener) == f"{ip}:9645"
@@ -374,6 +378,7 @@ def test_a_jbod_cluster_has_one_claim_and_one_log_dir_per_volume():
     assert [str(e) for e in config.listeners] == [
         "PLAINTEXT://10.1.0.4:19092",
         "CONTROL_PLANE://10.1.0.4:19091",
+        "INTERNAL://10.1.0.4:9094",
     ]
     assert container(sts)["image"] == "registry.example/odradek:1.2"
     assert container(sts)["resources"] == {
@@ -424,6 +429,7 @@ def test_brokers_are_probed_on_the_admin_listener():
     assert {p["name"]: p["containerPort"] for p in broker["ports"]} == {
         "client": 9092,
         "control-plane": 9091,
+        "internal": 9094,
         "metrics": 9645,
     }
 
@@ -482,7 +488,7 @@ def changed(path: str, value: Any, base: dict[str, Any] | None = None) -> dict[s
         ("spec.brokers.resources", {"limits": {"memory": "4Gi"}}),
         ("spec.brokers.storage", {"volumes": [{"id": 0}, {"id": 1}]}),
         ("spec.brokers.storage", {"volumes": [{"id": 0, "size": "20Gi"}]}),
-        ("spec.listeners", {"client": {"port": 9094}}),
+        ("spec.listeners", {"client": {"port": 9095}}),
         ("metadata.annotations", {"odradek.io/restart": "1"}),
     ],
 )

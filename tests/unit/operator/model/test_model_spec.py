@@ -246,6 +246,7 @@ def test_rack_names_a_node_label():
         ({"listeners": {"client": {"port": 70000}}}, "spec.listeners.client.port"),
         ({"metrics": {"port": 9092}}, "spec.metrics.port"),
         ({"listeners": {"controlPlane": {"port": 9093}}}, "spec.listeners.controlPlane.port"),
+        ({"listeners": {"client": {"port": 9094}}}, "spec.listeners.client.port"),  # INTERNAL
         ({"connect": {}}, "spec.connect"),
     ],
 )
