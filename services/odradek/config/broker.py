@@ -1019,12 +1019,12 @@ class BrokerConfig(PropertiesConfig):
         "odradek.socket.request.receive.timeout.ms"
     )
     max_connections: int = _default("max.connections")
-    max_broker_partitions: int = _default("max.broker.partitions")
-    odradek_open_files_reserved: int = _default("odradek.open.files.reserved")
-    odradek_test_open_files_limit: int = _default("odradek.test.open.files.limit")
     max_connections_per_ip: int = _default("max.connections.per.ip")
     max_connections_per_ip_overrides: str = _default("max.connections.per.ip.overrides")
     max_connection_creation_rate: int = _default("max.connection.creation.rate")
+    max_broker_partitions: int = _default("max.broker.partitions")
+    odradek_open_files_reserved: int = _default("odradek.open.files.reserved")
+    odradek_test_open_files_limit: int = _default("odradek.test.open.files.limit")
     odradek_connection_max_inflight_requests: int = _default(
         "odradek.connection.max.inflight.requests"
     )

@@ -199,6 +199,8 @@ def test_every_metric_has_help_text_and_the_odradek_prefix():
         "odradek_broker_log_dir_move_bytes",
         "odradek_connections",
         "odradek_connections_closed",
+        "odradek_connections_rejected",
+        "odradek_connection_accept_throttle_seconds",
         "odradek_sasl_authentications",
         "odradek_broker_request_memory_used_bytes",
         "odradek_broker_requests_queued",
