@@ -29,6 +29,10 @@ GROUP_OVERRIDES = {
     "group.consumer.session.timeout.ms": "6000",
     "group.consumer.min.heartbeat.interval.ms": "500",
     "group.consumer.heartbeat.interval.ms": "1000",
+    # Above message.max.bytes (1 MiB), so that a group too large to write to its partition is
+    # reached (test_bad_input) before the coordinator's own metadata bounds refuse the join.
+    "odradek.group.member.metadata.max.bytes": str(4 << 20),
+    "odradek.group.metadata.max.bytes": str(8 << 20),
 }
 
 

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -23,7 +24,8 @@ from kio.schema.produce.v9 import request as produce_request
 
 from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
-from odradek.local.cluster import ClusterState
+from odradek.listeners import read_listeners_file
+from odradek.local.cluster import LISTENERS_FILE, ClusterState
 from odradek.ops import transactions as txn_ops
 from odradek.ops.client import ClusterClient
 from odradek.ops.cluster import read_cluster
@@ -43,10 +45,28 @@ OVERRIDES = {
 
 
 @pytest.fixture(scope="module")
-def bootstrap(tmp_path_factory, local_cluster) -> Iterator[str]:
+def cluster_state(tmp_path_factory, local_cluster) -> Iterator[ClusterState]:
     root = tmp_path_factory.mktemp("transactions")
     with local_cluster(root / "var" / "local", brokers=1, broker_overrides=OVERRIDES):
-        yield ClusterState.read(root / "var" / "local").bootstrap_servers
+        yield ClusterState.read(root / "var" / "local")
+
+
+@pytest.fixture(scope="module")
+def bootstrap(cluster_state) -> str:
+    return cluster_state.bootstrap_servers
+
+
+@pytest.fixture(scope="module")
+def internal(cluster_state) -> str:
+    """The brokers' inter-broker listener (INTERNAL): WriteTxnMarkers is served there only, so
+    ``transactions abort`` bootstraps from it (docs/security.md)."""
+    addresses = []
+    for member in cluster_state.members:
+        if member.role == "broker":
+            bound = read_listeners_file(Path(member.data_dir) / LISTENERS_FILE)
+            assert bound is not None
+            addresses.append(bound[0][cluster_state.internal_listener])
+    return ",".join(addresses)
 
 
 def odradek(*args: str) -> subprocess.CompletedProcess:
@@ -102,7 +122,7 @@ async def _find_hanging(bootstrap: str, now_ms: int) -> list[txn_ops.OpenTransac
         return await txn_ops.find_hanging_on(client, view, 1, now_ms=now_ms)
 
 
-def test_list_describe_and_abort_an_open_transaction(bootstrap):
+def test_list_describe_and_abort_an_open_transaction(bootstrap, internal):
     topic = new_topic(bootstrap)
     transactional_id = f"tx-{uuid.uuid4().hex[:6]}"
     producer = open_transaction(bootstrap, topic, transactional_id)
@@ -122,14 +142,14 @@ def test_list_describe_and_abort_an_open_transaction(bootstrap):
     assert asyncio.run(_find_hanging(bootstrap, far_future_ms)) == []
 
     wrong = odradek(
-        "abort", "--bootstrap-server", bootstrap, "--topic", topic, "--partition", "0",
+        "abort", "--bootstrap-server", internal, "--topic", topic, "--partition", "0",
         "--start-offset", "99",
     )  # fmt: skip
     assert wrong.returncode == 1
     assert wrong.stderr.count("\n") == 1 and "start at: 0" in wrong.stderr
 
     aborted = odradek(
-        "abort", "--bootstrap-server", bootstrap, "--topic", topic, "--partition", "0",
+        "abort", "--bootstrap-server", internal, "--topic", topic, "--partition", "0",
         "--start-offset", "0",
     )  # fmt: skip
     assert aborted.returncode == 0, aborted.stderr
@@ -163,12 +183,12 @@ def test_list_describe_and_abort_an_open_transaction(bootstrap):
         del producer  # its transaction is over; the coordinator times out its own state
 
 
-def test_failures_are_one_line_with_kafkas_error(bootstrap):
+def test_failures_are_one_line_with_kafkas_error(bootstrap, internal):
     missing = odradek("describe", "--bootstrap-server", bootstrap, "--transactional-id", "nope")
     assert missing.returncode == 1
     assert missing.stderr.count("\n") == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
     unknown = odradek(
-        "abort", "--bootstrap-server", bootstrap, "--topic", "no-such-topic", "--partition", "0",
+        "abort", "--bootstrap-server", internal, "--topic", "no-such-topic", "--partition", "0",
         "--start-offset", "0",
     )  # fmt: skip
     assert unknown.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in unknown.stderr
@@ -232,7 +252,7 @@ def write_hanging_transaction(bootstrap: str, topic: str, timestamp_ms: int) -> 
     return int(init.producer_id)
 
 
-def test_find_hanging_then_abort_a_transaction_no_coordinator_knows(bootstrap):
+def test_find_hanging_then_abort_a_transaction_no_coordinator_knows(bootstrap, internal):
     topic = new_topic(bootstrap)
     long_ago_ms = int(time.time() * 1000) - 2 * txn_ops.MAX_TRANSACTION_TIMEOUT_MS
     pid = write_hanging_transaction(bootstrap, topic, long_ago_ms)
@@ -245,7 +265,7 @@ def test_find_hanging_then_abort_a_transaction_no_coordinator_knows(bootstrap):
     assert mine == [[topic, "0", str(pid), "0", "-1", "0", str(long_ago_ms), mine[0][7]]]
 
     aborted = odradek(
-        "abort", "--bootstrap-server", bootstrap, "--topic", topic, "--partition", "0",
+        "abort", "--bootstrap-server", internal, "--topic", topic, "--partition", "0",
         "--start-offset", "0",
     )  # fmt: skip
     assert aborted.returncode == 0, aborted.stderr

@@ -44,8 +44,9 @@ from odradek.client.connection import BrokerConnection
 from odradek.config.endpoints import HostPort
 from odradek.errors import ErrorCode
 from odradek.groups.partitioner import partition_for
+from odradek.listeners import read_listeners_file
 from odradek.local import cluster
-from odradek.local.cluster import ClusterState, pid_alive
+from odradek.local.cluster import LISTENERS_FILE, ClusterState, pid_alive
 from odradek.observability.metrics import txn_marker_metrics
 from odradek.storage.records import Record, encode_batch
 from odradek.transactions.result import TxnMarker
@@ -82,7 +83,12 @@ def markers_cluster(
 
 
 def _address(state: ClusterState, broker_id: int) -> HostPort:
-    host, port = state.member("broker", broker_id).address.rsplit(":", 1)
+    """The broker's inter-broker listener: where a coordinator's markers go (WriteTxnMarkers
+    is served there only), and where this test plays the coordinator."""
+    member = state.member("broker", broker_id)
+    bound = read_listeners_file(Path(member.data_dir) / LISTENERS_FILE)
+    assert bound is not None, f"broker {broker_id} wrote no {LISTENERS_FILE}"
+    host, port = bound[0][state.internal_listener or state.client_listener].rsplit(":", 1)
     return HostPort(host, int(port))
 
 
@@ -402,6 +408,7 @@ def test_markers_end_transactions_on_every_replica(markers_cluster):
         f"broker {leader} leading again",
         WAIT_S,
     )
+    to_leader = _address(state, leader)  # restarted: its INTERNAL listener has a new port
     wait_until(lambda: _leads(to_leader), f"broker {leader} to lead again", WAIT_S)
     wait_until(lambda: end_offset(to_leader, committed=False) == 9, "the HW back at 9", WAIT_S)
     assert end_offset(to_leader, committed=True) == 9
