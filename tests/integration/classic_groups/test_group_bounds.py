@@ -21,6 +21,7 @@ from classic_wire import JOIN_GROUP, call_retrying, coordinator, join, send
 from odradek.errors import ErrorCode
 from odradek.protocol.codec import decode_response, encode_request
 from odradek.protocol.framing import encode_frame
+from support.processes import rss_bytes
 
 pytestmark = [pytest.mark.integration]
 
@@ -51,14 +52,6 @@ def bounded(tmp_path_factory, local_cluster):
     data_dir = tmp_path_factory.mktemp("group-bounds")
     with local_cluster(data_dir, brokers=1, broker_overrides=overrides) as state:
         yield state
-
-
-def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
 
 
 def ready(state, group: str) -> tuple[tuple[str, int], int]:

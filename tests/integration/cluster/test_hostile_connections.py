@@ -34,6 +34,7 @@ from odradek.local.cluster import pid_alive
 from odradek.protocol.codec import encode_request
 from odradek.protocol.framing import encode_frame
 from odradek.protocol.schemas import request_schema
+from support.processes import rss_bytes
 
 pytestmark = pytest.mark.integration
 
@@ -56,14 +57,6 @@ WAIT_S = 30.0
 @pytest.fixture
 def broker(hardened_broker):
     return hardened_broker
-
-
-def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
 
 
 def closed_counts(member) -> dict[str, float]:

@@ -47,6 +47,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
 from odradek.listeners import read_listeners_file
+from support.client_errors import librdkafka_errors
 
 pytestmark = pytest.mark.integration
 
@@ -442,15 +443,6 @@ def test_alice_commits_a_transaction_with_confluent_kafka_and_kafka_python(clust
 # -- refusals ----------------------------------------------------------------------------
 
 
-def _confluent_auth_errors(config: dict) -> list[KafkaError]:
-    errors: list[KafkaError] = []
-    admin = AdminClient({**config, "error_cb": errors.append})  # connects at once
-    deadline = time.monotonic() + 10
-    while not errors and time.monotonic() < deadline:
-        admin.poll(0.2)
-    return errors
-
-
 BAD_CREDENTIALS = [
     pytest.param("PLAIN", "alice", "wrong-password", id="PLAIN-wrong-password"),
     pytest.param("PLAIN", "nobody", "alice-secret", id="PLAIN-unknown-user"),
@@ -462,7 +454,7 @@ BAD_CREDENTIALS = [
 @pytest.mark.parametrize(("mechanism", "user", "password"), BAD_CREDENTIALS)
 def test_confluent_kafka_is_refused_with_bad_credentials(cluster, pki, mechanism, user, password):
     ports, _ = cluster
-    errors = _confluent_auth_errors(_librdkafka(ports, pki, mechanism, user, password))
+    errors = librdkafka_errors(_librdkafka(ports, pki, mechanism, user, password))
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
 
 
@@ -506,7 +498,7 @@ def test_aiokafka_is_refused_with_bad_credentials(cluster, pki, caplog, mechanis
 def test_a_client_without_a_certificate_is_refused_on_the_mtls_listener(cluster, pki):
     ports, _ = cluster
     config = _librdkafka(ports, pki, "mTLS", None)
-    errors = _confluent_auth_errors(config)
+    errors = librdkafka_errors(config)
     down = {KafkaError._TRANSPORT, KafkaError._SSL, KafkaError._ALL_BROKERS_DOWN}
     assert errors and {e.code() for e in errors} <= down, errors
     with pytest.raises(KafkaException):

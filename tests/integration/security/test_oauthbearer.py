@@ -48,6 +48,7 @@ from kafka.errors import KafkaTimeoutError
 from kafka.net.sasl.oauth import AbstractTokenProvider as KpTokenProvider
 
 from odradek.listeners import read_listeners_file
+from support.client_errors import librdkafka_errors
 
 pytestmark = pytest.mark.integration
 
@@ -310,15 +311,6 @@ def test_aiokafka_produces_and_consumes(cluster, idp):
     assert asyncio.run(asyncio.wait_for(run(), WAIT_S)) == [b"a0", b"a1", b"a2"]
 
 
-def _auth_errors(config: dict) -> list[KafkaError]:
-    errors: list[KafkaError] = []
-    admin = AdminClient({**config, "error_cb": errors.append})  # connects at once
-    deadline = time.monotonic() + 10
-    while not errors and time.monotonic() < deadline:
-        admin.poll(0.2)
-    return errors
-
-
 @pytest.mark.parametrize(
     ("case", "reason"),
     [
@@ -337,7 +329,7 @@ def test_bad_tokens_are_refused_with_sasl_authentication_failed(cluster, idp, ca
     else:
         idp.signing["rogue"] = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         bad = idp.token("alice", kid="rogue")  # never published
-    errors = _auth_errors(_with_token(ports, bad))
+    errors = librdkafka_errors(_with_token(ports, bad))
     assert any(
         e.code() == KafkaError._AUTHENTICATION and "invalid_token" in e.str() for e in errors
     ), errors
@@ -365,7 +357,7 @@ def test_kafka_python_answers_the_challenge_and_is_refused(cluster, idp, caplog)
 
 def test_librdkafka_oidc_with_a_wrong_client_secret_gets_no_token(cluster, idp):
     ports, _ = cluster
-    errors = _auth_errors(_oidc(ports, idp, "alice", "wrong-secret"))
+    errors = librdkafka_errors(_oidc(ports, idp, "alice", "wrong-secret"))
     assert errors, "librdkafka reports the failed token request"
 
 

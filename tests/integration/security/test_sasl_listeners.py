@@ -35,6 +35,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from odradek.listeners import read_listeners_file
 from odradek.protocol.schemas import request_schema
+from support.client_errors import librdkafka_errors
 from support.raw_socket import read_exactly, receive, send
 
 pytestmark = pytest.mark.integration
@@ -179,15 +180,6 @@ def test_kafka_python_authenticates_and_round_trips(cluster, mechanism):
     assert values == [b"v0", b"v1", b"v2"]
 
 
-def _auth_errors(config: dict) -> list[KafkaError]:
-    errors: list[KafkaError] = []
-    admin = AdminClient({**config, "error_cb": errors.append})  # connects at once
-    deadline = time.monotonic() + 10
-    while not errors and time.monotonic() < deadline:
-        admin.poll(0.2)
-    return errors
-
-
 @pytest.mark.parametrize(
     ("mechanism", "user", "password", "words"),
     [
@@ -201,7 +193,7 @@ def test_a_wrong_password_and_an_unknown_user_are_refused(
     cluster, mechanism, user, password, words
 ):
     ports, log_file, _, _ = cluster
-    errors = _auth_errors(_confluent(ports, mechanism, user, password))
+    errors = librdkafka_errors(_confluent(ports, mechanism, user, password))
     assert any(e.code() == KafkaError._AUTHENTICATION and words in e.str() for e in errors), errors
     assert password not in log_file.read_text()
 
@@ -248,7 +240,7 @@ def test_scram_users_follow_alter_and_describe(cluster):
 
     deletion = UserScramCredentialDeletion("zoe", ScramMechanism.SCRAM_SHA_512)
     admin.alter_user_scram_credentials([deletion])["zoe"].result(timeout=WAIT_S)
-    errors = _auth_errors(config)
+    errors = librdkafka_errors(config)
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
     with pytest.raises(Exception, match="does not exist"):
         admin.alter_user_scram_credentials([deletion])["zoe"].result(timeout=WAIT_S)
