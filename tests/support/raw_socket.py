@@ -26,10 +26,13 @@ def receive(sock: socket.socket, api_key: int, version: int) -> Any:
 
 
 def read_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
+    """``n`` bytes (answers of tens of MiB too: read in chunks of at most 1 MiB, joined once);
+    ``ConnectionError`` if the peer closes first."""
+    chunks, left = [], n
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
         if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
+            raise ConnectionError("the broker closed the connection")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

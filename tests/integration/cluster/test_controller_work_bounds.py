@@ -28,6 +28,7 @@ from odradek.protocol.codec import decode_response, encode_request
 from odradek.protocol.framing import encode_frame
 from odradek.protocol.schemas import request_schema
 from support.loop_prober import lag_samples_over
+from support.raw_socket import read_exactly
 
 pytestmark = pytest.mark.integration
 
@@ -76,21 +77,10 @@ def _flood(address: str, topics: tuple, errors: list[BaseException], sent: threa
         with socket.create_connection((host, int(port)), timeout=WAIT_S) as sock:
             sock.sendall(frame)
             sent.set()
-            size = struct.unpack(">i", _receive(sock, 4))[0]
-            decode_response(46, 0, _receive(sock, size))
+            size = struct.unpack(">i", read_exactly(sock, 4))[0]
+            decode_response(46, 0, read_exactly(sock, size))
     except BaseException as e:  # noqa: BLE001 - reported by the test
         errors.append(e)
-
-
-def _receive(sock: socket.socket, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(min(left, 1 << 20))
-        if not chunk:
-            raise ConnectionError("closed")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def test_a_reassignment_listing_flood_does_not_delay_a_failover(cluster):

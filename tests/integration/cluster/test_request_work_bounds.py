@@ -23,6 +23,7 @@ from odradek.protocol.codec import decode_response, encode_request
 from odradek.protocol.framing import encode_frame
 from odradek.protocol.schemas import request_schema
 from support.loop_prober import Prober, lag_samples_over
+from support.raw_socket import read_exactly
 
 pytestmark = pytest.mark.integration
 
@@ -149,21 +150,10 @@ def send(address: str, request) -> tuple[bytes, float]:
     with socket.create_connection((host, int(port)), timeout=ANSWER_TIMEOUT_S) as sock:
         started = time.monotonic()
         sock.sendall(frame)
-        size = struct.unpack(">i", _receive(sock, 4))[0]
-        data = _receive(sock, size)
+        size = struct.unpack(">i", read_exactly(sock, 4))[0]
+        data = read_exactly(sock, size)
         took_s = time.monotonic() - started
     return data, took_s
-
-
-def _receive(sock: socket.socket, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(min(left, 1 << 20))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda f: f.__name__)
