@@ -108,7 +108,7 @@ class CloseReason(enum.StrEnum):
     IDLE = "idle"  # connections.max.idle.ms
     RECEIVE_TIMEOUT = "receive_timeout"  # odradek.socket.request.receive.timeout.ms
     TOO_MANY_CONNECTIONS = "too_many_connections"  # connection_quotas: refused or evicted
-    PEER_GONE = "peer_gone"  # found closed or reset while reading was paused
+    PEER_GONE = "peer_gone"  # the client closed or reset it: found while paused or writing
     NOT_ON_LISTENER = "not_on_listener"  # a client API on the control plane, as Kafka closes it
     AUTHENTICATION_FAILED = "authentication_failed"  # no principal mapping rule; SASL refused
     SESSION_EXPIRED = "session_expired"  # KIP-368: not re-authenticated in time (Kafka's
@@ -438,9 +438,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             await self._write(parts)
         except CloseConnection as e:
             self.close_for(e.reason, str(e))
-        except (ConnectionError, OSError) as e:
-            log.info("connection %s lost while writing: %s", self.peer, e)
-            self.close()
+        except (ConnectionError, OSError) as e:  # the client closed or reset it: not a bug
+            self.close_for(CloseReason.PEER_GONE, f"the client went away while answered: {e}")
         except Exception as e:  # e.g. a response too large for a frame, sendfile unavailable
             log.exception("failed to write a response to %s", self.peer)
             self.close_for(CloseReason.WRITE_ERROR, f"{type(e).__name__}: {e}")
@@ -454,19 +453,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 pending.append(part)
                 continue
             await self.writable.wait()
-            transport = self.transport
-            if transport is None or transport.is_closing():
-                return
+            transport = _open_transport(self.transport)
             if pending:
                 transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
                 pending = []
             if part is not None and self.tls:
                 await self._write_region(part)
             elif part is not None:
+                # A write that found the peer gone closes the transport at once (asyncio).
+                transport = _open_transport(transport)
                 try:
                     sent = await self.loop.sendfile(
                         transport, part.file, part.position, part.size, fallback=False
                     )
+                except asyncio.SendfileNotAvailableError:
+                    # asyncio reports any error of a sendfile's first call so, a reset peer's
+                    # too (its errno is lost): gone if the socket has no peer any more.
+                    if not _connected(transport):
+                        raise ConnectionResetError("the peer reset the connection") from None
+                    raise
                 finally:
                     self.apply_read_state()
                 if sent != part.size:
@@ -490,10 +495,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     f"underneath",
                 )
             await self.writable.wait()
-            transport = self.transport
-            if transport is None or transport.is_closing():
-                return
-            transport.write(chunk)
+            _open_transport(self.transport).write(chunk)
             position += len(chunk)
 
     # -- closing -------------------------------------------------------------------------
@@ -551,6 +553,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
+
+
+def _open_transport(transport: asyncio.Transport | None) -> asyncio.Transport:
+    """The transport a response is being written to; ``ConnectionResetError`` once it closed
+    (the peer went away: a reset found by a read or a write, or the broker closed it)."""
+    if transport is None or transport.is_closing():
+        raise ConnectionResetError("the connection closed while its answer was written")
+    return transport
+
+
+def _connected(transport: asyncio.Transport) -> bool:
+    """Whether the transport's TCP socket still has its peer (a reset one has none)."""
+    sock = transport.get_extra_info("socket")
+    try:
+        return sock is not None and bool(sock.getpeername())
+    except OSError:
+        return False
 
 
 _QUIET = frozenset({CloseReason.PEER_GONE, CloseReason.SHUTDOWN})

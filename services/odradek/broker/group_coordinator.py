@@ -79,12 +79,14 @@ class ReplicaCoordinatorLog:
         hosted = self.replicas.get_partition(self.topic, partition)
         waiter = hosted.wait_for_high_watermark(offset)
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), timeout_ms / 1000)
+            error = await asyncio.wait_for(asyncio.shield(waiter), timeout_ms / 1000)
         except TimeoutError:
             waiter.cancel()
             raise RequestTimedOutError(
                 f"{hosted.name}: not replicated to the ISR within {timeout_ms} ms"
             ) from None
+        if error is not None:  # the waiter's result is the error (wait_for_high_watermark)
+            raise error
 
     def read_all(self, partition: int) -> Iterator[LoggedRecord | LoggedMarker]:
         hosted = self.replicas.get_partition(self.topic, partition)

@@ -160,7 +160,9 @@ class Partition:
     _log_grew: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
     _high_watermark_moved: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
     _appending: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
-    _waiters: list[tuple[int, int, asyncio.Future[None]]] = field(default_factory=list, repr=False)
+    _waiters: list[tuple[int, int, asyncio.Future[Exception | None]]] = field(
+        default_factory=list, repr=False
+    )
     _waiter_ids: itertools.count[int] = field(default_factory=itertools.count, repr=False)
 
     @property
@@ -331,13 +333,16 @@ class Partition:
             self.log.abandon(prepared)
         return self.log.publish_prepared(prepared)
 
-    def wait_for_high_watermark(self, required_offset: int) -> asyncio.Future[None]:
+    def wait_for_high_watermark(self, required_offset: int) -> asyncio.Future[Exception | None]:
         """A future done once the HW reaches ``required_offset`` (Kafka's DelayedProduce).
 
         Its result is None, or the error the produce answer carries: the ISR below
-        ``min.insync.replicas`` by then, or leadership lost. Cancel it to give up waiting.
+        ``min.insync.replicas`` by then, or leadership lost. The error is the future's *result*,
+        never its exception: a producer that went away (its delayed produce cancelled) leaves
+        its waiter behind, and an exception set there would never be retrieved (asyncio logs
+        that as a bug). Cancel it to give up waiting.
         """
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[Exception | None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (required_offset, next(self._waiter_ids), waiter))
         self._complete_waiters()
         if len(self._waiters) >= WAITERS_PRUNE_MIN:
@@ -356,7 +361,7 @@ class Partition:
             if waiter.done():
                 continue
             if len(self.state.isr) < min_isr:
-                waiter.set_exception(
+                waiter.set_result(
                     NotEnoughReplicasAfterAppendError(
                         f"{self.name}: written, but its ISR {list(self.state.isr)} is below "
                         f"min.insync.replicas {min_isr}"
@@ -369,7 +374,7 @@ class Partition:
         waiters, self._waiters = self._waiters, []
         for _, _, waiter in waiters:
             if not waiter.done():
-                waiter.set_exception(error)
+                waiter.set_result(error)  # a result, not an exception: see wait_for_high_watermark
 
     def _prune_waiters(self) -> None:
         live = [entry for entry in self._waiters if not entry[2].done()]

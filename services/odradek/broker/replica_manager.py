@@ -367,7 +367,7 @@ class ReplicaManager:
             }
             return refused, None
         results: dict[TopicPartition, ProduceResult] = {}
-        waiting: dict[TopicPartition, asyncio.Future[None]] = {}
+        waiting: dict[TopicPartition, asyncio.Future[Exception | None]] = {}
         for (topic, index), records in entries.items():
             result, partition, next_offset = await self._append(topic, index, records, acks, origin)
             results[(topic, index)] = result
@@ -400,13 +400,18 @@ class ReplicaManager:
     async def _await_replication(
         self,
         results: dict[TopicPartition, ProduceResult],
-        waiting: dict[TopicPartition, asyncio.Future[None]],
+        waiting: dict[TopicPartition, asyncio.Future[Exception | None]],
         timeout_ms: int,
     ) -> dict[TopicPartition, ProduceResult]:
         """The delayed produce: each waiting partition's outcome, or REQUEST_TIMED_OUT."""
         pending = [w for w in waiting.values() if not w.done()]
-        if pending:
-            await asyncio.wait(pending, timeout=max(timeout_ms, 0) / 1000)
+        try:
+            if pending:
+                await asyncio.wait(pending, timeout=max(timeout_ms, 0) / 1000)
+        except asyncio.CancelledError:  # the producer went away: its waiters are dropped
+            for waiter in pending:
+                waiter.cancel()
+            raise
         for tp, waiter in waiting.items():
             result = results[tp]
             if not waiter.done():
@@ -415,7 +420,9 @@ class ReplicaManager:
                     f"{tp[0]}-{tp[1]}: not replicated to the ISR within {timeout_ms} ms"
                 )
             else:
-                error = waiter.exception()
+                error = (
+                    waiter.result()
+                )  # the error is the result: Partition.wait_for_high_watermark
             if error is not None:
                 code, message = _error_of(error, f"produce to {tp[0]}-{tp[1]}")
                 results[tp] = ProduceResult(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import os
 import socket
 import struct
@@ -376,3 +377,60 @@ def test_a_half_open_connection_is_closed_after_the_idle_timeout(make_broker):
             if client.poll() is None:
                 client.kill()
                 client.wait(timeout=10)
+
+
+def fetch_every_partition(broker, partition_max_bytes: int, correlation_id: int) -> bytes:
+    module = importlib.import_module(request_schema(ApiKey.FETCH, 4).__module__)
+    request = module.FetchRequest(
+        replica_id=-1,
+        max_wait=timedelta(milliseconds=0),
+        min_bytes=1,
+        max_bytes=broker.partitions * partition_max_bytes,
+        isolation_level=0,
+        topics=(
+            module.FetchTopic(
+                topic=broker.topic,
+                partitions=tuple(
+                    module.FetchPartition(
+                        partition=p, fetch_offset=0, partition_max_bytes=partition_max_bytes
+                    )
+                    for p in range(broker.partitions)
+                ),
+            ),
+        ),
+    )
+    return frame(request, correlation_id)
+
+
+def test_a_client_gone_during_sendfile_is_a_peer_gone_close_not_a_bug(make_broker, caplog):
+    """Issue 23, scenario 7: a consumer (or follower) that resets its connection while a large
+    fetch answer is being sent was closed as ``write_error`` with a traceback, the log of a bug
+    (asyncio's sendfile reports a peer gone before its first byte as "sendfile unavailable").
+    It is the ordinary ``peer_gone``: counted, logged at INFO, no traceback."""
+    broker = make_broker()
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    value = os.urandom(64 * 1024)
+    for p in range(broker.partitions):
+        for _ in range(32):  # 2 MiB a partition: far more than the sockets' buffers
+            producer.produce(broker.topic, value=value, partition=p)
+    assert producer.flush(WAIT_S) == 0
+    connections = 24
+    for i in range(connections):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+        sock.settimeout(WAIT_S)
+        sock.connect(("127.0.0.1", broker.port))
+        sock.sendall(fetch_every_partition(broker, 4 << 20, correlation_id=i + 1))
+        # Read a different part of the answer each time, so the reset lands anywhere in it:
+        # before the answer, in a partition's header, inside or between sendfiles.
+        recv_exactly(sock, (i * 97 * 1024) % (5 << 20))
+        time.sleep(0.02)
+        abort(sock)
+    wait_for(
+        lambda: closed_count(broker, "peer_gone") >= connections,
+        f"{connections} peer_gone closes",
+    )
+    assert closed_count(broker, "write_error") == 0
+    bugs = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert bugs == [], [r.getMessage() for r in bugs]
+    produce_and_consume(broker, n=5)  # and the broker serves on

@@ -4,6 +4,7 @@ proposed to the controller, epoch fences, divergence, and a follower copying its
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 
 import pytest
@@ -168,6 +169,37 @@ def test_below_min_isr_after_the_append_is_not_enough_replicas_after_append(
         assert partition.log.log_end_offset == 3
 
     asyncio.run(scenario())
+
+
+def test_a_delayed_produce_whose_producer_left_leaves_no_unretrieved_exception(
+    manager, sender, clock, kafka_batch
+):
+    """Issue 23, scenario 7: the producer's connection closed (its delayed produce cancelled),
+    then the ISR fell below min.insync.replicas; asyncio logged "Future exception was never
+    retrieved: NotEnoughReplicasAfterAppendError" (a bug's log) when the waiter was dropped."""
+    partition = lead(manager, isr=(LEADER, F1), min_isr=2)
+    unhandled: list[str] = []
+
+    async def scenario():
+        asyncio.get_running_loop().set_exception_handler(
+            lambda loop, context: unhandled.append(context["message"])
+        )
+        follower_fetch(partition, F1, 0)
+        producing = asyncio.ensure_future(
+            manager.append_records(-1, {("t", 0): batch(kafka_batch)}, timeout_ms=5000)
+        )
+        await asyncio.sleep(0.01)
+        producing.cancel()  # the connection is gone: its answers are dropped
+        await asyncio.sleep(0)
+        clock.now_ms += 20_000
+        partition.maybe_shrink_isr()
+        sender.commit_last()  # the HW passes the batch with the ISR below min.insync.replicas
+        producing = None
+        gc.collect()
+
+    asyncio.run(scenario())
+    gc.collect()
+    assert unhandled == []
 
 
 def test_a_lagging_follower_is_dropped_and_a_caught_up_one_returns(
