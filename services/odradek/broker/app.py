@@ -297,6 +297,7 @@ class BrokerApp:
             client_quotas=self.client_quotas,
             producer_ids=producer_ids,
             authorizer=authorizer,
+            fetch_max_bytes=config.fetch_max_bytes,
             fetch_sessions=FetchSessionCache.of(config),
             groups=start_group_coordinator(config, replica_manager, metadata, self.workers),
             txn_markers=TxnMarkerSender(

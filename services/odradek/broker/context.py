@@ -47,6 +47,8 @@ class BrokerContext:
     # the registrar at each (re-)registration; None until then. Controller requests must carry
     # it (controller_requests.accept_broker_epoch).
     broker_epoch: int | None = None
+    # fetch.max.bytes: the most a fetch is answered with (config.fetch_max_bytes, read once).
+    fetch_max_bytes: int = BrokerConfig.KEYS["fetch.max.bytes"].default  # type: ignore[assignment]
     # KIP-227 sessions of the fetchers of this broker's partitions, sized by the config.
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache.of)
     # Requests to the active controller (forwarded admin requests, ControlledShutdown).

@@ -718,6 +718,15 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             minimum=1,
         ),
         ConfigKey(
+            "fetch.max.bytes",
+            _T.INT,
+            57671680,
+            "Bytes a fetch is answered with at most, all partitions together, whatever the "
+            "fetch asks for (consumers' and followers' alike; a larger first batch still comes "
+            "whole, so a consumer makes progress). Static, as in Kafka.",
+            minimum=1024,
+        ),
+        ConfigKey(
             "replica.fetch.max.bytes",
             _T.INT,
             1048576,
@@ -1093,6 +1102,7 @@ class BrokerConfig(PropertiesConfig):
         "replica.high.watermark.checkpoint.interval.ms"
     )
     num_replica_fetchers: int = _default("num.replica.fetchers")
+    fetch_max_bytes: int = _default("fetch.max.bytes")
     replica_fetch_max_bytes: int = _default("replica.fetch.max.bytes")
     replica_fetch_response_max_bytes: int = _default("replica.fetch.response.max.bytes")
     replica_fetch_wait_max_ms: int = _default("replica.fetch.wait.max.ms")

@@ -64,6 +64,7 @@ KAFKA_DEFAULTS = {
     "num.replica.fetchers": "1",
     "replica.fetch.max.bytes": "1048576",
     "replica.fetch.response.max.bytes": "10485760",
+    "fetch.max.bytes": "57671680",
     "replica.fetch.wait.max.ms": "500",
     "replica.fetch.min.bytes": "1",
     "replica.fetch.backoff.ms": "1000",

@@ -118,3 +118,10 @@ def test_dynamic_broker_configs_are_checked_as_kafka_checks_them():
     )
     with pytest.raises(InvalidConfigError, match="Not a number of type LONG"):
         check_dynamic_broker_config({"leader.replication.throttled.rate": str(2**63)})
+
+
+def test_fetch_max_bytes_is_static_as_in_kafka():
+    """fetch.max.bytes is read-only in Kafka; the broker reads it once at start, so it is
+    refused at runtime rather than accepted and ignored."""
+    with pytest.raises(InvalidConfigError, match=r"Set\(fetch\.max\.bytes\)"):
+        check_dynamic_broker_config({"fetch.max.bytes": "1048576"})

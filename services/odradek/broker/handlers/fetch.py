@@ -11,6 +11,11 @@ request answers TOPIC_AUTHORIZATION_FAILED, and no session is looked up or made 
 context first; refusing earlier tells an impostor nothing about sessions either). A consumer's
 fetch needs READ on each topic: the partitions of other topics answer TOPIC_AUTHORIZATION_FAILED
 and are not read.
+
+Size: the answer holds at most min(the request's ``max_bytes``, ``fetch.max.bytes``) of records
+(Fetch v0-v2 have no ``max_bytes``: only the broker's bound), less when a fetch quota's window
+allows less; the first batch of the first partition with records is sent whole even if larger,
+so a consumer always makes progress (KIP-74).
 """
 
 from __future__ import annotations
@@ -94,7 +99,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             wanted,
             max_wait_ms=int(request.max_wait.total_seconds() * 1000),
             min_bytes=request.min_bytes,
-            max_bytes=quota.max_bytes(getattr(request, "max_bytes", 0x7FFFFFFF), replica_id),
+            # fetch.max.bytes bounds every fetch, a follower's too (KafkaApis.handleFetchRequest)
+            max_bytes=quota.max_bytes(
+                min(getattr(request, "max_bytes", 0x7FFFFFFF), ctx.broker.fetch_max_bytes),
+                replica_id,
+            ),
             isolation_level=getattr(request, "isolation_level", 0),
             replica_id=replica_id,
         )
