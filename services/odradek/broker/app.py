@@ -47,7 +47,6 @@ from odradek.broker.admin.scram_credentials import read_credential
 from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.broker_configs import BrokerConfigs
 from odradek.broker.budget import RequestBudgets
-from odradek.broker.connection_quotas import ConnectionQuotas
 from odradek.broker.context import BrokerContext
 from odradek.broker.controller_link import ControllerLink
 from odradek.broker.fetch_sessions import FetchSessionCache
@@ -75,6 +74,7 @@ from odradek.broker.workers import Workers
 from odradek.config.broker import BrokerConfig
 from odradek.config.endpoints import SASL_SECURITY_PROTOCOLS, HostPort, Listener
 from odradek.config.topic import TopicConfig
+from odradek.connection_quotas import ConnectionQuotas
 from odradek.large_messages import freeze_long_lived_objects
 from odradek.listeners import write_listeners_file
 from odradek.observability.admin_server import AdminServer, start_admin_server

@@ -130,6 +130,8 @@ class CloseConnection(Exception):
 class KafkaConnection(asyncio.BufferedProtocol):
     """One client connection; see the module docstring."""
 
+    proven = False  # connection_quotas: only the controller's connections are ever proven
+
     def __init__(self, server: BrokerServer):
         self.server = server
         self.loop = asyncio.get_running_loop()

@@ -74,13 +74,13 @@ from typing import NoReturn
 
 from odradek.broker.budget import UNBOUNDED, RequestBudgets
 from odradek.broker.connection import CloseConnection, CloseReason, KafkaConnection
-from odradek.broker.connection_quotas import ConnectionQuotas, Refusal
 from odradek.broker.context import BrokerContext, DeferredAnswer, RequestContext
 from odradek.broker.handlers import CONTROLLER_APIS, ERROR_RESPONSES, HANDLERS, served_versions
 from odradek.broker.quotas import NANOS_TO_PERCENTAGE, QuotaType, TimedHandler
 from odradek.broker.sasl_authenticator import AuthenticationFailed, ListenerSasl, UnexpectedRequest
 from odradek.config.connection_limits import INT_MAX
 from odradek.config.endpoints import Listener
+from odradek.connection_quotas import ConnectionQuotas, Refusal
 from odradek.errors import ErrorCode
 from odradek.large_messages import off_loop, should_offload
 from odradek.listeners import bind_any_port

@@ -4,7 +4,7 @@ Kafka's broker-wide ``max.connections`` and ``max.connection.creation.rate`` (KI
 are also set per listener as ``listener.name.<l>.max.connections`` and
 ``listener.name.<l>.max.connection.creation.rate``; ``max.connections.per.ip.overrides`` is a
 comma-separated ``host:count`` list (an IPv6 host splits at its last colon). Parsing only: what
-the limits do at run time is ``broker.connection_quotas``'s. Pure functions: any thread.
+the limits do at run time is ``odradek.connection_quotas``'s. Pure functions: any thread.
 """
 
 from __future__ import annotations

@@ -21,6 +21,11 @@ presents to the brokers' control-plane listeners, its trust store what it checks
 authorizer, every request on the listener needs CLUSTER_ACTION on the cluster, which the brokers'
 principals must hold (as super users, typically). ``unclean.leader.election.enable`` is the default
 for topics that do not override it, as the broker key of the same name in Kafka's controller.
+``max.connections``, ``max.connections.per.ip`` (and its overrides) and
+``max.connection.creation.rate`` bound the listener as the brokers' keys bound theirs
+(``connection_quotas``); brokers are the listener's only legitimate clients, so once
+``max.connections`` is reached an idle connection that never carried a broker's request makes
+room for a new one instead of the new one being refused.
 
 Same file format, loader and guarantees as ``BrokerConfig`` (see ``properties.py``): build it with
 ``ControllerConfig.load(path, overrides)``; a ``ControllerConfig`` that exists is valid.
@@ -103,6 +108,23 @@ CONTROLLER_KEYS: Mapping[str, ConfigKey] = {
             BROKER_KEYS["control.plane.listener.name"],
             doc="The brokers' listener this controller sends its requests to; as the brokers'.",
         ),
+        dataclasses.replace(
+            BROKER_KEYS["max.connections"],
+            doc="Connections open at once on the listener. Once reached, a new connection is "
+            "admitted and the least recently used idle connection that has not been served a "
+            "broker's request is closed; it is refused only when none is (connection_quotas).",
+        ),
+        dataclasses.replace(
+            BROKER_KEYS["max.connections.per.ip"],
+            doc="Connections from one IP address at once on the listener, brokers' included; "
+            "more are refused.",
+        ),
+        BROKER_KEYS["max.connections.per.ip.overrides"],
+        dataclasses.replace(
+            BROKER_KEYS["max.connection.creation.rate"],
+            doc="New connections per second on the listener (KIP-612); a connection over the "
+            "rate waits before it is served.",
+        ),
         ConfigKey(
             "controller.socket.timeout.ms",
             _T.INT,
@@ -183,6 +205,10 @@ class ControllerConfig(PropertiesConfig):
     odradek_admin_listener: HostPort | None = _default("odradek.admin.listener")
     odradek_listeners_file: str = _default("odradek.listeners.file")
     control_plane_listener_name: str = _default("control.plane.listener.name")
+    max_connections: int = _default("max.connections")
+    max_connections_per_ip: int = _default("max.connections.per.ip")
+    max_connections_per_ip_overrides: str = _default("max.connections.per.ip.overrides")
+    max_connection_creation_rate: int = _default("max.connection.creation.rate")
     controller_socket_timeout_ms: int = _default("controller.socket.timeout.ms")
     auto_leader_rebalance_enable: bool = _default("auto.leader.rebalance.enable")
     leader_imbalance_per_broker_percentage: int = _default("leader.imbalance.per.broker.percentage")

@@ -21,6 +21,7 @@ import signal
 
 from odradek.config.controller import ControllerConfig
 from odradek.config.endpoints import HostPort, SecurityProtocol
+from odradek.connection_quotas import ConnectionQuotas
 from odradek.controller.channel import ControllerChannels
 from odradek.controller.controller import Controller
 from odradek.controller.server import ControllerServer
@@ -84,6 +85,13 @@ class ControllerApp:
         self.authorizer: AclAuthorizer | None = None
         self.server = ControllerServer(
             self.controller.handlers(),
+            quotas=ConnectionQuotas(
+                max_connections=config.max_connections,
+                max_connections_per_ip=config.max_connections_per_ip,
+                max_connections_per_ip_overrides=config.max_connections_per_ip_overrides,
+                max_connection_creation_rate=config.max_connection_creation_rate,
+                evict_to_admit=True,  # brokers are the only clients: see controller.server
+            ),
             tls=tls,
             authorize=self._may_act_for_the_cluster if config.authorizer_class_name else None,
         )

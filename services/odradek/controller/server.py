@@ -31,8 +31,18 @@ Framing and decoding are the protocol layer's (``FrameDecoder``, ``decode_reques
 ``encode_response_parts``), shared with the broker; the connection handling is this module's,
 small on purpose: a handful of brokers each keep one connection and send a request at a time, so
 asyncio streams do, and none of the broker's budgets or sendfile paths are needed. Limits:
-``MAX_CONNECTIONS`` connections (more are closed at once), ``MAX_FRAME_BYTES`` per request, and
-``IDLE_TIMEOUT_S`` without a byte closes a connection (Kafka's ``connections.max.idle.ms``).
+``MAX_FRAME_BYTES`` per request, ``IDLE_TIMEOUT_S`` without a byte closes a connection (Kafka's
+``connections.max.idle.ms``), and the connection quotas (``odradek.connection_quotas``, the
+brokers' one home for them, with the controller's keys ``max.connections``,
+``max.connections.per.ip`` and its overrides, ``max.connection.creation.rate``). Brokers are
+this listener's only legitimate clients, and they reach it as anyone else does, so the
+protection is per connection: one served a request past the CLUSTER_ACTION check (any request
+but ApiVersions, with no authorizer) is ``proven`` and never evicted; once ``max.connections``
+is reached a new connection is admitted and the least recently active idle connection that is
+not proven is closed (``evict_to_admit``). A flood of idle connections only evicts itself, and a
+broker that (re)connects always gets in. Over the creation rate, a connection waits before it
+is served (asyncio's server has accepted it already: unlike the brokers' accept loop, the
+excess does not wait in the kernel's backlog).
 A large request (``large_messages.OFF_LOOP_MIN_BYTES``) is decoded and answered on a codec
 thread, and handlers work through long lists in time slices (``time_slices``), so no request a
 broker forwards holds the loop that elects leaders (issue 23).
@@ -49,6 +59,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from odradek.config.connection_limits import INT_MAX
+from odradek.connection_quotas import ConnectionQuotas
 from odradek.errors import ErrorCode
 from odradek.large_messages import off_loop, should_offload
 from odradek.listeners import bind_any_port
@@ -69,7 +81,8 @@ log = logging.getLogger(__name__)
 
 API_VERSIONS_RANGE = (0, 4)
 MAX_FRAME_BYTES = DEFAULT_MAX_FRAME_BYTES  # socket.request.max.bytes, as the brokers'
-MAX_CONNECTIONS = 1000  # max.connections: brokers need one each
+MAX_CONNECTIONS = 1000  # max.connections' default (ControllerConfig): brokers need a few each
+LISTENER = "CONTROLLER"  # the one listener, as connection_quotas names it
 IDLE_TIMEOUT_S = 600.0  # connections.max.idle.ms
 READ_CHUNK_BYTES = 65_536
 STOP_GRACE_S = 5.0
@@ -101,13 +114,31 @@ class _Close(Exception):
     """Close this connection: the request cannot be answered (see the module docstring)."""
 
 
+class _Connection:
+    """One connection as ``connection_quotas`` sees it (``Evictable``)."""
+
+    def __init__(self, writer: asyncio.StreamWriter, peer: str, last_activity: float):
+        self.writer = writer
+        self.peer = peer
+        self.busy = False  # a request is being handled
+        self.closed = False
+        self.last_activity = last_activity
+        self.proven = False  # served a request past the CLUSTER_ACTION check: a broker's
+        self.evicted = False
+
+    def evict(self) -> None:
+        self.closed = self.evicted = True
+        log.info("closing %s: max.connections reached, it is the least recently used", self.peer)
+        self.writer.transport.abort()
+
+
 class ControllerServer:
     def __init__(
         self,
         handlers: Mapping[int, Served],
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
-        max_connections: int = MAX_CONNECTIONS,
+        quotas: ConnectionQuotas | None = None,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
         tls: ListenerTls | None = None,
         authorize: Authorize | None = None,
@@ -121,10 +152,15 @@ class ControllerServer:
             | {key: served.versions for key, served in handlers.items()}
         )
         self.max_frame_bytes = max_frame_bytes
-        self.max_connections = max_connections
+        if quotas is None:
+            quotas = ConnectionQuotas(max_connections=MAX_CONNECTIONS, evict_to_admit=True)
+        self.quotas = quotas
+        quotas.add_listener(LISTENER, quotas.max_connections, INT_MAX)
         self.idle_timeout_s = idle_timeout_s
         self.connections: set[asyncio.Task[None]] = set()
         self.closed_connections = 0  # connections closed for a bad request (tests read it)
+        self.refused_connections = 0  # refused by the connection quotas (tests read it)
+        self.evicted_connections = 0  # closed to admit a newer one (tests read it)
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> int:
@@ -153,17 +189,28 @@ class ControllerServer:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         peer = str(writer.get_extra_info("peername"))
-        if len(self.connections) >= self.max_connections:
-            log.warning("refusing %s: %d connections already", peer, self.max_connections)
-            writer.close()
+        address = writer.get_extra_info("peername")
+        host = str(address[0]) if isinstance(address, tuple) and address else ""
+        delay_s = self.quotas.accept_delay_s(LISTENER)
+        if delay_s > 0:  # max.connection.creation.rate (KIP-612)
+            await asyncio.sleep(delay_s)
+        loop = asyncio.get_running_loop()
+        connection = _Connection(writer, peer, loop.time())
+        refusal = self.quotas.admit(LISTENER, host, connection)
+        if refusal is not None:
+            self.refused_connections += 1
+            log.warning(
+                "refusing %s: %s reached",
+                peer,
+                refusal.value.replace("_", ".").replace("listener.", "listener's "),
+            )
+            writer.transport.abort()
             return
         if task is not None:
             self.connections.add(task)
         try:
             principal = self._principal(writer)
-            address = writer.get_extra_info("peername")
-            host = str(address[0]) if isinstance(address, tuple) and address else ""
-            await self._serve(reader, writer, _Peer(peer, principal, host))
+            await self._serve(reader, writer, _Peer(peer, principal, host), connection)
         except _Close as e:
             self.closed_connections += 1
             log.warning("closing %s: %s", peer, e)
@@ -175,6 +222,10 @@ class ControllerServer:
             self.closed_connections += 1
             log.exception("closing %s: serving it failed", peer)
         finally:
+            self.quotas.release(LISTENER, host, connection)
+            connection.closed = True
+            if connection.evicted:
+                self.evicted_connections += 1
             if task is not None:
                 self.connections.discard(task)
             writer.close()
@@ -190,27 +241,38 @@ class ControllerServer:
             raise _Close(f"its certificate maps to no principal ({e})") from e
 
     async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: _Peer
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        peer: _Peer,
+        connection: _Connection,
     ) -> None:
         decoder = FrameDecoder(max_frame_bytes=self.max_frame_bytes)
+        loop = asyncio.get_running_loop()
         try:
             while True:
                 async with asyncio.timeout(self.idle_timeout_s):
                     data = await reader.read(READ_CHUNK_BYTES)
                 if not data:
                     return
+                connection.last_activity = loop.time()
                 try:
                     frames = decoder.feed(data)
                 except InvalidFrameError as e:
                     raise _Close(f"malformed frame: {e}") from e
                 for frame in frames:
-                    # Its responses are small and hold no file regions: one write each.
-                    writer.write(b"".join(await self._handle(frame, peer)))
-                    await writer.drain()
+                    connection.busy = True
+                    try:
+                        # Its responses are small and hold no file regions: one write each.
+                        writer.write(b"".join(await self._handle(frame, peer, connection)))
+                        await writer.drain()
+                    finally:
+                        connection.busy = False
+                        connection.last_activity = loop.time()
         finally:
             decoder.close()
 
-    async def _handle(self, frame: memoryview, peer: _Peer) -> list:
+    async def _handle(self, frame: memoryview, peer: _Peer, connection: _Connection) -> list:
         """One request to its response's parts (size prefix included); ``_Close`` otherwise."""
         offload = should_offload(len(frame), int.from_bytes(frame[:2], "big", signed=True))
         try:
@@ -243,6 +305,7 @@ class ControllerServer:
                 )
                 response = served.refusal(request, ErrorCode.cluster_authorization_failed)
             else:
+                connection.proven = True  # a broker's (or a controller's) connection
                 response = await served.handler(request)
         if offload:
             return encode_frame(await off_loop(encode_response_parts, header, response))

@@ -15,7 +15,7 @@ from tests.integration.broker.test_connection_limits import (
     wait_for,
 )
 
-from odradek.broker.connection_quotas import ConnectionQuotas
+from odradek.connection_quotas import ConnectionQuotas
 
 pytestmark = pytest.mark.integration
 

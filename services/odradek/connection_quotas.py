@@ -1,6 +1,6 @@
-"""The broker's connection quotas: how many connections, from whom, and how fast (Kafka's
+"""Connection quotas: how many connections, from whom, and how fast (Kafka's
 ``ConnectionQuotas``, KIP-402 and KIP-612). One instance per broker, shared by its listeners'
-servers; the one home of these limits.
+servers, and one for the controller's listener; the one home of these limits, for both.
 
 - ``max.connections`` bounds all listeners together and is each listener's default;
   ``listener.name.<l>.max.connections`` bounds one listener. A connection over a bound is refused
@@ -20,6 +20,15 @@ servers; the one home of these limits.
   (``accept_delay_s``) before it hands the connection over and accepts the next, so the excess
   waits in the kernel's backlog, as Kafka's acceptor does. The rate is a token bucket holding up
   to one second of connections (Kafka measures it over its quota window).
+
+The controller (``controller.server``) has one listener, which brokers and anyone else reach
+alike, so no listener can be protected there; a connection is protected instead once it has
+been served a request the controller answers for brokers (``proven``: past the CLUSTER_ACTION
+check when there is one). With ``evict_to_admit`` (the controller's), a new connection that
+finds ``max.connections`` (or its listener's bound) reached is admitted, and the least recently
+active idle connection that is not proven is closed to make room; it is refused only when every
+open connection is busy or proven. A flood of idle connections thus evicts itself, and a broker
+that reconnects (a restart, a lost connection) always gets in.
 
 Refusals are counted in ``odradek_connections_rejected_total`` (listener, reason) and accept
 delays in ``odradek_connection_accept_throttle_seconds_total`` (listener), Kafka's
@@ -50,11 +59,13 @@ class Refusal(enum.Enum):
 
 
 class Evictable(Protocol):
-    """What eviction needs of a connection (``connection.KafkaConnection``)."""
+    """What eviction needs of a connection (the broker's ``connection.KafkaConnection``, the
+    controller's ``server._Connection``)."""
 
     busy: bool
     closed: bool
     last_activity: float
+    proven: bool  # served a broker's request (the controller's): never evicted
 
     def evict(self) -> None: ...
 
@@ -96,6 +107,7 @@ class ConnectionQuotas:
         protected_listeners: Iterable[str] = (),
         clock: Callable[[], float] = time.monotonic,
         metrics: object | None = None,
+        evict_to_admit: bool = False,
     ):
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
@@ -107,6 +119,7 @@ class ConnectionQuotas:
             )
         )
         self.protected = frozenset(protected_listeners)
+        self.evict_to_admit = evict_to_admit
         self.clock = clock
         self.metrics = metrics
         now = clock()
@@ -150,6 +163,12 @@ class ConnectionQuotas:
             refusal = Refusal.MAX_CONNECTIONS
         elif not state.protected and self.per_ip.get(host, 0) >= self.max_for(host):
             refusal = Refusal.MAX_CONNECTIONS_PER_IP
+        if (
+            refusal in (Refusal.LISTENER_MAX_CONNECTIONS, Refusal.MAX_CONNECTIONS)
+            and self.evict_to_admit
+            and self._evict_for(listener, within=state)
+        ):
+            refusal = None
         if refusal is not None:
             if self.metrics is not None:
                 self.metrics.connections_rejected.labels(
@@ -180,15 +199,17 @@ class ConnectionQuotas:
     def max_for(self, host: str) -> int:
         return self.ip_overrides.get(host, self.max_connections_per_ip)
 
-    def _evict_for(self, listener: str) -> None:
-        """Close the least recently active idle connection of an unprotected listener (Kafka's
-        ``lowestPriorityChannel``), making room for one on protected ``listener``."""
+    def _evict_for(self, listener: str, within: _Listener | None = None) -> bool:
+        """Close the least recently active idle connection that is not proven (Kafka's
+        ``lowestPriorityChannel``) of an unprotected listener (of ``within`` only, when given),
+        making room for one on ``listener``; False if there is none."""
+        states = [within] if within is not None else list(self.listeners.values())
         candidates = [
             c
-            for state in self.listeners.values()
+            for state in states
             if not state.protected
             for c in state.connections
-            if not c.busy and not c.closed
+            if not c.busy and not c.closed and not c.proven
         ]
         if not candidates:
             log.warning(
@@ -197,15 +218,16 @@ class ConnectionQuotas:
                 self.max_connections,
                 listener,
             )
-            return
+            return False
         victim = min(candidates, key=lambda c: c.last_activity)
         log.info(
             "max.connections (%d) reached: closing the least recently used client connection "
-            "for one on protected listener %s (KIP-402)",
+            "for one on listener %s (KIP-402)",
             self.max_connections,
             listener,
         )
         victim.evict()
+        return True
 
 
 def _resolve(overrides: Mapping[str, int]) -> dict[str, int]:

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.broker.connection_quotas import ConnectionQuotas, Refusal
 from odradek.config.broker import BrokerConfig
+from odradek.connection_quotas import ConnectionQuotas, Refusal
 from odradek.errors import InvalidConfigError
 
 
 class Conn:
-    def __init__(self, last_activity: float = 0.0, busy: bool = False):
+    def __init__(self, last_activity: float = 0.0, busy: bool = False, proven: bool = False):
         self.last_activity = last_activity
         self.busy = busy
         self.closed = False
+        self.proven = proven
 
     def evict(self) -> None:
         self.closed = True
@@ -59,6 +60,23 @@ def test_an_inter_broker_connection_over_max_connections_evicts_the_least_recent
     assert q.admit("PLAINTEXT", "10.0.0.2", Conn()) is Refusal.MAX_CONNECTIONS
     assert q.admit("INTERNAL", "10.0.0.9", Conn()) is None
     assert old.closed and not busy.closed and not newer.closed
+
+
+def test_the_controllers_listener_evicts_an_idle_unproven_connection_to_admit_one():
+    """The controller's one listener (evict_to_admit): a flood of idle connections makes room
+    for a newcomer by losing its own least recently used; proven (brokers') and busy ones stay.
+    """
+    q = ConnectionQuotas(max_connections=3, evict_to_admit=True)
+    q.add_listener("CONTROLLER", 3, 2**31 - 1)
+    broker, busy, idle = Conn(0, proven=True), Conn(1, busy=True), Conn(2)
+    for c in (broker, busy, idle):
+        assert q.admit("CONTROLLER", "127.0.0.1", c) is None
+    newcomer = Conn(3)
+    assert q.admit("CONTROLLER", "127.0.0.1", newcomer) is None
+    assert idle.closed and not broker.closed and not busy.closed
+    q.release("CONTROLLER", "127.0.0.1", idle)
+    newcomer.proven = True
+    assert q.admit("CONTROLLER", "127.0.0.1", Conn(4)) is Refusal.LISTENER_MAX_CONNECTIONS
 
 
 def test_listener_max_connections_binds_protected_listeners_too():
