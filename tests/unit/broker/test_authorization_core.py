@@ -23,6 +23,7 @@ from odradek.broker.handlers import (
 from odradek.broker.handlers.build import build
 from odradek.broker.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
 from odradek.broker.replica_manager import FetchResult
+from odradek.config.broker import BROKER_KEYS
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
@@ -238,6 +239,7 @@ def fetch_broker():
     return SimpleNamespace(
         replica_manager=FetchReplicas(),
         fetch_sessions=FetchSessionCache.of(),
+        fetch_max_bytes=BROKER_KEYS["fetch.max.bytes"].default,
         metrics=None,
         client_quotas=None,
     )
