@@ -30,9 +30,11 @@ active idle connection that is not proven is closed to make room; it is refused 
 open connection is busy or proven. A flood of idle connections thus evicts itself, and a broker
 that reconnects (a restart, a lost connection) always gets in.
 
-Refusals are counted in ``odradek_connections_rejected_total`` (listener, reason) and accept
-delays in ``odradek_connection_accept_throttle_seconds_total`` (listener), Kafka's
-``connection-accept-throttle-time``. The clock is injected. Event loop only (not thread-safe).
+Refusals are counted in ``odradek_connections_rejected_total`` (listener, reason), evictions in
+``odradek_connections_evicted_total`` (listener) and accept delays in
+``odradek_connection_accept_throttle_seconds_total`` (listener), Kafka's
+``connection-accept-throttle-time`` (``ConnectionQuotaMetrics``, on the broker's and the
+controller's registries). The clock is injected. Event loop only (not thread-safe).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from odradek.config.connection_limits import INT_MAX, parse_ip_overrides
+from odradek.observability.metrics import ConnectionQuotaMetrics
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +91,7 @@ class _Rate:
 
 @dataclass
 class _Listener:
+    name: str
     max_connections: int
     rate: _Rate | None
     protected: bool
@@ -106,7 +110,7 @@ class ConnectionQuotas:
         max_connection_creation_rate: int = INT_MAX,
         protected_listeners: Iterable[str] = (),
         clock: Callable[[], float] = time.monotonic,
-        metrics: object | None = None,
+        metrics: ConnectionQuotaMetrics | None = None,
         evict_to_admit: bool = False,
     ):
         self.max_connections = max_connections
@@ -134,7 +138,7 @@ class ConnectionQuotas:
 
     def add_listener(self, name: str, max_connections: int, max_creation_rate: int) -> None:
         rate = _Rate(max_creation_rate, self.clock()) if max_creation_rate < INT_MAX else None
-        self.listeners[name] = _Listener(max_connections, rate, name in self.protected)
+        self.listeners[name] = _Listener(name, max_connections, rate, name in self.protected)
 
     # -- pacing --------------------------------------------------------------------------
 
@@ -205,7 +209,7 @@ class ConnectionQuotas:
         making room for one on ``listener``; False if there is none."""
         states = [within] if within is not None else list(self.listeners.values())
         candidates = [
-            c
+            (c, state.name)
             for state in states
             if not state.protected
             for c in state.connections
@@ -219,7 +223,7 @@ class ConnectionQuotas:
                 listener,
             )
             return False
-        victim = min(candidates, key=lambda c: c.last_activity)
+        victim, on = min(candidates, key=lambda candidate: candidate[0].last_activity)
         log.info(
             "max.connections (%d) reached: closing the least recently used client connection "
             "for one on listener %s (KIP-402)",
@@ -227,6 +231,8 @@ class ConnectionQuotas:
             listener,
         )
         victim.evict()
+        if self.metrics is not None:
+            self.metrics.connections_evicted.labels(listener=on).inc()
         return True
 
 

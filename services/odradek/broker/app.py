@@ -370,7 +370,7 @@ class BrokerApp:
                 config.effective_inter_broker_listener_name,
                 config.control_plane_listener_name,
             ),
-            metrics=context.metrics,
+            metrics=context.metrics.connection_quotas,
         )
         ports = {}
         for listener in config.listener_table:

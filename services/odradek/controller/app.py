@@ -91,6 +91,7 @@ class ControllerApp:
                 max_connections_per_ip_overrides=config.max_connections_per_ip_overrides,
                 max_connection_creation_rate=config.max_connection_creation_rate,
                 evict_to_admit=True,  # brokers are the only clients: see controller.server
+                metrics=self.metrics.connection_quotas,
             ),
             tls=tls,
             authorize=self._may_act_for_the_cluster if config.authorizer_class_name else None,

@@ -124,10 +124,9 @@ class _Connection:
         self.closed = False
         self.last_activity = last_activity
         self.proven = False  # served a request past the CLUSTER_ACTION check: a broker's
-        self.evicted = False
 
     def evict(self) -> None:
-        self.closed = self.evicted = True
+        self.closed = True
         log.info("closing %s: max.connections reached, it is the least recently used", self.peer)
         self.writer.transport.abort()
 
@@ -159,8 +158,6 @@ class ControllerServer:
         self.idle_timeout_s = idle_timeout_s
         self.connections: set[asyncio.Task[None]] = set()
         self.closed_connections = 0  # connections closed for a bad request (tests read it)
-        self.refused_connections = 0  # refused by the connection quotas (tests read it)
-        self.evicted_connections = 0  # closed to admit a newer one (tests read it)
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> int:
@@ -198,7 +195,6 @@ class ControllerServer:
         connection = _Connection(writer, peer, loop.time())
         refusal = self.quotas.admit(LISTENER, host, connection)
         if refusal is not None:
-            self.refused_connections += 1
             log.warning(
                 "refusing %s: %s reached",
                 peer,
@@ -224,8 +220,6 @@ class ControllerServer:
         finally:
             self.quotas.release(LISTENER, host, connection)
             connection.closed = True
-            if connection.evicted:
-                self.evicted_connections += 1
             if task is not None:
                 self.connections.discard(task)
             writer.close()

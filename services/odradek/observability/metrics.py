@@ -119,6 +119,15 @@ class _ApiSeries:
     succeeded: Counter  # requests{api, error="none"}: the common case, looked up once
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionQuotaMetrics:
+    """What ``odradek.connection_quotas`` counts, on a broker's and on a controller's registry."""
+
+    connections_rejected: Counter
+    connection_accept_throttle: Counter
+    connections_evicted: Counter
+
+
 @dataclass(eq=False)
 class BrokerMetrics:
     """A broker's metrics. Gauges are set directly (``metrics.partitions.set(n)``)."""
@@ -138,8 +147,7 @@ class BrokerMetrics:
     offline_log_dirs: Gauge
     connections: Gauge
     connections_closed: Counter
-    connections_rejected: Counter
-    connection_accept_throttle: Counter
+    connection_quotas: ConnectionQuotaMetrics
     sasl_authentications: Counter
     request_memory_used: Gauge
     requests_queued: Gauge
@@ -263,6 +271,7 @@ class ControllerMetrics:
     reassigning_partitions: Gauge
     reassignments_completed: Counter
     reassignments_cancelled: Counter
+    connection_quotas: ConnectionQuotaMetrics
 
 
 class _StateSetCollector(Collector):
@@ -514,20 +523,7 @@ def broker_metrics(
             ["reason"],
             registry=registry,
         ),
-        connections_rejected=Counter(
-            f"{NAMESPACE}_connections_rejected",
-            "Connections refused by a connection quota, by listener and reason "
-            "(listener_max_connections, max_connections, max_connections_per_ip).",
-            ["listener", "reason"],
-            registry=registry,
-        ),
-        connection_accept_throttle=Counter(
-            f"{NAMESPACE}_connection_accept_throttle_seconds",
-            "Seconds the accept loop waited for max.connection.creation.rate (KIP-612), by "
-            "listener: Kafka's connection-accept-throttle-time.",
-            ["listener"],
-            registry=registry,
-        ),
+        connection_quotas=connection_quota_metrics(registry),
         sasl_authentications=Counter(
             f"{NAMESPACE}_sasl_authentications",
             "SASL authentications on SASL listeners, by listener, mechanism and result "
@@ -600,6 +596,34 @@ def broker_metrics(
     )
 
 
+def connection_quota_metrics(registry: CollectorRegistry) -> ConnectionQuotaMetrics:
+    """Register the connection quotas' counters (a broker's and a controller's)."""
+    return ConnectionQuotaMetrics(
+        connections_rejected=Counter(
+            f"{NAMESPACE}_connections_rejected",
+            "Connections refused by a connection quota, by listener and reason "
+            "(listener_max_connections, max_connections, max_connections_per_ip).",
+            ["listener", "reason"],
+            registry=registry,
+        ),
+        connection_accept_throttle=Counter(
+            f"{NAMESPACE}_connection_accept_throttle_seconds",
+            "Seconds the accept loop waited for max.connection.creation.rate (KIP-612), by "
+            "listener: Kafka's connection-accept-throttle-time.",
+            ["listener"],
+            registry=registry,
+        ),
+        connections_evicted=Counter(
+            f"{NAMESPACE}_connections_evicted",
+            "Idle connections closed at max.connections to admit a new one, by the listener they "
+            "were on: a broker's, for one on a protected listener (KIP-402); the controller's, "
+            "for any new one (a broker's connection is never closed so).",
+            ["listener"],
+            registry=registry,
+        ),
+    )
+
+
 def controller_metrics(registry: CollectorRegistry) -> ControllerMetrics:
     """Register a controller's metrics on ``registry``."""
     prefix = f"{NAMESPACE}_controller"
@@ -667,6 +691,7 @@ def controller_metrics(registry: CollectorRegistry) -> ControllerMetrics:
             "replicas): back to the original replicas.",
             registry=registry,
         ),
+        connection_quotas=connection_quota_metrics(registry),
     )
 
 

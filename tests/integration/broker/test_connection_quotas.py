@@ -51,7 +51,8 @@ def test_max_connections_per_ip_and_its_overrides(make_broker):
         max_connections_per_ip=3, max_connections_per_ip_overrides="127.0.0.2:6"
     )
     broker = make_broker(quotas=quotas)
-    quotas.metrics = broker.metrics  # the broker's registry, made after the quotas here
+    # the broker's registry, made after the quotas here
+    quotas.metrics = broker.metrics.connection_quotas
     socks = []
     try:
         ones = [connect_from("127.0.0.1", broker.port) for _ in range(3)]
@@ -97,7 +98,8 @@ def test_creation_rate_paces_accepts_without_refusing(make_broker):
 def test_a_protected_listener_over_max_connections_evicts_the_least_recently_used(make_broker):
     quotas = ConnectionQuotas(max_connections=4, protected_listeners=("CONTROL_PLANE",))
     broker = make_broker(quotas=quotas)
-    quotas.metrics = broker.metrics  # the broker's registry, made after the quotas here
+    # the broker's registry, made after the quotas here
+    quotas.metrics = broker.metrics.connection_quotas
     socks = []
     try:
         clients = [connect_from("127.0.0.1", broker.port) for _ in range(4)]

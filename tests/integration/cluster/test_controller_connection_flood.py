@@ -14,6 +14,7 @@ from confluent_kafka import ElectionType, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.local import cluster
+from support.scraping import sample_total
 
 pytestmark = pytest.mark.integration
 
@@ -73,12 +74,20 @@ def test_a_flood_of_idle_connections_does_not_keep_brokers_from_the_controller(
             with open(broker.log) as log:
                 stopped = [line for line in log if "controlled shutdown" in line]
             still_held = sum(not _closed(s) for s in flood)
+            evicted = sample_total(
+                controller, "odradek_connections_evicted_total", listener="CONTROLLER"
+            )
+            rejected = sample_total(controller, "odradek_connections_rejected_total")
             print(
                 f"\nwith {held} idle connections held at the controller "
                 f"(max.connections {MAX_CONNECTIONS}, {FLOOD} opened): ElectLeaders answered in "
                 f"{elect_s:.2f} s, the broker restarted in {restart_s:.1f} s, ElectLeaders "
-                f"after it in {after_restart_s:.2f} s; {still_held} idle ones still held"
+                f"after it in {after_restart_s:.2f} s; {still_held} idle ones still held; the "
+                f"controller counted {evicted:.0f} evicted, {rejected:.0f} refused"
             )
+            # The flood's excess and each of the broker's new connections evicted one each.
+            assert evicted >= FLOOD - MAX_CONNECTIONS, evicted
+            assert rejected == 0, rejected
             assert any("controlled shutdown succeeded" in line for line in stopped), stopped
         finally:
             for s in flood:

@@ -158,11 +158,16 @@ def test_build_info_and_process_metrics():
 
 
 def test_every_metric_has_help_text_and_the_odradek_prefix():
-    registry = new_registry()
-    common_metrics(registry)
-    broker_metrics(registry)
-    controller_metrics(registry)
-    families = list(text_string_to_metric_families(generate_latest(registry).decode()))
+    # A broker's and a controller's registries (both hold the connection quotas' counters).
+    broker, controller = new_registry(), new_registry()
+    common_metrics(broker)
+    broker_metrics(broker)
+    controller_metrics(controller)
+    families = [
+        family
+        for registry in (broker, controller)
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+    ]
     # prometheus_client adds a "<name>_created" family to unlabelled histograms in text format.
     ours = {
         f.name: f
@@ -201,6 +206,7 @@ def test_every_metric_has_help_text_and_the_odradek_prefix():
         "odradek_connections_closed",
         "odradek_connections_rejected",
         "odradek_connection_accept_throttle_seconds",
+        "odradek_connections_evicted",
         "odradek_sasl_authentications",
         "odradek_broker_request_memory_used_bytes",
         "odradek_broker_requests_queued",
