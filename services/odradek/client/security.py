@@ -14,11 +14,16 @@ exchange on a just-opened connection, after ApiVersions, as Kafka's clients do (
 A refusal is ``SaslAuthenticationError`` with the broker's message; neither the password nor a
 token is ever put in a message. Session re-authentication (KIP-368) is not done: the broker
 answers a session lifetime of 0. One exchange per connection, on its event loop.
+
+``client_security(settings)`` builds a ``ClientSecurity`` from librdkafka's security settings (as
+``client.java_security.translate`` returns them), so a tool or a worker configured with Kafka's
+keys gives Odradek's own client the same TLS and SASL as its librdkafka clients.
 """
 
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,11 +31,18 @@ import scramp
 
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
+from odradek.client.java_security import JavaSecurityError
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.sasl import PASSWORD_MECHANISMS
 
-__all__ = ["MECHANISMS", "ClientSecurity", "SaslAuthenticationError", "SaslCredentials"]
+__all__ = [
+    "MECHANISMS",
+    "ClientSecurity",
+    "SaslAuthenticationError",
+    "SaslCredentials",
+    "client_security",
+]
 
 MECHANISMS = PASSWORD_MECHANISMS  # the brokers' (security.sasl) but OAUTHBEARER: not spoken here
 
@@ -54,6 +66,46 @@ class SaslCredentials:
 class ClientSecurity:
     tls: ssl.SSLContext | None = None
     sasl: SaslCredentials | None = None
+
+
+def client_security(settings: Mapping[str, str]) -> ClientSecurity:
+    """TLS and SASL of librdkafka's security ``settings``; reads the PEM files they name.
+
+    Refuses (``JavaSecurityError``) what this client does not speak: OAUTHBEARER, and TLS files
+    that do not load."""
+    protocol = settings.get("security.protocol", "PLAINTEXT").upper()
+    sasl = None
+    if protocol.startswith("SASL_"):
+        mechanism = settings.get("sasl.mechanism", "")
+        if mechanism not in MECHANISMS:
+            raise JavaSecurityError(
+                "sasl.mechanism",
+                f"{mechanism or 'none'} is not spoken by Odradek's own client (one of "
+                f"{', '.join(MECHANISMS)})",
+            )
+        sasl = SaslCredentials(mechanism, settings["sasl.username"], settings["sasl.password"])
+    return ClientSecurity(_ssl_context(settings) if protocol.endswith("SSL") else None, sasl)
+
+
+def _ssl_context(settings: Mapping[str, str]) -> ssl.SSLContext:
+    try:
+        context = ssl.create_default_context(cafile=settings.get("ssl.ca.location"))
+    except (OSError, ssl.SSLError) as e:
+        raise JavaSecurityError("ssl.ca.location", f"cannot load the CA file: {e}") from e
+    if "ssl.certificate.location" in settings:
+        try:
+            context.load_cert_chain(
+                settings["ssl.certificate.location"],
+                settings.get("ssl.key.location"),
+                settings.get("ssl.key.password"),
+            )
+        except (OSError, ssl.SSLError) as e:
+            raise JavaSecurityError(
+                "ssl.certificate.location", f"cannot load the certificate and key: {e}"
+            ) from e
+    if settings.get("ssl.endpoint.identification.algorithm", "https") != "https":
+        context.check_hostname = False
+    return context
 
 
 async def _exchange(connection: BrokerConnection, api_key: int, max_version: int, **fields: Any):

@@ -1,5 +1,5 @@
-"""``--command-config``: Kafka's Java client keys become librdkafka's, librdkafka's pass through,
-and what the commands cannot honour is refused with the key named (never a password)."""
+"""``--command-config``: a file's keys go through the one mapping (``client.java_security``, tested
+there) and its refusals come back with the file's line; other keys are refused by name."""
 
 from __future__ import annotations
 
@@ -76,46 +76,22 @@ def test_an_empty_file_is_plaintext():
 @pytest.mark.parametrize(
     ("text", "named"),
     [
-        ("ssl.truststore.location=/t.jks\n", "ssl.truststore.location"),
-        ("ssl.truststore.type=PKCS12\nssl.truststore.location=/t.p12\n", "PKCS12"),
-        ("ssl.keystore.type=JKS\nssl.keystore.location=/k.jks\n", "ssl.keystore.location"),
-        ("ssl.truststore.password=x\n", "ssl.truststore.password"),
-        ("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\nsasl.username=u\n", "GSSAPI"),
+        ("ssl.truststore.location=/t.jks\n", "client.properties:1: ssl.truststore.location: .*JKS"),
         (
-            "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\nsasl.oauthbearer.method=oidc\n",
-            "no sasl.oauthbearer.client.id",
+            "# a comment\nssl.truststore.password=x\n",
+            "client.properties:2: ssl.truststore.password",
         ),
-        (f"{OIDC}sasl.oauthbearer.method=default\n", "only oidc"),
-        (f"{OIDC}sasl.username=u\n", "sasl.username: goes only with OAUTHBEARER"),
+        ("linger.ms=5\n", "client.properties:1: linger.ms: not a client setting"),
         (
-            "sasl.mechanism=PLAIN\nsasl.oauthbearer.client.id=x\n",
-            "sasl.oauthbearer.client.id: goes only with sasl.mechanism=OAUTHBEARER",
+            "sasl.mechanism=PLAIN\nsasl.username=u\nsasl.password=p\n"
+            f'sasl.jaas.config={PLAIN} required username="v" password="p";\n',
+            "client.properties:4: sasl.jaas.config: says otherwise than sasl.username on line 2",
         ),
-        ("sasl.kerberos.service.name=kafka\n", "sasl.kerberos.service.name"),
-        ("linger.ms=5\n", "linger.ms"),
-        ("security.protocol=SSLV3\n", "security.protocol"),
-        ("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "no sasl.username"),
-        ("security.protocol=SASL_SSL\nsasl.username=u\nsasl.password=p\n", "no sasl.mechanism"),
-        (
-            "sasl.mechanism=PLAIN\n"
-            "sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;\n",
-            "Krb5LoginModule",
-        ),
-        (
-            f'sasl.mechanism=PLAIN\nsasl.jaas.config={SCRAM} required username="u" password="p";\n',
-            "does not go with",
-        ),
-        (f'sasl.jaas.config={SCRAM} required username="u" password="p";\n', "no sasl.mechanism"),
-        (f'sasl.mechanism=PLAIN\nsasl.jaas.config={PLAIN} required username="u";\n', "password"),
-        (
-            f"sasl.mechanism=PLAIN\nsasl.jaas.config={PLAIN} required username=u password=p "
-            "tokenauth=true;\n",
-            "tokenauth",
-        ),
-        ("ssl.endpoint.identification.algorithm=dns\n", "ssl.endpoint.identification.algorithm"),
+        ("sasl.mechanisms=GSSAPI\n", "client.properties:1: sasl.mechanism: GSSAPI"),
     ],
 )
-def test_what_the_commands_cannot_honour_is_refused_by_name(text, named):
+def test_what_the_commands_cannot_honour_is_refused_by_name_and_line(text, named):
+    """The mapping's refusals (``client.java_security``, tested there) come with the file's line."""
     with pytest.raises(ClientPropertiesError, match=named):
         translate(text, "client.properties")
 
@@ -139,57 +115,6 @@ def test_librdkafkas_oidc_keys_pass_through_for_librdkafka_only():
     with pytest.raises(ClientPropertiesError, match="runs on Odradek's own client") as refused:
         settings.client_security()
     assert "svc-secret" not in str(refused.value)
-
-
-def test_the_java_clients_oidc_login_becomes_librdkafkas():
-    settings = translate(
-        "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n"
-        f"sasl.login.callback.handler.class={OIDC_HANDLER}\n"
-        "sasl.oauthbearer.token.endpoint.url=https://idp.test/token\n"
-        f'sasl.jaas.config={OAUTH_MODULE} required clientId="svc" clientSecret="s3cret" '
-        'scope="kafka";\n'
-    )
-    assert settings.librdkafka == {
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "OAUTHBEARER",
-        "sasl.oauthbearer.method": "oidc",
-        "sasl.oauthbearer.client.id": "svc",
-        "sasl.oauthbearer.client.secret": "s3cret",
-        "sasl.oauthbearer.scope": "kafka",
-        "sasl.oauthbearer.token.endpoint.url": "https://idp.test/token",
-    }
-
-
-@pytest.mark.parametrize(
-    ("text", "words"),
-    [
-        (  # Kafka's default login: an unsecured token the brokers refuse
-            f"sasl.mechanism=OAUTHBEARER\nsasl.jaas.config={OAUTH_MODULE} required clientId=a "
-            "clientSecret=b;\n",
-            "is Kafka's unsecured login",
-        ),
-        (
-            f"sasl.mechanism=OAUTHBEARER\nsasl.login.callback.handler.class=com.example.Login\n"
-            f"sasl.jaas.config={OAUTH_MODULE} required clientId=a clientSecret=b;\n",
-            "only org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
-        ),
-        (
-            f"sasl.mechanism=OAUTHBEARER\nsasl.login.callback.handler.class={OIDC_HANDLER}\n"
-            f"sasl.jaas.config={OAUTH_MODULE} required clientId=a;\n",
-            "option clientSecret is missing",
-        ),
-        (
-            f"sasl.mechanism=OAUTHBEARER\nsasl.login.callback.handler.class={OIDC_HANDLER}\n"
-            f"sasl.jaas.config={OAUTH_MODULE} required clientId=a clientSecret=b "
-            "unsecuredLoginStringClaim_sub=x;\n",
-            "option unsecuredLoginStringClaim_sub is not supported",
-        ),
-    ],
-)
-def test_the_java_clients_other_oauthbearer_logins_are_refused(text, words):
-    with pytest.raises(ClientPropertiesError, match=words) as refused:
-        translate(text)
-    assert "clientSecret=b" not in str(refused.value)
 
 
 def test_disagreeing_passwords_are_refused_without_showing_either():
