@@ -38,6 +38,12 @@ login module or JAAS option, and every other ``sasl.*`` or ``ssl.*`` key. A Java
 librdkafka key that say different things (two passwords) are refused too. A message never holds
 the value of a secret key.
 
+``layer(base, top)`` stacks two sets of security keys, as Connect stacks a worker's top-level
+keys, its ``producer.`` ones and a connector's ``producer.override.`` ones: a key of ``top``
+replaces in ``base`` every key that says the same thing under another name (``SAME_SETTING``:
+``sasl.jaas.config`` replaces ``sasl.username`` and ``sasl.password``, and back), so a Java key
+above a librdkafka key is an override, not a conflict.
+
 Pure: no I/O (the files named are not opened here); any thread.
 """
 
@@ -56,6 +62,7 @@ __all__ = [
     "SECRET_KEYS",
     "JavaSecurityError",
     "is_security_key",
+    "layer",
     "translate",
 ]
 
@@ -125,6 +132,21 @@ SECRET_KEYS = (
     "sasl.oauthbearer.client.secret",
 )
 ENDPOINT_ALGORITHMS = ("https", "none", "")
+# Keys that say the same thing (the Java client's and librdkafka's names): one replaces the others.
+SAME_SETTING = (
+    (
+        "sasl.jaas.config",
+        "sasl.username",
+        "sasl.password",
+        "sasl.oauthbearer.client.id",
+        "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.scope",
+    ),
+    ("sasl.login.callback.handler.class", "sasl.oauthbearer.method"),
+    ("sasl.mechanism", "sasl.mechanisms"),
+    ("ssl.truststore.location", "ssl.ca.location"),
+    ("ssl.keystore.location", "ssl.certificate.location", "ssl.key.location"),
+)
 # Why a Java-only key is refused: exact keys first, then by prefix.
 REFUSED = {
     "ssl.truststore.password": "store passwords go with JKS and PKCS12 stores, which are not "
@@ -162,6 +184,22 @@ def is_security_key(key: str) -> bool:
     return key == "security.protocol" or key.startswith(("sasl.", "ssl."))
 
 
+def layer(base: Mapping[str, str], top: Mapping[str, str]) -> dict[str, str]:
+    """``base`` with ``top``'s keys over it, each replacing its other names; see the module."""
+    result = dict(base)
+    for key in top:
+        for group in SAME_SETTING:
+            if key in group:
+                for other in group:
+                    if other not in top:
+                        result.pop(other, None)
+    result.update(top)
+    for kind in ("trust", "key"):  # a store type goes with its location: base's, replaced
+        if f"ssl.{kind}store.location" not in result and f"ssl.{kind}store.type" not in top:
+            result.pop(f"ssl.{kind}store.type", None)
+    return result
+
+
 def _store(java: Mapping[str, str], kind: str) -> str | None:
     """The PEM file of ``ssl.<kind>store.location``, or a refusal of any other store type."""
     location = java.get(f"ssl.{kind}store.location")
@@ -173,7 +211,7 @@ def _store(java: Mapping[str, str], kind: str) -> str | None:
     if store_type is None or store_type.upper() != "PEM":
         named = store_type or "JKS (the Java client's default)"
         raise JavaSecurityError(
-            f"ssl.{kind}store.location",
+            f"ssl.{kind}store.type" if store_type else f"ssl.{kind}store.location",
             f"ssl.{kind}store.type {named} is not supported: give a PEM file with "
             f"ssl.{kind}store.type=PEM",
         )

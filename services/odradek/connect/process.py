@@ -2,13 +2,14 @@
 
 Standalone (``run_standalone``), in order: the plugins are found; the REST listener is bound
 first (``listeners``; port 0 picks one) so the worker id (``rest.advertised.host.name:port``)
-is known before anything reports a status; the worker, its file offset store and in-memory
-statuses are made; the cluster id is asked of the brokers (bounded; unknown if they do not
-answer); the REST API starts serving; the connectors given on the command line are created, in
-order (one that is refused stops the process with its reason, as Kafka's ``ConnectStandalone``
-does). It then runs until SIGTERM or SIGINT: the REST listener closes, every task and connector
-stops (tasks commit their offsets as they stop), all within ``STOP_TIMEOUT_S``; past it the
-process exits at once with code 1 (a plugin stuck in its thread cannot be interrupted).
+is known before anything reports a status; the cluster id is asked of the brokers (bounded;
+unknown if they do not answer; credentials they refuse stop the start with exit code 1); the
+worker, its file offset store and in-memory statuses are made; the REST API starts serving; the
+connectors given on the command line are created, in order (one that is refused stops the
+process with its reason, as Kafka's ``ConnectStandalone`` does). It then runs until SIGTERM
+or SIGINT: the REST listener closes, every task and connector stops (tasks commit their offsets
+as they stop), all within ``STOP_TIMEOUT_S``; past it the process exits at once with code 1 (a
+plugin stuck in its thread cannot be interrupted).
 
 Connector files (``read_connector_file``): a ``.properties`` file read by the project's own
 reader (``odradek.config.properties``), or a ``.json`` file holding either the config map or
@@ -89,13 +90,32 @@ def read_connector_file(path: str) -> tuple[str, dict[str, str]]:
         raise ConnectorFileError(f"{path}: {exc}") from exc
 
 
+class ClusterAuthenticationError(Exception):
+    """The brokers refused the worker's credentials: a start cannot go on (retrying cannot
+    make a wrong password right). The message is librdkafka's, which holds no secret."""
+
+
 def _cluster_id(config: WorkerConfig) -> str | None:
+    """The cluster id (None if the brokers do not answer in time: the worker runs and GET /
+    says it is unknown); ``ClusterAuthenticationError`` if they refuse the credentials."""
+    from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient
 
+    refused: list[str] = []
+
+    def on_error(error: KafkaError) -> None:  # librdkafka's thread: only records
+        if error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+            refused.append(error.str())
+
+    admin = AdminClient({**config.admin_config(), "error_cb": on_error})
     try:
-        admin = AdminClient(config.admin_config())
         return admin.list_topics(timeout=CLUSTER_ID_TIMEOUT_S).cluster_id
     except Exception as exc:  # noqa: BLE001 - the worker runs; GET / says the id is unknown
+        admin.poll(0)  # librdkafka hands errors to error_cb in poll only
+        if refused:
+            raise ClusterAuthenticationError(
+                f"the Kafka cluster refused the worker's credentials: {refused[0]}"
+            ) from exc
         log.warning("could not read the Kafka cluster id: %s", exc)
         return None
 
@@ -191,9 +211,9 @@ async def _stop_within(server: Any, herder: Any) -> bool:
 async def run_standalone(
     config: WorkerConfig, connector_files: list[tuple[str, dict[str, str]]]
 ) -> int:
-    """Run a standalone worker until SIGTERM/SIGINT; the exit code (0, or 1 if a connector given
-    on the command line was refused; a stop that overruns ``STOP_TIMEOUT_S`` exits with 1 at
-    once)."""
+    """Run a standalone worker until SIGTERM/SIGINT; the exit code (0, or 1 if the brokers refused
+    the worker's credentials or a connector given on the command line was refused; a stop that
+    overruns ``STOP_TIMEOUT_S`` exits with 1 at once)."""
     from odradek.connect.plugins import Plugins
     from odradek.connect.runtime.offsets import FileOffsetStore
     from odradek.connect.runtime.status import MemoryStatusListener
@@ -206,10 +226,15 @@ async def run_standalone(
     listener = _bind_rest(config)
     try:
         worker_id = listener.worker_id
+        try:
+            cluster_id = await asyncio.to_thread(_cluster_id, config)
+        except ClusterAuthenticationError as exc:
+            log.error("%s", exc)
+            listener.sock.close()
+            return 1
         status = MemoryStatusListener()
         offset_store = FileOffsetStore(config.offset_storage_file)
         worker = Worker(config, plugins, offset_store, status, worker_id=worker_id)
-        cluster_id = await asyncio.to_thread(_cluster_id, config)
         herder = StandaloneHerder(
             worker,
             status,

@@ -10,6 +10,11 @@ those clients with the prefix removed, as librdkafka properties (librdkafka and 
 share most names: ``acks``, ``linger.ms``, ``max.poll.interval.ms``...). Converter properties keep
 theirs: ``key.converter.schemas.enable`` is ``schemas.enable`` for the key converter.
 
+Security keys (``security.protocol``, ``sasl.*``, ``ssl.*``), top-level or prefixed, are the Java
+client's or librdkafka's and are mapped, layered and checked by ``worker_security`` (what cannot
+be mapped is refused here, at the worker's start); ``security_settings()`` is the top-level
+layer alone, for the distributed group membership's client.
+
 Immutable after construction; safe to share between threads.
 """
 
@@ -19,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.connect import worker_security
 from odradek.connect.api import ConfigException
 
 CLIENT_PREFIXES = ("producer.", "consumer.", "admin.")
@@ -53,7 +59,9 @@ KEYS: dict[str, _Key] = {
     "offset.flush.interval.ms": _Key(int, 60_000, minimum=1),
     "offset.flush.timeout.ms": _Key(int, 5_000, minimum=1),
     "task.shutdown.graceful.timeout.ms": _Key(int, 5_000, minimum=0),
-    "connector.client.config.override.policy": _Key(str, "All", choices=("All", "None")),
+    "connector.client.config.override.policy": _Key(
+        str, "All", choices=worker_security.OVERRIDE_POLICIES
+    ),
     # standalone
     "offset.storage.file.filename": _Key(str, None, _R_STANDALONE),
     # distributed
@@ -143,6 +151,8 @@ class WorkerConfig:
                 raise ConfigException(name, f"not supported: {REFUSED[name]}")
             if name.startswith(CLIENT_PREFIXES + CONVERTER_PREFIXES):
                 continue
+            if worker_security.is_security_key(name):
+                continue  # checked below, with the prefixed ones
             key = KEYS.get(name)
             if key is None:
                 raise ConfigException(name, "unknown worker configuration key")
@@ -154,6 +164,16 @@ class WorkerConfig:
                 self.values[name] = key.default
         if distributed and self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ConfigException("heartbeat.interval.ms", "must be lower than session.timeout.ms")
+        for client in (None, *worker_security.CLIENTS):  # every layer the worker itself sets
+            self._security(client)
+        mechanism = self.security_settings().get("sasl.mechanism")
+        protocol = self.security_settings().get("security.protocol", "PLAINTEXT").upper()
+        if distributed and protocol.startswith("SASL_") and mechanism == "OAUTHBEARER":
+            raise ConfigException(
+                "sasl.mechanism",
+                "OAUTHBEARER is not supported in distributed mode: the group membership's "
+                "client speaks PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512",
+            )
 
     @classmethod
     def from_file(cls, path: str, *, distributed: bool) -> WorkerConfig:
@@ -215,19 +235,40 @@ class WorkerConfig:
         name = f"{which}.converter"
         return self.values[name], self.prefixed(name + ".")
 
-    def _client_base(self) -> dict[str, Any]:
+    def _security(self, client: str | None, overrides: Mapping[str, str] = ()) -> dict[str, str]:
+        prefixed = self.prefixed(f"{client}.") if client else {}
+        return worker_security.client_security(self.props, client, prefixed, overrides)
+
+    def security_settings(self) -> dict[str, str]:
+        """librdkafka's security settings of the top-level keys (no client prefix)."""
+        return self._security(None)
+
+    def client_overrides(self, connector_config: Mapping[str, str], client: str) -> dict:
+        """A connector's ``<client>.override.*`` keys, as the override policy allows them."""
+        policy = self.values["connector.client.config.override.policy"]
+        return worker_security.client_overrides(policy, connector_config, client)
+
+    def _client(self, client: str, overrides: Mapping[str, str]) -> dict[str, Any]:
+        """What every client gets: the bootstrap servers, client.id, the client's own
+        (``<client>.*``) and the connector's ``overrides``, the security keys mapped."""
         base: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
         if self.values["client.id"]:
             base["client.id"] = self.values["client.id"]
-        return base
+        own = self.prefixed(f"{client}.")
+        plain = {
+            k: v
+            for k, v in {**own, **dict(overrides)}.items()
+            if not worker_security.is_security_key(k)
+        }
+        return {**base, **plain, **self._security(client, overrides)}
 
     def producer_config(self, overrides: Mapping[str, str] = ()) -> dict[str, Any]:
         """A confluent-kafka Producer config: Kafka Connect's producer defaults (acks=all,
         idempotence, Java's murmur2 partitioner, one retry budget bounded by
         delivery.timeout.ms), then ``producer.*``,
         then ``overrides`` (a connector's ``producer.override.*``)."""
+        client = self._client("producer", overrides)
         config = {
-            **self._client_base(),
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": 5,
@@ -235,8 +276,7 @@ class WorkerConfig:
             # Java's partitioner: a keyed record lands where Kafka Connect would put it, and an
             # exactly-once task's offset records where the offset store writes the same key
             "partitioner": "murmur2_random",
-            **self.prefixed("producer."),
-            **dict(overrides),
+            **client,
         }
         return config
 
@@ -246,11 +286,9 @@ class WorkerConfig:
         """A confluent-kafka Consumer config for ``group`` (None: no group, manual assignment):
         no auto-commit, earliest, as Kafka Connect's sink and store consumers."""
         config: dict[str, Any] = {
-            **self._client_base(),
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
-            **self.prefixed("consumer."),
-            **dict(overrides),
+            **self._client("consumer", overrides),
         }
         if group is not None:
             config["group.id"] = group
@@ -259,4 +297,4 @@ class WorkerConfig:
         return config
 
     def admin_config(self, overrides: Mapping[str, str] = ()) -> dict[str, Any]:
-        return {**self._client_base(), **self.prefixed("admin."), **dict(overrides)}
+        return self._client("admin", overrides)

@@ -101,8 +101,10 @@ class ClusterClient:
         *,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         security: ClientSecurity | None = None,
+        client_id: str = CLIENT_ID,
     ):
         self.addresses = parse_bootstrap(bootstrap)
+        self.client_id = client_id
         self.security = security or ClientSecurity()  # for every connection
         self.request_timeout_s = request_timeout_s
         self.broker_addresses: dict[int, tuple[str, int]] = {}
@@ -149,7 +151,7 @@ class ClusterClient:
             if broker_id not in self.broker_addresses:
                 raise ClusterUnreachableError(f"broker {broker_id} is not in the cluster metadata")
             host, port = self.broker_addresses[broker_id]
-            connection = await self._open(host, port)
+            connection = await self.open_connection(host, port)
             self._by_id[broker_id] = connection
         try:
             return await self._send(connection, api_key, max_version, make)
@@ -184,18 +186,20 @@ class ClusterClient:
             host, port = self.addresses[self._next_address % len(self.addresses)]
             self._next_address += 1
             try:
-                self._any = await self._open(host, port)
+                self._any = await self.open_connection(host, port)
                 return self._any
             except ClusterUnreachableError as e:
                 errors.append(str(e))
         raise ClusterUnreachableError("; ".join(errors))
 
-    async def _open(self, host: str, port: int) -> BrokerConnection:
+    async def open_connection(self, host: str, port: int) -> BrokerConnection:
+        """A new connection to ``host:port``, versions negotiated and secured as every other
+        (the caller owns and closes it: a group member's connection to its coordinator)."""
         try:
             connection = await BrokerConnection.open(
                 host,
                 port,
-                client_id=CLIENT_ID,
+                client_id=self.client_id,
                 connect_timeout_s=CONNECT_TIMEOUT_S,
                 request_timeout_s=self.request_timeout_s,
                 tls=self.security.tls,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.client.java_security import JavaSecurityError, is_security_key, translate
+from odradek.client.java_security import JavaSecurityError, is_security_key, layer, translate
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
@@ -59,13 +59,13 @@ def test_nothing_is_plaintext_and_security_keys_are_told_apart():
         ({"ssl.truststore.location": "/t.jks"}, "ssl.truststore.location", "JKS"),
         (
             {"ssl.truststore.type": "PKCS12", "ssl.truststore.location": "/t.p12"},
-            "ssl.truststore.location",
+            "ssl.truststore.type",
             "PKCS12",
         ),
         ({"ssl.truststore.type": "PEM"}, "ssl.truststore.type", "no ssl.truststore.location"),
         (
             {"ssl.keystore.type": "JKS", "ssl.keystore.location": "/k.jks"},
-            "ssl.keystore.location",
+            "ssl.keystore.type",
             "JKS",
         ),
         ({"ssl.truststore.password": "x"}, "ssl.truststore.password", "PEM"),
@@ -241,3 +241,28 @@ def test_disagreeing_passwords_are_refused_without_showing_either():
 def test_a_key_that_is_not_a_security_key_is_the_callers_mistake():
     with pytest.raises(ValueError, match="linger.ms is not a security key"):
         translate({"linger.ms": "5"})
+
+
+def test_layered_keys_replace_what_says_the_same_under_another_name():
+    worker = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "worker",
+        "sasl.password": "worker-secret",
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": "/ca.pem",
+    }
+    connector = {
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": f'{SCRAM} required username="c" password="c-secret";',
+        "ssl.ca.location": "/other-ca.pem",
+    }
+    assert translate(layer(worker, connector)) == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "c",
+        "sasl.password": "c-secret",
+        "ssl.ca.location": "/other-ca.pem",
+    }
+    # A location alone over a PEM store keeps its type.
+    assert layer(worker, {"ssl.truststore.location": "/b.pem"})["ssl.truststore.type"] == "PEM"

@@ -47,6 +47,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
+from odradek.client.security import client_security
 from odradek.connect import storage_format as sf
 from odradek.connect.connector_checks import (
     check_connector_config,
@@ -132,6 +133,7 @@ class DistributedHerder:
             assign=self._assign,
             on_assignment=self._on_assignment,
             on_revoke_all=self._revoke_all,
+            security=client_security(config.security_settings()),
         )
         self._lock = asyncio.Lock()
         self._requests = asyncio.Lock()  # one check-then-write request at a time

@@ -16,6 +16,10 @@ MEMBER_ID_REQUIRED with the id to use (KIP-394), and the member joins again with
 UNKNOWN_MEMBER_ID answer drops the id. INCONSISTENT_GROUP_PROTOCOL (a member of another kind,
 e.g. a Java Connect worker, in the same group) is fatal: ``run()`` raises ``MembershipError``.
 
+Security: ``security`` (TLS, SASL PLAIN or SCRAM, from the worker's top-level keys through
+``client.security.client_security``) secures every connection, the coordinator's too. A refused
+SASL exchange (a wrong password) is fatal as well: retrying cannot make it pass.
+
 Bounds: JoinGroup waits at most ``rebalance.timeout.ms`` + ``JOIN_MARGIN_S`` (the coordinator
 holds it until every member joined); SyncGroup the same; Heartbeat and LeaveGroup
 ``session.timeout.ms``; retries back off ``RETRY_BACKOFF_S``. ``on_assignment`` runs while the
@@ -36,6 +40,7 @@ from typing import Any
 
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
+from odradek.client.security import ClientSecurity, SaslAuthenticationError
 from odradek.connect.distributed.protocol import (
     PROTOCOL_NAME,
     PROTOCOL_TYPE,
@@ -82,6 +87,15 @@ class MembershipError(Exception):
     """The group refuses this worker for good (e.g. INCONSISTENT_GROUP_PROTOCOL)."""
 
 
+def _authentication_failed(error: BaseException) -> bool:
+    """Whether a refused SASL exchange is the cause (ClusterClient wraps it)."""
+    while error is not None:
+        if isinstance(error, SaslAuthenticationError):
+            return True
+        error = error.__cause__
+    return False
+
+
 class _CoordinatorLost(Exception):
     """Look the coordinator up again and rejoin."""
 
@@ -120,6 +134,7 @@ class GroupMember:
         assign: AssignFn,
         on_assignment: OnAssignmentFn,
         on_revoke_all: Callable[[], Awaitable[None]] | None = None,
+        security: ClientSecurity | None = None,
     ):
         self.bootstrap_servers = bootstrap_servers
         self.group_id = group_id
@@ -134,7 +149,12 @@ class GroupMember:
         self._on_revoke_all = on_revoke_all
         self.member_id = ""
         self.generation: Generation | None = None
-        self._client = ClusterClient(bootstrap_servers, request_timeout_s=self.session_timeout_s)
+        self._client = ClusterClient(
+            bootstrap_servers,
+            request_timeout_s=self.session_timeout_s,
+            security=security,
+            client_id=CLIENT_ID,
+        )
         self._coordinator: BrokerConnection | None = None
         self._rejoin = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -182,6 +202,8 @@ class GroupMember:
                     if self._on_revoke_all is not None:
                         await self._on_revoke_all()
             except (ClientError, OpsError, OSError) as e:
+                if _authentication_failed(e):
+                    raise MembershipError(f"group {self.group_id}: {e}") from e
                 log.info("group %s: %s; retrying", self.group_id, e)
                 await self._close_coordinator()
                 await self._pause(RETRY_BACKOFF_S)
@@ -219,15 +241,7 @@ class GroupMember:
         except OpsError as e:
             raise _CoordinatorLost(str(e)) from e
         host, port = self._client.broker_addresses[node_id]
-        connection = await BrokerConnection.open(
-            host, port, client_id=CLIENT_ID, request_timeout_s=self.session_timeout_s
-        )
-        try:
-            await connection.negotiate_versions()
-        except ClientError:
-            await connection.close()
-            raise
-        self._coordinator = connection
+        self._coordinator = await self._client.open_connection(host, port)
 
     async def _close_coordinator(self) -> None:
         connection, self._coordinator = self._coordinator, None

@@ -2,7 +2,8 @@
 
 In order: the plugins are found; the REST listener is bound (its port is part of the worker id);
 the three stores create their topics if needed and read them to the end (in parallel, with the
-cluster id asked meanwhile); the worker is made; the REST API serves; the herder joins the group.
+cluster id asked meanwhile: credentials the brokers refuse stop the start, exit code 1); the
+worker is made; the REST API serves; the herder joins the group.
 On SIGTERM or SIGINT: the REST listener closes, the work here stops (tasks commit their offsets),
 the worker leaves the group, the stores stop, all within ``STOP_TIMEOUT_S``. A worker the group
 refuses (``MembershipError``) stops the same way and exits 1.
@@ -35,6 +36,7 @@ async def run_distributed(config: WorkerConfig) -> int:
     """
     from odradek.connect.plugins import Plugins
     from odradek.connect.process import (
+        ClusterAuthenticationError,
         _bind_rest,
         _cluster_id,
         _serve_rest,
@@ -61,8 +63,12 @@ async def run_distributed(config: WorkerConfig) -> int:
         return_exceptions=True,
     )
     failures = [r for r in results if isinstance(r, BaseException)]
-    if failures:
+    if isinstance(cluster_id, ClusterAuthenticationError):
+        log.error("%s", cluster_id)  # the cause of the stores' failures, or of those to come
+        failures.append(cluster_id)
+    elif failures:
         log.error("the internal topics cannot be used: %s", failures[0])
+    if failures:
         for store, result in zip(stores, results, strict=True):
             if not isinstance(result, BaseException):
                 await asyncio.to_thread(store.stop)

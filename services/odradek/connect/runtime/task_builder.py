@@ -47,16 +47,9 @@ ClientFactory = Callable[[dict[str, Any]], Any]
 def _client_overrides(
     config: Mapping[str, str], client: str, worker: WorkerConfig
 ) -> dict[str, str]:
-    """A connector's ``<client>.override.*`` keys, if the worker's
-    ``connector.client.config.override.policy`` allows them (``All``; ``None`` refuses)."""
-    prefix = f"{client}.override."
-    overrides = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
-    if overrides and worker.get("connector.client.config.override.policy") == "None":
-        raise ConfigException(
-            prefix + next(iter(overrides)),
-            "client overrides are refused by connector.client.config.override.policy=None",
-        )
-    return overrides
+    """A connector's ``<client>.override.*`` keys, as the worker's
+    ``connector.client.config.override.policy`` allows them (``worker_security``)."""
+    return worker.client_overrides(config, client)
 
 
 class TaskBuilder:
@@ -195,7 +188,11 @@ class TaskBuilder:
         connector_config: Mapping[str, str],
         error_config: ErrorConfig,
     ) -> DeadLetterQueueReporter:
-        self._ensure_topic(error_config.dlq_topic, error_config.dlq_replication_factor)
+        self._ensure_topic(
+            error_config.dlq_topic,
+            error_config.dlq_replication_factor,
+            _client_overrides(connector_config, "admin", self.config),
+        )
         producer = self._producer_factory(
             self.config.producer_config(
                 _client_overrides(connector_config, "producer", self.config)
@@ -209,11 +206,13 @@ class TaskBuilder:
             error_config.dlq_context_headers,
         )
 
-    def _ensure_topic(self, topic: str, replication_factor: int) -> None:
+    def _ensure_topic(
+        self, topic: str, replication_factor: int, overrides: Mapping[str, str]
+    ) -> None:
         """Create the DLQ topic if the cluster does not have it (as Kafka's DLQ reporter does)."""
         from confluent_kafka.admin import NewTopic
 
-        admin = self._admin_factory(self.config.admin_config())
+        admin = self._admin_factory(self.config.admin_config(overrides))
         if topic in admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics:
             return
         futures = admin.create_topics(
