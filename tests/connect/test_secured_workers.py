@@ -2,15 +2,21 @@
 ``sasl.mechanism``, ``sasl.jaas.config``, ``ssl.truststore.*``) move records on a SASL_SSL
 cluster: a standalone worker file source -> topic -> file sink, a distributed worker (group
 membership and internal topics secured too) a file source; a wrong password stops a worker
-with a clear error instead of hanging."""
+with a clear error instead of hanging; two distributed workers serve their REST API over HTTPS
+with basic authentication (Kafka's BasicAuthSecurityRestExtension) and forward to each other."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +24,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.local.pki import LocalPki
 from support.clusters import running_cluster
 from support.connect_workers import WorkerProcess, free_port, http, wait_for
 
@@ -26,6 +33,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.connect]
 WAIT_S = 60.0
 FAIL_WITHIN_S = 45.0  # a refused worker exits within this (its start is bounded)
 STOP_S = 30.0
+HTTP_TIMEOUT_S = 30.0
 STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
 SERVICES = Path(__file__).resolve().parents[2] / "services"
 GROUP_OVERRIDES = {
@@ -274,3 +282,122 @@ def test_a_wrong_password_stops_the_worker_with_a_clear_error(secured, tmp_path,
     assert process.returncode == 1, text[-4000:]
     assert "the Kafka cluster refused the worker's credentials" in text, text[-4000:]
     assert "not-the-password" not in text
+
+
+def _call(method: str, url: str, context, auth: str | None, body: object | None = None):
+    """(status, body text) of an HTTPS request; an HTTP error status is an answer."""
+    headers = {"Content-Type": "application/json"}
+    if auth is not None:
+        headers["Authorization"] = auth
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S, context=context) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_distributed_workers_serve_https_with_basic_auth_and_forward_to_each_other(
+    secured, tmp_path
+):
+    state, data_dir = secured
+    pki = LocalPki.create(tmp_path / "rest-pki", ("127.0.0.1", "localhost"))
+    keystore = pki.issue("connect-rest")
+    credentials = tmp_path / "rest.credentials"
+    credentials.write_text("operator=rest-secret\n")
+    jaas = tmp_path / "connect.jaas"
+    jaas.write_text(
+        "KafkaConnect {\n  org.apache.kafka.connect.rest.basic.auth.extension."
+        f'PropertyFileLoginModule required file="{credentials}";\n}};\n'
+    )
+    settings = worker_settings(
+        state,
+        data_dir,
+        tmp_path,
+        **{
+            "group.id": "secured-rest",
+            "config.storage.topic": "secured-rest-configs",
+            "offset.storage.topic": "secured-rest-offsets",
+            "status.storage.topic": "secured-rest-status",
+            "config.storage.replication.factor": "1",
+            "offset.storage.replication.factor": "1",
+            "status.storage.replication.factor": "1",
+            "offset.storage.partitions": "1",
+            "status.storage.partitions": "1",
+            "session.timeout.ms": "3000",
+            "heartbeat.interval.ms": "500",
+            "rest.extension.classes": "org.apache.kafka.connect.rest.basic.auth.extension."
+            "BasicAuthSecurityRestExtension",
+            "listeners.https.ssl.keystore.type": "PEM",
+            "listeners.https.ssl.keystore.location": str(keystore),
+            "listeners.https.ssl.truststore.type": "PEM",
+            "listeners.https.ssl.truststore.location": str(pki.ca_path),
+        },
+    )
+    properties = write_properties(tmp_path / "w.properties", settings)
+    worker_env = {**env(), "KAFKA_OPTS": f"-Djava.security.auth.login.config={jaas}"}
+    context = ssl.create_default_context(cafile=str(pki.ca_path))
+    auth = "Basic " + base64.b64encode(b"operator:rest-secret").decode()
+    workers = []
+    try:
+        for i in range(2):
+            port = free_port()
+            log = tmp_path / f"worker-{i}.log"
+            with log.open("wb") as out:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "odradek.cli", "connect", "distributed",
+                     str(properties), "--override", f"listeners=https://127.0.0.1:{port}"],
+                    stdout=out, stderr=subprocess.STDOUT, env=worker_env, start_new_session=True,
+                )  # fmt: skip
+            workers.append((process, f"https://127.0.0.1:{port}", log))
+
+        def ready(url: str, process, log: Path) -> bool:
+            assert process.poll() is None, log.read_text()[-4000:]
+            try:
+                return _call("GET", f"{url}/connectors", context, auth)[0] == 200
+            except OSError:
+                return False
+
+        for process, url, log in workers:
+            deadline = time.monotonic() + WAIT_S
+            while not ready(url, process, log):
+                assert time.monotonic() < deadline, log.read_text()[-4000:]
+                time.sleep(0.3)
+        url = workers[0][1]
+        assert _call("GET", f"{url}/connectors", context, None) == (
+            401,
+            "User cannot access the resource.",
+        )
+        wrong = "Basic " + base64.b64encode(b"operator:guess").decode()
+        assert _call("GET", f"{url}/connectors", context, wrong)[0] == 401
+        # Only the leader writes configs: one of the two workers forwards its request, over
+        # HTTPS, with the client's credentials.
+        source = tmp_path / "in.txt"
+        source.write_text("a\n")
+        for i, (_, url, log) in enumerate(workers):
+            config = {"connector.class": "FileStreamSource", "file": str(source), "topic": "r"}
+            deadline = time.monotonic() + WAIT_S
+            while True:
+                status, body = _call(
+                    "PUT", f"{url}/connectors/rest-{i}/config", context, auth, config
+                )
+                if status in (200, 201) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)  # 409 while the group rebalances
+            assert status in (200, 201), (status, body, log.read_text()[-4000:])
+        status, listed = _call("GET", f"{workers[1][1]}/connectors", context, auth)
+        assert status == 200 and {"rest-0", "rest-1"} <= set(json.loads(listed))
+        forwarded = 0.0
+        for _, url, _ in workers:
+            status, metrics = _call("GET", f"{url}/metrics", context, auth)
+            assert status == 200
+            forwarded += sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in metrics.splitlines()
+                if line.startswith("odradek_connect_rest_forwarded_requests_total")
+            )
+        assert forwarded >= 1, "no request was forwarded to the leader"
+    finally:
+        for process, _, _ in workers:
+            stop(process)

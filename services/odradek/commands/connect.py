@@ -75,7 +75,11 @@ def _distributed(args: argparse.Namespace) -> int:
     except ImportError as e:
         return _fail("distributed", f"distributed mode is not available in this build: {e}")
     logging.getLogger("odradek").setLevel(logging.INFO)
-    result = asyncio.run(run(config))
+    try:
+        result = asyncio.run(run(config))
+    except (OSError, ValueError) as e:  # the listener, its TLS and authentication files
+        print(f"odradek connect distributed: could not start: {e}", file=sys.stderr)
+        return 1
     return result if isinstance(result, int) else 0
 
 

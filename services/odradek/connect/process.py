@@ -35,10 +35,13 @@ from odradek.config.properties import PROPERTIES_FILE_MAX_BYTES, parse_propertie
 from odradek.connect.api import ConfigException
 from odradek.connect.herder import BadRequestError, HerderError
 from odradek.connect.rest import bodies
+from odradek.connect.rest import security as rest_security
 from odradek.connect.rest.catalog import PluginsCatalog
+from odradek.connect.rest.security import RestSecurity
 from odradek.connect.rest.server import (
     advertised_address,
     bind_listener,
+    listener_scheme,
     parse_listener,
     start_rest_server,
 )
@@ -151,6 +154,7 @@ class _RestListener:
     port: int
     advertised_host: str
     advertised_port: int
+    security: RestSecurity
 
     @property
     def worker_id(self) -> str:
@@ -158,12 +162,16 @@ class _RestListener:
 
     @property
     def url(self) -> str:
-        return f"http://{self.worker_id}"
+        return f"{self.security.scheme}://{self.worker_id}"
 
 
 def _bind_rest(config: WorkerConfig) -> _RestListener:
-    """Bind ``listeners`` (port 0 picks one) and work out the advertised address."""
+    """Bind ``listeners`` (port 0 picks one) and work out the advertised address; the REST
+    security's files are read first (``ConfigException`` naming a key)."""
     host, port = parse_listener(config.get("listeners"))
+    security = rest_security.load(
+        config.props, listener_scheme(config.get("listeners")), os.environ
+    )
     sock = bind_listener(host, port)
     try:
         bound_port = sock.getsockname()[1]
@@ -176,7 +184,7 @@ def _bind_rest(config: WorkerConfig) -> _RestListener:
     except BaseException:
         sock.close()
         raise
-    return _RestListener(sock, host, bound_port, advertised_host, advertised_port)
+    return _RestListener(sock, host, bound_port, advertised_host, advertised_port, security)
 
 
 async def _serve_rest(herder: Any, plugins: Any, listener: _RestListener) -> Any:
@@ -192,6 +200,7 @@ async def _serve_rest(herder: Any, plugins: Any, listener: _RestListener) -> Any
         metrics=connect_rest_metrics(registry),
         registry=registry,
         sock=listener.sock,
+        security=listener.security,
     )
 
 

@@ -28,6 +28,7 @@ from odradek.connect import worker_security
 from odradek.connect.api import ConfigException
 
 CLIENT_PREFIXES = ("producer.", "consumer.", "admin.")
+HTTPS_PREFIX = "listeners.https."  # the REST listener's TLS keys
 CONVERTER_PREFIXES = ("key.converter.", "value.converter.", "header.converter.")
 
 DEFAULT_HEADER_CONVERTER = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
@@ -55,7 +56,8 @@ KEYS: dict[str, _Key] = {
     "listeners": _Key(str, "http://:8083"),
     "rest.advertised.host.name": _Key(str, None),
     "rest.advertised.port": _Key(int, None, minimum=0),
-    "rest.advertised.listener": _Key(str, None, choices=("http",)),
+    "rest.advertised.listener": _Key(str, None, choices=("http", "https")),
+    "rest.extension.classes": _Key(str, ""),  # connect.rest.security checks and loads it
     "offset.flush.interval.ms": _Key(int, 60_000, minimum=1),
     "offset.flush.timeout.ms": _Key(int, 5_000, minimum=1),
     "task.shutdown.graceful.timeout.ms": _Key(int, 5_000, minimum=0),
@@ -149,8 +151,8 @@ class WorkerConfig:
                 raise ConfigException(name, f"value must be a string, got {type(raw).__name__}")
             if name in REFUSED:
                 raise ConfigException(name, f"not supported: {REFUSED[name]}")
-            if name.startswith(CLIENT_PREFIXES + CONVERTER_PREFIXES):
-                continue
+            if name.startswith(CLIENT_PREFIXES + CONVERTER_PREFIXES + (HTTPS_PREFIX,)):
+                continue  # HTTPS_PREFIX: checked with the listener, by connect.rest.security
             if worker_security.is_security_key(name):
                 continue  # checked below, with the prefixed ones
             key = KEYS.get(name)

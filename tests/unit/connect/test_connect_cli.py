@@ -112,6 +112,9 @@ def test_cli_exits_1_when_the_listener_is_taken_or_the_offsets_file_is_bad(
     worker = _worker_file(tmp_path, "http://127.0.0.1:0")
     assert main(["connect", "standalone", str(worker)]) == 1
     assert "offsets.json" in capsys.readouterr().err
-    worker = _worker_file(tmp_path, "https://127.0.0.1:0")
+    worker = _worker_file(tmp_path, "ftp://127.0.0.1:0")
     assert main(["connect", "standalone", str(worker)]) == 1
-    assert "only http://" in capsys.readouterr().err
+    assert "only http:// and https://" in capsys.readouterr().err
+    worker = _worker_file(tmp_path, "https://127.0.0.1:0")  # HTTPS without its keystore
+    assert main(["connect", "standalone", str(worker)]) == 1
+    assert "listeners.https.ssl.keystore.location" in capsys.readouterr().err

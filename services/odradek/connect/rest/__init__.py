@@ -4,6 +4,8 @@
 - ``app``: the routes, Kafka's JSON error shape, the request metrics.
 - ``forward``: a request a non-leader cannot answer, forwarded to the leader (at most two hops).
 - ``server``: the listener (``listeners``, ``rest.advertised.*``).
+- ``security``: HTTPS (``listeners.https.*``) and basic authentication (Kafka's
+  ``BasicAuthSecurityRestExtension``), read once at the worker's start.
 """
 
 from odradek.connect.rest.app import PluginCatalog, build_app

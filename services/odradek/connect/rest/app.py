@@ -48,6 +48,7 @@ from odradek.connect.herder import (
 )
 from odradek.connect.rest import bodies
 from odradek.connect.rest.forward import FORWARD_TIMEOUT_S, forward_to_leader
+from odradek.connect.rest.security import UNAUTHORIZED_BODY, RestSecurity
 from odradek.observability.metrics import OVERFLOW_LABEL, ConnectRestMetrics
 
 __all__ = [
@@ -331,12 +332,24 @@ def build_app(
     *,
     metrics: ConnectRestMetrics | None = None,
     registry: CollectorRegistry | None = None,
+    security: RestSecurity | None = None,
 ) -> web.Application:
     """The REST application, without a socket (``server.start_rest_server`` serves it).
 
     ``registry``, when given, is served at ``GET /metrics`` (Prometheus' text format).
+    ``security`` (``rest.security``): basic authentication of every request, and the TLS that
+    forwarding to the leader connects with.
     """
     api = _Api(herder, plugins)
+    security = security or RestSecurity()
+
+    @web.middleware
+    async def authenticate(request: web.Request, handler: Callable) -> web.StreamResponse:
+        if not security.authorized(
+            request.method, request.path, request.headers.get("Authorization")
+        ):
+            return web.Response(status=401, text=UNAUTHORIZED_BODY)
+        return await handler(request)
 
     @web.middleware
     async def observe(request: web.Request, handler: Callable) -> web.StreamResponse:
@@ -379,8 +392,9 @@ def build_app(
             return error_response(500, f"internal error: {type(exc).__name__}: {exc}")
 
     app = web.Application(
-        middlewares=[observe, errors], client_max_size=REST_REQUEST_BODY_MAX_BYTES
+        middlewares=[observe, authenticate, errors], client_max_size=REST_REQUEST_BODY_MAX_BYTES
     )
+    app[_SECURITY] = security
     app.cleanup_ctx.append(_client_session)
     routes = [
         ("GET", "/", api.root),
@@ -424,11 +438,15 @@ def build_app(
 
 
 _SESSION = web.AppKey("forward_session", aiohttp.ClientSession)
+_SECURITY = web.AppKey("rest_security", RestSecurity)
 
 
 async def _client_session(app: web.Application):
-    """One client session per app for forwarding; closed with the app."""
+    """One client session per app for forwarding (over the listener's TLS, if any); closed with
+    the app."""
     timeout = aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    tls = app[_SECURITY].client_tls
+    connector = aiohttp.TCPConnector(ssl=tls) if tls is not None else None
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
         app[_SESSION] = session
         yield

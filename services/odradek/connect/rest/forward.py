@@ -6,7 +6,9 @@ forward it once more (the leader may have changed in between); a request that ar
 ``forward=false`` must not travel further and gets 409. So a request makes at most two hops,
 and two workers that each think the other leads cannot bounce it forever.
 
-The leader's answer (status, body, content type) is answered as is. A leader that cannot be
+The client's ``Authorization`` header goes along (Kafka's ``RestClient`` does the same), so a
+leader with basic authentication takes what the client's worker took. The leader's answer
+(status, body, content type) is answered as is. A leader that cannot be
 reached within ``FORWARD_TIMEOUT_S`` is a 503 naming it, so a client retries.
 """
 
@@ -56,6 +58,8 @@ async def forward_to_leader(
     headers = {}
     if request.content_type and body:
         headers["Content-Type"] = request.headers.get("Content-Type", "application/json")
+    if "Authorization" in request.headers:
+        headers["Authorization"] = request.headers["Authorization"]
     log.debug("forwarding %s %s to the leader at %s", request.method, request.path, target)
     try:
         async with asyncio.timeout(FORWARD_TIMEOUT_S):

@@ -1,7 +1,8 @@
 """Serving the REST application on a listener, and the URL other workers reach it at.
 
-``listeners`` is Kafka's worker key (``http://host:port``; an empty host binds every interface,
-as Kafka's ``http://:8083``); only plain HTTP is served. ``rest.advertised.host.name`` and
+``listeners`` is Kafka's worker key (``http://host:port`` or ``https://host:port``; an empty
+host binds every interface, as Kafka's ``http://:8083``); HTTPS and basic authentication are
+``rest.security``'s. ``rest.advertised.host.name`` and
 ``rest.advertised.port`` override what ``RestServer.advertised_url`` reports (the URL statuses
 carry as ``worker_id`` and that followers forward to). Port 0 binds a free port, which
 ``RestServer.port`` reports. All methods run on the worker's event loop.
@@ -19,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from odradek.connect.herder import Herder
 from odradek.connect.rest.app import PluginCatalog, build_app
+from odradek.connect.rest.security import RestSecurity
 from odradek.observability.metrics import ConnectRestMetrics
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "RestServer",
     "advertised_address",
     "bind_listener",
+    "listener_scheme",
     "parse_listener",
     "start_rest_server",
 ]
@@ -36,12 +39,17 @@ REST_SHUTDOWN_TIMEOUT_S = 5.0  # how long stop() lets in-flight requests finish
 REST_BACKLOG = 128
 
 
+def listener_scheme(listeners: str) -> str:
+    """``http`` or ``https``: the scheme of the first of ``listeners``."""
+    return urlsplit(listeners.split(",")[0].strip()).scheme
+
+
 def parse_listener(listeners: str) -> tuple[str, int]:
-    """``http://host:port`` (the first of a comma-separated list) -> (host, port)."""
+    """``http(s)://host:port`` (the first of a comma-separated list) -> (host, port)."""
     first = listeners.split(",")[0].strip()
     parts = urlsplit(first)
-    if parts.scheme != "http":
-        raise ValueError(f"listeners: only http:// is served, not {first!r}")
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"listeners: only http:// and https:// are served, not {first!r}")
     try:
         port = parts.port
     except ValueError as exc:
@@ -97,18 +105,24 @@ async def start_rest_server(
     metrics: ConnectRestMetrics | None = None,
     registry: CollectorRegistry | None = None,
     sock: socket.socket | None = None,
+    security: RestSecurity | None = None,
 ) -> RestServer:
     """Serve the REST API on ``host:port`` (or on ``sock``, from ``bind_listener``, when the
     port must be known before the herder exists) until ``RestServer.stop()``; ``OSError`` if
     the address cannot be bound."""
-    app = build_app(herder, plugins, metrics=metrics, registry=registry)
+    security = security or RestSecurity()
+    app = build_app(herder, plugins, metrics=metrics, registry=registry, security=security)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=REST_SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     try:
         if sock is not None:
-            site: web.BaseSite = web.SockSite(runner, sock, backlog=REST_BACKLOG)
+            site: web.BaseSite = web.SockSite(
+                runner, sock, backlog=REST_BACKLOG, ssl_context=security.server_tls
+            )
         else:
-            site = web.TCPSite(runner, host or None, port, backlog=REST_BACKLOG)
+            site = web.TCPSite(
+                runner, host or None, port, backlog=REST_BACKLOG, ssl_context=security.server_tls
+            )
         await site.start()
     except BaseException:
         await runner.cleanup()
@@ -117,6 +131,6 @@ async def start_rest_server(
     shown, shown_port = advertised_address(host, bound_port, advertised_host, advertised_port)
     if ":" in shown:
         shown = f"[{shown}]"
-    url = f"http://{shown}:{shown_port}"
+    url = f"{security.scheme}://{shown}:{shown_port}"
     log.info("Connect REST API listening on %s:%d (advertised %s)", host, bound_port, url)
     return RestServer(host=host, port=bound_port, advertised_url=url, _runner=runner)
