@@ -123,14 +123,15 @@ def _cluster_id(config: WorkerConfig) -> str | None:
         return None
 
 
-def _validator(plugins: Any):
-    """``validate_connector_config`` bound to ``plugins``: what a herder validates with; a
-    missing or unknown ``connector.class`` is a ``BadRequestError`` naming it."""
+def _validator(plugins: Any, config: WorkerConfig):
+    """``validate_connector_config`` bound to ``plugins`` and the worker's client override
+    checks (``WorkerConfig.override_errors``): what a herder validates with; a missing or
+    unknown ``connector.class`` is a ``BadRequestError`` naming it."""
     from odradek.connect.connector_config import validate_connector_config
 
     def validate(props: Mapping[str, str]) -> dict[str, Any]:
         try:
-            return validate_connector_config(plugins, props)
+            return validate_connector_config(plugins, props, config.override_errors(props))
         except ConfigException as exc:  # no connector class to validate against: Kafka's 400
             raise BadRequestError(str(exc)) from exc
 
@@ -249,7 +250,7 @@ async def run_standalone(
             status,
             offset_store,
             worker_id=worker_id,
-            validate=_validator(plugins),
+            validate=_validator(plugins, config),
             sink_offsets=SinkOffsets(config.admin_config()),
             kafka_cluster_id=cluster_id,
         )

@@ -250,6 +250,22 @@ class WorkerConfig:
         policy = self.values["connector.client.config.override.policy"]
         return worker_security.client_overrides(policy, connector_config, client)
 
+    def override_errors(self, connector_config: Mapping[str, str]) -> list[tuple[str, str]]:
+        """(key, message) of a connector's client overrides that the policy refuses or that
+        cannot be mapped: what validating its config reports, before a task would fail."""
+        errors = []
+        builders = {
+            "producer": self.producer_config,
+            "consumer": lambda overrides: self.consumer_config(None, overrides),
+            "admin": self.admin_config,
+        }
+        for client, build in builders.items():
+            try:
+                build(self.client_overrides(connector_config, client))
+            except ConfigException as e:
+                errors.append((e.name, e.message))
+        return errors
+
     def _client(self, client: str, overrides: Mapping[str, str]) -> dict[str, Any]:
         """What every client gets: the bootstrap servers, client.id, the client's own
         (``<client>.*``) and the connector's ``overrides``, the security keys mapped."""

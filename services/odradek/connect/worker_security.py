@@ -19,7 +19,8 @@ one before (``java_security.layer``: a Java key replaces the librdkafka key that
 
 A key that cannot be mapped is a ``ConfigException`` naming it as the user wrote it (with its
 prefix); the worker's own layers are checked when the worker starts (``WorkerConfig``), the
-connector's when its task is built. Messages never hold a secret. Pure; any thread.
+connector's when its config is validated (``WorkerConfig.override_errors``) and again when its
+task is built. Messages never hold a secret. Pure; any thread.
 """
 
 from __future__ import annotations

@@ -165,3 +165,34 @@ def test_the_none_policy_allows_no_override_and_a_bad_override_is_named():
     with pytest.raises(ConfigException) as refused:
         worker.consumer_config("g", worker.client_overrides(bad, "consumer"))
     assert refused.value.name == "consumer.override.ssl.keystore.location"
+
+
+def test_validating_a_connector_reports_the_overrides_its_worker_refuses(tmp_path):
+    from odradek.connect.connector_checks import raise_on_config_errors
+    from odradek.connect.connector_config import validate_connector_config
+    from odradek.connect.herder import BadRequestError
+    from odradek.connect.plugins import Plugins
+
+    worker = WorkerConfig(
+        {**BASE, **SECURED, "connector.client.config.override.policy": "Principal"},
+        distributed=False,
+    )
+    connector = {
+        "name": "s",
+        "connector.class": "FileStreamSource",
+        "file": str(tmp_path / "in.txt"),
+        "topic": "t",
+        **CONNECTOR,
+        "admin.override.ssl.keystore.type": "PEM",
+    }
+    errors = worker.override_errors(connector)
+    assert [name for name, _ in errors] == [
+        "producer.override.linger.ms",
+        "admin.override.ssl.keystore.type",
+    ]
+    infos = validate_connector_config(Plugins(), connector, errors)
+    assert infos["error_count"] == 2
+    with pytest.raises(BadRequestError, match="The 'Principal' policy does not allow"):
+        raise_on_config_errors(infos)
+    allowed = {k: v for k, v in connector.items() if "linger" not in k and "admin" not in k}
+    assert worker.override_errors(allowed) == []

@@ -14,9 +14,10 @@ Per-alias keys are added for each transform (``transforms.<a>.type``, ``.predica
 ``.negate`` and the transform's own keys under ``transforms.<a>.``), predicate
 (``predicates.<a>.type`` and its keys) and converter (``value.converter.<key>``), as Kafka's
 ``ConnectorConfig.enrich`` and the herder's converter validation do. Client overrides
-``producer.override.*``, ``consumer.override.*``, ``admin.override.*`` pass through (Kafka's
-default override policy, All). Any other key that neither these nor the connector define is
-refused, naming it (a connector class may list extra prefixes it accepts in
+``producer.override.*``, ``consumer.override.*``, ``admin.override.*`` pass through here; the
+worker's ``connector.client.config.override.policy`` judges them (``worker_security``), and its
+refusals join the report as ``extra_errors``. Any other key that neither these nor the connector
+define is refused, naming it (a connector class may list extra prefixes it accepts in
 ``ALLOWED_PREFIXES``).
 
 ``ConnectorConfig.parse(plugins, props)`` raises ``ConfigException`` naming the first bad key;

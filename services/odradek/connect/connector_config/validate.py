@@ -3,7 +3,7 @@ predicate and converter key with its definition, value and errors."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from odradek.connect.api import ConfigDef, ConfigException, ConfigKey, ConfigType, ConfigValue
@@ -103,11 +103,16 @@ class _Report:
         }
 
 
-def validate_connector_config(plugins: Plugins, props: Mapping[str, str]) -> dict[str, Any]:
+def validate_connector_config(
+    plugins: Plugins,
+    props: Mapping[str, str],
+    extra_errors: Iterable[tuple[str, str]] = (),
+) -> dict[str, Any]:
     """Kafka's ConfigInfos for ``props``: every common, connector, transform, predicate and
     converter key with its value and errors. Raises ``ConfigException`` only when there is no
     connector to validate against (``connector.class`` missing or not found), as Kafka answers
-    those with 400 rather than a report."""
+    those with 400 rather than a report. ``extra_errors`` (key, message) are what the worker
+    found (client overrides its policy refuses, as Kafka's ``validateClientOverrides``)."""
     props = {str(k): "" if v is None else str(v) for k, v in props.items()}
     class_name = props.get(CONNECTOR_CLASS)
     if not class_name:
@@ -146,6 +151,8 @@ def validate_connector_config(plugins: Plugins, props: Mapping[str, str]) -> dic
 
     for key in unknown_keys(props, enriched, connector_def, connector_class):
         report.error(key, unknown_message(key))
+    for key, message in extra_errors:
+        report.error(key, message)
     return report.to_json(full_name)
 
 

@@ -85,7 +85,7 @@ async def run_distributed(config: WorkerConfig) -> int:
         offsets,
         worker_id=worker_id,
         url=url,
-        validate=_validator(plugins),
+        validate=_validator(plugins, config),
         sink_offsets=SinkOffsets(config.admin_config()),
         kafka_cluster_id=cluster_id,
     )
