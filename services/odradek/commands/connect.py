@@ -77,7 +77,7 @@ def _distributed(args: argparse.Namespace) -> int:
     logging.getLogger("odradek").setLevel(logging.INFO)
     try:
         result = asyncio.run(run(config))
-    except (OSError, ValueError) as e:  # the listener, its TLS and authentication files
+    except (OSError, ValueError, InvalidConfigError) as e:  # the listener, TLS and auth files
         print(f"odradek connect distributed: could not start: {e}", file=sys.stderr)
         return 1
     return result if isinstance(result, int) else 0
