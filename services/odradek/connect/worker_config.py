@@ -158,6 +158,8 @@ class WorkerConfig:
             key = KEYS.get(name)
             if key is None:
                 raise ConfigException(name, "unknown worker configuration key")
+            if name == "connector.client.config.override.policy":
+                raw = worker_security.POLICY_CLASSES.get(raw.strip(), raw)
             self.values[name] = _typed(name, key, raw)
         for name, key in KEYS.items():
             if name not in self.values:

@@ -14,8 +14,8 @@ one before (``java_security.layer``: a Java key replaces the librdkafka key that
 3. a connector's ``producer.override.*``, ``consumer.override.*``, ``admin.override.*``, if
    ``connector.client.config.override.policy`` allows them (KIP-458): ``All`` allows every key,
    ``None`` none, ``Principal`` only ``sasl.jaas.config``, ``sasl.mechanism`` and
-   ``security.protocol`` (Kafka's ``PrincipalConnectorClientConfigOverridePolicy``). A refusal
-   is Kafka's sentence.
+   ``security.protocol`` (Kafka's ``PrincipalConnectorClientConfigOverridePolicy``; a policy is
+   named by its alias or its Kafka class name). A refusal is Kafka's sentence.
 
 A key that cannot be mapped is a ``ConfigException`` naming it as the user wrote it (with its
 prefix); the worker's own layers are checked when the worker starts (``WorkerConfig``), the
@@ -33,6 +33,7 @@ from odradek.connect.api import ConfigException
 __all__ = [
     "CLIENTS",
     "OVERRIDE_POLICIES",
+    "POLICY_CLASSES",
     "PRINCIPAL_OVERRIDES",
     "client_overrides",
     "client_security",
@@ -41,6 +42,11 @@ __all__ = [
 
 CLIENTS = ("producer", "consumer", "admin")
 OVERRIDE_POLICIES = ("All", "None", "Principal")
+# Kafka takes a policy by alias or by class name.
+POLICY_CLASSES = {
+    f"org.apache.kafka.connect.connector.policy.{alias}ConnectorClientConfigOverridePolicy": alias
+    for alias in OVERRIDE_POLICIES
+}
 PRINCIPAL_OVERRIDES = ("sasl.jaas.config", "sasl.mechanism", "security.protocol")
 is_security_key = java_security.is_security_key
 

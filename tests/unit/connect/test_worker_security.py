@@ -196,3 +196,16 @@ def test_validating_a_connector_reports_the_overrides_its_worker_refuses(tmp_pat
         raise_on_config_errors(infos)
     allowed = {k: v for k, v in connector.items() if "linger" not in k and "admin" not in k}
     assert worker.override_errors(allowed) == []
+
+
+def test_a_policy_is_named_by_its_alias_or_its_kafka_class():
+    policy = (
+        "org.apache.kafka.connect.connector.policy.PrincipalConnectorClientConfigOverridePolicy"
+    )
+    worker = WorkerConfig(
+        {**BASE, "connector.client.config.override.policy": policy}, distributed=False
+    )
+    assert worker.get("connector.client.config.override.policy") == "Principal"
+    with pytest.raises(ConfigException) as refused:
+        WorkerConfig({**BASE, "connector.client.config.override.policy": "Some"}, distributed=False)
+    assert refused.value.name == "connector.client.config.override.policy"
