@@ -2,14 +2,16 @@
 ``sasl.mechanism``, ``sasl.jaas.config``, ``ssl.truststore.*``) move records on a SASL_SSL
 cluster: a standalone worker file source -> topic -> file sink, a distributed worker (group
 membership and internal topics secured too) a file source; a wrong password stops a worker
-with a clear error instead of hanging; two distributed workers serve their REST API over HTTPS
-with basic authentication (Kafka's BasicAuthSecurityRestExtension) and forward to each other."""
+with a clear error instead of hanging; under the Principal override policy a connector produces
+as its own principal; two distributed workers serve their REST API over HTTPS with basic
+authentication (Kafka's BasicAuthSecurityRestExtension) and forward to each other."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -401,3 +403,100 @@ def test_distributed_workers_serve_https_with_basic_auth_and_forward_to_each_oth
     finally:
         for process, _, _ in workers:
             stop(process)
+
+
+def test_the_principal_policy_lets_a_connector_produce_as_its_own_principal(secured, tmp_path):
+    """Under ``connector.client.config.override.policy=Principal`` a connector's
+    ``producer.override.sasl.jaas.config`` is its producer's principal: a user with no ACL
+    cannot write where the worker's super user can; any other override is refused (400)."""
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    state, data_dir = secured
+    admin = AdminClient(librdkafka_settings(data_dir))
+    upsert = UserScramCredentialUpsertion(
+        "no-acl", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"no-acl-secret"
+    )
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(WAIT_S)
+    create_topic(data_dir, "principal-lines")
+    settings = worker_settings(
+        state,
+        data_dir,
+        tmp_path,
+        **{
+            "offset.storage.file.filename": str(tmp_path / "off.json"),
+            "connector.client.config.override.policy": "Principal",
+        },
+    )
+    log = tmp_path / "worker.log"
+    process = start_standalone(write_properties(tmp_path / "w.properties", settings), log)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not (found := re.search(r"serving the REST API at (http://\S+)", log.read_text())):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+            time.sleep(0.2)
+        url = found.group(1)
+        (tmp_path / "worker.txt").write_text("by the worker\n")
+        (tmp_path / "no-acl.txt").write_text("by no-acl\n")
+
+        def source(file: str, **overrides: str) -> dict[str, str]:
+            return {
+                "connector.class": "FileStreamSource",
+                "file": str(tmp_path / file),
+                "topic": "principal-lines",
+                **overrides,
+            }
+
+        jaas = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            'username="no-acl" password="no-acl-secret";'
+        )
+        status, body = http(
+            "PUT",
+            f"{url}/connectors/linger/config",
+            source("worker.txt", **{"producer.override.linger.ms": "1"}),
+        )
+        assert status == 400 and "The 'Principal' policy does not allow" in body["message"]
+        assert http("PUT", f"{url}/connectors/as-worker/config", source("worker.txt"))[0] == 201
+        assert (
+            http(
+                "PUT",
+                f"{url}/connectors/as-no-acl/config",
+                source("no-acl.txt", **{"producer.override.sasl.jaas.config": jaas}),
+            )[0]
+            == 201
+        )
+
+        def task_state(name: str) -> str | None:
+            status, body = http("GET", f"{url}/connectors/{name}/status")
+            tasks = body.get("tasks", []) if status == 200 else []
+            return tasks[0]["state"] if tasks else None
+
+        deadline = time.monotonic() + WAIT_S
+        while task_state("as-no-acl") != "FAILED":
+            assert time.monotonic() < deadline, log.read_text()[-4000:]
+            time.sleep(0.5)
+        trace = http("GET", f"{url}/connectors/as-no-acl/status")[1]["tasks"][0]["trace"]
+        assert "AUTHORIZATION" in trace.upper(), trace
+        assert task_state("as-worker") == "RUNNING"
+        consumer = Consumer(
+            {**librdkafka_settings(data_dir), "group.id": "principal-check",
+             "auto.offset.reset": "earliest"}
+        )  # fmt: skip
+        consumer.subscribe(["principal-lines"])
+        seen: list[str] = []
+        try:
+            deadline = time.monotonic() + WAIT_S
+            while "by the worker" not in seen and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    seen.append(message.value().decode())
+        finally:
+            consumer.close()
+        assert seen == ["by the worker"]
+    finally:
+        stop(process)
