@@ -335,11 +335,13 @@ def test_distributed_workers_serve_https_with_basic_auth_and_forward_to_each_oth
             "listeners.https.ssl.keystore.location": str(keystore),
             "listeners.https.ssl.truststore.type": "PEM",
             "listeners.https.ssl.truststore.location": str(pki.ca_path),
+            "listeners.https.ssl.client.auth": "required",  # forwarding shows its certificate
         },
     )
     properties = write_properties(tmp_path / "w.properties", settings)
     worker_env = {**env(), "KAFKA_OPTS": f"-Djava.security.auth.login.config={jaas}"}
     context = ssl.create_default_context(cafile=str(pki.ca_path))
+    context.load_cert_chain(str(pki.issue("rest-client")))
     auth = "Basic " + base64.b64encode(b"operator:rest-secret").decode()
     workers = []
     try:
@@ -373,6 +375,9 @@ def test_distributed_workers_serve_https_with_basic_auth_and_forward_to_each_oth
         )
         wrong = "Basic " + base64.b64encode(b"operator:guess").decode()
         assert _call("GET", f"{url}/connectors", context, wrong)[0] == 401
+        no_certificate = ssl.create_default_context(cafile=str(pki.ca_path))
+        with pytest.raises(OSError):  # ssl.client.auth=required: the handshake fails
+            _call("GET", f"{url}/connectors", no_certificate, auth)
         # Only the leader writes configs: one of the two workers forwards its request, over
         # HTTPS, with the client's credentials.
         source = tmp_path / "in.txt"
