@@ -1,5 +1,6 @@
 """A request of ~1 MB made of a huge array of tiny elements leaves a broker answering everyone
-else within ``LAG_MAX_S``, for every list-heavy API (issue 23), and is answered.
+else within ``LAG_MAX_S``, for every list-heavy API (issue 23), and is answered; so do
+thousands of tiny requests pipelined on one connection.
 
 One cluster of real processes (one broker, one controller) for the module. For each API the
 worst shape found (a million empty group ids, ...) is sent on one connection while a prober on
