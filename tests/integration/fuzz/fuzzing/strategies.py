@@ -15,9 +15,10 @@ cases in ten), mutated at the field or the byte level or both (``mutations``), o
 random bytes; one case in ten also gets a wrong size prefix (short, long, negative, over the
 frame limit), which leaves the rest of the connection's stream unframed (``Case.breaks_stream``).
 
-A ``Round`` is a few cases spread over a few connections, each connection pipelined (all
-requests sent at once) or sequential. Nothing drawn depends on the broker's answers, so a seed
-(and ``base_time_ms``) reproduces the same cases.
+A ``Round`` (``mixed_rounds``) is a few cases spread over a few connections, each connection
+pipelined (all requests sent at once) or sequential; ``shapes`` adds rounds of the two shapes
+that cost a broker most for their size, and draws which kind each round is. Nothing drawn
+depends on the broker's answers, so a seed (and ``base_time_ms``) reproduces the same cases.
 """
 
 from __future__ import annotations
@@ -33,19 +34,20 @@ from typing import Any
 from hypothesis import strategies as st
 
 from fuzzing.batches import RecordSet, record_sets
-from fuzzing.frames import INT_RANGES, encode_request
+from fuzzing.frames import INT_RANGES, Frame, encode_request
 from fuzzing.mutations import byte_mutations, field_mutations
 from odradek.config.topic import CONFIG_KEYS
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.protocol.fields import FieldSpec, Kind, layout
 
-__all__ = ["Pools", "Case", "Round", "rounds"]
+__all__ = ["Pools", "Case", "Round", "cases", "mixed_rounds", "well_formed_case"]
 
 INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
 INT64_MAX = 2**63 - 1
 KAFKA_MAX_FRAME_BYTES = 104_857_600  # Kafka's default socket.request.max.bytes
 REQUEST_HEADER_MIN_BYTES = 10  # api key, version, correlation id, a null client id
+MIXED = "mixed"  # a round's kind: cases of every sort (``mixed_rounds``)
 CASES_PER_ROUND_MAX = 8
 CONNECTIONS_PER_ROUND_MAX = 4
 # How often each API is drawn: Produce and Fetch reach the logs, so they come up more.
@@ -75,6 +77,8 @@ class Pools:
     # begin with a well-formed SaslHandshake for it, so what follows is inside the exchange.
     sasl_mechanism: str | None = None
     api_weights: tuple[tuple[int, int], ...] = ()  # (api key, weight): instead of API_WEIGHTS
+    # The listener serves every API: ``shapes``' huge arrays and pipelines may go to it.
+    work_shapes: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,9 @@ class Case:
     answer_expected: bool  # a well-formed request that Kafka answers (not Produce with acks=0)
     wait_ms: int  # how long the broker may rightly hold the answer (Fetch max_wait, timeouts)
     produce: tuple[tuple[str, int, RecordSet], ...]  # (topic, partition, records) it carries
+    # How long the broker may rightly work on it before its answer, besides ``wait_ms`` (a huge
+    # array's elements, an answer queued behind others: ``shapes``); those after it wait too.
+    work_s: float = 0.0
 
     def hex(self) -> str:
         return self.frame.hex()
@@ -108,6 +115,8 @@ class Round:
     cases: tuple[Case, ...]
     connection_of: tuple[int, ...]  # for each case, its connection (cases keep their order)
     pipelined: tuple[bool, ...]  # for each connection
+    kind: str = "mixed"  # MIXED, or one of ``shapes``' kinds
+    timeout_s: float | None = None  # how long the round may take (None: traffic's default)
 
     def __repr__(self) -> str:
         return f"Round({len(self.cases)} cases over {len(self.pipelined)} connections)"
@@ -418,6 +427,47 @@ def _wait_ms(body: Any) -> int:
 
 
 @st.composite
+def _request(
+    draw: st.DrawFn, api_key: int, served: Mapping[int, tuple[int, int]], pools: Pools
+) -> tuple[int, Any, Frame, tuple[tuple[str, int, RecordSet], ...]]:
+    """A well-formed request of ``api_key``: its version, body, frame and record sets."""
+    low, high = served[api_key]
+    version = draw(st.integers(low, high))
+    schema = schemas.request_schema(api_key, version)
+    body, record_sets_found = _build(schema, draw(_body(schema, api_key, pools)))
+    correlation_id = draw(_weighted(1, 7, 2**31 - 1, 0, -1) | st.integers(0, 2**31 - 1))
+    client_id = draw(_weighted("odradek-fuzz", "odradek-fuzz", None, "", "ü" * 40))
+    frame = encode_request(body, correlation_id, client_id)
+    produce = _produced(body, record_sets_found) if api_key == ApiKey.PRODUCE else ()
+    return version, body, frame, produce
+
+
+@st.composite
+def well_formed_case(
+    draw: st.DrawFn,
+    target: int,
+    served: Mapping[int, tuple[int, int]],
+    pools: Pools,
+    api_keys: Sequence[int],
+) -> Case:
+    """A well-formed request of one of ``api_keys`` (none with a record set), left alone."""
+    api_key = draw(st.sampled_from(sorted(api_keys)))
+    version, body, frame, _ = draw(_request(api_key, served, pools))
+    return Case(
+        target=target,
+        api_key=api_key,
+        api_version=version,
+        frame=struct.pack(">i", len(frame.data)) + frame.data,
+        description=f"api {ApiKey(api_key).name} v{version}",
+        mutated=False,
+        breaks_stream=False,
+        answer_expected=True,
+        wait_ms=_wait_ms(body),
+        produce=(),
+    )
+
+
+@st.composite
 def cases(
     draw: st.DrawFn, target: int, served: Mapping[int, tuple[int, int]], pools: Pools
 ) -> Case:
@@ -427,14 +477,7 @@ def cases(
     keys = sorted(served)
     weights = dict(pools.api_weights) if pools.api_weights else API_WEIGHTS
     api_key = draw(st.sampled_from([k for k in keys for _ in range(weights.get(k, 1))]))
-    low, high = served[api_key]
-    version = draw(st.integers(low, high))
-    schema = schemas.request_schema(api_key, version)
-    body, record_sets_found = _build(schema, draw(_body(schema, api_key, pools)))
-    correlation_id = draw(_weighted(1, 7, 2**31 - 1, 0, -1) | st.integers(0, 2**31 - 1))
-    client_id = draw(_weighted("odradek-fuzz", "odradek-fuzz", None, "", "ü" * 40))
-    frame = encode_request(body, correlation_id, client_id)
-    produce = _produced(body, record_sets_found) if api_key == ApiKey.PRODUCE else ()
+    version, body, frame, produce = draw(_request(api_key, served, pools))
     acks_zero = api_key == ApiKey.PRODUCE and body.acks == 0
 
     data, notes = frame.data, [f"api {ApiKey(api_key).name} v{version}"]
@@ -516,7 +559,7 @@ def _tls_hellos(
 
 
 @st.composite
-def rounds(
+def mixed_rounds(
     draw: st.DrawFn,
     targets: Sequence[tuple[Mapping[int, tuple[int, int]], Pools]],
 ) -> Round:
