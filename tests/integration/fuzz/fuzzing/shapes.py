@@ -40,12 +40,12 @@ from fuzzing.strategies import (
     Case,
     Pools,
     Round,
-    _body,
-    _build,
-    _entity,
-    _hints,
-    _wait_ms,
+    body_values,
+    build_entity,
+    entity_values,
+    field_hints,
     mixed_rounds,
+    wait_ms_of,
     well_formed_case,
 )
 from odradek.protocol import schemas
@@ -165,7 +165,7 @@ def _arrays(schema: type[Any]) -> list[tuple[FieldSpec, FieldSpec | None]]:
 @st.composite
 def _element(draw: st.DrawFn, spec: FieldSpec, pools: Pools, api_key: int) -> tuple[Any, str]:
     """One tiny element for the array ``spec``, and what it is."""
-    hints = _hints(pools, api_key)
+    hints = field_hints(pools, api_key)
     if spec.kind is Kind.PRIMITIVE_ARRAY:
         hint = hints.get(spec.name)
         if hint is not None and draw(st.booleans()):
@@ -175,8 +175,8 @@ def _element(draw: st.DrawFn, spec: FieldSpec, pools: Pools, api_key: int) -> tu
     assert spec.struct_type is not None
     if _holds_records(spec.struct_type) or not draw(st.booleans()):
         return _zero_entity(spec.struct_type), "zero"
-    values = draw(_entity(spec.struct_type, hints, st.nothing()))
-    element, _ = _build(spec.struct_type, values)
+    values = draw(entity_values(spec.struct_type, hints, st.nothing()))
+    element, _ = build_entity(spec.struct_type, values)
     return element, "drawn"
 
 
@@ -206,9 +206,9 @@ def huge_array_case(
     outer, inner = draw(st.sampled_from(_arrays(schema)))
     bounded = api_key in HUGE_ARRAY_BOUNDED_APIS
     budget = draw(st.sampled_from(HUGE_ARRAY_BUDGETS_BYTES)) if bounded else UNPROVEN_BUDGET_BYTES
-    values = draw(_body(schema, api_key, pools))
+    values = draw(body_values(schema, api_key, pools))
     values[outer.name] = ()  # no record set survives: Produce's only array is replaced
-    body, found = _build(schema, values)
+    body, found = build_entity(schema, values)
     assert not found, "a huge-array case carries no record set"
     where = outer.name
     if inner is None:
@@ -242,7 +242,7 @@ def huge_array_case(
         mutated=False,
         breaks_stream=len(data) > pools.max_frame_bytes or len(data) < REQUEST_HEADER_MIN_BYTES,
         answer_expected=not acks_zero and len(data) <= pools.max_frame_bytes,
-        wait_ms=_wait_ms(body),
+        wait_ms=wait_ms_of(body),
         produce=(),
         work_s=HUGE_ARRAY_WORK_S_PER_MB * len(data) / 1_000_000,
     )

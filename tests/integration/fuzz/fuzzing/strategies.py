@@ -4,7 +4,7 @@ A request body is built from its kio schema (``odradek.protocol.fields.layout``)
 each primitive by its Kafka type (integers at and near their bounds, strings, booleans, uuids,
 timeouts), arrays of a few items, null where the schema allows it, tagged fields set or left at
 their default, nested structs recursively, and ``records`` from ``batches.record_sets``. Fields
-that name something in the cluster are drawn from ``Pools`` by their name (``_hints``): topic
+that name something in the cluster are drawn from ``Pools`` by their name (``field_hints``): topic
 names mostly hit topics that exist and that the target's broker leads, so appends, fetches,
 config changes and record deletions reach the logs, and sometimes miss (unknown, invalid, too
 long); partitions, offsets, epochs, acks, config keys and values likewise. CreateTopics and
@@ -41,7 +41,20 @@ from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.protocol.fields import FieldSpec, Kind, layout
 
-__all__ = ["Pools", "Case", "Round", "cases", "mixed_rounds", "well_formed_case"]
+__all__ = [
+    "Pools",
+    "Case",
+    "Round",
+    "MIXED",
+    "body_values",
+    "build_entity",
+    "cases",
+    "entity_values",
+    "field_hints",
+    "mixed_rounds",
+    "wait_ms_of",
+    "well_formed_case",
+]
 
 INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
 INT64_MAX = 2**63 - 1
@@ -186,7 +199,7 @@ def _topic_names(pools: Pools, *, existing: bool, scratch: bool) -> st.SearchStr
     return st.one_of(choices)
 
 
-def _hints(pools: Pools, api_key: int) -> Mapping[str, st.SearchStrategy[Any]]:
+def field_hints(pools: Pools, api_key: int) -> Mapping[str, st.SearchStrategy[Any]]:
     """Strategies for fields by name (``Struct.field`` first, then ``field``)."""
     creates_or_deletes = api_key in (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS)
     topics = _topic_names(
@@ -338,11 +351,11 @@ def _field(
         value = records
     elif spec.kind is Kind.STRUCT:
         assert spec.struct_type is not None
-        value = _entity(spec.struct_type, hints, records)
+        value = entity_values(spec.struct_type, hints, records)
     elif spec.kind in (Kind.STRUCT_ARRAY, Kind.PRIMITIVE_ARRAY):
         if spec.kind is Kind.STRUCT_ARRAY:
             assert spec.struct_type is not None
-            item = _entity(spec.struct_type, hints, records)
+            item = entity_values(spec.struct_type, hints, records)
         else:
             item = hint if hint is not None else _primitive(spec.kafka_type or "")
         value = _weighted(1, 1, 1, 2, 2, 3, 0).flatmap(
@@ -357,7 +370,7 @@ def _field(
     return value
 
 
-def _entity(
+def entity_values(
     entity_type: type[Any],
     hints: Mapping[str, st.SearchStrategy[Any]],
     records: st.SearchStrategy[RecordSet],
@@ -373,11 +386,11 @@ def _entity(
 
 
 @cache  # strategies are built once per schema and target (Pools is frozen)
-def _body(schema: type[Any], api_key: int, pools: Pools) -> st.SearchStrategy[dict[str, Any]]:
-    return _entity(schema, _hints(pools, api_key), record_sets(pools.base_time_ms))
+def body_values(schema: type[Any], api_key: int, pools: Pools) -> st.SearchStrategy[dict[str, Any]]:
+    return entity_values(schema, field_hints(pools, api_key), record_sets(pools.base_time_ms))
 
 
-def _build(
+def build_entity(
     entity_type: type[Any], values: dict[str, Any]
 ) -> tuple[Any, list[tuple[str, RecordSet]]]:
     """The dataclass from drawn values; ``RecordSet`` values become their bytes, and are
@@ -392,10 +405,10 @@ def _build(
             value = value.data
         elif spec.struct_type is not None and value is not None:
             if spec.kind is Kind.STRUCT:
-                value, inner = _build(spec.struct_type, value)
+                value, inner = build_entity(spec.struct_type, value)
                 found += inner
             else:
-                built = [_build(spec.struct_type, item) for item in value]
+                built = [build_entity(spec.struct_type, item) for item in value]
                 value = tuple(entity for entity, _ in built)
                 found += [pair for _, inner in built for pair in inner]
         kwargs[spec.name] = value
@@ -406,7 +419,7 @@ def _produced(
     body: Any, record_sets_found: list[tuple[str, RecordSet]]
 ) -> tuple[tuple[str, int, RecordSet], ...]:
     """(topic, partition, record set) of a Produce request, in request order (the order in
-    which ``_build`` found the record sets)."""
+    which ``build_entity`` found the record sets)."""
     where = [(t.name, p.index) for t in body.topic_data for p in t.partition_data]
     return tuple(
         (topic, partition, found)
@@ -417,7 +430,7 @@ def _produced(
 # -- cases and rounds ------------------------------------------------------------------------
 
 
-def _wait_ms(body: Any) -> int:
+def wait_ms_of(body: Any) -> int:
     waits = [
         round(getattr(body, name).total_seconds() * 1000)
         for name in ("max_wait", "timeout")
@@ -434,7 +447,7 @@ def _request(
     low, high = served[api_key]
     version = draw(st.integers(low, high))
     schema = schemas.request_schema(api_key, version)
-    body, record_sets_found = _build(schema, draw(_body(schema, api_key, pools)))
+    body, record_sets_found = build_entity(schema, draw(body_values(schema, api_key, pools)))
     correlation_id = draw(_weighted(1, 7, 2**31 - 1, 0, -1) | st.integers(0, 2**31 - 1))
     client_id = draw(_weighted("odradek-fuzz", "odradek-fuzz", None, "", "ü" * 40))
     frame = encode_request(body, correlation_id, client_id)
@@ -462,7 +475,7 @@ def well_formed_case(
         mutated=False,
         breaks_stream=False,
         answer_expected=True,
-        wait_ms=_wait_ms(body),
+        wait_ms=wait_ms_of(body),
         produce=(),
     )
 
@@ -529,7 +542,7 @@ def cases(
             or not REQUEST_HEADER_MIN_BYTES <= size <= pools.max_frame_bytes
         ),
         answer_expected=not mutated and not acks_zero,
-        wait_ms=_wait_ms(body),
+        wait_ms=wait_ms_of(body),
         produce=produce,
     )
 
