@@ -59,6 +59,7 @@ __all__ = [
     "HUGE_ARRAY_BOUNDED_APIS",
     "PIPELINED_APIS",
     "rounds",
+    "shaped_round",
 ]
 
 HUGE_ARRAYS, PIPELINED = "huge arrays", "pipelined"  # the kinds of round added here
@@ -280,16 +281,29 @@ def rounds(
     draw: st.DrawFn, targets: Sequence[tuple[Mapping[int, tuple[int, int]], Pools]]
 ) -> Round:
     """A mixed round, or one of the shapes above (see the module docstring)."""
-    shaped = [i for i, (_, pools) in enumerate(targets) if pools.work_shapes]
     kind = draw(st.sampled_from([MIXED] * (SHAPE_ROUND_EVERY - 2) + [HUGE_ARRAYS, PIPELINED]))
-    if kind == MIXED or not shaped:
-        return draw(mixed_rounds(targets))
+    if kind != MIXED:
+        round_ = draw(shaped_round(targets, kind))
+        if round_ is not None:
+            return round_
+    return draw(mixed_rounds(targets))
+
+
+@st.composite
+def shaped_round(
+    draw: st.DrawFn, targets: Sequence[tuple[Mapping[int, tuple[int, int]], Pools]], kind: str
+) -> Round | None:
+    """A round of ``kind`` (``HUGE_ARRAYS`` or ``PIPELINED``) to a target whose
+    ``Pools.work_shapes`` is set; None when no target is (or none serves an API with an array)."""
+    shaped = [i for i, (_, pools) in enumerate(targets) if pools.work_shapes]
+    if not shaped:
+        return None
     target = draw(st.sampled_from(shaped))
     served, pools = targets[target]
     if kind == HUGE_ARRAYS:
         case = draw(huge_array_case(target, served, pools))
         if case is None:
-            return draw(mixed_rounds(targets))
+            return None
         return Round((case,), (0,), (True,), kind=HUGE_ARRAYS, timeout_s=HUGE_ROUND_TIMEOUT_S)
     cases = draw(pipelined_cases(target, served, pools))
     return Round(
