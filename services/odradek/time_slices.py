@@ -9,12 +9,16 @@ back every ``SLICE_S`` of its own time instead (``await asyncio.sleep(0)``: one 
 in which other connections are read and answered).
 
 ``TimeSlices`` is the one home of that rule; ``sliced`` and ``answer_each`` are the shapes the
-handlers use. A slice's time is measured (``time.perf_counter``), checked every ``CHECK_EVERY``
-elements so the clock is not read per element. The CPU time a request is charged for
+handlers use. A broker connection uses it too, one request per element: requests pipelined on
+one connection are handled one after the other without any of them waiting (each cheap, its
+answer written at once), so without it a thousand of them would hold the loop as one. A slice's
+time is measured (``time.perf_counter``), checked every ``check_every`` elements (``CHECK_EVERY``
+by default) so the clock is not read per element. The CPU time a request is charged for
 (``broker.quotas.TimedHandler``, ``request_percentage``) is still the whole of it: that wrapper
 adds up every step of the handler coroutine, and yielding only splits the work into more steps.
 
-Not thread-safe: one ``TimeSlices`` per request, used on the event loop running it.
+Not thread-safe: one ``TimeSlices`` per request (or connection), used on the event loop running
+it.
 """
 
 from __future__ import annotations
@@ -37,19 +41,29 @@ CHECK_EVERY = 32  # elements between two reads of the clock
 class TimeSlices:
     """Counts a request's elements and yields to the loop once its slice is used up."""
 
-    __slots__ = ("slice_s", "clock", "_started", "_count", "yields")
+    __slots__ = ("slice_s", "clock", "check_every", "_started", "_count", "yields")
 
-    def __init__(self, slice_s: float = SLICE_S, clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        slice_s: float = SLICE_S,
+        clock: Callable[[], float] = time.perf_counter,
+        check_every: int = CHECK_EVERY,  # 1 where an element is a whole request
+    ):
         self.slice_s = slice_s
         self.clock = clock
+        self.check_every = check_every
         self._started = clock()
         self._count = 0
         self.yields = 0  # how many times it gave the loop back (tests and logs)
 
+    def restart(self) -> None:
+        """A new slice from now: the caller just gave the loop a turn of its own (it waited)."""
+        self._started = self.clock()
+
     async def tick(self) -> None:
         """One element done: give the loop a turn if this slice has lasted ``slice_s``."""
         self._count += 1
-        if self._count % CHECK_EVERY:
+        if self._count % self.check_every:
             return
         if self.clock() - self._started >= self.slice_s:
             await asyncio.sleep(0)

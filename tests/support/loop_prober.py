@@ -1,6 +1,7 @@
 """How late a broker answers: ApiVersions round trips on a connection of its own, back to back
-(``Prober``), and the broker's own count of late loop wake-ups (``lag_samples_over``), for the
-tests that check a broker's event loop is never held long."""
+(``Prober``), and the broker's own count of late loop wake-ups (``lag_samples_over``; between two
+readings of its histogram, ``lag_buckets``), for the tests that check a broker's event loop is
+never held long."""
 
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ from odradek.protocol.codec import encode_request
 from odradek.protocol.framing import encode_frame
 from odradek.protocol.schemas import request_schema
 
-__all__ = ["Prober", "lag_samples_over"]
+__all__ = [
+    "Prober",
+    "lag_buckets",
+    "lag_samples_between",
+    "lag_samples_over",
+    "worst_lag_between",
+]
 
 
 class Prober:
@@ -65,17 +72,41 @@ class Prober:
         self.sock.close()
 
 
-def lag_samples_over(member, threshold_s: float) -> float:
-    """How many event-loop lag samples so far were above ``threshold_s``."""
-    with urllib.request.urlopen(f"http://{member.admin}/metrics", timeout=5) as response:
+def lag_buckets(member, timeout_s: float = 5.0) -> dict[float, float]:
+    """The broker's ``odradek_event_loop_lag_seconds`` so far: for each bucket's upper edge
+    (``inf`` last), how many samples were at most that late."""
+    with urllib.request.urlopen(f"http://{member.admin}/metrics", timeout=timeout_s) as response:
         text = response.read().decode()
-    count = below = 0.0
+    buckets: dict[float, float] = {}
     for family in text_string_to_metric_families(text):
         if family.name != "odradek_event_loop_lag_seconds":
             continue
         for sample in family.samples:
-            if sample.name.endswith("_count"):
-                count = sample.value
-            elif sample.name.endswith("_bucket") and float(sample.labels["le"]) == threshold_s:
-                below = sample.value
-    return count - below
+            if sample.name.endswith("_bucket"):
+                buckets[float(sample.labels["le"])] = sample.value
+    return dict(sorted(buckets.items()))
+
+
+def lag_samples_between(
+    before: dict[float, float], after: dict[float, float], threshold_s: float
+) -> float:
+    """How many samples taken between two ``lag_buckets`` were above ``threshold_s`` (a
+    bucket edge)."""
+    inf = float("inf")
+    return (after.get(inf, 0) - before.get(inf, 0)) - (
+        after[threshold_s] - before.get(threshold_s, 0)
+    )
+
+
+def worst_lag_between(before: dict[float, float], after: dict[float, float]) -> float:
+    """The smallest bucket edge that every sample between two ``lag_buckets`` stayed within
+    (``inf``: some sample was later than the largest edge; 0: no sample)."""
+    total = after.get(float("inf"), 0) - before.get(float("inf"), 0)
+    if not total:
+        return 0.0
+    return next(le for le, n in after.items() if n - before.get(le, 0) >= total)
+
+
+def lag_samples_over(member, threshold_s: float) -> float:
+    """How many event-loop lag samples so far were above ``threshold_s``."""
+    return lag_samples_between({}, lag_buckets(member), threshold_s)

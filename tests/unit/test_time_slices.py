@@ -1,5 +1,6 @@
 """``time_slices``: a long list is worked through with a turn of the loop at least every slice,
-each distinct key answered once, and the time a ``TimedHandler`` charges is still all of it."""
+each distinct key answered once, and the time a ``TimedHandler`` charges is still all of it;
+with one element per check (a connection's requests) the clock is read every element."""
 
 from __future__ import annotations
 
@@ -39,6 +40,27 @@ def test_a_slice_gives_the_loop_a_turn_once_it_has_lasted_its_time():
     yields = asyncio.run(main())
     assert yields == 10  # every CHECK_EVERY elements the slice (3 ms) was over
     assert others == list(range(50))  # the loop ran its other callbacks meanwhile
+
+
+def test_one_element_per_check_yields_as_soon_as_the_slice_is_over_and_restart_begins_anew():
+    # A connection's requests: each is an element (check_every=1); a wait of its own restarts.
+    clock = FakeClock()
+
+    async def main() -> list[int]:
+        slices = TimeSlices(slice_s=0.003, clock=clock, check_every=1)
+        seen = []
+        for cost_s in (0.002, 0.002, 0.001, 0.001):
+            clock.now += cost_s
+            await slices.tick()
+            seen.append(slices.yields)
+        clock.now += 0.01  # idle: the connection waited for its next request (a turn)
+        slices.restart()
+        clock.now += 0.001
+        await slices.tick()
+        seen.append(slices.yields)
+        return seen
+
+    assert asyncio.run(main()) == [0, 1, 1, 1, 1]
 
 
 def test_a_cheap_list_does_not_yield_at_all():

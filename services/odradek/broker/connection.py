@@ -6,7 +6,11 @@ Per connection, as Kafka's SocketServer does it:
   buffers (``protocol.framing``), so a Produce request's records reach ``Log.append`` as a view
   of the bytes the kernel wrote. Large frames take their memory from the broker's request memory
   budget (``queued.max.request.bytes``) as their bytes arrive, never what a size prefix announces.
-- Requests are handled one at a time, in arrival order, and responses leave in request order. One
+- Requests are handled one at a time, in arrival order, and responses leave in request order.
+  Requests pipelined on the connection are handled back to back, and most never wait (their
+  answer is written at once), so the connection gives the loop a turn every
+  ``time_slices.SLICE_S`` of its own work (``TimeSlices``, one request per element): a thousand
+  tiny requests written at once hold the loop no longer than one slice each time. One
   kind of answer may wait while the next request is handled: an ``acks=all`` produce whose
   records are appended and wait for replication (the handler returns a future of the answer,
   ``DeferredAnswer``). Its answer joins the ordered ``answers`` queue, written by the
@@ -81,6 +85,7 @@ from odradek.protocol.parts import FileRegion, is_buffer
 from odradek.security.principal import ANONYMOUS, KafkaPrincipal
 from odradek.security.principal_mapping import NoMatchingRule
 from odradek.security.tls import ListenerTls, peer_principal
+from odradek.time_slices import TimeSlices
 
 if TYPE_CHECKING:
     from odradek.broker.server import BrokerServer
@@ -332,6 +337,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _serve(self) -> None:
         """Handle queued requests in order until the connection is closed and drained."""
+        # Each request is an element: pipelined requests that never wait give the loop a turn
+        # every slice of this connection's work (see the module docstring).
+        slices = TimeSlices(check_every=1)
         try:
             while True:
                 if not self.queue:
@@ -342,10 +350,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         return
                     self.frame_ready.clear()
                     await self.frame_ready.wait()
+                    slices.restart()
                     continue
                 muted_s = self.muted_until - self.loop.time()
                 if muted_s > 0 and not self.closed:
                     await asyncio.sleep(muted_s)  # bounded: a throttle never exceeds its max
+                    slices.restart()
                     continue
                 data, pooled_bytes, buffer = self.queue.popleft()
                 self.queued_pooled_bytes -= pooled_bytes
@@ -364,6 +374,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     del data
                     self.server.frame_buffers.give_back(buffer)
                     buffer = None
+                await slices.tick()
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug in this loop itself: never leave the client hanging

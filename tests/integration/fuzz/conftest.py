@@ -21,7 +21,7 @@ import contextlib
 import ssl
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,16 +99,27 @@ async def _advertised(
     return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
 
-def _create_topics(bootstrap: str, security: Mapping[str, str]) -> dict[tuple[str, int], int]:
-    """Create every topic; returns the leader of each partition once all have one."""
+def _create_topics(
+    bootstrap: str, security: Mapping[str, str], broker_ids: Sequence[int]
+) -> dict[tuple[str, int], int]:
+    """Create every topic; returns the leader of each partition once all have one.
+
+    Each partition's replica is named (round robin over ``broker_ids``, in topic order), not left
+    to the controller's placement, which starts at a random broker: which partitions a target's
+    broker leads is part of what its cases are drawn from (``Pools.led``), so a seed replays the
+    same cases only on a cluster led alike."""
     admin = AdminClient({**security, "bootstrap.servers": bootstrap})
     wanted = {
         **{name: spec for name, spec in TOPICS.items()},
         **{name: (1, {}) for name in (*SCRATCH_TOPICS, CONTROL_TOPIC)},
     }
-    futures = admin.create_topics(
-        [NewTopic(name, count, 1, config=configs) for name, (count, configs) in wanted.items()]
-    )
+    placed = 0
+    new_topics = []
+    for name, (count, configs) in wanted.items():
+        replicas = [[broker_ids[(placed + p) % len(broker_ids)]] for p in range(count)]
+        placed += count
+        new_topics.append(NewTopic(name, count, -1, replica_assignment=replicas, config=configs))
+    futures = admin.create_topics(new_topics)
     for future in futures.values():
         future.result(timeout=WAIT_S)
     deadline = time.monotonic() + WAIT_S
@@ -185,13 +196,13 @@ def _cluster(data_dir: Path, security: str) -> Iterator[ClusterState]:
 def fuzz_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzCluster]:
     with _cluster(tmp_path_factory.mktemp("fuzz-cluster"), "plaintext") as state:
         brokers = tuple(m for m in state.members if m.role == "broker")
-        leaders = _create_topics(state.bootstrap_servers, {})
+        leaders = _create_topics(state.bootstrap_servers, {}, [m.id for m in brokers])
         targets = []
         for member in brokers:
             host, port = member.address.rsplit(":", 1)
             served = asyncio.run(_advertised(host, int(port)))
             # most cases go to clients' listeners, where the data is
-            pools = _client_pools(member, brokers, leaders, share=3)
+            pools = _client_pools(member, brokers, leaders, share=3, work_shapes=True)
             targets.append(Target(f"broker {member.id} client", host, int(port), served, pools))
         for member in brokers:
             # The control plane trusts its sender here (a plaintext cluster): its cases may
@@ -251,7 +262,7 @@ def secured_fuzz_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[F
     with _cluster(data_dir, "sasl_ssl") as state:
         security = _client_properties(data_dir / "client.properties")
         brokers = tuple(m for m in state.members if m.role == "broker")
-        leaders = _create_topics(state.bootstrap_servers, security)
+        leaders = _create_topics(state.bootstrap_servers, security, [m.id for m in brokers])
         pki = LocalPki.create(data_dir / "pki", HOSTS)
         tls = ssl.create_default_context(cafile=str(pki.ca_path))
         mallory = ssl.create_default_context(cafile=str(pki.ca_path))
@@ -263,7 +274,7 @@ def secured_fuzz_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[F
         for member in brokers:
             host, port = member.address.rsplit(":", 1)
             served = asyncio.run(_advertised(host, int(port), tls))
-            pools = _client_pools(member, brokers, leaders, share=3)
+            pools = _client_pools(member, brokers, leaders, share=3, work_shapes=True)
             name = f"broker {member.id} SASL_SSL as {login.username}"
             targets.append(Target(name, host, int(port), served, pools, tls, login))
             unauthenticated = {k: served[k] for k in UNAUTHENTICATED_API_WEIGHTS}

@@ -1,5 +1,6 @@
 """A broker's AlterPartitionReassignments and ListPartitionReassignments handlers forward the
-client's request over TCP to the controller's listener and return its answer (v0 and v1); with
+client's request over TCP to the controller's listener and return its answer (v0 and v1; a
+listing that names partitions reduced to each once); with
 no controller to reach they refuse with NOT_CONTROLLER or, past the request's timeout,
 REQUEST_TIMED_OUT, for the whole request and every partition."""
 
@@ -58,6 +59,12 @@ def test_the_broker_forwards_to_the_controller_and_returns_its_answer(harness, v
                 (4,),
             )
             assert harness.model.assignment((T, 0)) == ReplicaAssignment((4, 2, 3, 1), (4,), (1,))
+            # Naming partitions (once, twice, a topic with none): reduced, then forwarded.
+            named = await list_handler.handle(ctx, list_request({T: (0, 0, 1), "other": ()}))
+            assert named.error_code == ErrorCode.none
+            assert [(t.name, [p.partition_index for p in t.partitions]) for t in named.topics] == [
+                (T, [0])
+            ]
         finally:
             await link.close()
             stop.set()

@@ -11,6 +11,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from odradek.protocol.fields import layout
+
 NO_THROTTLE = timedelta(0)
 
 
@@ -20,5 +22,10 @@ def build(cls: type[Any], **values: Any) -> Any:
 
 
 def element_type(cls: type[Any], field_name: str) -> type[Any]:
-    """The class of the elements of a ``tuple[X, ...]`` field."""
-    return cls.__dataclass_fields__[field_name].type.__args__[0]
+    """The class of the elements of a ``tuple[X, ...]`` field, nullable (``... | None``) or not:
+    the protocol layer's layout of ``cls`` already knows it."""
+    schema = layout(cls)
+    spec = next(s for s in (*schema.fields, *schema.tagged) if s.name == field_name)
+    if spec.struct_type is None:
+        raise TypeError(f"{cls.__name__}.{field_name} is not an array of structs")
+    return spec.struct_type

@@ -4,8 +4,14 @@ Each check returns a list of problems (empty when it holds); the test fails on a
 cases that led to it. None of them asks the broker to judge itself:
 
 - ``processes``: every member of the cluster still runs (its pid);
-- ``MemorySampler``: resident memory (``/proc/<pid>/status`` VmRSS), sampled every few ms while
-  cases are in flight, stays under a bound; ``resources`` also bounds open file descriptors;
+- ``ResourceSampler`` and ``resources``: resident memory (``/proc/<pid>/status`` VmRSS) and open
+  file descriptors (``/proc/<pid>/fd``), sampled every few ms while cases are in flight, stay
+  under their bounds (memory: above the largest broker's at the start; files: above each
+  broker's own at the start, plus ``FDS_PER_SEGMENT`` for each segment more than then on its
+  disks), with the peaks of each kind of round kept for the figures;
+- ``loop_lag``: the broker's own ``odradek_event_loop_lag_seconds`` over a round of one of
+  ``shapes``' kinds: no sample above ``LAG_MAX_S`` while a bounded huge array or a pipeline is
+  served;
 - ``scan_logs``: every partition directory on every broker's disks holds segments whose batches
   decode with kafka-python's reader (``MemoryRecords``, ``DefaultRecordBatch``: CRC, every
   record), whose records match the header's count and offsets, and which follow each other with
@@ -45,9 +51,17 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fuzzing.traffic import Ack, Outcome
 from odradek.local.cluster import Member, pid_alive
+from support.loop_prober import lag_buckets, lag_samples_between, worst_lag_between
 
 __all__ = [
-    "MemorySampler",
+    "LAG_MAX_S",
+    "LoopLag",
+    "loop_lag_reading",
+    "loop_lag",
+    "FDS_PER_SEGMENT",
+    "segment_count",
+    "Peak",
+    "ResourceSampler",
     "processes",
     "resources",
     "scan_logs",
@@ -59,6 +73,17 @@ __all__ = [
 ]
 
 SAMPLE_INTERVAL_S = 0.02
+# The broker's loop may never run this much later than asked while it serves a bounded huge
+# array or a pipeline: an edge of its histogram's buckets (EVENT_LOOP_LAG_BUCKETS_S), as in
+# tests/integration/cluster/test_request_work_bounds.py (250 ms there, on a quiet broker; here
+# the broker also serves the rest of the fuzz, on a machine the CI loads).
+LAG_MAX_S = 0.5
+# After the round, before the histogram is read again. A stall's late sample is taken by the
+# monitor's timer in the loop's first turn after the stall, before the reading (a connection
+# accepted, then a request read: later turns) is served, even when the reading itself waits
+# for the stall to end; this only lets the last answer's own work finish.
+LAG_SETTLE_S = 0.05
+LAG_READ_TIMEOUT_S = 60.0  # the reading waits for a loop that is still held
 CLIENT_TIMEOUT_S = 20.0
 SLACK_FACTOR = 2  # a mutated frame may repeat a batch (a duplicated segment)
 
@@ -75,18 +100,39 @@ def open_fds(pid: int) -> int:
     return sum(1 for _ in Path(f"/proc/{pid}/fd").iterdir())
 
 
-class MemorySampler:
-    """Samples the resident memory of ``pids`` on a thread; ``take_peaks`` returns the highest
-    value of each since the last call."""
+# A segment's open files: its log, offset index, time index and transaction index.
+FDS_PER_SEGMENT = 4
+
+
+def segment_count(member: Member) -> int:
+    """How many log segments the broker has on its disks (each holds ``FDS_PER_SEGMENT``)."""
+    return sum(1 for _ in Path(member.data_dir).glob("disk-*/*/*.log"))
+
+
+@dataclass(frozen=True)
+class Peak:
+    rss_bytes: int = 0
+    fds: int = 0
+
+    def __or__(self, other: Peak) -> Peak:
+        return Peak(max(self.rss_bytes, other.rss_bytes), max(self.fds, other.fds))
+
+
+class ResourceSampler:
+    """Samples the resident memory and the open file descriptors of ``pids`` on a thread.
+    ``take_peaks`` returns the highest of each, per pid, since the last call; ``kind_peaks``
+    the highest while each kind of round was being played (``kind``, set by the session)."""
 
     def __init__(self, pids: Iterable[int]):
         self.pids = list(pids)
-        self._peaks: dict[int, int] = {}
+        self.kind = "between rounds"
+        self._peaks: dict[int, Peak] = {}
+        self.kind_peaks: dict[str, dict[int, Peak]] = defaultdict(dict)
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="resource-sampler", daemon=True)
 
-    def __enter__(self) -> MemorySampler:
+    def __enter__(self) -> ResourceSampler:
         self._thread.start()
         return self
 
@@ -98,16 +144,40 @@ class MemorySampler:
         while not self._stop.wait(SAMPLE_INTERVAL_S):
             for pid in self.pids:
                 try:
-                    value = rss_bytes(pid)
+                    value = Peak(rss_bytes(pid), open_fds(pid))
                 except OSError:
                     continue  # gone: ``processes`` says so
                 with self._lock:
-                    self._peaks[pid] = max(self._peaks.get(pid, 0), value)
+                    self._peaks[pid] = self._peaks.get(pid, Peak()) | value
+                    by_kind = self.kind_peaks[self.kind]
+                    by_kind[pid] = by_kind.get(pid, Peak()) | value
 
-    def take_peaks(self) -> dict[int, int]:
+    def take_peaks(self) -> dict[int, Peak]:
         with self._lock:
             peaks, self._peaks = self._peaks, {}
         return peaks
+
+
+@dataclass(frozen=True)
+class LoopLag:
+    """What a broker's loop-lag histogram gained over a round."""
+
+    samples: int
+    late: int  # samples above LAG_MAX_S
+    worst_s: float  # the smallest bucket edge every sample stayed within (inf: beyond them all)
+
+
+def loop_lag_reading(member: Member) -> dict[float, float]:
+    return lag_buckets(member, timeout_s=LAG_READ_TIMEOUT_S)
+
+
+def loop_lag(member: Member, before: dict[float, float]) -> LoopLag:
+    """The lag samples ``member`` took since the reading ``before`` (see ``LAG_SETTLE_S``)."""
+    time.sleep(LAG_SETTLE_S)
+    after = loop_lag_reading(member)
+    samples = after.get(float("inf"), 0) - before.get(float("inf"), 0)
+    late = lag_samples_between(before, after, LAG_MAX_S)
+    return LoopLag(int(samples), int(late), worst_lag_between(before, after))
 
 
 def processes(members: Sequence[Member]) -> list[str]:
@@ -115,19 +185,23 @@ def processes(members: Sequence[Member]) -> list[str]:
 
 
 def resources(
-    brokers: Sequence[Member], peaks: dict[int, int], rss_max: int, fds_max: int
+    brokers: Sequence[Member], peaks: dict[int, Peak], rss_max: int, fds_max: Mapping[int, int]
 ) -> list[str]:
+    """Each broker's peak resident memory under ``rss_max``, its peak open file descriptors
+    under its own bound (``fds_max``, by pid)."""
     problems = []
     for member in brokers:
-        peak = max(peaks.get(member.pid, 0), rss_bytes(member.pid))
-        if peak > rss_max:
+        peak = peaks.get(member.pid, Peak()) | Peak(rss_bytes(member.pid), open_fds(member.pid))
+        if peak.rss_bytes > rss_max:
             problems.append(
-                f"broker {member.id}: resident memory reached {peak >> 20} MiB "
+                f"broker {member.id}: resident memory reached {peak.rss_bytes >> 20} MiB "
                 f"(bound {rss_max >> 20} MiB)"
             )
-        fds = open_fds(member.pid)
-        if fds > fds_max:
-            problems.append(f"broker {member.id}: {fds} open file descriptors (bound {fds_max})")
+        if peak.fds > fds_max[member.pid]:
+            problems.append(
+                f"broker {member.id}: {peak.fds} open file descriptors "
+                f"(bound {fds_max[member.pid]})"
+            )
     return problems
 
 

@@ -1,8 +1,11 @@
 """One fuzz run: plays rounds, checks the invariants after every batch, and keeps the evidence.
 
 ``FuzzSession.play`` sends a round (``traffic.play``), judges its answers (``traffic.judge``)
-and books what was sent and acknowledged (``invariants.Ledger``); once ``check_every`` cases
-have gone out since the last check, ``check`` runs every invariant. The first failure is kept
+and books what was sent and acknowledged (``invariants.Ledger``); around a round of one of
+``shapes``' kinds it also reads the target broker's loop-lag histogram (``invariants.loop_lag``)
+and keeps what the round cost (``ShapeFigure``, printed with the peaks of memory and open files
+of each kind of round at the end). Once ``check_every`` cases (a pipeline counts as one) have
+gone out since the last check, ``check`` runs every invariant. The first failure is kept
 (``failure``) and nothing more is sent: the test raises it after the Hypothesis loop, so
 Hypothesis never replays a round against a cluster that has already changed.
 
@@ -17,6 +20,7 @@ Used from the test's thread only.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 import traceback
@@ -30,7 +34,8 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from fuzzing import invariants
-from fuzzing.strategies import Case, Round
+from fuzzing.shapes import HUGE_ARRAY_BOUNDED_APIS, PIPELINED
+from fuzzing.strategies import MIXED, Case, Round
 from fuzzing.traffic import Outcome, Target, judge, play
 from odradek.local.cluster import Member
 from odradek.protocol.apis import ApiKey
@@ -48,7 +53,7 @@ class Limits:
     time_budget_s: float
     check_every: int
     rss_growth_max: int  # bytes above the largest broker's resident memory at the start
-    fds_max: int
+    fds_growth_max: int  # open file descriptors above each broker's own at the start
 
 
 class FuzzSession:
@@ -88,7 +93,11 @@ class FuzzSession:
         self.closed = {m.id: invariants.closed_reasons(m) for m in self.brokers}
         self.logged = [m for m in members if m.role in ("broker", "controller")]
         self.log_positions = {m.log: Path(m.log).stat().st_size for m in self.logged}
-        self.sampler = invariants.MemorySampler(m.pid for m in self.brokers)
+        self.fds_at_start = {m.pid: invariants.open_fds(m.pid) for m in self.brokers}
+        self.segments_at_start = {m.pid: invariants.segment_count(m) for m in self.brokers}
+        self.segments_max = dict(self.segments_at_start)
+        self.sampler = invariants.ResourceSampler(m.pid for m in self.brokers)
+        self.shapes: list[ShapeFigure] = []  # one per round of ``shapes``' kinds
         self.started = time.monotonic()
         self.window: list[Outcome] = []
         self.sent: set[bytes] = set()  # digests of the frames sent
@@ -128,15 +137,26 @@ class FuzzSession:
         round_ = self._unseen(round_)
         if not round_.cases:
             return
-        outcomes, _ = play(round_, self.targets)
+        shaped = round_.kind != MIXED
+        if shaped:
+            member = self._member_of(self.targets[round_.cases[0].target])
+            lag_before = invariants.loop_lag_reading(member)
+        self.sampler.kind = round_.kind
+        try:
+            outcomes, took_s = play(round_, self.targets)
+        finally:
+            self.sampler.kind = "between rounds"
         for outcome in outcomes:
             outcome.round = self.rounds
         findings, acks = judge(outcomes, self.targets)
+        if shaped:
+            findings += self._judge_lag(round_, outcomes, member, lag_before, took_s)
         self.ledger.record(outcomes, acks)
         self.stats["acknowledged appends"] += len(acks)
         self.stats["acknowledged records"] += sum(ack.count for ack in acks)
         self.window += outcomes
-        self.cases += len(outcomes)
+        # A pipeline is its few templates repeated: it counts as one case of the budget.
+        self.cases += 1 if round_.kind == PIPELINED else len(outcomes)
         self.rounds += 1
         for outcome in outcomes:
             self._count(outcome)
@@ -155,11 +175,51 @@ class FuzzSession:
                 self.sent.add(digest)
                 kept.append((case, connection))
         self.stats["repeats not sent"] += len(round_.cases) - len(kept)
-        return Round(
-            tuple(case for case, _ in kept),
-            tuple(connection for _, connection in kept),
-            round_.pipelined,
+        return dataclasses.replace(
+            round_,
+            cases=tuple(case for case, _ in kept),
+            connection_of=tuple(connection for _, connection in kept),
         )
+
+    def _member_of(self, target: Target) -> Member:
+        address = f"{target.host}:{target.port}"
+        return next(m for m in self.brokers if address in (m.address, m.control_plane))
+
+    def _judge_lag(
+        self,
+        round_: Round,
+        outcomes: Sequence[Outcome],
+        member: Member,
+        before: dict[float, float],
+        took_s: float,
+    ) -> list[str]:
+        """The broker's own loop lag over a round of ``shapes``' kinds: judged for pipelines and
+        for huge arrays of the APIs proven bounded, recorded for the rest."""
+        lag = invariants.loop_lag(member, before)
+        first = round_.cases[0]
+        answered = [o.answered_after_s for o in outcomes if o.answered_after_s is not None]
+        judged = round_.kind == PIPELINED or first.api_key in HUGE_ARRAY_BOUNDED_APIS
+        self.shapes.append(
+            ShapeFigure(
+                round_.kind,
+                first.api_key,
+                first.api_version,
+                sum(len(c.frame) for c in round_.cases),
+                len(round_.cases),
+                len(answered),
+                max(answered, default=None),
+                took_s,
+                lag,
+                judged,
+            )
+        )
+        if not judged or not lag.late:
+            return []
+        return [
+            f"broker {member.id}: its event loop ran more than {invariants.LAG_MAX_S:.2f} s late "
+            f"in {lag.late} of {lag.samples} samples (worst up to {lag.worst_s} s) while it "
+            f"served {round_.kind}: {first.description}"
+        ]
 
     def _count(self, outcome: Outcome) -> None:
         case = outcome.case
@@ -189,8 +249,11 @@ class FuzzSession:
             self._fail(problems)
             return
         peaks = self.sampler.take_peaks()
-        self.peak_rss = max([self.peak_rss, *peaks.values()])
-        problems += invariants.resources(self.brokers, peaks, self.rss_max, self.limits.fds_max)
+        self.peak_rss = max([self.peak_rss, *(p.rss_bytes for p in peaks.values())])
+        for member in self.brokers:
+            segments = invariants.segment_count(member)
+            self.segments_max[member.pid] = max(self.segments_max[member.pid], segments)
+        problems += invariants.resources(self.brokers, peaks, self.rss_max, self.fds_max())
         problems += self._broker_evidence()
         disk, trouble = invariants.scan_logs(self.brokers, self.ledger.compacted)
         problems += trouble
@@ -278,7 +341,65 @@ class FuzzSession:
             f"peak broker RSS {self.peak_rss >> 20} MiB (bound {self.rss_max >> 20} MiB)"
         ]
         lines += [f"  {key}: {value}" for key, value in sorted(self.stats.items())]
+        lines += self._resource_figures() + [figure.line() for figure in self.shapes]
         return "\n".join(lines)
+
+    def fds_max(self) -> dict[int, int]:
+        """Each broker's bound on open files: its own at the start, ``fds_growth_max`` more,
+        and the files of the segments its disks gained (at most, so far)."""
+        return {
+            m.pid: self.fds_at_start[m.pid]
+            + self.limits.fds_growth_max
+            + invariants.FDS_PER_SEGMENT
+            * max(0, self.segments_max[m.pid] - self.segments_at_start[m.pid])
+            for m in self.brokers
+        }
+
+    def _resource_figures(self) -> list[str]:
+        bounds = self.fds_max()
+        lines = [
+            f"  broker {m.id}: {self.fds_at_start[m.pid]} open files and "
+            f"{self.segments_at_start[m.pid]} segments at the start, "
+            f"{self.segments_max[m.pid]} segments at most since"
+            for m in self.brokers
+        ]
+        for kind, by_pid in sorted(self.sampler.kind_peaks.items()):
+            for member in self.brokers:
+                peak = by_pid.get(member.pid)
+                if peak is not None:
+                    lines.append(
+                        f"  peak while {kind}: broker {member.id} RSS {peak.rss_bytes >> 20} MiB, "
+                        f"{peak.fds} open files (bound {bounds[member.pid]})"
+                    )
+        return lines
+
+
+@dataclass(frozen=True)
+class ShapeFigure:
+    """What one round of ``shapes``' kinds cost the broker, for the run's figures."""
+
+    kind: str
+    api_key: int
+    api_version: int
+    request_bytes: int
+    requests: int
+    answered: int
+    last_answer_s: float | None
+    took_s: float
+    lag: invariants.LoopLag
+    judged: bool  # its lag is asserted (a pipeline, or an API proven bounded)
+
+    def line(self) -> str:
+        answer = "no answer" if self.last_answer_s is None else f"{self.last_answer_s:.2f} s"
+        api = f"{ApiKey(self.api_key).name} v{self.api_version}"
+        what = f"{self.requests} requests from {api}" if self.kind == PIPELINED else api
+        judged = "" if self.judged else " (not judged: not proven bounded yet)"
+        return (
+            f"  {self.kind}: {what}, {self.request_bytes:,} bytes; {self.answered} answered, "
+            f"the last after {answer} (round {self.took_s:.2f} s); loop lag worst up to "
+            f"{self.lag.worst_s} s, {self.lag.late} of {self.lag.samples} samples over "
+            f"{invariants.LAG_MAX_S} s{judged}"
+        )
 
 
 def _where(outcome: Outcome) -> str:

@@ -4,7 +4,7 @@ A request body is built from its kio schema (``odradek.protocol.fields.layout``)
 each primitive by its Kafka type (integers at and near their bounds, strings, booleans, uuids,
 timeouts), arrays of a few items, null where the schema allows it, tagged fields set or left at
 their default, nested structs recursively, and ``records`` from ``batches.record_sets``. Fields
-that name something in the cluster are drawn from ``Pools`` by their name (``_hints``): topic
+that name something in the cluster are drawn from ``Pools`` by their name (``field_hints``): topic
 names mostly hit topics that exist and that the target's broker leads, so appends, fetches,
 config changes and record deletions reach the logs, and sometimes miss (unknown, invalid, too
 long); partitions, offsets, epochs, acks, config keys and values likewise. CreateTopics and
@@ -15,9 +15,10 @@ cases in ten), mutated at the field or the byte level or both (``mutations``), o
 random bytes; one case in ten also gets a wrong size prefix (short, long, negative, over the
 frame limit), which leaves the rest of the connection's stream unframed (``Case.breaks_stream``).
 
-A ``Round`` is a few cases spread over a few connections, each connection pipelined (all
-requests sent at once) or sequential. Nothing drawn depends on the broker's answers, so a seed
-(and ``base_time_ms``) reproduces the same cases.
+A ``Round`` (``mixed_rounds``) is a few cases spread over a few connections, each connection
+pipelined (all requests sent at once) or sequential; ``shapes`` adds rounds of the two shapes
+that cost a broker most for their size, and draws which kind each round is. Nothing drawn
+depends on the broker's answers, so a seed (and ``base_time_ms``) reproduces the same cases.
 """
 
 from __future__ import annotations
@@ -33,19 +34,33 @@ from typing import Any
 from hypothesis import strategies as st
 
 from fuzzing.batches import RecordSet, record_sets
-from fuzzing.frames import INT_RANGES, encode_request
+from fuzzing.frames import INT_RANGES, Frame, encode_request
 from fuzzing.mutations import byte_mutations, field_mutations
 from odradek.config.topic import CONFIG_KEYS
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.protocol.fields import FieldSpec, Kind, layout
 
-__all__ = ["Pools", "Case", "Round", "rounds"]
+__all__ = [
+    "Pools",
+    "Case",
+    "Round",
+    "MIXED",
+    "body_values",
+    "build_entity",
+    "cases",
+    "entity_values",
+    "field_hints",
+    "mixed_rounds",
+    "wait_ms_of",
+    "well_formed_case",
+]
 
 INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
 INT64_MAX = 2**63 - 1
 KAFKA_MAX_FRAME_BYTES = 104_857_600  # Kafka's default socket.request.max.bytes
 REQUEST_HEADER_MIN_BYTES = 10  # api key, version, correlation id, a null client id
+MIXED = "mixed"  # a round's kind: cases of every sort (``mixed_rounds``)
 CASES_PER_ROUND_MAX = 8
 CONNECTIONS_PER_ROUND_MAX = 4
 # How often each API is drawn: Produce and Fetch reach the logs, so they come up more.
@@ -75,6 +90,8 @@ class Pools:
     # begin with a well-formed SaslHandshake for it, so what follows is inside the exchange.
     sasl_mechanism: str | None = None
     api_weights: tuple[tuple[int, int], ...] = ()  # (api key, weight): instead of API_WEIGHTS
+    # The listener serves every API: ``shapes``' huge arrays and pipelines may go to it.
+    work_shapes: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,9 @@ class Case:
     answer_expected: bool  # a well-formed request that Kafka answers (not Produce with acks=0)
     wait_ms: int  # how long the broker may rightly hold the answer (Fetch max_wait, timeouts)
     produce: tuple[tuple[str, int, RecordSet], ...]  # (topic, partition, records) it carries
+    # How long the broker may rightly work on it before its answer, besides ``wait_ms`` (a huge
+    # array's elements, an answer queued behind others: ``shapes``); those after it wait too.
+    work_s: float = 0.0
 
     def hex(self) -> str:
         return self.frame.hex()
@@ -108,6 +128,8 @@ class Round:
     cases: tuple[Case, ...]
     connection_of: tuple[int, ...]  # for each case, its connection (cases keep their order)
     pipelined: tuple[bool, ...]  # for each connection
+    kind: str = "mixed"  # MIXED, or one of ``shapes``' kinds
+    timeout_s: float | None = None  # how long the round may take (None: traffic's default)
 
     def __repr__(self) -> str:
         return f"Round({len(self.cases)} cases over {len(self.pipelined)} connections)"
@@ -177,7 +199,7 @@ def _topic_names(pools: Pools, *, existing: bool, scratch: bool) -> st.SearchStr
     return st.one_of(choices)
 
 
-def _hints(pools: Pools, api_key: int) -> Mapping[str, st.SearchStrategy[Any]]:
+def field_hints(pools: Pools, api_key: int) -> Mapping[str, st.SearchStrategy[Any]]:
     """Strategies for fields by name (``Struct.field`` first, then ``field``)."""
     creates_or_deletes = api_key in (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS)
     topics = _topic_names(
@@ -329,11 +351,11 @@ def _field(
         value = records
     elif spec.kind is Kind.STRUCT:
         assert spec.struct_type is not None
-        value = _entity(spec.struct_type, hints, records)
+        value = entity_values(spec.struct_type, hints, records)
     elif spec.kind in (Kind.STRUCT_ARRAY, Kind.PRIMITIVE_ARRAY):
         if spec.kind is Kind.STRUCT_ARRAY:
             assert spec.struct_type is not None
-            item = _entity(spec.struct_type, hints, records)
+            item = entity_values(spec.struct_type, hints, records)
         else:
             item = hint if hint is not None else _primitive(spec.kafka_type or "")
         value = _weighted(1, 1, 1, 2, 2, 3, 0).flatmap(
@@ -348,7 +370,7 @@ def _field(
     return value
 
 
-def _entity(
+def entity_values(
     entity_type: type[Any],
     hints: Mapping[str, st.SearchStrategy[Any]],
     records: st.SearchStrategy[RecordSet],
@@ -364,11 +386,11 @@ def _entity(
 
 
 @cache  # strategies are built once per schema and target (Pools is frozen)
-def _body(schema: type[Any], api_key: int, pools: Pools) -> st.SearchStrategy[dict[str, Any]]:
-    return _entity(schema, _hints(pools, api_key), record_sets(pools.base_time_ms))
+def body_values(schema: type[Any], api_key: int, pools: Pools) -> st.SearchStrategy[dict[str, Any]]:
+    return entity_values(schema, field_hints(pools, api_key), record_sets(pools.base_time_ms))
 
 
-def _build(
+def build_entity(
     entity_type: type[Any], values: dict[str, Any]
 ) -> tuple[Any, list[tuple[str, RecordSet]]]:
     """The dataclass from drawn values; ``RecordSet`` values become their bytes, and are
@@ -383,10 +405,10 @@ def _build(
             value = value.data
         elif spec.struct_type is not None and value is not None:
             if spec.kind is Kind.STRUCT:
-                value, inner = _build(spec.struct_type, value)
+                value, inner = build_entity(spec.struct_type, value)
                 found += inner
             else:
-                built = [_build(spec.struct_type, item) for item in value]
+                built = [build_entity(spec.struct_type, item) for item in value]
                 value = tuple(entity for entity, _ in built)
                 found += [pair for _, inner in built for pair in inner]
         kwargs[spec.name] = value
@@ -397,7 +419,7 @@ def _produced(
     body: Any, record_sets_found: list[tuple[str, RecordSet]]
 ) -> tuple[tuple[str, int, RecordSet], ...]:
     """(topic, partition, record set) of a Produce request, in request order (the order in
-    which ``_build`` found the record sets)."""
+    which ``build_entity`` found the record sets)."""
     where = [(t.name, p.index) for t in body.topic_data for p in t.partition_data]
     return tuple(
         (topic, partition, found)
@@ -408,13 +430,54 @@ def _produced(
 # -- cases and rounds ------------------------------------------------------------------------
 
 
-def _wait_ms(body: Any) -> int:
+def wait_ms_of(body: Any) -> int:
     waits = [
         round(getattr(body, name).total_seconds() * 1000)
         for name in ("max_wait", "timeout")
         if isinstance(getattr(body, name, None), timedelta)
     ]
     return max([0, *waits])
+
+
+@st.composite
+def _request(
+    draw: st.DrawFn, api_key: int, served: Mapping[int, tuple[int, int]], pools: Pools
+) -> tuple[int, Any, Frame, tuple[tuple[str, int, RecordSet], ...]]:
+    """A well-formed request of ``api_key``: its version, body, frame and record sets."""
+    low, high = served[api_key]
+    version = draw(st.integers(low, high))
+    schema = schemas.request_schema(api_key, version)
+    body, record_sets_found = build_entity(schema, draw(body_values(schema, api_key, pools)))
+    correlation_id = draw(_weighted(1, 7, 2**31 - 1, 0, -1) | st.integers(0, 2**31 - 1))
+    client_id = draw(_weighted("odradek-fuzz", "odradek-fuzz", None, "", "ü" * 40))
+    frame = encode_request(body, correlation_id, client_id)
+    produce = _produced(body, record_sets_found) if api_key == ApiKey.PRODUCE else ()
+    return version, body, frame, produce
+
+
+@st.composite
+def well_formed_case(
+    draw: st.DrawFn,
+    target: int,
+    served: Mapping[int, tuple[int, int]],
+    pools: Pools,
+    api_keys: Sequence[int],
+) -> Case:
+    """A well-formed request of one of ``api_keys`` (none with a record set), left alone."""
+    api_key = draw(st.sampled_from(sorted(api_keys)))
+    version, body, frame, _ = draw(_request(api_key, served, pools))
+    return Case(
+        target=target,
+        api_key=api_key,
+        api_version=version,
+        frame=struct.pack(">i", len(frame.data)) + frame.data,
+        description=f"api {ApiKey(api_key).name} v{version}",
+        mutated=False,
+        breaks_stream=False,
+        answer_expected=True,
+        wait_ms=wait_ms_of(body),
+        produce=(),
+    )
 
 
 @st.composite
@@ -427,14 +490,7 @@ def cases(
     keys = sorted(served)
     weights = dict(pools.api_weights) if pools.api_weights else API_WEIGHTS
     api_key = draw(st.sampled_from([k for k in keys for _ in range(weights.get(k, 1))]))
-    low, high = served[api_key]
-    version = draw(st.integers(low, high))
-    schema = schemas.request_schema(api_key, version)
-    body, record_sets_found = _build(schema, draw(_body(schema, api_key, pools)))
-    correlation_id = draw(_weighted(1, 7, 2**31 - 1, 0, -1) | st.integers(0, 2**31 - 1))
-    client_id = draw(_weighted("odradek-fuzz", "odradek-fuzz", None, "", "ü" * 40))
-    frame = encode_request(body, correlation_id, client_id)
-    produce = _produced(body, record_sets_found) if api_key == ApiKey.PRODUCE else ()
+    version, body, frame, produce = draw(_request(api_key, served, pools))
     acks_zero = api_key == ApiKey.PRODUCE and body.acks == 0
 
     data, notes = frame.data, [f"api {ApiKey(api_key).name} v{version}"]
@@ -486,7 +542,7 @@ def cases(
             or not REQUEST_HEADER_MIN_BYTES <= size <= pools.max_frame_bytes
         ),
         answer_expected=not mutated and not acks_zero,
-        wait_ms=_wait_ms(body),
+        wait_ms=wait_ms_of(body),
         produce=produce,
     )
 
@@ -516,7 +572,7 @@ def _tls_hellos(
 
 
 @st.composite
-def rounds(
+def mixed_rounds(
     draw: st.DrawFn,
     targets: Sequence[tuple[Mapping[int, tuple[int, int]], Pools]],
 ) -> Round:
@@ -535,7 +591,9 @@ def rounds(
             ordered = sorted((drawn[i] for i in positions), key=_sasl_rank)
             for i, case in zip(positions, ordered, strict=True):
                 drawn[i] = case
-            if draw(_weighted(True, True, True, False)):  # st.integers would favour 0
+            # (not when ODRADEK_FUZZ_APIS leaves SaslHandshake out)
+            handshakes = ApiKey.SASL_HANDSHAKE in served
+            if handshakes and draw(_weighted(True, True, True, False)):  # not st.integers: 0
                 low, high = served[ApiKey.SASL_HANDSHAKE]
                 version = draw(st.integers(max(low, 1), high))  # v0's raw tokens: drawn above
                 # Its own correlation id: the session sends no frame twice.

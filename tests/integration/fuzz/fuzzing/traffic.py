@@ -14,7 +14,8 @@ may have changed the one drawn), in order. ``Outcome`` records, per case, the re
 (without its size prefix), whether the connection was closed before it, and whether its answer
 was owed: a well-formed request (``Case.answer_expected``) with only well-formed requests before
 it on its connection and a correlation id no other case there carries, answered within its own
-wait (Fetch's ``max_wait``, a request ``timeout``) plus ``ANSWER_GRACE_S``. ``judge`` turns
+wait (Fetch's ``max_wait``, a request ``timeout``) plus the work it and the answers ahead of it
+may rightly take (``Case.work_s``) plus ``ANSWER_GRACE_S``. ``judge`` turns
 outcomes into findings: an owed answer missing (a hang) or the connection closed on it, a
 response that does not decode, a record set Kafka refuses that the broker accepted, an answer
 to anything but ApiVersions and SASL on a connection that never authenticated, and a control
@@ -22,7 +23,8 @@ plane request of a principal that is not the cluster that was not refused. It al
 the acknowledged appends (topic, partition, base offset, count) of well-formed Produce
 requests.
 
-Everything is bounded: ``ROUND_TIMEOUT_S`` per round, ``RESPONSE_BYTES_MAX`` per response.
+Everything is bounded: ``ROUND_TIMEOUT_S`` per round (or the round's own ``timeout_s``),
+``RESPONSE_BYTES_MAX`` per response.
 Called from the test's thread; each ``play`` runs its own event loop.
 """
 
@@ -45,7 +47,7 @@ from odradek.protocol.apis import ApiKey
 from odradek.protocol.codec import decode_response
 from odradek.protocol.errors import InvalidResponseError
 
-__all__ = ["Target", "Role", "Outcome", "Ack", "play", "judge", "ROUND_TIMEOUT_S"]
+__all__ = ["Target", "Role", "Outcome", "Ack", "play", "judge", "round_timeout", "ROUND_TIMEOUT_S"]
 
 ROUND_TIMEOUT_S = 6.0
 ANSWER_GRACE_S = 3.0  # generous: the machine is shared and loaded
@@ -126,6 +128,10 @@ class _Connection:
     unmatched: list[int] = field(default_factory=list)  # correlation ids of stray responses
 
 
+def round_timeout(round_: Round) -> float:
+    return ROUND_TIMEOUT_S if round_.timeout_s is None else round_.timeout_s
+
+
 def _owed_deadlines(round_: Round, owes_answers: Sequence[bool]) -> list[tuple[bool, float]]:
     """For each case: whether its answer is owed, and by when (seconds into the round).
     ``owes_answers`` says, for each target, whether it answers well-formed requests at all
@@ -138,14 +144,17 @@ def _owed_deadlines(round_: Round, owes_answers: Sequence[bool]) -> list[tuple[b
     result = []
     clean_so_far: dict[int, bool] = {}
     waited: dict[int, float] = {}
+    worked: dict[int, float] = {}  # the work of the answers ahead of it, and its own
+    round_timeout_s = round_timeout(round_)
     for case, connection in zip(round_.cases, round_.connection_of, strict=True):
         clean = clean_so_far.get(connection, True)
         wait_s = max(waited.get(connection, 0.0), max(case.wait_ms, 0) / 1000)
-        deadline = wait_s + ANSWER_GRACE_S
+        worked[connection] = worked.get(connection, 0.0) + case.work_s
+        deadline = wait_s + worked[connection] + ANSWER_GRACE_S
         owed = (
             clean
             and case.answer_expected
-            and deadline < ROUND_TIMEOUT_S
+            and deadline < round_timeout_s
             and owes_answers[case.target]
         )
         result.append((owed, deadline))
@@ -227,8 +236,10 @@ async def _serve_connection(
         open_ = True
         if pipelined:
             writer.write(b"".join(o.case.frame for o in connection.outcomes))
-            with contextlib.suppress(ConnectionError):
-                await writer.drain()
+            # Not read meanwhile: a broker that stops reading until its answers are read holds
+            # this up to the round's end (then the owed answers are missing).
+            with contextlib.suppress(ConnectionError, TimeoutError):
+                await asyncio.wait_for(writer.drain(), max(0.0, round_end - loop.time()))
             owed_end = max((started + o.deadline_s for o in owed_open()), default=loop.time())
             open_ = await read_until(lambda: not owed_open(), min(owed_end, round_end))
         else:
@@ -269,7 +280,7 @@ async def _play(round_: Round, targets: Sequence[Target]) -> list[Outcome]:
         outcomes.append(outcome)
     await asyncio.gather(
         *(
-            _serve_connection(c, round_.pipelined[i], started, started + ROUND_TIMEOUT_S)
+            _serve_connection(c, round_.pipelined[i], started, started + round_timeout(round_))
             for i, c in connections.items()
         )
     )
