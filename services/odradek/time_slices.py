@@ -8,9 +8,9 @@ requests on request handler threads beside its network threads; here the handler
 back every ``SLICE_S`` of its own time instead (``await asyncio.sleep(0)``: one turn of the loop,
 in which other connections are read and answered).
 
-``TimeSlices`` is the one home of that rule; ``sliced`` and ``answer_each`` are the shapes the
-handlers use. A slice's time is measured (``time.perf_counter``), checked every ``CHECK_EVERY``
-elements so the clock is not read per element. The CPU time a request is charged for
+``TimeSlices`` is the one home of that rule; ``sliced``, ``answer_each`` and ``distinct`` are
+the shapes the handlers use. A slice's time is measured (``time.perf_counter``), checked every
+``CHECK_EVERY`` elements so the clock is not read per element. The CPU time a request is charged for
 (``broker.quotas.TimedHandler``, ``request_percentage``) is still the whole of it: that wrapper
 adds up every step of the handler coroutine, and yielding only splits the work into more steps.
 
@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable
 from typing import TypeVar
 
-__all__ = ["CHECK_EVERY", "SLICE_S", "TimeSlices", "answer_each", "sliced"]
+__all__ = ["CHECK_EVERY", "SLICE_S", "TimeSlices", "answer_each", "distinct", "sliced"]
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
@@ -46,11 +46,13 @@ class TimeSlices:
         self._count = 0
         self.yields = 0  # how many times it gave the loop back (tests and logs)
 
-    async def tick(self) -> None:
-        """One element done: give the loop a turn if this slice has lasted ``slice_s``."""
-        self._count += 1
-        if self._count % CHECK_EVERY:
+    async def tick(self, elements: int = 1) -> None:
+        """``elements`` done (one, or a chunk a domain call took at once): give the loop a
+        turn if this slice has lasted ``slice_s``."""
+        self._count += elements
+        if self._count < CHECK_EVERY:
             return
+        self._count = 0
         if self.clock() - self._started >= self.slice_s:
             await asyncio.sleep(0)
             self.yields += 1
@@ -86,3 +88,17 @@ async def answer_each(
         results.append(result)
         await slices.tick()
     return results
+
+
+async def distinct(items: Iterable[K], slices: TimeSlices | None = None) -> list[K]:
+    """The distinct elements of ``items`` in the order first seen, in time slices.
+
+    For filters a request lists (ListGroups' states, ListTransactions' states): what they
+    admit depends on the distinct names only, so each shard is handed those, not a million
+    repeats of one name to go through again."""
+    slices = slices if slices is not None else TimeSlices()
+    seen: dict[K, None] = {}
+    for item in items:
+        seen[item] = None
+        await slices.tick()
+    return list(seen)
