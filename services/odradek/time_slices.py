@@ -8,9 +8,10 @@ requests on request handler threads beside its network threads; here the handler
 back every ``SLICE_S`` of its own time instead (``await asyncio.sleep(0)``: one turn of the loop,
 in which other connections are read and answered).
 
-``TimeSlices`` is the one home of that rule; ``sliced``, ``answer_each`` and ``distinct`` are
-the shapes the handlers use. A slice's time is measured (``time.perf_counter``), checked every
-``CHECK_EVERY`` elements so the clock is not read per element. The CPU time a request is charged for
+``TimeSlices`` is the one home of that rule; ``sliced``, ``answer_each``, ``distinct`` and
+``run_sliced`` are the shapes the handlers use. A slice's time is measured
+(``time.perf_counter``), checked every ``CHECK_EVERY`` elements so the clock is not read per
+element. The CPU time a request is charged for
 (``broker.quotas.TimedHandler``, ``request_percentage``) is still the whole of it: that wrapper
 adds up every step of the handler coroutine, and yielding only splits the work into more steps.
 
@@ -21,10 +22,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Hashable, Iterable
 from typing import TypeVar
 
-__all__ = ["CHECK_EVERY", "SLICE_S", "TimeSlices", "answer_each", "distinct", "sliced"]
+__all__ = [
+    "CHECK_EVERY",
+    "SLICE_S",
+    "TimeSlices",
+    "answer_each",
+    "distinct",
+    "run_at_once",
+    "run_sliced",
+    "sliced",
+]
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
@@ -102,3 +112,25 @@ async def distinct(items: Iterable[K], slices: TimeSlices | None = None) -> list
         seen[item] = None
         await slices.tick()
     return list(seen)
+
+
+async def run_sliced(steps: Generator[None, None, R], slices: TimeSlices | None = None) -> R:
+    """What the generator ``steps`` returns, run in time slices: it ``yield``s after each
+    element. For work a plain function must also be able to do at once (``run_at_once``): an
+    ``error_response`` that another module calls synchronously builds the same answer."""
+    slices = slices if slices is not None else TimeSlices()
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+        await slices.tick()
+
+
+def run_at_once(steps: Generator[None, None, R]) -> R:
+    """What the generator ``steps`` returns, run to its end without yielding to the loop."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
