@@ -30,6 +30,7 @@ from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.time_slices import TimeSlices, sliced
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for topic in request.topics
             for p in topic.partitions
         ]
-        return _response(ctx, [], FetchResponseData(ErrorCode.none, INVALID_SESSION_ID, refused))
+        answer = FetchResponseData(ErrorCode.none, INVALID_SESSION_ID, refused)
+        return await _response(ctx, [], answer)
     context = ctx.broker.fetch_sessions.new_context(
         getattr(request, "session_id", INVALID_SESSION_ID),
         getattr(request, "session_epoch", FINAL_EPOCH),
@@ -100,12 +102,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     throttle_ms = quota.record(results, replica_id)
     answer = context.throttled() if throttle_ms else context.respond(results)
-    return _response(ctx, wanted, answer, throttle_ms)
+    return await _response(ctx, wanted, answer, throttle_ms)
 
 
-def _response(
+async def _response(
     ctx: RequestContext, wanted: list[FetchPartitionRequest], answer: Any, throttle_ms: int = 0
 ) -> Any:
+    """The answer, built in time slices (``time_slices``)."""
     metrics = ctx.broker.metrics
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     topic_type = element_type(response_type, "responses")
@@ -116,7 +119,7 @@ def _response(
     aborted_type = typing.get_args(typing.get_args(aborted_type)[0])[0]
     by_topic: dict[str, list[Any]] = {}
     offsets = {(r.topic, r.partition): r.fetch_offset for r in wanted}
-    for result in answer.results:
+    async for result in sliced(answer.results, TimeSlices()):
         if metrics is not None and result.records is not None and result.size:
             # Records leave by sendfile, unread: count the offsets the slice spans (records
             # removed by compaction inside it are counted too).
