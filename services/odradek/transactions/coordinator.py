@@ -422,9 +422,10 @@ class TransactionCoordinator:
         slices = TimeSlices()
         names = list(state_filters)
         states = tuple(await distinct(names, slices))
-        pids = tuple(await distinct(producer_id_filters, slices))
+        pids = frozenset(await distinct(producer_id_filters, slices))
         listings: list[TransactionListing] = []
         for partition in elected:
+            await slices.tick(len(pids) + 1)  # each shard's look-up weighs its filters
             try:
                 found, _ = await self.runtime.read(
                     partition,
