@@ -107,13 +107,6 @@ def produce_request(topics, *, transactional_id=None, transactional=False):
     )
 
 
-class EveryTopic:
-    """The metadata cache as Produce reads it: every topic exists, with partition 0."""
-
-    def topic(self, name):
-        return SimpleNamespace(partitions={0: None})
-
-
 def produce_errors(answer):
     return {
         (t.name, p.index): p.error_code for t in answer.responses for p in t.partition_responses
@@ -122,7 +115,7 @@ def produce_errors(answer):
 
 def test_produce_appends_only_to_the_topics_it_may_write():
     replicas = Appends()
-    broker = SimpleNamespace(replica_manager=replicas, metrics=None, metadata=EveryTopic())
+    broker = SimpleNamespace(replica_manager=replicas, metrics=None)
     authorizer = MemoryAuthorizer().allow(Op.WRITE, TOPIC, "mine")
     answer = call(produce, 9, produce_request(["mine", "theirs"]), authorizer, broker)
     assert produce_errors(answer) == {
@@ -134,7 +127,7 @@ def test_produce_appends_only_to_the_topics_it_may_write():
 
 def test_transactional_produce_needs_write_on_its_transactional_id():
     replicas = Appends()
-    broker = SimpleNamespace(replica_manager=replicas, metrics=None, metadata=EveryTopic())
+    broker = SimpleNamespace(replica_manager=replicas, metrics=None)
     authorizer = MemoryAuthorizer().allow(Op.WRITE, TOPIC, "t")
     for transactional_id in (None, "tx"):
         req = produce_request(["t"], transactional_id=transactional_id, transactional=True)

@@ -73,8 +73,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
     async for tp, records in sliced(entries.items(), slices):
         if tp[0] not in writable:
             refused[tp] = ProduceResult(ErrorCode.topic_authorization_failed)
-        elif not _known(ctx, tp):  # before its records are looked at, as Kafka
-            refused[tp] = ProduceResult(ErrorCode.unknown_topic_or_partition)
         elif (problem := _not_one_batch(records, ctx.api_version)) is not None:
             refused[tp] = ProduceResult(ErrorCode.invalid_record, error_message=problem)
         elif tp[0] in INTERNAL_TOPICS:
@@ -150,12 +148,6 @@ async def _answer(
             )
         responses.append(build(topic_type, name=name, partition_responses=tuple(partitions)))
     return build(response_type, responses=tuple(responses), throttle_time=NO_THROTTLE)
-
-
-def _known(ctx: RequestContext, tp: tuple[str, int]) -> bool:
-    """Whether the cluster's metadata knows the partition (Kafka's ``metadataCache.contains``)."""
-    cached = ctx.broker.metadata.topic(tp[0])
-    return cached is not None and tp[1] in cached.partitions
 
 
 _MAGIC_OFFSET = 16  # base_offset, batch_length, partition_leader_epoch, then magic
