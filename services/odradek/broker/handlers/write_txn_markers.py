@@ -100,8 +100,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     async for marker in sliced(request.markers, slices):
         order = []
         async for t in sliced(marker.topics, slices):
-            order.append((t.name, [int(p) for p in t.partition_indexes]))
-            await slices.tick(len(order[-1][1]))
+            indexes = []
+            for p in t.partition_indexes:
+                indexes.append(int(p))
+                await slices.tick()
+            order.append((t.name, indexes))
         batch = encode_marker(
             ControlType.COMMIT if marker.transaction_result else ControlType.ABORT,
             producer_id=marker.producer_id,
@@ -150,9 +153,13 @@ async def _complete_offsets(ctx: RequestContext, marker: _Marker) -> None:
     groups = ctx.broker.groups
     if groups is None:  # a broker without groups (tests): no offsets to settle
         return
-    for (topic, index), result in list(marker.results.items()):
-        if topic != OFFSETS_TOPIC or result.error != ErrorCode.none:
-            continue
+    settled = [
+        index
+        async for (topic, index), result in sliced(list(marker.results.items()))
+        if topic == OFFSETS_TOPIC and result.error == ErrorCode.none
+    ]
+    topic = OFFSETS_TOPIC
+    for index in settled:
         try:
             await groups.complete_transaction(index, marker.producer_id, marker.committed)
         except OdradekError as e:  # COORDINATOR_LOAD_IN_PROGRESS: the sender writes it again
