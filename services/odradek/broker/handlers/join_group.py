@@ -5,7 +5,9 @@ serves as one, as in Kafka), ``shard.classic.join`` runs on the group's shard an
 becomes the version's response. v4+ requires a known member id (KIP-394: MEMBER_ID_REQUIRED with
 the new id first), v5+ carries ``group.instance.id`` (KIP-345), v7+ the protocol type and a
 nullable protocol name, v9 ``skip_assignment`` for a static leader that rejoined. Coordinator
-errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) are answers, never crashes.
+errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) are answers, never crashes. A
+protocol named twice is kept once, its first occurrence (all Kafka's member ever uses), read in
+time slices.
 
 Needs READ on the group (Kafka's ``handleJoinGroupRequest``):
 otherwise GROUP_AUTHORIZATION_FAILED, and the coordinator is not asked.
