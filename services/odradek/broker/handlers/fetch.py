@@ -33,7 +33,7 @@ from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
-from odradek.time_slices import TimeSlices, sliced
+from odradek.time_slices import TimeSlices
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,9 @@ async def _response(
     aborted_type = typing.get_args(typing.get_args(aborted_type)[0])[0]
     by_topic: dict[str, list[Any]] = {}
     offsets = {(r.topic, r.partition): r.fetch_offset for r in wanted}
-    async for result in sliced(answer.results, TimeSlices()):
+    slices = TimeSlices()
+    for result in answer.results:
+        await slices.tick()
         if metrics is not None and result.records is not None and result.size:
             # Records leave by sendfile, unread: count the offsets the slice spans (records
             # removed by compaction inside it are counted too).
