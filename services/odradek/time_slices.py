@@ -8,12 +8,13 @@ requests on request handler threads beside its network threads; here the handler
 back every ``SLICE_S`` of its own time instead (``await asyncio.sleep(0)``: one turn of the loop,
 in which other connections are read and answered).
 
-``TimeSlices`` is the one home of that rule; ``sliced`` and ``answer_each`` are the shapes the
-handlers use. A broker connection uses it too, one request per element: requests pipelined on
-one connection are handled one after the other without any of them waiting (each cheap, its
-answer written at once), so without it a thousand of them would hold the loop as one. A slice's
-time is measured (``time.perf_counter``), checked every ``check_every`` elements (``CHECK_EVERY``
-by default) so the clock is not read per element. The CPU time a request is charged for
+``TimeSlices`` is the one home of that rule; ``sliced``, ``answer_each``, ``distinct`` and
+``run_sliced`` are the shapes the handlers use. A broker connection uses it too, one request per
+element: requests pipelined on one connection are handled one after the other without any of
+them waiting (each cheap, its answer written at once), so without it a thousand of them would
+hold the loop as one. A slice's time is measured (``time.perf_counter``), checked every
+``check_every`` elements (``CHECK_EVERY`` by default) so the clock is not read per element. The
+CPU time a request is charged for
 (``broker.quotas.TimedHandler``, ``request_percentage``) is still the whole of it: that wrapper
 adds up every step of the handler coroutine, and yielding only splits the work into more steps.
 
@@ -25,10 +26,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Hashable, Iterable
 from typing import TypeVar
 
-__all__ = ["CHECK_EVERY", "SLICE_S", "TimeSlices", "answer_each", "sliced"]
+__all__ = [
+    "CHECK_EVERY",
+    "SLICE_S",
+    "TimeSlices",
+    "answer_each",
+    "distinct",
+    "run_at_once",
+    "run_sliced",
+    "sliced",
+]
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
@@ -60,11 +70,13 @@ class TimeSlices:
         """A new slice from now: the caller just gave the loop a turn of its own (it waited)."""
         self._started = self.clock()
 
-    async def tick(self) -> None:
-        """One element done: give the loop a turn if this slice has lasted ``slice_s``."""
-        self._count += 1
-        if self._count % self.check_every:
+    async def tick(self, elements: int = 1) -> None:
+        """``elements`` done (one, or a chunk a domain call took at once): give the loop a
+        turn if this slice has lasted ``slice_s``."""
+        self._count += elements
+        if self._count < self.check_every:
             return
+        self._count = 0
         if self.clock() - self._started >= self.slice_s:
             await asyncio.sleep(0)
             self.yields += 1
@@ -100,3 +112,39 @@ async def answer_each(
         results.append(result)
         await slices.tick()
     return results
+
+
+async def distinct(items: Iterable[K], slices: TimeSlices | None = None) -> list[K]:
+    """The distinct elements of ``items`` in the order first seen, in time slices.
+
+    For filters a request lists (ListGroups' states, ListTransactions' states): what they
+    admit depends on the distinct names only, so each shard is handed those, not a million
+    repeats of one name to go through again."""
+    slices = slices if slices is not None else TimeSlices()
+    seen: dict[K, None] = {}
+    for item in items:
+        seen[item] = None
+        await slices.tick()
+    return list(seen)
+
+
+async def run_sliced(steps: Generator[None, None, R], slices: TimeSlices | None = None) -> R:
+    """What the generator ``steps`` returns, run in time slices: it ``yield``s after each
+    element. For work a plain function must also be able to do at once (``run_at_once``): an
+    ``error_response`` that another module calls synchronously builds the same answer."""
+    slices = slices if slices is not None else TimeSlices()
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+        await slices.tick()
+
+
+def run_at_once(steps: Generator[None, None, R]) -> R:
+    """What the generator ``steps`` returns, run to its end without yielding to the loop."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value

@@ -1,6 +1,7 @@
 """What the offset handlers' unit tests (OffsetCommit, OffsetFetch, OffsetDelete, TxnOffsetCommit)
 stand on: a real group coordinator over the in-memory log with one ``__consumer_offsets``
-partition, a topic ``orders`` of two partitions, a request context naming it, and ``nested`` to
+partition, a topic ``orders`` of two partitions (in the shards' ``Topics`` and the handlers'
+``Metadata``), a request context naming it, and ``nested`` to
 find the kio class of a request's nested entries."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from odradek.groups.shard import ShardContext
 from support.authorizer import handler_context
 from support.coordinator_memory import MemoryLog, loaded
 
-__all__ = ["TOPIC", "Topics", "coordinator", "context", "nested"]
+__all__ = ["TOPIC", "Metadata", "Topics", "coordinator", "context", "nested"]
 
 TOPIC = "orders"
 
@@ -45,8 +46,16 @@ async def coordinator(log: MemoryLog) -> GroupCoordinator:
     return GroupCoordinator(runtime, config)
 
 
+class Metadata:
+    """The broker's metadata cache as the handlers read it: the same topic as ``Topics``."""
+
+    def topic(self, name: str) -> Any:
+        count = Topics().partition_count(name)
+        return None if count is None else SimpleNamespace(partitions=dict.fromkeys(range(count)))
+
+
 def context(groups: GroupCoordinator | None, version: int) -> Any:
-    return handler_context(SimpleNamespace(groups=groups), version)
+    return handler_context(SimpleNamespace(groups=groups, metadata=Metadata()), version)
 
 
 def nested(cls: type, *path: str) -> type:

@@ -1,6 +1,7 @@
 """``time_slices``: a long list is worked through with a turn of the loop at least every slice,
-each distinct key answered once, and the time a ``TimedHandler`` charges is still all of it;
-with one element per check (a connection's requests) the clock is read every element."""
+each distinct key answered once (distinct filters too), generator steps run in slices, and
+the time a ``TimedHandler`` charges is still all of it; with one element per check (a
+connection's requests) the clock is read every element."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import asyncio
 import time
 
 from odradek.broker.quotas import TimedHandler
-from odradek.time_slices import CHECK_EVERY, TimeSlices, answer_each, sliced
+from odradek.time_slices import (
+    CHECK_EVERY,
+    TimeSlices,
+    answer_each,
+    distinct,
+    run_at_once,
+    run_sliced,
+    sliced,
+)
 
 
 class FakeClock:
@@ -102,3 +111,52 @@ def test_the_time_charged_to_a_request_includes_every_slice():
 
     elapsed_s = asyncio.run(main()) / 1e9
     assert elapsed_s >= CHECK_EVERY * 20 * 0.0001
+
+
+def test_a_chunk_counts_as_its_elements():
+    clock = FakeClock()
+
+    async def main() -> int:
+        slices = TimeSlices(slice_s=0.003, clock=clock)
+        for _ in range(10):
+            clock.now += 0.001 * CHECK_EVERY  # a chunk of CHECK_EVERY elements, 1 ms each
+            await slices.tick(CHECK_EVERY)
+        return slices.yields
+
+    assert asyncio.run(main()) == 10
+
+
+def test_distinct_keeps_the_first_order_and_yields_as_it_goes():
+    clock = FakeClock()
+
+    async def main() -> tuple[list[str], int]:
+        slices = TimeSlices(slice_s=0.003, clock=clock)
+
+        def names():
+            for i in range(CHECK_EVERY * 10):
+                clock.now += 0.001
+                yield "b" if i % 2 else "a"
+
+        return await distinct(names(), slices), slices.yields
+
+    assert asyncio.run(main()) == (["a", "b"], 10)
+
+
+def test_steps_run_in_slices_or_at_once_to_the_same_value():
+    clock = FakeClock()
+
+    def steps():
+        total = 0
+        for i in range(CHECK_EVERY * 10):
+            clock.now += 0.001
+            total += i
+            yield
+        return total
+
+    async def main() -> tuple[int, int]:
+        slices = TimeSlices(slice_s=0.003, clock=clock)
+        return await run_sliced(steps(), slices), slices.yields
+
+    expected = sum(range(CHECK_EVERY * 10))
+    assert asyncio.run(main()) == (expected, 10)
+    assert run_at_once(steps()) == expected

@@ -331,7 +331,7 @@ class BrokerServer:
         sasl = connection.sasl
         if sasl is not None and sasl.expects_raw_token:  # after SaslHandshake v0: no header
             return await self._authenticate_raw(frame, connection)
-        offload = should_offload(len(frame), int.from_bytes(frame[:2], "big", signed=True))
+        offload = should_offload(frame, int.from_bytes(frame[:2], "big", signed=True))
         try:
             if offload:  # see ``large_messages``: a large request is decoded on a thread
                 header, request = await off_loop(decode_request, frame)

@@ -268,7 +268,7 @@ class ControllerServer:
 
     async def _handle(self, frame: memoryview, peer: _Peer, connection: _Connection) -> list:
         """One request to its response's parts (size prefix included); ``_Close`` otherwise."""
-        offload = should_offload(len(frame), int.from_bytes(frame[:2], "big", signed=True))
+        offload = should_offload(frame, int.from_bytes(frame[:2], "big", signed=True))
         try:
             if offload:  # a large request (``large_messages``): decoded on a codec thread
                 header, request = await off_loop(decode_request, frame, self.supported_versions)

@@ -60,6 +60,7 @@ from odradek.groups.errors import CoordinatorLoadInProgressError, NotCoordinator
 from odradek.groups.partitioner import partition_for
 from odradek.groups.result import Result
 from odradek.groups.runtime import CoordinatorLog, CoordinatorRuntime
+from odradek.time_slices import TimeSlices, distinct, sliced
 from odradek.transactions import records
 from odradek.transactions.config import TransactionCoordinatorConfig
 from odradek.transactions.metadata import TransactionState
@@ -412,12 +413,19 @@ class TransactionCoordinator:
     ) -> tuple[ErrorCode, list[TransactionListing], list[str]]:
         """ListTransactions over every partition led here; COORDINATOR_LOAD_IN_PROGRESS while
         one of them loads (Kafka's answer: a partial list would look complete)."""
-        states, pids = tuple(state_filters), tuple(producer_id_filters)
         elected = sorted(self._leader_epochs)
         if any(self.runtime.is_loading(p) for p in elected):
             return ErrorCode.coordinator_load_in_progress, [], []
+        # Each shard gets the distinct filters only (issue 23: a million repeats of one state
+        # name were gone through again by each of the 50 shards, 15 s on the loop); what they
+        # admit is the same. Every unknown name is listed back, each occurrence, as Kafka.
+        slices = TimeSlices()
+        names = list(state_filters)
+        states = tuple(await distinct(names, slices))
+        pids = frozenset(await distinct(producer_id_filters, slices))
         listings: list[TransactionListing] = []
         for partition in elected:
+            await slices.tick(len(pids) + 1)  # each shard's look-up weighs its filters
             try:
                 found, _ = await self.runtime.read(
                     partition,
@@ -426,7 +434,8 @@ class TransactionCoordinator:
             except (NotCoordinatorError, CoordinatorLoadInProgressError):
                 continue  # resigned meanwhile: its transactions are another broker's
             listings.extend(found)
-        unknown = [name for name in states if TransactionState.from_kafka_name(name) is None]
+        known = {name for name in states if TransactionState.from_kafka_name(name) is not None}
+        unknown = [name async for name in sliced(names, slices) if name not in known]
         return ErrorCode.none, listings, unknown
 
     # -- markers ---------------------------------------------------------------------------------

@@ -59,7 +59,11 @@ def list_transactions(
             states.add(state)
     if unknown and not states:
         return [], unknown  # only unknown states asked for: none can match
-    producer_ids = set(producer_id_filters)
+    producer_ids = (
+        producer_id_filters
+        if isinstance(producer_id_filters, (set, frozenset))
+        else set(producer_id_filters)
+    )  # a set given is used as it is: the coordinator hands every shard the same one
     listings = []
     for tid, metadata in sorted(transactions.items()):
         if metadata.state is S.DEAD or (states and metadata.state not in states):

@@ -34,7 +34,7 @@ from odradek.security.acl import ResourceType
 from odradek.transactions.result import TransactionListing
 from support.authorizer import MemoryAuthorizer, handler_context
 from support.coordinator_memory import MemoryLog
-from support.offset_handler_doubles import TOPIC, coordinator
+from support.offset_handler_doubles import TOPIC, Metadata, coordinator
 from support.requests import entry_type, fill, request
 
 GROUP = ResourceType.GROUP
@@ -167,7 +167,8 @@ async def offsets_flow():
     groups = await coordinator(MemoryLog())
 
     async def handle(module, version, req, authorizer):
-        ctx = handler_context(SimpleNamespace(groups=groups), version, authorizer=authorizer)
+        broker = SimpleNamespace(groups=groups, metadata=Metadata())
+        ctx = handler_context(broker, version, authorizer=authorizer)
         return await module.handle(ctx, req)
 
     everyone = MemoryAuthorizer(super_users={"User:alice"})

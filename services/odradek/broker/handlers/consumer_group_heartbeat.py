@@ -29,6 +29,7 @@ from odradek.groups.consumer.requests import (
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.time_slices import distinct
 
 API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 
@@ -50,7 +51,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return refuse(ErrorCode.group_authorization_failed, None)
+    # The subscription is a set (Kafka's ConsumerGroupMember): each name once from here on,
+    # taken in time slices (issue 23: a million repeats went through five passes at once).
     names = request.subscribed_topic_names
+    if names is not None:
+        names = tuple(await distinct(names))
     if names:
         described = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
         hidden = sorted(set(names) - described)
@@ -66,7 +71,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             ErrorCode.unsupported_version,
             "the consumer group protocol is not enabled (group.coordinator.rebalance.protocols)",
         )
-    heartbeat = _request(ctx, request)
+    heartbeat = _request(ctx, request, names)
     try:
         validate_heartbeat(
             heartbeat,
@@ -103,7 +108,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def _request(ctx: RequestContext, request: Any) -> HeartbeatRequest:
+def _request(ctx: RequestContext, request: Any, names: tuple[str, ...] | None) -> HeartbeatRequest:
     owned = None
     if request.topic_partitions is not None:
         merged: dict[Any, set[int]] = {}
@@ -112,7 +117,6 @@ def _request(ctx: RequestContext, request: Any) -> HeartbeatRequest:
         owned = normalized(merged)
     timeout = request.rebalance_timeout
     timeout_ms = int(timeout.total_seconds() * 1000) if isinstance(timeout, timedelta) else timeout
-    names = request.subscribed_topic_names
     return HeartbeatRequest(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -120,7 +124,7 @@ def _request(ctx: RequestContext, request: Any) -> HeartbeatRequest:
         instance_id=request.instance_id,
         rack_id=request.rack_id,
         rebalance_timeout_ms=timeout_ms,
-        subscribed_topic_names=tuple(names) if names is not None else None,
+        subscribed_topic_names=names,
         subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),  # v1+
         server_assignor=request.server_assignor,
         owned=owned,

@@ -26,19 +26,21 @@ from odradek.broker.handlers.commit_shape import (
 from odradek.errors import ErrorCode, OdradekError
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.time_slices import TimeSlices
 
 API_KEY = ApiKey.OFFSET_COMMIT
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    commits = commits_of(request)
+    slices = TimeSlices()
+    commits = await commits_of(request, slices)
     retention = getattr(request, "retention_time", None)
     retention_ms = -1 if retention is None else retention // timedelta(milliseconds=1)
     errors: dict[tuple[str, int], ErrorCode] = {}
     failed = ErrorCode.none
     groups = ctx.broker.groups
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
-        return _response(ctx.api_version, request, {}, ErrorCode.group_authorization_failed)
+        return await _response(ctx.api_version, request, {}, ErrorCode.group_authorization_failed)
     commits, refused = readable_commits(ctx, commits)
     try:
         if not commits and refused:
@@ -63,14 +65,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         failed = e.error_code
         if failed == ErrorCode.group_id_not_found and ctx.api_version < 9:
             failed = ErrorCode.illegal_generation
-    return _response(ctx.api_version, request, errors, failed, refused)
+    return await _response(ctx.api_version, request, errors, failed, refused, slices)
 
 
-def _response(
+async def _response(
     version: int,
     request: Any,
     errors: dict[tuple[str, int], ErrorCode],
     failed: ErrorCode,
     refused: dict[tuple[str, int], ErrorCode] | None = None,
+    slices: TimeSlices | None = None,
 ) -> Any:
-    return partition_errors_response(API_KEY, version, request, errors, failed, refused)
+    return await partition_errors_response(
+        API_KEY, version, request, errors, failed, refused, slices
+    )

@@ -9,7 +9,8 @@ is checked as everywhere (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); only the 
 
 Authorization, as Kafka's ``handleOffsetForLeaderEpochRequest``: a principal with CLUSTER_ACTION
 (a follower) may ask about every topic; any other needs DESCRIBE on each topic, whose partitions
-otherwise answer TOPIC_AUTHORIZATION_FAILED.
+otherwise answer TOPIC_AUTHORIZATION_FAILED. Every topic and partition named is answered, each
+occurrence (as Kafka's ``lastOffsetForLeaderEpoch``), in time slices (``time_slices``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.time_slices import TimeSlices, sliced
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 
@@ -38,10 +40,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         described = set(names)
     else:
         described = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    slices = TimeSlices()
     topics = []
-    for topic in request.topics:
+    async for topic in sliced(request.topics, slices):
         partitions = []
         for partition in topic.partitions:
+            await slices.tick()
             if topic.topic not in described:
                 found = OffsetResult(ErrorCode.topic_authorization_failed)
             else:

@@ -8,6 +8,9 @@ Before anything is appended, each partition's record set must be what Kafka's
 ``ProduceRequest.validateRecords`` requires of every version served (3+): exactly one whole
 record batch, of magic 2. Anything else (no batch, two batches, an old message set) is
 INVALID_RECORD for that partition, as Kafka answers it; the other partitions are appended.
+Each partition is answered once, grouped by topic (Kafka's maps keyed by partition): a repeat
+appends the last records named for it, a topic named without partitions is not answered. The
+request's arrays are gone through in time slices (``time_slices``).
 Clients never write the internal topics (``__consumer_offsets`` is the group coordinator's):
 INVALID_TOPIC_EXCEPTION, as Kafka's ``appendToLocalLog`` answers.
 
@@ -34,54 +37,51 @@ from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.storage.batch import ATTRIBUTES_OFFSET, LOG_OVERHEAD, MAGIC, TRANSACTIONAL_MASK
+from odradek.time_slices import TimeSlices
 
 API_KEY = ApiKey.PRODUCE
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any | None:
     acks = request.acks
-    entries = {
-        (topic.name, partition.index): b"" if partition.records is None else partition.records
-        for topic in request.topic_data
-        for partition in topic.partition_data
-    }
-    order = [
-        (topic.name, [partition.index for partition in topic.partition_data])
-        for topic in request.topic_data
-    ]
+    slices = TimeSlices()
+    # Each partition once, grouped by topic in the order first named (a repeat's records are
+    # the last ones, a topic named without partitions is not answered), as Kafka's maps keyed
+    # by partition; in time slices (issue 23: 333,000 empty topics held the loop 2.7 s).
+    entries: dict[tuple[str, int], bytes | memoryview] = {}
+    for topic in request.topic_data:  # plain loops and ticks: the data path's cheapest form
+        await slices.tick()
+        for partition in topic.partition_data:
+            records = b"" if partition.records is None else partition.records
+            entries[(topic.name, partition.index)] = records
+            await slices.tick()
+    order: dict[str, list[int]] = {}
+    for name, index in entries:
+        order.setdefault(name, []).append(index)
     transactional_id = getattr(request, "transactional_id", None)
     if any(_is_transactional(records) for records in entries.values()) and not (
         transactional_id is not None
         and ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
     ):
         error = ErrorCode.transactional_id_authorization_failed
-        return _answer(ctx, acks_zero=acks == 0, order=order, results=_all(entries, error))
+        return await _answer(
+            ctx, acks_zero=acks == 0, order=order, results=_all(entries, error), slices=slices
+        )
     writable = filter_authorized(
         ctx, AclOperation.WRITE, ResourceType.TOPIC, (topic for topic, _ in entries)
     )
-    refused = {
-        tp: ProduceResult(ErrorCode.topic_authorization_failed)
-        for tp in entries
-        if tp[0] not in writable
-    }
-    refused.update(
-        {
-            tp: ProduceResult(ErrorCode.invalid_record, error_message=problem)
-            for tp, records in entries.items()
-            if tp not in refused
-            and (problem := _not_one_batch(records, ctx.api_version)) is not None
-        }
-    )
-    refused.update(
-        {
-            tp: ProduceResult(
+    refused: dict[tuple[str, int], ProduceResult] = {}
+    for tp, records in entries.items():
+        await slices.tick()
+        if tp[0] not in writable:
+            refused[tp] = ProduceResult(ErrorCode.topic_authorization_failed)
+        elif (problem := _not_one_batch(records, ctx.api_version)) is not None:
+            refused[tp] = ProduceResult(ErrorCode.invalid_record, error_message=problem)
+        elif tp[0] in INTERNAL_TOPICS:
+            refused[tp] = ProduceResult(
                 ErrorCode.invalid_topic_exception,
                 error_message=f"Cannot append to internal topic {tp[0]}",
             )
-            for tp in entries
-            if tp[0] in INTERNAL_TOPICS and tp[0] in writable
-        }
-    )
     results, replication = await ctx.broker.replica_manager.append_records_then_wait(
         request.acks,
         {tp: records for tp, records in entries.items() if tp not in refused},
@@ -92,25 +92,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any | None:
     del request, entries
     if replication is not None:  # acks=all: answered once replicated, see DeferredAnswer
         return DeferredAnswer(_answer_when_replicated(ctx, order, results, replication))
-    return _answer(ctx, acks_zero=acks == 0, order=order, results=results)
+    return await _answer(ctx, acks_zero=acks == 0, order=order, results=results, slices=slices)
 
 
 async def _answer_when_replicated(
     ctx: RequestContext,
-    order: list[tuple[str, list[int]]],
+    order: dict[str, list[int]],
     results: dict[tuple[str, int], ProduceResult],
     replication: Awaitable[dict[tuple[str, int], ProduceResult]],
 ) -> Any:
     results.update(await replication)
-    return _answer(ctx, acks_zero=False, order=order, results=results)
+    return await _answer(ctx, acks_zero=False, order=order, results=results, slices=TimeSlices())
 
 
-def _answer(
+async def _answer(
     ctx: RequestContext,
     *,
     acks_zero: bool,
-    order: list[tuple[str, list[int]]],
+    order: dict[str, list[int]],
     results: dict[tuple[str, int], ProduceResult],
+    slices: TimeSlices,
 ) -> Any | None:
     metrics = ctx.broker.metrics
     if metrics is not None:
@@ -126,9 +127,10 @@ def _answer(
     topic_type = element_type(response_type, "responses")
     partition_type = element_type(topic_type, "partition_responses")
     responses = []
-    for name, indexes in order:
+    for name, indexes in order.items():
         partitions = []
         for index in indexes:
+            await slices.tick()
             result = results[(name, index)]
             partitions.append(
                 build(

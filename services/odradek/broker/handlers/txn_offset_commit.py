@@ -23,6 +23,7 @@ from typing import Any
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.commit_shape import (
     commits_of,
+    error_partitions_response,
     partition_errors_response,
     readable_commits,
 )
@@ -30,12 +31,14 @@ from odradek.errors import ErrorCode, OdradekError
 from odradek.groups.result import TxnProducer
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
+from odradek.time_slices import TimeSlices
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    commits = commits_of(request)
+    slices = TimeSlices()
+    commits = await commits_of(request, slices)
     producer = TxnProducer(request.producer_id, request.producer_epoch)
     errors: dict[tuple[str, int], ErrorCode] = {}
     failed = ErrorCode.none
@@ -43,9 +46,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
     ):
-        return error_response(request, ErrorCode.transactional_id_authorization_failed)
+        return await _response(
+            ctx.api_version, request, {}, ErrorCode.transactional_id_authorization_failed
+        )
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
-        return error_response(request, ErrorCode.group_authorization_failed)
+        return await _response(ctx.api_version, request, {}, ErrorCode.group_authorization_failed)
     commits, refused = readable_commits(ctx, commits)
     try:
         if not commits and refused:
@@ -70,18 +75,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
     except OdradekError as e:
         failed = e.error_code
-    return _response(ctx.api_version, request, errors, failed, refused)
+    return await _response(ctx.api_version, request, errors, failed, refused, slices)
 
 
 def error_response(request: Any, error: ErrorCode) -> Any:
-    return _response(request.__version__, request, {}, error)
+    return error_partitions_response(API_KEY, request.__version__, request, error)
 
 
-def _response(
+async def _response(
     version: int,
     request: Any,
     errors: dict[tuple[str, int], ErrorCode],
     failed: ErrorCode,
     refused: dict[tuple[str, int], ErrorCode] | None = None,
+    slices: TimeSlices | None = None,
 ) -> Any:
-    return partition_errors_response(API_KEY, version, request, errors, failed, refused)
+    return await partition_errors_response(
+        API_KEY, version, request, errors, failed, refused, slices
+    )
