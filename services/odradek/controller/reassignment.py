@@ -51,6 +51,7 @@ from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.controller.states import PartitionState, ReplicaState
 from odradek.errors import ErrorCode
 from odradek.observability.metrics import ControllerMetrics
+from odradek.observability.refusals import RefusalLog
 from odradek.time_slices import TimeSlices, sliced
 from odradek.zk.paths import PartitionState as LeaderAndIsr
 
@@ -190,6 +191,7 @@ class Reassignments:
         async for tp, _ in sliced(wanted, slices):
             counts[tp] = counts.get(tp, 0) + 1
         deleting = set(deleting)
+        refusals = RefusalLog(log, "reassignment of")  # 1 MB names 166,000 partitions
         results: list[Result] = []
         async for tp, target in sliced(wanted, slices):
             if counts[tp] > 1:
@@ -203,7 +205,7 @@ class Reassignments:
                 allow_replication_factor_change=allow_replication_factor_change,
             )
             if isinstance(decided, Refusal):
-                log.info("reassignment of %s-%d refused: %s", *tp, decided.message)
+                refusals.refused(f"{tp[0]}-{tp[1]}", decided.error, decided.message)
                 results.append((tp, decided.error, decided.message))
                 continue
             try:
@@ -215,6 +217,7 @@ class Reassignments:
                 results.append((tp, ErrorCode.unknown_server_error, str(e) or type(e).__name__))
                 continue
             results.append((tp, ErrorCode.none, None))
+        refusals.close()
         return results
 
     async def reassign(
