@@ -43,25 +43,31 @@ class ReplicaCapacity:
         budget = self.budgets.get(broker_id)
         return None if budget is None else max(budget - self.hosted[broker_id], 0)
 
-    def check(self, topic: str, assignment: Mapping[int, Sequence[int]]) -> None:
-        """Raise PolicyViolationError if ``assignment``'s replicas do not fit (nothing counted)."""
-        if self.request_partitions + len(assignment) > REQUEST_PARTITIONS_MAX:
+    def check_size(self, topic: str, partitions: int, replicas: int) -> None:
+        """Raise PolicyViolationError if ``partitions`` new partitions of ``replicas`` replicas
+        in all pass the request's cap or the cluster's room, wherever they are placed: checked
+        before a topic is placed (``validation.placeable_size``), as placement costs more."""
+        if self.request_partitions + partitions > REQUEST_PARTITIONS_MAX:
             raise PolicyViolationError(
                 f"Excessively large number of partitions per request: topic '{topic}' would "
-                f"bring it to {self.request_partitions + len(assignment)}, past "
+                f"bring it to {self.request_partitions + partitions}, past "
                 f"{REQUEST_PARTITIONS_MAX}."
             )
-        wanted = Counter(b for replicas in assignment.values() for b in replicas)
-        total = sum(wanted.values())
-        remaining = {b: self.remaining(b) for b in self.budgets}
-        if all(r is not None for r in remaining.values()):
-            room = sum(r for r in remaining.values() if r is not None)
-            if total > room:
+        remaining = [self.remaining(b) for b in self.budgets]
+        if all(r is not None for r in remaining):
+            room = sum(r for r in remaining if r is not None)
+            if replicas > room:
                 raise PolicyViolationError(
-                    f"Topic '{topic}' needs {total} replicas but the cluster's brokers can host "
-                    f"only {room} more ({self._describe()}); the replica budget of each broker "
-                    f"comes from its open-files limit (max.broker.partitions)."
+                    f"Topic '{topic}' needs {replicas} replicas but the cluster's brokers can "
+                    f"host only {room} more ({self._describe()}); the replica budget of each "
+                    f"broker comes from its open-files limit (max.broker.partitions)."
                 )
+
+    def check(self, topic: str, assignment: Mapping[int, Sequence[int]]) -> None:
+        """Raise PolicyViolationError if ``assignment``'s replicas do not fit (nothing counted)."""
+        wanted = Counter(b for replicas in assignment.values() for b in replicas)
+        self.check_size(topic, len(assignment), sum(wanted.values()))
+        remaining = {b: self.remaining(b) for b in self.budgets}
         for broker_id, count in sorted(wanted.items()):
             room_b = remaining.get(broker_id)
             if room_b is not None and count > room_b:
