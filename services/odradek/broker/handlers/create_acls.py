@@ -35,14 +35,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     authorizer = acls.authorizer(ctx)
     if refused is not None or authorizer is None:
         error, message = refused or (ErrorCode.security_disabled, acls.SECURITY_DISABLED_MESSAGE)
-        return _answer(request, [(error, message)] * len(request.creations))
+        return _refused(request, error, message)
     bindings = [_binding(creation) for creation in request.creations]
     results = await authorizer.create_acls(bindings)
     return _answer(request, [(r.error_code, r.message) for r in results])
 
 
 def error_response(request: Any, error: ErrorCode) -> Any:
-    return _answer(request, [(error, None)] * len(request.creations))
+    return _refused(request, error, None)
+
+
+def _refused(request: Any, error: ErrorCode, message: str | None) -> Any:
+    """Every creation answered alike, by one shared result: 1 MB holds 125,000 creations, and
+    the writer copies a repeated result as the bytes just written (``protocol.writer``)."""
+    response_type = schemas.response_schema(API_KEY, request.__version__)
+    result = build(element_type(response_type, "results"), error_code=error, error_message=message)
+    return build(
+        response_type, throttle_time=NO_THROTTLE, results=(result,) * len(request.creations)
+    )
 
 
 def _binding(creation: Any) -> AclBinding:
