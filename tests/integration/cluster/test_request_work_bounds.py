@@ -10,8 +10,12 @@ minutes (issue 23's figures: DescribeGroups 1M empty ids 24-79 s).
 
 from __future__ import annotations
 
+import functools
 import gc
+import itertools
+import os
 import socket
+import string
 import struct
 import time
 from datetime import timedelta
@@ -19,6 +23,7 @@ from importlib import import_module
 
 import pytest
 
+from odradek.protocol import interbroker
 from odradek.protocol.codec import decode_response, encode_request
 from odradek.protocol.framing import encode_frame
 from odradek.protocol.schemas import request_schema
@@ -27,7 +32,9 @@ from support.raw_socket import read_exactly
 
 pytestmark = pytest.mark.integration
 
-MB = 1_000_000
+# Each shape's size; ODRADEK_SHAPE_BYTES=100000 sends a tenth of each (how docs/security.md's
+# "before" figures were taken: before the fixes, some 1 MB shapes held a broker for minutes).
+MB = int(os.environ.get("ODRADEK_SHAPE_BYTES", "1000000"))
 # The broker's own loop (odradek_event_loop_lag_seconds) may never be this late meanwhile, and
 # another client's round trip (two hops, and this process's own scheduling) never ROUND_TRIP_MAX_S:
 # robust on a loaded 2-core machine (after: 13-220 ms round trips at load 2, up to 393 ms at
@@ -88,6 +95,224 @@ def list_partition_reassignments():
     )
 
 
+# admin APIs ---------------------------------------------------------------------------------
+# Each admin API's worst shape: the tiniest elements its arrays take, distinct where repeats are
+# answered once (or refused), as many as fit in 1 MB. Sizes per element are the flexible
+# versions' (compact strings and arrays, one byte of tagged fields).
+
+NAME_CHARS = string.ascii_letters + string.digits
+
+
+def _names(count: int) -> list[str]:
+    """``count`` distinct topic (or user) names of three characters (62^3 = 238,328 of them)."""
+    return ["".join(n) for n in itertools.islice(itertools.product(NAME_CHARS, repeat=3), count)]
+
+
+def create_topics():
+    m = _schema(19, 7)
+    topic = functools.partial(m.CreatableTopic, num_partitions=1, replication_factor=1)
+    return m.CreateTopicsRequest(
+        topics=tuple(topic(name=n, assignments=(), configs=()) for n in _names(MB // 13)),
+        timeout=timedelta(seconds=30),
+        validate_only=True,
+    )
+
+
+def create_topics_assignments():
+    m = _schema(19, 7)
+    assignments = tuple(
+        m.CreatableReplicaAssignment(partition_index=i, broker_ids=(1,)) for i in range(MB // 10)
+    )
+    topic = m.CreatableTopic(
+        name="work-bounds-assigned",
+        num_partitions=-1,
+        replication_factor=-1,
+        assignments=assignments,
+        configs=(),
+    )
+    return m.CreateTopicsRequest(topics=(topic,), timeout=timedelta(seconds=30), validate_only=True)
+
+
+def create_topics_configs():
+    m = _schema(19, 7)
+    configs = tuple(m.CreatableTopicConfig(name=n, value="") for n in _names(MB // 6))
+    topic = m.CreatableTopic(
+        name="work-bounds-configured",
+        num_partitions=1,
+        replication_factor=1,
+        assignments=(),
+        configs=configs,
+    )
+    return m.CreateTopicsRequest(topics=(topic,), timeout=timedelta(seconds=30), validate_only=True)
+
+
+def create_partitions():
+    m = _schema(37, 3)
+    return m.CreatePartitionsRequest(
+        topics=tuple(
+            m.CreatePartitionsTopic(name=n, count=2, assignments=None) for n in _names(MB // 10)
+        ),
+        timeout=timedelta(seconds=30),
+        validate_only=True,
+    )
+
+
+def elect_leaders():
+    m = _schema(43, 2)
+    topic = m.TopicPartitions(topic="", partitions=tuple(range(MB // 4)))
+    return m.ElectLeadersRequest(
+        election_type=0, topic_partitions=(topic,), timeout=timedelta(seconds=30)
+    )
+
+
+def describe_log_dirs():
+    m = _schema(35, 4)
+    topic = m.DescribableLogDirTopic(topic="", partitions=tuple(range(MB // 4)))
+    return m.DescribeLogDirsRequest(topics=(topic,))
+
+
+def alter_replica_log_dirs():
+    m = _schema(34, 2)
+    topic = m.AlterReplicaLogDirTopic(name="", partitions=tuple(range(MB // 4)))
+    return m.AlterReplicaLogDirsRequest(dirs=(m.AlterReplicaLogDir(path="", topics=(topic,)),))
+
+
+def delete_records():
+    m = _schema(21, 2)
+    partitions = tuple(
+        m.DeleteRecordsPartition(partition_index=i, offset=0) for i in range(MB // 13)
+    )
+    return m.DeleteRecordsRequest(
+        topics=(m.DeleteRecordsTopic(name="", partitions=partitions),),
+        timeout=timedelta(seconds=30),
+    )
+
+
+def alter_configs():
+    m = _schema(33, 2)
+    resource = functools.partial(m.AlterConfigsResource, resource_type=2, configs=())
+    return m.AlterConfigsRequest(
+        resources=tuple(resource(resource_name=n) for n in _names(MB // 7)), validate_only=True
+    )
+
+
+def incremental_alter_configs():
+    m = _schema(44, 1)
+    resource = functools.partial(m.AlterConfigsResource, resource_type=2, configs=())
+    return m.IncrementalAlterConfigsRequest(
+        resources=tuple(resource(resource_name=n) for n in _names(MB // 7)), validate_only=True
+    )
+
+
+def incremental_alter_configs_keys():
+    m = _schema(44, 1)
+    configs = tuple(
+        m.AlterableConfig(name=n, config_operation=0, value=None) for n in _names(MB // 7)
+    )
+    resource = m.AlterConfigsResource(resource_type=2, resource_name="", configs=configs)
+    return m.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=True)
+
+
+def describe_client_quotas():
+    m = _schema(48, 1)
+    component = m.ComponentData(entity_type="user", match_type=2, match=None)
+    return m.DescribeClientQuotasRequest(components=(component,) * (MB // 8), strict=False)
+
+
+def alter_client_quotas():
+    m = _schema(49, 1)
+    entries = tuple(
+        m.EntryData(entity=(m.EntityData(entity_type="user", entity_name=n),), ops=())
+        for n in _names(MB // 13)
+    )
+    return m.AlterClientQuotasRequest(entries=entries, validate_only=True)
+
+
+def describe_user_scram_credentials():
+    m = _schema(50, 0)
+    return m.DescribeUserScramCredentialsRequest(users=(m.UserName(name=""),) * (MB // 2))
+
+
+def alter_user_scram_credentials():
+    m = _schema(51, 0)
+    deletions = tuple(m.ScramCredentialDeletion(name=n, mechanism=1) for n in _names(MB // 6))
+    return m.AlterUserScramCredentialsRequest(deletions=deletions, upsertions=())
+
+
+def alter_partition_reassignments():
+    m = _schema(45, 1)
+    partitions = tuple(
+        m.ReassignablePartition(partition_index=i, replicas=None) for i in range(MB // 6)
+    )
+    return m.AlterPartitionReassignmentsRequest(
+        timeout=timedelta(seconds=30),
+        allow_replication_factor_change=True,
+        topics=(m.ReassignableTopic(name="", partitions=partitions),),
+    )
+
+
+def create_acls():  # no authorizer here: SECURITY_DISABLED for each, as Kafka
+    m = _schema(30, 3)
+    creation = m.AclCreation(
+        resource_type=2,
+        resource_name="",
+        resource_pattern_type=3,
+        principal="",
+        host="",
+        operation=2,
+        permission_type=3,
+    )
+    return m.CreateAclsRequest(creations=(creation,) * (MB // 8))
+
+
+def delete_acls():  # no authorizer here: SECURITY_DISABLED for each, as Kafka
+    m = _schema(31, 3)
+    acl_filter = m.DeleteAclsFilter(
+        resource_type_filter=1,
+        resource_name_filter=None,
+        pattern_type_filter=1,
+        principal_filter=None,
+        host_filter=None,
+        operation=1,
+        permission_type=1,
+    )
+    return m.DeleteAclsRequest(filters=(acl_filter,) * (MB // 8))
+
+
+def leader_and_isr():  # a controller's request on the client listener: refused
+    m = interbroker
+    state = functools.partial(
+        m.LeaderAndIsrPartitionState, controller_epoch=0, leader=0, leader_epoch=0
+    )
+    partitions = tuple(state(partition_index=i, partition_epoch=0) for i in range(MB // 27))
+    topic = m.LeaderAndIsrTopicState(topic_name="", topic_id=None, partition_states=partitions)
+    return m.LeaderAndIsrRequest(
+        controller_id=0, controller_epoch=0, type_=0, topic_states=(topic,), live_leaders=()
+    )
+
+
+def stop_replica():  # a controller's request on the client listener: refused
+    m = interbroker
+    partitions = tuple(
+        m.StopReplicaPartitionState(partition_index=i, delete_partition=False)
+        for i in range(MB // 10)
+    )
+    topic = m.StopReplicaTopicState(topic_name="", partition_states=partitions)
+    return m.StopReplicaRequest(controller_id=0, controller_epoch=0, topic_states=(topic,))
+
+
+def update_metadata():  # a controller's request on the client listener: refused
+    m = interbroker
+    state = functools.partial(
+        m.UpdateMetadataPartitionState, controller_epoch=0, leader=0, leader_epoch=0
+    )
+    partitions = tuple(state(partition_index=i, zk_version=0) for i in range(MB // 24))
+    topic = m.UpdateMetadataTopicState(topic_name="", topic_id=None, partition_states=partitions)
+    return m.UpdateMetadataRequest(
+        controller_id=0, controller_epoch=0, topic_states=(topic,), live_brokers=()
+    )
+
+
 SHAPES = [
     describe_groups,
     describe_configs,
@@ -98,10 +323,41 @@ SHAPES = [
     delete_topics,
     metadata,
     list_partition_reassignments,
+    # admin APIs
+    create_topics,
+    create_topics_assignments,
+    create_topics_configs,
+    create_partitions,
+    elect_leaders,
+    describe_log_dirs,
+    alter_replica_log_dirs,
+    delete_records,
+    alter_configs,
+    incremental_alter_configs,
+    incremental_alter_configs_keys,
+    describe_client_quotas,
+    alter_client_quotas,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
+    alter_partition_reassignments,
+    create_acls,
+    delete_acls,
+    leader_and_isr,
+    stop_replica,
+    update_metadata,
 ]
 
 
 INVALID_REQUEST = 42
+UNKNOWN_TOPIC_OR_PARTITION = 3
+CLUSTER_AUTHORIZATION_FAILED = 31
+INVALID_PARTITIONS = 37
+INVALID_CONFIG = 40
+POLICY_VIOLATION = 44
+SECURITY_DISABLED = 54
+LOG_DIR_NOT_FOUND = 57
+RESOURCE_NOT_FOUND = 91
+DUPLICATE_RESOURCE = 92
 # What each is answered (Kafka's behaviour for each; docs/security.md, "Work per request").
 ANSWERED = {
     "describe_groups": lambda r: len(r.groups) == MB,
@@ -115,7 +371,58 @@ ANSWERED = {
     "delete_topics": lambda r: [x.error_code for x in r.responses] == [INVALID_REQUEST],
     "metadata": lambda r: len(r.topics) == 1,  # each topic once
     "list_partition_reassignments": lambda r: r.error_code == 0 and r.topics == (),
+    # admin APIs
+    # validated each; past the cluster's replica budget (or 10,000 partitions) POLICY_VIOLATION
+    "create_topics": lambda r: (
+        len(r.topics) == MB // 13 and {x.error_code for x in r.topics} <= {0, POLICY_VIOLATION}
+    ),
+    "create_topics_assignments": lambda r: _codes(r.topics) == [INVALID_PARTITIONS],
+    "create_topics_configs": lambda r: _codes(r.topics) == [INVALID_CONFIG],
+    "create_partitions": lambda r: _all(r.results, MB // 10, UNKNOWN_TOPIC_OR_PARTITION),
+    "elect_leaders": lambda r: (
+        r.error_code == 0
+        and _all(_partitions(r.replica_election_results), MB // 4, UNKNOWN_TOPIC_OR_PARTITION)
+    ),
+    "describe_log_dirs": lambda r: (
+        r.error_code == 0 and all(x.error_code == 0 and x.topics == () for x in r.results)
+    ),
+    "alter_replica_log_dirs": lambda r: _all(
+        [p for t in r.results for p in t.partitions], MB // 4, LOG_DIR_NOT_FOUND
+    ),
+    "delete_records": lambda r: _all(
+        [p for t in r.topics for p in t.partitions], MB // 13, UNKNOWN_TOPIC_OR_PARTITION
+    ),
+    "alter_configs": lambda r: _all(r.responses, MB // 7, UNKNOWN_TOPIC_OR_PARTITION),
+    "incremental_alter_configs": lambda r: _all(r.responses, MB // 7, UNKNOWN_TOPIC_OR_PARTITION),
+    "incremental_alter_configs_keys": lambda r: _codes(r.responses) == [INVALID_REQUEST],
+    "describe_client_quotas": lambda r: r.error_code == INVALID_REQUEST and r.entries is None,
+    "alter_client_quotas": lambda r: _all(r.entries, MB // 13, 0),  # no ops: nothing to refuse
+    "describe_user_scram_credentials": lambda r: _codes(r.results) == [DUPLICATE_RESOURCE],
+    "alter_user_scram_credentials": lambda r: _all(r.results, MB // 6, RESOURCE_NOT_FOUND),
+    "alter_partition_reassignments": lambda r: (
+        r.error_code == 0
+        and _all(_partitions(r.responses, "partitions"), MB // 6, UNKNOWN_TOPIC_OR_PARTITION)
+    ),
+    "create_acls": lambda r: _all(r.results, MB // 8, SECURITY_DISABLED),
+    "delete_acls": lambda r: _all(r.filter_results, MB // 8, SECURITY_DISABLED),
+    # a controller's requests on a client listener (docs/security.md, "Inter-broker requests")
+    "leader_and_isr": lambda r: r.error_code == CLUSTER_AUTHORIZATION_FAILED,
+    "stop_replica": lambda r: r.error_code == CLUSTER_AUTHORIZATION_FAILED,
+    "update_metadata": lambda r: r.error_code == CLUSTER_AUTHORIZATION_FAILED,
 }
+
+
+def _codes(results) -> list[int]:
+    return [int(x.error_code) for x in results]
+
+
+def _all(results, count: int, error_code: int) -> bool:
+    """``count`` results, each answered ``error_code``."""
+    return len(results) == count and set(_codes(results)) == {error_code}
+
+
+def _partitions(topics, field: str = "partition_result") -> list:
+    return [p for t in topics for p in getattr(t, field)]
 
 
 @pytest.fixture(scope="module")
