@@ -426,13 +426,25 @@ def _partitions(topics, field: str = "partition_result") -> list:
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory, local_cluster):
+def cluster(tmp_path_factory, local_cluster):
     overrides = {"group.coordinator.rebalance.protocols": "classic,consumer"}
     data_dir = tmp_path_factory.mktemp("work-bounds")
     with local_cluster(data_dir, brokers=1, broker_overrides=overrides) as state:
         member = next(m for m in state.members if m.role == "broker")
         _wait_for_coordinators(member.address)
-        yield member
+        yield state
+
+
+@pytest.fixture(scope="module")
+def broker(cluster):
+    return next(m for m in cluster.members if m.role == "broker")
+
+
+@pytest.fixture(scope="module")
+def controller(cluster):
+    """The controller the broker forwards to (ElectLeaders, the reassignment APIs): its loop
+    must not be held either."""
+    return next(m for m in cluster.members if m.role == "controller")
 
 
 def _wait_for_coordinators(address: str) -> None:
@@ -464,10 +476,11 @@ def send(address: str, request) -> tuple[bytes, float]:
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda f: f.__name__)
-def test_a_1_mb_array_of_tiny_elements_does_not_stall_other_clients(broker, shape):
+def test_a_1_mb_array_of_tiny_elements_does_not_stall_other_clients(broker, controller, shape):
     request = shape()
     size = len(encode_request(request, 7, "work-bounds"))
     lagging_before = lag_samples_over(broker, LAG_MAX_S)
+    controller_lagging_before = lag_samples_over(controller, LAG_MAX_S)
     gc.disable()  # this process's own collections would delay the prober, not the broker's
     try:
         with Prober(broker.address) as prober:
@@ -476,12 +489,16 @@ def test_a_1_mb_array_of_tiny_elements_does_not_stall_other_clients(broker, shap
         gc.enable()
     worst = max(prober.round_trips)
     lagging = lag_samples_over(broker, LAG_MAX_S) - lagging_before
+    controller_lagging = lag_samples_over(controller, LAG_MAX_S) - controller_lagging_before
     response = decode_response(int(request.__api_key__), int(request.__version__), frame).body
     print(
-        f"{shape.__name__}: {size / MB:.2f} MB answered in {took_s:.2f} s; "
-        f"worst other round trip {worst * 1000:.0f} ms; broker loop samples late > "
-        f"{LAG_MAX_S * 1000:.0f} ms: {lagging:.0f}"
+        f"{shape.__name__}: {size / 1_000_000:.2f} MB answered in {took_s:.2f} s; "
+        f"worst other round trip {worst * 1000:.0f} ms; loop samples late > "
+        f"{LAG_MAX_S * 1000:.0f} ms: broker {lagging:.0f}, controller {controller_lagging:.0f}"
     )
     assert ANSWERED[shape.__name__](response), f"unexpected answer: {str(response)[:300]}"
     assert worst < ROUND_TRIP_MAX_S, f"another client waited {worst * 1000:.0f} ms"
     assert lagging == 0, f"the broker's loop ran {LAG_MAX_S * 1000:.0f} ms late {lagging:.0f} times"
+    assert controller_lagging == 0, (
+        f"the controller's loop ran {LAG_MAX_S * 1000:.0f} ms late {controller_lagging:.0f} times"
+    )
