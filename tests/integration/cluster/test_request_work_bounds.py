@@ -279,6 +279,52 @@ def delete_acls():  # no authorizer here: SECURITY_DISABLED for each, as Kafka
     return m.DeleteAclsRequest(filters=(acl_filter,) * (MB // 8))
 
 
+def create_acls_invalid():  # with an authorizer: INVALID_REQUEST each (principal "")
+    m = _schema(30, 3)
+    creation = m.AclCreation(
+        resource_type=2,
+        resource_name="t",
+        resource_pattern_type=3,
+        principal="",
+        host="*",
+        operation=2,
+        permission_type=3,
+    )
+    return m.CreateAclsRequest(creations=(creation,) * (MB // 10))
+
+
+def create_acls_one_topic():  # with an authorizer: distinct principals on one topic
+    m = _schema(30, 3)
+    creation = functools.partial(
+        m.AclCreation,
+        resource_type=2,
+        resource_name="t",
+        resource_pattern_type=3,
+        host="*",
+        operation=2,
+        permission_type=3,
+    )
+    return m.CreateAclsRequest(
+        creations=tuple(creation(principal=f"User:{n}") for n in _names(MB // 18))
+    )
+
+
+def delete_acls_topics():  # with an authorizer: distinct literal topics, none with ACLs
+    m = _schema(31, 3)
+    acl_filter = functools.partial(
+        m.DeleteAclsFilter,
+        resource_type_filter=2,
+        pattern_type_filter=3,
+        principal_filter=None,
+        host_filter=None,
+        operation=1,
+        permission_type=1,
+    )
+    return m.DeleteAclsRequest(
+        filters=tuple(acl_filter(resource_name_filter=n) for n in _names(MB // 11))
+    )
+
+
 def leader_and_isr():  # a controller's request on the client listener: refused
     m = interbroker
     state = functools.partial(
@@ -405,6 +451,10 @@ ANSWERED = {
     ),
     "create_acls": lambda r: _all(r.results, MB // 8, SECURITY_DISABLED),
     "delete_acls": lambda r: _all(r.filter_results, MB // 8, SECURITY_DISABLED),
+    "create_acls_invalid": lambda r: _all(r.results, MB // 10, INVALID_REQUEST),
+    # 55,555 ACLs on one topic: 4.4 MB of node, more than ZooKeeper takes: refused unwritten
+    "create_acls_one_topic": lambda r: _all(r.results, MB // 18, INVALID_REQUEST),
+    "delete_acls_topics": lambda r: _all(r.filter_results, MB // 11, 0),
     # a controller's requests on a client listener (docs/security.md, "Inter-broker requests")
     "leader_and_isr": lambda r: r.error_code == CLUSTER_AUTHORIZATION_FAILED,
     "stop_replica": lambda r: r.error_code == CLUSTER_AUTHORIZATION_FAILED,
@@ -501,4 +551,27 @@ def test_a_1_mb_array_of_tiny_elements_does_not_stall_other_clients(broker, cont
     assert lagging == 0, f"the broker's loop ran {LAG_MAX_S * 1000:.0f} ms late {lagging:.0f} times"
     assert controller_lagging == 0, (
         f"the controller's loop ran {LAG_MAX_S * 1000:.0f} ms late {controller_lagging:.0f} times"
+    )
+
+
+# admin APIs with an authorizer: the ACL APIs reach it (without one they are refused whole)
+ACL_SHAPES = [create_acls_invalid, create_acls_one_topic, delete_acls_topics]
+
+
+@pytest.fixture(scope="module")
+def acl_cluster(tmp_path_factory, local_cluster):
+    overrides = {
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",  # this test's client may do anything
+    }
+    data_dir = tmp_path_factory.mktemp("work-bounds-acls")
+    with local_cluster(data_dir, brokers=1, broker_overrides=overrides) as state:
+        yield state
+
+
+@pytest.mark.parametrize("shape", ACL_SHAPES, ids=lambda f: f.__name__)
+def test_a_1_mb_acl_request_does_not_stall_an_authorizing_broker(acl_cluster, shape):
+    by_role = {m.role: m for m in acl_cluster.members}
+    test_a_1_mb_array_of_tiny_elements_does_not_stall_other_clients(
+        by_role["broker"], by_role["controller"], shape
     )
