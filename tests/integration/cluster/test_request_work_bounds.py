@@ -157,6 +157,17 @@ def create_partitions():
     )
 
 
+def create_partitions_assignments():  # an existing topic: its assignments are read
+    m = _schema(37, 3)
+    assignments = tuple(m.CreatePartitionsAssignment(broker_ids=(1,)) for _ in range(MB // 6))
+    topic = m.CreatePartitionsTopic(
+        name="__consumer_offsets", count=50 + len(assignments), assignments=assignments
+    )
+    return m.CreatePartitionsRequest(
+        topics=(topic,), timeout=timedelta(seconds=30), validate_only=True
+    )
+
+
 def elect_leaders():
     m = _schema(43, 2)
     topic = m.TopicPartitions(topic="", partitions=tuple(range(MB // 4)))
@@ -237,6 +248,23 @@ def alter_user_scram_credentials():
     m = _schema(51, 0)
     deletions = tuple(m.ScramCredentialDeletion(name=n, mechanism=1) for n in _names(MB // 6))
     return m.AlterUserScramCredentialsRequest(deletions=deletions, upsertions=())
+
+
+def alter_client_quotas_ops():  # one entity, many distinct keys
+    m = _schema(49, 1)
+    ops = tuple(m.OpData(key=n, value=1.0, remove=False) for n in _names(MB // 14))
+    entry = m.EntryData(entity=(m.EntityData(entity_type="user", entity_name="u"),), ops=ops)
+    return m.AlterClientQuotasRequest(entries=(entry,), validate_only=True)
+
+
+def alter_user_scram_credentials_upsertions():  # distinct users, empty salts and passwords
+    m = _schema(51, 0)
+    upsertion = functools.partial(
+        m.ScramCredentialUpsertion, mechanism=1, iterations=4096, salt=b"", salted_password=b""
+    )
+    return m.AlterUserScramCredentialsRequest(
+        deletions=(), upsertions=tuple(upsertion(name=n) for n in _names(MB // 12))
+    )
 
 
 def alter_partition_reassignments():
@@ -374,6 +402,7 @@ SHAPES = [
     create_topics_assignments,
     create_topics_configs,
     create_partitions,
+    create_partitions_assignments,
     elect_leaders,
     describe_log_dirs,
     alter_replica_log_dirs,
@@ -385,6 +414,8 @@ SHAPES = [
     alter_client_quotas,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    alter_client_quotas_ops,
+    alter_user_scram_credentials_upsertions,
     alter_partition_reassignments,
     create_acls,
     delete_acls,
@@ -404,6 +435,7 @@ SECURITY_DISABLED = 54
 LOG_DIR_NOT_FOUND = 57
 RESOURCE_NOT_FOUND = 91
 DUPLICATE_RESOURCE = 92
+UNACCEPTABLE_CREDENTIAL = 93
 # What each is answered (Kafka's behaviour for each; docs/security.md, "Work per request").
 ANSWERED = {
     "describe_groups": lambda r: len(r.groups) == MB,
@@ -425,6 +457,7 @@ ANSWERED = {
     "create_topics_assignments": lambda r: _codes(r.topics) == [INVALID_PARTITIONS],
     "create_topics_configs": lambda r: _codes(r.topics) == [INVALID_CONFIG],
     "create_partitions": lambda r: _all(r.results, MB // 10, UNKNOWN_TOPIC_OR_PARTITION),
+    "create_partitions_assignments": lambda r: _codes(r.results) == [INVALID_PARTITIONS],
     "elect_leaders": lambda r: (
         r.error_code == 0
         and _all(_partitions(r.replica_election_results), MB // 4, UNKNOWN_TOPIC_OR_PARTITION)
@@ -445,6 +478,10 @@ ANSWERED = {
     "alter_client_quotas": lambda r: _all(r.entries, MB // 13, 0),  # no ops: nothing to refuse
     "describe_user_scram_credentials": lambda r: _codes(r.results) == [DUPLICATE_RESOURCE],
     "alter_user_scram_credentials": lambda r: _all(r.results, MB // 6, RESOURCE_NOT_FOUND),
+    "alter_client_quotas_ops": lambda r: _codes(r.entries) == [INVALID_REQUEST],  # unknown keys
+    "alter_user_scram_credentials_upsertions": lambda r: _all(
+        r.results, MB // 12, UNACCEPTABLE_CREDENTIAL
+    ),  # "Salt must not be empty"
     "alter_partition_reassignments": lambda r: (
         r.error_code == 0
         and _all(_partitions(r.responses, "partitions"), MB // 6, UNKNOWN_TOPIC_OR_PARTITION)
