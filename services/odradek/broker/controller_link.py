@@ -14,7 +14,8 @@ per call; calls may overlap (the connection pipelines them).
   keeps the version the client chose, and the controller serves the same ranges as the broker
   advertises for them. They are encoded, and large answers decoded, on a codec thread
   (``BrokerConnection``'s ``offload_codec``): a client's AlterPartitionReassignments of 1 MB
-  (166,000 partitions), encoded and its answer decoded on the loop, held it 1.5 s (issue 23).
+  (166,000 partitions), encoded and its answer decoded on the loop, kept another client
+  waiting 385 ms (issue 23).
 
 AlterPartition keeps its own connection (``alter_partition``): a slow admin request must never
 hold up an ISR change. Runs on the broker's event loop.

@@ -17,8 +17,8 @@ answers it, ``broker.admin.leader_election``). The rules are Kafka's:
   partitions that needed no election are left out of the answer (Kafka's broker filters
   ELECTION_NOT_NEEDED from an all-partitions answer).
 
-A request may name 250,000 partitions in 1 MB (issue 23: the broker and then the controller held
-their loops 3.6 s for one): the ``_in_slices`` forms read, build and answer them in time slices
+A request may name 250,000 partitions in 1 MB (issue 23: one kept another client of the broker
+waiting 1.3 s): the ``_in_slices`` forms read, build and answer them in time slices
 (``time_slices``) for the paths a request takes; the plain forms serve the refusals.
 """
 

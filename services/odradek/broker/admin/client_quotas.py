@@ -21,7 +21,7 @@ be a LONG value``) are INVALID_REQUEST. The DOUBLE keys (``request_percentage``,
 
 Bounded work (issue 23): the entities that have a znode are listed once per AlterClientQuotas
 request (``stored_entities``), so one without (1 MB names 77,000 users) is validated without a
-ZooKeeper read of its own (5.5 s for a tenth of that before).
+ZooKeeper read of its own (7.4 s for a tenth of that before).
 
 Runs on the broker's event loop.
 """
