@@ -612,3 +612,13 @@ def test_a_1_mb_acl_request_does_not_stall_an_authorizing_broker(acl_cluster, sh
     test_a_1_mb_array_of_tiny_elements_does_not_stall_other_clients(
         by_role["broker"], by_role["controller"], shape
     )
+
+
+# The APIs a broker forwards, sent straight to the controller's listener: its own loop elects
+# leaders for the whole cluster, so it is probed, and must answer, the same way.
+CONTROLLER_SHAPES = [elect_leaders, alter_partition_reassignments, list_partition_reassignments]
+
+
+@pytest.mark.parametrize("shape", CONTROLLER_SHAPES, ids=lambda f: f.__name__)
+def test_a_1_mb_request_straight_to_the_controller_does_not_stall_it(controller, shape):
+    test_a_1_mb_array_of_tiny_elements_does_not_stall_other_clients(controller, controller, shape)
