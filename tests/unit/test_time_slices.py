@@ -7,7 +7,7 @@ import asyncio
 import time
 
 from odradek.broker.quotas import TimedHandler
-from odradek.time_slices import CHECK_EVERY, TimeSlices, answer_each, sliced
+from odradek.time_slices import CHECK_EVERY, TimeSlices, answer_each, converted, sliced
 
 
 class FakeClock:
@@ -80,3 +80,22 @@ def test_the_time_charged_to_a_request_includes_every_slice():
 
     elapsed_s = asyncio.run(main()) / 1e9
     assert elapsed_s >= CHECK_EVERY * 20 * 0.0001
+
+
+def test_converted_slices_a_long_array_and_converts_a_short_one_at_once():
+    clock = FakeClock()
+
+    def cost(x: int) -> int:
+        clock.now += 0.001  # each element costs 1 ms
+        return x * 2
+
+    async def main() -> tuple[tuple[int, ...], tuple[int, ...], int, int]:
+        short_slices = TimeSlices(slice_s=0.003, clock=clock)
+        short = await converted(range(CHECK_EVERY), cost, short_slices)
+        long_slices = TimeSlices(slice_s=0.003, clock=clock)
+        long = await converted(range(CHECK_EVERY * 4), cost, long_slices)
+        return short, long, short_slices.yields, long_slices.yields
+
+    short, long, short_yields, long_yields = asyncio.run(main())
+    assert short == tuple(x * 2 for x in range(CHECK_EVERY)) and short_yields == 0
+    assert long == tuple(x * 2 for x in range(CHECK_EVERY * 4)) and long_yields == 4

@@ -29,7 +29,7 @@ from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation
-from odradek.time_slices import TimeSlices, sliced
+from odradek.time_slices import TimeSlices, converted, sliced
 
 API_KEY = ApiKey.ALTER_CONFIGS
 
@@ -42,7 +42,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ConfigResource(
             r.resource_type,
             r.resource_name,
-            configs=tuple([(c.name, c.value) async for c in sliced(r.configs, slices)]),
+            configs=await converted(r.configs, _pair, slices),
         )
         async for r in sliced(request.resources, slices)
     ]
@@ -51,6 +51,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return await admin.alter(allowed, validate_only=request.validate_only, slices=s)
 
     return await answer_alteration(ctx, API_KEY, resources, alter, slices)
+
+
+def _pair(config: Any) -> tuple[str, str | None]:
+    return config.name, config.value
 
 
 async def answer_alteration(

@@ -16,7 +16,7 @@ from odradek.broker.admin.configs import ConfigAdmin, ConfigResource, Incrementa
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.alter_configs import answer_alteration
 from odradek.protocol.apis import ApiKey
-from odradek.time_slices import TimeSlices, sliced
+from odradek.time_slices import TimeSlices, converted, sliced
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 
@@ -27,12 +27,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ConfigResource(
             r.resource_type,
             r.resource_name,
-            ops=tuple(
-                [
-                    IncrementalAlteration(c.name, c.config_operation, c.value)
-                    async for c in sliced(r.configs, slices)
-                ]
-            ),
+            ops=await converted(r.configs, _alteration, slices),
         )
         async for r in sliced(request.resources, slices)
     ]
@@ -41,3 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return await admin.incremental_alter(allowed, validate_only=request.validate_only, slices=s)
 
     return await answer_alteration(ctx, API_KEY, resources, alter, slices)
+
+
+def _alteration(config: Any) -> IncrementalAlteration:
+    return IncrementalAlteration(config.name, config.config_operation, config.value)
