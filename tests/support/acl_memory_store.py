@@ -20,6 +20,9 @@ class MemoryAclStore:
     async def read_all(self):
         return dict(self.acls)
 
+    async def patterns(self):
+        return set(self.acls)
+
     async def update(self, pattern, change):
         before = self.acls.get(pattern, frozenset())
         after = frozenset(change(before))

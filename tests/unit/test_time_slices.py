@@ -13,6 +13,7 @@ from odradek.time_slices import (
     CHECK_EVERY,
     TimeSlices,
     answer_each,
+    converted,
     distinct,
     run_at_once,
     run_sliced,
@@ -160,3 +161,22 @@ def test_steps_run_in_slices_or_at_once_to_the_same_value():
     expected = sum(range(CHECK_EVERY * 10))
     assert asyncio.run(main()) == (expected, 10)
     assert run_at_once(steps()) == expected
+
+
+def test_converted_slices_a_long_array_and_converts_a_short_one_at_once():
+    clock = FakeClock()
+
+    def cost(x: int) -> int:
+        clock.now += 0.001  # each element costs 1 ms
+        return x * 2
+
+    async def main() -> tuple[tuple[int, ...], tuple[int, ...], int, int]:
+        short_slices = TimeSlices(slice_s=0.003, clock=clock)
+        short = await converted(range(CHECK_EVERY), cost, short_slices)
+        long_slices = TimeSlices(slice_s=0.003, clock=clock)
+        long = await converted(range(CHECK_EVERY * 4), cost, long_slices)
+        return short, long, short_slices.yields, long_slices.yields
+
+    short, long, short_yields, long_yields = asyncio.run(main())
+    assert short == tuple(x * 2 for x in range(CHECK_EVERY)) and short_yields == 0
+    assert long == tuple(x * 2 for x in range(CHECK_EVERY * 4)) and long_yields == 4

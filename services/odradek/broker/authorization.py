@@ -31,6 +31,7 @@ from odradek.broker.admin.configs import ResourceType as ConfigResourceType
 from odradek.broker.context import RequestContext
 from odradek.errors import ErrorCode
 from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.time_slices import TimeSlices, sliced
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ __all__ = [
     "config_refusal",
     "authorized_operations",
     "filter_authorized",
+    "filter_authorized_in_slices",
     "merge_refused",
     "partition_authorized",
     "require_cluster_action",
@@ -89,6 +91,22 @@ def filter_authorized(
 ) -> set[str]:
     """The names of ``names`` the principal may do ``operation`` to, each asked once."""
     return {name for name in dict.fromkeys(names) if ctx.authorize(operation, resource_type, name)}
+
+
+async def filter_authorized_in_slices(
+    ctx: RequestContext,
+    operation: AclOperation,
+    resource_type: ResourceType,
+    names: Iterable[str],
+    slices: TimeSlices | None = None,
+) -> set[str]:
+    """``filter_authorized`` in time slices (``time_slices``), for a request that may name a
+    hundred thousand resources: the authorizer's matching costs microseconds per name."""
+    allowed = set()
+    async for name in sliced(dict.fromkeys(names), slices):
+        if ctx.authorize(operation, resource_type, name):
+            allowed.add(name)
+    return allowed
 
 
 def partition_authorized(

@@ -1,7 +1,8 @@
 """Moving replicas between this broker's log dirs while they serve (KIP-113).
 
 AlterReplicaLogDirs names, per partition, the log dir its replica on this broker should live in.
-``LogDirMover.alter`` applies Kafka's rules (``ReplicaManager.alterReplicaLogDirs``), in order:
+``LogDirMover.alter_all`` applies Kafka's rules (``ReplicaManager.alterReplicaLogDirs``), in
+order:
 
 - a dir that is not in ``log.dirs``: LOG_DIR_NOT_FOUND; an offline one: KAFKA_STORAGE_ERROR;
 - a partition hosted here on an offline dir: KAFKA_STORAGE_ERROR;
@@ -34,7 +35,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odradek.broker.metadata_cache import MetadataCache
@@ -52,6 +55,7 @@ from odradek.observability.metrics import BrokerMetrics
 from odradek.storage import log_dir_move
 from odradek.storage.log import Log
 from odradek.storage.manager import LogManager
+from odradek.time_slices import TimeSlices, sliced
 
 if TYPE_CHECKING:
     from odradek.broker.replica_manager import ReplicaManager
@@ -92,17 +96,48 @@ class LogDirMover:
 
     # -- requests ------------------------------------------------------------------------
 
+    async def alter_all(
+        self,
+        replicas: ReplicaManager,
+        metadata: MetadataCache,
+        partition_dirs: Mapping[TopicPartition, str],
+        slices: TimeSlices | None = None,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """AlterReplicaLogDirs: each partition's error code (module docstring), in time slices
+        (``time_slices``). Each dir named is checked once: a request may name 250,000
+        partitions of one dir that is no log dir, each refused alike (and logged once)."""
+        checked: dict[str, Path | OdradekError] = {}
+        refused: dict[str, int] = {}
+        results: dict[TopicPartition, ErrorCode] = {}
+        async for (topic, partition), path in sliced(partition_dirs.items(), slices):
+            if path not in checked:
+                try:
+                    checked[path] = self.log_manager.check_log_dir(path)
+                except OdradekError as e:
+                    checked[path] = e
+            log_dir = checked[path]
+            if isinstance(log_dir, OdradekError):
+                refused[path] = refused.get(path, 0) + 1
+                results[(topic, partition)] = log_dir.error_code
+            else:
+                results[(topic, partition)] = await self.alter(
+                    replicas, metadata, topic, partition, log_dir
+                )
+        for path, count in refused.items():
+            log.info("AlterReplicaLogDirs of %d partitions to %s: %s", count, path, checked[path])
+        return results
+
     async def alter(
         self,
         replicas: ReplicaManager,
         metadata: MetadataCache,
         topic: str,
         partition: int,
-        path: str,
+        log_dir: Path,
     ) -> ErrorCode:
-        """One partition of AlterReplicaLogDirs; its error code (module docstring)."""
+        """One partition of AlterReplicaLogDirs, to ``log_dir`` (one of ``log.dirs``, online:
+        ``LogManager.check_log_dir``); its error code (module docstring)."""
         try:
-            log_dir = self.log_manager.check_log_dir(path)
             hosted = replicas.partitions.get((topic, partition))
             if hosted is None:
                 known = metadata.topic(topic)
@@ -122,7 +157,7 @@ class LogDirMover:
             self._start(hosted, future)
             return ErrorCode.none
         except OdradekError as e:
-            log.info("AlterReplicaLogDirs of %s-%d to %s: %s", topic, partition, path, e)
+            log.info("AlterReplicaLogDirs of %s-%d to %s: %s", topic, partition, log_dir, e)
             return e.error_code
 
     def resume(self, partition: Partition) -> None:

@@ -27,7 +27,10 @@ Invariants:
 
 Responses are decoded by the task that reads them (``odradek.protocol.codec.decode_response``):
 a Fetch response's ``records`` are read-only ``memoryview`` slices of the frame's ``bytes``, not
-copies.
+copies. With ``offload_codec`` (a broker's link to the controller, which forwards clients'
+requests of up to megabytes) every request is encoded, and every response of
+``large_messages.OFF_LOOP_MIN_BYTES`` or more decoded, on a codec thread (``large_messages``),
+so a large one does not hold the caller's event loop; the reader still takes responses in order.
 
 ``negotiate_versions()`` sends ApiVersions at the highest version kio knows and, as KIP-511
 clients do, retries at the version the broker names when it answers UNSUPPORTED_VERSION (v0 if it
@@ -60,6 +63,7 @@ from odradek.client.errors import (
     RequestTooLargeError,
 )
 from odradek.errors import ErrorCode
+from odradek.large_messages import OFF_LOOP_MIN_BYTES, off_loop
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.protocol.codec import decode_response, encode_request
@@ -116,6 +120,7 @@ class BrokerConnection:
         max_in_flight: int = MAX_IN_FLIGHT_REQUESTS,
         max_request_bytes: int = MAX_REQUEST_BYTES,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        offload_codec: bool = False,
     ):
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
@@ -123,6 +128,7 @@ class BrokerConnection:
         self.request_timeout_s = request_timeout_s
         self.max_request_bytes = max_request_bytes
         self.max_response_bytes = max_response_bytes
+        self.offload_codec = offload_codec
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._reader = reader
@@ -148,6 +154,7 @@ class BrokerConnection:
         max_in_flight: int = MAX_IN_FLIGHT_REQUESTS,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         tls: ssl.SSLContext | None = None,
+        offload_codec: bool = False,
     ) -> BrokerConnection:
         """Connect (over TLS with ``tls``, the peer's certificate checked for ``host``); raises
         ``ConnectionClosedError`` if that fails, its handshake included, or takes too long."""
@@ -166,6 +173,7 @@ class BrokerConnection:
             request_timeout_s=request_timeout_s,
             max_in_flight=max_in_flight,
             max_response_bytes=max_response_bytes,
+            offload_codec=offload_codec,
         )
 
     @property
@@ -197,9 +205,12 @@ class BrokerConnection:
         deadline = asyncio.timeout(limit)
         try:
             async with deadline:
+                encoded = None
+                if self.offload_codec:  # under any correlation id: ``_encode`` sets its own
+                    encoded = await off_loop(encode_request, request, 0, self.client_id)
                 await self._slots.acquire()
                 try:
-                    entry = self._queue(request)
+                    entry = self._queue(request, encoded)
                 except BaseException:
                     self._slots.release()
                     raise
@@ -242,12 +253,16 @@ class BrokerConnection:
         if self._closed:
             raise ConnectionClosedError(f"connection to {self.peer} is closed")
 
-    def _encode(self, request: Any) -> tuple[int, bytes]:
-        """(correlation id, the request with its size prefix) under the next correlation id."""
+    def _encode(self, request: Any, encoded: bytes | None = None) -> tuple[int, bytes]:
+        """(correlation id, the request with its size prefix) under the next correlation id;
+        ``encoded``: the request already encoded under another id, which is replaced."""
         self._check_open()
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) % (_MAX_CORRELATION_ID + 1)
-        frame = encode_request(request, correlation_id, self.client_id)
+        if encoded is None:
+            frame = encode_request(request, correlation_id, self.client_id)
+        else:  # every request header: api_key (2 bytes), api_version (2), correlation_id (4)
+            frame = encoded[:4] + _CORRELATION_ID.pack(correlation_id) + encoded[8:]
         if len(frame) > self.max_request_bytes:
             raise RequestTooLargeError(
                 f"{type(request).__name__} of {len(frame)} bytes is above "
@@ -255,9 +270,9 @@ class BrokerConnection:
             )
         return correlation_id, _SIZE.pack(len(frame)) + frame
 
-    def _queue(self, request: Any) -> _Pending:
+    def _queue(self, request: Any, encoded: bytes | None = None) -> _Pending:
         """Encode, join the FIFO and write, with no ``await`` between: FIFO and stream agree."""
-        correlation_id, frame = self._encode(request)
+        correlation_id, frame = self._encode(request, encoded)
         entry = _Pending(
             correlation_id,
             int(request.__api_key__),
@@ -340,7 +355,10 @@ class BrokerConnection:
                         f"response size {size} is outside "
                         f"[{_CORRELATION_ID.size}, {self.max_response_bytes}]"
                     )
-                self._dispatch(await self._reader.readexactly(size))
+                frame = await self._reader.readexactly(size)
+                entry = self._dispatch(frame)
+                if entry is not None:
+                    await self._answer(entry, frame)
         except (asyncio.IncompleteReadError, OSError) as e:
             reason = "closed by the broker" if isinstance(e, asyncio.IncompleteReadError) else e
             self._fail_all(ConnectionClosedError, f"connection to {self.peer}: {reason}")
@@ -351,7 +369,8 @@ class BrokerConnection:
             log.exception("closing the connection to %s", self.peer)
             self._fail_all(ConnectionClosedError, f"connection to {self.peer} failed: {e!r}")
 
-    def _dispatch(self, frame: bytes) -> None:
+    def _dispatch(self, frame: bytes) -> _Pending | None:
+        """The request ``frame`` answers, taken off the FIFO; None if nobody waits for it."""
         (correlation_id,) = _CORRELATION_ID.unpack_from(frame)
         if not self._pending:
             raise ProtocolError(f"a response (correlation id {correlation_id}) to no request")
@@ -363,17 +382,36 @@ class BrokerConnection:
         self._pending.popleft()
         self._slots.release()
         if entry.future.done():  # its caller stopped waiting: the response is dropped
-            return
+            return None
+        return entry
+
+    async def _answer(self, entry: _Pending, frame: bytes) -> None:
+        """``entry``'s response decoded (off the loop, for a large one with ``offload_codec``)."""
         try:
-            response = decode_response(entry.api_key, entry.api_version, frame)
+            if self.offload_codec and len(frame) >= OFF_LOOP_MIN_BYTES:
+                try:
+                    response = await off_loop(
+                        decode_response, entry.api_key, entry.api_version, frame
+                    )
+                except asyncio.CancelledError:  # closed meanwhile: it left the FIFO already
+                    if not entry.future.done():
+                        entry.future.set_exception(
+                            ConnectionClosedError(f"connection to {self.peer} closed")
+                        )
+                    raise
+            else:
+                response = decode_response(entry.api_key, entry.api_version, frame)
         except InvalidResponseError as e:
             error = ProtocolError(
-                f"response {correlation_id} (api key {entry.api_key} v{entry.api_version}): {e}"
+                f"response {entry.correlation_id} (api key {entry.api_key} "
+                f"v{entry.api_version}): {e}"
             )
             error.__cause__ = e
-            entry.future.set_exception(error)  # it left the FIFO: closing would not fail it
+            if not entry.future.done():
+                entry.future.set_exception(error)  # it left the FIFO: closing would not fail it
             raise error from e
-        entry.future.set_result(response.body)
+        if not entry.future.done():  # its caller may have stopped waiting meanwhile
+            entry.future.set_result(response.body)
 
     # -- closing -----------------------------------------------------------------------------
 

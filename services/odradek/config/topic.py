@@ -298,7 +298,10 @@ class TopicConfig:
             if name not in CONFIG_KEYS:
                 raise InvalidConfigError(f"Unknown topic config name: {name}")
         changes = {CONFIG_KEYS[name].attr: value for name, value in props.items()}
-        return dataclasses.replace(DEFAULT_TOPIC_CONFIG if base is None else base, **changes)
+        base = DEFAULT_TOPIC_CONFIG if base is None else base
+        if not changes:  # immutable and valid already: validating all its keys again costs
+            return base  # ~80 µs, a topic of CreateTopics (77,000 in 1 MB) twice (issue 23)
+        return dataclasses.replace(base, **changes)
 
     def to_properties(self) -> dict[str, str]:
         """Every key with its value as Kafka prints it."""

@@ -598,16 +598,16 @@ class Controller:
     async def _on_elect_leaders(self, request: Any) -> Any:
         model = self._active()
         try:
-            asked = el.parse(request)
+            asked = await el.parse_in_slices(request)
         except el.InvalidElectionRequest as e:
-            return el.error_response(request, ErrorCode.invalid_request, str(e))
+            return await el.error_response_in_slices(request, ErrorCode.invalid_request, str(e))
         batch = self._batch()
         outcomes = await leader_balance.elect(
             model, self.partition_machine, asked.partitions, asked.election_type, batch
         )
         batch.send(self.channel)
         self._update_gauges()
-        return el.build_response(
+        return await el.build_response_in_slices(
             request.__version__, outcomes, all_partitions=asked.partitions is None
         )
 

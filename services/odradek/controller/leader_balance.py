@@ -47,6 +47,7 @@ from odradek.controller.placement import elect_preferred_leader
 from odradek.controller.ports import StaleStateVersionError
 from odradek.controller.states import PartitionState
 from odradek.errors import ErrorCode
+from odradek.time_slices import sliced
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +155,7 @@ async def elect(
     else:
         wanted = list(partitions)
     outcomes: dict[TopicPartition, Outcome] = {}
-    for tp in wanted:
+    async for tp in sliced(wanted):  # a request may name 250,000: the loop runs meanwhile
         refused = _refusal(model, tp, election_type)
         outcomes[tp] = (
             refused

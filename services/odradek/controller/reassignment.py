@@ -28,7 +28,13 @@ one redoes what is missing. Unlike Kafka, B waits while no TRS replica is live (
 remove RR and leave the partition without a leader); the ISR rule alone decides otherwise.
 
 ``decide`` is the AlterPartitionReassignments check of one partition (Kafka's
-``validateReplicas`` and ``maybeBuildReassignment``): a pure function of the model. A cancel
+``validateReplicas`` and ``maybeBuildReassignment``): a pure function of the model. Then, before
+anything is written, the replicas a reassignment adds must fit in each target broker's replica
+budget (``replica_room``: the budget each broker registers, from its open-files limit, less the
+replicas assigned to it, those granted earlier in the same request included): a broker past it
+could not open their logs. One that does not fit is INVALID_REPLICA_ASSIGNMENT, as Kafka refuses
+a target a broker cannot take (a dead one), with the broker's figures and max.broker.partitions
+in the message; ``odradek reassign``, drain and rebalance send the same request. A cancel
 (``replicas`` null) is a reassignment to ORS. Everything here runs on the controller's event
 loop, inside one event.
 """
@@ -36,6 +42,7 @@ loop, inside one event.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -51,6 +58,8 @@ from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.controller.states import PartitionState, ReplicaState
 from odradek.errors import ErrorCode
 from odradek.observability.metrics import ControllerMetrics
+from odradek.observability.refusals import RefusalLog
+from odradek.replica_room import ReplicaRoom
 from odradek.time_slices import TimeSlices, sliced
 from odradek.zk.paths import PartitionState as LeaderAndIsr
 
@@ -140,6 +149,36 @@ def _check_target(
     return None
 
 
+async def replica_room(model: ClusterModel, slices: TimeSlices | None = None) -> ReplicaRoom:
+    """Each live broker's budget (as it registered it) and the replicas assigned to it now:
+    every partition's full replica set, those moving included (see the module docstring)."""
+    hosted: Counter[int] = Counter()
+    async for topic in sliced(model.topics.values(), slices):
+        for replicas in topic.partitions.values():
+            hosted.update(replicas)
+    budgets = {b: info.max_broker_partitions for b, info in model.brokers.items()}
+    return ReplicaRoom(budgets, hosted)
+
+
+def _fits(
+    room: ReplicaRoom, tp: TopicPartition, current: ReplicaAssignment, new: ReplicaAssignment
+) -> ReplicaAssignment | Refusal:
+    """``new`` if the replicas it adds to ``current`` fit in their brokers' budgets (then they
+    are counted in ``room``), else why not; a cancel adds none."""
+    added = [b for b in new.replicas if b not in current.replicas]
+    for broker_id in added:
+        remaining = room.remaining(broker_id)
+        if remaining is not None and remaining < 1:
+            return Refusal(
+                ErrorCode.invalid_replica_assignment,
+                f"Broker {broker_id} cannot host a replica of {tp[0]}-{tp[1]}: it is at its "
+                f"replica budget ({room.describe()}); each broker's budget comes from its "
+                f"open-files limit (max.broker.partitions).",
+            )
+    room.add_replicas(added)
+    return new
+
+
 def is_complete(model: ClusterModel, tp: TopicPartition, assignment: ReplicaAssignment) -> bool:
     """Phase B may run: nothing to move, or every TRS replica in the ISR and one of them live."""
     if not assignment.is_reassigning:
@@ -190,6 +229,8 @@ class Reassignments:
         async for tp, _ in sliced(wanted, slices):
             counts[tp] = counts.get(tp, 0) + 1
         deleting = set(deleting)
+        room = await replica_room(model, slices)
+        refusals = RefusalLog(log, "reassignment of")  # 1 MB names 166,000 partitions
         results: list[Result] = []
         async for tp, target in sliced(wanted, slices):
             if counts[tp] > 1:
@@ -202,8 +243,10 @@ class Reassignments:
                 deleting=deleting,
                 allow_replication_factor_change=allow_replication_factor_change,
             )
+            if not isinstance(decided, Refusal):
+                decided = _fits(room, tp, model.assignment(tp), decided)
             if isinstance(decided, Refusal):
-                log.info("reassignment of %s-%d refused: %s", *tp, decided.message)
+                refusals.refused(f"{tp[0]}-{tp[1]}", decided.error, decided.message)
                 results.append((tp, decided.error, decided.message))
                 continue
             try:
@@ -215,6 +258,7 @@ class Reassignments:
                 results.append((tp, ErrorCode.unknown_server_error, str(e) or type(e).__name__))
                 continue
             results.append((tp, ErrorCode.none, None))
+        refusals.close()
         return results
 
     async def reassign(

@@ -22,7 +22,12 @@ notifications (``zk.acl_store``); a broker's own changes apply at once. Denials 
 INFO on this module's logger in Kafka's authorizer-log words, at most
 ``DENIAL_LOGS_PER_S_MAX`` a second (the rest are counted and the count logged).
 
-``create_acls``/``delete_acls``/``acls`` serve CreateAcls, DeleteAcls and DescribeAcls.
+``create_acls``/``delete_acls``/``acls`` serve CreateAcls, DeleteAcls and DescribeAcls. A
+request may hold 100,000 bindings or filters in 1 MB (issue 23): they are checked in time slices
+(``time_slices``); DeleteAcls compares a filter that names one pattern exactly with that pattern
+alone (not with every other one: quadratic before, hours for 90,000 distinct names), and reaches
+such a pattern only if this broker caches it or it has a node (listed once per request: no
+ZooKeeper read for each name without ACLs).
 
 Runs on one event loop: ``authorize`` is synchronous and reads the cache, which an update
 replaces whole (copy on write).
@@ -55,7 +60,8 @@ from odradek.security.acl import (
 )
 from odradek.security.acl_filter import AclBindingFilter
 from odradek.security.principal import KafkaPrincipal
-from odradek.zk.acl_store import ZkAclStore
+from odradek.time_slices import TimeSlices, sliced
+from odradek.zk.acl_store import AclNodeTooLargeError, ZkAclStore
 
 __all__ = [
     "ACL_AUTHORIZER_CLASS_NAMES",
@@ -97,6 +103,8 @@ class AclStore(Protocol):
     async def read(self, pattern: ResourcePattern) -> tuple[Entries, int]: ...
 
     async def read_all(self) -> dict[ResourcePattern, Entries]: ...
+
+    async def patterns(self) -> set[ResourcePattern]: ...
 
     async def update(
         self, pattern: ResourcePattern, change: Callable[[Entries], Entries]
@@ -335,9 +343,10 @@ class AclAuthorizer:
 
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclResult]:
         """Store ``bindings``; one result each (INVALID_REQUEST for one Kafka would refuse)."""
+        slices = TimeSlices()
         results = [AclResult()] * len(bindings)
         by_pattern: dict[ResourcePattern, list[int]] = {}
-        for index, binding in enumerate(bindings):
+        async for index, binding in sliced(enumerate(bindings), slices):
             reason = binding.invalid_reason()
             if reason is not None:
                 message = f"Failed to create ACL: {reason}"
@@ -349,6 +358,13 @@ class AclAuthorizer:
                 added = frozenset(bindings[i].entry for i in indexes)
                 try:
                     _, after = await self.store.update(pattern, lambda now, a=added: now | a)
+                except AclNodeTooLargeError as e:  # no write can hold them: the request's fault
+                    log.info("refusing to create ACLs for %s: %s", pattern, e)
+                    for i in indexes:
+                        results[i] = AclResult(
+                            ErrorCode.invalid_request, f"Failed to create ACL: {e}"
+                        )
+                    continue
                 except Exception as e:  # noqa: BLE001 - each binding reports what failed
                     log.warning("failed to create ACLs for %s: %s", pattern, e)
                     for i in indexes:
@@ -363,30 +379,43 @@ class AclAuthorizer:
         As Kafka: filters that name one pattern exactly reach it even if this broker's cache
         does not have it yet; the others match the cached patterns.
         """
+        slices = TimeSlices()
         results = [DeleteResult() for _ in filters]
         valid: list[tuple[int, AclBindingFilter]] = []
-        for index, binding_filter in enumerate(filters):
+        async for index, binding_filter in sliced(enumerate(filters), slices):
             reason = binding_filter.unknown_reason()
             if reason is not None:
                 results[index].error = AclResult(ErrorCode.invalid_request, reason)
             else:
                 valid.append((index, binding_filter))
         async with self._updating:
-            resources = set(self._acls)
-            for _, binding_filter in valid:
+            cached = set(self._acls)
+            stored: set[ResourcePattern] | None = None
+            exact: dict[ResourcePattern, list[tuple[int, AclBindingFilter]]] = {}
+            broad: list[tuple[int, AclBindingFilter]] = []  # may match many patterns
+            async for index, binding_filter in sliced(valid, slices):
                 pattern_filter = binding_filter.pattern
-                if pattern_filter.matches_at_most_one() and pattern_filter.name is not None:
-                    resources.add(
-                        ResourcePattern(
-                            pattern_filter.resource_type,
-                            pattern_filter.name,
-                            pattern_filter.pattern_type,
-                        )
-                    )
-            for pattern in sorted(resources, key=_pattern_order):
+                if not (pattern_filter.matches_at_most_one() and pattern_filter.name is not None):
+                    broad.append((index, binding_filter))
+                    continue
+                pattern = ResourcePattern(
+                    pattern_filter.resource_type, pattern_filter.name, pattern_filter.pattern_type
+                )
+                if pattern not in cached:  # it may have a node this broker has not heard of
+                    stored = await self.store.patterns() if stored is None else stored
+                    if pattern not in stored:
+                        continue  # no ACLs to delete
+                exact.setdefault(pattern, []).append((index, binding_filter))
+            resources = cached | set(exact) if broad else set(exact)
+            async for pattern in sliced(sorted(resources, key=_pattern_order), slices):
                 if pattern.name == "" or "/" in pattern.name:
                     continue  # named by a filter, but never stored
-                matching = [(i, f) for i, f in valid if f.pattern.matches(pattern)]
+                matching = [(i, f) for i, f in exact.get(pattern, ()) if f.pattern.matches(pattern)]
+                if broad:
+                    async for i, f in sliced(broad, slices):
+                        if f.pattern.matches(pattern):
+                            matching.append((i, f))
+                    matching.sort(key=lambda found: found[0])  # the first filter counts
                 if matching:
                     await self._delete_from(pattern, matching, results)
         return results

@@ -7,7 +7,11 @@ Layout (``zk.paths``)::
     /kafka-acl-changes/acl_changes_<seq>            "TOPIC:orders"
     /kafka-acl-extended-changes/acl_changes_<seq>   {"version":1,"resourceType":"TOPIC",...}
 
-A resource's node holds all its ACLs (``ResourceAcls``). ``update`` changes them by
+A resource's node holds all its ACLs (``ResourceAcls``): at most ``ACL_NODE_BYTES_MAX``, so its
+transaction stays under ZooKeeper's ``jute.maxbuffer`` (a larger one made ZooKeeper drop the
+broker's connection, and its session with it, issue 23); ``update`` refuses more with
+``AclNodeTooLargeError`` before writing, without encoding a set that cannot fit, and encodes a
+large one on a codec thread (``large_messages``). ``update`` changes them by
 read-modify-write, conditional on the node's version, retried on a conflict
 (``UPDATE_RETRIES_MAX`` times, as Kafka's ``maxUpdateRetries``); the node and its change
 notification are written in one ZooKeeper transaction (Kafka writes them one after the other:
@@ -30,6 +34,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 
+from odradek.large_messages import off_loop
 from odradek.security.acl import AccessControlEntry, PatternType, ResourcePattern
 from odradek.zk.client import (
     CreateOp,
@@ -39,6 +44,7 @@ from odradek.zk.client import (
     WatchEvent,
     ZkClient,
 )
+from odradek.zk.codec import ZNODE_DATA_BYTES_MAX
 from odradek.zk.errors import BadVersionError, NodeExistsError, NoNodeError, ZkDataError
 from odradek.zk.paths import (
     ACL_CHANGE_PREFIX,
@@ -55,7 +61,13 @@ from odradek.zk.paths import (
     sequence_number,
 )
 
-__all__ = ["UPDATE_RETRIES_MAX", "AclUpdateError", "ZkAclStore"]
+__all__ = [
+    "ACL_NODE_BYTES_MAX",
+    "UPDATE_RETRIES_MAX",
+    "AclNodeTooLargeError",
+    "AclUpdateError",
+    "ZkAclStore",
+]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +83,35 @@ ChangeCallback = Callable[[ResourcePattern], Awaitable[None]]
 
 class AclUpdateError(Exception):
     """An update still conflicted after ``UPDATE_RETRIES_MAX`` retries."""
+
+
+class AclNodeTooLargeError(AclUpdateError):
+    """A resource's ACLs would not fit in its node (``ACL_NODE_BYTES_MAX``): nothing written."""
+
+
+# A resource's node, and the rest of its transaction (paths, the change notification, headers)
+# within ZooKeeper's jute.maxbuffer (1 MiB less a byte by default).
+ACL_NODE_BYTES_MAX = ZNODE_DATA_BYTES_MAX - 16 * 1024
+# The shortest entry of a node's JSON (empty principal and host, "Deny", "All"): a set with more
+# entries than ACL_NODE_BYTES_MAX // ACL_ENTRY_BYTES_MIN cannot fit, and is not encoded.
+ACL_ENTRY_BYTES_MIN = len('{"principal":"","permissionType":"Deny","operation":"All","host":""},')
+ENCODE_OFF_LOOP_ENTRIES_MIN = 1_000  # a larger node is encoded on a codec thread
+
+
+async def _encode(pattern: ResourcePattern, entries: Entries) -> bytes:
+    """The node of ``pattern`` holding ``entries``; ``AclNodeTooLargeError`` if it cannot fit."""
+    if len(entries) * ACL_ENTRY_BYTES_MIN <= ACL_NODE_BYTES_MAX:
+        acls = ResourceAcls(entries)
+        if len(entries) < ENCODE_OFF_LOOP_ENTRIES_MIN:
+            data = acls.encode()
+        else:
+            data = await off_loop(acls.encode)
+        if len(data) <= ACL_NODE_BYTES_MAX:
+            return data
+    raise AclNodeTooLargeError(
+        f"{len(entries)} ACLs on {pattern} would not fit in its ZooKeeper node "
+        f"(at most {ACL_NODE_BYTES_MAX} bytes)"
+    )
 
 
 class ZkAclStore:
@@ -92,6 +133,18 @@ class ZkAclStore:
         except NoNodeError:
             return frozenset(), NO_NODE
         return ResourceAcls.decode(data, path).entries, stat.version
+
+    async def patterns(self) -> set[ResourcePattern]:
+        """Every resource with an ACL node, listed (its ACLs not read): one listing per type."""
+        found: set[ResourcePattern] = set()
+        for pattern_type in ACL_PATTERN_TYPES:
+            for resource_type in ACL_RESOURCE_TYPES:
+                try:
+                    names = await self.zk.achildren(acl_type_path(pattern_type, resource_type))
+                except NoNodeError:
+                    continue
+                found.update(ResourcePattern(resource_type, n, pattern_type) for n in names)
+        return found
 
     async def read_all(self) -> dict[ResourcePattern, Entries]:
         """Every resource's ACLs (unknown type nodes, written by a newer Kafka, are skipped)."""
@@ -132,9 +185,9 @@ class ZkAclStore:
             if not new:
                 op = DeleteOp(path, version=version)
             elif version == NO_NODE:
-                op = CreateOp(path, ResourceAcls(new).encode())
+                op = CreateOp(path, await _encode(pattern, new))
             else:
-                op = SetDataOp(path, ResourceAcls(new).encode(), version=version)
+                op = SetDataOp(path, await _encode(pattern, new), version=version)
             try:
                 await self.zk.atransaction([op, notify])
             except (BadVersionError, NodeExistsError, NoNodeError):

@@ -263,7 +263,7 @@ class CreatesOne:
     def __call__(self, zk, config):
         return self
 
-    async def create_topics(self, topics, validate_only, quota):
+    async def create_topics(self, topics, validate_only, quota, slices=None):
         return [
             CreateTopicResult(
                 t.name, topic_id=self.topic_id, num_partitions=1, replication_factor=1

@@ -6,12 +6,13 @@ the store's writes, the state tables and the requests sent."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 from controller_doubles import FakeElection, RecordingChannel, partition_states
 
 from odradek.controller.controller import Controller
-from odradek.controller.model import ReplicaAssignment, topic_uuid
+from odradek.controller.model import BrokerRegistration, ReplicaAssignment, topic_uuid
 from odradek.controller.states import ReplicaState
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
@@ -578,5 +579,29 @@ def test_deleting_a_topic_being_reassigned_stops_every_replica(harness):
         assert {b for b, tps in stopped(sent).items() if TP in tps} == {1, 2, 3, 4, 5, 6}
         assert T not in harness.store.topics
         assert harness.model.reassigning_partitions() == []
+
+    run(scenario())
+
+
+def test_a_target_past_a_brokers_replica_budget_is_refused_and_the_request_counts(harness):
+    """Broker 4 registers a budget of one replica: the request's first move onto it takes it,
+    the second is refused before anything is written (replica_room)."""
+
+    async def scenario():
+        await harness.start(brokers=(1, 2, 3, 4))
+        registration = harness.store.brokers[4]
+        harness.store.brokers[4] = BrokerRegistration(
+            dataclasses.replace(registration.info, max_broker_partitions=1), registration.epoch
+        )
+        harness.store._fire("brokers")
+        harness.store.create_topic(T, {0: (1, 2, 3), 1: (1, 2, 3)})
+        await harness.settle()
+        answered = await alter(harness, {TP: (4, 2, 3), (T, 1): (4, 2, 3)})
+        assert answered[TP] == (ErrorCode.none, None)
+        code, message = answered[(T, 1)]
+        assert code == ErrorCode.invalid_replica_assignment
+        assert "Broker 4" in message and "1 of 1" in message and "max.broker.partitions" in message
+        assert assignment(harness, (T, 1)) == ReplicaAssignment((1, 2, 3))
+        assert (T, 1) not in await listed(harness)
 
     run(scenario())

@@ -459,6 +459,31 @@ def test_a_binding_two_filters_match_is_reported_under_the_first():
     assert second.deleted == []
 
 
+def test_an_exact_filter_reaches_a_stored_pattern_this_broker_has_not_cached():
+    """As Kafka: a filter naming one pattern exactly deletes its stored ACLs even before the
+    change notification reached this broker; names with no ACLs anywhere cost nothing."""
+    auth = authorizer()
+    b = binding(name="elsewhere")
+    auth.store.acls[b.pattern] = frozenset({b.entry})  # written by another broker
+    names = [bfilter(T.TOPIC, f"none-{n}", LIT) for n in range(1_000)]
+    *nothing, found, broad = asyncio.run(
+        auth.delete_acls([*names, bfilter(T.TOPIC, "elsewhere", LIT), bfilter()])
+    )
+    assert all(r.deleted == [] for r in nothing)
+    assert [x for x, _ in found.deleted] == [b] and broad.deleted == []
+    assert auth.store.acls == {}
+
+
+def test_exact_and_broad_filters_report_under_the_first_that_matches():
+    auth = authorizer()
+    b = binding(name="orders")
+    asyncio.run(auth.create_acls([b]))
+    broad, exact = asyncio.run(
+        auth.delete_acls([bfilter(T.TOPIC), bfilter(T.TOPIC, "orders", LIT)])
+    )
+    assert [x for x, _ in broad.deleted] == [b] and exact.deleted == []
+
+
 def test_delete_refuses_unknown_filters():
     auth = authorizer()
     [result] = asyncio.run(auth.delete_acls([bfilter(op=Op.UNKNOWN)]))

@@ -19,6 +19,10 @@ be a LONG value``) are INVALID_REQUEST. The DOUBLE keys (``request_percentage``,
 ``controller_mutation_rate``) are stored as Java's ``Double.toString`` writes them. IP quotas
 (``ip``) are refused: not served.
 
+Bounded work (issue 23): the entities that have a znode are listed once per AlterClientQuotas
+request (``stored_entities``), so one without (1 MB names 77,000 users) is validated without a
+ZooKeeper read of its own (7.4 s for a tenth of that before).
+
 Runs on the broker's event loop.
 """
 
@@ -55,6 +59,7 @@ __all__ = [
     "entity_of",
     "read_all",
     "read_entity",
+    "stored_entities",
 ]
 
 log = logging.getLogger(__name__)
@@ -139,12 +144,21 @@ async def read_entity(zk: ZkClient, entity: QuotaEntity) -> tuple[dict[str, str]
 
 
 async def alter_entity(
-    zk: ZkClient, entity: QuotaEntity, ops: Sequence[Op], validate_only: bool
+    zk: ZkClient,
+    entity: QuotaEntity,
+    ops: Sequence[Op],
+    validate_only: bool,
+    stored: frozenset[str] | None = None,
 ) -> None:
-    """Apply ``ops`` to the entity's znode with its change notification; see the module."""
+    """Apply ``ops`` to the entity's znode with its change notification; see the module.
+    ``stored``: the entities with a znode, listed for the request (``stored_entities``): one
+    not among them is not read (None: every entity is read)."""
     path = f"{CONFIG_PATH}/{entity.path}"
-    for _ in range(WRITE_ATTEMPTS_MAX):
-        config, version = await read_entity(zk, entity)
+    for attempt in range(WRITE_ATTEMPTS_MAX):
+        if attempt == 0 and stored is not None and entity.path not in stored:
+            config, version = {}, None  # a lost race (NodeExists) reads it the next time
+        else:
+            config, version = await read_entity(zk, entity)
         _apply(config, ops)
         if validate_only:
             return
@@ -197,8 +211,8 @@ async def _children(zk: ZkClient, path: str) -> list[str]:
         return []
 
 
-async def read_all(zk: ZkClient) -> dict[QuotaEntity, dict[str, str]]:
-    """Every user, user+client and client entity's stored config."""
+async def _entities(zk: ZkClient) -> list[QuotaEntity]:
+    """Every user, user+client and client entity with a znode."""
     entities = []
     for user in await _children(zk, f"{CONFIG_PATH}/users"):
         entities.append(QuotaEntity(user=user))
@@ -206,8 +220,19 @@ async def read_all(zk: ZkClient) -> dict[QuotaEntity, dict[str, str]]:
             entities.append(QuotaEntity(user, client))
     for client in await _children(zk, f"{CONFIG_PATH}/clients"):
         entities.append(QuotaEntity(client_id=client))
+    return entities
+
+
+async def stored_entities(zk: ZkClient) -> frozenset[str]:
+    """The ``path`` of every entity with a znode (listed, not read): one listing for an
+    AlterClientQuotas request, so its entities that have none cost no read each."""
+    return frozenset(entity.path for entity in await _entities(zk))
+
+
+async def read_all(zk: ZkClient) -> dict[QuotaEntity, dict[str, str]]:
+    """Every user, user+client and client entity's stored config."""
     found = {}
-    for entity in entities:
+    for entity in await _entities(zk):
         config, version = await read_entity(zk, entity)
         if version is not None:
             found[entity] = config

@@ -20,6 +20,13 @@ IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT to them. A
 ``min.insync.replicas`` above the topic's replication factor is INVALID_CONFIG; without one, a
 larger broker default is stored as the RF (``validation.fit_min_insync_replicas``).
 
+A resource named twice in one alteration request is refused, every occurrence INVALID_REQUEST
+(``DUPLICATE_RESOURCE``), and so is a key named twice in one resource, as Kafka's
+``ConfigAdminManager.preprocess`` refuses them. Bounded work (issue 23): 1 MB names 142,000
+resources (or keys); they are checked and altered in time slices (``time_slices``), the topics
+that exist listed once per request (an unknown topic costs no ZooKeeper read: 142,000 of them
+took 2 minutes), refusals logged in a bounded number of lines (``observability.refusals``).
+
 Broker resources (a broker id, or "" for the cluster-wide default) are the dynamic broker
 configs, stored in ``/config/brokers/<id>`` and ``/config/brokers/<default>``: only the
 replication throttle rates can be changed; ``broker_configs.py`` describes and writes them.
@@ -29,7 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -58,10 +65,12 @@ from odradek.config.broker import BrokerConfig
 from odradek.config.keys import ConfigType
 from odradek.config.topic import CONFIG_KEYS, TopicConfig, alter_overrides
 from odradek.errors import ErrorCode, InvalidConfigError, OdradekError, UnknownTopicOrPartitionError
+from odradek.observability.refusals import RefusalLog
 from odradek.time_slices import TimeSlices, sliced
 from odradek.zk.client import ANY_VERSION, CheckOp, CreateOp, SetDataOp, ZkClient
 from odradek.zk.errors import BadVersionError, NodeExistsError, NoNodeError
 from odradek.zk.paths import (
+    TOPICS_PATH,
     ConfigChangeNotification,
     EntityConfig,
     TopicAssignment,
@@ -71,6 +80,7 @@ from odradek.zk.paths import (
 )
 
 __all__ = [
+    "DUPLICATE_RESOURCE",
     "AlterOp",
     "AlterResult",
     "ConfigAdmin",
@@ -81,6 +91,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+DUPLICATE_RESOURCE = "Each resource must appear at most once."  # Kafka's (ConfigAdminManager)
 
 
 class ResourceType(IntEnum):
@@ -245,34 +257,77 @@ class ConfigAdmin:
     # --- AlterConfigs and IncrementalAlterConfigs ------------------------------------------
 
     async def alter(
-        self, resources: Sequence[ConfigResource], *, validate_only: bool
+        self,
+        resources: Sequence[ConfigResource],
+        *,
+        validate_only: bool,
+        slices: TimeSlices | None = None,
     ) -> list[AlterResult]:
         """AlterConfigs: each topic's overrides become exactly ``resource.configs``."""
-        return [await self._alter_one(r, validate_only, incremental=False) for r in resources]
+        return await self._alter_all(resources, validate_only, False, slices)
 
     async def incremental_alter(
-        self, resources: Sequence[ConfigResource], *, validate_only: bool
+        self,
+        resources: Sequence[ConfigResource],
+        *,
+        validate_only: bool,
+        slices: TimeSlices | None = None,
     ) -> list[AlterResult]:
         """IncrementalAlterConfigs: ``resource.ops`` applied to each topic's overrides."""
-        return [await self._alter_one(r, validate_only, incremental=True) for r in resources]
+        return await self._alter_all(resources, validate_only, True, slices)
+
+    async def _alter_all(
+        self,
+        resources: Sequence[ConfigResource],
+        validate_only: bool,
+        incremental: bool,
+        slices: TimeSlices | None,
+    ) -> list[AlterResult]:
+        """Each resource altered in turn, in time slices; the topics that exist are listed once
+        for the request (``_existing_topics``), so an unknown one costs no ZooKeeper read."""
+        slices = slices if slices is not None else TimeSlices()
+        existing = None
+        if self.zk is not None and any(r.resource_type == ResourceType.TOPIC for r in resources):
+            existing = await self._existing_topics()
+        refusals = RefusalLog(log, "IncrementalAlterConfigs" if incremental else "AlterConfigs")
+        results = []
+        async for resource in sliced(resources, slices):
+            result = await self._alter_one(resource, validate_only, incremental, existing, slices)
+            if result.error != ErrorCode.none:
+                refusals.refused(resource, result.error, result.message)
+            results.append(result)
+        refusals.close()
+        return results
+
+    async def _existing_topics(self) -> frozenset[str] | None:
+        """The topics ``/brokers/topics`` lists now; None if it cannot be read (each topic is
+        then read on its own, and answers its own error)."""
+        try:
+            return frozenset(await self._zk().achildren(TOPICS_PATH))
+        except Exception as e:  # noqa: BLE001 - the per-topic reads say what is wrong
+            log.info("listing the topics for a config alteration: %s", e)
+            return None
 
     async def _alter_one(
-        self, resource: ConfigResource, validate_only: bool, *, incremental: bool
+        self,
+        resource: ConfigResource,
+        validate_only: bool,
+        incremental: bool,
+        existing: frozenset[str] | None,
+        slices: TimeSlices,
     ) -> AlterResult:
         try:
             if incremental:
-                _check_operations(resource.ops)
+                await _check_operations(resource.ops, slices)
             else:
-                nulls = [name for name, value in resource.configs if value is None]
-                if nulls:
-                    raise AdminRequestError(f"Null value not supported for : {','.join(nulls)}")
+                await _check_config_entries(resource.configs, slices)
             if resource.resource_type == ResourceType.TOPIC:
                 compute = (
                     _incremental(resource, self.defaults)
                     if incremental
                     else _replace(resource, self.defaults)
                 )
-                await self._write_overrides(resource.name, compute, validate_only)
+                await self._write_overrides(resource.name, compute, validate_only, existing)
             elif resource.resource_type == ResourceType.BROKER:
                 broker_id = None
                 if resource.name != "":
@@ -296,8 +351,7 @@ class ConfigAdmin:
                 )
             return AlterResult(resource.resource_type, resource.name)
         except Exception as e:
-            code, message = error_of(e, f"altering {resource}")
-            log.info("altering %s: %s %s", resource, code.name, message)
+            code, message = error_of(e, resource)  # formatted only if logged: 142,000 a request
             return AlterResult(resource.resource_type, resource.name, code, message)
 
     async def _write_overrides(
@@ -305,14 +359,18 @@ class ConfigAdmin:
         topic: str,
         compute: Callable[[dict[str, str]], dict[str, str]],
         validate_only: bool,
+        existing: frozenset[str] | None = None,
     ) -> None:
-        """Read-modify-write of the topic's overrides, with its notification; see the top."""
+        """Read-modify-write of the topic's overrides, with its notification; see the top.
+        ``existing``: the topics listed for this request (None: not listed)."""
         zk = self._zk()
         missing = UnknownTopicOrPartitionError(f"The topic '{topic}' does not exist.")
         try:
             validate_topic_name(topic)
         except OdradekError as e:
             raise missing from e
+        if existing is not None and topic not in existing:
+            raise missing
         try:
             data, _ = await zk.aget(topic_path(topic))
         except NoNodeError as e:
@@ -369,19 +427,60 @@ def _replace(
     return compute
 
 
-def _check_operations(ops: Sequence[IncrementalAlteration]) -> None:
-    """Kafka's request-level checks: no key twice, no null value except for DELETE."""
-    duplicates = sorted(name for name, n in Counter(op.name for op in ops).items() if n > 1)
+async def repeated_resources(
+    resources: Iterable[ConfigResource], slices: TimeSlices | None = None
+) -> set[tuple[int, str]]:
+    """The (type, name) of the resources named more than once: Kafka's
+    ``ConfigAdminManager.preprocess`` answers each of their occurrences INVALID_REQUEST,
+    ``DUPLICATE_RESOURCE``, before anything else is looked at."""
+    seen: set[tuple[int, str]] = set()
+    repeated: set[tuple[int, str]] = set()
+    async for r in sliced(resources, slices):
+        key = (r.resource_type, r.name)
+        if key in seen:
+            repeated.add(key)
+        seen.add(key)
+    return repeated
+
+
+async def _check_config_entries(
+    configs: Sequence[tuple[str, str | None]], slices: TimeSlices
+) -> None:
+    """AlterConfigs' request-level checks (Kafka's ``preprocess``): no key twice, no null."""
+    if not configs:  # most resources of a large request: no generator, no counter
+        return
+    counts: Counter[str] = Counter()
+    nulls = []
+    async for name, value in sliced(configs, slices):
+        counts[name] += 1
+        if value is None:
+            nulls.append(name)
+    duplicates = sorted(name for name, n in counts.items() if n > 1)
     if duplicates:
         raise AdminRequestError(f"Error due to duplicate config keys : {','.join(duplicates)}")
-    for op in ops:
-        if op.op not in {kind.value for kind in AlterOp}:
+    if nulls:
+        raise AdminRequestError(f"Null value not supported for : {','.join(nulls)}")
+
+
+OPERATIONS = frozenset(kind.value for kind in AlterOp)
+
+
+async def _check_operations(ops: Sequence[IncrementalAlteration], slices: TimeSlices) -> None:
+    """Kafka's request-level checks: no key twice, no null value except for DELETE."""
+    if not ops:
+        return
+    counts: Counter[str] = Counter()
+    async for op in sliced(ops, slices):
+        counts[op.name] += 1
+    duplicates = sorted(name for name, n in counts.items() if n > 1)
+    if duplicates:
+        raise AdminRequestError(f"Error due to duplicate config keys : {','.join(duplicates)}")
+    nulls = []
+    async for op in sliced(ops, slices):
+        if op.op not in OPERATIONS:
             raise AdminRequestError(f"Unknown config operation {op.op} for {op.name}")
-    nulls = [
-        f"{AlterOp(op.op).name}:{op.name}"
-        for op in ops
-        if op.value is None and op.op != AlterOp.DELETE
-    ]
+        if op.value is None and op.op != AlterOp.DELETE:
+            nulls.append(f"{AlterOp(op.op).name}:{op.name}")
     if nulls:
         raise AdminRequestError(f"Null value not supported for : {','.join(nulls)}")
 

@@ -89,8 +89,9 @@ class NoZooKeeperError(OdradekError):
     """This broker runs without ZooKeeper (a test set-up): it cannot change the cluster."""
 
 
-def error_of(exc: Exception, what: str) -> tuple[ErrorCode, str]:
-    """The Kafka error code and message answering ``exc``; unexpected errors are logged."""
+def error_of(exc: Exception, what: object) -> tuple[ErrorCode, str]:
+    """The Kafka error code and message answering ``exc``; unexpected errors are logged, with
+    ``what`` (formatted only then: a request may refuse a hundred thousand entries)."""
     if isinstance(exc, OdradekError):
         return exc.error_code, str(exc)
     log.exception("unexpected error in %s", what)

@@ -20,7 +20,7 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.errors import ErrorCode, NotLeaderOrFollowerError, UnknownTopicOrPartitionError
 
-__all__ = ["DeleteRecordsResult", "delete_records"]
+__all__ = ["DeleteRecordsResult", "delete_one", "delete_records"]
 
 INVALID_LOW_WATERMARK = -1
 
@@ -40,23 +40,21 @@ def delete_records(
     wanted: Sequence[tuple[str, int, int]],
 ) -> list[DeleteRecordsResult]:
     """Delete records below ``offset`` for each ``(topic, partition, offset)``, in order."""
-    results = []
-    for topic, partition, offset in wanted:
-        try:
-            _check_leader(replicas, metadata, topic, partition)
-            found = replicas.delete_records(topic, partition, offset)
-            results.append(
-                DeleteRecordsResult(
-                    topic,
-                    partition,
-                    found.error,
-                    found.offset if found.error == ErrorCode.none else INVALID_LOW_WATERMARK,
-                )
-            )
-        except Exception as e:
-            code, message = error_of(e, f"deleting records of {topic}-{partition}")
-            results.append(DeleteRecordsResult(topic, partition, code, message=message))
-    return results
+    return [delete_one(replicas, metadata, *w) for w in wanted]
+
+
+def delete_one(
+    replicas: ReplicaManager, metadata: MetadataCache, topic: str, partition: int, offset: int
+) -> DeleteRecordsResult:
+    """Delete the records of ``topic``-``partition`` below ``offset``; its result."""
+    try:
+        _check_leader(replicas, metadata, topic, partition)
+        found = replicas.delete_records(topic, partition, offset)
+        low_watermark = found.offset if found.error == ErrorCode.none else INVALID_LOW_WATERMARK
+        return DeleteRecordsResult(topic, partition, found.error, low_watermark)
+    except Exception as e:
+        code, message = error_of(e, f"deleting records of {topic}-{partition}")
+        return DeleteRecordsResult(topic, partition, code, message=message)
 
 
 def _check_leader(

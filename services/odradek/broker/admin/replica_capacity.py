@@ -1,8 +1,8 @@
 """Whether the cluster can hold a topic's new replicas: each broker's budget against its replicas.
 
-Every live broker registers the replicas it can host (``max_broker_partitions`` in
-``/brokers/ids/<id>``, from its open-files limit: ``broker.replica_budget``). The replicas it
-hosts are counted from every topic's assignment (``/brokers/topics/*``). CreateTopics and
+Each live broker's room (its registered budget less the replicas every topic's assignment,
+``/brokers/topics/*``, gives it) is ``replica_room.ReplicaRoom``'s, which the controller's
+reassignment check shares; this module adds CreateTopics' rules. CreateTopics and
 CreatePartitions check their new replicas here after validation and **before** anything is
 written; a refusal is POLICY_VIOLATION, as Kafka answers a topic its policy rejects:
 
@@ -11,9 +11,8 @@ written; a refusal is POLICY_VIOLATION, as Kafka answers a topic its policy reje
   for its share, so no broker is asked past its own limit.
 
 One request also adds at most ``REQUEST_PARTITIONS_MAX`` partitions, as Kafka caps it.
-A broker that registers no budget (an older registration) counts as unbounded. Topics planned
-earlier in the same request are ``add``-ed, so one request cannot overshoot by splitting its
-replicas over several topics. Pure and not thread-safe: one instance per request.
+Topics planned earlier in the same request are ``add``-ed, so one request cannot overshoot by
+splitting its replicas over several topics. Pure and not thread-safe: one instance per request.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from odradek.broker.admin.errors import PolicyViolationError
+from odradek.replica_room import ReplicaRoom
 
 __all__ = ["REQUEST_PARTITIONS_MAX", "ReplicaCapacity"]
 
@@ -31,52 +31,47 @@ __all__ = ["REQUEST_PARTITIONS_MAX", "ReplicaCapacity"]
 REQUEST_PARTITIONS_MAX = 10_000
 
 
-class ReplicaCapacity:
-    """Live brokers' replica budgets and the replicas assigned to them; see the docstring."""
+class ReplicaCapacity(ReplicaRoom):
+    """The room for a CreateTopics or CreatePartitions request's replicas; see the docstring."""
 
     def __init__(self, budgets: Mapping[int, int | None], hosted: Mapping[int, int]):
-        self.budgets = dict(budgets)  # live broker id -> budget (None: unbounded)
-        self.hosted = Counter({b: hosted.get(b, 0) for b in self.budgets})
+        super().__init__(budgets, hosted)
         self.request_partitions = 0  # new partitions of this request's topics, added so far
 
-    def remaining(self, broker_id: int) -> int | None:
-        budget = self.budgets.get(broker_id)
-        return None if budget is None else max(budget - self.hosted[broker_id], 0)
+    def check_size(self, topic: str, partitions: int, replicas: int) -> None:
+        """Raise PolicyViolationError if ``partitions`` new partitions of ``replicas`` replicas
+        in all pass the request's cap or the cluster's room, wherever they are placed: checked
+        before a topic is placed (``validation.placeable_size``), as placement costs more."""
+        if self.request_partitions + partitions > REQUEST_PARTITIONS_MAX:
+            raise PolicyViolationError(
+                f"Excessively large number of partitions per request: topic '{topic}' would "
+                f"bring it to {self.request_partitions + partitions}, past "
+                f"{REQUEST_PARTITIONS_MAX}."
+            )
+        remaining = [self.remaining(b) for b in self.budgets]
+        if all(r is not None for r in remaining):
+            room = sum(r for r in remaining if r is not None)
+            if replicas > room:
+                raise PolicyViolationError(
+                    f"Topic '{topic}' needs {replicas} replicas but the cluster's brokers can "
+                    f"host only {room} more ({self.describe()}); the replica budget of each "
+                    f"broker comes from its open-files limit (max.broker.partitions)."
+                )
 
     def check(self, topic: str, assignment: Mapping[int, Sequence[int]]) -> None:
         """Raise PolicyViolationError if ``assignment``'s replicas do not fit (nothing counted)."""
-        if self.request_partitions + len(assignment) > REQUEST_PARTITIONS_MAX:
-            raise PolicyViolationError(
-                f"Excessively large number of partitions per request: topic '{topic}' would "
-                f"bring it to {self.request_partitions + len(assignment)}, past "
-                f"{REQUEST_PARTITIONS_MAX}."
-            )
         wanted = Counter(b for replicas in assignment.values() for b in replicas)
-        total = sum(wanted.values())
+        self.check_size(topic, len(assignment), sum(wanted.values()))
         remaining = {b: self.remaining(b) for b in self.budgets}
-        if all(r is not None for r in remaining.values()):
-            room = sum(r for r in remaining.values() if r is not None)
-            if total > room:
-                raise PolicyViolationError(
-                    f"Topic '{topic}' needs {total} replicas but the cluster's brokers can host "
-                    f"only {room} more ({self._describe()}); the replica budget of each broker "
-                    f"comes from its open-files limit (max.broker.partitions)."
-                )
         for broker_id, count in sorted(wanted.items()):
             room_b = remaining.get(broker_id)
             if room_b is not None and count > room_b:
                 raise PolicyViolationError(
                     f"Topic '{topic}' puts {count} replicas on broker {broker_id}, which can host "
-                    f"only {room_b} more ({self._describe()}; max.broker.partitions)."
+                    f"only {room_b} more ({self.describe()}; max.broker.partitions)."
                 )
 
     def add(self, assignment: Mapping[int, Sequence[int]]) -> None:
         """Count ``assignment``'s replicas as hosted (a topic of the same request, planned)."""
-        self.hosted.update(b for replicas in assignment.values() for b in replicas)
+        self.add_replicas(b for replicas in assignment.values() for b in replicas)
         self.request_partitions += len(assignment)
-
-    def _describe(self) -> str:
-        return ", ".join(
-            f"broker {b}: {self.hosted[b]} of {'unbounded' if budget is None else budget}"
-            for b, budget in sorted(self.budgets.items())
-        )

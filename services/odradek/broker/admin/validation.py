@@ -55,6 +55,7 @@ __all__ = [
     "check_manual_assignment",
     "fit_min_insync_replicas",
     "plan_new_partitions",
+    "placeable_size",
     "plan_topic",
     "replication_factor_of",
     "topic_overrides",
@@ -157,12 +158,7 @@ def plan_topic(
             )
         assignment = check_manual_assignment(topic.assignments, brokers)
     else:
-        partitions = topic.num_partitions
-        if partitions == NO_NUM_PARTITIONS:
-            partitions = defaults.num_partitions
-        replication_factor = topic.replication_factor
-        if replication_factor == NO_REPLICATION_FACTOR:
-            replication_factor = defaults.default_replication_factor
+        partitions, replication_factor = _size(topic, defaults)
         _check_partition_count(partitions)
         _check_replica_count(partitions, replication_factor)
         placed = assign_replicas(partitions, replication_factor, brokers, rng=rng)
@@ -175,6 +171,43 @@ def plan_topic(
     )
     config = TopicConfig.from_properties(overrides, defaults.topic_config)
     return TopicPlan(topic.name, assignment, overrides, config)
+
+
+def _size(topic: NewTopic, defaults: BrokerDefaults) -> tuple[int, int]:
+    """(partitions, replication factor) an entry without a manual assignment asks for."""
+    partitions = topic.num_partitions
+    if partitions == NO_NUM_PARTITIONS:
+        partitions = defaults.num_partitions
+    replication_factor = topic.replication_factor
+    if replication_factor == NO_REPLICATION_FACTOR:
+        replication_factor = defaults.default_replication_factor
+    return partitions, replication_factor
+
+
+# An entry at most this big (partitions x replicas) never fills a znode's megabyte.
+PLACEABLE_REPLICAS_MAX = 10_000
+
+
+def placeable_size(
+    topic: NewTopic, defaults: BrokerDefaults, brokers: Mapping[int, str | None]
+) -> tuple[int, int] | None:
+    """(partitions, replication factor) of an entry ``plan_topic`` can refuse for nothing but
+    its name: no manual assignment, no configs, at most ``PLACEABLE_REPLICAS_MAX`` replicas, no
+    more per partition than the live ``brokers`` (id -> rack), whose racks placement can use
+    (all brokers have one, or none). None for any other entry (only its plan can tell).
+
+    So a caller may check the cluster's room for it before planning it, without changing which
+    error an invalid entry gets: planning costs ~80 µs a topic, and 1 MB names 77,000."""
+    if topic.assignments or topic.configs:
+        return None
+    partitions, replication_factor = _size(topic, defaults)
+    if not (partitions > 0 and 0 < replication_factor <= len(brokers)):
+        return None
+    if partitions * replication_factor > PLACEABLE_REPLICAS_MAX:
+        return None
+    if len({rack is None for rack in brokers.values()}) > 1:  # ENFORCED placement refuses
+        return None
+    return partitions, replication_factor
 
 
 MIN_INSYNC_REPLICAS = "min.insync.replicas"

@@ -19,33 +19,43 @@ from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.time_slices import TimeSlices, sliced
 
 API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    slices = TimeSlices()  # 1 MB names 166,000 deletions (or 83,000 upsertions)
     schema = schemas.response_schema(API_KEY, ctx.api_version)
-    deletions = [Deletion(d.name, int(d.mechanism)) for d in request.deletions]
+    deletions = [
+        Deletion(d.name, int(d.mechanism)) async for d in sliced(request.deletions, slices)
+    ]
     upsertions = [
         Upsertion(
             u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password)
         )
-        for u in request.upsertions
+        async for u in sliced(request.upsertions, slices)
     ]
-    users = list(dict.fromkeys([d.user for d in deletions] + [u.user for u in upsertions]))
     zk = ctx.broker.zk
     if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        results = [(user, ErrorCode.cluster_authorization_failed, None) for user in users]
+        refused = ErrorCode.cluster_authorization_failed, None
     elif zk is None:
-        results = [(user, ErrorCode.unknown_server_error, "no ZooKeeper") for user in users]
+        refused = ErrorCode.unknown_server_error, "no ZooKeeper"
     else:
-        results = await scram_credentials.alter(zk, deletions, upsertions)
+        refused = None
+    if refused is None:
+        results = await scram_credentials.alter(zk, deletions, upsertions, slices)
+    else:
+        users = dict.fromkeys([d.user for d in deletions] + [u.user for u in upsertions])
+        results = [(user, *refused) async for user in sliced(users, slices)]
     result_type = element_type(schema, "results")
     return build(
         schema,
         throttle_time=NO_THROTTLE,
         results=tuple(
-            build(result_type, user=user, error_code=error, error_message=message)
-            for user, error, message in results
+            [
+                build(result_type, user=user, error_code=error, error_message=message)
+                async for user, error, message in sliced(results, slices)
+            ]
         ),
     )

@@ -26,6 +26,7 @@ from odradek.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from odradek.time_slices import TimeSlices, sliced
 
 API_KEY = ApiKey.CREATE_ACLS
 
@@ -35,14 +36,34 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     authorizer = acls.authorizer(ctx)
     if refused is not None or authorizer is None:
         error, message = refused or (ErrorCode.security_disabled, acls.SECURITY_DISABLED_MESSAGE)
-        return _answer(request, [(error, message)] * len(request.creations))
-    bindings = [_binding(creation) for creation in request.creations]
+        return _refused(request, error, message)
+    slices = TimeSlices()  # 1 MB holds 100,000 creations
+    bindings = [_binding(creation) async for creation in sliced(request.creations, slices)]
     results = await authorizer.create_acls(bindings)
-    return _answer(request, [(r.error_code, r.message) for r in results])
+    response_type = schemas.response_schema(API_KEY, request.__version__)
+    result_type = element_type(response_type, "results")
+    shared: dict[tuple[ErrorCode, str | None], Any] = {}  # alike results: one object, written once
+    answered = []
+    async for r in sliced(results, slices):
+        key = (r.error_code, r.message)
+        if key not in shared:
+            shared[key] = build(result_type, error_code=r.error_code, error_message=r.message)
+        answered.append(shared[key])
+    return build(response_type, throttle_time=NO_THROTTLE, results=tuple(answered))
 
 
 def error_response(request: Any, error: ErrorCode) -> Any:
-    return _answer(request, [(error, None)] * len(request.creations))
+    return _refused(request, error, None)
+
+
+def _refused(request: Any, error: ErrorCode, message: str | None) -> Any:
+    """Every creation answered alike, by one shared result: 1 MB holds 125,000 creations, and
+    the writer copies a repeated result as the bytes just written (``protocol.writer``)."""
+    response_type = schemas.response_schema(API_KEY, request.__version__)
+    result = build(element_type(response_type, "results"), error_code=error, error_message=message)
+    return build(
+        response_type, throttle_time=NO_THROTTLE, results=(result,) * len(request.creations)
+    )
 
 
 def _binding(creation: Any) -> AclBinding:
@@ -57,18 +78,5 @@ def _binding(creation: Any) -> AclBinding:
             creation.host,
             acls.code(AclOperation, creation.operation),
             acls.code(AclPermissionType, creation.permission_type),
-        ),
-    )
-
-
-def _answer(request: Any, results: list[tuple[ErrorCode, str | None]]) -> Any:
-    response_type = schemas.response_schema(API_KEY, request.__version__)
-    result_type = element_type(response_type, "results")
-    return build(
-        response_type,
-        throttle_time=NO_THROTTLE,
-        results=tuple(
-            build(result_type, error_code=error, error_message=message)
-            for error, message in results
         ),
     )

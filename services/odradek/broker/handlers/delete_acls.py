@@ -17,7 +17,8 @@ from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation
-from odradek.security.acl_authorizer import AclResult, DeleteResult
+from odradek.security.acl_authorizer import DeleteResult
+from odradek.time_slices import TimeSlices, sliced
 
 API_KEY = ApiKey.DELETE_ACLS
 
@@ -28,8 +29,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if refused is not None or authorizer is None:
         error, message = refused or (ErrorCode.security_disabled, acls.SECURITY_DISABLED_MESSAGE)
         return _refused(request, error, message)
-    filters = [acls.binding_filter(item) for item in request.filters]
-    return _answer(request, await authorizer.delete_acls(filters))
+    slices = TimeSlices()  # 1 MB holds 90,000 filters
+    filters = [acls.binding_filter(item) async for item in sliced(request.filters, slices)]
+    return await _answer(request, await authorizer.delete_acls(filters), slices)
 
 
 def error_response(request: Any, error: ErrorCode) -> Any:
@@ -37,11 +39,23 @@ def error_response(request: Any, error: ErrorCode) -> Any:
 
 
 def _refused(request: Any, error: ErrorCode, message: str | None) -> Any:
-    result = DeleteResult(error=AclResult(error, message))
-    return _answer(request, [result] * len(request.filters))
+    """Every filter answered alike, by one shared result: 1 MB holds 125,000 filters, and the
+    writer copies a repeated result as the bytes just written (``protocol.writer``)."""
+    response_type = schemas.response_schema(API_KEY, request.__version__)
+    result = build(
+        element_type(response_type, "filter_results"),
+        error_code=error,
+        error_message=message,
+        matching_acls=(),
+    )
+    return build(
+        response_type,
+        throttle_time=NO_THROTTLE,
+        filter_results=(result,) * len(request.filters),
+    )
 
 
-def _answer(request: Any, results: list[DeleteResult]) -> Any:
+async def _answer(request: Any, results: list[DeleteResult], slices: TimeSlices) -> Any:
     response_type = schemas.response_schema(API_KEY, request.__version__)
     result_type = element_type(response_type, "filter_results")
     matching_type = element_type(result_type, "matching_acls")
@@ -49,26 +63,28 @@ def _answer(request: Any, results: list[DeleteResult]) -> Any:
         response_type,
         throttle_time=NO_THROTTLE,
         filter_results=tuple(
-            build(
-                result_type,
-                error_code=result.error.error_code,
-                error_message=result.error.message,
-                matching_acls=tuple(
-                    build(
-                        matching_type,
-                        error_code=outcome.error_code,
-                        error_message=outcome.message,
-                        resource_type=int(binding.pattern.resource_type),
-                        resource_name=binding.pattern.name,
-                        pattern_type=int(binding.pattern.pattern_type),
-                        principal=binding.entry.principal,
-                        host=binding.entry.host,
-                        operation=int(binding.entry.operation),
-                        permission_type=int(binding.entry.permission_type),
-                    )
-                    for binding, outcome in result.deleted
-                ),
-            )
-            for result in results
+            [
+                build(
+                    result_type,
+                    error_code=result.error.error_code,
+                    error_message=result.error.message,
+                    matching_acls=tuple(
+                        build(
+                            matching_type,
+                            error_code=outcome.error_code,
+                            error_message=outcome.message,
+                            resource_type=int(binding.pattern.resource_type),
+                            resource_name=binding.pattern.name,
+                            pattern_type=int(binding.pattern.pattern_type),
+                            principal=binding.entry.principal,
+                            host=binding.entry.host,
+                            operation=int(binding.entry.operation),
+                            permission_type=int(binding.entry.permission_type),
+                        )
+                        for binding, outcome in result.deleted
+                    ),
+                )
+                async for result in sliced(results, slices)
+            ]
         ),
     )

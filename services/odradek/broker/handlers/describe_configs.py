@@ -14,7 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker.admin.configs import ConfigAdmin, ConfigResource, DescribeResult
+from odradek.broker.admin.configs import (
+    DUPLICATE_RESOURCE,
+    ConfigAdmin,
+    ConfigResource,
+    DescribeResult,
+)
 from odradek.broker.authorization import config_refusal
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
@@ -25,7 +30,6 @@ from odradek.security.acl import AclOperation
 from odradek.time_slices import TimeSlices, answer_each, sliced
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
-DUPLICATE_RESOURCE = "Each resource must appear at most once."  # Kafka's, in AlterConfigs
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -17,6 +17,7 @@ from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.time_slices import TimeSlices, sliced
 
 API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
 
@@ -28,8 +29,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     zk = ctx.broker.zk
     if zk is None:
         return _refused(schema, ErrorCode.unknown_server_error, "no ZooKeeper")
-    users = None if request.users is None else [u.name for u in request.users]
-    found = await scram_credentials.describe(zk, users)
+    slices = TimeSlices()  # 1 MB names 500,000 users
+    users = None
+    if request.users is not None:
+        users = [u.name async for u in sliced(request.users, slices)]
+    found = await scram_credentials.describe(zk, users, slices)
     result_type = element_type(schema, "results")
     info_type = element_type(result_type, "credential_infos")
     return build(
@@ -38,17 +42,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error_code=ErrorCode.none,
         error_message=None,
         results=tuple(
-            build(
-                result_type,
-                user=r.user,
-                error_code=r.error,
-                error_message=r.message,
-                credential_infos=tuple(
-                    build(info_type, mechanism=mechanism, iterations=iterations)
-                    for mechanism, iterations in r.credentials
-                ),
-            )
-            for r in found
+            [
+                build(
+                    result_type,
+                    user=r.user,
+                    error_code=r.error,
+                    error_message=r.message,
+                    credential_infos=tuple(
+                        build(info_type, mechanism=mechanism, iterations=iterations)
+                        for mechanism, iterations in r.credentials
+                    ),
+                )
+                async for r in sliced(found, slices)
+            ]
         ),
     )
 

@@ -21,7 +21,7 @@ API_KEY = ApiKey.ELECT_LEADERS
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not authorize_cluster(ctx, AclOperation.ALTER):
-        return error_response(request, ErrorCode.cluster_authorization_failed)
+        return await el.error_response_in_slices(request, ErrorCode.cluster_authorization_failed)
     return await elect_leaders(ctx.broker.controller, ctx.broker.metadata, request)
 
 
