@@ -1,16 +1,20 @@
 """Which request frames are decoded off the loop: large ones, and large Produce frames only
-when they hold many topics or partitions (issue 23), read from the frame without decoding it."""
+when they hold many topics or partitions (issue 23), read from the frame without decoding it;
+and no full collection while one is worked on, for a bounded time."""
 
 from __future__ import annotations
 
+import gc
 from datetime import timedelta
 from importlib import import_module
 
 import pytest
 
 from odradek.large_messages import (
+    FULL_COLLECTION_DEFER_MAX_S,
     OFF_LOOP_MIN_BYTES,
     PRODUCE_OFF_LOOP_MIN_ELEMENTS,
+    full_collections_deferred,
     produce_elements,
     should_offload,
 )
@@ -57,3 +61,37 @@ def test_a_large_produce_of_many_tiny_elements_is_decoded_off_the_loop():
 def test_other_apis_go_by_size():
     assert should_offload(b"\0" * OFF_LOOP_MIN_BYTES, ApiKey.METADATA)
     assert not should_offload(b"\0" * (OFF_LOOP_MIN_BYTES - 1), ApiKey.METADATA)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_no_full_collection_while_large_requests_are_in_flight_then_as_before():
+    before = gc.get_threshold()
+    with full_collections_deferred():
+        young, middle, old = gc.get_threshold()
+        assert (young, middle) == before[:2] and old > 10**9  # the third generation out of reach
+        with full_collections_deferred():  # another large request, overlapping
+            assert gc.get_threshold()[2] == old
+        assert gc.get_threshold()[2] == old  # one still in flight
+    assert gc.get_threshold() == before
+
+
+def test_overlapping_large_requests_defer_full_collections_for_a_bounded_time():
+    before = gc.get_threshold()
+    clock = Clock()
+    with full_collections_deferred(clock):
+        clock.now += FULL_COLLECTION_DEFER_MAX_S + 1
+        with full_collections_deferred(clock):  # one more, past the bound: collections resume
+            assert gc.get_threshold() == before
+        with full_collections_deferred(clock):
+            assert gc.get_threshold() == before  # until none is in flight
+    assert gc.get_threshold() == before
+    with full_collections_deferred(clock):  # the next one defers again
+        assert gc.get_threshold()[2] > 10**9
+    assert gc.get_threshold() == before

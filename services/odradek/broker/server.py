@@ -63,6 +63,7 @@ Runs on the broker's event loop only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import logging
@@ -82,7 +83,7 @@ from odradek.config.connection_limits import INT_MAX
 from odradek.config.endpoints import Listener
 from odradek.connection_quotas import ConnectionQuotas, Refusal
 from odradek.errors import ErrorCode
-from odradek.large_messages import off_loop, should_offload
+from odradek.large_messages import full_collections_deferred, off_loop, should_offload
 from odradek.listeners import bind_any_port
 from odradek.protocol.apis import ApiKey, api_versions_fallback
 from odradek.protocol.codec import decode_request, encode_response_parts
@@ -331,9 +332,18 @@ class BrokerServer:
         sasl = connection.sasl
         if sasl is not None and sasl.expects_raw_token:  # after SaslHandshake v0: no header
             return await self._authenticate_raw(frame, connection)
-        offload = should_offload(frame, int.from_bytes(frame[:2], "big", signed=True))
+        if not should_offload(frame, int.from_bytes(frame[:2], "big", signed=True)):
+            return await self._handle(frame, connection, started, offload=False)
+        with full_collections_deferred():  # a large request: see ``large_messages``
+            return await self._handle(frame, connection, started, offload=True)
+
+    async def _handle(
+        self, frame: memoryview, connection: KafkaConnection, started: float, *, offload: bool
+    ) -> list | asyncio.Future[list | None] | None:
+        """``handle`` past SASL's raw tokens; ``offload``: a large request (``large_messages``)."""
+        sasl = connection.sasl
         try:
-            if offload:  # see ``large_messages``: a large request is decoded on a thread
+            if offload:
                 header, request = await off_loop(decode_request, frame)
             else:
                 header, request = decode_request(frame)
@@ -416,7 +426,7 @@ class BrokerServer:
         if isinstance(response, DeferredAnswer):
             connection.mute_for(throttle_ms)
             return asyncio.ensure_future(
-                self._finish(header, response.response, started, throttle_ms)
+                self._finish(header, response.response, started, throttle_ms, offload=offload)
             )
         response = with_throttle(response, throttle_ms)
         connection.mute_for(max(throttle_ms, throttle_ms_of(response)))
@@ -535,16 +545,24 @@ class BrokerServer:
         deferred: Awaitable[object],
         started: float,
         throttle_ms: int = 0,
+        *,
+        offload: bool = False,
     ) -> list | None:
-        """A deferred answer's parts, once it is complete (see ``DeferredAnswer``)."""
-        try:
-            response = await deferred
-        except Exception as e:
-            log.exception("handler for api key %d failed", header.api_key)
-            raise CloseConnection(
-                CloseReason.HANDLER_ERROR, f"handler for api key {header.api_key} failed: {e!r}"
-            ) from e
-        return self._encode(header, with_throttle(response, throttle_ms), started)
+        """A deferred answer's parts, once it is complete (see ``DeferredAnswer``); a large
+        request's (``offload``) built and encoded as in ``handle``."""
+        with full_collections_deferred() if offload else contextlib.nullcontext():
+            try:
+                response = await deferred
+            except Exception as e:
+                log.exception("handler for api key %d failed", header.api_key)
+                raise CloseConnection(
+                    CloseReason.HANDLER_ERROR,
+                    f"handler for api key {header.api_key} failed: {e!r}",
+                ) from e
+            response = with_throttle(response, throttle_ms)
+            if offload:
+                return await self._encode_off_loop(header, response, started)
+            return self._encode(header, response, started)
 
     def _observe(self, header: RequestHeader, response: object, started: float) -> None:
         metrics = self.context.metrics

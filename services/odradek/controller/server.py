@@ -62,7 +62,7 @@ from typing import Any, NamedTuple
 from odradek.config.connection_limits import INT_MAX
 from odradek.connection_quotas import ConnectionQuotas
 from odradek.errors import ErrorCode
-from odradek.large_messages import off_loop, should_offload
+from odradek.large_messages import full_collections_deferred, off_loop, should_offload
 from odradek.listeners import bind_any_port
 from odradek.protocol.apis import (
     ApiKey,
@@ -268,7 +268,14 @@ class ControllerServer:
 
     async def _handle(self, frame: memoryview, peer: _Peer, connection: _Connection) -> list:
         """One request to its response's parts (size prefix included); ``_Close`` otherwise."""
-        offload = should_offload(frame, int.from_bytes(frame[:2], "big", signed=True))
+        if not should_offload(frame, int.from_bytes(frame[:2], "big", signed=True)):
+            return await self._answer(frame, peer, connection, offload=False)
+        with full_collections_deferred():  # a large request (``large_messages``)
+            return await self._answer(frame, peer, connection, offload=True)
+
+    async def _answer(
+        self, frame: memoryview, peer: _Peer, connection: _Connection, *, offload: bool
+    ) -> list:
         try:
             if offload:  # a large request (``large_messages``): decoded on a codec thread
                 header, request = await off_loop(decode_request, frame, self.supported_versions)
