@@ -240,6 +240,7 @@ class BaselineBroker(OdradekBroker):
              self.revision],
             check=True, capture_output=True, timeout=60,
         )  # fmt: skip
+        self._copy_extension()
         self.started = True
         self._local("up", "--brokers", "1", "--controllers", "1")
         state = json.loads((self.data_dir / "cluster.json").read_text())
@@ -247,6 +248,22 @@ class BaselineBroker(OdradekBroker):
         self.bootstrap, self.pid = state["bootstrap_servers"], broker["pid"]
         self.log, self.admin = broker["log"], broker["admin"]
         self.broker_pids, self.admins = {broker["id"]: broker["pid"]}, [broker["admin"]]
+
+    def _copy_extension(self) -> None:
+        """The record walker's C extension, built by this checkout's install, into the
+        revision's sources (a worktree has none); only if its source is the same there."""
+        source = "services/odradek/storage/_recordwalk.c"
+        same = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "diff", "--quiet", self.revision, "HEAD", "--", source],
+            check=False, timeout=60,
+        )  # fmt: skip
+        if same.returncode != 0:
+            raise SystemExit(
+                f"--baseline {self.revision}: its {source} differs from this checkout's, whose "
+                f"build it would borrow; build it there (pip install -e) and run it on its own"
+            )
+        for built in (REPO_ROOT / "services/odradek/storage").glob("_recordwalk*.so"):
+            shutil.copy2(built, self.source / "services/odradek/storage" / built.name)
 
     def _local(self, *args: str) -> None:
         subprocess.run(

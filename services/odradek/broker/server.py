@@ -191,9 +191,8 @@ class BrokerServer:
         self.max_inflight = max_inflight
         self.max_connections = max_connections
         if quotas is None:  # a server of its own (tests): quotas of its own
-            quotas = ConnectionQuotas(
-                max_connections=max_connections, metrics=context.metrics.connection_quotas
-            )
+            metrics = context.metrics.connection_quotas if context.metrics else None
+            quotas = ConnectionQuotas(max_connections=max_connections, metrics=metrics)
         quotas.add_listener(listener.name, max_connections, max_connection_creation_rate)
         self.quotas = quotas
         self.idle_timeout_s = idle_timeout_ms / 1000
