@@ -1,7 +1,8 @@
 """Kafka requests over a plain blocking socket with the project's codec, for tests that must
 control every frame on a connection (SASL exchanges, re-authentication): ``send`` a request,
-``receive`` the next answer, ``read_exactly`` raw bytes. The socket's own timeout bounds each
-read."""
+``receive`` the next answer, ``read_exactly`` raw bytes; ``open_idle`` a connection that sends
+nothing and ``closed`` whether the peer has closed it (connection floods). The socket's own
+timeout bounds each read."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from odradek.protocol.codec import decode_response, encode_request
 
-__all__ = ["read_exactly", "receive", "send"]
+__all__ = ["closed", "open_idle", "read_exactly", "receive", "send"]
 
 
 def send(sock: socket.socket, request: Any, correlation_id: int, client_id: str = "raw") -> None:
@@ -36,3 +37,20 @@ def read_exactly(sock: socket.socket, n: int) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+def open_idle(address: str) -> socket.socket:
+    """A connection to ``host:port`` that sends nothing (5 s to connect)."""
+    host, port = address.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=5)
+
+
+def closed(sock: socket.socket) -> bool:
+    """Whether the peer has closed ``sock`` (or reset it), without waiting."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True

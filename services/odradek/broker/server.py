@@ -399,11 +399,7 @@ class BrokerServer:
                 else:
                     response = await handling
             except Exception as e:
-                log.exception("handler for api key %d failed", header.api_key)
-                raise CloseConnection(
-                    CloseReason.HANDLER_ERROR,
-                    f"handler for api key {header.api_key} failed: {e!r}",
-                ) from e
+                raise _handler_failed(header.api_key, e) from e
         elif header.api_key in CONTROLLER_APIS:
             response = await self._refuse_controller_request(
                 header.api_key, request, connection.peer, offload
@@ -553,11 +549,7 @@ class BrokerServer:
             try:
                 response = await deferred
             except Exception as e:
-                log.exception("handler for api key %d failed", header.api_key)
-                raise CloseConnection(
-                    CloseReason.HANDLER_ERROR,
-                    f"handler for api key {header.api_key} failed: {e!r}",
-                ) from e
+                raise _handler_failed(header.api_key, e) from e
             response = with_throttle(response, throttle_ms)
             if offload:
                 return await self._encode_off_loop(header, response, started)
@@ -618,3 +610,11 @@ class BrokerServer:
         if offload:
             return await off_loop(refuse, request, error)
         return refuse(request, error)
+
+
+def _handler_failed(api_key: int, error: Exception) -> CloseConnection:
+    """A handler's unexpected exception, logged with its traceback: the connection is closed."""
+    log.exception("handler for api key %d failed", api_key)
+    return CloseConnection(
+        CloseReason.HANDLER_ERROR, f"handler for api key {api_key} failed: {error!r}"
+    )

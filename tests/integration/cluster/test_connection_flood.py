@@ -4,7 +4,6 @@ replicate over the INTERNAL listener, protected as KIP-402's inter-broker listen
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
@@ -12,6 +11,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.local import cluster
+from support.raw_socket import closed, open_idle
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -38,21 +38,6 @@ def _isr_of(state, topic: str) -> dict[int, tuple[int, tuple[int, ...]]]:
         if ps is not None:
             found[p] = (ps.leader, tuple(ps.isr))
     return found
-
-
-def _open(address: str) -> socket.socket:
-    host, port = address.rsplit(":", 1)
-    return socket.create_connection((host, int(port)), timeout=5)
-
-
-def _closed(sock: socket.socket) -> bool:
-    sock.setblocking(False)
-    try:
-        return sock.recv(1, socket.MSG_PEEK) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
 
 
 def test_a_restarted_follower_rejoins_the_isr_while_idle_clients_fill_max_connections(
@@ -83,10 +68,10 @@ def test_a_restarted_follower_rejoins_the_isr_while_idle_clients_fill_max_connec
         assert producer.flush(WAIT_S) == 0
         flooded = state.member("broker", flooded_id)
 
-        flood = [_open(flooded.address) for _ in range(FLOOD)]
+        flood = [open_idle(flooded.address) for _ in range(FLOOD)]
         try:
             time.sleep(1.0)  # refusals are immediate; let them land
-            refused = sum(_closed(s) for s in flood)
+            refused = sum(closed(s) for s in flood)
             assert refused >= FLOOD - MAX_CONNECTIONS, "the client listener is not full"
 
             cluster.stop_broker(tmp_path, follower_id)
@@ -96,10 +81,10 @@ def test_a_restarted_follower_rejoins_the_isr_while_idle_clients_fill_max_connec
                 WAIT_S,
             )
             # an attacker takes back at once the slots the stopped follower gave up
-            top_up = [_open(flooded.address) for _ in range(FLOOD - MAX_CONNECTIONS)]
+            top_up = [open_idle(flooded.address) for _ in range(FLOOD - MAX_CONNECTIONS)]
             flood += top_up
             time.sleep(1.0)
-            assert any(_closed(s) for s in top_up), "the client listener is not full again"
+            assert any(closed(s) for s in top_up), "the client listener is not full again"
             started = time.monotonic()
             cluster.restart_broker(tmp_path, follower_id)
             wait_until(
@@ -112,7 +97,7 @@ def test_a_restarted_follower_rejoins_the_isr_while_idle_clients_fill_max_connec
                 WAIT_S,
             )
             rejoined_s = time.monotonic() - started
-            held = sum(not _closed(s) for s in flood)
+            held = sum(not closed(s) for s in flood)
             print(
                 f"\nbroker {follower_id} rejoined the ISR of broker {flooded_id}'s partitions "
                 f"{led} {rejoined_s:.1f} s after its restart began, with {held} idle client "

@@ -6,7 +6,6 @@ broker's ControlledShutdown at a restart still reach the controller."""
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
@@ -14,6 +13,7 @@ from confluent_kafka import ElectionType, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.local import cluster
+from support.raw_socket import closed, open_idle
 from support.scraping import sample_total
 
 pytestmark = pytest.mark.integration
@@ -22,21 +22,6 @@ MAX_CONNECTIONS = 1000  # the controller's default max.connections
 FLOOD = MAX_CONNECTIONS + 100  # more than fit
 TOPIC = "behind-the-flood"
 WAIT_S = 30.0
-
-
-def _open(address: str) -> socket.socket:
-    host, port = address.rsplit(":", 1)
-    return socket.create_connection((host, int(port)), timeout=5)
-
-
-def _closed(sock: socket.socket) -> bool:
-    sock.setblocking(False)
-    try:
-        return sock.recv(1, socket.MSG_PEEK) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
 
 
 def _elect(admin: AdminClient) -> float:
@@ -57,10 +42,10 @@ def test_a_flood_of_idle_connections_does_not_keep_brokers_from_the_controller(
         admin = AdminClient({"bootstrap.servers": state.bootstrap_servers})
         admin.create_topics([NewTopic(TOPIC, 1)])[TOPIC].result(timeout=WAIT_S)
         controller = next(m for m in state.members if m.role == "controller")
-        flood = [_open(controller.address) for _ in range(FLOOD)]
+        flood = [open_idle(controller.address) for _ in range(FLOOD)]
         try:
             time.sleep(1.0)
-            held = sum(not _closed(s) for s in flood)
+            held = sum(not closed(s) for s in flood)
             assert held >= MAX_CONNECTIONS - 10, "the controller's listener is not full"
             elect_s = _elect(admin)
             # A restart: the broker's ControlledShutdown, then its registration and requests.
@@ -73,7 +58,7 @@ def test_a_flood_of_idle_connections_does_not_keep_brokers_from_the_controller(
             after_restart_s = _elect(admin)
             with open(broker.log) as log:
                 stopped = [line for line in log if "controlled shutdown" in line]
-            still_held = sum(not _closed(s) for s in flood)
+            still_held = sum(not closed(s) for s in flood)
             evicted = sample_total(
                 controller, "odradek_connections_evicted_total", listener="CONTROLLER"
             )
