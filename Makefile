@@ -41,15 +41,16 @@ demo: setup
 # reconcile loops), so they run on two processes too, one test file each at a time (--dist
 # loadfile keeps a module's shared cluster in one process). Last, alone, the Spark tier: a JVM per
 # session, whose Python workers must connect back within a time Spark fixes (they missed it on a
-# loaded machine). `make test-serial` runs the middle tiers one test at a time.
+# loaded machine). The slowest tests of the last two are listed, to keep the whole under 35
+# minutes on two cores. `make test-serial` runs the middle tiers one test at a time.
 PARALLEL_TIERS := tests/unit tests/chart tests/k8s/harness
 SOLO_TIERS := tests/spark
 test: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/lint-imports
 	$(PYTHON) -m pytest -n 2 $(PARALLEL_TIERS)
-	$(PYTHON) -m pytest -n 2 --dist loadfile $(addprefix --ignore=,$(PARALLEL_TIERS) $(SOLO_TIERS))
-	$(PYTHON) -m pytest $(SOLO_TIERS)
+	$(PYTHON) -m pytest -n 2 --dist loadfile --durations=40 $(addprefix --ignore=,$(PARALLEL_TIERS) $(SOLO_TIERS))
+	$(PYTHON) -m pytest --durations=10 $(SOLO_TIERS)
 
 test-serial: setup
 	$(PYTHON) -m pytest -n 2 $(PARALLEL_TIERS)
