@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import pytest
 
 from odradek.errors import ErrorCode
+from odradek.large_messages import full_collections_deferred
 from odradek.security.acl import (
     CLUSTER_NAME,
     AccessControlEntry,
@@ -27,6 +29,7 @@ from odradek.security.acl_filter import (
     ResourcePatternFilter,
 )
 from odradek.security.principal import KafkaPrincipal
+from odradek.zk.acl_store import ACL_ENTRY_BYTES_MIN, ACL_NODE_BYTES_MAX, AclNodeTooLargeError
 from support.acl_memory_store import MemoryAclStore
 
 Op = AclOperation
@@ -528,3 +531,75 @@ def test_config_builds_the_authorizer_or_refuses_other_classes(tmp_path):
         )
     with pytest.raises(InvalidConfigError, match="super.users"):
         BrokerConfig.from_properties({**base, "super.users": "admin"})
+
+
+class _ZkSizedStore(MemoryAclStore):
+    """Refuses a node that ZooKeeper could not hold, as ``zk.acl_store`` does before writing."""
+
+    async def update(self, pattern, change):
+        after = frozenset(change(self.acls.get(pattern, frozenset())))
+        if len(after) * ACL_ENTRY_BYTES_MIN > ACL_NODE_BYTES_MAX:
+            raise AclNodeTooLargeError(f"{len(after)} ACLs on {pattern} would not fit")
+        return await super().update(pattern, lambda _: after)
+
+
+async def _longest_loop_hold_s(work) -> float:
+    """The most CPU time the loop spent between two turns of a ticker while ``work`` ran: the
+    longest stretch of ``work`` without a yield, other processes' load left out (thread time).
+    Full collections are deferred, as a broker defers them while a large request is in flight
+    (``large_messages``): one over this test's objects takes longer than any slice."""
+    longest = 0.0
+    done = asyncio.Event()
+
+    async def ticker():
+        nonlocal longest
+        last = time.thread_time()
+        while not done.is_set():
+            await asyncio.sleep(0)
+            now = time.thread_time()
+            longest, last = max(longest, now - last), now
+
+    ticking = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    try:
+        with full_collections_deferred():
+            await work
+    finally:
+        done.set()
+        await ticking
+    return longest
+
+
+def test_one_topics_55555_principals_are_refused_in_time_slices():
+    """What 1 MB of CreateAcls holds (issue 23): too many for one ZooKeeper node, so each is
+    INVALID_REQUEST; hashing the entries and answering each must not hold the loop (it held it
+    ~40 ms of CPU, 546 ms on a loaded CI machine)."""
+    auth = AclAuthorizer(_ZkSizedStore())
+    bindings = [binding(name="t", principal=f"User:u{n}") for n in range(55_555)]
+    results = []
+
+    async def create():
+        results.extend(await auth.create_acls(bindings))
+
+    longest_s = asyncio.run(_longest_loop_hold_s(create()))
+    assert {r.error_code for r in results} == {ErrorCode.invalid_request}
+    assert len(results) == len(bindings)
+    assert "would not fit" in results[0].message
+    assert longest_s < 0.015, f"the loop was held {longest_s * 1000:.0f} ms of CPU"
+
+
+def test_90909_filters_of_topics_without_acls_are_answered_in_time_slices():
+    """1 MB of DeleteAcls naming distinct literal topics (issue 23): each filter's result was
+    made before the first yield, ~100 ms of CPU on the loop."""
+    auth = authorizer([(T.TOPIC, "kept", LIT, ace())])
+    filters = [bfilter(T.TOPIC, f"t{n}", LIT) for n in range(90_909)]
+    results = []
+
+    async def delete():
+        results.extend(await auth.delete_acls(filters))
+
+    longest_s = asyncio.run(_longest_loop_hold_s(delete()))
+    assert len(results) == len(filters)
+    assert all(r.error.error_code == ErrorCode.none and not r.deleted for r in results)
+    assert len(auth.acls(bfilter())) == 1
+    assert longest_s < 0.015, f"the loop was held {longest_s * 1000:.0f} ms of CPU"
