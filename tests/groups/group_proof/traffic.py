@@ -1,6 +1,6 @@
-"""Topics and records for the group proofs: create a topic and wait until it is led, produce
-acknowledged records (confluent-kafka, acks=all, idempotent), read committed offsets with a
-fresh consumer, and ask who coordinates a group. Every wait is bounded."""
+"""Topics and records for the group proofs: create a topic and wait until every broker has it
+led, produce acknowledged records (confluent-kafka, acks=all, idempotent), read committed
+offsets with a fresh consumer, and ask who coordinates a group. Every wait is bounded."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
 from odradek.protocol import schemas
+from support.topic_views import led_on_every_broker
 from support.waiting import wait_until
 
 ADMIN_TIMEOUT_S = 15.0
@@ -27,16 +28,13 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 6) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions)])[topic].result(timeout=ADMIN_TIMEOUT_S)
 
-    def led() -> bool:
-        found = admin.list_topics(topic, timeout=ADMIN_TIMEOUT_S).topics.get(topic)
-        return (
-            found is not None
-            and found.error is None
-            and len(found.partitions) == partitions
-            and all(p.leader >= 0 for p in found.partitions.values())
-        )
-
-    wait_until(led, f"{topic} led", ADMIN_TIMEOUT_S)
+    # every broker, as a test may ask one of them (a coordinator) about the topic at once
+    addresses = bootstrap.split(",")
+    wait_until(
+        lambda: led_on_every_broker(addresses, topic, partitions),
+        f"{topic} led on every broker",
+        ADMIN_TIMEOUT_S,
+    )
 
 
 def producer(bootstrap: str) -> Producer:

@@ -26,14 +26,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kio.schema.metadata.v4.request import MetadataRequestTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from odradek.client.connection import BrokerConnection
-from odradek.client.errors import ClientError
 from odradek.local.cluster import ClusterState, Member
-from odradek.protocol import schemas
 from odradek.storage.batch import iter_batches
+from support.topic_views import broker_leaders
 
 WAIT_S = 20.0  # the longest any helper waits for the cluster to converge
 POLL_S = 0.1
@@ -74,29 +71,12 @@ def _wait_until(condition: Callable[[], object], what: str, timeout_s: float = W
         time.sleep(POLL_S)
 
 
-async def _broker_metadata(address: str, topic: str) -> dict[int, int] | None:
-    """Partition -> leader for ``topic`` as one broker sees it; None if it does not know it."""
-    host, port = address.rsplit(":", 1)
-    request = schemas.request_schema(3, 4)(
-        topics=(MetadataRequestTopic(name=topic),), allow_auto_topic_creation=False
-    )
-    try:
-        async with await BrokerConnection.open(host, int(port), connect_timeout_s=2) as conn:
-            response = await conn.send(request, timeout_s=2)
-    except (ClientError, OSError):
-        return None
-    [described] = response.topics
-    if described.error_code.value != 0:
-        return None
-    return {p.partition_index: p.leader_id for p in described.partitions}
-
-
 def brokers_view(state: ClusterState, topic: str) -> list[dict[int, int] | None]:
     """Every broker's partition -> leader map for ``topic`` (None where it is unknown)."""
     brokers = [m for m in state.members if m.role == "broker"]
 
     async def ask_all():
-        return await asyncio.gather(*(_broker_metadata(m.address, topic) for m in brokers))
+        return await asyncio.gather(*(broker_leaders(m.address, topic) for m in brokers))
 
     return asyncio.run(ask_all())
 

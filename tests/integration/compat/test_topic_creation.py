@@ -17,8 +17,9 @@ from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from support.topic_views import broker_leaders
 
-from .conftest import _broker_metadata, brokers_view
+from .conftest import brokers_view
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +61,7 @@ def test_metadata_on_the_receiving_broker_has_leaders_once_create_topics_answers
 
             async def create_then_ask(address=broker.address, topic=topic):
                 answer = await _create(address, topic)
-                return answer, await _broker_metadata(address, topic)
+                return answer, await broker_leaders(address, topic)
 
             answer, view = asyncio.run(create_then_ask())
             assert (answer.name, answer.error_code.value) == (topic, 0), answer
