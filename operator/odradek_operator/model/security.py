@@ -9,8 +9,8 @@ Secured (``ClusterSpec.secured``):
 
 - each ``spec.listeners`` entry is a listener named ``name`` upper case, SSL, SASL_SSL,
   SASL_PLAINTEXT or PLAINTEXT; ``tls`` authentication is ``ssl.client.auth=required`` against
-  the clients CA (its bundle ``clients-ca.crt`` in the brokers' Secret), ``scram-sha-512`` is SASL with
-  SCRAM-SHA-512 (credentials in ZooKeeper, OdradekUser's);
+  the clients CA (its bundle ``clients-ca.crt`` in the brokers' Secret), ``scram-sha-512`` is
+  SASL with SCRAM-SHA-512 (credentials in ZooKeeper, OdradekUser's);
 - INTERNAL and CONTROL_PLANE are SSL with ``ssl.client.auth=required`` against the cluster CA,
   and so is the controllers' listener: only a certificate of the cluster CA gets in;
 - every pod presents its own leaf, ``<CERTS_DIR>/<pod>.pem`` (key then chain, from the
