@@ -114,7 +114,7 @@ def test_leaves_are_made_for_every_pod_and_a_new_pod_does_not_roll_the_others():
 
 
 def test_leaves_near_expiry_are_reissued_once_every_pod_runs_the_current_ones():
-    ca = ca_plan()
+    ca = ca_plan(validity=3650)  # the CA outlives the leaves (365 days)
     made = leaves(ca)
     later = NOW + 340 * DAY
     waiting = leaves(ca, made.data, made.annotations, rolled=False, now=later)
@@ -122,9 +122,19 @@ def test_leaves_near_expiry_are_reissued_once_every_pod_runs_the_current_ones():
     renewed = leaves(ca, made.data, made.annotations, rolled=True, now=later)
     assert renewed.reissued and renewed.certificates_hash != made.certificates_hash
     assert renewed.data["demo-broker-0.pem"] != made.data["demo-broker-0.pem"]
-    assert renewed.not_after == ca.not_after  # never past its CA
-    # Already as long as its CA allows: not re-issued again (no roll at every pass).
-    assert not leaves(ca, renewed.data, renewed.annotations, now=later + DAY).changed
+    assert renewed.not_after == later + 365 * DAY
+
+
+def test_a_leaf_that_ends_with_its_ca_is_not_reissued_at_every_pass():
+    mine = certs.make_ca("my-ca", now=NOW, validity_days=40)
+    ca = ca_plan(secrets.ca_cert_data(mine), secrets.ca_key_data(mine), generate=False)
+    made = leaves(ca)
+    assert made.not_after == mine.certificate.not_valid_after_utc  # never past its CA
+    later = NOW + 20 * DAY  # within renewalDays of the leaf's (and the CA's) end
+    ca_later = ca_plan(
+        secrets.ca_cert_data(mine), secrets.ca_key_data(mine), generate=False, now=later
+    )
+    assert not leaves(ca_later, made.data, made.annotations, now=later).changed
 
 
 def test_a_new_ca_is_trusted_first_then_signs_then_the_old_one_goes():
