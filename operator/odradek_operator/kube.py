@@ -75,6 +75,7 @@ KINDS: dict[str, Kind] = {
         Kind("Pod", "", "v1", "pods"),
         Kind("Service", "", "v1", "services"),
         Kind("ConfigMap", "", "v1", "configmaps"),
+        Kind("Secret", "", "v1", "secrets"),
         Kind("ServiceAccount", "", "v1", "serviceaccounts"),
         Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims"),
         Kind("Event", "", "v1", "events"),
@@ -96,6 +97,7 @@ KINDS: dict[str, Kind] = {
         Kind("OdradekTopic", "odradek.io", "v1alpha1", "odradektopics"),
         Kind("OdradekConnect", "odradek.io", "v1alpha1", "odradekconnects"),
         Kind("OdradekConnector", "odradek.io", "v1alpha1", "odradekconnectors"),
+        Kind("OdradekUser", "odradek.io", "v1alpha1", "odradekusers"),
     )
 }
 
@@ -124,10 +126,14 @@ OPERATOR_VERBS: Mapping[str, frozenset[str]] = {
         "OdradekCluster": ("get",),
         "OdradekTopic": ("list",),  # who owns a topic name
         "OdradekConnect": ("get",),
+        # An OdradekUser's Secret (created, put back when edited); a given password's Secret
+        # and the cluster CA's certificate are read.
+        "Secret": ("get", "create", "patch"),
         "OdradekCluster/status": ("patch",),
         "OdradekTopic/status": ("patch",),
         "OdradekConnect/status": ("patch",),
         "OdradekConnector/status": ("patch",),
+        "OdradekUser/status": ("patch",),
     }.items()
 }
 # What kopf itself asks (it watches, and patches finalizers and its annotations on, the kinds it
@@ -141,8 +147,10 @@ KOPF_VERBS: Mapping[str, frozenset[str]] = {
         "OdradekTopic": ("list", "watch", "patch"),
         "OdradekConnect": ("list", "watch", "patch"),
         "OdradekConnector": ("list", "watch", "patch"),
+        "OdradekUser": ("list", "watch", "patch"),
         "OdradekCluster/finalizers": ("update",),
         "OdradekConnect/finalizers": ("update",),
+        "OdradekUser/finalizers": ("update",),
         "Event": ("create",),
         # Peering: "KopfPeering" (kopfpeerings; ClusterKopfPeering cluster-wide); cluster-wide
         # only, kopf watches CustomResourceDefinitions.
