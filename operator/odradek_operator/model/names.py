@@ -153,6 +153,51 @@ def zookeeper_pvc(cluster: str, ordinal: int) -> str:
     return f"{ZOOKEEPER_DATA_VOLUME}-{pod(cluster, Component.ZOOKEEPER, ordinal)}"
 
 
+# --- certificates (Strimzi's Secret names and keys; the contents are odradek_operator.pki's) ------
+# The cluster CA signs the brokers', controllers', ZooKeeper's and the operator's certificates,
+# the clients CA the OdradekUsers' (tls authentication). Each CA is two Secrets: the certificate
+# (readable by anyone who must trust the cluster) apart from the key (the operator's alone).
+CA_GENERATION_ANNOTATION = f"{GROUP}/ca-generation"
+# In every pod's template: a hash of the certificates it mounts, so a new leaf rolls the pods.
+CERTIFICATES_HASH_ANNOTATION = f"{GROUP}/certificates-hash"
+CERTS_DIR = "/etc/odradek/certs"  # the leaf Secret's mount: <pod>.pem and ca.crt
+CLIENTS_CA_DIR = "/etc/odradek/clients-ca"  # the clients CA certificate (tls listeners)
+OPERATOR_PRINCIPAL_NAME = "odradek-operator"  # CN of C-operator-certs: User:odradek-operator
+
+
+def cluster_ca_cert_secret(cluster: str) -> str:
+    return f"{cluster}-cluster-ca-cert"
+
+
+def cluster_ca_key_secret(cluster: str) -> str:
+    return f"{cluster}-cluster-ca"
+
+
+def clients_ca_cert_secret(cluster: str) -> str:
+    return f"{cluster}-clients-ca-cert"
+
+
+def clients_ca_key_secret(cluster: str) -> str:
+    return f"{cluster}-clients-ca"
+
+
+def certs_secret(cluster: str, component: Component) -> str:
+    """A component's leaf Secret: ``<pod>.pem`` (key then chain) per pod and ``ca.crt``."""
+    return f"{cluster}-{component}-certs"
+
+
+def operator_certs_secret(cluster: str) -> str:
+    """The operator's own client identity for this cluster: ``operator.pem`` and ``ca.crt``."""
+    return f"{cluster}-operator-certs"
+
+
+def component_principal_name(cluster: str, component: Component) -> str:
+    """The CN of a component's certificates (``demo-broker``); its principal is the whole
+    subject, ``User:CN=demo-broker,O=odradek.io``, which no clients-CA certificate (CN only)
+    can map to."""
+    return f"{cluster}-{component}"
+
+
 # --- DNS and addresses --------------------------------------------------------------------------
 
 
@@ -164,6 +209,24 @@ def pod_host(cluster: str, component: Component, ordinal: int, namespace: str) -
     """A StatefulSet pod's stable name through its headless Service."""
     nodes = headless_service(cluster, component)
     return f"{pod(cluster, component, ordinal)}.{service_host(nodes, namespace)}"
+
+
+def service_dns_names(service: str, namespace: str) -> list[str]:
+    """The names a Service answers to inside the cluster, short to fully qualified."""
+    return [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        service_host(service, namespace),
+    ]
+
+
+def pod_dns_names(cluster: str, component: Component, ordinal: int, namespace: str) -> list[str]:
+    """A StatefulSet pod's names through its headless Service (``pod.svc`` ... FQDN): the
+    subjectAltNames of its certificate."""
+    pod_name = pod(cluster, component, ordinal)
+    nodes = headless_service(cluster, component)
+    return [f"{pod_name}.{name}" for name in service_dns_names(nodes, namespace)]
 
 
 def zookeeper_connect(cluster: str, namespace: str) -> str:
