@@ -127,11 +127,6 @@ def pod_disruption_budget(cluster: str, component: Component) -> str:
     return f"{cluster}-{component}"
 
 
-def cluster_ca_cert_secret(cluster: str) -> str:
-    """The cluster CA's certificate (``ca.crt``): what clients trust the brokers with."""
-    return f"{cluster}-cluster-ca-cert"
-
-
 def service_account(cluster: str) -> str:
     return f"{cluster}-odradek"
 

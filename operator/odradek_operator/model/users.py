@@ -25,7 +25,6 @@ Pure: no I/O (randomness comes from the caller's ``random.Random``); any thread 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import random
 import string
@@ -49,6 +48,7 @@ from odradek.security.acl import (
 from odradek_operator.model import crds, names
 from odradek_operator.model.meta import render_properties
 from odradek_operator.model.spec import SpecError
+from odradek_operator.pki.secrets import encode
 
 __all__ = [
     "AUTH_SCRAM",
@@ -154,6 +154,11 @@ class UserSpec:
             raise SpecError(
                 f"metadata.labels[{names.CLUSTER_LABEL}]",
                 "required: the OdradekCluster (in this namespace) the user belongs to",
+            )
+        if name == names.OPERATOR_PRINCIPAL_NAME:
+            raise SpecError(
+                "metadata.name",
+                f"{name} is the operator's own principal (a super user): choose another name",
             )
         spec = _mapping(body.get("spec"), "spec")
         _only(spec, "spec", ("authentication", "authorization", "quotas"))
@@ -404,7 +409,7 @@ def user_secret(
             "annotations": annotations,
             "ownerReferences": [owner_reference(spec)],
         },
-        "data": {k: base64.b64encode(v.encode()).decode() for k, v in sorted(data.items())},
+        "data": encode(dict(sorted(data.items()))),
     }
 
 
@@ -438,14 +443,3 @@ def owner_reference(spec: UserSpec) -> dict[str, Any]:
         "controller": True,
         "blockOwnerDeletion": True,
     }
-
-
-def secret_data(secret: Mapping[str, Any] | None) -> dict[str, str]:
-    """A Secret's ``data``, decoded (keys whose value is not base64 UTF-8 text are left out)."""
-    decoded = {}
-    for k, v in ((secret or {}).get("data") or {}).items():
-        try:
-            decoded[k] = base64.b64decode(v, validate=True).decode()
-        except (ValueError, TypeError):
-            continue
-    return decoded

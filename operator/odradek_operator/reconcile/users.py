@@ -13,7 +13,8 @@ One pass (``sync_user``), as Strimzi's user operator does it, in this order:
    match it (new, given password changed, Secret deleted or its password edited) or the brokers
    have no SCRAM-SHA-512 credential for the user; other SCRAM mechanisms of the user are deleted
    (the resource is the user's only credential). tls: a client certificate ``CN=<user>`` from
-   the clients CA (see ``reconcile/user_certs.py``); SCRAM credentials are deleted.
+   the clients CA, kept until it needs renewal (``reconcile/user_certs.py``); SCRAM credentials
+   of the user are deleted.
    The credential is set before the Secret is written, so a Secret never names a password the
    brokers do not have (a pass that fails in between makes a new one next time).
 3. the Secret named after the user (``model/users.user_secret``): created when missing, and put
@@ -35,8 +36,9 @@ resource, its owner).
 
 from __future__ import annotations
 
+import datetime
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from odradek.security.acl import AclBinding, kafka_name
@@ -53,10 +55,11 @@ from odradek_operator.model.users import (
     credential_fingerprint,
     new_password,
     password_problem,
-    secret_data,
     user_listener,
     user_secret,
 )
+from odradek_operator.pki import certs
+from odradek_operator.pki import secrets as pki_secrets
 from odradek_operator.reconcile.admin import (
     AdminRefused,
     AuthorizerDisabled,
@@ -65,6 +68,7 @@ from odradek_operator.reconcile.admin import (
 )
 from odradek_operator.reconcile.status import Refused, Retry, condition, set_condition
 from odradek_operator.reconcile.topics import cluster_admin
+from odradek_operator.reconcile.user_certs import user_certificate
 
 __all__ = ["AclDiff", "QuotaDiff", "acl_diff", "delete_user", "quota_diff", "sync_user"]
 
@@ -245,8 +249,24 @@ async def _quotas(admin: UserAdmin, spec: UserSpec, ch: _Changes) -> None:
         await admin.alter_user_quotas(spec.name, ch.quotas.set_, ch.quotas.remove)
 
 
+def secret_data(secret: Mapping | None) -> dict[str, str]:
+    """A Secret's text; {} when some key is not base64 text (an edit made it unreadable)."""
+    try:
+        return pki_secrets.decode(secret)
+    except certs.CertificateError:
+        return {}
+
+
 def _cluster_ca(ca_secret: Mapping | None) -> str | None:
-    return secret_data(ca_secret).get("ca.crt")
+    """The cluster CA's trust bundle (the current CA, then any older one still trusted)."""
+    try:
+        return pki_secrets.trust_bundle(pki_secrets.decode(ca_secret)) if ca_secret else None
+    except certs.CertificateError:
+        return None
+
+
+def _utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
 
 async def sync_user(
@@ -256,10 +276,10 @@ async def sync_user(
     *,
     periodic: bool = False,
     rng: random.Random | None = None,
-    certificates=None,
+    now: Callable[[], datetime.datetime] = _utc_now,
 ) -> dict:
     """Converge one OdradekUser and write its status; Retry / Refused as the other passes.
-    ``certificates`` issues tls users' certificates (``user_certs.UserCertificates``)."""
+    ``rng`` makes passwords (SystemRandom), ``now`` dates certificates."""
     rng = rng or random.SystemRandom()
     meta = body["metadata"]
     old = dict(body.get("status") or {})
@@ -284,7 +304,7 @@ async def sync_user(
                 f"{spec.cluster} is refused (delete the user and create it again instead)",
             )
         status.update(username=spec.name, secret=spec.name, cluster=spec.cluster)
-        changes, listener = await _converge(kube, admin_for, spec, rng, certificates, status)
+        changes, listener = await _converge(kube, admin_for, spec, rng, now(), status)
     except Retry as retry:
         await write(
             set_condition(
@@ -321,7 +341,7 @@ async def sync_user(
 
 
 async def _converge(
-    kube, admin_for, spec: UserSpec, rng, certificates, status: dict
+    kube, admin_for, spec: UserSpec, rng, now: datetime.datetime, status: dict
 ) -> tuple[_Changes, ClientListener | None]:
     cluster = await kube.get(names.CLUSTER_KIND, spec.cluster, spec.namespace)
     if cluster is None:
@@ -353,11 +373,9 @@ async def _converge(
             password = await _scram(kube, admin, spec, live, rng, changes)
             desired = user_secret(spec, ca_crt=ca_crt or "", listener=listener, password=password)
         else:
-            if certificates is None:
-                raise Retry("no certificate issuer for tls users", WAIT_S, "CertificatesNotReady")
             for mechanism in sorted(await admin.scram_mechanisms(spec.name)):
                 await admin.delete_scram(spec.name, mechanism)
-            issued = await certificates.for_user(kube, spec, live)
+            issued = await user_certificate(kube, spec, cluster, live, now=now)
             if issued.renewed:
                 changes.credential = issued.renewed
             status["certificateNotAfter"] = issued.not_after
