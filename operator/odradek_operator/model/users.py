@@ -47,7 +47,7 @@ from odradek.security.acl import (
 )
 from odradek_operator.model import crds, names
 from odradek_operator.model.meta import render_properties
-from odradek_operator.model.spec import SpecError
+from odradek_operator.model.spec import ClusterSpec, Listener, SpecError
 from odradek_operator.pki.secrets import encode
 
 __all__ = [
@@ -57,7 +57,6 @@ __all__ = [
     "SCRAM_ITERATIONS",
     "SCRAM_MECHANISM",
     "USER_SECRET_MOUNT",
-    "ClientListener",
     "PasswordRef",
     "Quotas",
     "UserSpec",
@@ -113,15 +112,6 @@ class Quotas:
     """Kafka's client quota keys of the user entity and their values (only those set)."""
 
     values: Mapping[str, float]
-
-
-@dataclass(frozen=True, slots=True)
-class ClientListener:
-    """The listener a user's client.properties is for: whether it is TLS."""
-
-    name: str
-    port: int
-    tls: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,13 +335,13 @@ def jaas_config(user: str, password: str) -> str:
     return f'{SCRAM_LOGIN_MODULE} required username="{user}" password="{password}";'
 
 
-def client_properties(spec: UserSpec, listener: ClientListener | None, jaas: str | None) -> str:
+def client_properties(spec: UserSpec, listener: Listener | None, jaas: str | None) -> str:
     """The Java client's settings for ``listener`` (none known yet: TLS assumed, as a secured
     cluster's client listeners are), files under ``USER_SECRET_MOUNT``."""
     tls = listener.tls if listener is not None else True
     props: dict[str, str] = {}
     if spec.authentication == AUTH_SCRAM:
-        props["security.protocol"] = "SASL_SSL" if tls else "SASL_PLAINTEXT"
+        props["security.protocol"] = listener.security_protocol if listener else "SASL_SSL"
         props["sasl.mechanism"] = SCRAM_MECHANISM
         props["sasl.jaas.config"] = jaas or ""
     else:
@@ -361,7 +351,7 @@ def client_properties(spec: UserSpec, listener: ClientListener | None, jaas: str
     if tls:
         props["ssl.truststore.type"] = "PEM"
         props["ssl.truststore.location"] = f"{USER_SECRET_MOUNT}/ca.crt"
-    where = f"listener {listener.name} (port {listener.port})" if listener else "the cluster"
+    where = f"listener {listener.kafka_name} (port {listener.port})" if listener else "the cluster"
     header = (
         f"OdradekUser {spec.name} of cluster {spec.cluster}: {where}.\n"
         f"Written by the operator; mount the Secret at {USER_SECRET_MOUNT}. "
@@ -374,7 +364,7 @@ def user_secret(
     spec: UserSpec,
     *,
     ca_crt: str,
-    listener: ClientListener | None,
+    listener: Listener | None,
     password: str | None = None,
     certificate: str | None = None,
     key: str | None = None,
@@ -413,25 +403,10 @@ def user_secret(
     }
 
 
-def user_listener(cluster: Mapping[str, Any], authentication: str) -> ClientListener | None:
-    """The first of the cluster's ``spec.listeners`` whose authentication is the user's (None:
-    no listener takes it). Read as HELPERS' contract states them ({name, port, tls,
-    authentication: {type}}); the cluster's own spec checks them."""
-    listeners = ((cluster.get("spec") or {}).get("listeners")) or []
-    if not isinstance(listeners, list):
-        return None
-    for listener in listeners:
-        if not isinstance(listener, Mapping):
-            continue
-        auth = listener.get("authentication") or {}
-        kind = auth.get("type") if isinstance(auth, Mapping) else auth
-        if kind == authentication:
-            return ClientListener(
-                str(listener.get("name", "")),
-                int(listener.get("port", 0)),
-                bool(listener.get("tls", False)),
-            )
-    return None
+def user_listener(cluster: ClusterSpec, authentication: str) -> Listener | None:
+    """The first of the cluster's listeners whose authentication is the user's (None: none
+    takes it, so the user cannot connect yet)."""
+    return next((lst for lst in cluster.listeners if lst.authentication == authentication), None)
 
 
 def owner_reference(spec: UserSpec) -> dict[str, Any]:

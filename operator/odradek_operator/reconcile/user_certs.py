@@ -6,8 +6,8 @@ into ``User:<user>``), it is signed by the clients CA of now (``C-clients-ca-cer
 ``C-clients-ca``, pki/), and it is not within ``renewalDays`` of its expiry. Otherwise a new key
 and certificate are issued (``validityDays``), which is also how a renewed clients CA reaches
 its users (the old CA stays trusted by the brokers until every leaf is re-issued, pki/).
-``validityDays`` and ``renewalDays`` are the cluster's ``spec.clientsCa`` (Strimzi's fields;
-defaults 365 and 30).
+``validityDays`` and ``renewalDays`` are the cluster's ``spec.clientsCa`` (Strimzi's fields,
+``CaSpec``).
 
 Time is passed in (``now``), so renewal is exact in tests.
 """
@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import NameOID
 
 from odradek_operator.model import names
+from odradek_operator.model.spec import CaSpec
 from odradek_operator.model.users import UserSpec
 from odradek_operator.pki import certs
 from odradek_operator.pki import secrets as pki_secrets
@@ -31,8 +32,6 @@ from odradek_operator.reconcile.status import Retry
 __all__ = ["IssuedCertificate", "user_certificate"]
 
 WAIT_S = 10.0
-DEFAULT_VALIDITY_DAYS = 365
-DEFAULT_RENEWAL_DAYS = 30
 
 
 @dataclass(frozen=True)
@@ -41,12 +40,6 @@ class IssuedCertificate:
     key: str  # PKCS#8 PEM
     not_after: str  # RFC 3339, UTC
     renewed: str  # what was done, in words ("" when the Secret's certificate was kept)
-
-
-def _days(cluster: Mapping, key: str, default: int) -> int:
-    section = (cluster.get("spec") or {}).get("clientsCa") or {}
-    value = section.get(key, default) if isinstance(section, Mapping) else default
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def _why_not_kept(
@@ -79,7 +72,7 @@ def _why_not_kept(
 
 
 async def user_certificate(
-    kube, spec: UserSpec, cluster: Mapping, live: Mapping | None, *, now: datetime.datetime
+    kube, spec: UserSpec, clients_ca: CaSpec, live: Mapping | None, *, now: datetime.datetime
 ) -> IssuedCertificate:
     cert_secret = await kube.get(
         "Secret", names.clients_ca_cert_secret(spec.cluster), spec.namespace
@@ -97,8 +90,7 @@ async def user_certificate(
         data = pki_secrets.decode(live)
     except certs.CertificateError:
         data = {}  # a Secret edited into something unreadable: issued again
-    validity_days = _days(cluster, "validityDays", DEFAULT_VALIDITY_DAYS)
-    renewal_days = _days(cluster, "renewalDays", DEFAULT_RENEWAL_DAYS)
+    validity_days, renewal_days = clients_ca.validity_days, clients_ca.renewal_days
     cert_pem, key_pem = data.get("user.crt"), data.get("user.key")
     why = _why_not_kept(cert_pem, key_pem, spec.name, ca.cert_pem, now, renewal_days)
     if why is not None:

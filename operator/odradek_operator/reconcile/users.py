@@ -44,13 +44,12 @@ from dataclasses import dataclass, field
 from odradek.security.acl import AclBinding, kafka_name
 from odradek_operator.kube import KubeError, contains
 from odradek_operator.model import names
-from odradek_operator.model.spec import SpecError
+from odradek_operator.model.spec import ClusterSpec, Listener, SpecError
 from odradek_operator.model.users import (
     AUTH_SCRAM,
     CREDENTIAL_ANNOTATION,
     SCRAM_ITERATIONS,
     SCRAM_MECHANISM,
-    ClientListener,
     UserSpec,
     credential_fingerprint,
     new_password,
@@ -342,7 +341,7 @@ async def sync_user(
 
 async def _converge(
     kube, admin_for, spec: UserSpec, rng, now: datetime.datetime, status: dict
-) -> tuple[_Changes, ClientListener | None]:
+) -> tuple[_Changes, Listener | None]:
     cluster = await kube.get(names.CLUSTER_KIND, spec.cluster, spec.namespace)
     if cluster is None:
         raise Retry(
@@ -350,10 +349,16 @@ async def _converge(
             WAIT_S,
             "ClusterNotFound",
         )
-    listener = user_listener(cluster, spec.authentication)
+    try:
+        cluster_spec = ClusterSpec.from_resource(cluster)
+    except SpecError as e:
+        raise Retry(
+            f"OdradekCluster {spec.cluster} has an invalid spec: {e}", WAIT_S, "ClusterNotReady"
+        ) from e
+    listener = user_listener(cluster_spec, spec.authentication)
     ca_secret = await kube.get("Secret", names.cluster_ca_cert_secret(spec.cluster), spec.namespace)
     ca_crt = _cluster_ca(ca_secret)
-    if ca_crt is None and listener is not None:
+    if ca_crt is None and cluster_spec.secured:
         raise Retry(
             f"the CA certificate of cluster {spec.cluster} is not there yet",
             WAIT_S,
@@ -375,7 +380,7 @@ async def _converge(
         else:
             for mechanism in sorted(await admin.scram_mechanisms(spec.name)):
                 await admin.delete_scram(spec.name, mechanism)
-            issued = await user_certificate(kube, spec, cluster, live, now=now)
+            issued = await user_certificate(kube, spec, cluster_spec.clients_ca, live, now=now)
             if issued.renewed:
                 changes.credential = issued.renewed
             status["certificateNotAfter"] = issued.not_after

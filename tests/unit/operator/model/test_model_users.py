@@ -11,10 +11,9 @@ import pytest
 
 from odradek.commands.client_properties import translate
 from odradek.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
-from odradek_operator.model.spec import SpecError
+from odradek_operator.model.spec import ClusterSpec, Listener, SpecError
 from odradek_operator.model.users import (
     CREDENTIAL_ANNOTATION,
-    ClientListener,
     UserSpec,
     credential_fingerprint,
     new_password,
@@ -51,7 +50,11 @@ USER = {
                 {"type": "deny", "resource": {"type": "topic", "name": "*"}, "operations": ["All"]},
             ],
         },
-        "quotas": {"producerByteRate": 1024, "requestPercentage": 55, "controllerMutationRate": 2.5},
+        "quotas": {
+            "producerByteRate": 1024,
+            "requestPercentage": 55,
+            "controllerMutationRate": 2.5,
+        },
     },
 }
 
@@ -151,9 +154,7 @@ def test_a_rule_repeated_is_one_binding():
             {
                 "authorization": {
                     "type": "simple",
-                    "acls": [
-                        {"resource": {"type": "group", "name": "g"}, "operations": ["Write"]}
-                    ],
+                    "acls": [{"resource": {"type": "group", "name": "g"}, "operations": ["Write"]}],
                 }
             },
             "spec.authorization.acls[0].operations[0]",
@@ -200,7 +201,9 @@ def test_a_rule_repeated_is_one_binding():
             {
                 "authorization": {
                     "type": "simple",
-                    "acls": [{"resource": {"type": "topic", "name": "a/b"}, "operations": ["Read"]}],
+                    "acls": [
+                        {"resource": {"type": "topic", "name": "a/b"}, "operations": ["Read"]}
+                    ],
                 }
             },
             "spec.authorization.acls[0].resource.name",
@@ -268,7 +271,7 @@ def test_generated_passwords_and_what_a_password_may_hold():
 
 def test_a_scram_users_secret_has_what_a_java_client_needs():
     spec = UserSpec.from_resource(USER)
-    listener = ClientListener("sasl", 9095, True)
+    listener = Listener("sasl", 9095, True, "scram-sha-512")
     secret = user_secret(spec, ca_crt="CA PEM\n", listener=listener, password="s3cret")
     data = decode(secret)
     assert set(data) == {"ca.crt", "client.properties", "password", "sasl.jaas.config"}
@@ -289,7 +292,9 @@ def test_a_scram_users_secret_has_what_a_java_client_needs():
         "sasl.password": "s3cret",
         "ssl.ca.location": "/etc/odradek/user/ca.crt",
     }
-    plain = user_secret(spec, ca_crt="", listener=ClientListener("s", 1, False), password="p")
+    plain = user_secret(
+        spec, ca_crt="", listener=Listener("s", 1, False, "scram-sha-512"), password="p"
+    )
     assert translate(decode(plain)["client.properties"]).security_protocol == "SASL_PLAINTEXT"
 
 
@@ -298,7 +303,7 @@ def test_a_tls_users_secret_has_key_and_certificate_in_one_pem_too():
     secret = user_secret(
         spec,
         ca_crt="CA\n",
-        listener=ClientListener("tls", 9093, True),
+        listener=Listener("tls", 9096, True, "tls"),
         certificate="CERT\n",
         key="KEY\n",
     )
@@ -310,20 +315,25 @@ def test_a_tls_users_secret_has_key_and_certificate_in_one_pem_too():
 
 
 def test_the_listener_a_user_connects_to():
-    cluster = {
-        "spec": {
-            "listeners": [
-                {"name": "plain", "port": 9092, "tls": False},
-                {"name": "tls", "port": 9093, "tls": True, "authentication": {"type": "tls"}},
-                {
-                    "name": "scram",
-                    "port": 9094,
-                    "tls": True,
-                    "authentication": {"type": "scram-sha-512"},
-                },
-            ]
+    cluster = ClusterSpec.from_resource(
+        {
+            "metadata": {"name": "demo", "namespace": "ns", "uid": "c"},
+            "spec": {
+                "brokers": {"replicas": 3},
+                "listeners": [
+                    {"name": "plain", "port": 9092},
+                    {"name": "mtls", "port": 9096, "tls": True, "authentication": {"type": "tls"}},
+                    {
+                        "name": "scram",
+                        "port": 9095,
+                        "tls": True,
+                        "authentication": {"type": "scram-sha-512"},
+                    },
+                ],
+            },
         }
-    }
-    assert user_listener(cluster, "scram-sha-512") == ClientListener("scram", 9094, True)
-    assert user_listener(cluster, "tls") == ClientListener("tls", 9093, True)
-    assert user_listener({"spec": {}}, "tls") is None
+    )
+    assert user_listener(cluster, "scram-sha-512") == Listener("scram", 9095, True, "scram-sha-512")
+    assert user_listener(cluster, "tls").name == "mtls"
+    plain = ClusterSpec.from_resource({**{"metadata": {"name": "d", "uid": "c"}}, "spec": {}})
+    assert user_listener(plain, "tls") is None

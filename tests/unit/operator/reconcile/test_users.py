@@ -65,8 +65,13 @@ CLUSTER = {
     "metadata": {"name": "demo", "namespace": "ns", "uid": "c-1"},
     "spec": {
         "listeners": [
-            {"name": "scram", "port": 9095, "tls": True, "authentication": {"type": "scram-sha-512"}},
-            {"name": "mtls", "port": 9093, "tls": True, "authentication": {"type": "tls"}},
+            {
+                "name": "scram",
+                "port": 9095,
+                "tls": True,
+                "authentication": {"type": "scram-sha-512"},
+            },
+            {"name": "mtls", "port": 9096, "tls": True, "authentication": {"type": "tls"}},
         ]
     },
 }
