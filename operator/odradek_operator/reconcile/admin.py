@@ -4,10 +4,11 @@
 decisions are unit-tested with a fake; ``UserAdmin`` is the OdradekUser reconciler's (SCRAM
 credentials, the ACLs of one principal, the user entity's client quotas). ``OpsAdmin``
 implements both for one bootstrap address: Metadata, drain, rebalance and reassignments
-through ``odradek.ops`` (the same library the ``odradek cluster`` command uses), DescribeLogDirs
-and client quotas through ``odradek.ops``' ``ClusterClient`` (confluent_kafka has no client
-quota API), topics and their configs, SCRAM credentials and ACLs through confluent_kafka's
-``AdminClient`` (its blocking futures waited for in a worker thread). An ACL API answering
+through ``odradek.ops`` (the same library the ``odradek cluster`` command uses), DescribeLogDirs and
+the users' SCRAM credentials, ACLs and client quotas through ``odradek.ops``' ``ClusterClient``
+(confluent_kafka has no client quota API; and a request sent to a bootstrap address needs no
+broker name resolved), topics and their configs through confluent_kafka's ``AdminClient`` (its
+blocking futures waited for in a worker thread). An ACL API answering
 SECURITY_DISABLED (no authorizer on the brokers) is ``AuthorizerDisabled``.
 
 Every call opens its own connections and closes them, bounded by ``REQUEST_TIMEOUT_S``; an
@@ -17,11 +18,11 @@ unreachable cluster is ``ClusterUnavailable`` (the handlers turn it into a tempo
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka import admin as ck
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -29,10 +30,6 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewPartitions,
     NewTopic,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialDeletion,
-    UserScramCredentialUpsertion,
 )
 
 from odradek import ops
@@ -50,6 +47,7 @@ from odradek.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from odradek.security.scram import ScramMechanism, salted_password
 
 __all__ = [
     "AdminRefused",
@@ -297,83 +295,172 @@ class OpsAdmin:
         client = self._client()  # alive until its futures are done
         await self._wait(client.delete_topics([name], operation_timeout=ADMIN_TIMEOUT_S))
 
-    # -- users: SCRAM credentials and ACLs (confluent_kafka), quotas (odradek.ops) ---------------
-
-    async def scram_mechanisms(self, user: str) -> dict[str, int]:
-        client = self._client()  # alive until its futures are done
-        try:
-            answers = await self._wait(
-                client.describe_user_scram_credentials([user], request_timeout=ADMIN_TIMEOUT_S)
-            )
-        except AdminRefused as e:
-            if "RESOURCE_NOT_FOUND" in str(e):  # no credential at all
-                return {}
-            raise
-        description = answers.get(user)
-        return {
-            info.mechanism.name.replace("_", "-"): info.iterations
-            for info in (description.scram_credential_infos if description else ())
-        }
-
-    async def upsert_scram(self, user: str, mechanism: str, iterations: int, password: str) -> None:
-        info = ScramCredentialInfo(ScramMechanism[mechanism.replace("-", "_")], iterations)
-        upsertion = UserScramCredentialUpsertion(user, info, password.encode())
-        client = self._client()
-        await self._wait(
-            client.alter_user_scram_credentials([upsertion], request_timeout=ADMIN_TIMEOUT_S)
-        )
-
-    async def delete_scram(self, user: str, mechanism: str) -> None:
-        deletion = UserScramCredentialDeletion(user, ScramMechanism[mechanism.replace("-", "_")])
-        client = self._client()
-        try:
-            await self._wait(
-                client.alter_user_scram_credentials([deletion], request_timeout=ADMIN_TIMEOUT_S)
-            )
-        except AdminRefused as e:
-            if "RESOURCE_NOT_FOUND" not in str(e):  # already gone: fine
-                raise
-
-    async def acls_of(self, principal: str) -> frozenset[AclBinding]:
-        selection = ck.AclBindingFilter(
-            ck.ResourceType.ANY,
-            None,
-            ck.ResourcePatternType.ANY,
-            principal,
-            None,
-            ck.AclOperation.ANY,
-            ck.AclPermissionType.ANY,
-        )
-        client = self._client()
-        future = client.describe_acls(selection, request_timeout=ADMIN_TIMEOUT_S)
-        found = (await self._acl_wait({"acls": future}))["acls"]
-        return frozenset(_from_ck(b) for b in found if _from_ck(b) is not None)
-
-    async def create_acls(self, bindings: Iterable[AclBinding]) -> None:
-        made = [_to_ck(b) for b in bindings]
-        if made:
-            client = self._client()
-            await self._acl_wait(client.create_acls(made, request_timeout=ADMIN_TIMEOUT_S))
-
-    async def delete_acls(self, bindings: Iterable[AclBinding]) -> None:
-        filters = [_to_ck(b, ck.AclBindingFilter) for b in bindings]
-        if filters:
-            client = self._client()
-            await self._acl_wait(client.delete_acls(filters, request_timeout=ADMIN_TIMEOUT_S))
-
-    async def _acl_wait(self, futures: Mapping) -> dict:
-        try:
-            return await self._wait(futures)
-        except AdminRefused as e:
-            if "SECURITY_DISABLED" in str(e):
-                raise AuthorizerDisabled(
-                    "the brokers have no authorizer (authorizer.class.name): ACLs are not kept"
-                ) from e
-            raise
+    # -- users: SCRAM credentials, ACLs and quotas (odradek.ops' ClusterClient) -----------------
+    #
+    # Odradek's own client, not librdkafka: each request goes to a bootstrap address (any broker
+    # serves these APIs), so nothing depends on resolving the names brokers advertise.
 
     def cluster_client(self) -> ClusterClient:
-        """Odradek's own client for one request's connections (quotas)."""
+        """Odradek's own client for one call's connections."""
         return ClusterClient(self.bootstrap, request_timeout_s=REQUEST_TIMEOUT_S)
+
+    async def _send(self, what: str, api_key: int, version: int, make):
+        try:
+            async with self.cluster_client() as client:
+                return await client.send_any(api_key, version, make)
+        except (OpsError, OSError) as e:
+            raise ClusterUnavailable(f"{what}: {e}") from e
+
+    async def scram_mechanisms(self, user: str) -> dict[str, int]:
+        def make(request_type):
+            name = element_type(request_type, "users")
+            return build(request_type, users=(build(name, name=user),))
+
+        response = await self._send(
+            "DescribeUserScramCredentials", DESCRIBE_USER_SCRAM_CREDENTIALS, 0, make
+        )
+        if response.error_code:
+            raise AdminRefused(f"DescribeUserScramCredentials: {response.error_message}")
+        found: dict[str, int] = {}
+        for result in response.results:
+            if result.error_code == ErrorCode.resource_not_found:
+                continue  # no credential at all
+            if result.error_code:
+                raise AdminRefused(f"DescribeUserScramCredentials {user}: {result.error_message}")
+            for info in result.credential_infos:
+                found[_SCRAM_BY_WIRE_TYPE[int(info.mechanism)].mechanism_name] = int(
+                    info.iterations
+                )
+        return found
+
+    async def _alter_scram(self, user: str, upsertions=(), deletions=()) -> None:
+        def make(request_type):
+            upsertion = element_type(request_type, "upsertions")
+            deletion = element_type(request_type, "deletions")
+            return build(
+                request_type,
+                upsertions=tuple(build(upsertion, name=user, **u) for u in upsertions),
+                deletions=tuple(build(deletion, name=user, **d) for d in deletions),
+            )
+
+        response = await self._send(
+            "AlterUserScramCredentials", ALTER_USER_SCRAM_CREDENTIALS, 0, make
+        )
+        for result in response.results:
+            if result.error_code == ErrorCode.resource_not_found and deletions:
+                continue  # deleting one that is not there: already done
+            if result.error_code:
+                raise AdminRefused(f"AlterUserScramCredentials {user}: {result.error_message}")
+
+    async def upsert_scram(self, user: str, mechanism: str, iterations: int, password: str) -> None:
+        scram = _scram_mechanism(mechanism)
+        salt = os.urandom(SCRAM_SALT_BYTES)
+        salted = salted_password(scram, password, salt, iterations)
+        upsertion = {
+            "mechanism": scram.wire_type,
+            "iterations": iterations,
+            "salt": salt,
+            "salted_password": salted,
+        }
+        await self._alter_scram(user, upsertions=[upsertion])
+
+    async def delete_scram(self, user: str, mechanism: str) -> None:
+        await self._alter_scram(
+            user, deletions=[{"mechanism": _scram_mechanism(mechanism).wire_type}]
+        )
+
+    async def acls_of(self, principal: str) -> frozenset[AclBinding]:
+        def make(request_type):
+            return build(
+                request_type,
+                resource_type_filter=int(ResourceType.ANY),
+                resource_name_filter=None,
+                pattern_type_filter=int(PatternType.ANY),
+                principal_filter=principal,
+                host_filter=None,
+                operation=int(AclOperation.ANY),
+                permission_type=int(AclPermissionType.ANY),
+            )
+
+        response = await self._send("DescribeAcls", DESCRIBE_ACLS, 3, make)
+        _check_acl_error(response.error_code, response.error_message, "DescribeAcls")
+        found = set()
+        for resource in response.resources:
+            for entry in resource.acls:
+                if int(resource.resource_type) not in _USER_RESOURCE_TYPES:
+                    continue  # delegation tokens, users: no rule of a user names them
+                found.add(
+                    AclBinding(
+                        ResourcePattern(
+                            ResourceType(int(resource.resource_type)),
+                            resource.resource_name,
+                            PatternType(int(resource.pattern_type)),
+                        ),
+                        AccessControlEntry(
+                            entry.principal,
+                            entry.host,
+                            AclOperation(int(entry.operation)),
+                            AclPermissionType(int(entry.permission_type)),
+                        ),
+                    )
+                )
+        return frozenset(found)
+
+    async def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        made = list(bindings)
+        if not made:
+            return
+
+        def make(request_type):
+            creation = element_type(request_type, "creations")
+            return build(
+                request_type,
+                creations=tuple(
+                    build(
+                        creation,
+                        resource_type=int(b.pattern.resource_type),
+                        resource_name=b.pattern.name,
+                        resource_pattern_type=int(b.pattern.pattern_type),
+                        principal=b.entry.principal,
+                        host=b.entry.host,
+                        operation=int(b.entry.operation),
+                        permission_type=int(b.entry.permission_type),
+                    )
+                    for b in made
+                ),
+            )
+
+        response = await self._send("CreateAcls", CREATE_ACLS, 3, make)
+        for result in response.results:
+            _check_acl_error(result.error_code, result.error_message, "CreateAcls")
+
+    async def delete_acls(self, bindings: Iterable[AclBinding]) -> None:
+        gone = list(bindings)
+        if not gone:
+            return
+
+        def make(request_type):
+            selection = element_type(request_type, "filters")
+            return build(
+                request_type,
+                filters=tuple(
+                    build(
+                        selection,
+                        resource_type_filter=int(b.pattern.resource_type),
+                        resource_name_filter=b.pattern.name,
+                        pattern_type_filter=int(b.pattern.pattern_type),
+                        principal_filter=b.entry.principal,
+                        host_filter=b.entry.host,
+                        operation=int(b.entry.operation),
+                        permission_type=int(b.entry.permission_type),
+                    )
+                    for b in gone
+                ),
+            )
+
+        response = await self._send("DeleteAcls", DELETE_ACLS, 3, make)
+        for result in response.filter_results:
+            _check_acl_error(result.error_code, result.error_message, "DeleteAcls")
 
     async def user_quotas(self, user: str) -> dict[str, float]:
         def make(request_type):
@@ -381,11 +468,7 @@ class OpsAdmin:
             match = build(component, entity_type="user", match_type=MATCH_EXACT, match=user)
             return build(request_type, components=(match,), strict=True)
 
-        try:
-            async with self.cluster_client() as client:
-                response = await client.send_any(DESCRIBE_CLIENT_QUOTAS, 1, make)
-        except (OpsError, OSError) as e:
-            raise ClusterUnavailable(f"DescribeClientQuotas: {e}") from e
+        response = await self._send("DescribeClientQuotas", DESCRIBE_CLIENT_QUOTAS, 1, make)
         if response.error_code:
             raise AdminRefused(f"DescribeClientQuotas: {response.error_message}")
         for entry in response.entries or ():
@@ -411,57 +494,41 @@ class OpsAdmin:
             )
             return build(request_type, entries=(entry,), validate_only=False)
 
-        try:
-            async with self.cluster_client() as client:
-                response = await client.send_any(ALTER_CLIENT_QUOTAS, 1, make)
-        except (OpsError, OSError) as e:
-            raise ClusterUnavailable(f"AlterClientQuotas: {e}") from e
+        response = await self._send("AlterClientQuotas", ALTER_CLIENT_QUOTAS, 1, make)
         for entry in response.entries:
             if entry.error_code:
                 raise AdminRefused(f"AlterClientQuotas for user {user}: {entry.error_message}")
 
 
+# Kafka's API keys of the users' requests (odradek.protocol.apis.ApiKey).
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 MATCH_EXACT = 0  # DescribeClientQuotas' match_type: this entity name
-# Odradek's (Kafka's) ACL vocabulary <-> librdkafka's, which calls the Cluster BROKER.
-_CK_RESOURCE = {
-    ResourceType.TOPIC: ck.ResourceType.TOPIC,
-    ResourceType.GROUP: ck.ResourceType.GROUP,
-    ResourceType.CLUSTER: ck.ResourceType.BROKER,
-    ResourceType.TRANSACTIONAL_ID: ck.ResourceType.TRANSACTIONAL_ID,
+SCRAM_SALT_BYTES = 32  # a fresh salt per credential, as Kafka's ScramFormatter makes
+_SCRAM_BY_WIRE_TYPE = {m.wire_type: m for m in ScramMechanism}
+_USER_RESOURCE_TYPES = {
+    ResourceType.TOPIC,
+    ResourceType.GROUP,
+    ResourceType.CLUSTER,
+    ResourceType.TRANSACTIONAL_ID,
 }
-_FROM_CK_RESOURCE = {v: k for k, v in _CK_RESOURCE.items()}
 
 
-def _to_ck(binding: AclBinding, kind=ck.AclBinding):
-    pattern, entry = binding.pattern, binding.entry
-    return kind(
-        _CK_RESOURCE[pattern.resource_type],
-        pattern.name,
-        ck.ResourcePatternType[pattern.pattern_type.name],
-        entry.principal,
-        entry.host,
-        ck.AclOperation[entry.operation.name],
-        ck.AclPermissionType[entry.permission_type.name],
-    )
+def _scram_mechanism(name: str) -> ScramMechanism:
+    for mechanism in ScramMechanism:
+        if mechanism.mechanism_name == name:
+            return mechanism
+    raise ValueError(f"unknown SCRAM mechanism {name}")
 
 
-def _from_ck(binding) -> AclBinding | None:
-    """None for an ACL of a resource type a user's rules cannot name (delegation tokens...)."""
-    resource_type = _FROM_CK_RESOURCE.get(binding.restype)
-    if resource_type is None:
-        return None
-    return AclBinding(
-        ResourcePattern(
-            resource_type, binding.name, PatternType[binding.resource_pattern_type.name]
-        ),
-        AccessControlEntry(
-            binding.principal,
-            binding.host,
-            AclOperation[binding.operation.name],
-            AclPermissionType[binding.permission_type.name],
-        ),
-    )
+def _check_acl_error(code, message: str | None, what: str) -> None:
+    if code == ErrorCode.security_disabled:
+        raise AuthorizerDisabled(
+            "the brokers have no authorizer (authorizer.class.name): ACLs are not kept"
+        )
+    if code:
+        raise AdminRefused(f"{what}: {message or ErrorCode(int(code)).name}")
 
 
 DYNAMIC_TOPIC_CONFIG = 1  # Kafka's ConfigSource of a topic's own override
