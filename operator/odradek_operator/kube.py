@@ -117,6 +117,10 @@ OPERATOR_VERBS: Mapping[str, frozenset[str]] = {
         "ServiceAccount": ("get", "create", "patch"),
         "Deployment": ("get", "create", "patch"),
         "PodDisruptionBudget": ("get", "create", "patch"),
+        # A secured cluster's CAs and certificates (reconcile/certificates.py; a CA the user
+        # brings is only read) and OdradekUsers' Secrets (reconcile/users.py: created, put back
+        # when edited; a given password's Secret read). Never listed, never deleted (GC).
+        "Secret": ("get", "create", "patch"),
         # Scaled by a patch; deleted (orphaning its pods) to change volumeClaimTemplates.
         "StatefulSet": ("get", "create", "patch", "delete"),
         # Read by labels; a broker's rack annotation patched; deleted one at a time to restart.
@@ -126,9 +130,6 @@ OPERATOR_VERBS: Mapping[str, frozenset[str]] = {
         "OdradekCluster": ("get",),
         "OdradekTopic": ("list",),  # who owns a topic name
         "OdradekConnect": ("get",),
-        # An OdradekUser's Secret (created, put back when edited); a given password's Secret
-        # and the cluster CA's certificate are read.
-        "Secret": ("get", "create", "patch"),
         "OdradekCluster/status": ("patch",),
         "OdradekTopic/status": ("patch",),
         "OdradekConnect/status": ("patch",),

@@ -144,7 +144,9 @@ def test_namespaced_rbac_is_least_privilege(renders: dict) -> None:
     granted = rules(renders["default-values.yaml"], "Role")
     assert not any(group == "apiextensions.k8s.io" for group, _ in granted)
     assert not any(res in ("nodes", "namespaces", "*") for _, res in granted)
-    # Secrets: an OdradekUser's is written, others read by name; never listed, watched or deleted.
+    # Secrets: a secured cluster's certificates and OdradekUsers' (issue 24), read, made and
+    # patched, never listed (no watch over every Secret of the namespace) nor deleted (owned by
+    # the cluster or the user: GC).
     assert granted[("", "secrets")] == {"get", "create", "patch"}
     assert all("*" not in verbs for verbs in granted.values())
     assert all("update" not in verbs for (_, res), verbs in granted.items() if "/" not in res)

@@ -119,8 +119,21 @@ def world():
                 "data": pki_secrets.encode(data),
             }
         )
+    operator = certs.issue_leaf(cluster_ca, "odradek-operator", now=NOW, validity_days=30)
+    operator_data = pki_secrets.leaf_data({"operator": operator}, cluster_ca.cert_pem)
+    kube.put(
+        {
+            "kind": "Secret",
+            "metadata": {"name": names.operator_certs_secret("demo"), "namespace": "ns"},
+            "data": pki_secrets.encode(operator_data),
+        }
+    )
     body = kube.put(user_body())
     return kube, FakeUserAdmin(), body, cluster_ca, clients_ca
+
+
+def admin_for(admin):
+    return lambda bootstrap, tls=None: admin
 
 
 def sync(kube, admin, body, periodic=False, now=NOW, seed=1) -> dict:
@@ -129,7 +142,7 @@ def sync(kube, admin, body, periodic=False, now=NOW, seed=1) -> dict:
     return asyncio.run(
         users.sync_user(
             kube,
-            lambda bootstrap: admin,
+            admin_for(admin),
             current,
             periodic=periodic,
             rng=random.Random(seed),
@@ -335,8 +348,8 @@ def test_the_finalizer_deletes_credential_acls_and_quotas():
     kube, admin, body, *_ = world()
     sync(kube, admin, body)
     admin.acls.add(binding("extra"))
-    done = asyncio.run(users.delete_user(kube, lambda b: admin, kube.find("OdradekUser", "alice")))
+    done = asyncio.run(users.delete_user(kube, admin_for(admin), kube.find("OdradekUser", "alice")))
     assert (admin.scram, admin.acls, admin.quotas) == ({}, set(), {})
     assert "1 SCRAM credentials, 2 ACLs, 1 quotas" in done
     del kube.objects["OdradekCluster", "ns", "demo"]
-    assert "gone" in asyncio.run(users.delete_user(kube, lambda b: admin, body))
+    assert "gone" in asyncio.run(users.delete_user(kube, admin_for(admin), body))
