@@ -246,7 +246,10 @@ def _reissue_due(
         cert = _cert_part(pem)
         if not signed_by(cert, ca.ca.cert_pem):
             return f"{pod}'s certificate is not signed by the current CA"
-        if needs_renewal(cert, now=now, renewal_days=renewal_days):
+        # A leaf already ending with its CA cannot be made longer: renewing it again would roll
+        # the pods at every pass (a brought CA near its end; a generated one is renewed first).
+        expiring = needs_renewal(cert, now=now, renewal_days=renewal_days)
+        if expiring and not_after(cert) < ca.not_after:
             return f"{pod}'s certificate expires at {not_after(cert):%Y-%m-%dT%H:%M:%SZ}"
     return ""
 
