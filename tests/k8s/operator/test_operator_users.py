@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, NoBrokersAvailable, TopicAuthorizationFailedError
 
 from odradek.client.security import client_security
@@ -24,7 +25,7 @@ from odradek.errors import ErrorCode
 from odradek.ops.client import ClusterClient, build, element_type
 from odradek_operator.kube import ApiKube
 from odradek_operator.model import names
-from odradek_operator.reconcile.admin import OpsAdmin
+from odradek_operator.reconcile.admin import AdminTls, OpsAdmin
 from odradek_operator.reconcile.cluster import ClusterContext
 from support.k8s.kubelet import KubeletStandIn
 from support.k8s_operator import OperatorThread, condition, wait_for
@@ -110,8 +111,6 @@ class World:
 
     def admin(self) -> OpsAdmin:
         """The cluster as its super user sees it: the operator's certificate on INTERNAL."""
-        from odradek_operator.reconcile.admin import AdminTls
-
         data = self.secret(names.operator_certs_secret("sec"))
         tls = AdminTls.of(data["operator.pem"], data["ca.crt"])
         return OpsAdmin(f"{BROKER_HOST}:{names.INTERNAL_PORT}", tls)
@@ -226,22 +225,16 @@ def world(kube_api, kubeconfig, tmp_path_factory):
                 "secured cluster Ready",
                 0.5,
             )
-            kube_api.store.create(
-                "odradektopics",
-                NAMESPACE,
-                {
-                    "metadata": {"name": "allowed"},
-                    "spec": {"cluster": "sec", "partitions": 1, "replicationFactor": 1},
-                },
+            # The topic, made by the super user (the operator's certificate) over INTERNAL.
+            admin = KafkaAdminClient(
+                bootstrap_servers=f"{BROKER_HOST}:{names.INTERNAL_PORT}",
+                security_protocol="SSL",
+                ssl_context=state.admin().security.tls,
             )
-            wait_for(
-                lambda: (
-                    condition(state.get("odradektopics", "allowed"), "Ready").get("status")
-                    == "True"
-                ),
-                WAIT_S,
-                "topic allowed Ready",
-            )
+            try:
+                admin.create_topics([NewTopic("allowed", 1, 1)])
+            finally:
+                admin.close()
             yield state
     finally:
         if operator is not None:
