@@ -39,6 +39,7 @@ class IssuedCertificate:
     certificate: str  # PEM
     key: str  # PKCS#8 PEM
     not_after: str  # RFC 3339, UTC
+    expiry_s: float  # the same, Unix seconds
     renewed: str  # what was done, in words ("" when the Secret's certificate was kept)
 
 
@@ -105,6 +106,8 @@ async def user_certificate(
         )
         cert_pem, key_pem = leaf.cert_pem, leaf.key_pem
     assert cert_pem is not None and key_pem is not None
-    expiry = certs.not_after(cert_pem).strftime("%Y-%m-%dT%H:%M:%SZ")
+    expiry = certs.not_after(cert_pem)
     renewed = f"client certificate {why}" if why else ""
-    return IssuedCertificate(cert_pem, key_pem, expiry, renewed)
+    return IssuedCertificate(
+        cert_pem, key_pem, expiry.strftime("%Y-%m-%dT%H:%M:%SZ"), expiry.timestamp(), renewed
+    )

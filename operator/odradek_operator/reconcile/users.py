@@ -27,7 +27,8 @@ One pass (``sync_user``), as Strimzi's user operator does it, in this order:
    (``quota_diff``).
 
 Status: conditions Ready and Error (as OdradekTopic's), ``observedGeneration``, ``username``,
-``secret``, ``cluster`` (and ``certificateNotAfter`` for tls users). Ready is False with reason
+``secret``, ``cluster`` (and ``certificateNotAfter`` for tls users, also the expiry gauge's
+``certificate="user-<name>"``, metrics.py). Ready is False with reason
 ``NoMatchingListener`` when the cluster has no listener with the user's authentication (the
 user exists but cannot connect yet). ``delete_user`` is the finalizer's: the user's SCRAM
 credentials, every ACL of its principal and its quotas are deleted (the Secret goes with the
@@ -42,6 +43,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from odradek.security.acl import AclBinding, kafka_name
+from odradek_operator import metrics
 from odradek_operator.kube import KubeError, contains
 from odradek_operator.model import names
 from odradek_operator.model.spec import ClusterSpec, Listener, SpecError
@@ -116,6 +118,11 @@ def quota_diff(desired: Mapping[str, float], actual: Mapping[str, float]) -> Quo
         if k not in actual or abs(actual[k] - v) > QUOTA_TOLERANCE * max(1.0, abs(v))
     }
     return QuotaDiff(changed, tuple(sorted(k for k in actual if k not in desired)))
+
+
+def certificate_metric(user: str) -> str:
+    """A tls user's client certificate, as the certificate expiry gauge names it."""
+    return f"user-{user}"
 
 
 def show_acl(binding: AclBinding) -> str:
@@ -384,6 +391,9 @@ async def _converge(
             if issued.renewed:
                 changes.credential = issued.renewed
             status["certificateNotAfter"] = issued.not_after
+            metrics.record_certificates(
+                spec.namespace, spec.cluster, {certificate_metric(spec.name): issued.expiry_s}
+            )
             desired = user_secret(
                 spec,
                 ca_crt=ca_crt or "",
@@ -434,6 +444,7 @@ async def delete_user(kube, admin_for, body: Mapping) -> str:
         await admin.alter_user_quotas(user, {}, sorted(quotas))
     except AdminRefused as e:
         raise Retry(f"deleting user {user}: {e}", WAIT_S, "UserNotDeleted") from e
+    metrics.forget_certificate(namespace, cluster_name, certificate_metric(user))
     return (
         f"user {user} deleted from cluster {cluster_name}: {len(mechanisms)} SCRAM credentials, "
         f"{len(acls)} ACLs, {len(quotas)} quotas"

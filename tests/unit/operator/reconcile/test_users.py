@@ -21,6 +21,7 @@ from odradek.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from odradek_operator import metrics
 from odradek_operator.model import names
 from odradek_operator.model.users import credential_fingerprint
 from odradek_operator.pki import certs
@@ -322,12 +323,17 @@ def test_a_tls_user_gets_a_certificate_kept_until_renewal():
     assert data["user.pem"] == data["user.key"] + data["user.crt"]
     assert "CN=alice" in certs.parse_certificates(data["user.crt"])[0].subject.rfc4514_string()
     assert status["certificateNotAfter"] == "2027-12-03T12:00:00Z"
+    expiry = metrics.CERTIFICATE_EXPIRY.labels("demo", "ns", "user-alice")._value.get()
+    assert expiry == datetime.datetime(2027, 12, 3, 12, 0, tzinfo=datetime.UTC).timestamp()
     sync(kube, admin, body, periodic=True, now=NOW + datetime.timedelta(days=300))
     assert secret(kube)["user.crt"] == data["user.crt"]  # kept
     sync(kube, admin, body, periodic=True, now=NOW + datetime.timedelta(days=340))
     renewed = secret(kube)
     assert renewed["user.crt"] != data["user.crt"] and renewed["user.key"] != data["user.key"]
     assert "renewed" in ready(kube)["message"]
+    asyncio.run(users.delete_user(kube, admin_for(admin), kube.find("OdradekUser", "alice")))
+    series = {s.labels["certificate"] for m in metrics.REGISTRY.collect() for s in m.samples}
+    assert "user-alice" not in series
 
 
 def test_a_tls_certificate_edited_or_from_another_ca_is_issued_again():
