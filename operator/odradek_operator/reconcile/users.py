@@ -309,7 +309,7 @@ async def sync_user(
                 f"this user was made in cluster {recorded}; label {names.CLUSTER_LABEL} "
                 f"{spec.cluster} is refused (delete the user and create it again instead)",
             )
-        status.update(username=spec.name, secret=spec.name, cluster=spec.cluster)
+        status.update(username=spec.name, secret=spec.name)
         changes, listener = await _converge(kube, admin_for, spec, rng, now(), status)
     except Retry as retry:
         await write(
@@ -372,6 +372,9 @@ async def _converge(
             "ClusterCaNotReady",
         )
     admin = await cluster_admin(kube, admin_for, spec.cluster, spec.namespace)
+    # From here on the cluster may hold something of this user: it is recorded (a label naming
+    # a cluster that was never reached, a typo, may still be corrected).
+    status["cluster"] = spec.cluster
     live = await kube.get("Secret", spec.name, spec.namespace)
     if live is not None and not _owned_by(live, spec):
         raise Refused(

@@ -304,7 +304,13 @@ def test_a_cluster_without_a_listener_for_the_user_is_not_ready():
 
 def test_moving_a_user_to_another_cluster_is_refused():
     kube, admin, body, *_ = world()
+    typo = copy.deepcopy(body)
+    typo["metadata"]["labels"]["odradek.io/cluster"] = "dmeo"
+    with pytest.raises(Retry):
+        sync(kube, admin, typo)  # never reached: a label that may still be corrected
+    assert "cluster" not in kube.find("OdradekUser", "alice")["status"]
     sync(kube, admin, body)
+    assert kube.find("OdradekUser", "alice")["status"]["cluster"] == "demo"
     moved = copy.deepcopy(body)
     moved["metadata"]["labels"]["odradek.io/cluster"] = "other"
     with pytest.raises(Refused) as refused:
