@@ -9,6 +9,9 @@ converge it, a timer reverts drift, deletion (kopf's finalizer) deletes the topi
 OdradekConnect: create/update/resume and a timer apply its workers' objects and report them.
 OdradekConnector: create/update/resume and a timer converge it through the workers' REST API
 (config, target state) and read its status; deletion (kopf's finalizer) deletes the connector.
+OdradekUser: create/update/resume and a timer converge its credential, Secret, ACLs and quotas
+(reconcile/users.py; the timer repairs drift); deletion (kopf's finalizer) deletes the user's
+credentials, ACLs and quotas.
 
 The Kubernetes port and the admin factory live in kopf's ``memo`` (``memo.ctx``, a
 ``ClusterContext``), made at startup unless the caller (a test) gave one.
@@ -30,6 +33,7 @@ from odradek_operator.reconcile.cluster import ClusterContext, reconcile_cluster
 from odradek_operator.reconcile.connect import delete_connector, reconcile_connect, sync_connector
 from odradek_operator.reconcile.status import Refused, Retry
 from odradek_operator.reconcile.topics import delete_topic, sync_topic
+from odradek_operator.reconcile.users import delete_user, sync_user
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +41,13 @@ CLUSTERS = (names.GROUP, names.VERSION, names.CLUSTER_PLURAL)
 TOPICS = (names.GROUP, names.VERSION, names.TOPIC_PLURAL)
 CONNECTS = (names.GROUP, names.VERSION, names.CONNECT_PLURAL)
 CONNECTORS = (names.GROUP, names.VERSION, names.CONNECTOR_PLURAL)
+USERS = (names.GROUP, names.VERSION, names.USER_PLURAL)
 # The periodic passes; the environment may shorten them (the end-to-end tests do).
 CLUSTER_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_CLUSTER_INTERVAL_S", "15"))
 TOPIC_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_TOPIC_INTERVAL_S", "30"))
 CONNECT_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_CONNECT_INTERVAL_S", "15"))
 CONNECTOR_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_CONNECTOR_INTERVAL_S", "15"))
+USER_INTERVAL_S = float(os.environ.get("ODRADEK_OPERATOR_USER_INTERVAL_S", "30"))
 DEFAULT_IMAGE = "odradek:latest"
 
 
@@ -266,3 +272,37 @@ async def connector_deleted(body, memo, logger, **_) -> None:
         logger.info(await delete_connector(ctx.kube, ctx.connect_api_for, body))
     except Retry as e:
         raise kopf.TemporaryError(str(e), delay=e.delay_s) from e
+
+
+# -- OdradekUser ---------------------------------------------------------------------------------
+
+
+async def _user_pass(body, memo, *, periodic: bool) -> None:
+    ctx = memo.ctx
+    await _locked_pass(
+        names.USER_KIND,
+        body,
+        memo,
+        periodic,
+        lambda: sync_user(ctx.kube, ctx.admin_for, body, periodic=periodic),
+    )
+
+
+@kopf.on.resume(*USERS)
+@kopf.on.create(*USERS)
+@kopf.on.update(*USERS)
+async def user_changed(body, memo, **_) -> None:
+    await _user_pass(body, memo, periodic=False)
+
+
+@kopf.timer(*USERS, interval=USER_INTERVAL_S, initial_delay=USER_INTERVAL_S)
+async def user_periodic(body, memo, **_) -> None:
+    await _user_pass(body, memo, periodic=True)
+
+
+@kopf.on.delete(*USERS, retries=10, backoff=5)
+async def user_deleted(body, memo, logger, **_) -> None:
+    try:
+        logger.info(await delete_user(memo.ctx.kube, memo.ctx.admin_for, body))
+    except (Retry, ClusterUnavailable) as e:
+        raise kopf.TemporaryError(str(e), delay=5) from e

@@ -97,6 +97,7 @@ KINDS: dict[str, Kind] = {
         Kind("OdradekTopic", "odradek.io", "v1alpha1", "odradektopics"),
         Kind("OdradekConnect", "odradek.io", "v1alpha1", "odradekconnects"),
         Kind("OdradekConnector", "odradek.io", "v1alpha1", "odradekconnectors"),
+        Kind("OdradekUser", "odradek.io", "v1alpha1", "odradekusers"),
     )
 }
 
@@ -116,8 +117,9 @@ OPERATOR_VERBS: Mapping[str, frozenset[str]] = {
         "ServiceAccount": ("get", "create", "patch"),
         "Deployment": ("get", "create", "patch"),
         "PodDisruptionBudget": ("get", "create", "patch"),
-        # A secured cluster's CAs and certificates (reconcile/certificates.py); a CA the user
-        # brings is only read.
+        # A secured cluster's CAs and certificates (reconcile/certificates.py; a CA the user
+        # brings is only read) and OdradekUsers' Secrets (reconcile/users.py: created, put back
+        # when edited; a given password's Secret read). Never listed, never deleted (GC).
         "Secret": ("get", "create", "patch"),
         # Scaled by a patch; deleted (orphaning its pods) to change volumeClaimTemplates.
         "StatefulSet": ("get", "create", "patch", "delete"),
@@ -132,6 +134,7 @@ OPERATOR_VERBS: Mapping[str, frozenset[str]] = {
         "OdradekTopic/status": ("patch",),
         "OdradekConnect/status": ("patch",),
         "OdradekConnector/status": ("patch",),
+        "OdradekUser/status": ("patch",),
     }.items()
 }
 # What kopf itself asks (it watches, and patches finalizers and its annotations on, the kinds it
@@ -145,8 +148,10 @@ KOPF_VERBS: Mapping[str, frozenset[str]] = {
         "OdradekTopic": ("list", "watch", "patch"),
         "OdradekConnect": ("list", "watch", "patch"),
         "OdradekConnector": ("list", "watch", "patch"),
+        "OdradekUser": ("list", "watch", "patch"),
         "OdradekCluster/finalizers": ("update",),
         "OdradekConnect/finalizers": ("update",),
+        "OdradekUser/finalizers": ("update",),
         "Event": ("create",),
         # Peering: "KopfPeering" (kopfpeerings; ClusterKopfPeering cluster-wide); cluster-wide
         # only, kopf watches CustomResourceDefinitions.

@@ -8,12 +8,15 @@
 - ``odradek_operator_certificate_expiry_timestamp_seconds{cluster, namespace, certificate}``:
   when each certificate a secured cluster's operator keeps expires (``cluster-ca``,
   ``clients-ca``, ``broker``, ``controller``, ``zookeeper``: the earliest of its pods', and
-  ``operator``), Unix seconds; alert on it minus ``time()``.
+  ``operator``; a tls OdradekUser's client certificate as ``user-<name>``), Unix seconds;
+  alert on it minus ``time()``.
 
 prometheus-client's metrics are thread-safe.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
@@ -23,6 +26,7 @@ __all__ = [
     "OPERATIONS",
     "RECONCILIATIONS",
     "REGISTRY",
+    "forget_certificate",
     "record_certificates",
     "record_operation",
     "serve",
@@ -59,6 +63,12 @@ CERTIFICATE_EXPIRY = Gauge(
 def record_certificates(namespace: str, cluster: str, expiries: dict[str, float]) -> None:
     for certificate, timestamp in expiries.items():
         CERTIFICATE_EXPIRY.labels(cluster, namespace, certificate).set(timestamp)
+
+
+def forget_certificate(namespace: str, cluster: str, certificate: str) -> None:
+    """A certificate no longer kept (a deleted tls user's): its series goes."""
+    with contextlib.suppress(KeyError):  # never recorded by this process
+        CERTIFICATE_EXPIRY.remove(cluster, namespace, certificate)
 
 
 def record_operation(namespace: str, cluster: str, operation: dict | None) -> None:

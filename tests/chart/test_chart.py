@@ -91,7 +91,7 @@ def test_default_install_is_namespaced(renders: dict) -> None:
     objs = renders["default-values.yaml"]
     kinds = sorted(o["kind"] for o in objs)
     assert kinds == sorted(
-        ["CustomResourceDefinition"] * 6 + ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
+        ["CustomResourceDefinition"] * 7 + ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
     )
     assert operator_container(objs)["args"] == [
         "--namespace",
@@ -144,8 +144,9 @@ def test_namespaced_rbac_is_least_privilege(renders: dict) -> None:
     granted = rules(renders["default-values.yaml"], "Role")
     assert not any(group == "apiextensions.k8s.io" for group, _ in granted)
     assert not any(res in ("nodes", "namespaces", "*") for _, res in granted)
-    # Secrets: a secured cluster's certificates (issue 24), read, made and patched, never listed
-    # (no watch over every Secret of the namespace) nor deleted (owned by the cluster: GC).
+    # Secrets: a secured cluster's certificates and OdradekUsers' (issue 24), read, made and
+    # patched, never listed (no watch over every Secret of the namespace) nor deleted (owned by
+    # the cluster or the user: GC).
     assert granted[("", "secrets")] == {"get", "create", "patch"}
     assert all("*" not in verbs for verbs in granted.values())
     assert all("update" not in verbs for (_, res), verbs in granted.items() if "/" not in res)

@@ -202,8 +202,8 @@ def test_missing_required_fields_are_refused() -> None:
     topic = copy.deepcopy(TOPIC)
     del topic["spec"]["partitions"]
     assert any("'partitions' is a required property" in p for p in openapi.errors(topic))
-    assert openapi.errors({**CLUSTER, "kind": "OdradekUser"}) == [
-        "unknown kind 'OdradekUser' (not one of group odradek.io)"
+    assert openapi.errors({**CLUSTER, "kind": "OdradekWidget"}) == [
+        "unknown kind 'OdradekWidget' (not one of group odradek.io)"
     ]
 
 
@@ -252,7 +252,7 @@ def test_crds_round_trip_through_yaml() -> None:
 def test_the_operator_accepts_every_example_the_crds_accept() -> None:
     """model/spec.py (the operator's own checks) and the CRDs agree on every example resource."""
     try:
-        from odradek_operator.model import connect, spec
+        from odradek_operator.model import connect, spec, users
     except ImportError:
         pytest.skip("model/spec.py is not in this tree yet (builders' branch)")
     for where, resource in custom_resources():
@@ -265,6 +265,7 @@ def test_the_operator_accepts_every_example_the_crds_accept() -> None:
             "OdradekTopic": spec.TopicSpec,
             "OdradekConnect": connect.ConnectSpec,
             "OdradekConnector": connect.ConnectorSpec,
+            "OdradekUser": users.UserSpec,
         }[resource["kind"]]
         try:
             parse.from_resource(body)

@@ -201,3 +201,63 @@ class FakeAdmin:
 
     async def delete_topic(self, name):
         self.calls.append(("delete_topic", name))
+
+
+class FakeUserAdmin(FakeAdmin):
+    """``FakeAdmin`` plus the users' port (``UserAdmin``): SCRAM credentials, ACLs and client
+    quotas in memory; ``authorizer = False`` answers the ACL APIs as a cluster without one."""
+
+    def __init__(self) -> None:
+        super().__init__(view({}, range(1)))
+        self.scram: dict[str, dict[str, tuple[int, str]]] = {}  # user -> mechanism -> (it, pw)
+        self.acls: set = set()
+        self.quotas: dict[str, dict[str, float]] = {}
+        self.authorizer = True
+
+    def _acl_check(self) -> None:
+        if not self.authorizer:
+            from odradek_operator.reconcile.admin import AuthorizerDisabled
+
+            raise AuthorizerDisabled("no authorizer")
+
+    async def scram_mechanisms(self, user):
+        return {m: it for m, (it, _) in self.scram.get(user, {}).items()}
+
+    async def upsert_scram(self, user, mechanism, iterations, password):
+        self.calls.append(("upsert_scram", user, mechanism, password))
+        self.scram.setdefault(user, {})[mechanism] = (iterations, password)
+
+    async def delete_scram(self, user, mechanism):
+        self.calls.append(("delete_scram", user, mechanism))
+        self.scram.get(user, {}).pop(mechanism, None)
+        if not self.scram.get(user):
+            self.scram.pop(user, None)
+
+    async def acls_of(self, principal):
+        self._acl_check()
+        return frozenset(b for b in self.acls if b.entry.principal == principal)
+
+    async def create_acls(self, bindings):
+        self._acl_check()
+        bindings = list(bindings)
+        self.calls.append(("create_acls", len(bindings)))
+        self.acls.update(bindings)
+
+    async def delete_acls(self, bindings):
+        bindings = list(bindings)
+        if bindings:
+            self._acl_check()
+            self.calls.append(("delete_acls", len(bindings)))
+        self.acls.difference_update(bindings)
+
+    async def user_quotas(self, user):
+        return dict(self.quotas.get(user, {}))
+
+    async def alter_user_quotas(self, user, set_, remove):
+        self.calls.append(("alter_user_quotas", user, dict(set_), tuple(remove)))
+        entry = self.quotas.setdefault(user, {})
+        entry.update(set_)
+        for key in remove:
+            entry.pop(key, None)
+        if not entry:
+            self.quotas.pop(user, None)

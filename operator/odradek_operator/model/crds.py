@@ -2,9 +2,9 @@
 
 ``scripts/render_crds.py`` writes them into the Helm chart (``charts/odradek/templates/crds/``);
 a test keeps the checked-in YAML equal to what this module builds. Every kind is one entry of
-:func:`crds` (OdradekCluster, OdradekTopic, and Connect's OdradekConnect and
-OdradekConnector); a new kind is added by writing its ``*_crd()`` function and appending it
-there; the chart, the test API server (tests/support/k8s), the RBAC test and
+:func:`crds` (OdradekCluster, OdradekTopic, Connect's OdradekConnect and
+OdradekConnector, and OdradekUser); a new kind is added by writing its ``*_crd()`` function
+and appending it there; the chart, the test API server (tests/support/k8s), the RBAC test and
 the validators pick them up from that list. The chart's RBAC rules name the kinds by hand:
 tests/chart/test_chart.py fails until a new kind is granted there too.
 
@@ -64,6 +64,18 @@ CERTIFICATES_MAX = 16  # status.certificates: the CAs and one entry per componen
 IGNORED_TOPICS_MAX = 100  # status.operation.ignoredTopics (the message says how many in all)
 LOG_LEVELS = ["WARNING", "DEBUG"]  # what ``odradek [-v]`` honours
 CONNECTOR_STATES = ["running", "paused", "stopped"]
+# OdradekUser (Strimzi's KafkaUser): its vocabulary, which model/users.py reads from here.
+USER_AUTHENTICATION_TYPES = ["scram-sha-512", "tls"]
+ACL_RESOURCE_TYPES = ["topic", "group", "cluster", "transactionalId"]
+ACL_PATTERN_TYPES = ["literal", "prefix"]
+ACL_RULE_TYPES = ["allow", "deny"]
+ACL_OPERATIONS = [
+    "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction", "AlterConfigs",
+    "DescribeConfigs", "IdempotentWrite", "All",
+]  # fmt: skip
+ACLS_MAX = 1000  # rules of one user (each operation of a rule is one ACL)
+# A tls user's name is its certificate's CN, which X.509 bounds at 64 characters (ub-common-name).
+USER_NAME_MAX = 253  # a Secret's name (DNS subdomain)
 
 
 def _obj(
@@ -556,6 +568,97 @@ def connector_status() -> Schema:
     )
 
 
+def user_spec() -> Schema:
+    secret_key_ref = _obj(
+        {
+            "name": _str(minLength=1, description="A Secret in the user's namespace."),
+            "key": _str(minLength=1, description="The key holding the password."),
+        },
+        required=["name", "key"],
+    )
+    authentication = _obj(
+        {
+            "type": _str(
+                enum=USER_AUTHENTICATION_TYPES,
+                description="scram-sha-512 (a password) or tls (a client certificate).",
+            ),
+            "password": _obj(
+                {"valueFrom": _obj({"secretKeyRef": secret_key_ref}, required=["secretKeyRef"])},
+                required=["valueFrom"],
+                description="scram-sha-512 only: the password to use; default: generated.",
+            ),
+        },
+        required=["type"],
+    )
+    resource = _obj(
+        {
+            "type": _str(enum=ACL_RESOURCE_TYPES),
+            "name": _str(
+                minLength=1,
+                description="The topic, group or transactional id; * (literal) for all; "
+                "none for the cluster.",
+            ),
+            "patternType": _str(enum=ACL_PATTERN_TYPES, default="literal"),
+        },
+        required=["type"],
+    )
+    rule = _obj(
+        {
+            "type": _str(enum=ACL_RULE_TYPES, default="allow"),
+            "resource": resource,
+            "operations": {
+                "type": "array",
+                "items": _str(enum=ACL_OPERATIONS),
+                "minItems": 1,
+                "maxItems": len(ACL_OPERATIONS),
+            },
+            "host": _str(minLength=1, default="*", description="A client address, or *."),
+        },
+        required=["resource", "operations"],
+    )
+    authorization = _obj(
+        {
+            "type": _str(enum=["simple"], description="Kafka's ACL authorizer."),
+            "acls": {"type": "array", "items": rule, "maxItems": ACLS_MAX},
+        },
+        required=["type"],
+    )
+    rate = "bytes per second, for the user's clients together, on each broker"
+    quotas = _obj(
+        {
+            "producerByteRate": _int(minimum=0, description=f"producer_byte_rate: {rate}."),
+            "consumerByteRate": _int(minimum=0, description=f"consumer_byte_rate: {rate}."),
+            "requestPercentage": _int(
+                minimum=0,
+                description="request_percentage: of one request handler thread's time.",
+            ),
+            "controllerMutationRate": {
+                "type": "number",
+                "minimum": 0,
+                "description": "controller_mutation_rate: partitions created or deleted a second.",
+            },
+        }
+    )
+    return _obj(
+        {"authentication": authentication, "authorization": authorization, "quotas": quotas},
+        required=["authentication"],
+    )
+
+
+def user_status() -> Schema:
+    return _obj(
+        {
+            "observedGeneration": _int(minimum=0),
+            "conditions": conditions(),
+            "username": _str(description="The Kafka user name (principal User:<username>)."),
+            "secret": _str(description="The Secret holding the user's credentials."),
+            "certificateNotAfter": _str(
+                format="date-time", description="tls: when the client certificate expires."
+            ),
+        }
+    )
+
+
 def _crd(
     kind: str,
     *,
@@ -687,9 +790,33 @@ def connector_crd() -> dict[str, Any]:
     )
 
 
+CLUSTER_LABEL_PATH = ".metadata.labels.odradek\\.io/cluster"  # JSONPath escapes the dot
+
+
+def user_crd() -> dict[str, Any]:
+    return _crd(
+        "OdradekUser",
+        short_names=["odu"],
+        metadata=_obj({"name": _str(maxLength=USER_NAME_MAX)}),
+        spec=user_spec(),
+        status=user_status(),
+        columns=[
+            {
+                "name": "Cluster",
+                "type": "string",
+                "jsonPath": ".metadata.labels.odradek\\.io/cluster",
+            },
+            {"name": "Authentication", "type": "string", "jsonPath": ".spec.authentication.type"},
+            {"name": "Authorization", "type": "string", "jsonPath": ".spec.authorization.type"},
+            ready_column(),
+            AGE_COLUMN,
+        ],
+    )
+
+
 def crds() -> list[dict[str, Any]]:
     """Every CRD of the group, in the order the chart renders them. Add new kinds here."""
-    return [cluster_crd(), topic_crd(), connect_crd(), connector_crd()]
+    return [cluster_crd(), topic_crd(), connect_crd(), connector_crd(), user_crd()]
 
 
 def crd_for(kind: str) -> dict[str, Any]:

@@ -33,6 +33,8 @@ CONNECT_KIND = "OdradekConnect"
 CONNECT_PLURAL = "odradekconnects"
 CONNECTOR_KIND = "OdradekConnector"
 CONNECTOR_PLURAL = "odradekconnectors"
+USER_KIND = "OdradekUser"
+USER_PLURAL = "odradekusers"
 
 APP_NAME = "odradek"
 MANAGED_BY = "odradek-operator"
@@ -40,7 +42,8 @@ NAME_LABEL = "app.kubernetes.io/name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-TOPIC_CLUSTER_LABEL = f"{GROUP}/cluster"  # on an OdradekTopic: the cluster it belongs to
+# On an OdradekTopic or OdradekUser: the cluster it belongs to (Strimzi's strimzi.io/cluster).
+CLUSTER_LABEL = f"{GROUP}/cluster"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"  # set by the StatefulSet controller (1.28+)
 
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"

@@ -1,11 +1,15 @@
 """The Odradek cluster as the reconcilers ask it things: ``ClusterAdmin`` and its real adapter.
 
 ``ClusterAdmin`` is the small port (a ``typing.Protocol``) the reconcilers take, so their
-decisions are unit-tested with a fake. ``OpsAdmin`` implements it for one bootstrap address:
-Metadata, drain, rebalance and reassignments through ``odradek.ops`` (the same library the
-``odradek cluster`` command uses), DescribeLogDirs and DescribeConfigs through ``odradek.ops``'
-``ClusterClient``, and topics and their config changes through confluent_kafka's
-``AdminClient`` (its blocking futures waited for in a worker thread).
+decisions are unit-tested with a fake; ``UserAdmin`` is the OdradekUser reconciler's (SCRAM
+credentials, the ACLs of one principal, the user entity's client quotas). ``OpsAdmin``
+implements both for one bootstrap address: Metadata, drain, rebalance and reassignments
+through ``odradek.ops`` (the same library the ``odradek cluster`` command uses);
+DescribeLogDirs, DescribeConfigs and the users' SCRAM credentials, ACLs and client quotas
+through ``odradek.ops``' ``ClusterClient`` (confluent_kafka has no client quota API); topics
+and their config changes through confluent_kafka's ``AdminClient`` (its blocking futures
+waited for in a worker thread). An ACL API answering SECURITY_DISABLED (no authorizer on the
+brokers) is ``AuthorizerDisabled``.
 
 Every call opens its own connections and closes them, bounded by ``REQUEST_TIMEOUT_S``; an
 unreachable cluster is ``ClusterUnavailable`` (the handlers turn it into a temporary error).
@@ -43,8 +47,26 @@ from odradek.ops import ClusterView, OpsError
 from odradek.ops.client import DESCRIBE_LOG_DIRS, ClusterClient, build, element_type
 from odradek.ops.cluster import read_cluster
 from odradek.ops.reassign import list_reassignments
+from odradek.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from odradek.security.scram import ScramMechanism, salted_password
 
-__all__ = ["AdminRefused", "AdminTls", "ClusterAdmin", "ClusterUnavailable", "OpsAdmin"]
+__all__ = [
+    "AdminRefused",
+    "AdminTls",
+    "AuthorizerDisabled",
+    "ClusterAdmin",
+    "ClusterUnavailable",
+    "OpsAdmin",
+    "UserAdmin",
+]
 
 REQUEST_TIMEOUT_S = 15.0
 ADMIN_TIMEOUT_S = 30.0
@@ -56,6 +78,10 @@ class ClusterUnavailable(Exception):
 
 class AdminRefused(Exception):
     """The cluster refused a request for a reason retrying will not change (bad config...)."""
+
+
+class AuthorizerDisabled(AdminRefused):
+    """The brokers run without an authorizer (``authorizer.class.name``): ACLs cannot be kept."""
 
 
 class ClusterAdmin(Protocol):
@@ -88,6 +114,35 @@ class ClusterAdmin(Protocol):
     ) -> None: ...
 
     async def delete_topic(self, name: str) -> None: ...
+
+
+class UserAdmin(Protocol):
+    """What the OdradekUser reconciler asks. ACLs are ``odradek.security.acl.AclBinding``s."""
+
+    async def scram_mechanisms(self, user: str) -> dict[str, int]:
+        """The user's SCRAM credentials: mechanism (``SCRAM-SHA-512``) -> iterations."""
+
+    async def upsert_scram(
+        self, user: str, mechanism: str, iterations: int, password: str
+    ) -> None: ...
+
+    async def delete_scram(self, user: str, mechanism: str) -> None:
+        """Remove one credential (none there: nothing happens)."""
+
+    async def acls_of(self, principal: str) -> frozenset[AclBinding]:
+        """Every ACL whose principal is ``principal`` (AuthorizerDisabled without an authorizer)."""
+
+    async def create_acls(self, bindings: Iterable[AclBinding]) -> None: ...
+
+    async def delete_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """Remove exactly these ACLs (each matched on every field)."""
+
+    async def user_quotas(self, user: str) -> dict[str, float]:
+        """The client quotas of the user entity ``user`` (not its clients', nor the default)."""
+
+    async def alter_user_quotas(
+        self, user: str, set_: Mapping[str, float], remove: Iterable[str]
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -323,6 +378,243 @@ class OpsAdmin:
     async def delete_topic(self, name: str) -> None:
         client = self._client()  # alive until its futures are done
         await self._wait(client.delete_topics([name], operation_timeout=ADMIN_TIMEOUT_S))
+
+    # -- users: SCRAM credentials, ACLs and quotas (odradek.ops' ClusterClient) -----------------
+    #
+    # Odradek's own client, not librdkafka: each request goes to a bootstrap address (any broker
+    # serves these APIs), so nothing depends on resolving the names brokers advertise.
+
+    def cluster_client(self) -> ClusterClient:
+        """Odradek's own client for one call's connections."""
+        return ClusterClient(
+            self.bootstrap, request_timeout_s=REQUEST_TIMEOUT_S, security=self.security
+        )
+
+    async def _send(self, what: str, api_key: int, version: int, make):
+        try:
+            async with self.cluster_client() as client:
+                return await client.send_any(api_key, version, make)
+        except (OpsError, OSError) as e:
+            raise ClusterUnavailable(f"{what}: {e}") from e
+
+    async def scram_mechanisms(self, user: str) -> dict[str, int]:
+        def make(request_type):
+            name = element_type(request_type, "users")
+            return build(request_type, users=(build(name, name=user),))
+
+        response = await self._send(
+            "DescribeUserScramCredentials", DESCRIBE_USER_SCRAM_CREDENTIALS, 0, make
+        )
+        if response.error_code:
+            raise AdminRefused(f"DescribeUserScramCredentials: {response.error_message}")
+        found: dict[str, int] = {}
+        for result in response.results:
+            if result.error_code == ErrorCode.resource_not_found:
+                continue  # no credential at all
+            if result.error_code:
+                raise AdminRefused(f"DescribeUserScramCredentials {user}: {result.error_message}")
+            for info in result.credential_infos:
+                found[_SCRAM_BY_WIRE_TYPE[int(info.mechanism)].mechanism_name] = int(
+                    info.iterations
+                )
+        return found
+
+    async def _alter_scram(self, user: str, upsertions=(), deletions=()) -> None:
+        def make(request_type):
+            upsertion = element_type(request_type, "upsertions")
+            deletion = element_type(request_type, "deletions")
+            return build(
+                request_type,
+                upsertions=tuple(build(upsertion, name=user, **u) for u in upsertions),
+                deletions=tuple(build(deletion, name=user, **d) for d in deletions),
+            )
+
+        response = await self._send(
+            "AlterUserScramCredentials", ALTER_USER_SCRAM_CREDENTIALS, 0, make
+        )
+        for result in response.results:
+            if result.error_code == ErrorCode.resource_not_found and deletions:
+                continue  # deleting one that is not there: already done
+            if result.error_code:
+                raise AdminRefused(f"AlterUserScramCredentials {user}: {result.error_message}")
+
+    async def upsert_scram(self, user: str, mechanism: str, iterations: int, password: str) -> None:
+        scram = _scram_mechanism(mechanism)
+        salt = os.urandom(SCRAM_SALT_BYTES)
+        salted = salted_password(scram, password, salt, iterations)
+        upsertion = {
+            "mechanism": scram.wire_type,
+            "iterations": iterations,
+            "salt": salt,
+            "salted_password": salted,
+        }
+        await self._alter_scram(user, upsertions=[upsertion])
+
+    async def delete_scram(self, user: str, mechanism: str) -> None:
+        await self._alter_scram(
+            user, deletions=[{"mechanism": _scram_mechanism(mechanism).wire_type}]
+        )
+
+    async def acls_of(self, principal: str) -> frozenset[AclBinding]:
+        def make(request_type):
+            return build(
+                request_type,
+                resource_type_filter=int(ResourceType.ANY),
+                resource_name_filter=None,
+                pattern_type_filter=int(PatternType.ANY),
+                principal_filter=principal,
+                host_filter=None,
+                operation=int(AclOperation.ANY),
+                permission_type=int(AclPermissionType.ANY),
+            )
+
+        response = await self._send("DescribeAcls", DESCRIBE_ACLS, 3, make)
+        _check_acl_error(response.error_code, response.error_message, "DescribeAcls")
+        found = set()
+        for resource in response.resources:
+            for entry in resource.acls:
+                if int(resource.resource_type) not in _USER_RESOURCE_TYPES:
+                    continue  # delegation tokens, users: no rule of a user names them
+                found.add(
+                    AclBinding(
+                        ResourcePattern(
+                            ResourceType(int(resource.resource_type)),
+                            resource.resource_name,
+                            PatternType(int(resource.pattern_type)),
+                        ),
+                        AccessControlEntry(
+                            entry.principal,
+                            entry.host,
+                            AclOperation(int(entry.operation)),
+                            AclPermissionType(int(entry.permission_type)),
+                        ),
+                    )
+                )
+        return frozenset(found)
+
+    async def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        made = list(bindings)
+        if not made:
+            return
+
+        def make(request_type):
+            creation = element_type(request_type, "creations")
+            return build(
+                request_type,
+                creations=tuple(
+                    build(
+                        creation,
+                        resource_type=int(b.pattern.resource_type),
+                        resource_name=b.pattern.name,
+                        resource_pattern_type=int(b.pattern.pattern_type),
+                        principal=b.entry.principal,
+                        host=b.entry.host,
+                        operation=int(b.entry.operation),
+                        permission_type=int(b.entry.permission_type),
+                    )
+                    for b in made
+                ),
+            )
+
+        response = await self._send("CreateAcls", CREATE_ACLS, 3, make)
+        for result in response.results:
+            _check_acl_error(result.error_code, result.error_message, "CreateAcls")
+
+    async def delete_acls(self, bindings: Iterable[AclBinding]) -> None:
+        gone = list(bindings)
+        if not gone:
+            return
+
+        def make(request_type):
+            selection = element_type(request_type, "filters")
+            return build(
+                request_type,
+                filters=tuple(
+                    build(
+                        selection,
+                        resource_type_filter=int(b.pattern.resource_type),
+                        resource_name_filter=b.pattern.name,
+                        pattern_type_filter=int(b.pattern.pattern_type),
+                        principal_filter=b.entry.principal,
+                        host_filter=b.entry.host,
+                        operation=int(b.entry.operation),
+                        permission_type=int(b.entry.permission_type),
+                    )
+                    for b in gone
+                ),
+            )
+
+        response = await self._send("DeleteAcls", DELETE_ACLS, 3, make)
+        for result in response.filter_results:
+            _check_acl_error(result.error_code, result.error_message, "DeleteAcls")
+
+    async def user_quotas(self, user: str) -> dict[str, float]:
+        def make(request_type):
+            component = element_type(request_type, "components")
+            match = build(component, entity_type="user", match_type=MATCH_EXACT, match=user)
+            return build(request_type, components=(match,), strict=True)
+
+        response = await self._send("DescribeClientQuotas", DESCRIBE_CLIENT_QUOTAS, 1, make)
+        if response.error_code:
+            raise AdminRefused(f"DescribeClientQuotas: {response.error_message}")
+        for entry in response.entries or ():
+            if [(e.entity_type, e.entity_name) for e in entry.entity] == [("user", user)]:
+                return {v.key: float(v.value) for v in entry.values}
+        return {}
+
+    async def alter_user_quotas(
+        self, user: str, set_: Mapping[str, float], remove: Iterable[str]
+    ) -> None:
+        ops = [(k, float(v), False) for k, v in set_.items()] + [(k, 0.0, True) for k in remove]
+        if not ops:
+            return
+
+        def make(request_type):
+            entry_type = element_type(request_type, "entries")
+            entity_type = element_type(entry_type, "entity")
+            op_type = element_type(entry_type, "ops")
+            entry = build(
+                entry_type,
+                entity=(build(entity_type, entity_type="user", entity_name=user),),
+                ops=tuple(build(op_type, key=k, value=v, remove=r) for k, v, r in ops),
+            )
+            return build(request_type, entries=(entry,), validate_only=False)
+
+        response = await self._send("AlterClientQuotas", ALTER_CLIENT_QUOTAS, 1, make)
+        for entry in response.entries:
+            if entry.error_code:
+                raise AdminRefused(f"AlterClientQuotas for user {user}: {entry.error_message}")
+
+
+# Kafka's API keys of the users' requests (odradek.protocol.apis.ApiKey).
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
+DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
+MATCH_EXACT = 0  # DescribeClientQuotas' match_type: this entity name
+SCRAM_SALT_BYTES = 32  # a fresh salt per credential, as Kafka's ScramFormatter makes
+_SCRAM_BY_WIRE_TYPE = {m.wire_type: m for m in ScramMechanism}
+_USER_RESOURCE_TYPES = {
+    ResourceType.TOPIC,
+    ResourceType.GROUP,
+    ResourceType.CLUSTER,
+    ResourceType.TRANSACTIONAL_ID,
+}
+
+
+def _scram_mechanism(name: str) -> ScramMechanism:
+    for mechanism in ScramMechanism:
+        if mechanism.mechanism_name == name:
+            return mechanism
+    raise ValueError(f"unknown SCRAM mechanism {name}")
+
+
+def _check_acl_error(code, message: str | None, what: str) -> None:
+    if code == ErrorCode.security_disabled:
+        raise AuthorizerDisabled(
+            "the brokers have no authorizer (authorizer.class.name): ACLs are not kept"
+        )
+    if code:
+        raise AdminRefused(f"{what}: {message or ErrorCode(int(code)).name}")
 
 
 DYNAMIC_TOPIC_CONFIG = 1  # Kafka's ConfigSource of a topic's own override

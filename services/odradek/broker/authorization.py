@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from odradek.broker.admin.configs import ResourceType as ConfigResourceType
 from odradek.broker.context import RequestContext
 from odradek.errors import ErrorCode
-from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from odradek.time_slices import TimeSlices, sliced
 
 log = logging.getLogger(__name__)
@@ -51,34 +51,6 @@ __all__ = [
 T = TypeVar("T")
 
 OPERATIONS_NOT_ASKED = -2147483648  # Int.MinValue: authorized operations not asked for
-
-Op = AclOperation
-# Kafka's AclEntry.supportedOperations: what an authorized-operations bitfield may hold.
-SUPPORTED_OPERATIONS: Mapping[ResourceType, tuple[AclOperation, ...]] = {
-    ResourceType.TOPIC: (
-        Op.READ,
-        Op.WRITE,
-        Op.CREATE,
-        Op.DESCRIBE,
-        Op.DELETE,
-        Op.ALTER,
-        Op.DESCRIBE_CONFIGS,
-        Op.ALTER_CONFIGS,
-    ),
-    ResourceType.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE),
-    ResourceType.CLUSTER: (
-        Op.CREATE,
-        Op.CLUSTER_ACTION,
-        Op.DESCRIBE_CONFIGS,
-        Op.ALTER_CONFIGS,
-        Op.IDEMPOTENT_WRITE,
-        Op.ALTER,
-        Op.DESCRIBE,
-    ),
-    ResourceType.TRANSACTIONAL_ID: (Op.DESCRIBE, Op.WRITE),
-    ResourceType.DELEGATION_TOKEN: (Op.DESCRIBE,),
-    ResourceType.USER: (Op.CREATE_TOKENS, Op.DESCRIBE_TOKENS),
-}
 
 
 def authorize_cluster(ctx: RequestContext, operation: AclOperation) -> bool:

@@ -38,6 +38,7 @@ from odradek.commands.common import (
 )
 from odradek.security.acl import (
     CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
     WILDCARD_HOST,
     AclOperation,
     ResourceType,
@@ -47,19 +48,6 @@ from odradek.security.acl import (
 )
 
 Op = AclOperation
-# Kafka's AclEntry.supportedOperations, which kafka-acls.sh checks (ALL is always accepted).
-SUPPORTED_OPERATIONS = {
-    ResourceType.TOPIC: {
-        Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS,
-        Op.ALTER_CONFIGS,
-    },
-    ResourceType.GROUP: {Op.READ, Op.DESCRIBE, Op.DELETE},
-    ResourceType.CLUSTER: {
-        Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE,
-        Op.ALTER, Op.DESCRIBE,
-    },
-    ResourceType.TRANSACTIONAL_ID: {Op.DESCRIBE, Op.WRITE},
-}  # fmt: skip
 # Odradek's (Kafka's) resource types -> librdkafka's (which calls the Cluster BROKER).
 _CK_RESOURCE = {
     ResourceType.TOPIC: ck.ResourceType.TOPIC,

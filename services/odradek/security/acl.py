@@ -22,6 +22,7 @@ authorizer itself in ``acl_authorizer``.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -40,6 +41,7 @@ __all__ = [
     "PatternType",
     "ResourcePattern",
     "ResourceType",
+    "SUPPORTED_OPERATIONS",
     "kafka_name",
     "parse_kafka_name",
     "parse_principal",
@@ -95,6 +97,35 @@ class PatternType(enum.IntEnum):
     MATCH = 2
     LITERAL = 3
     PREFIXED = 4
+
+
+# Kafka's AclEntry.supportedOperations: what an ACL of each resource type may name (ALL aside;
+# kafka-acls.sh checks it) and what an authorized-operations bitfield may hold.
+SUPPORTED_OPERATIONS: Mapping[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
+    ResourceType.CLUSTER: (
+        AclOperation.CREATE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    ),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
+    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
+    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
+}
 
 
 def kafka_name(value: enum.Enum) -> str:

@@ -33,6 +33,7 @@ __all__ = [
     "ScramMechanism",
     "credential_from_password",
     "credential_from_salted_password",
+    "salted_password",
     "sanitize",
     "unsanitize",
 ]
@@ -130,6 +131,15 @@ def credential_from_password(
         password, iteration_count=iterations
     )
     return ScramCredential(salt, stored_key, server_key, iterations)
+
+
+def salted_password(
+    mechanism: ScramMechanism, password: str, salt: bytes, iterations: int
+) -> bytes:
+    """RFC 5802's SaltedPassword, Hi(Normalize(password), salt, i): what a client sends in an
+    AlterUserScramCredentials upsertion (the password itself never leaves the client)."""
+    normalized = scramp_utils.uenc(scramp_utils.saslprep(password))
+    return scramp_utils.hi(mechanism.scramp.hf, normalized, salt, iterations)
 
 
 def credential_from_salted_password(

@@ -125,3 +125,21 @@ def test_credential_format_is_kafkas_and_round_trips():
 def test_user_names_are_sanitized_as_kafkas():
     assert sanitize("alice") == "alice"
     assert sanitize("a b*c/d~.-_") == "a%20b%2Ac%2Fd%7E.-_"
+
+
+def test_a_clients_salted_password_is_stored_as_the_password_would_be():
+    """``salted_password`` (what the operator sends in AlterUserScramCredentials) gives the
+    credential the password itself gives with that salt, SASLprep applied."""
+    from odradek.security.scram import (
+        ScramMechanism,
+        credential_from_password,
+        credential_from_salted_password,
+        salted_password,
+    )
+
+    for mechanism in ScramMechanism:
+        made = credential_from_password(mechanism, "p\u00e4ss\u00a0word", 4096)
+        salted = salted_password(mechanism, "p\u00e4ss\u00a0word", made.salt, 4096)
+        assert credential_from_salted_password(mechanism, made.salt, salted, 4096) == made
+        other = salted_password(mechanism, "other", made.salt, 4096)
+        assert credential_from_salted_password(mechanism, made.salt, other, 4096) != made
