@@ -83,6 +83,7 @@ KINDS: dict[str, Kind] = {
         Kind("StatefulSet", "apps", "v1", "statefulsets"),
         Kind("Deployment", "apps", "v1", "deployments"),
         Kind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets"),
+        Kind("NetworkPolicy", "networking.k8s.io", "v1", "networkpolicies"),
         Kind("Role", "rbac.authorization.k8s.io", "v1", "roles"),
         Kind("RoleBinding", "rbac.authorization.k8s.io", "v1", "rolebindings"),
         Kind(
@@ -115,6 +116,8 @@ OPERATOR_VERBS: Mapping[str, frozenset[str]] = {
         "ServiceAccount": ("get", "create", "patch"),
         "Deployment": ("get", "create", "patch"),
         "PodDisruptionBudget": ("get", "create", "patch"),
+        # Deleted when spec.networkPolicies turns false (only those the cluster owns).
+        "NetworkPolicy": ("get", "create", "patch", "delete"),
         # Scaled by a patch; deleted (orphaning its pods) to change volumeClaimTemplates.
         "StatefulSet": ("get", "create", "patch", "delete"),
         # Read by labels; a broker's rack annotation patched; deleted one at a time to restart.

@@ -149,6 +149,7 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
         "securityContext": meta.container_security_context(),
         "volumeMounts": [
             {"name": meta.CONFIG_VOLUME, "mountPath": names.ODRADEK_CONFIG_DIR, "readOnly": True},
+            meta.tmp_mount(),
             *({"name": v.claim_template, "mountPath": v.mount_path} for v in brokers.volumes),
         ],
     }
@@ -162,7 +163,7 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
         pod["volumes"].append(pod_info_volume())
     claims = claim_templates(cluster)
     digest = meta.config_hash(
-        properties(cluster), pod, [c["spec"] for c in claims], cluster.restart
+        properties(cluster), meta.hashed_pod(pod), [c["spec"] for c in claims], cluster.restart
     )
     return meta.statefulset(
         cluster,

@@ -85,9 +85,10 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
         "resources": meta.resources(cluster.controllers.resources),
         "securityContext": meta.container_security_context(),
         "volumeMounts": [
-            {"name": meta.CONFIG_VOLUME, "mountPath": names.ODRADEK_CONFIG_DIR, "readOnly": True}
+            {"name": meta.CONFIG_VOLUME, "mountPath": names.ODRADEK_CONFIG_DIR, "readOnly": True},
+            meta.tmp_mount(),
         ],
     }
     pod = meta.pod_spec(cluster, C, container, uid=meta.ODRADEK_UID, grace_s=TERMINATION_GRACE_S)
-    digest = meta.config_hash(shared_properties(cluster), pod, cluster.restart)
+    digest = meta.config_hash(shared_properties(cluster), meta.hashed_pod(pod), cluster.restart)
     return meta.statefulset(cluster, C, cluster.controllers.replicas, pod, digest)

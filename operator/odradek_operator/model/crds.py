@@ -55,6 +55,7 @@ PARTITIONS_MAX = 100_000
 CONNECT_REPLICAS_MAX = 100
 CONNECT_NAME_MAX = 40  # "<name>-connect-config" must stay a 63-character DNS label
 TASKS_MAX = 1000
+NETWORK_POLICY_PEERS_MAX = 64
 IGNORED_TOPICS_MAX = 100  # status.operation.ignoredTopics (the message says how many in all)
 LOG_LEVELS = ["WARNING", "DEBUG"]  # what ``odradek [-v]`` honours
 CONNECTOR_STATES = ["running", "paused", "stopped"]
@@ -116,6 +117,47 @@ def port(default: int, description: str) -> Schema:
         {"port": _int(minimum=1, maximum=65535, default=default, description=description)},
         default={},
     )
+
+
+def label_selector(description: str) -> Schema:
+    """meta/v1 LabelSelector (matchLabels, matchExpressions)."""
+    expression = _obj(
+        {
+            "key": _str(),
+            "operator": _str(enum=["In", "NotIn", "Exists", "DoesNotExist"]),
+            "values": {"type": "array", "items": _str()},
+        },
+        required=["key", "operator"],
+    )
+    return _obj(
+        {
+            "matchLabels": {"type": "object", "additionalProperties": _str()},
+            "matchExpressions": {"type": "array", "items": expression},
+        },
+        description=description,
+        **{"x-kubernetes-map-type": "atomic"},
+    )
+
+
+def network_policy_peers(description: str) -> Schema:
+    """A list of networking.k8s.io/v1 NetworkPolicyPeer, as Strimzi's networkPolicyPeers."""
+    peer = _obj(
+        {
+            "podSelector": label_selector("Pods (in the cluster's namespace unless combined)."),
+            "namespaceSelector": label_selector("Namespaces (all their pods, or podSelector's)."),
+            "ipBlock": _obj(
+                {"cidr": _str(), "except": {"type": "array", "items": _str()}},
+                required=["cidr"],
+            ),
+        }
+    )
+    return {
+        "type": "array",
+        "items": peer,
+        "minItems": 1,
+        "maxItems": NETWORK_POLICY_PEERS_MAX,
+        "description": description,
+    }
 
 
 def config_map(description: str) -> Schema:
@@ -250,7 +292,17 @@ def cluster_spec() -> Schema:
             "brokers": brokers,
             "listeners": _obj(
                 {
-                    "client": port(9092, "PLAINTEXT, for clients; advertised per pod."),
+                    "client": _obj(
+                        {
+                            "port": port(9092, "PLAINTEXT, for clients; advertised per pod.")[
+                                "properties"
+                            ]["port"],
+                            "networkPolicyPeers": network_policy_peers(
+                                "Who may connect (NetworkPolicyPeer); absent: anyone."
+                            ),
+                        },
+                        default={},
+                    ),
                     "controlPlane": port(
                         9091, "CONTROL_PLANE: the controller's requests to brokers."
                     ),
@@ -258,6 +310,11 @@ def cluster_spec() -> Schema:
                 default={},
             ),
             "metrics": port(9645, "The admin listener: /metrics, /healthz, /readyz."),
+            "networkPolicies": {
+                "type": "boolean",
+                "default": True,
+                "description": "NetworkPolicies for the cluster's pods (docs/kubernetes.md).",
+            },
         },
         required=["brokers"],
     )

@@ -25,6 +25,15 @@ Rule: never accept what is not honoured. So:
   ``odradek.io/rack``, reconcile/racks.py), the pod sees it as a downward API file, and the broker
   waits for that file at start (``odradek.broker.rack.file``, model/brokers.py). Both keys are the
   operator's; ``odradek.broker.rack.file.timeout.ms`` stays the user's.
+- Resources: every container gets requests (``DEFAULT_REQUESTS``, per component) for each of
+  cpu and memory the user sets neither a request nor a limit for: Kubernetes takes a limit
+  without a request as the request, so a default never exceeds the user's limit.
+- ``spec.networkPolicies`` (default true): the operator's NetworkPolicies
+  (model/network_policies.py). ``spec.listeners.client.networkPolicyPeers`` (Strimzi's name and
+  shape: a list of networking.k8s.io/v1 NetworkPolicyPeer, ``podSelector``,
+  ``namespaceSelector``, ``ipBlock``) narrows who reaches the client listener; absent: anyone.
+  Each peer is checked as the API server checks it (label selectors, CIDRs), so a policy the
+  operator writes is never refused.
 - ``OdradekTopic`` config keys are ``odradek.config.topic``'s, validated the same way; a
   ``min.insync.replicas`` above the topic's ``replicationFactor`` is refused (no acks=all write
   could ever succeed).
@@ -34,6 +43,7 @@ Immutable, no I/O: any thread may call it.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -98,6 +108,15 @@ DEFAULT_VOLUME_SIZE = "10Gi"
 DEFAULT_CLIENT_PORT = 9092
 DEFAULT_CONTROL_PLANE_PORT = 9091
 DEFAULT_METRICS_PORT = 9645
+# Requests of each container when the spec sets neither a request nor a limit for a resource
+# (docs/kubernetes.md, "Hardening"): what a small production pod needs to be scheduled fairly.
+DEFAULT_REQUESTS: Mapping[str, Mapping[str, str]] = {
+    "zookeeper": {"cpu": "100m", "memory": "512Mi"},
+    "controller": {"cpu": "100m", "memory": "256Mi"},
+    "broker": {"cpu": "250m", "memory": "1Gi"},
+    "connect": {"cpu": "250m", "memory": "512Mi"},
+}
+NETWORK_POLICY_PEERS_MAX = 64
 
 OPERATOR_OWNED_BROKER_KEYS = frozenset(
     {
@@ -226,7 +245,10 @@ class Resources:
     requests: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def parse(cls, value: object, where: str) -> Resources:
+    def parse(
+        cls, value: object, where: str, default_requests: Mapping[str, str] | None = None
+    ) -> Resources:
+        """``default_requests`` fill in the resources named neither in requests nor limits."""
         section = _mapping(value, where)
         _only(section, where, ("limits", "requests"))
         parts = {}
@@ -238,7 +260,14 @@ class Resources:
             parts[part] = tuple(
                 sorted((name, _quantity(entries, name, f"{where}.{part}", "")) for name in entries)
             )
+        named = {name for part in parts.values() for name, _ in part}
+        extra = [(k, v) for k, v in (default_requests or {}).items() if k not in named]
+        parts["requests"] = tuple(sorted((*parts["requests"], *extra)))
         return cls(**parts)
+
+    @classmethod
+    def defaults(cls, component: str) -> Resources:
+        return cls(requests=tuple(sorted(DEFAULT_REQUESTS[component].items())))
 
     def to_dict(self) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
@@ -290,7 +319,7 @@ class ZooKeeperSpec:
     replicas: int = 3
     image: str = DEFAULT_ZOOKEEPER_IMAGE
     storage: Storage = Storage(DEFAULT_ZOOKEEPER_SIZE, None)
-    resources: Resources = Resources()
+    resources: Resources = Resources.defaults("zookeeper")
 
     @classmethod
     def parse(cls, value: object) -> ZooKeeperSpec:
@@ -309,14 +338,16 @@ class ZooKeeperSpec:
             storage=Storage.parse(
                 section.get("storage"), f"{where}.storage", DEFAULT_ZOOKEEPER_SIZE
             ),
-            resources=Resources.parse(section.get("resources"), f"{where}.resources"),
+            resources=Resources.parse(
+                section.get("resources"), f"{where}.resources", DEFAULT_REQUESTS["zookeeper"]
+            ),
         )
 
 
 @dataclass(frozen=True, slots=True)
 class ControllersSpec:
     replicas: int = 2
-    resources: Resources = Resources()
+    resources: Resources = Resources.defaults("controller")
 
     @classmethod
     def parse(cls, value: object) -> ControllersSpec:
@@ -325,7 +356,9 @@ class ControllersSpec:
         _only(section, where, ("replicas", "resources"))
         return cls(
             replicas=_int(section, "replicas", where, 2, *CONTROLLER_REPLICAS),
-            resources=Resources.parse(section.get("resources"), f"{where}.resources"),
+            resources=Resources.parse(
+                section.get("resources"), f"{where}.resources", DEFAULT_REQUESTS["controller"]
+            ),
         )
 
 
@@ -334,7 +367,7 @@ class BrokerSpec:
     replicas: int = 3
     volumes: tuple[Volume, ...] = (Volume(0, DEFAULT_VOLUME_SIZE, None),)
     delete_claim: bool = False
-    resources: Resources = Resources()
+    resources: Resources = Resources.defaults("broker")
     # The user's keys only, each as Kafka prints its value (what goes in broker.properties).
     config: Mapping[str, str] = field(default_factory=dict)
     # The user's keys that only controllers read (auto.leader.rebalance.enable...): in Kafka the
@@ -362,6 +395,8 @@ class Ports:
     client: int = DEFAULT_CLIENT_PORT
     control_plane: int = DEFAULT_CONTROL_PLANE_PORT
     metrics: int = DEFAULT_METRICS_PORT
+    # spec.listeners.client.networkPolicyPeers as given (checked); None: from anywhere.
+    client_peers: tuple[Mapping[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +413,7 @@ class ClusterSpec:
     brokers: BrokerSpec
     ports: Ports
     restart: str  # the cluster's odradek.io/restart annotation: changing it restarts every pod
+    network_policies: bool = True  # spec.networkPolicies
 
     @classmethod
     def from_resource(cls, body: Mapping[str, Any]) -> ClusterSpec:
@@ -408,6 +444,7 @@ class ClusterSpec:
                 "brokers",
                 "listeners",
                 "metrics",
+                "networkPolicies",
             ),
         )
         pull_policy = spec.get("imagePullPolicy", DEFAULT_IMAGE_PULL_POLICY)
@@ -427,6 +464,7 @@ class ClusterSpec:
             brokers=_brokers(spec.get("brokers"), ports),
             ports=ports,
             restart=str(annotations.get(names.RESTART_ANNOTATION, "")),
+            network_policies=_bool(spec, "networkPolicies", "spec", True),
         )
 
 
@@ -436,7 +474,7 @@ def _ports(spec: Mapping[str, Any]) -> Ports:
     client = _mapping(listeners.get("client"), "spec.listeners.client")
     control_plane = _mapping(listeners.get("controlPlane"), "spec.listeners.controlPlane")
     metrics = _mapping(spec.get("metrics"), "spec.metrics")
-    _only(client, "spec.listeners.client", ("port",))
+    _only(client, "spec.listeners.client", ("port", "networkPolicyPeers"))
     _only(control_plane, "spec.listeners.controlPlane", ("port",))
     _only(metrics, "spec.metrics", ("port",))
     ports = Ports(
@@ -445,6 +483,9 @@ def _ports(spec: Mapping[str, Any]) -> Ports:
             control_plane, "spec.listeners.controlPlane", DEFAULT_CONTROL_PLANE_PORT
         ),
         metrics=_port(metrics, "spec.metrics", DEFAULT_METRICS_PORT),
+        client_peers=network_policy_peers(
+            client.get("networkPolicyPeers"), "spec.listeners.client.networkPolicyPeers"
+        ),
     )
     taken = {
         names.CONTROLLER_PORT: "the controllers' own listener",
@@ -462,6 +503,83 @@ def _ports(spec: Mapping[str, Any]) -> Ports:
     return ports
 
 
+_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
+def network_policy_peers(value: object, where: str) -> tuple[Mapping[str, Any], ...] | None:
+    """A list of NetworkPolicyPeer as the API server accepts them; None when absent. An empty
+    list is refused: in a NetworkPolicy it would mean "from anywhere", surely not what was
+    meant by narrowing."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value:
+        raise SpecError(where, "expected a non-empty list of NetworkPolicyPeer")
+    if len(value) > NETWORK_POLICY_PEERS_MAX:
+        raise SpecError(where, f"{len(value)} peers; at most {NETWORK_POLICY_PEERS_MAX}")
+    peers = []
+    for i, item in enumerate(value):
+        path = f"{where}[{i}]"
+        peer = _mapping(item, path)
+        _only(peer, path, ("podSelector", "namespaceSelector", "ipBlock"))
+        if not peer:
+            raise SpecError(path, "a peer needs podSelector, namespaceSelector or ipBlock")
+        if "ipBlock" in peer and len(peer) > 1:
+            raise SpecError(path, "ipBlock cannot be combined with a selector")
+        for key in ("podSelector", "namespaceSelector"):
+            if key in peer:
+                _label_selector(peer[key], f"{path}.{key}")
+        if "ipBlock" in peer:
+            _ip_block(peer["ipBlock"], f"{path}.ipBlock")
+        peers.append(dict(peer))
+    return tuple(peers)
+
+
+def _label_selector(value: object, where: str) -> None:
+    selector = _mapping(value, where)
+    _only(selector, where, ("matchLabels", "matchExpressions"))
+    for key, label in _mapping(selector.get("matchLabels"), f"{where}.matchLabels").items():
+        _label_pair(key, label, f"{where}.matchLabels[{key}]")
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(expressions, list):
+        raise SpecError(f"{where}.matchExpressions", "expected a list")
+    for i, item in enumerate(expressions):
+        path = f"{where}.matchExpressions[{i}]"
+        expression = _mapping(item, path)
+        _only(expression, path, ("key", "operator", "values"))
+        key, operator = expression.get("key"), expression.get("operator")
+        values = expression.get("values") or []
+        if operator not in _SELECTOR_OPERATORS:
+            raise SpecError(f"{path}.operator", f"{operator!r}: one of {_SELECTOR_OPERATORS}")
+        if not isinstance(values, list):
+            raise SpecError(f"{path}.values", "expected a list")
+        if (operator in ("In", "NotIn")) != bool(values):
+            raise SpecError(f"{path}.values", f"{operator} takes values only with In and NotIn")
+        _label_pair(key, "", path)
+        for value_ in values:
+            _label_pair(key, value_, f"{path}.values")
+
+
+def _label_pair(key: object, value: object, where: str) -> None:
+    if not isinstance(key, str) or len(key) > 316 or not _LABEL_KEY.fullmatch(key):
+        raise SpecError(where, f"{key!r} is not a label key")
+    if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+        raise SpecError(where, f"{value!r} is not a label value")
+
+
+def _ip_block(value: object, where: str) -> None:
+    block = _mapping(value, where)
+    _only(block, where, ("cidr", "except"))
+    try:
+        cidr = ipaddress.ip_network(str(block.get("cidr")), strict=False)
+        excepted = [ipaddress.ip_network(str(e), strict=False) for e in block.get("except") or []]
+    except ValueError as e:
+        raise SpecError(where, f"not a CIDR: {e}") from e
+    for e in excepted:
+        if e.version != cidr.version or not e.subnet_of(cidr):  # type: ignore[arg-type]
+            raise SpecError(f"{where}.except", f"{e} is not inside {cidr}")
+
+
 def _brokers(value: object, ports: Ports) -> BrokerSpec:
     where = "spec.brokers"
     section = _mapping(value, where)
@@ -475,7 +593,9 @@ def _brokers(value: object, ports: Ports) -> BrokerSpec:
         replicas=replicas,
         volumes=volumes,
         delete_claim=_bool(storage, "deleteClaim", f"{where}.storage", False),
-        resources=Resources.parse(section.get("resources"), f"{where}.resources"),
+        resources=Resources.parse(
+            section.get("resources"), f"{where}.resources", DEFAULT_REQUESTS["broker"]
+        ),
         config={k: v for k, v in config.items() if k in BROKER_KEYS},
         controller_config={k: v for k, v in config.items() if k not in BROKER_KEYS},
         rack_topology_key=_rack(section.get("rack"), f"{where}.rack"),

@@ -48,6 +48,8 @@ class ClusterContext:
     kube: Kube
     admin_for: AdminFactory
     default_image: str = "odradek:latest"
+    # Where the operator's pods run ($POD_NAMESPACE): the NetworkPolicies let them in.
+    operator_namespace: str | None = None
     find_active: restarts.ActiveController = restarts.active_controller
     connect_api_for: ConnectApiFactory = RestConnectApi  # an OdradekConnect's REST API
 
@@ -174,7 +176,7 @@ def _retry(reason: str, message: str, **status) -> Retry:
 
 async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict) -> dict:
     kube, ns = ctx.kube, spec.namespace
-    objects = desired.build(spec, ctx.default_image)
+    objects = desired.build(spec, ctx.default_image, ctx.operator_namespace)
     broker_sts_name = names.statefulset(spec.name, names.Component.BROKER)
     broker_sts = await kube.get("StatefulSet", broker_sts_name, ns)
     zookeeper_sts = await kube.get(
@@ -231,6 +233,8 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
             )
         for obj in objects:
             await apply(kube, obj, keep_replicas=obj is wanted_sts)
+        if not spec.network_policies:
+            await drop_network_policies(kube, spec)
         if spec.brokers.rack_topology_key is not None:
             waiting = await racks.annotate_racks(
                 kube, ns, spec.name, spec.brokers.rack_topology_key
@@ -322,6 +326,19 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
         error=(False, "NoError", ""),
     )
     return status
+
+
+async def drop_network_policies(kube: Kube, spec: ClusterSpec) -> None:
+    """``spec.networkPolicies: false``: delete the cluster's NetworkPolicies, only those it
+    owns (a policy of the same name made by someone else is theirs)."""
+    for component in names.Component:
+        name = names.network_policy(spec.name, component)
+        live = await kube.get("NetworkPolicy", name, spec.namespace)
+        if live is None:
+            continue
+        owners = live["metadata"].get("ownerReferences") or []
+        if any(o.get("uid") == spec.uid for o in owners):
+            await kube.delete("NetworkPolicy", name, spec.namespace)
 
 
 def _admin(ctx: ClusterContext, broker_pods, client_port: int) -> ClusterAdmin | None:
