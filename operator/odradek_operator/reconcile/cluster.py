@@ -4,7 +4,8 @@ A pass: read the spec (``ClusterSpec``: a bad spec is ``Refused("InvalidSpec")``
 desired objects (``odradek_operator.model``), let volumes.py recreate the brokers' StatefulSet
 when its volumes changed, apply every object in order (shared objects, ZooKeeper, controllers,
 brokers; the brokers' replicas are scaling.py's alone: a brokers StatefulSet that is created is
-created with the brokers there are now, ``scaling.live_replicas``, so a shrink always drains),
+created with the brokers there are now, ``scaling.live_replicas``, so a shrink always drains;
+with ``spec.networkPolicies: false`` the cluster's own NetworkPolicies are deleted instead),
 the brokers' racks copied from their nodes when ``spec.brokers.rack`` is set (racks.py), then
 one step of scaling (scaling.py) and one step of the rolling restart (restarts.py), and finally
 wait for every pod to be ready.
