@@ -122,11 +122,19 @@ def controller(cluster: ClusterSpec, operator_namespace: str | None) -> dict[str
     )
 
 
+def client_listeners(cluster: ClusterSpec) -> list[tuple[int, tuple[Any, ...] | None]]:
+    """Each client listener's port and ``networkPolicyPeers`` (None: from anywhere)."""
+    return [(cluster.ports.client, cluster.ports.client_peers)]
+
+
 def broker(cluster: ClusterSpec, operator_namespace: str | None) -> dict[str, Any]:
     ports = cluster.ports
-    client_peers = None
-    if ports.client_peers is not None:
-        client_peers = [*(dict(p) for p in ports.client_peers), operator_peer(operator_namespace)]
+    clients = []
+    for port, peers in client_listeners(cluster):
+        allowed = None
+        if peers is not None:
+            allowed = [*(dict(p) for p in peers), operator_peer(operator_namespace)]
+        clients.append(_rule(_ports(port), allowed))
     return _policy(
         cluster,
         Component.BROKER,
@@ -135,7 +143,7 @@ def broker(cluster: ClusterSpec, operator_namespace: str | None) -> dict[str, An
                 _ports(ports.control_plane, names.INTERNAL_PORT),
                 _cluster_peers(cluster, operator_namespace),
             ),
-            _rule(_ports(ports.client), client_peers),
+            *clients,
             _rule(_ports(ports.metrics), None),
         ],
     )
