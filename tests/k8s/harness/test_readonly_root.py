@@ -5,8 +5,11 @@ claim mount); without the flag the same writes succeed."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -30,7 +33,8 @@ for path in sys.argv[1:]:
         results[path] = e.strerror
 try:
     with tempfile.NamedTemporaryFile(dir=None) as f:
-        results["tempfile"] = "ok" if os.path.dirname(f.name) != "/tmp" else "host /tmp"
+        host_tmp = os.sep + "tmp"  # spelled so: the stand-in rewrites mount paths in args
+        results["tempfile"] = "ok" if os.path.dirname(f.name) != host_tmp else "host /tmp"
 except OSError as e:
     results["tempfile"] = e.strerror
 print("RESULT " + json.dumps(results), flush=True)
@@ -88,7 +92,11 @@ def pod(name: str, read_only: bool, host_file: str) -> dict:
 
 def results(standin: KubeletStandIn, namespace: str, name: str) -> dict:
     def done():
-        for line in standin.log(f"{namespace}/{name}").splitlines():
+        try:
+            log = standin.log(f"{namespace}/{name}")
+        except KeyError:  # not admitted yet
+            return None
+        for line in log.splitlines():
             if line.startswith("RESULT "):
                 return json.loads(line[len("RESULT ") :])
         return None
@@ -96,19 +104,29 @@ def results(standin: KubeletStandIn, namespace: str, name: str) -> dict:
     return wait_until(done, f"{name}'s writes", TIMEOUT_S)
 
 
+@pytest.fixture
+def host_dir():
+    """A host directory outside /tmp (a path under /tmp would be rewritten to the pod's /tmp)."""
+    path = Path(tempfile.mkdtemp(prefix="readonly-root-", dir="/var/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def test_only_the_volumes_are_writable_under_a_read_only_root(
-    kube_api, standin, namespace, tmp_path
+    kube_api, standin, namespace, host_dir
 ):
     store = kube_api.store
     store.create("configmaps", namespace, {"metadata": {"name": "app"}, "data": {"c": "y"}})
     for claim in ("data", "frozen"):
         body = {"metadata": {"name": claim}, "spec": {"accessModes": ["ReadWriteOnce"]}}
         store.create("persistentvolumeclaims", namespace, body)
-    host_file = str(tmp_path / "host-file")  # outside every volume: the host's filesystem
+    host_file = str(host_dir / "host-file")  # outside every volume: the host's filesystem
     store.create("pods", namespace, pod("sealed", True, host_file))
     store.create("pods", namespace, pod("open", False, host_file + "-open"))
     sealed = results(standin, namespace, "sealed")
-    assert sealed[f"{tmp_path}/host-file"] == "Read-only file system"
+    assert sealed[host_file] == "Read-only file system"
     assert sealed["tempfile"] == "ok"  # $TMPDIR is the pod's /tmp volume
     rewritten = {k: v for k, v in sealed.items() if k not in (host_file, "tempfile")}
     ok = {k for k, v in rewritten.items() if v == "ok"}
@@ -118,7 +136,7 @@ def test_only_the_volumes_are_writable_under_a_read_only_root(
     assert any(k.endswith("/c") for k in refused) and any(k.endswith("/d") for k in refused)
     opened = results(standin, namespace, "open")
     assert opened[host_file + "-open"] == "ok"
-    assert (tmp_path / "host-file-open").exists() and not (tmp_path / "host-file").exists()
+    assert (host_dir / "host-file-open").exists() and not (host_dir / "host-file").exists()
 
 
 def test_the_seal_keeps_the_pid_and_leaves_the_host_writable(tmp_path):
