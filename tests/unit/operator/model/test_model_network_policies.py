@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import kubernetes_validate
 import pytest
 
 from odradek_operator.model import names
@@ -222,3 +223,20 @@ def test_network_policies_must_be_a_boolean():
     with pytest.raises(SpecError) as refused:
         objects(networkPolicies="no")
     assert refused.value.field == "spec.networkPolicies"
+
+
+def test_policies_with_every_kind_of_peer_are_valid_kubernetes_1_30():
+    peers = [
+        {"namespaceSelector": {"matchLabels": {"team": "apps"}}},
+        {
+            "namespaceSelector": {},
+            "podSelector": {
+                "matchExpressions": [{"key": "role", "operator": "In", "values": ["a"]}]
+            },
+        },
+        {"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}},
+    ]
+    for operator_namespace in (OPERATOR_NS, None):
+        objs = objects(operator_namespace, listeners={"client": {"networkPolicyPeers": peers}})
+        for policy in (o for o in objs if o["kind"] == "NetworkPolicy"):
+            kubernetes_validate.validate(policy, "1.30", strict=True)
