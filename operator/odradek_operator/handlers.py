@@ -69,7 +69,10 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     memo.locks = {}
     if getattr(memo, "ctx", None) is None:
         memo.ctx = ClusterContext(
-            ApiKube(), OpsAdmin, os.environ.get("ODRADEK_IMAGE", DEFAULT_IMAGE)
+            ApiKube(),
+            OpsAdmin,
+            os.environ.get("ODRADEK_IMAGE", DEFAULT_IMAGE),
+            operator_namespace=os.environ.get("POD_NAMESPACE") or None,
         )
 
 

@@ -84,6 +84,7 @@ KINDS: dict[str, Kind] = {
         Kind("StatefulSet", "apps", "v1", "statefulsets"),
         Kind("Deployment", "apps", "v1", "deployments"),
         Kind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets"),
+        Kind("NetworkPolicy", "networking.k8s.io", "v1", "networkpolicies"),
         Kind("Role", "rbac.authorization.k8s.io", "v1", "roles"),
         Kind("RoleBinding", "rbac.authorization.k8s.io", "v1", "rolebindings"),
         Kind(
@@ -121,6 +122,8 @@ OPERATOR_VERBS: Mapping[str, frozenset[str]] = {
         # brings is only read) and OdradekUsers' Secrets (reconcile/users.py: created, put back
         # when edited; a given password's Secret read). Never listed, never deleted (GC).
         "Secret": ("get", "create", "patch"),
+        # Deleted when spec.networkPolicies turns false (only those the cluster owns).
+        "NetworkPolicy": ("get", "create", "patch", "delete"),
         # Scaled by a patch; deleted (orphaning its pods) to change volumeClaimTemplates.
         "StatefulSet": ("get", "create", "patch", "delete"),
         # Read by labels; a broker's rack annotation patched; deleted one at a time to restart.

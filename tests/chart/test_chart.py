@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from odradek_operator import kube
-from odradek_operator.model import crds
+from odradek_operator.model import crds, names
 from support.chart import (
     BAD_VALUES,
     CHART,
@@ -91,7 +91,8 @@ def test_default_install_is_namespaced(renders: dict) -> None:
     objs = renders["default-values.yaml"]
     kinds = sorted(o["kind"] for o in objs)
     assert kinds == sorted(
-        ["CustomResourceDefinition"] * 7 + ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
+        ["CustomResourceDefinition"] * 7
+        + ["ServiceAccount", "Role", "RoleBinding", "Deployment", "NetworkPolicy"]
     )
     assert operator_container(objs)["args"] == [
         "--namespace",
@@ -106,6 +107,25 @@ def test_default_install_is_namespaced(renders: dict) -> None:
     (deployment,) = by_kind(objs, "Deployment")
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_the_operators_network_policy_opens_exactly_its_ports_to_its_pods(renders: dict) -> None:
+    objs = renders["default-values.yaml"]
+    (policy,) = by_kind(objs, "NetworkPolicy")
+    (deployment,) = by_kind(objs, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    # The clusters' policies let the operator in by this label (model/network_policies.py).
+    assert pod_labels[names.OPERATOR_KIND_LABEL] == names.OPERATOR_KIND
+    assert policy["spec"]["policyTypes"] == ["Ingress"]  # egress unrestricted
+    (rule,) = policy["spec"]["ingress"]
+    assert "from" not in rule  # Prometheus and the kubelet, wherever they are
+    container_ports = {p["containerPort"] for p in operator_container(objs)["ports"]}
+    assert {p["port"] for p in rule["ports"]} == container_ports
+    off = render(
+        CI_VALUES / "default-values.yaml", extra=("--set", "operator.networkPolicy.enabled=false")
+    )
+    assert by_kind(off, "NetworkPolicy") == []
 
 
 def expected_rules(cluster_wide: bool) -> dict[tuple[str, str], set[str]]:

@@ -159,6 +159,7 @@ def statefulset(
         "securityContext": meta.container_security_context(),
         "volumeMounts": [
             {"name": meta.CONFIG_VOLUME, "mountPath": names.ODRADEK_CONFIG_DIR, "readOnly": True},
+            meta.tmp_mount(),
             *({"name": v.claim_template, "mountPath": v.mount_path} for v in brokers.volumes),
         ],
     }
@@ -176,7 +177,7 @@ def statefulset(
     claims = claim_templates(cluster)
     digest = meta.config_hash(
         properties(cluster),
-        pod,
+        meta.hashed_pod(pod),
         [c["spec"] for c in claims],
         cluster.restart,
         *meta.optional(certificates_hash),

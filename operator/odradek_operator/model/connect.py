@@ -35,6 +35,7 @@ from odradek.connect.api import ConfigException
 from odradek.connect.worker_config import WorkerConfig
 from odradek_operator.model import meta, names
 from odradek_operator.model.spec import (
+    DEFAULT_REQUESTS,
     Resources,
     SpecError,
     _int,
@@ -187,7 +188,9 @@ class ConnectSpec:
             config=_worker_config(spec.get("config"), "spec.config"),
             image=_str(spec, "image", "spec", None),
             image_pull_policy=pull,
-            resources=Resources.parse(spec.get("resources"), "spec.resources"),
+            resources=Resources.parse(
+                spec.get("resources"), "spec.resources", DEFAULT_REQUESTS["connect"]
+            ),
             log_level=log_level,
         )
         _check_worker_config(parsed)
@@ -318,7 +321,8 @@ def deployment(spec: ConnectSpec, image: str, bootstrap_servers: str) -> dict[st
         "resources": meta.resources(spec.resources),
         "securityContext": meta.container_security_context(),
         "volumeMounts": [
-            {"name": meta.CONFIG_VOLUME, "mountPath": names.CONNECT_CONFIG_DIR, "readOnly": True}
+            {"name": meta.CONFIG_VOLUME, "mountPath": names.CONNECT_CONFIG_DIR, "readOnly": True},
+            meta.tmp_mount(),
         ],
     }
     selector = names.connect_selector_labels(spec.name)
@@ -340,7 +344,8 @@ def deployment(spec: ConnectSpec, image: str, bootstrap_servers: str) -> dict[st
             {
                 "name": meta.CONFIG_VOLUME,
                 "configMap": {"name": names.connect_config_map(spec.name)},
-            }
+            },
+            meta.tmp_volume(),
         ],
     }
     # A changed properties file changes the template, so the Deployment replaces the workers.

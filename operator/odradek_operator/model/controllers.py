@@ -89,7 +89,8 @@ def statefulset(
         "resources": meta.resources(cluster.controllers.resources),
         "securityContext": meta.container_security_context(),
         "volumeMounts": [
-            {"name": meta.CONFIG_VOLUME, "mountPath": names.ODRADEK_CONFIG_DIR, "readOnly": True}
+            {"name": meta.CONFIG_VOLUME, "mountPath": names.ODRADEK_CONFIG_DIR, "readOnly": True},
+            meta.tmp_mount(),
         ],
     }
     pod = meta.pod_spec(cluster, C, container, uid=meta.ODRADEK_UID, grace_s=TERMINATION_GRACE_S)
@@ -97,7 +98,10 @@ def statefulset(
     container["volumeMounts"].extend(cert_mounts)
     pod["volumes"].extend(cert_volumes)
     digest = meta.config_hash(
-        shared_properties(cluster), pod, cluster.restart, *meta.optional(certificates_hash)
+        shared_properties(cluster),
+        meta.hashed_pod(pod),
+        cluster.restart,
+        *meta.optional(certificates_hash),
     )
     return meta.statefulset(
         cluster, C, cluster.controllers.replicas, pod, digest, certificates_hash=certificates_hash

@@ -61,6 +61,7 @@ AUTHENTICATION_TYPES = ["none", "scram-sha-512", "tls"]
 SUPER_USERS_MAX = 100
 CA_VALIDITY_DAYS_MAX = 36500
 CERTIFICATES_MAX = 16  # status.certificates: the CAs and one entry per component's leaves
+NETWORK_POLICY_PEERS_MAX = 64
 IGNORED_TOPICS_MAX = 100  # status.operation.ignoredTopics (the message says how many in all)
 LOG_LEVELS = ["WARNING", "DEBUG"]  # what ``odradek [-v]`` honours
 CONNECTOR_STATES = ["running", "paused", "stopped"]
@@ -134,6 +135,47 @@ def port(default: int, description: str) -> Schema:
         {"port": _int(minimum=1, maximum=65535, default=default, description=description)},
         default={},
     )
+
+
+def label_selector(description: str) -> Schema:
+    """meta/v1 LabelSelector (matchLabels, matchExpressions)."""
+    expression = _obj(
+        {
+            "key": _str(),
+            "operator": _str(enum=["In", "NotIn", "Exists", "DoesNotExist"]),
+            "values": {"type": "array", "items": _str()},
+        },
+        required=["key", "operator"],
+    )
+    return _obj(
+        {
+            "matchLabels": {"type": "object", "additionalProperties": _str()},
+            "matchExpressions": {"type": "array", "items": expression},
+        },
+        description=description,
+        **{"x-kubernetes-map-type": "atomic"},
+    )
+
+
+def network_policy_peers(description: str) -> Schema:
+    """A list of networking.k8s.io/v1 NetworkPolicyPeer, as Strimzi's networkPolicyPeers."""
+    peer = _obj(
+        {
+            "podSelector": label_selector("Pods (in the cluster's namespace unless combined)."),
+            "namespaceSelector": label_selector("Namespaces (all their pods, or podSelector's)."),
+            "ipBlock": _obj(
+                {"cidr": _str(), "except": {"type": "array", "items": _str()}},
+                required=["cidr"],
+            ),
+        }
+    )
+    return {
+        "type": "array",
+        "items": peer,
+        "minItems": 1,
+        "maxItems": NETWORK_POLICY_PEERS_MAX,
+        "description": description,
+    }
 
 
 def config_map(description: str) -> Schema:
@@ -212,6 +254,9 @@ def cluster_spec() -> Schema:
                 {"type": _str(enum=AUTHENTICATION_TYPES)},
                 required=["type"],
                 description="scram-sha-512 (SASL) or tls (client certificates of the clients CA).",
+            ),
+            "networkPolicyPeers": network_policy_peers(
+                "Who may connect (NetworkPolicyPeer); absent: anyone."
             ),
         },
         required=["name", "port"],
@@ -332,6 +377,11 @@ def cluster_spec() -> Schema:
             ),
             "clientsCa": certificate_authority("Signs the OdradekUsers' tls certificates."),
             "metrics": port(9645, "The admin listener: /metrics, /healthz, /readyz."),
+            "networkPolicies": {
+                "type": "boolean",
+                "default": True,
+                "description": "NetworkPolicies for the cluster's pods (docs/kubernetes.md).",
+            },
         },
         required=["brokers"],
     )

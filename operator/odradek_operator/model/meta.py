@@ -1,6 +1,12 @@
 """What every built object shares: metadata with labels and the owner reference, the pods'
 downward-API environment and security context, the config hash, properties-file rendering.
 
+Pod security, as the Kubernetes "restricted" Pod Security Standard asks: every pod runs as a
+non-root user with the runtime's default seccomp profile; every container drops all
+capabilities, cannot gain privileges and has a read-only root filesystem. What a container must
+write goes to its volumes: the data claims, and an emptyDir at ``/tmp`` (``tmp_volume``,
+``TMP_SIZE_LIMIT``) that every container mounts, as Strimzi's ``strimzi-tmp``.
+
 Every object the operator makes is owned by its ``OdradekCluster`` (``controller: true``,
 ``blockOwnerDeletion: true``), so deleting the cluster deletes them (PVCs follow their
 StatefulSet's ``persistentVolumeClaimRetentionPolicy`` instead: kept unless ``deleteClaim``).
@@ -23,6 +29,10 @@ from odradek_operator.model.spec import ClusterSpec, Resources
 ODRADEK_UID = 10001
 ZOOKEEPER_UID = 1000  # the "zookeeper" user of the official image, owner of /data and /logs
 CONFIG_VOLUME = "config"  # every pod's ConfigMap volume
+# /tmp of each container: scratch only (the JVM's perf data, Python's tempfile), kept small so
+# a runaway writer is evicted rather than filling the node's disk (Strimzi's default is 5Mi;
+# the JVM's hsperfdata alone takes 32 KiB, a Python tempfile may take more).
+TMP_SIZE_LIMIT = "64Mi"
 
 
 def owner_reference(cluster: ClusterSpec) -> dict[str, Any]:
@@ -75,7 +85,20 @@ def pod_security_context(uid: int) -> dict[str, Any]:
 
 
 def container_security_context() -> dict[str, Any]:
-    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def tmp_volume() -> dict[str, Any]:
+    """The emptyDir every pod mounts at /tmp (its root filesystem is read-only)."""
+    return {"name": names.TMP_VOLUME, "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}}
+
+
+def tmp_mount() -> dict[str, Any]:
+    return {"name": names.TMP_VOLUME, "mountPath": names.TMP_DIR}
 
 
 PROBE_PERIOD_S = 5
@@ -136,7 +159,8 @@ def pod_spec(
     uid: int,
     grace_s: int,
 ) -> dict[str, Any]:
-    """A pod of ``component``: one container, its ConfigMap mounted as volume ``config``.
+    """A pod of ``component``: one container, its ConfigMap mounted as volume ``config``, an
+    emptyDir at /tmp (``tmp_volume``; the container must list ``tmp_mount()``).
 
     Pods never call the Kubernetes API (no token) and get no Service environment variables
     (``enableServiceLinks``: they would be one per Service of the namespace, and some images read
@@ -153,7 +177,8 @@ def pod_spec(
             {
                 "name": CONFIG_VOLUME,
                 "configMap": {"name": names.config_map(cluster.name, component)},
-            }
+            },
+            tmp_volume(),
         ],
     }
 
@@ -195,15 +220,26 @@ def statefulset(
     }
 
 
+HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
+
+
 def spread(cluster: ClusterSpec, component: names.Component) -> list[dict[str, Any]]:
-    """Spread a component's pods over nodes when the scheduler can (never blocks scheduling)."""
+    """Spread a component's pods over nodes, and with ``spec.brokers.rack`` over the values of
+    its topology key too (zones, as Strimzi's rack awareness does) for every component: the
+    ZooKeeper majority and a standby controller then outlive a zone like the brokers' replicas.
+    ``ScheduleAnyway``: a skew the scheduler cannot avoid never keeps a pod Pending."""
+    keys = [HOSTNAME_TOPOLOGY_KEY]
+    rack = cluster.brokers.rack_topology_key
+    if rack is not None and rack != HOSTNAME_TOPOLOGY_KEY:
+        keys.append(rack)
     return [
         {
             "maxSkew": 1,
-            "topologyKey": "kubernetes.io/hostname",
+            "topologyKey": key,
             "whenUnsatisfiable": "ScheduleAnyway",
             "labelSelector": {"matchLabels": names.selector_labels(cluster.name, component)},
         }
+        for key in keys
     ]
 
 
@@ -222,6 +258,13 @@ def retention_policy(delete_claim: bool) -> dict[str, str]:
     """``persistentVolumeClaimRetentionPolicy``: keep the claims unless told to delete them."""
     policy = "Delete" if delete_claim else "Retain"
     return {"whenDeleted": policy, "whenScaled": policy}
+
+
+def hashed_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """The part of a pod template whose change restarts the pod: all but the scheduling hints
+    (``topologySpreadConstraints``), which only a pod yet to be scheduled can follow, so the
+    operator's ``OnDelete`` roll would move nothing by restarting for them."""
+    return {k: v for k, v in pod.items() if k != "topologySpreadConstraints"}
 
 
 def config_hash(*parts: object) -> str:

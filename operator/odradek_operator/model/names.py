@@ -50,6 +50,12 @@ CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
 RESTART_ANNOTATION = f"{GROUP}/restart"
 # On a broker pod: its node's spec.brokers.rack.topologyKey label, written by the operator.
 RACK_ANNOTATION = f"{GROUP}/rack"
+# On the operator's own pods (the chart's Deployment), as Strimzi's strimzi.io/kind: the label
+# the clusters' NetworkPolicies let in on the listeners the operator talks to.
+OPERATOR_KIND_LABEL = f"{GROUP}/kind"
+OPERATOR_KIND = "cluster-operator"
+# Set by Kubernetes (1.22+) on every Namespace: how a policy names the operator's namespace.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 # Ports the spec does not choose.
 ZOOKEEPER_CLIENT_PORT = 2181
@@ -82,6 +88,15 @@ LOG_DIR_ROOT = "/var/lib/odradek"
 # The brokers' downward API volume (not under ODRADEK_CONFIG_DIR: that is a read-only ConfigMap).
 POD_INFO_DIR = "/etc/odradek-pod"
 RACK_FILE = "rack"  # in POD_INFO_DIR: the RACK_ANNOTATION's value
+
+# Every container's root filesystem is read-only; this emptyDir volume is its /tmp.
+TMP_VOLUME = "tmp"
+TMP_DIR = "/tmp"
+# The official ZooKeeper image's other writable directories (its ZOO_LOG_DIR, ZOO_DATA_LOG_DIR).
+ZOOKEEPER_LOG_VOLUME = "logs"
+ZOOKEEPER_LOG_DIR = "/logs"
+ZOOKEEPER_DATA_LOG_VOLUME = "datalog"
+ZOOKEEPER_DATA_LOG_DIR = "/datalog"
 
 # Downward-API environment variables every Odradek and ZooKeeper container gets.
 ENV_POD_INDEX = "POD_INDEX"
@@ -125,6 +140,10 @@ def config_map(cluster: str, component: Component) -> str:
 
 def pod_disruption_budget(cluster: str, component: Component) -> str:
     return f"{cluster}-{component}"
+
+
+def network_policy(cluster: str, component: Component) -> str:
+    return f"{cluster}-{component}-network-policy"
 
 
 def service_account(cluster: str) -> str:

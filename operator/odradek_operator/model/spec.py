@@ -25,6 +25,15 @@ Rule: never accept what is not honoured. So:
   ``odradek.io/rack``, reconcile/racks.py), the pod sees it as a downward API file, and the broker
   waits for that file at start (``odradek.broker.rack.file``, model/brokers.py). Both keys are the
   operator's; ``odradek.broker.rack.file.timeout.ms`` stays the user's.
+- Resources: every container gets requests (``DEFAULT_REQUESTS``, per component) for each of
+  cpu and memory the user sets neither a request nor a limit for: Kubernetes takes a limit
+  without a request as the request, so a default never exceeds the user's limit.
+- ``spec.networkPolicies`` (default true): the operator's NetworkPolicies
+  (model/network_policies.py). ``spec.listeners[].networkPolicyPeers`` (Strimzi's name and
+  shape: a list of networking.k8s.io/v1 NetworkPolicyPeer, ``podSelector``,
+  ``namespaceSelector``, ``ipBlock``) narrows who reaches the client listener; absent: anyone.
+  Each peer is checked as the API server checks it (label selectors, CIDRs), so a policy the
+  operator writes is never refused.
 - ``OdradekTopic`` config keys are ``odradek.config.topic``'s, validated the same way; a
   ``min.insync.replicas`` above the topic's ``replicationFactor`` is refused (no acks=all write
   could ever succeed).
@@ -34,6 +43,7 @@ Immutable, no I/O: any thread may call it.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -114,6 +124,15 @@ DEFAULT_LISTENER_NAME = "plaintext"  # Kafka name PLAINTEXT: the listener before
 RESERVED_LISTENER_NAMES = ("internal", "controller", "client", "metrics")  # and container ports
 DEFAULT_CA_VALIDITY_DAYS = 365  # Strimzi's
 DEFAULT_CA_RENEWAL_DAYS = 30
+# Requests of each container when the spec sets neither a request nor a limit for a resource
+# (docs/kubernetes.md, "Hardening"): what a small production pod needs to be scheduled fairly.
+DEFAULT_REQUESTS: Mapping[str, Mapping[str, str]] = {
+    "zookeeper": {"cpu": "100m", "memory": "512Mi"},
+    "controller": {"cpu": "100m", "memory": "256Mi"},
+    "broker": {"cpu": "250m", "memory": "1Gi"},
+    "connect": {"cpu": "250m", "memory": "512Mi"},
+}
+NETWORK_POLICY_PEERS_MAX = 64
 
 OPERATOR_OWNED_BROKER_KEYS = frozenset(
     {
@@ -246,7 +265,10 @@ class Resources:
     requests: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def parse(cls, value: object, where: str) -> Resources:
+    def parse(
+        cls, value: object, where: str, default_requests: Mapping[str, str] | None = None
+    ) -> Resources:
+        """``default_requests`` fill in the resources named neither in requests nor limits."""
         section = _mapping(value, where)
         _only(section, where, ("limits", "requests"))
         parts = {}
@@ -258,7 +280,14 @@ class Resources:
             parts[part] = tuple(
                 sorted((name, _quantity(entries, name, f"{where}.{part}", "")) for name in entries)
             )
+        named = {name for part in parts.values() for name, _ in part}
+        extra = [(k, v) for k, v in (default_requests or {}).items() if k not in named]
+        parts["requests"] = tuple(sorted((*parts["requests"], *extra)))
         return cls(**parts)
+
+    @classmethod
+    def defaults(cls, component: str) -> Resources:
+        return cls(requests=tuple(sorted(DEFAULT_REQUESTS[component].items())))
 
     def to_dict(self) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
@@ -310,7 +339,7 @@ class ZooKeeperSpec:
     replicas: int = 3
     image: str = DEFAULT_ZOOKEEPER_IMAGE
     storage: Storage = Storage(DEFAULT_ZOOKEEPER_SIZE, None)
-    resources: Resources = Resources()
+    resources: Resources = Resources.defaults("zookeeper")
 
     @classmethod
     def parse(cls, value: object) -> ZooKeeperSpec:
@@ -329,14 +358,16 @@ class ZooKeeperSpec:
             storage=Storage.parse(
                 section.get("storage"), f"{where}.storage", DEFAULT_ZOOKEEPER_SIZE
             ),
-            resources=Resources.parse(section.get("resources"), f"{where}.resources"),
+            resources=Resources.parse(
+                section.get("resources"), f"{where}.resources", DEFAULT_REQUESTS["zookeeper"]
+            ),
         )
 
 
 @dataclass(frozen=True, slots=True)
 class ControllersSpec:
     replicas: int = 2
-    resources: Resources = Resources()
+    resources: Resources = Resources.defaults("controller")
 
     @classmethod
     def parse(cls, value: object) -> ControllersSpec:
@@ -345,7 +376,9 @@ class ControllersSpec:
         _only(section, where, ("replicas", "resources"))
         return cls(
             replicas=_int(section, "replicas", where, 2, *CONTROLLER_REPLICAS),
-            resources=Resources.parse(section.get("resources"), f"{where}.resources"),
+            resources=Resources.parse(
+                section.get("resources"), f"{where}.resources", DEFAULT_REQUESTS["controller"]
+            ),
         )
 
 
@@ -354,7 +387,7 @@ class BrokerSpec:
     replicas: int = 3
     volumes: tuple[Volume, ...] = (Volume(0, DEFAULT_VOLUME_SIZE, None),)
     delete_claim: bool = False
-    resources: Resources = Resources()
+    resources: Resources = Resources.defaults("broker")
     # The user's keys only, each as Kafka prints its value (what goes in broker.properties).
     config: Mapping[str, str] = field(default_factory=dict)
     # The user's keys that only controllers read (auto.leader.rebalance.enable...): in Kafka the
@@ -385,6 +418,8 @@ class Listener:
     port: int
     tls: bool = False
     authentication: str = "none"  # none | scram-sha-512 | tls
+    # spec.listeners[].networkPolicyPeers as given (checked); None: from anywhere.
+    network_policy_peers: tuple[Mapping[str, Any], ...] | None = None
 
     @property
     def kafka_name(self) -> str:
@@ -463,6 +498,7 @@ class ClusterSpec:
     authorization: Authorization | None = None  # set (type simple) whenever secured
     cluster_ca: CaSpec = CaSpec()
     clients_ca: CaSpec = CaSpec()
+    network_policies: bool = True  # spec.networkPolicies
 
     @property
     def secured(self) -> bool:
@@ -508,6 +544,7 @@ class ClusterSpec:
                 "clusterCa",
                 "clientsCa",
                 "metrics",
+                "networkPolicies",
             ),
         )
         pull_policy = spec.get("imagePullPolicy", DEFAULT_IMAGE_PULL_POLICY)
@@ -533,6 +570,7 @@ class ClusterSpec:
             authorization=_authorization(spec.get("authorization"), secured),
             cluster_ca=CaSpec.parse(spec.get("clusterCa"), "spec.clusterCa"),
             clients_ca=CaSpec.parse(spec.get("clientsCa"), "spec.clientsCa"),
+            network_policies=_bool(spec, "networkPolicies", "spec", True),
         )
 
 
@@ -545,9 +583,12 @@ def _listeners(value: object) -> tuple[Listener, ...]:
         # {client: {port}, controlPlane: {port}}, one PLAINTEXT listener. Still read, the same.
         _only(value, where, ("client", "controlPlane"))
         client = _mapping(value.get("client"), f"{where}.client")
-        _only(client, f"{where}.client", ("port",))
+        _only(client, f"{where}.client", ("port", "networkPolicyPeers"))
         port = _port(client, f"{where}.client", DEFAULT_CLIENT_PORT)
-        return (Listener(DEFAULT_LISTENER_NAME, port),)
+        peers = network_policy_peers(
+            client.get("networkPolicyPeers"), f"{where}.client.networkPolicyPeers"
+        )
+        return (Listener(DEFAULT_LISTENER_NAME, port, network_policy_peers=peers),)
     if not isinstance(value, list) or not value:
         raise SpecError(where, "expected a list of at least one listener")
     if len(value) > LISTENERS_MAX:
@@ -556,7 +597,7 @@ def _listeners(value: object) -> tuple[Listener, ...]:
     for i, item in enumerate(value):
         path = f"{where}[{i}]"
         entry = _mapping(item, path)
-        _only(entry, path, ("name", "port", "tls", "authentication"))
+        _only(entry, path, ("name", "port", "tls", "authentication", "networkPolicyPeers"))
         name = _str(entry, "name", path, None)
         if name is None or not LISTENER_NAME.fullmatch(name):
             raise SpecError(
@@ -581,7 +622,10 @@ def _listeners(value: object) -> tuple[Listener, ...]:
                 f"{path}.authentication.type",
                 "tls authentication (client certificates) needs tls: true on the listener",
             )
-        out[name] = Listener(name, _port(entry, path, _ABSENT), tls, auth_type or "none")
+        peers = network_policy_peers(
+            entry.get("networkPolicyPeers"), f"{path}.networkPolicyPeers"
+        )
+        out[name] = Listener(name, _port(entry, path, _ABSENT), tls, auth_type or "none", peers)
     return tuple(out.values())
 
 
@@ -651,6 +695,83 @@ def _ports(spec: Mapping[str, Any], listeners: tuple[Listener, ...]) -> Ports:
     return ports
 
 
+_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
+def network_policy_peers(value: object, where: str) -> tuple[Mapping[str, Any], ...] | None:
+    """A list of NetworkPolicyPeer as the API server accepts them; None when absent. An empty
+    list is refused: in a NetworkPolicy it would mean "from anywhere", surely not what was
+    meant by narrowing."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value:
+        raise SpecError(where, "expected a non-empty list of NetworkPolicyPeer")
+    if len(value) > NETWORK_POLICY_PEERS_MAX:
+        raise SpecError(where, f"{len(value)} peers; at most {NETWORK_POLICY_PEERS_MAX}")
+    peers = []
+    for i, item in enumerate(value):
+        path = f"{where}[{i}]"
+        peer = _mapping(item, path)
+        _only(peer, path, ("podSelector", "namespaceSelector", "ipBlock"))
+        if not peer:
+            raise SpecError(path, "a peer needs podSelector, namespaceSelector or ipBlock")
+        if "ipBlock" in peer and len(peer) > 1:
+            raise SpecError(path, "ipBlock cannot be combined with a selector")
+        for key in ("podSelector", "namespaceSelector"):
+            if key in peer:
+                _label_selector(peer[key], f"{path}.{key}")
+        if "ipBlock" in peer:
+            _ip_block(peer["ipBlock"], f"{path}.ipBlock")
+        peers.append(dict(peer))
+    return tuple(peers)
+
+
+def _label_selector(value: object, where: str) -> None:
+    selector = _mapping(value, where)
+    _only(selector, where, ("matchLabels", "matchExpressions"))
+    for key, label in _mapping(selector.get("matchLabels"), f"{where}.matchLabels").items():
+        _label_pair(key, label, f"{where}.matchLabels[{key}]")
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(expressions, list):
+        raise SpecError(f"{where}.matchExpressions", "expected a list")
+    for i, item in enumerate(expressions):
+        path = f"{where}.matchExpressions[{i}]"
+        expression = _mapping(item, path)
+        _only(expression, path, ("key", "operator", "values"))
+        key, operator = expression.get("key"), expression.get("operator")
+        values = expression.get("values") or []
+        if operator not in _SELECTOR_OPERATORS:
+            raise SpecError(f"{path}.operator", f"{operator!r}: one of {_SELECTOR_OPERATORS}")
+        if not isinstance(values, list):
+            raise SpecError(f"{path}.values", "expected a list")
+        if (operator in ("In", "NotIn")) != bool(values):
+            raise SpecError(f"{path}.values", f"{operator} takes values only with In and NotIn")
+        _label_pair(key, "", path)
+        for value_ in values:
+            _label_pair(key, value_, f"{path}.values")
+
+
+def _label_pair(key: object, value: object, where: str) -> None:
+    if not isinstance(key, str) or len(key) > 316 or not _LABEL_KEY.fullmatch(key):
+        raise SpecError(where, f"{key!r} is not a label key")
+    if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+        raise SpecError(where, f"{value!r} is not a label value")
+
+
+def _ip_block(value: object, where: str) -> None:
+    block = _mapping(value, where)
+    _only(block, where, ("cidr", "except"))
+    try:
+        cidr = ipaddress.ip_network(str(block.get("cidr")), strict=False)
+        excepted = [ipaddress.ip_network(str(e), strict=False) for e in block.get("except") or []]
+    except ValueError as e:
+        raise SpecError(where, f"not a CIDR: {e}") from e
+    for e in excepted:
+        if e.version != cidr.version or not e.subnet_of(cidr):  # type: ignore[arg-type]
+            raise SpecError(f"{where}.except", f"{e} is not inside {cidr}")
+
+
 def _brokers(value: object, ports: Ports) -> BrokerSpec:
     where = "spec.brokers"
     section = _mapping(value, where)
@@ -664,7 +785,9 @@ def _brokers(value: object, ports: Ports) -> BrokerSpec:
         replicas=replicas,
         volumes=volumes,
         delete_claim=_bool(storage, "deleteClaim", f"{where}.storage", False),
-        resources=Resources.parse(section.get("resources"), f"{where}.resources"),
+        resources=Resources.parse(
+            section.get("resources"), f"{where}.resources", DEFAULT_REQUESTS["broker"]
+        ),
         config={k: v for k, v in config.items() if k in BROKER_KEYS},
         controller_config={k: v for k, v in config.items() if k not in BROKER_KEYS},
         rack_topology_key=_rack(section.get("rack"), f"{where}.rack"),

@@ -6,6 +6,8 @@
 test harness run several servers on one host. ``standaloneEnabled=false`` makes a single server a
 one-member ensemble, so one, three and five servers read the same file. Dynamic reconfiguration
 stays off (ZooKeeper's default), so ZooKeeper never rewrites the read-only ``/conf/zoo.cfg``.
+The root filesystem is read-only: ``/data`` is the claim, ``/tmp``, ``/logs`` and ``/datalog``
+emptyDirs.
 
 ``myid`` (ordinal + 1) is written into the data directory at each start by a one-line ``sh -c``
 in front of ``zkServer.sh start-foreground``: Kubernetes' ``$(VAR)`` expansion cannot add one,
@@ -35,6 +37,12 @@ STARTUP_MAX_S = 5 * 60  # loading a snapshot and the transaction log
 HEAP_MIN_MIB = 64
 CLIENT_PORT_OPEN = {"tcpSocket": {"port": "client"}}
 FOUR_LETTER_WORDS = "srvr,ruok,mntr"
+# The image's ZOO_LOG_DIR and ZOO_DATA_LOG_DIR, writable under its read-only root: zkServer.sh
+# makes the log directory, and a zoo.cfg naming dataLogDir would write there.
+SCRATCH_DIRS = (
+    (names.ZOOKEEPER_LOG_VOLUME, names.ZOOKEEPER_LOG_DIR),
+    (names.ZOOKEEPER_DATA_LOG_VOLUME, names.ZOOKEEPER_DATA_LOG_DIR),
+)
 
 
 def zoo_cfg(cluster: ClusterSpec) -> str:
@@ -108,14 +116,19 @@ def statefulset(cluster: ClusterSpec) -> dict[str, Any]:
         "volumeMounts": [
             {"name": meta.CONFIG_VOLUME, "mountPath": names.ZOOKEEPER_CONFIG_DIR, "readOnly": True},
             {"name": names.ZOOKEEPER_DATA_VOLUME, "mountPath": names.ZOOKEEPER_DATA_DIR},
+            meta.tmp_mount(),
+            *({"name": volume, "mountPath": path} for volume, path in SCRATCH_DIRS),
         ],
     }
     pod = meta.pod_spec(cluster, C, container, uid=meta.ZOOKEEPER_UID, grace_s=TERMINATION_GRACE_S)
+    pod["volumes"].extend({"name": volume, "emptyDir": {}} for volume, _ in SCRATCH_DIRS)
     claim = {
         "metadata": {"name": names.ZOOKEEPER_DATA_VOLUME, "labels": names.labels(cluster.name, C)},
         "spec": meta.claim_spec(zk.storage.size, zk.storage.storage_class),
     }
-    digest = meta.config_hash(zoo_cfg(cluster), pod, claim["spec"], cluster.restart)
+    digest = meta.config_hash(
+        zoo_cfg(cluster), meta.hashed_pod(pod), claim["spec"], cluster.restart
+    )
     return meta.statefulset(
         cluster,
         C,

@@ -6,7 +6,8 @@ hashes, the operator's own certificate is how it reaches the brokers), build the
 objects (``odradek_operator.model``), let volumes.py recreate the brokers' StatefulSet when its
 volumes changed, apply every object in order (shared objects, ZooKeeper, controllers,
 brokers; the brokers' replicas are scaling.py's alone: a brokers StatefulSet that is created is
-created with the brokers there are now, ``scaling.live_replicas``, so a shrink always drains),
+created with the brokers there are now, ``scaling.live_replicas``, so a shrink always drains;
+with ``spec.networkPolicies: false`` the cluster's own NetworkPolicies are deleted instead),
 the brokers' racks copied from their nodes when ``spec.brokers.rack`` is set (racks.py), then
 one step of scaling (scaling.py) and one step of the rolling restart (restarts.py), and finally
 wait for every pod to be ready.
@@ -52,6 +53,8 @@ class ClusterContext:
     kube: Kube
     admin_for: AdminFactory
     default_image: str = "odradek:latest"
+    # Where the operator's pods run ($POD_NAMESPACE): the NetworkPolicies let them in.
+    operator_namespace: str | None = None
     find_active: restarts.ActiveController = restarts.active_controller
     connect_api_for: ConnectApiFactory = RestConnectApi  # an OdradekConnect's REST API
 
@@ -198,7 +201,10 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
     check_against_live(spec, zookeeper_sts, broker_sts)
     certificates = await reconcile_certificates(kube, spec) if spec.secured else None
     objects = desired.build(
-        spec, ctx.default_image, certificates.hashes if certificates is not None else None
+        spec,
+        ctx.default_image,
+        certificates.hashes if certificates is not None else None,
+        ctx.operator_namespace,
     )
     broker_pods = await read_pods(kube, ns, spec.name, "broker")
     admin = _admin(ctx, spec, broker_pods, certificates)
@@ -252,6 +258,8 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
             )
         for obj in objects:
             await apply(kube, obj, keep_replicas=obj is wanted_sts)
+        if not spec.network_policies:
+            await drop_network_policies(kube, spec)
         if spec.brokers.rack_topology_key is not None:
             waiting = await racks.annotate_racks(
                 kube, ns, spec.name, spec.brokers.rack_topology_key
@@ -356,6 +364,18 @@ def _admin(
     if certificates is None:
         return ctx.admin_for(bootstrap)
     return ctx.admin_for(bootstrap, tls=certificates.admin_tls)
+async def drop_network_policies(kube: Kube, spec: ClusterSpec) -> None:
+    """``spec.networkPolicies: false``: delete the cluster's NetworkPolicies, only those it
+    owns (a policy of the same name made by someone else is theirs)."""
+    for component in names.Component:
+        name = names.network_policy(spec.name, component)
+        live = await kube.get("NetworkPolicy", name, spec.namespace)
+        if live is None:
+            continue
+        owners = live["metadata"].get("ownerReferences") or []
+        if any(o.get("uid") == spec.uid for o in owners):
+            await kube.delete("NetworkPolicy", name, spec.namespace)
+
 
 
 def _ordinals(pod_names) -> list[int]:

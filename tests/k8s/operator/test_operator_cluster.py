@@ -177,6 +177,47 @@ def test_cluster_becomes_ready_and_serves_clients(cluster):
     assert sorted(seen) == sorted(b"v%d" % i for i in range(10))
 
 
+def root_mount_options(pid: int) -> set[str]:
+    """The mount options of ``/`` as the process ``pid`` sees it (its mount namespace's)."""
+    for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[4] == "/":
+            return set(fields[5].split(","))
+    raise AssertionError(f"no root mount for {pid}")
+
+
+def test_pods_run_with_a_read_only_root_behind_their_network_policies(cluster):
+    uid = cluster.get()["metadata"]["uid"]
+    for component in ("zookeeper", "controller", "broker"):
+        policy = cluster.get("networkpolicies", f"demo-{component}-network-policy")
+        assert policy is not None, component
+        assert policy["metadata"]["ownerReferences"][0]["uid"] == uid
+        pod = cluster.get("pods", f"demo-{component}-0")
+        (container,) = pod["spec"]["containers"]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["resources"]["requests"]  # the operator's defaults
+        # the stand-in ran it sealed: its root is read-only, the host's is not
+        pid = cluster.kubelet.pid(f"{NAMESPACE}/demo-{component}-0")
+        assert pid is not None, component
+        assert "ro" in root_mount_options(pid), component
+    assert "rw" in root_mount_options(os.getpid())
+    # spec.networkPolicies: false deletes them (no pod restarts for it), true makes them again
+    cluster.patch_spec({"networkPolicies": False})
+    policies = [f"demo-{c}-network-policy" for c in ("zookeeper", "controller", "broker")]
+    wait_for(
+        lambda: all(cluster.get("networkpolicies", n) is None for n in policies),
+        60,
+        "policies deleted",
+    )
+    cluster.patch_spec({"networkPolicies": True})
+    wait_for(
+        lambda: all(cluster.get("networkpolicies", n) is not None for n in policies),
+        60,
+        "policies made again",
+    )
+    cluster.wait_ready()
+
+
 def admin_of(cluster: Cluster) -> AdminClient:
     # Looking for a deleted topic must not re-create it (brokers auto-create by default).
     return AdminClient(

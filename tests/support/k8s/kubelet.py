@@ -83,9 +83,16 @@ kubelet
     probe; readiness drives the Ready and ContainersReady conditions; a failed liveness or startup
     probe restarts the container (SIGKILL: the kubelet's graceful stop for it is not modelled); a
     probe whose fields the API would refuse keeps its pod Pending, saying so. Lifecycle hooks are
-    ignored, as are securityContext (runAsUser:
+    ignored, as is the rest of securityContext (runAsUser:
     every process runs as the test's user, or in image mode as the image's), resources and
     scheduling constraints.
+  - ``securityContext.readOnlyRootFilesystem: true`` is enforced for local processes: the
+    container runs in a mount namespace of its own where every filesystem is read-only but the
+    host directories of its emptyDir and PVC mounts (readonly_root.py; needs root, as the tests
+    run here), so a write anywhere else fails with EROFS. A container mounting ``/tmp`` gets
+    ``TMPDIR`` naming that volume's directory (the host's ``/tmp`` stays read-only to it, as its
+    own image's would be). Image mode does not enforce it (``buildah run`` has no read-only
+    root).
   - A container that exits is restarted per ``restartPolicy`` (Always, the default; OnFailure;
     Never) after a back-off of 0.5 s doubling to 8 s (``restartCount`` in containerStatuses).
   - A deleted pod (deletionTimestamp) gets SIGTERM to each process group, SIGKILL after
@@ -162,6 +169,8 @@ ZOOKEEPER_IMAGE_ENV = {
 }
 ZOOKEEPER_IMAGE_DIRS = ("/conf", "/data", "/datalog", "/logs", "/apache-zookeeper/conf")
 ODRADEK_IMAGE_DIRS = ("/var/lib/odradek", "/etc/odradek")
+TMP_DIR = "/tmp"
+READONLY_ROOT = Path(__file__).resolve().with_name("readonly_root.py")
 
 
 def _loopback_addresses() -> Iterator[str]:
@@ -208,6 +217,12 @@ def is_spark_image(image: str) -> bool:
 def is_zookeeper_image(image: str) -> bool:
     name = image.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
     return name == "zookeeper"
+
+
+def readonly_root_argv(argv: list[str], writable: list[Path]) -> list[str]:
+    """``argv`` run with a read-only root but for ``writable`` (readonly_root.py)."""
+    flags = [arg for d in writable for arg in ("--writable", str(d))]
+    return [sys.executable, "-I", "-S", str(READONLY_ROOT), *flags, "--", *argv]
 
 
 def expand(text: str, env: dict[str, str]) -> str:
@@ -985,6 +1000,11 @@ class KubeletStandIn:
             argv = self._argv(cspec, env, paths, image)
             if not argv:
                 return f"container {cspec['name']}: no command, and image {image} has no known one"
+            if tmp_dir := mapping.get(TMP_DIR):
+                # the stand-in's /tmp is the host's: programs find the pod's by $TMPDIR
+                env.setdefault("TMPDIR", str(tmp_dir))
+            if (cspec.get("securityContext") or {}).get("readOnlyRootFilesystem"):
+                argv = readonly_root_argv(argv, self._writable_dirs(cspec, volumes, writable))
             workdir = cspec.get("workingDir")
             cwd = Path(paths.rewrite(workdir)) if workdir else runtime.directory
             if not cwd.is_dir():
@@ -1007,6 +1027,17 @@ class KubeletStandIn:
                 self._write_downward_api(runtime, pod, volume, volumes[volume["name"]])
         runtime.containers = containers
         return None
+
+    @staticmethod
+    def _writable_dirs(cspec: Obj, volumes: dict[str, Path], writable: set[str]) -> list[Path]:
+        """The host directories a read-only-root container may write: its emptyDir and PVC
+        mounts not marked readOnly (ConfigMap, Secret and downwardAPI volumes are read-only in
+        a real kubelet too)."""
+        dirs = []
+        for mount in cspec.get("volumeMounts") or []:
+            if mount["name"] in writable and not mount.get("readOnly"):
+                dirs.append(volumes[mount["name"]] / mount.get("subPath", ""))
+        return dirs
 
     def _prepare_in_image(
         self,
@@ -1246,6 +1277,8 @@ class KubeletStandIn:
             # Spark's JVMs (driver, executors) resolve the cluster's names from the hosts table.
             hosts = self.dns_dir / f"hosts-{runtime.namespace}"
             env["JAVA_TOOL_OPTIONS"] = f"-Djdk.net.hosts.file={hosts}"
+            if "TMPDIR" in c.env:  # the pod's /tmp volume (the JVM's tmpdir is /tmp otherwise)
+                env["JAVA_TOOL_OPTIONS"] += f" -Djava.io.tmpdir={c.env['TMPDIR']}"
         for key in ("JAVA_HOME", "TMPDIR", "KUBECONFIG"):
             if key in os.environ:
                 env[key] = os.environ[key]

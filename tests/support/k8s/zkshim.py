@@ -100,7 +100,8 @@ def zk_server(argv: list[str]) -> None:
     conf_dir = env.get("ZOOCFGDIR") or env.get("ZOO_CONF_DIR", "/conf")
     config = Path(argv[1]) if len(argv) > 1 else Path(conf_dir) / "zoo.cfg"
     pod_ip = env.get("ODRADEK_STANDIN_POD_IP", "127.0.0.1")
-    effective = Path(env.get("HOME", "/tmp")) / "zoo-standin.cfg"
+    # the pod's /tmp (the kubelet's $TMPDIR): writable under a read-only root
+    effective = Path(env.get("TMPDIR") or env.get("HOME", "/tmp")) / "zoo-standin.cfg"
     effective.write_text(effective_config(config.read_text(), pod_ip))
     java = env.get("ODRADEK_STANDIN_JAVA") or shutil.which("java") or "java"
     # zkEnv.sh's ZK_SERVER_HEAP (MiB), capped: a test host runs several servers
@@ -114,6 +115,8 @@ def zk_server(argv: list[str]) -> None:
         "-Dnetworkaddress.cache.ttl=1",
         "-Dzookeeper.admin.serverAddress=" + pod_ip,
     ]
+    if env.get("TMPDIR"):  # the pod's /tmp volume (the stand-in's /tmp is the host's)
+        flags.append(f"-Djava.io.tmpdir={env['TMPDIR']}")
     if env.get("ODRADEK_STANDIN_HOSTS"):
         flags.append(f"-Djdk.net.hosts.file={env['ODRADEK_STANDIN_HOSTS']}")
     flags += (env.get("JVMFLAGS", "") + " " + env.get("SERVER_JVMFLAGS", "")).split()

@@ -106,10 +106,12 @@ def test_the_deployment_runs_distributed_workers_advertising_their_pod_ip() -> N
         assert container[probe]["httpGet"] == {"path": "/", "port": "rest"}
     startup = container["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] == connect.STARTUP_MAX_S
-    (mount,) = container["volumeMounts"]
+    mount, tmp = container["volumeMounts"]
     assert mount["mountPath"] == "/etc/odradek/connect"
-    (volume,) = spec["template"]["spec"]["volumes"]
+    assert tmp == {"name": "tmp", "mountPath": "/tmp"}  # the root filesystem is read-only
+    volume, scratch = spec["template"]["spec"]["volumes"]
     assert volume["configMap"]["name"] == "sync-connect-config"
+    assert "emptyDir" in scratch
     assert spec["template"]["spec"]["automountServiceAccountToken"] is False
 
 

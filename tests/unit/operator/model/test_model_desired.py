@@ -137,14 +137,17 @@ def test_a_three_two_three_cluster_has_the_briefs_objects_in_apply_order():
         ("Service", "demo-zookeeper-nodes"),
         ("Service", "demo-zookeeper-client"),
         ("PodDisruptionBudget", "demo-zookeeper"),
+        ("NetworkPolicy", "demo-zookeeper-network-policy"),
         ("StatefulSet", "demo-zookeeper"),
         ("ConfigMap", "demo-controller-config"),
         ("Service", "demo-controller-nodes"),
+        ("NetworkPolicy", "demo-controller-network-policy"),
         ("StatefulSet", "demo-controller"),
         ("ConfigMap", "demo-broker-config"),
         ("Service", "demo-broker-nodes"),
         ("Service", "demo-bootstrap"),
         ("PodDisruptionBudget", "demo-broker"),
+        ("NetworkPolicy", "demo-broker-network-policy"),
         ("StatefulSet", "demo-broker"),
     ]
     replicas = {
@@ -212,7 +215,13 @@ def test_zookeeper_writes_its_myid_then_runs_in_the_foreground():
     assert "$(" not in zk["command"][2]  # nothing for Kubernetes' expansion to touch
     assert zk["readinessProbe"]["tcpSocket"] == {"port": "client"}
     mounts = {m["name"]: m["mountPath"] for m in zk["volumeMounts"]}
-    assert mounts == {"config": "/conf", "data": "/data"}
+    assert mounts == {
+        "config": "/conf",
+        "data": "/data",
+        "tmp": "/tmp",
+        "logs": "/logs",  # the image's ZOO_LOG_DIR and ZOO_DATA_LOG_DIR, under a read-only root
+        "datalog": "/datalog",
+    }
     (claim,) = sts["spec"]["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "data"
     assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
@@ -368,6 +377,7 @@ def test_a_jbod_cluster_has_one_claim_and_one_log_dir_per_volume():
         "data-0": "/var/lib/odradek/data-0",
         "data-1": "/var/lib/odradek/data-1",
         "pod-info": "/etc/odradek-pod",  # the rack file
+        "tmp": "/tmp",
     }
     config = broker_config(body, 3)
     assert config.effective_log_dirs == (

@@ -166,3 +166,30 @@ def test_a_running_plaintext_cluster_is_not_secured_in_place():
         asyncio.run(reconcile_cluster(ctx, secured))
     assert refused.value.reason == "SecurityChangeRefused"
     assert kube.find("Secret", "demo-cluster-ca") is None
+
+
+def test_network_policies_come_before_the_pods_and_go_when_turned_off():
+    kube, ctx = world()
+    with pytest.raises(Retry):
+        asyncio.run(reconcile_cluster(ctx, BODY))
+    created = [(a[1], a[2]) for a in kube.actions if a[0] == "create"]
+    for component in ("zookeeper", "controller", "broker"):
+        policy = ("NetworkPolicy", f"demo-{component}-network-policy")
+        assert created.index(policy) < created.index(("StatefulSet", f"demo-{component}"))
+    # someone else's policy of a name the operator would use is left alone
+    kube.put(
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "demo-broker-network-policy", "namespace": "ns"},
+            "spec": {},
+        }
+    )
+    off = {**BODY, "spec": {**BODY["spec"], "networkPolicies": False}}
+    with pytest.raises(Retry):
+        asyncio.run(reconcile_cluster(ctx, off))
+    assert sorted(kube.deleted("NetworkPolicy")) == [
+        "demo-controller-network-policy",
+        "demo-zookeeper-network-policy",
+    ]
+    assert kube.find("NetworkPolicy", "demo-broker-network-policy") is not None
