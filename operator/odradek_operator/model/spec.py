@@ -622,9 +622,7 @@ def _listeners(value: object) -> tuple[Listener, ...]:
                 f"{path}.authentication.type",
                 "tls authentication (client certificates) needs tls: true on the listener",
             )
-        peers = network_policy_peers(
-            entry.get("networkPolicyPeers"), f"{path}.networkPolicyPeers"
-        )
+        peers = network_policy_peers(entry.get("networkPolicyPeers"), f"{path}.networkPolicyPeers")
         out[name] = Listener(name, _port(entry, path, _ABSENT), tls, auth_type or "none", peers)
     return tuple(out.values())
 

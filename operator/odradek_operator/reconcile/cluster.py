@@ -364,6 +364,8 @@ def _admin(
     if certificates is None:
         return ctx.admin_for(bootstrap)
     return ctx.admin_for(bootstrap, tls=certificates.admin_tls)
+
+
 async def drop_network_policies(kube: Kube, spec: ClusterSpec) -> None:
     """``spec.networkPolicies: false``: delete the cluster's NetworkPolicies, only those it
     owns (a policy of the same name made by someone else is theirs)."""
@@ -375,7 +377,6 @@ async def drop_network_policies(kube: Kube, spec: ClusterSpec) -> None:
         owners = live["metadata"].get("ownerReferences") or []
         if any(o.get("uid") == spec.uid for o in owners):
             await kube.delete("NetworkPolicy", name, spec.namespace)
-
 
 
 def _ordinals(pod_names) -> list[int]:
