@@ -36,7 +36,7 @@ import math
 from typing import Any
 
 from odradek.config.broker import BROKER_KEYS
-from odradek_operator.model import meta, names
+from odradek_operator.model import meta, names, zookeeper_tls
 from odradek_operator.model.spec import ClusterSpec
 
 C = names.Component.BROKER
@@ -53,6 +53,7 @@ def properties(cluster: ClusterSpec) -> dict[str, str]:
     props = {
         **cluster.brokers.properties(),
         "zookeeper.connect": names.zookeeper_connect(cluster.name, cluster.namespace),
+        **zookeeper_tls.client_properties(cluster),
         "control.plane.listener.name": names.CONTROL_PLANE_LISTENER,
         "inter.broker.listener.name": names.INTERNAL_LISTENER,
         "listener.security.protocol.map": names.LISTENER_SECURITY_PROTOCOL_MAP,
@@ -155,6 +156,7 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
     pod = meta.pod_spec(
         cluster, C, container, uid=meta.ODRADEK_UID, grace_s=termination_grace_s(cluster)
     )
+    zookeeper_tls.add_client_identity(cluster, pod)
     if brokers.rack_topology_key is not None:
         container["volumeMounts"].append(
             {"name": POD_INFO_VOLUME, "mountPath": names.POD_INFO_DIR, "readOnly": True}

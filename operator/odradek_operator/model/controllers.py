@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek_operator.model import meta, names
+from odradek_operator.model import meta, names, zookeeper_tls
 from odradek_operator.model.spec import ClusterSpec
 
 C = names.Component.CONTROLLER
@@ -36,6 +36,7 @@ def shared_properties(cluster: ClusterSpec) -> dict[str, str]:
     return {
         **cluster.brokers.controller_properties(),
         "zookeeper.connect": names.zookeeper_connect(cluster.name, cluster.namespace),
+        **zookeeper_tls.client_properties(cluster),
         "control.plane.listener.name": names.CONTROL_PLANE_LISTENER,
     }
 
@@ -89,5 +90,6 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
         ],
     }
     pod = meta.pod_spec(cluster, C, container, uid=meta.ODRADEK_UID, grace_s=TERMINATION_GRACE_S)
+    zookeeper_tls.add_client_identity(cluster, pod)
     digest = meta.config_hash(shared_properties(cluster), pod, cluster.restart)
     return meta.statefulset(cluster, C, cluster.controllers.replicas, pod, digest)

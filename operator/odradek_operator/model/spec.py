@@ -25,6 +25,10 @@ Rule: never accept what is not honoured. So:
   ``odradek.io/rack``, reconcile/racks.py), the pod sees it as a downward API file, and the broker
   waits for that file at start (``odradek.broker.rack.file``, model/brokers.py). Both keys are the
   operator's; ``odradek.broker.rack.file.timeout.ms`` stays the user's.
+- The brokers' and controllers' ZooKeeper client keys (``zookeeper.ssl.*``,
+  ``zookeeper.clientCnxnSocket``, ``zookeeper.set.acl``) are the operator's: a secured cluster
+  reaches ZooKeeper over mutual TLS with secure ACLs (model/zookeeper_tls.py), any other over
+  plaintext.
 - ``OdradekTopic`` config keys are ``odradek.config.topic``'s, validated the same way; a
   ``min.insync.replicas`` above the topic's ``replicationFactor`` is refused (no acks=all write
   could ever succeed).
@@ -43,6 +47,7 @@ from odradek.config.broker import BROKER_KEYS, BrokerConfig
 from odradek.config.controller import CONTROLLER_KEYS, ControllerConfig
 from odradek.config.topic import CONFIG_KEYS as TOPIC_CONFIG_KEYS
 from odradek.config.topic import TopicConfig
+from odradek.config.zookeeper_tls import ZK_CLIENT_KEYS
 from odradek.errors import InvalidConfigError
 from odradek_operator.model import crds, names
 
@@ -99,21 +104,26 @@ DEFAULT_CLIENT_PORT = 9092
 DEFAULT_CONTROL_PLANE_PORT = 9091
 DEFAULT_METRICS_PORT = 9645
 
-OPERATOR_OWNED_BROKER_KEYS = frozenset(
-    {
-        "broker.id",
-        "listeners",
-        "advertised.listeners",
-        "log.dirs",
-        "log.dir",
-        "zookeeper.connect",
-        "control.plane.listener.name",
-        "inter.broker.listener.name",
-        "listener.security.protocol.map",
-        "odradek.admin.listener",
-        "broker.rack",
-        "odradek.broker.rack.file",
-    }
+# ZooKeeper over TLS follows the listeners (model/zookeeper_tls.py): these are the operator's.
+_ZK_CLIENT_KEY_NAMES = frozenset(key.name for key in ZK_CLIENT_KEYS)
+OPERATOR_OWNED_BROKER_KEYS = (
+    frozenset(
+        {
+            "broker.id",
+            "listeners",
+            "advertised.listeners",
+            "log.dirs",
+            "log.dir",
+            "zookeeper.connect",
+            "control.plane.listener.name",
+            "inter.broker.listener.name",
+            "listener.security.protocol.map",
+            "odradek.admin.listener",
+            "broker.rack",
+            "odradek.broker.rack.file",
+        }
+    )
+    | _ZK_CLIENT_KEY_NAMES
 )
 # Keys Kafka's brokers read as the controller; Odradek's controllers read them from their file.
 _CONTROLLER_ONLY_KEYS = {
@@ -378,6 +388,10 @@ class ClusterSpec:
     brokers: BrokerSpec
     ports: Ports
     restart: str  # the cluster's odradek.io/restart annotation: changing it restarts every pod
+    # Any listener with TLS or authentication: then ZooKeeper is TLS-only with ACLs
+    # (model/zookeeper_tls.py). Set from spec.listeners once their security is read
+    # (issue 24, k8s-tls); until then never from a resource.
+    secured: bool = False
 
     @classmethod
     def from_resource(cls, body: Mapping[str, Any]) -> ClusterSpec:
@@ -537,6 +551,12 @@ def _broker_config(value: object, where: str) -> dict[str, str]:
     config: dict[str, str] = {}
     for key, raw in _mapping(value, where).items():
         path = f"{where}[{key}]"
+        if key in _ZK_CLIENT_KEY_NAMES:
+            raise SpecError(
+                path,
+                "set by the operator: brokers and controllers reach ZooKeeper over mutual TLS "
+                "with secure ACLs exactly when spec.listeners are secured",
+            )
         if key in OPERATOR_OWNED_BROKER_KEYS:
             raise SpecError(
                 path, "set by the operator (from the pod, the listeners and the volumes)"

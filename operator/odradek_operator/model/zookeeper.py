@@ -12,6 +12,11 @@ in front of ``zkServer.sh start-foreground``: Kubernetes' ``$(VAR)`` expansion c
 and the image's own ``ZOO_MY_ID`` takes the number ready-made. ``expr`` is used, not ``$((...))``,
 so that no ``$(`` reaches Kubernetes' expansion.
 
+In a secured cluster (model/zookeeper_tls.py) the server lines have no client part: clients
+reach only ``secureClientPort`` (2181, TLS with client certificates), the quorum is TLS too, the
+pod mounts ``C-zookeeper-certs`` at /etc/zookeeper/certs, and the start script adds this server's
+own key store (``$POD_NAME.pem``) to ``SERVER_JVMFLAGS``, which zkServer.sh passes to the JVM.
+
 The ensemble's size is part of the config hash (zoo.cfg lists it); changing it is refused by
 the reconciler (``ZooKeeperResizeRefused`` in reconcile/cluster.py): a static ensemble cannot
 grow safely, as new empty servers could form a majority of their own.
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek_operator.model import meta, names
+from odradek_operator.model import meta, names, zookeeper_tls
 from odradek_operator.model.spec import ClusterSpec
 
 C = names.Component.ZOOKEEPER
@@ -51,12 +56,17 @@ def zoo_cfg(cluster: ClusterSpec) -> str:
         f"4lw.commands.whitelist={FOUR_LETTER_WORDS}",
         "admin.enableServer=false",
     ]
+    tls = zookeeper_tls.enabled(cluster)
     for ordinal in range(cluster.zookeeper.replicas):
         host = names.pod_host(cluster.name, C, ordinal, cluster.namespace)
+        # TLS: no client address here, or ZooKeeper would open a plaintext client port on it.
+        client = "" if tls else f";{host}:{names.ZOOKEEPER_CLIENT_PORT}"
         lines.append(
             f"server.{names.zookeeper_myid(ordinal)}={host}:{names.ZOOKEEPER_PEER_PORT}:"
-            f"{names.ZOOKEEPER_ELECTION_PORT};{host}:{names.ZOOKEEPER_CLIENT_PORT}"
+            f"{names.ZOOKEEPER_ELECTION_PORT}{client}"
         )
+    if tls:
+        lines += zookeeper_tls.server_lines()
     return "\n".join(lines) + "\n"
 
 
@@ -69,10 +79,13 @@ def config_map(cluster: ClusterSpec) -> dict[str, Any]:
     }
 
 
-def start_command() -> list[str]:
+def start_command(cluster: ClusterSpec) -> list[str]:
     myid = f"{names.ZOOKEEPER_DATA_DIR}/myid"
-    script = f'expr "${names.ENV_POD_INDEX}" + 1 > {myid} && exec zkServer.sh start-foreground'
-    return ["sh", "-c", script]
+    steps = [f'expr "${names.ENV_POD_INDEX}" + 1 > {myid}']
+    if zookeeper_tls.enabled(cluster):
+        steps.append(f'export SERVER_JVMFLAGS="$SERVER_JVMFLAGS {zookeeper_tls.keystore_flags()}"')
+    steps.append("exec zkServer.sh start-foreground")
+    return ["sh", "-c", " && ".join(steps)]
 
 
 def heap_env(cluster: ClusterSpec) -> list[dict[str, str]]:
@@ -91,7 +104,7 @@ def statefulset(cluster: ClusterSpec) -> dict[str, Any]:
         "name": "zookeeper",
         "image": zk.image,
         "imagePullPolicy": cluster.image_pull_policy,
-        "command": start_command(),
+        "command": start_command(cluster),
         "env": [
             *meta.pod_env(),
             {"name": "ZOOCFGDIR", "value": names.ZOOKEEPER_CONFIG_DIR},
@@ -111,6 +124,9 @@ def statefulset(cluster: ClusterSpec) -> dict[str, Any]:
         ],
     }
     pod = meta.pod_spec(cluster, C, container, uid=meta.ZOOKEEPER_UID, grace_s=TERMINATION_GRACE_S)
+    if zookeeper_tls.enabled(cluster):
+        pod["volumes"].append(zookeeper_tls.server_volume(cluster))
+        container["volumeMounts"].append(zookeeper_tls.server_mount())
     claim = {
         "metadata": {"name": names.ZOOKEEPER_DATA_VOLUME, "labels": names.labels(cluster.name, C)},
         "spec": meta.claim_spec(zk.storage.size, zk.storage.storage_class),

@@ -16,11 +16,13 @@ pod's local directories.
 ``zkServer.sh start-foreground [CONFIG]`` runs Debian's ZooKeeper (``QuorumPeerMain``, like the
 image) on CONFIG (default ``$ZOOCFGDIR`` or ``$ZOO_CONF_DIR``/zoo.cfg), through a copy of the
 config that binds what a container would bind on its own network namespace to the pod's
-address: ``clientPortAddress`` and ``admin.serverAddress`` (unless set), and the client part of
-``server.N`` lines without an address. The JVM resolves cluster names from the stand-in's hosts
-file (``-Djdk.net.hosts.file``) with a 1 s address cache. The heap is ``ZK_SERVER_HEAP`` MiB
-(as zkEnv.sh reads it) capped at 256, 192 without it; ``JVMFLAGS`` and ``SERVER_JVMFLAGS`` are
-passed on.
+address: ``clientPortAddress``, ``secureClientPortAddress`` and ``admin.serverAddress`` (unless
+set), and the client part of ``server.N`` lines without an address. The classpath has
+netty-codec besides zookeeper.jar (the image's lib/ has it; a TLS port's Netty pipeline needs it
+and Debian's zookeeper.jar manifest leaves it out). The JVM resolves cluster names from the
+stand-in's hosts file (``-Djdk.net.hosts.file``) with a 1 s address cache. The heap is
+``ZK_SERVER_HEAP`` MiB (as zkEnv.sh reads it) capped at 256, 192 without it; ``JVMFLAGS`` and
+``SERVER_JVMFLAGS`` are passed on.
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ import shutil
 import sys
 from pathlib import Path
 
-CLASSPATH = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+CLASSPATH = (
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/java/slf4j-simple.jar",
+    "/usr/share/java/netty-codec.jar",
+)
 MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 HEAP_DEFAULT_MIB = 192
 HEAP_MAX_MIB = 256
@@ -88,6 +94,8 @@ def effective_config(text: str, pod_ip: str) -> str:
     # but clientPort is not set"): without clientPort the address is the server line's.
     if "clientPort" in keys and "clientPortAddress" not in keys:
         out.append(f"clientPortAddress={pod_ip}")
+    if "secureClientPort" in keys and "secureClientPortAddress" not in keys:
+        out.append(f"secureClientPortAddress={pod_ip}")
     if "admin.serverAddress" not in keys:
         out.append(f"admin.serverAddress={pod_ip}")
     return "\n".join(out) + "\n"
