@@ -1,0 +1,324 @@
+"""A secured cluster's ZooKeeper takes only the cluster's principals: the objects the operator
+builds for it (three ZooKeeper servers, a controller, a broker) and certificates from the
+operator's pki, run by the kubelet stand-in as real processes. The ensemble forms over TLS, each
+server presenting its own pod's certificate; a plaintext client, and TLS clients with
+certificates from the clients CA or another CA, are refused; the brokers' znodes carry ACLs
+that only the cluster's ZooKeeper identity may use (another cluster-CA certificate reads but
+cannot write); the cluster serves produce and consume."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+import socket
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from odradek_operator.model import names, zookeeper_tls
+from odradek_operator.model.desired import build
+from odradek_operator.model.spec import ClusterSpec
+from odradek_operator.pki import Leaf, issue_leaf, make_ca
+from odradek_operator.pki.secrets import encode, leaf_data
+from support.k8s.kubelet import KubeletStandIn
+from support.waiting import wait_until
+
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300)]
+
+NAMESPACE = "zk-tls"
+ZOOKEEPERS = 3
+READY_TIMEOUT_S = 120.0
+CONNECT_TIMEOUT_S = 5.0
+RECORDS = 20
+TOPIC = "behind-acls"
+NOW = datetime.datetime.now(datetime.UTC)
+ZK = names.Component.ZOOKEEPER
+CLIENT_ID = "O=odradek.io,CN=demo-zookeeper-client"  # as ZooKeeper's x509 provider names it
+SPEC = {
+    "image": "odradek:test",
+    "zookeeper": {"replicas": ZOOKEEPERS},
+    "controllers": {"replicas": 1},
+    "brokers": {
+        "replicas": 1,
+        "config": {
+            "min.insync.replicas": 1,
+            "default.replication.factor": 1,
+            "offsets.topic.replication.factor": 1,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+        },
+    },
+}
+
+
+@dataclasses.dataclass
+class Secured:
+    kubelet: KubeletStandIn
+    files: dict[str, Path]  # PEM files for the test's own clients
+
+    def pod_ip(self, pod: str) -> str:
+        return self.kubelet.pod_ip(f"{NAMESPACE}/{pod}")
+
+    def log(self, pod: str) -> str:
+        return self.kubelet.log(f"{NAMESPACE}/{pod}")
+
+    @property
+    def zookeeper_host(self) -> str:
+        return names.service_host(names.zookeeper_client_service("demo"), NAMESPACE)
+
+    def bootstrap(self) -> str:
+        return f"{self.pod_ip('demo-broker-0')}:9092"
+
+
+def write(path: Path, leaf: Leaf) -> Path:
+    path.write_text(leaf.keystore_pem)
+    return path
+
+
+def secret(name: str, data: dict[str, str]) -> dict:
+    return {"metadata": {"name": name}, "type": "Opaque", "data": encode(data)}
+
+
+def pod_ready(store, pod: str) -> bool:
+    obj = store.try_get("pods", NAMESPACE, pod)
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+@pytest.fixture(scope="module")
+def secured(kube_api, tmp_path_factory) -> Iterator[Secured]:
+    store = kube_api.store
+    body = {"metadata": {"name": "demo", "namespace": NAMESPACE, "uid": "zk-tls"}, "spec": SPEC}
+    cluster = dataclasses.replace(ClusterSpec.from_resource(body), secured=True)
+    cluster_ca = make_ca("demo-cluster-ca", now=NOW, validity_days=30)
+    clients_ca = make_ca("demo-clients-ca", now=NOW, validity_days=30)
+    other_ca = make_ca("elsewhere", now=NOW, validity_days=30)
+    servers = {
+        names.pod("demo", ZK, n): issue_leaf(
+            cluster_ca,
+            names.component_principal_name("demo", ZK),
+            now=NOW,
+            validity_days=30,
+            dns_names=zookeeper_tls.server_dns_names(cluster, n),
+        )
+        for n in range(ZOOKEEPERS)
+    }
+    client = zookeeper_tls.client_leaf(cluster_ca, "demo", now=NOW, validity_days=30)
+    store.create(
+        "secrets",
+        NAMESPACE,
+        secret(names.certs_secret("demo", ZK), leaf_data(servers, cluster_ca.cert_pem)),
+    )
+    store.create(
+        "secrets",
+        NAMESPACE,
+        secret(
+            names.zookeeper_client_certs_secret("demo"),
+            zookeeper_tls.client_secret_data(client, cluster_ca.cert_pem),
+        ),
+    )
+    for obj in build(cluster, "odradek:test"):
+        store.create(f"{obj['kind'].lower()}s", NAMESPACE, obj)
+
+    root = tmp_path_factory.mktemp("zk-tls-clients")
+    (root / "ca.crt").write_text(cluster_ca.cert_pem)
+    files = {
+        "ca": root / "ca.crt",
+        "cluster identity": write(root / "client.pem", client),
+        # a broker's own certificate: the cluster CA's, but not the ZooKeeper identity
+        "broker certificate": write(
+            root / "broker.pem",
+            issue_leaf(cluster_ca, "demo-broker", now=NOW, validity_days=30),
+        ),
+        "user of the clients CA": write(
+            root / "alice.pem",
+            issue_leaf(clients_ca, "alice", now=NOW, validity_days=30, organization=None),
+        ),
+        "another CA": write(
+            root / "mallory.pem", issue_leaf(other_ca, "mallory", now=NOW, validity_days=30)
+        ),
+    }
+    kubelet = KubeletStandIn(store, tmp_path_factory.mktemp("kubelet"), namespaces=[NAMESPACE])
+    kubelet.start()
+    state = Secured(kubelet, files)
+    try:
+        try:
+            wait_until(
+                lambda: pod_ready(store, "demo-broker-0"), "the broker Ready", READY_TIMEOUT_S
+            )
+        except AssertionError:
+            logs = {p: state.log(p)[-2000:] for p in ("demo-zookeeper-0", "demo-broker-0")}
+            raise AssertionError(f"not Ready: {logs}") from None
+        with kubelet.resolver():
+            yield state
+    finally:
+        kubelet.stop()
+        store.purge_namespace(NAMESPACE)
+
+
+def kazoo(secured: Secured, who: str | None, chroot: str = names.ZOOKEEPER_CHROOT) -> KazooClient:
+    """A started client; ``who`` is a key of ``secured.files`` (None: plaintext)."""
+    tls = {}
+    if who is not None:
+        pem = str(secured.files[who])
+        tls = {"use_ssl": True, "ca": str(secured.files["ca"]), "certfile": pem, "keyfile": pem}
+        tls["check_hostname"] = True
+    client = KazooClient(
+        f"{secured.zookeeper_host}:{names.ZOOKEEPER_CLIENT_PORT}{chroot}",
+        timeout=CONNECT_TIMEOUT_S,
+        connection_retry={"max_tries": 1, "delay": 0.1},
+        **tls,
+    )
+    try:
+        client.start(timeout=CONNECT_TIMEOUT_S)
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+@pytest.fixture
+def owner(secured) -> Iterator[KazooClient]:
+    client = kazoo(secured, "cluster identity")
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def srvr_over_tls(secured: Secured, pod: str) -> str:
+    """ZooKeeper's ``srvr`` on a server's TLS client port, its certificate checked for its pod."""
+    context = ssl.create_default_context(cafile=str(secured.files["ca"]))
+    pem = str(secured.files["cluster identity"])
+    context.load_cert_chain(pem, pem)
+    host = names.pod_host("demo", ZK, names.ordinal_of(pod), NAMESPACE)
+    address = (secured.pod_ip(pod), names.ZOOKEEPER_CLIENT_PORT)
+    with (
+        socket.create_connection(address, timeout=CONNECT_TIMEOUT_S) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        tls.sendall(b"srvr")
+        chunks = []
+        while chunk := tls.recv(4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode()
+
+
+def test_the_ensemble_forms_over_tls_each_server_with_its_own_certificate(secured):
+    def modes() -> list[str] | None:
+        try:
+            replies = [srvr_over_tls(secured, names.pod("demo", ZK, n)) for n in range(ZOOKEEPERS)]
+        except OSError:
+            return None
+        found = [re.search(r"Mode: (\w+)", reply) for reply in replies]
+        return sorted(m[1] for m in found if m) if all(found) else None
+
+    assert wait_until(modes, "three servers serving", READY_TIMEOUT_S) == [
+        "follower",
+        "follower",
+        "leader",
+    ]
+    for n in range(ZOOKEEPERS):
+        pod = names.pod("demo", ZK, n)
+        log = secured.log(pod)
+        assert "Creating TLS-only quorum server socket" in log, log[-2000:]
+        # the election port (3888) presents this pod's certificate: TLS there too
+        shown = subprocess.run(
+            ["openssl", "s_client", "-connect", f"{secured.pod_ip(pod)}:3888", "-brief"],
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=CONNECT_TIMEOUT_S * 2,
+        )
+        assert f"CN = {names.component_principal_name('demo', ZK)}" in shown.stderr, shown.stderr
+
+
+def test_a_plaintext_client_gets_no_answer(secured):
+    address = (secured.pod_ip("demo-zookeeper-0"), names.ZOOKEEPER_CLIENT_PORT)
+    with socket.create_connection(address, timeout=CONNECT_TIMEOUT_S) as raw:
+        raw.sendall(b"srvr")
+        reply = b""
+        try:
+            while chunk := raw.recv(4096):
+                reply += chunk
+        except (ConnectionResetError, TimeoutError):
+            pass
+    assert b"Zookeeper version" not in reply
+    with pytest.raises(KazooTimeoutError):
+        kazoo(secured, None)
+
+
+@pytest.mark.parametrize("who", ["user of the clients CA", "another CA"])
+def test_a_certificate_not_from_the_cluster_ca_is_refused(secured, who):
+    with pytest.raises(KazooTimeoutError):
+        kazoo(secured, who)
+
+
+def test_the_brokers_znodes_carry_acls_only_the_cluster_identity_may_use(secured, owner):
+    admin = AdminClient({"bootstrap.servers": secured.bootstrap()})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(timeout=30)
+    for path in ("/brokers/ids/0", "/controller", f"/brokers/topics/{TOPIC}"):
+        acls, _ = owner.get_acls(path)
+        assert {(a.id.scheme, a.id.id, a.perms) for a in acls} == {
+            ("x509", CLIENT_ID, 31),  # CREATOR_ALL: the cluster's identity
+            ("world", "anyone", 1),  # READ
+        }, path
+    acls, _ = owner.get_acls("/config/users")  # credentials: not even world READ
+    assert {(a.id.scheme, a.id.id) for a in acls} == {("x509", CLIENT_ID)}
+    # the chroot itself is the cluster's too
+    root = kazoo(secured, "cluster identity", chroot="")
+    try:
+        acls, _ = root.get_acls(names.ZOOKEEPER_CHROOT)
+    finally:
+        root.stop()
+        root.close()
+    assert ("x509", CLIENT_ID, 31) in {(a.id.scheme, a.id.id, a.perms) for a in acls}
+
+    other = kazoo(secured, "broker certificate")  # the cluster CA's, another subject
+    try:
+        assert b"partitions" in other.get(f"/brokers/topics/{TOPIC}")[0]
+        with pytest.raises(NoAuthError):
+            other.set(f"/brokers/topics/{TOPIC}", b"{}")
+        with pytest.raises(NoAuthError):
+            other.delete("/controller")
+        with pytest.raises(NoAuthError):
+            other.create("/brokers/topics/planted", b"{}")
+        with pytest.raises(NoAuthError):
+            other.get("/config/users")
+    finally:
+        other.stop()
+        other.close()
+
+
+def test_the_cluster_serves_produce_and_consume(secured):
+    admin = AdminClient({"bootstrap.servers": secured.bootstrap()})
+    topic = "works"
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": secured.bootstrap(), "acks": "all"})
+    failed: list[object] = []
+    for i in range(RECORDS):
+        producer.produce(topic, b"%d" % i, on_delivery=lambda err, _: err and failed.append(err))
+    assert producer.flush(30) == 0 and not failed, failed
+    consumer = Consumer({"bootstrap.servers": secured.bootstrap(), "group.id": "zk-tls"})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    seen: set[int] = set()
+    deadline = time.monotonic() + 30
+    try:
+        while len(seen) < RECORDS and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.add(int(message.value()))
+    finally:
+        consumer.close()
+    assert seen == set(range(RECORDS))
