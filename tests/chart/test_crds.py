@@ -168,7 +168,9 @@ TOPIC = example("topics.yaml", "orders")
         (CLUSTER, "spec.brokers.storage.volumes.0.id", -1, "less than the minimum of 0"),
         (CLUSTER, "spec.brokers.replica", 3, "'replica' was unexpected"),
         (CLUSTER, "spec.imagePullPolicy", "Sometimes", "is not one of"),
-        (CLUSTER, "spec.listeners", {"client": {"port": 70000}}, "greater than the maximum"),
+        (CLUSTER, "spec.listeners", [{"name": "tls", "port": 70000}], "greater than the maximum"),
+        (CLUSTER, "spec.listeners", [{"name": "TLS", "port": 9093}], "does not match"),
+        (CLUSTER, "spec.controlPlane", {"port": 0}, "less than the minimum"),
         (CLUSTER, "apiVersion", "odradek.io/v1", "was expected"),
         (CONNECT, "spec.replicas", -1, "less than the minimum of 0"),
         (CONNECT, "spec.clusterRef", "Demo", "does not match"),
@@ -229,7 +231,8 @@ def test_storage_class_may_be_null_and_status_is_accepted() -> None:
 def test_defaults_are_applied_like_the_api_server() -> None:
     filled = openapi.resource_with_defaults(CLUSTER)
     spec = filled["spec"]
-    assert spec["listeners"] == {"client": {"port": 9092}, "controlPlane": {"port": 9091}}
+    assert "listeners" not in spec  # absent: one PLAINTEXT listener on 9092 (model/spec.py)
+    assert spec["controlPlane"] == {"port": 9091}
     assert spec["metrics"] == {"port": 9645}
     assert spec["imagePullPolicy"] == "IfNotPresent"
     assert spec["zookeeper"]["replicas"] == 1  # given values win

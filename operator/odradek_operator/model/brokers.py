@@ -36,7 +36,7 @@ import math
 from typing import Any
 
 from odradek.config.broker import BROKER_KEYS
-from odradek_operator.model import meta, names, zookeeper_tls
+from odradek_operator.model import meta, names, security, zookeeper_tls
 from odradek_operator.model.spec import ClusterSpec
 
 C = names.Component.BROKER
@@ -56,7 +56,7 @@ def properties(cluster: ClusterSpec) -> dict[str, str]:
         **zookeeper_tls.client_properties(cluster),
         "control.plane.listener.name": names.CONTROL_PLANE_LISTENER,
         "inter.broker.listener.name": names.INTERNAL_LISTENER,
-        "listener.security.protocol.map": names.LISTENER_SECURITY_PROTOCOL_MAP,
+        **security.broker_properties(cluster),
         "log.dirs": cluster.brokers.log_dirs,
     }
     if cluster.brokers.rack_topology_key is not None:
@@ -83,21 +83,24 @@ def config_map(cluster: ClusterSpec) -> dict[str, Any]:
     }
 
 
-def listeners(cluster: ClusterSpec) -> str:
-    ip = f"$({names.ENV_POD_IP})"
-    return (
-        f"{names.CLIENT_LISTENER}://{ip}:{cluster.ports.client},"
-        f"{names.CONTROL_PLANE_LISTENER}://{ip}:{cluster.ports.control_plane},"
-        f"{names.INTERNAL_LISTENER}://{ip}:{names.INTERNAL_PORT}"
-    )
+def listeners(cluster: ClusterSpec, host: str = f"$({names.ENV_POD_IP})") -> str:
+    """Every listener on ``host``: the client listeners, CONTROL_PLANE, INTERNAL."""
+    ports = [
+        *((listener.kafka_name, listener.port) for listener in cluster.listeners),
+        (names.CONTROL_PLANE_LISTENER, cluster.ports.control_plane),
+        (names.INTERNAL_LISTENER, names.INTERNAL_PORT),
+    ]
+    return ",".join(f"{name}://{host}:{port}" for name, port in ports)
 
 
 def args(cluster: ClusterSpec) -> list[str]:
+    advertised = listeners(cluster, security.advertised_host(cluster, C))
     overrides = [
         f"broker.id=$({names.ENV_POD_INDEX})",
         f"listeners={listeners(cluster)}",
-        f"advertised.listeners={listeners(cluster)}",
+        f"advertised.listeners={advertised}",
         f"odradek.admin.listener=$({names.ENV_POD_IP}):{cluster.ports.metrics}",
+        *security.keystore_override(cluster),
     ]
     config = ["--config", f"{names.ODRADEK_CONFIG_DIR}/{names.BROKER_PROPERTIES}"]
     return ["broker", *config, *(arg for o in overrides for arg in ("--override", o))]
@@ -130,7 +133,11 @@ def claim_templates(cluster: ClusterSpec) -> list[dict[str, Any]]:
     ]
 
 
-def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
+def statefulset(
+    cluster: ClusterSpec, image: str, certificates_hash: str | None = None
+) -> dict[str, Any]:
+    """``certificates_hash``: of the brokers' certificates Secret (secured clusters), in the
+    config hash so that new certificates roll the brokers."""
     brokers = cluster.brokers
     container = {
         "name": "broker",
@@ -140,7 +147,10 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
         "args": args(cluster),
         "env": meta.pod_env(),
         "ports": [
-            {"name": "client", "containerPort": cluster.ports.client},
+            *(
+                {"name": name, "containerPort": port}
+                for name, port in security.client_ports(cluster)
+            ),
             {"name": "control-plane", "containerPort": cluster.ports.control_plane},
             {"name": "internal", "containerPort": names.INTERNAL_PORT},
             {"name": "metrics", "containerPort": cluster.ports.metrics},
@@ -162,9 +172,16 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
             {"name": POD_INFO_VOLUME, "mountPath": names.POD_INFO_DIR, "readOnly": True}
         )
         pod["volumes"].append(pod_info_volume())
+    cert_volumes, cert_mounts = security.certificate_volumes(cluster, C)
+    container["volumeMounts"].extend(cert_mounts)
+    pod["volumes"].extend(cert_volumes)
     claims = claim_templates(cluster)
     digest = meta.config_hash(
-        properties(cluster), pod, [c["spec"] for c in claims], cluster.restart
+        properties(cluster),
+        pod,
+        [c["spec"] for c in claims],
+        cluster.restart,
+        *meta.optional(certificates_hash),
     )
     return meta.statefulset(
         cluster,
@@ -174,4 +191,5 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
         digest,
         persistentVolumeClaimRetentionPolicy=meta.retention_policy(brokers.delete_claim),
         volumeClaimTemplates=claims,
+        certificates_hash=certificates_hash,
     )

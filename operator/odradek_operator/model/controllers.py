@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek_operator.model import meta, names, zookeeper_tls
+from odradek_operator.model import meta, names, security, zookeeper_tls
 from odradek_operator.model.spec import ClusterSpec
 
 C = names.Component.CONTROLLER
@@ -38,6 +38,7 @@ def shared_properties(cluster: ClusterSpec) -> dict[str, str]:
         "zookeeper.connect": names.zookeeper_connect(cluster.name, cluster.namespace),
         **zookeeper_tls.client_properties(cluster),
         "control.plane.listener.name": names.CONTROL_PLANE_LISTENER,
+        **security.controller_properties(cluster),
     }
 
 
@@ -59,18 +60,21 @@ def config_map(cluster: ClusterSpec) -> dict[str, Any]:
 
 
 def args(cluster: ClusterSpec) -> list[str]:
-    return [
-        "controller",
-        "--config",
-        f"{names.ODRADEK_CONFIG_DIR}/{config_file(f'$({names.ENV_POD_INDEX})')}",
-        "--override",
-        f"listeners={names.CONTROLLER_LISTENER}://$({names.ENV_POD_IP}):{names.CONTROLLER_PORT}",
-        "--override",
+    # Secured, the listener is on the pod's DNS name (what brokers check its certificate for);
+    # the controller binds that name's address, the pod's own.
+    host = security.advertised_host(cluster, C)
+    overrides = [
+        f"listeners={names.CONTROLLER_LISTENER}://{host}:{names.CONTROLLER_PORT}",
         f"odradek.admin.listener=$({names.ENV_POD_IP}):{cluster.ports.metrics}",
+        *security.keystore_override(cluster),
     ]
+    config = f"{names.ODRADEK_CONFIG_DIR}/{config_file(f'$({names.ENV_POD_INDEX})')}"
+    return ["controller", "--config", config, *(a for o in overrides for a in ("--override", o))]
 
 
-def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
+def statefulset(
+    cluster: ClusterSpec, image: str, certificates_hash: str | None = None
+) -> dict[str, Any]:
     container = {
         "name": "controller",
         "image": image,
@@ -91,5 +95,12 @@ def statefulset(cluster: ClusterSpec, image: str) -> dict[str, Any]:
     }
     pod = meta.pod_spec(cluster, C, container, uid=meta.ODRADEK_UID, grace_s=TERMINATION_GRACE_S)
     zookeeper_tls.add_client_identity(cluster, pod)
-    digest = meta.config_hash(shared_properties(cluster), pod, cluster.restart)
-    return meta.statefulset(cluster, C, cluster.controllers.replicas, pod, digest)
+    cert_volumes, cert_mounts = security.certificate_volumes(cluster, C)
+    container["volumeMounts"].extend(cert_mounts)
+    pod["volumes"].extend(cert_volumes)
+    digest = meta.config_hash(
+        shared_properties(cluster), pod, cluster.restart, *meta.optional(certificates_hash)
+    )
+    return meta.statefulset(
+        cluster, C, cluster.controllers.replicas, pod, digest, certificates_hash=certificates_hash
+    )

@@ -55,6 +55,12 @@ PARTITIONS_MAX = 100_000
 CONNECT_REPLICAS_MAX = 100
 CONNECT_NAME_MAX = 40  # "<name>-connect-config" must stay a 63-character DNS label
 TASKS_MAX = 1000
+LISTENERS_MAX = 8
+LISTENER_NAME_PATTERN = r"^[a-z][a-z0-9]{0,10}$"  # Strimzi's: lowercase, at most 11 characters
+AUTHENTICATION_TYPES = ["none", "scram-sha-512", "tls"]
+SUPER_USERS_MAX = 100
+CA_VALIDITY_DAYS_MAX = 36500
+CERTIFICATES_MAX = 16  # status.certificates: the CAs and one entry per component's leaves
 IGNORED_TOPICS_MAX = 100  # status.operation.ignoredTopics (the message says how many in all)
 LOG_LEVELS = ["WARNING", "DEBUG"]  # what ``odradek [-v]`` honours
 CONNECTOR_STATES = ["running", "paused", "stopped"]
@@ -164,7 +170,40 @@ def immutable(message: str) -> list[Schema]:
     return [{"rule": "self == oldSelf", "message": message}]
 
 
+def certificate_authority(description: str) -> Schema:
+    return _obj(
+        {
+            "generateCertificateAuthority": {
+                "type": "boolean",
+                "default": True,
+                "description": "false: bring your own (the user creates the two Secrets).",
+            },
+            "validityDays": _int(minimum=1, maximum=CA_VALIDITY_DAYS_MAX, default=365),
+            "renewalDays": _int(
+                minimum=1,
+                maximum=CA_VALIDITY_DAYS_MAX,
+                default=30,
+                description="Renew this many days before expiry (less than validityDays).",
+            ),
+        },
+        description=description,
+    )
+
+
 def cluster_spec() -> Schema:
+    listener = _obj(
+        {
+            "name": _str(pattern=LISTENER_NAME_PATTERN, description="Lowercase, <= 11 chars."),
+            "port": _int(minimum=1, maximum=65535),
+            "tls": {"type": "boolean", "default": False, "description": "TLS with the CA."},
+            "authentication": _obj(
+                {"type": _str(enum=AUTHENTICATION_TYPES)},
+                required=["type"],
+                description="scram-sha-512 (SASL) or tls (client certificates of the clients CA).",
+            ),
+        },
+        required=["name", "port"],
+    )
     volume = _obj(
         {
             "id": _int(
@@ -248,15 +287,38 @@ def cluster_spec() -> Schema:
             "zookeeper": zookeeper,
             "controllers": controllers,
             "brokers": brokers,
-            "listeners": _obj(
+            "listeners": {
+                "type": "array",
+                "description": (
+                    "The client listeners (Strimzi's shape). Absent: one PLAINTEXT listener on "
+                    "9092. Once one has tls or authentication, the brokers' INTERNAL and "
+                    "CONTROL_PLANE listeners and the controllers' are mutual TLS with the "
+                    "cluster CA, and the ACL authorizer is on."
+                ),
+                "items": listener,
+                "minItems": 1,
+                "maxItems": LISTENERS_MAX,
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+            },
+            "controlPlane": port(9091, "CONTROL_PLANE: the controller's requests to brokers."),
+            "authorization": _obj(
                 {
-                    "client": port(9092, "PLAINTEXT, for clients; advertised per pod."),
-                    "controlPlane": port(
-                        9091, "CONTROL_PLANE: the controller's requests to brokers."
-                    ),
+                    "type": _str(enum=["simple"], description="Kafka's ACL authorizer."),
+                    "superUsers": {
+                        "type": "array",
+                        "items": _str(minLength=1),
+                        "maxItems": SUPER_USERS_MAX,
+                        "description": "Principals allowed everything, e.g. User:admin.",
+                    },
                 },
-                default={},
+                required=["type"],
+                description="Needs a listener with tls or authentication.",
             ),
+            "clusterCa": certificate_authority(
+                "Signs the brokers', controllers', ZooKeeper's and the operator's certificates."
+            ),
+            "clientsCa": certificate_authority("Signs the OdradekUsers' tls certificates."),
             "metrics": port(9645, "The admin listener: /metrics, /healthz, /readyz."),
         },
         required=["brokers"],
@@ -270,6 +332,22 @@ def cluster_status() -> Schema:
             "conditions": conditions(),
             "brokerIds": {"type": "array", "items": _int(minimum=0), "maxItems": BROKERS_MAX},
             "bootstrap": _str(description="host:port of the bootstrap Service."),
+            "certificates": {
+                "type": "array",
+                "maxItems": CERTIFICATES_MAX,
+                "description": "The operator's certificates and when each expires.",
+                "items": _obj(
+                    {
+                        "certificate": _str(
+                            description="cluster-ca, clients-ca, broker, controller, "
+                            "zookeeper or operator."
+                        ),
+                        "secret": _str(),
+                        "notAfter": _str(format="date-time"),
+                        "generation": _int(minimum=0, description="A CA's generation."),
+                    }
+                ),
+            },
             "brokers": _obj(
                 {
                     "replicas": _int(minimum=0, description="Brokers that exist now."),

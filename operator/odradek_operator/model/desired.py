@@ -31,22 +31,29 @@ def desired_objects(
     return build(ClusterSpec.from_resource(cluster_body), operator_image_default)
 
 
-def build(cluster: ClusterSpec, operator_image_default: str) -> list[dict[str, Any]]:
-    """``desired_objects`` for a spec already read."""
+def build(
+    cluster: ClusterSpec,
+    operator_image_default: str,
+    certificates: Mapping[Component, str] | None = None,
+) -> list[dict[str, Any]]:
+    """``desired_objects`` for a spec already read. ``certificates``: the hash of each
+    component's certificates Secret (secured clusters; reconcile/certificates.py makes the
+    Secrets first), put in its pods' config hash."""
     odradek_image = image(cluster, operator_image_default)
+    certificates = certificates or {}
     return [
         policy.service_account(cluster),
         zookeeper.config_map(cluster),
         services.headless_service(cluster, Component.ZOOKEEPER),
         services.zookeeper_client_service(cluster),
         policy.pod_disruption_budget(cluster, Component.ZOOKEEPER),
-        zookeeper.statefulset(cluster),
+        zookeeper.statefulset(cluster, certificates.get(Component.ZOOKEEPER)),
         controllers.config_map(cluster),
         services.headless_service(cluster, Component.CONTROLLER),
-        controllers.statefulset(cluster, odradek_image),
+        controllers.statefulset(cluster, odradek_image, certificates.get(Component.CONTROLLER)),
         brokers.config_map(cluster),
         services.headless_service(cluster, Component.BROKER),
         services.bootstrap_service(cluster),
         policy.pod_disruption_budget(cluster, Component.BROKER),
-        brokers.statefulset(cluster, odradek_image),
+        brokers.statefulset(cluster, odradek_image, certificates.get(Component.BROKER)),
     ]

@@ -164,9 +164,15 @@ def statefulset(
     replicas: int,
     pod: dict[str, Any],
     config_hash: str,
+    certificates_hash: str | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """A StatefulSet the operator restarts itself (``OnDelete``), pods started all at once."""
+    """A StatefulSet the operator restarts itself (``OnDelete``), pods started all at once.
+    ``certificates_hash`` (secured clusters) is also an annotation of the pods: the operator
+    knows from it which pods run with the certificates of its Secret (reconcile/certificates)."""
+    annotations = {names.CONFIG_HASH_ANNOTATION: config_hash}
+    if certificates_hash is not None:
+        annotations[names.CERTIFICATES_HASH_ANNOTATION] = certificates_hash
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -180,7 +186,7 @@ def statefulset(
             "template": {
                 "metadata": {
                     "labels": names.labels(cluster.name, component),
-                    "annotations": {names.CONFIG_HASH_ANNOTATION: config_hash},
+                    "annotations": annotations,
                 },
                 "spec": pod,
             },
@@ -222,6 +228,12 @@ def config_hash(*parts: object) -> str:
     """sha256 of the parts as canonical JSON: what restarts a pod when it changes."""
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def optional(part: object | None) -> tuple[object, ...]:
+    """A config hash part that only counts when set: an unsecured cluster's hashes stay what
+    they were before certificates existed (an operator upgrade restarts nothing)."""
+    return () if part is None else (part,)
 
 
 def render_properties(props: Mapping[str, str], header: str) -> str:

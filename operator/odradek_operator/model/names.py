@@ -153,7 +153,6 @@ CA_GENERATION_ANNOTATION = f"{GROUP}/ca-generation"
 # In every pod's template: a hash of the certificates it mounts, so a new leaf rolls the pods.
 CERTIFICATES_HASH_ANNOTATION = f"{GROUP}/certificates-hash"
 CERTS_DIR = "/etc/odradek/certs"  # the leaf Secret's mount: <pod>.pem and ca.crt
-CLIENTS_CA_DIR = "/etc/odradek/clients-ca"  # the clients CA certificate (tls listeners)
 OPERATOR_PRINCIPAL_NAME = "odradek-operator"  # CN of C-operator-certs: User:odradek-operator
 
 
@@ -174,7 +173,8 @@ def clients_ca_key_secret(cluster: str) -> str:
 
 
 def certs_secret(cluster: str, component: Component) -> str:
-    """A component's leaf Secret: ``<pod>.pem`` (key then chain) per pod and ``ca.crt``."""
+    """A component's leaf Secret: ``<pod>.pem`` (key then chain) per pod and ``ca.crt``; the
+    brokers' also ``clients-ca.crt``, the clients CA bundle their tls listeners trust."""
     return f"{cluster}-{component}-certs"
 
 
@@ -364,5 +364,5 @@ def zookeeper_client_certs_secret(cluster: str) -> str:
 
 
 def zookeeper_client_principal_name(cluster: str) -> str:
-    """The CN of that identity: ZooKeeper knows its sessions as ``x509:O=odradek.io,CN=<it>``."""
+    """The CN of that identity: ZooKeeper knows its sessions as ``x509:CN=<it>,O=odradek.io``."""
     return f"{cluster}-zookeeper-client"

@@ -1,6 +1,6 @@
 """Services: one headless Service per component (stable pod names, ready or not), the
 ``<cluster>-zookeeper-client`` Service (2181) and the ``<cluster>-bootstrap`` Service (the
-brokers' client port).
+brokers' client listeners' ports).
 
 The headless Services publish not-ready addresses: a ZooKeeper server must resolve its peers
 before they are ready (the ensemble forms only once they talk), and brokers and controllers are
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek_operator.model import meta, names
+from odradek_operator.model import meta, names, security
 from odradek_operator.model.spec import ClusterSpec
 
 Component = names.Component
@@ -35,7 +35,7 @@ def _ports(cluster: ClusterSpec, component: Component) -> list[dict[str, Any]]:
             port("metrics", cluster.ports.metrics),
         ]
     return [
-        port("client", cluster.ports.client),
+        *(port(name, number) for name, number in security.client_ports(cluster)),
         port("control-plane", cluster.ports.control_plane),
         port("internal", names.INTERNAL_PORT),
         port("metrics", cluster.ports.metrics),
@@ -59,7 +59,7 @@ def headless_service(cluster: ClusterSpec, component: Component) -> dict[str, An
 
 
 def _client_service(
-    cluster: ClusterSpec, name: str, component: Component, port: int
+    cluster: ClusterSpec, name: str, component: Component, ports: list[tuple[str, int]]
 ) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -68,16 +68,20 @@ def _client_service(
         "spec": {
             "type": "ClusterIP",
             "selector": names.selector_labels(cluster.name, component),
-            "ports": [{"name": "client", "port": port, "targetPort": "client", "protocol": "TCP"}],
+            "ports": [
+                {"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}
+                for port_name, port in ports
+            ],
         },
     }
 
 
 def zookeeper_client_service(cluster: ClusterSpec) -> dict[str, Any]:
     name = names.zookeeper_client_service(cluster.name)
-    return _client_service(cluster, name, Component.ZOOKEEPER, names.ZOOKEEPER_CLIENT_PORT)
+    ports = [("client", names.ZOOKEEPER_CLIENT_PORT)]
+    return _client_service(cluster, name, Component.ZOOKEEPER, ports)
 
 
 def bootstrap_service(cluster: ClusterSpec) -> dict[str, Any]:
     name = names.bootstrap_service(cluster.name)
-    return _client_service(cluster, name, Component.BROKER, cluster.ports.client)
+    return _client_service(cluster, name, Component.BROKER, security.client_ports(cluster))

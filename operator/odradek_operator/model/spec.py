@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.config.authorizer import super_user_principals
 from odradek.config.broker import BROKER_KEYS, BrokerConfig
 from odradek.config.controller import CONTROLLER_KEYS, ControllerConfig
 from odradek.config.topic import CONFIG_KEYS as TOPIC_CONFIG_KEYS
@@ -53,6 +54,9 @@ from odradek_operator.model import crds, names
 
 __all__ = [
     "BROKER_CONFIG_DEFAULTS",
+    "Authorization",
+    "CaSpec",
+    "Listener",
     "OPERATOR_OWNED_BROKER_KEYS",
     "BrokerSpec",
     "ClusterSpec",
@@ -89,7 +93,14 @@ CONTROLLER_REPLICAS = _range(_CLUSTER, "spec.controllers.replicas")
 BROKER_REPLICAS = _range(_CLUSTER, "spec.brokers.replicas")
 VOLUMES_MAX = crds.spec_field(_CLUSTER, "spec.brokers.storage.volumes")["maxItems"]
 VOLUME_IDS = _range(_CLUSTER, "spec.brokers.storage.volumes[].id")
-PORTS = _range(_CLUSTER, "spec.listeners.client.port")
+PORTS = _range(_CLUSTER, "spec.controlPlane.port")
+LISTENERS_MAX = crds.spec_field(_CLUSTER, "spec.listeners")["maxItems"]
+LISTENER_NAME = re.compile(crds.spec_field(_CLUSTER, "spec.listeners[].name")["pattern"])
+AUTHENTICATION_TYPES = tuple(
+    crds.spec_field(_CLUSTER, "spec.listeners[].authentication.type")["enum"]
+)
+SUPER_USERS_MAX = crds.spec_field(_CLUSTER, "spec.authorization.superUsers")["maxItems"]
+CA_DAYS = _range(_CLUSTER, "spec.clusterCa.validityDays")
 TOPIC_NAME_MAX = crds.spec_field(_TOPIC, "spec.topicName")["maxLength"]  # Kafka's 249
 TOPIC_PARTITIONS = _range(_TOPIC, "spec.partitions")
 TOPIC_REPLICATION_FACTORS = _range(_TOPIC, "spec.replicationFactor")
@@ -103,6 +114,11 @@ DEFAULT_VOLUME_SIZE = "10Gi"
 DEFAULT_CLIENT_PORT = 9092
 DEFAULT_CONTROL_PLANE_PORT = 9091
 DEFAULT_METRICS_PORT = 9645
+DEFAULT_LISTENER_NAME = "plaintext"  # Kafka name PLAINTEXT: the listener before spec.listeners
+# Listener names the operator gives its own listeners (their Kafka names upper case).
+RESERVED_LISTENER_NAMES = ("internal", "controller", "client", "metrics")  # and container ports
+DEFAULT_CA_VALIDITY_DAYS = 365  # Strimzi's
+DEFAULT_CA_RENEWAL_DAYS = 30
 
 # ZooKeeper over TLS follows the listeners (model/zookeeper_tls.py): these are the operator's.
 _ZK_CLIENT_KEY_NAMES = frozenset(key.name for key in ZK_CLIENT_KEYS)
@@ -125,6 +141,10 @@ OPERATOR_OWNED_BROKER_KEYS = (
     )
     | _ZK_CLIENT_KEY_NAMES
 )
+# With spec.listeners and spec.authorization the operator writes every TLS, SASL and authorizer
+# key (model/security.py); a user's key among them would fight the operator's.
+OPERATOR_OWNED_BROKER_PREFIXES = ("ssl.", "sasl.", "listener.name.")
+OPERATOR_OWNED_BROKER_KEYS = OPERATOR_OWNED_BROKER_KEYS | {"authorizer.class.name", "super.users"}
 # Keys Kafka's brokers read as the controller; Odradek's controllers read them from their file.
 _CONTROLLER_ONLY_KEYS = {
     k: row for k, row in CONTROLLER_KEYS.items() if k not in BROKER_KEYS and k != "controller.id"
@@ -368,6 +388,67 @@ class BrokerSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class Listener:
+    """One client listener of ``spec.listeners``: its Kafka name is ``name`` upper case."""
+
+    name: str
+    port: int
+    tls: bool = False
+    authentication: str = "none"  # none | scram-sha-512 | tls
+
+    @property
+    def kafka_name(self) -> str:
+        return self.name.upper()
+
+    @property
+    def security_protocol(self) -> str:
+        sasl = self.authentication == "scram-sha-512"
+        if self.tls:
+            return "SASL_SSL" if sasl else "SSL"
+        return "SASL_PLAINTEXT" if sasl else "PLAINTEXT"
+
+    @property
+    def secured(self) -> bool:
+        return self.tls or self.authentication != "none"
+
+
+DEFAULT_LISTENERS = (Listener(DEFAULT_LISTENER_NAME, DEFAULT_CLIENT_PORT),)
+
+
+@dataclass(frozen=True, slots=True)
+class Authorization:
+    """``spec.authorization``: Kafka's ACL authorizer and the user's extra super users (the
+    brokers', controllers' and operator's principals are always added)."""
+
+    type: str = "simple"
+    super_users: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CaSpec:
+    """``spec.clusterCa`` / ``spec.clientsCa`` (Strimzi's fields)."""
+
+    generate: bool = True
+    validity_days: int = DEFAULT_CA_VALIDITY_DAYS
+    renewal_days: int = DEFAULT_CA_RENEWAL_DAYS
+
+    @classmethod
+    def parse(cls, value: object, where: str) -> CaSpec:
+        section = _mapping(value, where)
+        _only(section, where, ("generateCertificateAuthority", "validityDays", "renewalDays"))
+        validity = _int(section, "validityDays", where, DEFAULT_CA_VALIDITY_DAYS, *CA_DAYS)
+        renewal = _int(section, "renewalDays", where, DEFAULT_CA_RENEWAL_DAYS, *CA_DAYS)
+        if renewal >= validity:
+            raise SpecError(
+                f"{where}.renewalDays",
+                f"{renewal} must be less than validityDays ({validity}): certificates would be "
+                "renewed as soon as they are made",
+            )
+        generate = _bool(section, "generateCertificateAuthority", where, True)
+        return cls(generate, validity, renewal)
+
+
+@dataclass(frozen=True, slots=True)
 class Ports:
     client: int = DEFAULT_CLIENT_PORT
     control_plane: int = DEFAULT_CONTROL_PLANE_PORT
@@ -388,10 +469,21 @@ class ClusterSpec:
     brokers: BrokerSpec
     ports: Ports
     restart: str  # the cluster's odradek.io/restart annotation: changing it restarts every pod
-    # Any listener with TLS or authentication: then ZooKeeper is TLS-only with ACLs
-    # (model/zookeeper_tls.py). Set from spec.listeners once their security is read
-    # (issue 24, k8s-tls); until then never from a resource.
-    secured: bool = False
+    listeners: tuple[Listener, ...] = DEFAULT_LISTENERS
+    authorization: Authorization | None = None  # set (type simple) whenever secured
+    cluster_ca: CaSpec = CaSpec()
+    clients_ca: CaSpec = CaSpec()
+
+    @property
+    def secured(self) -> bool:
+        """A listener has tls or authentication: every internal listener is then mutual TLS
+        with the cluster CA, the ACL authorizer is on, and the operator keeps certificates."""
+        return any(listener.secured for listener in self.listeners)
+
+    @property
+    def tls_authentication(self) -> bool:
+        """Some listener authenticates clients by certificate (the clients CA is mounted)."""
+        return any(listener.authentication == "tls" for listener in self.listeners)
 
     @classmethod
     def from_resource(cls, body: Mapping[str, Any]) -> ClusterSpec:
@@ -421,6 +513,10 @@ class ClusterSpec:
                 "controllers",
                 "brokers",
                 "listeners",
+                "controlPlane",
+                "authorization",
+                "clusterCa",
+                "clientsCa",
                 "metrics",
             ),
         )
@@ -429,7 +525,9 @@ class ClusterSpec:
             raise SpecError(
                 "spec.imagePullPolicy", f"{pull_policy!r}: one of {', '.join(_PULL_POLICIES)}"
             )
-        ports = _ports(spec)
+        listeners = _listeners(spec.get("listeners"))
+        ports = _ports(spec, listeners)
+        secured = any(listener.secured for listener in listeners)
         return cls(
             name=name,
             namespace=str(metadata.get("namespace") or "default"),
@@ -441,23 +539,110 @@ class ClusterSpec:
             brokers=_brokers(spec.get("brokers"), ports),
             ports=ports,
             restart=str(annotations.get(names.RESTART_ANNOTATION, "")),
+            listeners=listeners,
+            authorization=_authorization(spec.get("authorization"), secured),
+            cluster_ca=CaSpec.parse(spec.get("clusterCa"), "spec.clusterCa"),
+            clients_ca=CaSpec.parse(spec.get("clientsCa"), "spec.clientsCa"),
         )
 
 
-def _ports(spec: Mapping[str, Any]) -> Ports:
-    listeners = _mapping(spec.get("listeners"), "spec.listeners")
-    _only(listeners, "spec.listeners", ("client", "controlPlane"))
-    client = _mapping(listeners.get("client"), "spec.listeners.client")
-    control_plane = _mapping(listeners.get("controlPlane"), "spec.listeners.controlPlane")
+def _listeners(value: object) -> tuple[Listener, ...]:
+    where = "spec.listeners"
+    if value is None:
+        return DEFAULT_LISTENERS
+    if isinstance(value, Mapping):
+        # Before issue 24 (and what the API server's defaults wrote into every cluster then):
+        # {client: {port}, controlPlane: {port}}, one PLAINTEXT listener. Still read, the same.
+        _only(value, where, ("client", "controlPlane"))
+        client = _mapping(value.get("client"), f"{where}.client")
+        _only(client, f"{where}.client", ("port",))
+        port = _port(client, f"{where}.client", DEFAULT_CLIENT_PORT)
+        return (Listener(DEFAULT_LISTENER_NAME, port),)
+    if not isinstance(value, list) or not value:
+        raise SpecError(where, "expected a list of at least one listener")
+    if len(value) > LISTENERS_MAX:
+        raise SpecError(where, f"{len(value)} listeners; at most {LISTENERS_MAX}")
+    out: dict[str, Listener] = {}
+    for i, item in enumerate(value):
+        path = f"{where}[{i}]"
+        entry = _mapping(item, path)
+        _only(entry, path, ("name", "port", "tls", "authentication"))
+        name = _str(entry, "name", path, None)
+        if name is None or not LISTENER_NAME.fullmatch(name):
+            raise SpecError(
+                f"{path}.name",
+                f"{name!r}: lowercase letters and digits, starting with a letter, at most 11",
+            )
+        if name in RESERVED_LISTENER_NAMES:
+            raise SpecError(f"{path}.name", f"{name!r} is the operator's own listener's name")
+        if name in out:
+            raise SpecError(f"{path}.name", f"listener {name!r} is listed twice")
+        auth = _mapping(entry.get("authentication"), f"{path}.authentication")
+        _only(auth, f"{path}.authentication", ("type",))
+        auth_type = _str(auth, "type", f"{path}.authentication", "none")
+        if auth_type not in AUTHENTICATION_TYPES:
+            raise SpecError(
+                f"{path}.authentication.type",
+                f"{auth_type!r}: one of {', '.join(AUTHENTICATION_TYPES)}",
+            )
+        tls = _bool(entry, "tls", path, False)
+        if auth_type == "tls" and not tls:
+            raise SpecError(
+                f"{path}.authentication.type",
+                "tls authentication (client certificates) needs tls: true on the listener",
+            )
+        out[name] = Listener(name, _port(entry, path, _ABSENT), tls, auth_type or "none")
+    return tuple(out.values())
+
+
+def _authorization(value: object, secured: bool) -> Authorization | None:
+    where = "spec.authorization"
+    if value is None:
+        return Authorization() if secured else None
+    section = _mapping(value, where)
+    _only(section, where, ("type", "superUsers"))
+    if section.get("type") != "simple":
+        raise SpecError(f"{where}.type", f"{section.get('type')!r}: only simple (Kafka's ACLs)")
+    if not secured:
+        raise SpecError(
+            where,
+            "needs a listener with tls or authentication: without them every client and "
+            "every broker is User:ANONYMOUS and the ACLs could tell no one apart",
+        )
+    users = section.get("superUsers", [])
+    if not isinstance(users, list) or len(users) > SUPER_USERS_MAX:
+        raise SpecError(f"{where}.superUsers", f"expected a list of at most {SUPER_USERS_MAX}")
+    checked = []
+    for i, user in enumerate(users):
+        try:
+            if not isinstance(user, str):
+                raise ValueError(f"expected a string, got {_kind(user)}")
+            checked.extend(super_user_principals(user))
+        except ValueError as e:
+            raise SpecError(f"{where}.superUsers[{i}]", f"{user!r}: {e}") from e
+    return Authorization("simple", tuple(dict.fromkeys(checked)))
+
+
+def _listener_port_path(spec: Mapping[str, Any], i: int) -> str:
+    if isinstance(spec.get("listeners"), Mapping):
+        return "spec.listeners.client.port"
+    return f"spec.listeners[{i}].port"
+
+
+def _ports(spec: Mapping[str, Any], listeners: tuple[Listener, ...]) -> Ports:
+    where = "spec.controlPlane"
+    legacy = spec.get("listeners")
+    if "controlPlane" not in spec and isinstance(legacy, Mapping) and "controlPlane" in legacy:
+        where = "spec.listeners.controlPlane"  # the form before issue 24 (_listeners)
+        control_plane = _mapping(legacy.get("controlPlane"), where)
+    else:
+        control_plane = _mapping(spec.get("controlPlane"), where)
     metrics = _mapping(spec.get("metrics"), "spec.metrics")
-    _only(client, "spec.listeners.client", ("port",))
-    _only(control_plane, "spec.listeners.controlPlane", ("port",))
+    _only(control_plane, where, ("port",))
     _only(metrics, "spec.metrics", ("port",))
     ports = Ports(
-        client=_port(client, "spec.listeners.client", DEFAULT_CLIENT_PORT),
-        control_plane=_port(
-            control_plane, "spec.listeners.controlPlane", DEFAULT_CONTROL_PLANE_PORT
-        ),
+        client=listeners[0].port,
+        control_plane=_port(control_plane, where, DEFAULT_CONTROL_PLANE_PORT),
         metrics=_port(metrics, "spec.metrics", DEFAULT_METRICS_PORT),
     )
     taken = {
@@ -466,8 +651,8 @@ def _ports(spec: Mapping[str, Any]) -> Ports:
         names.ZOOKEEPER_CLIENT_PORT: "ZooKeeper",
     }
     for path, port in (
-        ("spec.listeners.client.port", ports.client),
-        ("spec.listeners.controlPlane.port", ports.control_plane),
+        *((_listener_port_path(spec, i), lst.port) for i, lst in enumerate(listeners)),
+        (f"{where}.port", ports.control_plane),
         ("spec.metrics.port", ports.metrics),
     ):
         if port in taken:
@@ -557,9 +742,11 @@ def _broker_config(value: object, where: str) -> dict[str, str]:
                 "set by the operator: brokers and controllers reach ZooKeeper over mutual TLS "
                 "with secure ACLs exactly when spec.listeners are secured",
             )
-        if key in OPERATOR_OWNED_BROKER_KEYS:
+        if key in OPERATOR_OWNED_BROKER_KEYS or key.startswith(OPERATOR_OWNED_BROKER_PREFIXES):
             raise SpecError(
-                path, "set by the operator (from the pod, the listeners and the volumes)"
+                path,
+                "set by the operator (from the pod, spec.listeners, spec.authorization and the "
+                "volumes)",
             )
         row = BROKER_KEYS.get(key) or _CONTROLLER_ONLY_KEYS.get(key)
         if row is None:

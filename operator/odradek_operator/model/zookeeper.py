@@ -98,7 +98,9 @@ def heap_env(cluster: ClusterSpec) -> list[dict[str, str]]:
     return [{"name": "ZK_SERVER_HEAP", "value": str(heap_mib)}]
 
 
-def statefulset(cluster: ClusterSpec) -> dict[str, Any]:
+def statefulset(cluster: ClusterSpec, certificates_hash: str | None = None) -> dict[str, Any]:
+    """``certificates_hash``: of ``C-zookeeper-certs`` (secured clusters), in the config hash so
+    that new certificates roll the servers."""
     zk = cluster.zookeeper
     container = {
         "name": "zookeeper",
@@ -131,7 +133,9 @@ def statefulset(cluster: ClusterSpec) -> dict[str, Any]:
         "metadata": {"name": names.ZOOKEEPER_DATA_VOLUME, "labels": names.labels(cluster.name, C)},
         "spec": meta.claim_spec(zk.storage.size, zk.storage.storage_class),
     }
-    digest = meta.config_hash(zoo_cfg(cluster), pod, claim["spec"], cluster.restart)
+    digest = meta.config_hash(
+        zoo_cfg(cluster), pod, claim["spec"], cluster.restart, *meta.optional(certificates_hash)
+    )
     return meta.statefulset(
         cluster,
         C,
@@ -144,4 +148,5 @@ def statefulset(cluster: ClusterSpec) -> dict[str, Any]:
             "whenScaled": "Retain",
         },
         volumeClaimTemplates=[claim],
+        certificates_hash=certificates_hash,
     )

@@ -10,7 +10,7 @@ ZooKeeper then takes only the cluster's own principals, by these rules (each enf
   (``ssl.clientAuth=need``) and checked against the cluster CA's trust bundle alone: a client
   certificate from the clients CA (an OdradekUser's), or from any other CA, fails the handshake.
 - **Sessions have identities.** ``authProvider.x509`` names each session by its certificate's
-  subject (``x509:O=odradek.io,CN=demo-zookeeper-client``), which the brokers' ACLs name.
+  subject (``x509:CN=demo-zookeeper-client,O=odradek.io``), which the brokers' ACLs name.
 - **The quorum is TLS too** (``sslQuorum``: peer traffic on 2888, elections on 3888), with
   ZooKeeper's default host name verification of both ends kept on: a peer must present a
   cluster-CA certificate naming its own pod (``server_dns_names``), so the brokers' and
@@ -63,6 +63,7 @@ __all__ = [
 SERVER_CNXN_FACTORY_NETTY = "org.apache.zookeeper.server.NettyServerCnxnFactory"
 X509_AUTH_PROVIDER = "org.apache.zookeeper.server.auth.X509AuthenticationProvider"
 SERVER_CERTS_VOLUME = "zookeeper-certs"
+CERTS_MODE = 0o440
 CLIENT_CERTS_VOLUME = "zookeeper-client-certs"
 
 
@@ -105,7 +106,8 @@ def server_volume(cluster: ClusterSpec) -> dict[str, Any]:
     secret = names.certs_secret(cluster.name, names.Component.ZOOKEEPER)
     return {
         "name": SERVER_CERTS_VOLUME,
-        "secret": {"secretName": secret},
+        # readable by the pod's group (fsGroup) alone: private keys, as model/security.py's
+        "secret": {"secretName": secret, "defaultMode": CERTS_MODE},
     }
 
 
@@ -143,7 +145,8 @@ def client_volume(cluster: ClusterSpec) -> dict[str, Any]:
     secret = names.zookeeper_client_certs_secret(cluster.name)
     return {
         "name": CLIENT_CERTS_VOLUME,
-        "secret": {"secretName": secret},
+        # readable by the pod's group (fsGroup) alone: private keys, as model/security.py's
+        "secret": {"secretName": secret, "defaultMode": CERTS_MODE},
     }
 
 

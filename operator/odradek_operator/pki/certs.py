@@ -216,9 +216,11 @@ def _public_bytes(key: object) -> bytes:
 
 
 def _name(common_name: str, organization: str | None) -> x509.Name:
+    # O before CN in the certificate, so RFC 2253 (last first, as Java's X500Principal and the
+    # broker's principal print it) reads "CN=<cn>,O=<organization>".
     attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
     if organization:
-        attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+        attributes.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
     return x509.Name(attributes)
 
 

@@ -43,7 +43,7 @@ RECORDS = 20
 TOPIC = "behind-acls"
 NOW = datetime.datetime.now(datetime.UTC)
 ZK = names.Component.ZOOKEEPER
-CLIENT_ID = "O=odradek.io,CN=demo-zookeeper-client"  # as ZooKeeper's x509 provider names it
+CLIENT_ID = "CN=demo-zookeeper-client,O=odradek.io"  # as ZooKeeper's x509 provider names it
 SPEC = {
     "image": "odradek:test",
     "zookeeper": {"replicas": ZOOKEEPERS},

@@ -58,7 +58,7 @@ BRIEF_EXAMPLE = cluster(
             "resources": {},
             "config": {"min.insync.replicas": 2, "default.replication.factor": 3},
         },
-        "listeners": {"client": {"port": 9092}, "controlPlane": {"port": 9091}},
+        "controlPlane": {"port": 9091},
         "metrics": {"port": 9645},
     }
 )
@@ -247,6 +247,54 @@ def test_rack_names_a_node_label():
         ({"metrics": {"port": 9092}}, "spec.metrics.port"),
         ({"listeners": {"controlPlane": {"port": 9093}}}, "spec.listeners.controlPlane.port"),
         ({"listeners": {"client": {"port": 9094}}}, "spec.listeners.client.port"),  # INTERNAL
+        ({"controlPlane": {"port": 9093}}, "spec.controlPlane.port"),
+        ({"listeners": [{"name": "tls", "port": 9094}]}, "spec.listeners[0].port"),
+        ({"listeners": []}, "spec.listeners"),
+        ({"listeners": [{"name": "Tls", "port": 9092}]}, "spec.listeners[0].name"),
+        ({"listeners": [{"name": "internal", "port": 9092}]}, "spec.listeners[0].name"),
+        (
+            {"listeners": [{"name": "a", "port": 1}, {"name": "a", "port": 2}]},
+            "spec.listeners[1].name",
+        ),
+        (
+            {"listeners": [{"name": "a", "port": 9000}, {"name": "b", "port": 9000}]},
+            "spec.listeners[1].port",
+        ),
+        ({"listeners": [{"name": "a", "port": 9000, "type": "route"}]}, "spec.listeners[0].type"),
+        (
+            {"listeners": [{"name": "a", "port": 9000, "authentication": {"type": "tls"}}]},
+            "spec.listeners[0].authentication.type",
+        ),
+        (
+            {"listeners": [{"name": "a", "port": 9000, "authentication": {"type": "plain"}}]},
+            "spec.listeners[0].authentication.type",
+        ),
+        ({"authorization": {"type": "simple"}}, "spec.authorization"),
+        (
+            {
+                "listeners": [{"name": "a", "port": 9000, "tls": True}],
+                "authorization": {"type": "opa"},
+            },
+            "spec.authorization.type",
+        ),
+        (
+            {
+                "listeners": [{"name": "a", "port": 9000, "tls": True}],
+                "authorization": {"type": "simple", "superUsers": ["alice"]},
+            },
+            "spec.authorization.superUsers[0]",
+        ),
+        ({"clusterCa": {"validityDays": 30, "renewalDays": 30}}, "spec.clusterCa.renewalDays"),
+        ({"clientsCa": {"validityDays": 0}}, "spec.clientsCa.validityDays"),
+        (
+            {"clusterCa": {"generateCertificateAuthority": "no"}},
+            "spec.clusterCa.generateCertificateAuthority",
+        ),
+        (
+            {"brokers": {"config": {"ssl.client.auth": "required"}}},
+            "spec.brokers.config[ssl.client.auth]",
+        ),
+        ({"brokers": {"config": {"super.users": "User:x"}}}, "spec.brokers.config[super.users]"),
         ({"connect": {}}, "spec.connect"),
     ],
 )

@@ -5,7 +5,6 @@ accepts, pointing at the one identity they mount; an unsecured cluster keeps pla
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import os
 import re
@@ -32,12 +31,19 @@ NOW = datetime.datetime(2026, 12, 3, 12, 0, tzinfo=datetime.UTC)
 ZK_CLIENT_DIR = names.ZOOKEEPER_CLIENT_CERTS_DIR
 
 
-def spec(secured: bool, zookeepers: int = 3, **brokers: Any) -> ClusterSpec:
-    body = {
+TLS_LISTENER = {"name": "tls", "port": 9192, "tls": True, "authentication": {"type": "tls"}}
+
+
+def spec(secured: bool, zookeepers: int = 3) -> ClusterSpec:
+    body: dict[str, Any] = {
         "metadata": {"name": "demo", "namespace": "data", "uid": "0b1c-uid"},
-        "spec": {"zookeeper": {"replicas": zookeepers}, "brokers": brokers},
+        "spec": {"zookeeper": {"replicas": zookeepers}},
     }
-    return dataclasses.replace(ClusterSpec.from_resource(body), secured=secured)
+    if secured:
+        body["spec"]["listeners"] = [TLS_LISTENER]
+    cluster = ClusterSpec.from_resource(body)
+    assert cluster.secured == secured
+    return cluster
 
 
 def objects(cluster: ClusterSpec) -> dict[tuple[str, str], dict[str, Any]]:
@@ -150,7 +156,7 @@ def test_brokers_and_controllers_reach_zookeeper_over_tls_as_one_identity(compon
     text = data["broker.properties"] if component == "broker" else data["controller-0.properties"]
     props = {p.key: p.value for p in parse_properties(text)}
     (container,) = pod(cluster, component)["containers"]
-    env = {"POD_INDEX": "0", "POD_IP": "10.0.0.1"}
+    env = {"POD_INDEX": "0", "POD_IP": "10.0.0.1", "POD_NAME": f"demo-{component}-0"}
     argv = [re.sub(r"\$\(([A-Z_]+)\)", lambda m: env[m[1]], a) for a in container["args"]]
     overrides = parse_overrides(argv[i + 1] for i, a in enumerate(argv) if a == "--override")
     parse = BrokerConfig if component == "broker" else ControllerConfig
@@ -186,8 +192,8 @@ def test_the_zookeeper_client_identity_is_a_client_certificate_of_the_cluster_ca
     ca = make_ca("demo-cluster-ca", now=NOW, validity_days=365)
     leaf = zookeeper_tls.client_leaf(ca, "demo", now=NOW, validity_days=30)
     cert = x509.load_pem_x509_certificate(leaf.cert_pem.encode())
-    # ZooKeeper's x509 provider names the session by this subject: x509:O=odradek.io,CN=...
-    assert cert.subject.rfc4514_string() == "O=odradek.io,CN=demo-zookeeper-client"
+    # ZooKeeper's x509 provider names the session by this subject: x509:CN=...,O=odradek.io
+    assert cert.subject.rfc4514_string() == "CN=demo-zookeeper-client,O=odradek.io"
     usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert list(usages) == [ExtendedKeyUsageOID.CLIENT_AUTH]  # never a server, nor a peer
     assert signed_by(leaf.cert_pem, ca.cert_pem)

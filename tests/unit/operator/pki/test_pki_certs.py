@@ -40,7 +40,7 @@ def test_leaf_has_its_names_usages_and_is_signed_by_the_ca(ca: CertificateAuthor
         ca, "demo-broker", now=NOW, validity_days=30, dns_names=["a.b", "a.b.ns", "a.b"]
     )
     cert = x509.load_pem_x509_certificate(leaf.cert_pem.encode())
-    assert cert.subject.rfc4514_string() == "O=odradek.io,CN=demo-broker"
+    assert cert.subject.rfc4514_string() == "CN=demo-broker,O=odradek.io"
     sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert sans.get_values_for_type(x509.DNSName) == ["a.b", "a.b.ns"]
     ekus = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
