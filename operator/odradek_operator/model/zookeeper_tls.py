@@ -21,6 +21,11 @@ ZooKeeper then takes only the cluster's own principals, by these rules (each enf
   one ZooKeeper principal, as Kafka requires of its brokers. Their own leaves differ
   (``CN=demo-broker`` and ``CN=demo-controller``), hence a leaf of its own,
   ``C-zookeeper-client-certs``, mounted by both and used for nothing else.
+- **Fixed for the cluster's life.** A running ensemble never changes between plaintext and TLS
+  (``ZooKeeperSecurityChangeRefused``, reconcile/cluster.py, from ``serves_tls`` of the live
+  StatefulSet): rolled one server at a time it would be split between plaintext and TLS peers,
+  which cannot form a quorum, and the znodes the brokers made secured carry ACLs that a
+  plaintext client cannot write (nor are the open ones of a plaintext cluster ever closed).
 - **Clients check the server**: the server's certificate must name the host connected to (the
   client Service's name, also in ``server_dns_names``); Kafka's default, kept.
 
@@ -58,6 +63,7 @@ __all__ = [
     "server_lines",
     "server_mount",
     "server_volume",
+    "serves_tls",
 ]
 
 SERVER_CNXN_FACTORY_NETTY = "org.apache.zookeeper.server.NettyServerCnxnFactory"
@@ -94,6 +100,12 @@ def server_lines() -> list[str]:
         f"ssl.quorum.trustStore.location={trust}",
         "ssl.quorum.trustStore.type=PEM",
     ]
+
+
+def serves_tls(zookeeper_sts: dict[str, Any]) -> bool:
+    """Whether a live ZooKeeper StatefulSet runs TLS: its pods mount the server certificates."""
+    pod = zookeeper_sts.get("spec", {}).get("template", {}).get("spec", {})
+    return any(volume.get("name") == SERVER_CERTS_VOLUME for volume in pod.get("volumes") or [])
 
 
 def keystore_flags() -> str:

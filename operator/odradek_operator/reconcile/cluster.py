@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from odradek_operator.kube import Kube, apply
-from odradek_operator.model import crds, desired, names
+from odradek_operator.model import crds, desired, names, zookeeper_tls
 from odradek_operator.model.spec import ClusterSpec, SpecError
 from odradek_operator.reconcile import racks, restarts, scaling, volumes
 from odradek_operator.reconcile.admin import AdminRefused, ClusterAdmin, ClusterUnavailable
@@ -54,8 +54,9 @@ class ClusterContext:
 
 def check_against_live(spec: ClusterSpec, zookeeper_sts: dict | None, broker_sts: dict | None):
     """Refuse what a running cluster cannot become (read from its live StatefulSets, so the
-    periodic pass refuses it as the change handler does): another ZooKeeper ensemble size, an
-    existing volume resized or moved to another storage class."""
+    periodic pass refuses it as the change handler does): another ZooKeeper ensemble size,
+    ZooKeeper between plaintext and TLS (model/zookeeper_tls.py), an existing volume resized or
+    moved to another storage class."""
     if zookeeper_sts is not None:
         running = int(zookeeper_sts.get("spec", {}).get("replicas", 0))
         if running != spec.zookeeper.replicas:
@@ -63,6 +64,15 @@ def check_against_live(spec: ClusterSpec, zookeeper_sts: dict | None, broker_sts
                 "ZooKeeperResizeRefused",
                 f"spec.zookeeper.replicas: the ensemble has {running} servers and cannot become "
                 f"{spec.zookeeper.replicas} (its size is fixed when the cluster is created)",
+            )
+        if zookeeper_tls.serves_tls(zookeeper_sts) != zookeeper_tls.enabled(spec):
+            wanted, running = ("TLS", "plaintext") if spec.secured else ("plaintext", "TLS")
+            raise Refused(
+                "ZooKeeperSecurityChangeRefused",
+                f"spec.listeners: ZooKeeper runs {running} and cannot turn {wanted} while it runs "
+                "(rolled one server at a time the ensemble would be split between plaintext "
+                "and TLS peers, without a quorum; and the brokers' znodes keep the ACLs they "
+                "were made with): a cluster is secured, or not, when it is created",
             )
     if broker_sts is None:
         return

@@ -19,13 +19,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from odradek_operator.model import names, zookeeper_tls
+from odradek_operator.model import names, security, zookeeper_tls
 from odradek_operator.model.desired import build
 from odradek_operator.model.spec import ClusterSpec
 from odradek_operator.pki import Leaf, issue_leaf, make_ca
@@ -44,8 +44,14 @@ TOPIC = "behind-acls"
 NOW = datetime.datetime.now(datetime.UTC)
 ZK = names.Component.ZOOKEEPER
 CLIENT_ID = "CN=demo-zookeeper-client,O=odradek.io"  # as ZooKeeper's x509 provider names it
+CLIENT_PORT = 9092
+USER = "zk-tls-test"  # a clients-CA certificate, a super user: the test's Kafka client
 SPEC = {
     "image": "odradek:test",
+    "listeners": [
+        {"name": "tls", "port": CLIENT_PORT, "tls": True, "authentication": {"type": "tls"}}
+    ],
+    "authorization": {"type": "simple", "superUsers": [f"User:{USER}"]},
     "zookeeper": {"replicas": ZOOKEEPERS},
     "controllers": {"replicas": 1},
     "brokers": {
@@ -77,7 +83,18 @@ class Secured:
         return names.service_host(names.zookeeper_client_service("demo"), NAMESPACE)
 
     def bootstrap(self) -> str:
-        return f"{self.pod_ip('demo-broker-0')}:9092"
+        return f"{names.pod_host('demo', names.Component.BROKER, 0, NAMESPACE)}:{CLIENT_PORT}"
+
+    def kafka(self) -> dict[str, object]:
+        """kafka-python's settings for the tls listener as the test's user (kafka-python
+        resolves through the stand-in's DNS in this process; librdkafka would not)."""
+        return {
+            "bootstrap_servers": self.bootstrap(),
+            "security_protocol": "SSL",
+            "ssl_cafile": str(self.files["ca"]),
+            "ssl_certfile": str(self.files[USER]),
+            "ssl_keyfile": str(self.files[USER]),
+        }
 
 
 def write(path: Path, leaf: Leaf) -> Path:
@@ -99,34 +116,49 @@ def pod_ready(store, pod: str) -> bool:
 def secured(kube_api, tmp_path_factory) -> Iterator[Secured]:
     store = kube_api.store
     body = {"metadata": {"name": "demo", "namespace": NAMESPACE, "uid": "zk-tls"}, "spec": SPEC}
-    cluster = dataclasses.replace(ClusterSpec.from_resource(body), secured=True)
+    cluster = ClusterSpec.from_resource(body)
+    assert cluster.secured
     cluster_ca = make_ca("demo-cluster-ca", now=NOW, validity_days=30)
     clients_ca = make_ca("demo-clients-ca", now=NOW, validity_days=30)
     other_ca = make_ca("elsewhere", now=NOW, validity_days=30)
-    servers = {
-        names.pod("demo", ZK, n): issue_leaf(
-            cluster_ca,
-            names.component_principal_name("demo", ZK),
-            now=NOW,
-            validity_days=30,
-            dns_names=zookeeper_tls.server_dns_names(cluster, n),
-        )
-        for n in range(ZOOKEEPERS)
-    }
+
+    def leaves(component: names.Component, replicas: int, dns) -> dict[str, Leaf]:
+        return {
+            names.pod("demo", component, n): issue_leaf(
+                cluster_ca,
+                names.component_principal_name("demo", component),
+                now=NOW,
+                validity_days=30,
+                dns_names=dns(n),
+            )
+            for n in range(replicas)
+        }
+
+    def pod_names(component: names.Component):
+        return lambda n: names.pod_dns_names("demo", component, n, NAMESPACE)
+
+    # The Secrets as the certificate reconcile writes them (pki.secrets' layout).
     client = zookeeper_tls.client_leaf(cluster_ca, "demo", now=NOW, validity_days=30)
-    store.create(
-        "secrets",
-        NAMESPACE,
-        secret(names.certs_secret("demo", ZK), leaf_data(servers, cluster_ca.cert_pem)),
-    )
-    store.create(
-        "secrets",
-        NAMESPACE,
-        secret(
-            names.zookeeper_client_certs_secret("demo"),
-            zookeeper_tls.client_secret_data(client, cluster_ca.cert_pem),
+    trust = cluster_ca.cert_pem
+    contents = {
+        names.certs_secret("demo", ZK): leaf_data(
+            leaves(ZK, ZOOKEEPERS, lambda n: zookeeper_tls.server_dns_names(cluster, n)), trust
         ),
-    )
+        names.certs_secret("demo", names.Component.CONTROLLER): leaf_data(
+            leaves(names.Component.CONTROLLER, 1, pod_names(names.Component.CONTROLLER)), trust
+        ),
+        names.certs_secret("demo", names.Component.BROKER): {
+            **leaf_data(
+                leaves(names.Component.BROKER, 1, pod_names(names.Component.BROKER)), trust
+            ),
+            security.CLIENTS_CA_FILE: clients_ca.cert_pem,
+        },
+        names.zookeeper_client_certs_secret("demo"): zookeeper_tls.client_secret_data(
+            client, trust
+        ),
+    }
+    for name, data in contents.items():
+        store.create("secrets", NAMESPACE, secret(name, data))
     for obj in build(cluster, "odradek:test"):
         store.create(f"{obj['kind'].lower()}s", NAMESPACE, obj)
 
@@ -143,6 +175,10 @@ def secured(kube_api, tmp_path_factory) -> Iterator[Secured]:
         "user of the clients CA": write(
             root / "alice.pem",
             issue_leaf(clients_ca, "alice", now=NOW, validity_days=30, organization=None),
+        ),
+        USER: write(
+            root / "user.pem",
+            issue_leaf(clients_ca, USER, now=NOW, validity_days=30, organization=None),
         ),
         "another CA": write(
             root / "mallory.pem", issue_leaf(other_ca, "mallory", now=NOW, validity_days=30)
@@ -182,6 +218,7 @@ def kazoo(secured: Secured, who: str | None, chroot: str = names.ZOOKEEPER_CHROO
     try:
         client.start(timeout=CONNECT_TIMEOUT_S)
     except BaseException:
+        client.stop()
         client.close()
         raise
     return client
@@ -265,9 +302,16 @@ def test_a_certificate_not_from_the_cluster_ca_is_refused(secured, who):
         kazoo(secured, who)
 
 
+def create_topic(secured: Secured, topic: str) -> None:
+    admin = KafkaAdminClient(**secured.kafka())
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+    finally:
+        admin.close()
+
+
 def test_the_brokers_znodes_carry_acls_only_the_cluster_identity_may_use(secured, owner):
-    admin = AdminClient({"bootstrap.servers": secured.bootstrap()})
-    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(timeout=30)
+    create_topic(secured, TOPIC)
     for path in ("/brokers/ids/0", "/controller", f"/brokers/topics/{TOPIC}"):
         acls, _ = owner.get_acls(path)
         assert {(a.id.scheme, a.id.id, a.perms) for a in acls} == {
@@ -302,23 +346,26 @@ def test_the_brokers_znodes_carry_acls_only_the_cluster_identity_may_use(secured
 
 
 def test_the_cluster_serves_produce_and_consume(secured):
-    admin = AdminClient({"bootstrap.servers": secured.bootstrap()})
     topic = "works"
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
-    producer = Producer({"bootstrap.servers": secured.bootstrap(), "acks": "all"})
-    failed: list[object] = []
-    for i in range(RECORDS):
-        producer.produce(topic, b"%d" % i, on_delivery=lambda err, _: err and failed.append(err))
-    assert producer.flush(30) == 0 and not failed, failed
-    consumer = Consumer({"bootstrap.servers": secured.bootstrap(), "group.id": "zk-tls"})
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    seen: set[int] = set()
-    deadline = time.monotonic() + 30
+    create_topic(secured, topic)
+    producer = KafkaProducer(acks="all", **secured.kafka())
     try:
+        futures = [producer.send(topic, b"%d" % i, partition=0) for i in range(RECORDS)]
+        producer.flush(30)
+        for future in futures:
+            future.get(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    consumer = KafkaConsumer(group_id=None, enable_auto_commit=False, **secured.kafka())
+    seen: set[int] = set()
+    try:
+        partition = TopicPartition(topic, 0)
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        deadline = time.monotonic() + 30
         while len(seen) < RECORDS and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                seen.add(int(message.value()))
+            for records in consumer.poll(timeout_ms=500).values():
+                seen.update(int(record.value) for record in records)
     finally:
         consumer.close()
     assert seen == set(range(RECORDS))

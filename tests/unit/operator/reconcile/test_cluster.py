@@ -85,6 +85,24 @@ def test_zookeeper_resize_is_refused_from_the_live_statefulset():
     assert kube.find("StatefulSet", "demo-zookeeper")["spec"]["replicas"] == 1
 
 
+@pytest.mark.parametrize("secured_first", [False, True])
+def test_zookeeper_never_changes_between_plaintext_and_tls_while_it_runs(secured_first):
+    tls = [{"name": "tls", "port": 9092, "tls": True}]
+    plain = BODY
+    secured = {**BODY, "spec": {**BODY["spec"], "listeners": tls}}
+    first, then = (secured, plain) if secured_first else (plain, secured)
+    kube, ctx = world()
+    with pytest.raises(Retry):
+        asyncio.run(reconcile_cluster(ctx, first))
+    before = kube.find("StatefulSet", "demo-zookeeper")
+    with pytest.raises(Refused) as refused:
+        asyncio.run(reconcile_cluster(ctx, then))
+    assert refused.value.reason == "ZooKeeperSecurityChangeRefused"
+    assert "spec.listeners" in str(refused.value)
+    assert conditions(kube)["Ready"] == ("False", "ZooKeeperSecurityChangeRefused")
+    assert kube.find("StatefulSet", "demo-zookeeper") == before  # nothing applied
+
+
 def test_invalid_spec_is_an_error_condition():
     kube, ctx = world()
     bad = {**BODY, "spec": {**BODY["spec"], "brokers": {"replicas": -1}}}
