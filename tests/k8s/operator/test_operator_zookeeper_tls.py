@@ -1,7 +1,9 @@
 """A secured cluster's ZooKeeper takes only the cluster's principals: the objects the operator
 builds for it (three ZooKeeper servers, a controller, a broker) and certificates from the
 operator's pki, run by the kubelet stand-in as real processes. The ensemble forms over TLS, each
-server presenting its own pod's certificate; a plaintext client, and TLS clients with
+server presenting its own pod's certificate, and a peer gets in only with a certificate naming
+the pod it connects from (not a broker's, not the ZooKeeper client identity, though all three
+are the cluster CA's); a plaintext client, and TLS clients with
 certificates from the clients CA or another CA, are refused; the brokers' znodes carry ACLs
 that only the cluster's ZooKeeper identity may use (another cluster-CA certificate reads but
 cannot write); the cluster serves produce and consume."""
@@ -13,7 +15,6 @@ import datetime
 import re
 import socket
 import ssl
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,7 @@ NAMESPACE = "zk-tls"
 ZOOKEEPERS = 3
 READY_TIMEOUT_S = 120.0
 CONNECT_TIMEOUT_S = 5.0
+PEER_VERDICT_S = 2.0  # a refused peer certificate ends the connection well within this
 RECORDS = 20
 TOPIC = "behind-acls"
 NOW = datetime.datetime.now(datetime.UTC)
@@ -140,10 +142,9 @@ def secured(kube_api, tmp_path_factory) -> Iterator[Secured]:
     # The Secrets as the certificate reconcile writes them (pki.secrets' layout).
     client = zookeeper_tls.client_leaf(cluster_ca, "demo", now=NOW, validity_days=30)
     trust = cluster_ca.cert_pem
+    zookeepers = leaves(ZK, ZOOKEEPERS, lambda n: zookeeper_tls.server_dns_names(cluster, n))
     contents = {
-        names.certs_secret("demo", ZK): leaf_data(
-            leaves(ZK, ZOOKEEPERS, lambda n: zookeeper_tls.server_dns_names(cluster, n)), trust
-        ),
+        names.certs_secret("demo", ZK): leaf_data(zookeepers, trust),
         names.certs_secret("demo", names.Component.CONTROLLER): leaf_data(
             leaves(names.Component.CONTROLLER, 1, pod_names(names.Component.CONTROLLER)), trust
         ),
@@ -167,6 +168,7 @@ def secured(kube_api, tmp_path_factory) -> Iterator[Secured]:
     files = {
         "ca": root / "ca.crt",
         "cluster identity": write(root / "client.pem", client),
+        "zookeeper-0 certificate": write(root / "zk0.pem", zookeepers[names.pod("demo", ZK, 0)]),
         # a broker's own certificate: the cluster CA's, but not the ZooKeeper identity
         "broker certificate": write(
             root / "broker.pem",
@@ -267,18 +269,51 @@ def test_the_ensemble_forms_over_tls_each_server_with_its_own_certificate(secure
         "leader",
     ]
     for n in range(ZOOKEEPERS):
-        pod = names.pod("demo", ZK, n)
-        log = secured.log(pod)
+        log = secured.log(names.pod("demo", ZK, n))
         assert "Creating TLS-only quorum server socket" in log, log[-2000:]
-        # the election port (3888) presents this pod's certificate: TLS there too
-        shown = subprocess.run(
-            ["openssl", "s_client", "-connect", f"{secured.pod_ip(pod)}:3888", "-brief"],
-            input="",
-            capture_output=True,
-            text=True,
-            timeout=CONNECT_TIMEOUT_S * 2,
-        )
-        assert f"CN = {names.component_principal_name('demo', ZK)}" in shown.stderr, shown.stderr
+
+
+def election_handshake(secured: Secured, source_pod: str, target_pod: str, who: Path) -> str:
+    """Connect to ``target_pod``'s election port (3888) as a peer would from ``source_pod``'s
+    address, presenting ``who``: "accepted" (the server waits for the election message),
+    "refused" (it ended the connection over the certificate). The server's certificate must
+    name ``target_pod`` either way (the handshake checks it)."""
+    context = ssl.create_default_context(cafile=str(secured.files["ca"]))
+    context.load_cert_chain(str(who), str(who))
+    host = names.pod_host("demo", ZK, names.ordinal_of(target_pod), NAMESPACE)
+    raw = socket.create_connection(
+        (secured.pod_ip(target_pod), names.ZOOKEEPER_ELECTION_PORT),
+        timeout=CONNECT_TIMEOUT_S,
+        source_address=(secured.pod_ip(source_pod), 0),
+    )
+    try:
+        try:
+            tls = context.wrap_socket(raw, server_hostname=host)
+        except ssl.SSLCertVerificationError:
+            raise  # the server's certificate does not name its pod: the test fails
+        except (ssl.SSLError, ConnectionError):
+            return "refused"  # TLS 1.2: the server's verdict on our certificate, in the handshake
+        with tls:
+            tls.settimeout(PEER_VERDICT_S)
+            try:
+                return "refused" if tls.recv(1) == b"" else "accepted"
+            except TimeoutError:
+                return "accepted"  # waiting for our side of the election protocol
+            except (ssl.SSLError, ConnectionError):
+                return "refused"  # TLS 1.3: the verdict comes after the handshake
+    finally:
+        raw.close()
+
+
+def test_only_a_certificate_naming_the_peers_pod_joins_the_quorum(secured):
+    # the host name check is of the address the peer connects from (its pod's)
+    zk0, zk1 = names.pod("demo", ZK, 0), names.pod("demo", ZK, 1)
+    own = secured.files["zookeeper-0 certificate"]
+    assert election_handshake(secured, zk0, zk1, own) == "accepted"
+    for who in ("broker certificate", "cluster identity"):  # the cluster CA's, other names
+        assert election_handshake(secured, zk0, zk1, secured.files[who]) == "refused", who
+    # the right certificate from another pod's address is refused too
+    assert election_handshake(secured, "demo-broker-0", zk1, own) == "refused"
 
 
 def test_a_plaintext_client_gets_no_answer(secured):
