@@ -75,6 +75,7 @@ KINDS: dict[str, Kind] = {
         Kind("Pod", "", "v1", "pods"),
         Kind("Service", "", "v1", "services"),
         Kind("ConfigMap", "", "v1", "configmaps"),
+        Kind("Secret", "", "v1", "secrets"),
         Kind("ServiceAccount", "", "v1", "serviceaccounts"),
         Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims"),
         Kind("Event", "", "v1", "events"),
@@ -115,6 +116,9 @@ OPERATOR_VERBS: Mapping[str, frozenset[str]] = {
         "ServiceAccount": ("get", "create", "patch"),
         "Deployment": ("get", "create", "patch"),
         "PodDisruptionBudget": ("get", "create", "patch"),
+        # A secured cluster's CAs and certificates (reconcile/certificates.py); a CA the user
+        # brings is only read.
+        "Secret": ("get", "create", "patch"),
         # Scaled by a patch; deleted (orphaning its pods) to change volumeClaimTemplates.
         "StatefulSet": ("get", "create", "patch", "delete"),
         # Read by labels; a broker's rack annotation patched; deleted one at a time to restart.

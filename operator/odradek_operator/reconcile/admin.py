@@ -9,12 +9,21 @@ for in a worker thread).
 
 Every call opens its own connections and closes them, bounded by ``REQUEST_TIMEOUT_S``; an
 unreachable cluster is ``ClusterUnavailable`` (the handlers turn it into a temporary error).
+
+On a secured cluster ``OpsAdmin`` is given ``AdminTls`` (the operator's own certificate,
+``<C>-operator-certs``, principal ``User:odradek-operator``, a super user) and a bootstrap on
+the brokers' INTERNAL listener by their DNS names: both clients speak mutual TLS and check the
+brokers' host names against the cluster CA.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import ssl
+import tempfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException
@@ -28,13 +37,14 @@ from confluent_kafka.admin import (
 )
 
 from odradek import ops
+from odradek.client.security import ClientSecurity
 from odradek.errors import ErrorCode
 from odradek.ops import ClusterView, OpsError
 from odradek.ops.client import DESCRIBE_LOG_DIRS, ClusterClient, build
 from odradek.ops.cluster import read_cluster
 from odradek.ops.reassign import list_reassignments
 
-__all__ = ["ClusterAdmin", "ClusterUnavailable", "OpsAdmin", "AdminRefused"]
+__all__ = ["AdminRefused", "AdminTls", "ClusterAdmin", "ClusterUnavailable", "OpsAdmin"]
 
 REQUEST_TIMEOUT_S = 15.0
 ADMIN_TIMEOUT_S = 30.0
@@ -80,9 +90,47 @@ class ClusterAdmin(Protocol):
     async def delete_topic(self, name: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class AdminTls:
+    """The operator's client identity for one cluster: PEM key, certificate, trust bundle."""
+
+    key_pem: str = field(repr=False)
+    cert_pem: str
+    trust_pem: str
+
+    @classmethod
+    def of(cls, keystore_pem: str, trust_pem: str) -> AdminTls:
+        """From a ``<pod>.pem``-style key-then-certificate PEM (pki.secrets)."""
+        start = keystore_pem.index("-----BEGIN CERTIFICATE-----")
+        return cls(keystore_pem[:start], keystore_pem[start:], trust_pem)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A client context: this certificate, the cluster CA trusted, host names checked.
+        Python's ssl loads a key only from a file: written to a private temporary directory
+        for the moment of loading, then removed."""
+        context = ssl.create_default_context(cadata=self.trust_pem)
+        with tempfile.TemporaryDirectory(prefix="odradek-operator-tls-") as directory:
+            path = os.path.join(directory, "operator.pem")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(self.key_pem + self.cert_pem)
+            context.load_cert_chain(path)
+        return context
+
+    def librdkafka(self) -> dict[str, str]:
+        return {
+            "security.protocol": "SSL",
+            "ssl.ca.pem": self.trust_pem,
+            "ssl.certificate.pem": self.cert_pem,
+            "ssl.key.pem": self.key_pem,
+        }
+
+
 class OpsAdmin:
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, tls: AdminTls | None = None) -> None:
         self.bootstrap = bootstrap
+        self.tls = tls
+        self.security = ClientSecurity(tls.ssl_context()) if tls is not None else None
 
     # -- odradek.ops --------------------------------------------------------------------------
 
@@ -90,7 +138,9 @@ class OpsAdmin:
         from odradek.ops.client import ClusterClient
 
         try:
-            async with ClusterClient(self.bootstrap, request_timeout_s=REQUEST_TIMEOUT_S) as c:
+            async with ClusterClient(
+                self.bootstrap, request_timeout_s=REQUEST_TIMEOUT_S, security=self.security
+            ) as c:
                 return await read_cluster(c)
         except (OpsError, OSError) as e:
             raise ClusterUnavailable(f"Metadata from {self.bootstrap}: {e}") from e
@@ -99,7 +149,9 @@ class OpsAdmin:
         from odradek.ops.client import ClusterClient
 
         try:
-            async with ClusterClient(self.bootstrap, request_timeout_s=REQUEST_TIMEOUT_S) as c:
+            async with ClusterClient(
+                self.bootstrap, request_timeout_s=REQUEST_TIMEOUT_S, security=self.security
+            ) as c:
                 return len(await list_reassignments(c))
         except (OpsError, OSError) as e:
             raise ClusterUnavailable(f"ListPartitionReassignments: {e}") from e
@@ -111,17 +163,24 @@ class OpsAdmin:
         if not topics:
             return 0
         remaining = [b for b in view.brokers if b not in departing]
-        return await self._run(ops.prepare_move(self.bootstrap, topics, remaining))
+        return await self._run(
+            ops.prepare_move(self.bootstrap, topics, remaining, security=self.security)
+        )
 
     async def rebalance(self) -> int:
-        return await self._run(ops.prepare_rebalance(self.bootstrap))
+        return await self._run(ops.prepare_rebalance(self.bootstrap, security=self.security))
 
     async def _run(self, preparing) -> int:
         try:
             prepared = await preparing
             if not len(prepared.plan):
                 return 0
-            await ops.execute(self.bootstrap, prepared.plan, request_timeout_s=REQUEST_TIMEOUT_S)
+            await ops.execute(
+                self.bootstrap,
+                prepared.plan,
+                request_timeout_s=REQUEST_TIMEOUT_S,
+                security=self.security,
+            )
         except ops.ReassignmentInProgressError:
             return await self.reassignments_in_progress()
         except ops.PlacementError as e:
@@ -136,7 +195,9 @@ class OpsAdmin:
 
         result: dict[int, dict[str, int]] = {}
         try:
-            async with ClusterClient(self.bootstrap, request_timeout_s=REQUEST_TIMEOUT_S) as c:
+            async with ClusterClient(
+                self.bootstrap, request_timeout_s=REQUEST_TIMEOUT_S, security=self.security
+            ) as c:
                 await read_cluster(c)  # learns every broker's address
                 for broker_id in sorted(set(broker_ids)):
                     try:
@@ -164,6 +225,7 @@ class OpsAdmin:
                 "socket.timeout.ms": int(REQUEST_TIMEOUT_S * 1000),
                 # Looking at a topic must never create it (brokers auto-create by default).
                 "allow.auto.create.topics": False,
+                **(self.tls.librdkafka() if self.tls is not None else {}),
             }
         )
 

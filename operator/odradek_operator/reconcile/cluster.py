@@ -1,8 +1,10 @@
 """One reconciliation pass of an OdradekCluster, and its status.
 
-A pass: read the spec (``ClusterSpec``: a bad spec is ``Refused("InvalidSpec")``), build the
-desired objects (``odradek_operator.model``), let volumes.py recreate the brokers' StatefulSet
-when its volumes changed, apply every object in order (shared objects, ZooKeeper, controllers,
+A pass: read the spec (``ClusterSpec``: a bad spec is ``Refused("InvalidSpec")``), on a secured
+cluster keep its certificates first (certificates.py: their hashes go into the pods' config
+hashes, the operator's own certificate is how it reaches the brokers), build the desired
+objects (``odradek_operator.model``), let volumes.py recreate the brokers' StatefulSet when its
+volumes changed, apply every object in order (shared objects, ZooKeeper, controllers,
 brokers; the brokers' replicas are scaling.py's alone: a brokers StatefulSet that is created is
 created with the brokers there are now, ``scaling.live_replicas``, so a shrink always drains),
 the brokers' racks copied from their nodes when ``spec.brokers.rack`` is set (racks.py), then
@@ -16,7 +18,7 @@ Status: conditions Ready / Reconciling / Error (reasons in CamelCase, messages i
 refused spec is Ready=False and Error=True with the refusal's reason, so Ready=True with
 observedGeneration == generation means that generation is applied), observedGeneration,
 brokerIds, bootstrap (the Service address clients use), brokers.replicas and brokers.selector
-(the scale subresource), operation.
+(the scale subresource), operation, certificates (secured clusters: each certificate's expiry).
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from odradek_operator.model import crds, desired, names, zookeeper_tls
 from odradek_operator.model.spec import ClusterSpec, SpecError
 from odradek_operator.reconcile import racks, restarts, scaling, volumes
 from odradek_operator.reconcile.admin import AdminRefused, ClusterAdmin, ClusterUnavailable
+from odradek_operator.reconcile.certificates import Certificates, reconcile_certificates
 from odradek_operator.reconcile.connect_api import ConnectApiFactory, RestConnectApi
 from odradek_operator.reconcile.status import IDLE, Refused, Retry, condition, now, set_condition
-from odradek_operator.reconcile.world import bootstrap_of, read_pods
+from odradek_operator.reconcile.world import admin_bootstrap, read_pods
 
 __all__ = ["ClusterContext", "check_against_live", "reconcile_cluster", "write_status"]
 
@@ -40,7 +43,8 @@ log = logging.getLogger(__name__)
 
 WAIT_S = 3.0  # the next pass while pods start or an operation runs
 
-AdminFactory = Callable[[str], ClusterAdmin]
+# ``admin_for(bootstrap)``, and on a secured cluster ``admin_for(bootstrap, tls=AdminTls)``.
+AdminFactory = Callable[..., ClusterAdmin]
 
 
 @dataclass(frozen=True)
@@ -54,9 +58,25 @@ class ClusterContext:
 
 def check_against_live(spec: ClusterSpec, zookeeper_sts: dict | None, broker_sts: dict | None):
     """Refuse what a running cluster cannot become (read from its live StatefulSets, so the
-    periodic pass refuses it as the change handler does): another ZooKeeper ensemble size,
-    ZooKeeper between plaintext and TLS (model/zookeeper_tls.py), an existing volume resized or
-    moved to another storage class."""
+    periodic pass refuses it as the change handler does): another ZooKeeper ensemble size, an
+    existing volume resized or moved to another storage class, a running cluster secured or
+    unsecured (its brokers' template says which: the certificates hash annotation; before the
+    brokers exist, ZooKeeper's: model/zookeeper_tls.serves_tls)."""
+    live_secured = None
+    if broker_sts is not None:
+        template = broker_sts.get("spec", {}).get("template", {}).get("metadata") or {}
+        live_secured = names.CERTIFICATES_HASH_ANNOTATION in (template.get("annotations") or {})
+    elif zookeeper_sts is not None:
+        live_secured = zookeeper_tls.serves_tls(zookeeper_sts)
+    if live_secured is not None and live_secured != spec.secured:
+        now_, then = ("plaintext", "secured") if spec.secured else ("secured", "plaintext")
+        raise Refused(
+            "SecurityChangeRefused",
+            f"spec.listeners: the running cluster is {now_} and cannot become {then} in "
+            "place (every client and every broker link would break mid-roll, and ZooKeeper's "
+            "ensemble would be split between plaintext and TLS peers, without a quorum); "
+            "create a new cluster with the listeners you want and move the clients to it",
+        )
     if zookeeper_sts is not None:
         running = int(zookeeper_sts.get("spec", {}).get("replicas", 0))
         if running != spec.zookeeper.replicas:
@@ -64,15 +84,6 @@ def check_against_live(spec: ClusterSpec, zookeeper_sts: dict | None, broker_sts
                 "ZooKeeperResizeRefused",
                 f"spec.zookeeper.replicas: the ensemble has {running} servers and cannot become "
                 f"{spec.zookeeper.replicas} (its size is fixed when the cluster is created)",
-            )
-        if zookeeper_tls.serves_tls(zookeeper_sts) != zookeeper_tls.enabled(spec):
-            wanted, running = ("TLS", "plaintext") if spec.secured else ("plaintext", "TLS")
-            raise Refused(
-                "ZooKeeperSecurityChangeRefused",
-                f"spec.listeners: ZooKeeper runs {running} and cannot turn {wanted} while it runs "
-                "(rolled one server at a time the ensemble would be split between plaintext "
-                "and TLS peers, without a quorum; and the brokers' znodes keep the ACLs they "
-                "were made with): a cluster is secured, or not, when it is created",
             )
     if broker_sts is None:
         return
@@ -184,15 +195,18 @@ def _retry(reason: str, message: str, **status) -> Retry:
 
 async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict) -> dict:
     kube, ns = ctx.kube, spec.namespace
-    objects = desired.build(spec, ctx.default_image)
     broker_sts_name = names.statefulset(spec.name, names.Component.BROKER)
     broker_sts = await kube.get("StatefulSet", broker_sts_name, ns)
     zookeeper_sts = await kube.get(
         "StatefulSet", names.statefulset(spec.name, names.Component.ZOOKEEPER), ns
     )
     check_against_live(spec, zookeeper_sts, broker_sts)
+    certificates = await reconcile_certificates(kube, spec) if spec.secured else None
+    objects = desired.build(
+        spec, ctx.default_image, certificates.hashes if certificates is not None else None
+    )
     broker_pods = await read_pods(kube, ns, spec.name, "broker")
-    admin = _admin(ctx, broker_pods, spec.ports.client)
+    admin = _admin(ctx, spec, broker_pods, certificates)
     operation = old.get("operation") if (old.get("operation") or {}).get("type") != "Idle" else None
     common = {
         "brokers": {
@@ -201,6 +215,8 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
         },
         "brokerIds": sorted(p.ordinal for p in broker_pods if not p.terminating),
     }
+    if certificates is not None:
+        common["certificates"] = certificates.status
 
     # JBOD: a StatefulSet whose volumes changed is deleted (orphaning its pods) and recreated.
     if broker_sts is not None and broker_sts["metadata"].get("deletionTimestamp"):
@@ -334,9 +350,17 @@ async def _pass(ctx: ClusterContext, body: Mapping, spec: ClusterSpec, old: dict
     return status
 
 
-def _admin(ctx: ClusterContext, broker_pods, client_port: int) -> ClusterAdmin | None:
-    bootstrap = bootstrap_of(broker_pods, client_port)
-    return ctx.admin_for(bootstrap) if bootstrap else None
+def _admin(
+    ctx: ClusterContext, spec: ClusterSpec, broker_pods, certificates: Certificates | None
+) -> ClusterAdmin | None:
+    """The cluster's admin client: on the client listener by pod IPs, or (secured) on INTERNAL
+    by the pods' DNS names, with the operator's certificate."""
+    bootstrap = admin_bootstrap(spec, broker_pods)
+    if bootstrap is None:
+        return None
+    if certificates is None:
+        return ctx.admin_for(bootstrap)
+    return ctx.admin_for(bootstrap, tls=certificates.admin_tls)
 
 
 def _ordinals(pod_names) -> list[int]:

@@ -23,8 +23,9 @@ from odradek.ops import ClusterView
 from odradek_operator.model import names
 from odradek_operator.model.spec import ClusterSpec, SpecError, TopicSpec
 from odradek_operator.reconcile.admin import AdminRefused, ClusterAdmin, ClusterUnavailable
+from odradek_operator.reconcile.certificates import read_admin_tls
 from odradek_operator.reconcile.status import Refused, Retry, condition, set_condition
-from odradek_operator.reconcile.world import bootstrap_of, read_pods
+from odradek_operator.reconcile.world import admin_bootstrap, read_pods
 
 __all__ = ["TopicActual", "TopicDiff", "reconcile_topic", "topic_diff", "topic_status"]
 
@@ -217,15 +218,25 @@ async def cluster_admin(kube, admin_for, cluster_name: str, namespace: str) -> C
             f"OdradekCluster {cluster_name} not found in {namespace}", WAIT_S, "ClusterNotFound"
         )
     try:
-        port = ClusterSpec.from_resource(cluster).ports.client
+        cluster_spec = ClusterSpec.from_resource(cluster)
     except SpecError as e:
         raise Retry(
             f"OdradekCluster {cluster_name} has an invalid spec: {e}", WAIT_S, "ClusterNotReady"
         ) from e
-    bootstrap = bootstrap_of(await read_pods(kube, namespace, cluster_name, "broker"), port)
+    pods = await read_pods(kube, namespace, cluster_name, "broker")
+    bootstrap = admin_bootstrap(cluster_spec, pods)
     if bootstrap is None:
         raise Retry(f"no broker of {cluster_name} is ready", WAIT_S, "ClusterNotReady")
-    return admin_for(bootstrap)
+    if not cluster_spec.secured:
+        return admin_for(bootstrap)
+    tls = await read_admin_tls(kube, cluster_spec)
+    if tls is None:
+        raise Retry(
+            f"the operator's certificate of {cluster_name} is not made yet",
+            WAIT_S,
+            "ClusterNotReady",
+        )
+    return admin_for(bootstrap, tls=tls)
 
 
 def extra_partitions_message(spec: TopicSpec, diff: TopicDiff) -> str:

@@ -11,9 +11,12 @@ from dataclasses import dataclass
 
 from odradek_operator.kube import Kube
 from odradek_operator.model import names
+from odradek_operator.model.spec import ClusterSpec
 
 __all__ = [
     "COMPONENTS",
+    "admin_bootstrap",
+    "bootstrap_of",
     "CONFIG_HASH",
     "RESTART",
     "PodState",
@@ -92,4 +95,18 @@ async def read_pods(kube: Kube, namespace: str, cluster: str, component: str) ->
 def bootstrap_of(pods: list[PodState], port: int) -> str | None:
     """The brokers' pod addresses (the operator reaches pods directly, no cluster DNS needed)."""
     addresses = [f"{p.ip}:{port}" for p in pods if p.ready and p.ip and not p.terminating]
+    return ",".join(addresses) or None
+
+
+def admin_bootstrap(spec: ClusterSpec, pods: list[PodState]) -> str | None:
+    """Where the operator reaches the ready brokers: their IPs on the first client listener, or
+    on a secured cluster their DNS names (what their certificates name) on INTERNAL."""
+    if not spec.secured:
+        return bootstrap_of(pods, spec.ports.client)
+    broker = names.Component.BROKER
+    addresses = [
+        f"{names.pod_host(spec.name, broker, p.ordinal, spec.namespace)}:{names.INTERNAL_PORT}"
+        for p in pods
+        if p.ready and not p.terminating
+    ]
     return ",".join(addresses) or None

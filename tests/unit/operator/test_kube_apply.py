@@ -66,7 +66,7 @@ def test_a_call_the_operator_does_not_declare_is_refused_as_the_api_server_would
 
     check_allowed("Service", "patch")
     check_allowed("OdradekTopic", "patch", "status")
-    for kind, verb in (("Service", "delete"), ("ConfigMap", "update"), ("Secret", "get")):
+    for kind, verb in (("Service", "delete"), ("ConfigMap", "update"), ("Secret", "delete")):
         with pytest.raises(KubeError) as refused:
             check_allowed(kind, verb)
         assert refused.value.status == 403
