@@ -23,9 +23,10 @@ ZooKeeper then takes only the cluster's own principals, by these rules (each enf
   ``C-zookeeper-client-certs``, mounted by both and used for nothing else.
 - **Fixed for the cluster's life.** A running ensemble never changes between plaintext and TLS
   (``SecurityChangeRefused``, reconcile/cluster.py; before the brokers exist, from
-  ``serves_tls`` of the live StatefulSet): rolled one server at a time it would be split between plaintext and TLS peers,
-  which cannot form a quorum, and the znodes the brokers made secured carry ACLs that a
-  plaintext client cannot write (nor are the open ones of a plaintext cluster ever closed).
+  ``serves_tls`` of the live StatefulSet): rolled one server at a time it would be split
+  between plaintext and TLS peers, which cannot form a quorum, and the znodes the brokers made
+  secured carry ACLs that a plaintext client cannot write (nor are the open ones of a plaintext
+  cluster ever closed).
 - **Clients check the server**: the server's certificate must name the host connected to (the
   client Service's name, also in ``server_dns_names``); Kafka's default, kept.
 
