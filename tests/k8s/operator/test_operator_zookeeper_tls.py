@@ -1,6 +1,6 @@
-"""A secured cluster's ZooKeeper takes only the cluster's principals: the objects the operator
-builds for it (three ZooKeeper servers, a controller, a broker) and certificates from the
-operator's pki, run by the kubelet stand-in as real processes. The ensemble forms over TLS, each
+"""A secured cluster's ZooKeeper takes only the cluster's principals: the operator (kopf,
+in-process) makes the cluster and its certificates, the kubelet stand-in runs its pods as real
+processes (three ZooKeeper servers, a controller, a broker). The ensemble forms over TLS, each
 server presenting its own pod's certificate, and a peer gets in only with a certificate naming
 the pod it connects from (not a broker's, not the ZooKeeper client identity, though all three
 are the cluster CA's); a plaintext client, and TLS clients with
@@ -10,8 +10,10 @@ cannot write); the cluster serves produce and consume."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime
+import os
 import re
 import socket
 import ssl
@@ -26,12 +28,14 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from odradek_operator.model import names, security, zookeeper_tls
-from odradek_operator.model.desired import build
-from odradek_operator.model.spec import ClusterSpec
-from odradek_operator.pki import Leaf, issue_leaf, make_ca
-from odradek_operator.pki.secrets import encode, leaf_data
+from odradek_operator.kube import ApiKube
+from odradek_operator.model import names
+from odradek_operator.pki import CertificateAuthority, issue_leaf, make_ca
+from odradek_operator.pki.secrets import decode
+from odradek_operator.reconcile.admin import OpsAdmin
+from odradek_operator.reconcile.cluster import ClusterContext
 from support.k8s.kubelet import KubeletStandIn
+from support.k8s_operator import OperatorThread, condition, wait_for
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300)]
@@ -48,22 +52,27 @@ ZK = names.Component.ZOOKEEPER
 CLIENT_ID = "CN=demo-zookeeper-client,O=odradek.io"  # as ZooKeeper's x509 provider names it
 CLIENT_PORT = 9092
 USER = "zk-tls-test"  # a clients-CA certificate, a super user: the test's Kafka client
-SPEC = {
-    "image": "odradek:test",
-    "listeners": [
-        {"name": "tls", "port": CLIENT_PORT, "tls": True, "authentication": {"type": "tls"}}
-    ],
-    "authorization": {"type": "simple", "superUsers": [f"User:{USER}"]},
-    "zookeeper": {"replicas": ZOOKEEPERS},
-    "controllers": {"replicas": 1},
-    "brokers": {
-        "replicas": 1,
-        "config": {
-            "min.insync.replicas": 1,
-            "default.replication.factor": 1,
-            "offsets.topic.replication.factor": 1,
-            "transaction.state.log.replication.factor": 1,
-            "transaction.state.log.min.isr": 1,
+CLUSTER = {
+    "apiVersion": "odradek.io/v1alpha1",
+    "kind": "OdradekCluster",
+    "metadata": {"name": "demo"},
+    "spec": {
+        "image": "odradek:test",
+        "listeners": [
+            {"name": "tls", "port": CLIENT_PORT, "tls": True, "authentication": {"type": "tls"}}
+        ],
+        "authorization": {"type": "simple", "superUsers": [f"User:{USER}"]},
+        "zookeeper": {"replicas": ZOOKEEPERS},
+        "controllers": {"replicas": 1},
+        "brokers": {
+            "replicas": 1,
+            "config": {
+                "min.insync.replicas": 1,
+                "default.replication.factor": 1,
+                "offsets.topic.replication.factor": 1,
+                "transaction.state.log.replication.factor": 1,
+                "transaction.state.log.min.isr": 1,
+            },
         },
     },
 }
@@ -99,108 +108,89 @@ class Secured:
         }
 
 
-def write(path: Path, leaf: Leaf) -> Path:
-    path.write_text(leaf.keystore_pem)
+def secret_data(store, name: str) -> dict[str, str]:
+    found = store.try_get("secrets", NAMESPACE, name)
+    assert found is not None, f"Secret {name} not made"
+    return decode(found)
+
+
+def write(path: Path, pem: str) -> Path:
+    path.write_text(pem)
     return path
 
 
-def secret(name: str, data: dict[str, str]) -> dict:
-    return {"metadata": {"name": name}, "type": "Opaque", "data": encode(data)}
-
-
-def pod_ready(store, pod: str) -> bool:
-    obj = store.try_get("pods", NAMESPACE, pod)
-    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+def cluster_ready(store) -> bool:
+    cluster = store.try_get("odradekclusters", NAMESPACE, "demo")
+    return (
+        condition(cluster, "Ready").get("status") == "True"
+        and cluster["status"].get("observedGeneration") == cluster["metadata"]["generation"]
+    )
 
 
 @pytest.fixture(scope="module")
-def secured(kube_api, tmp_path_factory) -> Iterator[Secured]:
+def secured(kube_api, kubeconfig, tmp_path_factory) -> Iterator[Secured]:
+    """The operator (kopf, in-process) makes the secured cluster, its certificates included."""
+    import kubernetes
+
     store = kube_api.store
-    body = {"metadata": {"name": "demo", "namespace": NAMESPACE, "uid": "zk-tls"}, "spec": SPEC}
-    cluster = ClusterSpec.from_resource(body)
-    assert cluster.secured
-    cluster_ca = make_ca("demo-cluster-ca", now=NOW, validity_days=30)
-    clients_ca = make_ca("demo-clients-ca", now=NOW, validity_days=30)
-    other_ca = make_ca("elsewhere", now=NOW, validity_days=30)
-
-    def leaves(component: names.Component, replicas: int, dns) -> dict[str, Leaf]:
-        return {
-            names.pod("demo", component, n): issue_leaf(
-                cluster_ca,
-                names.component_principal_name("demo", component),
-                now=NOW,
-                validity_days=30,
-                dns_names=dns(n),
-            )
-            for n in range(replicas)
-        }
-
-    def pod_names(component: names.Component):
-        return lambda n: names.pod_dns_names("demo", component, n, NAMESPACE)
-
-    # The Secrets as the certificate reconcile writes them (pki.secrets' layout).
-    client = zookeeper_tls.client_leaf(cluster_ca, "demo", now=NOW, validity_days=30)
-    trust = cluster_ca.cert_pem
-    zookeepers = leaves(ZK, ZOOKEEPERS, lambda n: zookeeper_tls.server_dns_names(cluster, n))
-    contents = {
-        names.certs_secret("demo", ZK): leaf_data(zookeepers, trust),
-        names.certs_secret("demo", names.Component.CONTROLLER): leaf_data(
-            leaves(names.Component.CONTROLLER, 1, pod_names(names.Component.CONTROLLER)), trust
-        ),
-        names.certs_secret("demo", names.Component.BROKER): {
-            **leaf_data(
-                leaves(names.Component.BROKER, 1, pod_names(names.Component.BROKER)), trust
-            ),
-            security.CLIENTS_CA_FILE: clients_ca.cert_pem,
-        },
-        names.zookeeper_client_certs_secret("demo"): zookeeper_tls.client_secret_data(
-            client, trust
-        ),
-    }
-    for name, data in contents.items():
-        store.create("secrets", NAMESPACE, secret(name, data))
-    for obj in build(cluster, "odradek:test"):
-        store.create(f"{obj['kind'].lower()}s", NAMESPACE, obj)
-
-    root = tmp_path_factory.mktemp("zk-tls-clients")
-    (root / "ca.crt").write_text(cluster_ca.cert_pem)
-    files = {
-        "ca": root / "ca.crt",
-        "cluster identity": write(root / "client.pem", client),
-        "zookeeper-0 certificate": write(root / "zk0.pem", zookeepers[names.pod("demo", ZK, 0)]),
-        # a broker's own certificate: the cluster CA's, but not the ZooKeeper identity
-        "broker certificate": write(
-            root / "broker.pem",
-            issue_leaf(cluster_ca, "demo-broker", now=NOW, validity_days=30),
-        ),
-        "user of the clients CA": write(
-            root / "alice.pem",
-            issue_leaf(clients_ca, "alice", now=NOW, validity_days=30, organization=None),
-        ),
-        USER: write(
-            root / "user.pem",
-            issue_leaf(clients_ca, USER, now=NOW, validity_days=30, organization=None),
-        ),
-        "another CA": write(
-            root / "mallory.pem", issue_leaf(other_ca, "mallory", now=NOW, validity_days=30)
-        ),
-    }
+    saved = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = str(kubeconfig)
+    client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
     kubelet = KubeletStandIn(store, tmp_path_factory.mktemp("kubelet"), namespaces=[NAMESPACE])
     kubelet.start()
-    state = Secured(kubelet, files)
+    ctx = ClusterContext(ApiKube(client), OpsAdmin, "odradek:test")
+    operator = OperatorThread(ctx, NAMESPACE).__enter__()
     try:
+        store.create("odradekclusters", NAMESPACE, copy.deepcopy(CLUSTER))
         try:
-            wait_until(
-                lambda: pod_ready(store, "demo-broker-0"), "the broker Ready", READY_TIMEOUT_S
+            wait_for(
+                lambda: cluster_ready(store), READY_TIMEOUT_S, "the secured cluster Ready", 0.5
             )
         except AssertionError:
-            logs = {p: state.log(p)[-2000:] for p in ("demo-zookeeper-0", "demo-broker-0")}
-            raise AssertionError(f"not Ready: {logs}") from None
+            cluster = store.try_get("odradekclusters", NAMESPACE, "demo")
+            logs = {
+                p: kubelet.log(f"{NAMESPACE}/{p}")[-1500:]
+                for p in ("demo-zookeeper-0", "demo-controller-0", "demo-broker-0")
+            }
+            raise AssertionError(f"not Ready: {cluster.get('status')}\n{logs}") from None
+        # The test's clients' certificates: the operator's own Secrets, and others it signs
+        # with the CAs' keys (as a user with access to them could).
+        root = tmp_path_factory.mktemp("zk-tls-clients")
+        trust = secret_data(store, names.cluster_ca_cert_secret("demo"))["ca.crt"]
+        clients_ca = CertificateAuthority.load(
+            secret_data(store, names.clients_ca_cert_secret("demo"))["ca.crt"],
+            secret_data(store, names.clients_ca_key_secret("demo"))["ca.key"],
+        )
+        identity = secret_data(store, names.zookeeper_client_certs_secret("demo"))
+        broker = secret_data(store, names.certs_secret("demo", names.Component.BROKER))
+        zookeeper = secret_data(store, names.certs_secret("demo", ZK))
+        other_ca = make_ca("elsewhere", now=NOW, validity_days=30)
+
+        def user(ca: CertificateAuthority, name: str) -> str:
+            return issue_leaf(
+                ca, name, now=NOW, validity_days=30, server_auth=False, organization=None
+            ).keystore_pem
+
+        files = {
+            "ca": write(root / "ca.crt", trust),
+            "cluster identity": write(root / "client.pem", identity[names.ZOOKEEPER_CLIENT_PEM]),
+            "zookeeper-0 certificate": write(root / "zk0.pem", zookeeper["demo-zookeeper-0.pem"]),
+            # a broker's own certificate: the cluster CA's, but not the ZooKeeper identity
+            "broker certificate": write(root / "broker.pem", broker["demo-broker-0.pem"]),
+            "user of the clients CA": write(root / "alice.pem", user(clients_ca, "alice")),
+            USER: write(root / "user.pem", user(clients_ca, USER)),
+            "another CA": write(root / "mallory.pem", user(other_ca, "mallory")),
+        }
         with kubelet.resolver():
-            yield state
+            yield Secured(kubelet, files)
     finally:
+        operator.__exit__(None, None, None)
         kubelet.stop()
+        client.close()
+        if saved is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = saved
         store.purge_namespace(NAMESPACE)
 
 
