@@ -3,9 +3,9 @@
 ``ClusterAdmin`` is the small port (a ``typing.Protocol``) the reconcilers take, so their
 decisions are unit-tested with a fake. ``OpsAdmin`` implements it for one bootstrap address:
 Metadata, drain, rebalance and reassignments through ``odradek.ops`` (the same library the
-``odradek cluster`` command uses), DescribeLogDirs through ``odradek.ops``' ``ClusterClient``, and
-topics and their configs through confluent_kafka's ``AdminClient`` (its blocking futures waited
-for in a worker thread).
+``odradek cluster`` command uses), DescribeLogDirs and DescribeConfigs through ``odradek.ops``'
+``ClusterClient``, and topics and their config changes through confluent_kafka's
+``AdminClient`` (its blocking futures waited for in a worker thread).
 
 Every call opens its own connections and closes them, bounded by ``REQUEST_TIMEOUT_S``; an
 unreachable cluster is ``ClusterUnavailable`` (the handlers turn it into a temporary error).
@@ -40,7 +40,7 @@ from odradek import ops
 from odradek.client.security import ClientSecurity
 from odradek.errors import ErrorCode
 from odradek.ops import ClusterView, OpsError
-from odradek.ops.client import DESCRIBE_LOG_DIRS, ClusterClient, build
+from odradek.ops.client import DESCRIBE_LOG_DIRS, ClusterClient, build, element_type
 from odradek.ops.cluster import read_cluster
 from odradek.ops.reassign import list_reassignments
 
@@ -189,6 +189,42 @@ class OpsAdmin:
             raise ClusterUnavailable(str(e)) from e
         return len(prepared.plan)
 
+    async def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, tuple[str, bool]]]:
+        """DescribeConfigs through odradek.ops (the cluster pass asks it during every rolling
+        restart: one client, the operator's TLS, for the whole pass)."""
+        names_ = sorted(set(topics))
+        if not names_:
+            return {}
+
+        def make(request_type):
+            resource_type = element_type(request_type, "resources")
+            resources = tuple(
+                resource_type(
+                    resource_type=RESOURCE_TOPIC, resource_name=t, configuration_keys=None
+                )
+                for t in names_
+            )
+            return build(request_type, resources=resources, include_synonyms=False)
+
+        try:
+            async with ClusterClient(
+                self.bootstrap, request_timeout_s=REQUEST_TIMEOUT_S, security=self.security
+            ) as c:
+                response = await c.send_any(DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_MAX_VERSION, make)
+        except (OpsError, OSError) as e:
+            raise ClusterUnavailable(f"DescribeConfigs: {e}") from e
+        result: dict[str, dict[str, tuple[str, bool]]] = {}
+        for r in response.results:
+            if r.error_code != ErrorCode.none:
+                raise AdminRefused(
+                    f"{r.error_code.name}: DescribeConfigs of {r.resource_name}: "
+                    f"{r.error_message or ''}".rstrip(": ")
+                )
+            result[str(r.resource_name)] = {
+                str(entry.name): (entry.value, _is_override(entry)) for entry in r.configs
+            }
+        return result
+
     async def log_dir_partitions(self, broker_ids: Iterable[int]) -> dict[int, dict[str, int]]:
         from odradek.ops import OpsError
         from odradek.ops.cluster import read_cluster
@@ -251,20 +287,6 @@ class OpsAdmin:
         except TimeoutError as e:
             raise ClusterUnavailable(f"{self.bootstrap}: no answer in {ADMIN_TIMEOUT_S}s") from e
 
-    async def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, tuple[str, bool]]]:
-        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in sorted(set(topics))]
-        if not resources:
-            return {}
-        client = self._client()  # alive until its futures are done
-        answers = await self._wait(client.describe_configs(resources))
-        return {
-            resource.name: {
-                entry.name: (entry.value, _source(entry) == DYNAMIC_TOPIC_CONFIG)
-                for entry in entries.values()
-            }
-            for resource, entries in answers.items()
-        }
-
     async def create_topic(
         self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str]
     ) -> None:
@@ -304,10 +326,17 @@ class OpsAdmin:
 
 
 DYNAMIC_TOPIC_CONFIG = 1  # Kafka's ConfigSource of a topic's own override
+RESOURCE_TOPIC = 2  # Kafka's ConfigResource.Type
+DESCRIBE_CONFIGS = 32
+DESCRIBE_CONFIGS_MAX_VERSION = 4
 
 
-def _source(entry) -> int:
-    return int(getattr(entry.source, "value", entry.source))
+def _is_override(entry) -> bool:
+    """Set on the topic itself: config_source (v1+), or not is_default (v0)."""
+    source = getattr(entry, "config_source", None)
+    if source is None:
+        return not entry.is_default
+    return int(source) == DYNAMIC_TOPIC_CONFIG
 
 
 def _UNAVAILABLE_CODES() -> set[int]:

@@ -123,3 +123,69 @@ def test_operation_is_replaced_whole():
     kube.put(body)
     asyncio.run(write_status(kube, body, {"operation": {"type": "Idle"}}))
     assert kube.find("OdradekCluster", "demo")["status"]["operation"] == {"type": "Idle"}
+
+
+# --- secured clusters (issue 24) ----------------------------------------------------------------
+
+SECURED = {
+    **BODY,
+    "spec": {
+        **BODY["spec"],
+        "listeners": [
+            {"name": "tls", "port": 9092, "tls": True, "authentication": {"type": "tls"}}
+        ],
+    },
+}
+
+
+def test_a_secured_pass_makes_the_certificates_before_the_pods_that_mount_them():
+    kube, _ = world()
+    kube.put(SECURED)
+    seen = []
+    admin = FakeAdmin(view({("t", 0): (0, 1, 2)}, range(3)))
+
+    def admin_for(bootstrap, tls=None):
+        seen.append((bootstrap, tls))
+        return admin
+
+    ctx = ClusterContext(kube, admin_for, "odradek:test")
+    with pytest.raises(Retry):
+        asyncio.run(reconcile_cluster(ctx, SECURED))
+    created = [(a[1], a[2]) for a in kube.actions if a[0] == "create"]
+    secrets_made = [n for k, n in created if k == "Secret"]
+    assert secrets_made == [
+        "demo-cluster-ca",
+        "demo-cluster-ca-cert",
+        "demo-clients-ca",
+        "demo-clients-ca-cert",
+        "demo-broker-certs",
+        "demo-controller-certs",
+        "demo-zookeeper-certs",
+        "demo-operator-certs",
+    ]
+    assert created.index(("Secret", "demo-broker-certs")) < created.index(
+        ("StatefulSet", "demo-broker")
+    )
+    secret = kube.find("Secret", "demo-broker-certs")
+    template = kube.find("StatefulSet", "demo-broker")["spec"]["template"]["metadata"]
+    key = "odradek.io/certificates-hash"
+    assert template["annotations"][key] == secret["metadata"]["annotations"][key]
+    assert secret["metadata"]["ownerReferences"][0]["name"] == "demo"
+    status = kube.find("OdradekCluster", "demo")["status"]
+    assert {e["certificate"] for e in status["certificates"]} >= {"cluster-ca", "broker"}
+    # A second pass writes no Secret: nothing is due.
+    kube.actions.clear()
+    with pytest.raises(Retry):
+        asyncio.run(reconcile_cluster(ctx, kube.find("OdradekCluster", "demo")))
+    assert not [a for a in kube.actions if a[1] == "Secret" and a[0] != "get"]
+
+
+def test_a_running_plaintext_cluster_is_not_secured_in_place():
+    kube, ctx = world()
+    with pytest.raises(Retry):
+        asyncio.run(reconcile_cluster(ctx, BODY))  # the plaintext StatefulSets exist now
+    secured = {**SECURED, "metadata": {**SECURED["metadata"], "generation": 3}}
+    with pytest.raises(Refused) as refused:
+        asyncio.run(reconcile_cluster(ctx, secured))
+    assert refused.value.reason == "SecurityChangeRefused"
+    assert kube.find("Secret", "demo-cluster-ca") is None
