@@ -161,6 +161,7 @@ def test_a_secured_pass_makes_the_certificates_before_the_pods_that_mount_them()
         "demo-broker-certs",
         "demo-controller-certs",
         "demo-zookeeper-certs",
+        "demo-zookeeper-client-certs",
         "demo-operator-certs",
     ]
     assert created.index(("Secret", "demo-broker-certs")) < created.index(
