@@ -8,7 +8,9 @@ import asyncio
 import pytest
 
 from odradek_operator.model import zookeeper, zookeeper_tls
+from odradek_operator.model.names import Component
 from odradek_operator.model.spec import ClusterSpec
+from odradek_operator.reconcile.certificates import pod_hash
 from odradek_operator.reconcile.cluster import ClusterContext, reconcile_cluster, write_status
 from odradek_operator.reconcile.status import Refused, Retry
 from support.operator_doubles import FakeAdmin, FakeKube, pod, view
@@ -170,7 +172,11 @@ def test_a_secured_pass_makes_the_certificates_before_the_pods_that_mount_them()
     secret = kube.find("Secret", "demo-broker-certs")
     template = kube.find("StatefulSet", "demo-broker")["spec"]["template"]["metadata"]
     key = "odradek.io/certificates-hash"
-    assert template["annotations"][key] == secret["metadata"]["annotations"][key]
+    zk_client = kube.find("Secret", "demo-zookeeper-client-certs")["metadata"]["annotations"][key]
+    # the brokers mount their Secret and the ZooKeeper client identity: the hash covers both
+    assert template["annotations"][key] == pod_hash(
+        Component.BROKER, secret["metadata"]["annotations"][key], zk_client
+    )
     assert secret["metadata"]["ownerReferences"][0]["name"] == "demo"
     status = kube.find("OdradekCluster", "demo")["status"]
     assert {e["certificate"] for e in status["certificates"]} >= {"cluster-ca", "broker"}
