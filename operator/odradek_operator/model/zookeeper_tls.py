@@ -19,8 +19,9 @@ ZooKeeper then takes only the cluster's own principals, by these rules (each enf
   znode gets CREATOR_ALL for its creator plus world READ (Kafka's ``ZkData.defaultAcls``), and
   the controller rewrites znodes that brokers create (topic assignments), so all of them must be
   one ZooKeeper principal, as Kafka requires of its brokers. Their own leaves differ
-  (``CN=demo-broker`` and ``CN=demo-controller``), hence a leaf of its own,
-  ``C-zookeeper-client-certs``, mounted by both and used for nothing else.
+  (``CN=demo-broker`` and ``CN=demo-controller``), hence a client certificate of its own,
+  ``C-zookeeper-client-certs`` (``CN=C-zookeeper-client,O=odradek.io``, kept with the other
+  certificates by reconcile/certificates.py), mounted by both and used for nothing else.
 - **Fixed for the cluster's life.** A running ensemble never changes between plaintext and TLS
   (``SecurityChangeRefused``, reconcile/cluster.py; before the brokers exist, from
   ``serves_tls`` of the live StatefulSet): rolled one server at a time it would be split
@@ -42,21 +43,17 @@ Pure functions, no I/O.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from odradek.config.zookeeper_tls import CNXN_SOCKET_NETTY
 from odradek_operator.model import names
 from odradek_operator.model.spec import ClusterSpec
-from odradek_operator.pki import CertificateAuthority, Leaf, issue_leaf
 from odradek_operator.pki.secrets import CA_CERT
 
 __all__ = [
     "add_client_identity",
-    "client_leaf",
     "client_mount",
     "client_properties",
-    "client_secret_data",
     "client_volume",
     "enabled",
     "keystore_flags",
@@ -178,26 +175,3 @@ def add_client_identity(cluster: ClusterSpec, pod: dict[str, Any]) -> None:
     pod["volumes"].append(client_volume(cluster))
     for container in pod["containers"]:
         container["volumeMounts"].append(client_mount())
-
-
-def client_leaf(
-    ca: CertificateAuthority,
-    cluster_name: str,
-    *,
-    now: datetime.datetime,
-    validity_days: int,
-) -> Leaf:
-    """The brokers' and controllers' ZooKeeper identity: a client certificate, no host names."""
-    return issue_leaf(
-        ca,
-        names.zookeeper_client_principal_name(cluster_name),
-        now=now,
-        validity_days=validity_days,
-        server_auth=False,
-        client_auth=True,
-    )
-
-
-def client_secret_data(leaf: Leaf, trust: str) -> dict[str, str]:
-    """``C-zookeeper-client-certs``: the identity and the cluster CA's trust bundle."""
-    return {names.ZOOKEEPER_CLIENT_PEM: leaf.keystore_pem, CA_CERT: trust}

@@ -35,7 +35,7 @@ from typing import Any
 
 from odradek_operator import metrics
 from odradek_operator.kube import Kube
-from odradek_operator.model import meta, names
+from odradek_operator.model import meta, names, zookeeper_tls
 from odradek_operator.model.security import CLIENTS_CA_FILE
 from odradek_operator.model.spec import CaSpec, ClusterSpec
 from odradek_operator.pki import plan, secrets
@@ -156,12 +156,11 @@ def _pod_names(cluster: ClusterSpec, component: Component, live_ordinals: list[i
 def dns_names(cluster: ClusterSpec, component: Component, ordinal: int) -> list[str]:
     """A pod's subjectAltNames: its headless-Service names, and the client Service's (the
     bootstrap Service for brokers, ZooKeeper's client Service)."""
+    if component is Component.ZOOKEEPER:
+        return zookeeper_tls.server_dns_names(cluster, ordinal)
     out = names.pod_dns_names(cluster.name, component, ordinal, cluster.namespace)
     if component is Component.BROKER:
         out += names.service_dns_names(names.bootstrap_service(cluster.name), cluster.namespace)
-    if component is Component.ZOOKEEPER:
-        client = names.zookeeper_client_service(cluster.name)
-        out += names.service_dns_names(client, cluster.namespace)
     return out
 
 
