@@ -36,7 +36,7 @@ import math
 from typing import Any
 
 from odradek.config.broker import BROKER_KEYS
-from odradek_operator.model import meta, names, security
+from odradek_operator.model import meta, names, security, zookeeper_tls
 from odradek_operator.model.spec import ClusterSpec
 
 C = names.Component.BROKER
@@ -53,6 +53,7 @@ def properties(cluster: ClusterSpec) -> dict[str, str]:
     props = {
         **cluster.brokers.properties(),
         "zookeeper.connect": names.zookeeper_connect(cluster.name, cluster.namespace),
+        **zookeeper_tls.client_properties(cluster),
         "control.plane.listener.name": names.CONTROL_PLANE_LISTENER,
         "inter.broker.listener.name": names.INTERNAL_LISTENER,
         **security.broker_properties(cluster),
@@ -166,6 +167,7 @@ def statefulset(
     pod = meta.pod_spec(
         cluster, C, container, uid=meta.ODRADEK_UID, grace_s=termination_grace_s(cluster)
     )
+    zookeeper_tls.add_client_identity(cluster, pod)
     if brokers.rack_topology_key is not None:
         container["volumeMounts"].append(
             {"name": POD_INFO_VOLUME, "mountPath": names.POD_INFO_DIR, "readOnly": True}

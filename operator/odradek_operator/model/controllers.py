@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek_operator.model import meta, names, security
+from odradek_operator.model import meta, names, security, zookeeper_tls
 from odradek_operator.model.spec import ClusterSpec
 
 C = names.Component.CONTROLLER
@@ -36,6 +36,7 @@ def shared_properties(cluster: ClusterSpec) -> dict[str, str]:
     return {
         **cluster.brokers.controller_properties(),
         "zookeeper.connect": names.zookeeper_connect(cluster.name, cluster.namespace),
+        **zookeeper_tls.client_properties(cluster),
         "control.plane.listener.name": names.CONTROL_PLANE_LISTENER,
         **security.controller_properties(cluster),
     }
@@ -94,6 +95,7 @@ def statefulset(
         ],
     }
     pod = meta.pod_spec(cluster, C, container, uid=meta.ODRADEK_UID, grace_s=TERMINATION_GRACE_S)
+    zookeeper_tls.add_client_identity(cluster, pod)
     cert_volumes, cert_mounts = security.certificate_volumes(cluster, C)
     container["volumeMounts"].extend(cert_mounts)
     pod["volumes"].extend(cert_volumes)

@@ -71,7 +71,7 @@ def build(
         services.zookeeper_client_service(cluster),
         policy.pod_disruption_budget(cluster, Component.ZOOKEEPER),
         *guarded(Component.ZOOKEEPER),
-        zookeeper.statefulset(cluster),
+        zookeeper.statefulset(cluster, certificates.get(Component.ZOOKEEPER)),
         controllers.config_map(cluster),
         services.headless_service(cluster, Component.CONTROLLER),
         *guarded(Component.CONTROLLER),

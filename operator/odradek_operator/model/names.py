@@ -369,3 +369,22 @@ def selector(cluster: str, component: Component) -> str:
 def cluster_selector(cluster: str) -> str:
     """Every object the operator made for ``cluster``."""
     return label_selector(labels(cluster))
+
+
+# --- ZooKeeper over TLS (secured clusters; model/zookeeper_tls.py has the rules) ----------------
+# ZooKeeper's pods mount C-zookeeper-certs (certs_secret) here: <pod>.pem and ca.crt.
+ZOOKEEPER_CERTS_DIR = "/etc/zookeeper/certs"
+# Brokers and controllers mount C-zookeeper-client-certs here: their one ZooKeeper identity.
+ZOOKEEPER_CLIENT_CERTS_DIR = "/etc/odradek/zookeeper-client"
+ZOOKEEPER_CLIENT_PEM = "zookeeper-client.pem"
+
+
+def zookeeper_client_certs_secret(cluster: str) -> str:
+    """The brokers' and controllers' ZooKeeper client identity: ``zookeeper-client.pem`` (key
+    then certificate) and ``ca.crt``."""
+    return f"{cluster}-zookeeper-client-certs"
+
+
+def zookeeper_client_principal_name(cluster: str) -> str:
+    """The CN of that identity: ZooKeeper knows its sessions as ``x509:CN=<it>,O=odradek.io``."""
+    return f"{cluster}-zookeeper-client"

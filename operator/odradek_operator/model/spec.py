@@ -34,6 +34,10 @@ Rule: never accept what is not honoured. So:
   ``namespaceSelector``, ``ipBlock``) narrows who reaches the client listener; absent: anyone.
   Each peer is checked as the API server checks it (label selectors, CIDRs), so a policy the
   operator writes is never refused.
+- The brokers' and controllers' ZooKeeper client keys (``zookeeper.ssl.*``,
+  ``zookeeper.clientCnxnSocket``, ``zookeeper.set.acl``) are the operator's: a secured cluster
+  reaches ZooKeeper over mutual TLS with secure ACLs (model/zookeeper_tls.py), any other over
+  plaintext.
 - ``OdradekTopic`` config keys are ``odradek.config.topic``'s, validated the same way; a
   ``min.insync.replicas`` above the topic's ``replicationFactor`` is refused (no acks=all write
   could ever succeed).
@@ -54,6 +58,7 @@ from odradek.config.broker import BROKER_KEYS, BrokerConfig
 from odradek.config.controller import CONTROLLER_KEYS, ControllerConfig
 from odradek.config.topic import CONFIG_KEYS as TOPIC_CONFIG_KEYS
 from odradek.config.topic import TopicConfig
+from odradek.config.zookeeper_tls import ZK_CLIENT_KEYS
 from odradek.errors import InvalidConfigError
 from odradek_operator.model import crds, names
 
@@ -134,21 +139,26 @@ DEFAULT_REQUESTS: Mapping[str, Mapping[str, str]] = {
 }
 NETWORK_POLICY_PEERS_MAX = 64
 
-OPERATOR_OWNED_BROKER_KEYS = frozenset(
-    {
-        "broker.id",
-        "listeners",
-        "advertised.listeners",
-        "log.dirs",
-        "log.dir",
-        "zookeeper.connect",
-        "control.plane.listener.name",
-        "inter.broker.listener.name",
-        "listener.security.protocol.map",
-        "odradek.admin.listener",
-        "broker.rack",
-        "odradek.broker.rack.file",
-    }
+# ZooKeeper over TLS follows the listeners (model/zookeeper_tls.py): these are the operator's.
+_ZK_CLIENT_KEY_NAMES = frozenset(key.name for key in ZK_CLIENT_KEYS)
+OPERATOR_OWNED_BROKER_KEYS = (
+    frozenset(
+        {
+            "broker.id",
+            "listeners",
+            "advertised.listeners",
+            "log.dirs",
+            "log.dir",
+            "zookeeper.connect",
+            "control.plane.listener.name",
+            "inter.broker.listener.name",
+            "listener.security.protocol.map",
+            "odradek.admin.listener",
+            "broker.rack",
+            "odradek.broker.rack.file",
+        }
+    )
+    | _ZK_CLIENT_KEY_NAMES
 )
 # With spec.listeners and spec.authorization the operator writes every TLS, SASL and authorizer
 # key (model/security.py); a user's key among them would fight the operator's.
@@ -847,6 +857,12 @@ def _broker_config(value: object, where: str) -> dict[str, str]:
     config: dict[str, str] = {}
     for key, raw in _mapping(value, where).items():
         path = f"{where}[{key}]"
+        if key in _ZK_CLIENT_KEY_NAMES:
+            raise SpecError(
+                path,
+                "set by the operator: brokers and controllers reach ZooKeeper over mutual TLS "
+                "with secure ACLs exactly when spec.listeners are secured",
+            )
         if key in OPERATOR_OWNED_BROKER_KEYS or key.startswith(OPERATOR_OWNED_BROKER_PREFIXES):
             raise SpecError(
                 path,

@@ -14,6 +14,11 @@ in front of ``zkServer.sh start-foreground``: Kubernetes' ``$(VAR)`` expansion c
 and the image's own ``ZOO_MY_ID`` takes the number ready-made. ``expr`` is used, not ``$((...))``,
 so that no ``$(`` reaches Kubernetes' expansion.
 
+In a secured cluster (model/zookeeper_tls.py) the server lines have no client part: clients
+reach only ``secureClientPort`` (2181, TLS with client certificates), the quorum is TLS too, the
+pod mounts ``C-zookeeper-certs`` at /etc/zookeeper/certs, and the start script adds this server's
+own key store (``$POD_NAME.pem``) to ``SERVER_JVMFLAGS``, which zkServer.sh passes to the JVM.
+
 The ensemble's size is part of the config hash (zoo.cfg lists it); changing it is refused by
 the reconciler (``ZooKeeperResizeRefused`` in reconcile/cluster.py): a static ensemble cannot
 grow safely, as new empty servers could form a majority of their own.
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek_operator.model import meta, names
+from odradek_operator.model import meta, names, zookeeper_tls
 from odradek_operator.model.spec import ClusterSpec
 
 C = names.Component.ZOOKEEPER
@@ -59,12 +64,17 @@ def zoo_cfg(cluster: ClusterSpec) -> str:
         f"4lw.commands.whitelist={FOUR_LETTER_WORDS}",
         "admin.enableServer=false",
     ]
+    tls = zookeeper_tls.enabled(cluster)
     for ordinal in range(cluster.zookeeper.replicas):
         host = names.pod_host(cluster.name, C, ordinal, cluster.namespace)
+        # TLS: no client address here, or ZooKeeper would open a plaintext client port on it.
+        client = "" if tls else f";{host}:{names.ZOOKEEPER_CLIENT_PORT}"
         lines.append(
             f"server.{names.zookeeper_myid(ordinal)}={host}:{names.ZOOKEEPER_PEER_PORT}:"
-            f"{names.ZOOKEEPER_ELECTION_PORT};{host}:{names.ZOOKEEPER_CLIENT_PORT}"
+            f"{names.ZOOKEEPER_ELECTION_PORT}{client}"
         )
+    if tls:
+        lines += zookeeper_tls.server_lines()
     return "\n".join(lines) + "\n"
 
 
@@ -77,10 +87,13 @@ def config_map(cluster: ClusterSpec) -> dict[str, Any]:
     }
 
 
-def start_command() -> list[str]:
+def start_command(cluster: ClusterSpec) -> list[str]:
     myid = f"{names.ZOOKEEPER_DATA_DIR}/myid"
-    script = f'expr "${names.ENV_POD_INDEX}" + 1 > {myid} && exec zkServer.sh start-foreground'
-    return ["sh", "-c", script]
+    steps = [f'expr "${names.ENV_POD_INDEX}" + 1 > {myid}']
+    if zookeeper_tls.enabled(cluster):
+        steps.append(f'export SERVER_JVMFLAGS="$SERVER_JVMFLAGS {zookeeper_tls.keystore_flags()}"')
+    steps.append("exec zkServer.sh start-foreground")
+    return ["sh", "-c", " && ".join(steps)]
 
 
 def heap_env(cluster: ClusterSpec) -> list[dict[str, str]]:
@@ -93,13 +106,15 @@ def heap_env(cluster: ClusterSpec) -> list[dict[str, str]]:
     return [{"name": "ZK_SERVER_HEAP", "value": str(heap_mib)}]
 
 
-def statefulset(cluster: ClusterSpec) -> dict[str, Any]:
+def statefulset(cluster: ClusterSpec, certificates_hash: str | None = None) -> dict[str, Any]:
+    """``certificates_hash``: of ``C-zookeeper-certs`` (secured clusters), in the config hash so
+    that new certificates roll the servers."""
     zk = cluster.zookeeper
     container = {
         "name": "zookeeper",
         "image": zk.image,
         "imagePullPolicy": cluster.image_pull_policy,
-        "command": start_command(),
+        "command": start_command(cluster),
         "env": [
             *meta.pod_env(),
             {"name": "ZOOCFGDIR", "value": names.ZOOKEEPER_CONFIG_DIR},
@@ -122,12 +137,19 @@ def statefulset(cluster: ClusterSpec) -> dict[str, Any]:
     }
     pod = meta.pod_spec(cluster, C, container, uid=meta.ZOOKEEPER_UID, grace_s=TERMINATION_GRACE_S)
     pod["volumes"].extend({"name": volume, "emptyDir": {}} for volume, _ in SCRATCH_DIRS)
+    if zookeeper_tls.enabled(cluster):
+        pod["volumes"].append(zookeeper_tls.server_volume(cluster))
+        container["volumeMounts"].append(zookeeper_tls.server_mount())
     claim = {
         "metadata": {"name": names.ZOOKEEPER_DATA_VOLUME, "labels": names.labels(cluster.name, C)},
         "spec": meta.claim_spec(zk.storage.size, zk.storage.storage_class),
     }
     digest = meta.config_hash(
-        zoo_cfg(cluster), meta.hashed_pod(pod), claim["spec"], cluster.restart
+        zoo_cfg(cluster),
+        meta.hashed_pod(pod),
+        claim["spec"],
+        cluster.restart,
+        *meta.optional(certificates_hash),
     )
     return meta.statefulset(
         cluster,
@@ -141,4 +163,5 @@ def statefulset(cluster: ClusterSpec) -> dict[str, Any]:
             "whenScaled": "Retain",
         },
         volumeClaimTemplates=[claim],
+        certificates_hash=certificates_hash,
     )

@@ -12,10 +12,14 @@ re-issue in Strimzi's order, wait) and writes what changed, and returns
 - ``status``: ``status.certificates`` (each CA and each component's earliest expiry), also set
   as the gauge ``odradek_operator_certificate_expiry_timestamp_seconds``.
 
+The brokers' and controllers' one ZooKeeper identity, ``<C>-zookeeper-client-certs``
+(model/zookeeper_tls.py), is kept like the operator's; both mount it, so their pods' hash covers
+their own Secret and it (``pod_hash``).
+
 A pod runs the current certificates when its ``odradek.io/certificates-hash`` annotation (from
-the template it was made from) is its Secret's; "every pod rolled" is that for every pod of
-every component whose StatefulSet carries the annotation (ZooKeeper's only once it mounts its
-certificates). A CA the operator cannot use is ``Refused`` (the status names the Secret).
+the template it was made from) is ``pod_hash`` of its Secrets'; "every pod rolled" is that for
+every pod of every component whose StatefulSet carries the annotation (ZooKeeper's only once it
+mounts its certificates). A CA the operator cannot use is ``Refused`` (the status names the Secret).
 
 The Secrets are owned by the OdradekCluster (deleted with it), but for a brought CA's, which are
 the user's and never written. Every Secret write is a create or a JSON merge patch whose
@@ -31,7 +35,7 @@ from typing import Any
 
 from odradek_operator import metrics
 from odradek_operator.kube import Kube
-from odradek_operator.model import meta, names
+from odradek_operator.model import meta, names, zookeeper_tls
 from odradek_operator.model.security import CLIENTS_CA_FILE
 from odradek_operator.model.spec import CaSpec, ClusterSpec
 from odradek_operator.pki import plan, secrets
@@ -44,6 +48,8 @@ __all__ = ["Certificates", "read_admin_tls", "reconcile_certificates", "secret_o
 
 Component = names.Component
 OPERATOR_POD = "operator"  # the operator's "pod" in pki.plan's terms: its key is operator.pem
+# The ZooKeeper client identity's "pod": its key is names.ZOOKEEPER_CLIENT_PEM.
+ZOOKEEPER_CLIENT_POD = names.ZOOKEEPER_CLIENT_PEM.removesuffix(".pem")
 LEAF_COMPONENTS = (Component.BROKER, Component.CONTROLLER, Component.ZOOKEEPER)
 
 
@@ -150,27 +156,37 @@ def _pod_names(cluster: ClusterSpec, component: Component, live_ordinals: list[i
 def dns_names(cluster: ClusterSpec, component: Component, ordinal: int) -> list[str]:
     """A pod's subjectAltNames: its headless-Service names, and the client Service's (the
     bootstrap Service for brokers, ZooKeeper's client Service)."""
+    if component is Component.ZOOKEEPER:
+        return zookeeper_tls.server_dns_names(cluster, ordinal)
     out = names.pod_dns_names(cluster.name, component, ordinal, cluster.namespace)
     if component is Component.BROKER:
         out += names.service_dns_names(names.bootstrap_service(cluster.name), cluster.namespace)
-    if component is Component.ZOOKEEPER:
-        client = names.zookeeper_client_service(cluster.name)
-        out += names.service_dns_names(client, cluster.namespace)
     return out
 
 
-async def _rolled(kube: Kube, cluster: ClusterSpec, component: Component, secret: dict | None):
-    """Every pod of ``component`` runs the certificates of ``secret`` (vacuous for a component
-    whose pods do not mount them)."""
+def _secret_hash(secret: dict | None) -> str | None:
+    return ((secret or {}).get("metadata", {}).get("annotations") or {}).get(
+        names.CERTIFICATES_HASH_ANNOTATION
+    )
+
+
+def pod_hash(component: Component, own: str | None, zookeeper_client: str | None) -> str | None:
+    """A component's pods' ``odradek.io/certificates-hash``: its Secret's, and for brokers and
+    controllers also the ZooKeeper client identity's (both mounted: either renewed rolls them)."""
+    if own is None or component is Component.ZOOKEEPER:
+        return own
+    return secrets.certificates_hash({"own": own, ZOOKEEPER_CLIENT_POD: zookeeper_client or ""})
+
+
+async def _rolled(kube: Kube, cluster: ClusterSpec, component: Component, want: str | None):
+    """Every pod of ``component`` runs the certificates hashed ``want`` (``pod_hash``; vacuous
+    for a component whose pods do not mount them)."""
     sts = await kube.get(
         "StatefulSet", names.statefulset(cluster.name, component), cluster.namespace
     )
     template = (sts or {}).get("spec", {}).get("template", {}).get("metadata") or {}
     if names.CERTIFICATES_HASH_ANNOTATION not in (template.get("annotations") or {}):
         return True
-    want = ((secret or {}).get("metadata", {}).get("annotations") or {}).get(
-        names.CERTIFICATES_HASH_ANNOTATION
-    )
     pods = await kube.list("Pod", cluster.namespace, names.selector_labels(cluster.name, component))
     for pod in pods:
         pod_meta = pod.get("metadata", {})
@@ -199,17 +215,21 @@ async def reconcile_certificates(
     }
     operator_name = names.operator_certs_secret(cluster.name)
     operator_secret = await kube.get("Secret", operator_name, ns)
-    rolled = [await _rolled(kube, cluster, c, s) for c, s in leaf_secrets.items()]
+    zk_client_name = names.zookeeper_client_certs_secret(cluster.name)
+    zk_client_secret = await kube.get("Secret", zk_client_name, ns)
+    zk_client_hash = _secret_hash(zk_client_secret)
+    rolled = [
+        await _rolled(kube, cluster, c, pod_hash(c, _secret_hash(s), zk_client_hash))
+        for c, s in leaf_secrets.items()
+    ]
     all_rolled = all(rolled)
     # Step 3: every leaf is the current CA's and every pod runs it: the old CAs may go.
-    signers = [
-        plan.generation_of((s or {}).get("metadata", {}).get("annotations"))
-        for s in (*leaf_secrets.values(), operator_secret)
-    ]
+    issued = (*leaf_secrets.values(), operator_secret, zk_client_secret)
+    signers = [plan.generation_of((s or {}).get("metadata", {}).get("annotations")) for s in issued]
     if (
         cluster.cluster_ca.generate
         and all_rolled
-        and all(s is not None for s in (*leaf_secrets.values(), operator_secret))
+        and all(s is not None for s in issued)
         and all(g == cluster_ca.generation for g in signers)
     ):
         cluster_ca = plan.drop_retained(cluster_ca)
@@ -252,6 +272,31 @@ async def reconcile_certificates(
             waiting.append(f"{name}: {decided.waiting}")
         hashes[component] = decided.certificates_hash
         leaf_plans[str(component)] = decided
+
+    # The brokers' and controllers' one ZooKeeper identity (model/zookeeper_tls.py): a client
+    # certificate kept like the leaf of a pod of its own, ZOOKEEPER_CLIENT_POD.
+    zk_client_plan = plan.plan_leaves(
+        ca=cluster_ca,
+        common_name=names.zookeeper_client_principal_name(cluster.name),
+        pods={ZOOKEEPER_CLIENT_POD: []},
+        data=_read(zk_client_secret, zk_client_name),
+        annotations=(zk_client_secret or {}).get("metadata", {}).get("annotations"),
+        all_rolled=all_rolled,
+        now=now,
+        validity_days=validity,
+        renewal_days=renewal,
+        server_auth=False,
+    )
+    if zk_client_plan.changed:
+        await _write(
+            kube,
+            zk_client_secret,
+            secret_object(cluster, zk_client_name, zk_client_plan.data, zk_client_plan.annotations),
+        )
+    if zk_client_plan.waiting:
+        waiting.append(f"{zk_client_name}: {zk_client_plan.waiting}")
+    for component, own in hashes.items():
+        hashes[component] = pod_hash(component, own, zk_client_plan.certificates_hash) or own
 
     operator_plan = plan.plan_leaves(
         ca=cluster_ca,
@@ -300,6 +345,11 @@ async def reconcile_certificates(
             "certificate": OPERATOR_POD,
             "secret": operator_name,
             "notAfter": _timestamp(operator_plan.not_after),
+        },
+        {
+            "certificate": ZOOKEEPER_CLIENT_POD,
+            "secret": zk_client_name,
+            "notAfter": _timestamp(zk_client_plan.not_after),
         },
     ]
     metrics.record_certificates(

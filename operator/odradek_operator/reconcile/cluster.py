@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from odradek_operator.kube import Kube, apply
-from odradek_operator.model import crds, desired, names
+from odradek_operator.model import crds, desired, names, zookeeper_tls
 from odradek_operator.model.spec import ClusterSpec, SpecError
 from odradek_operator.reconcile import racks, restarts, scaling, volumes
 from odradek_operator.reconcile.admin import AdminRefused, ClusterAdmin, ClusterUnavailable
@@ -63,18 +63,23 @@ def check_against_live(spec: ClusterSpec, zookeeper_sts: dict | None, broker_sts
     """Refuse what a running cluster cannot become (read from its live StatefulSets, so the
     periodic pass refuses it as the change handler does): another ZooKeeper ensemble size, an
     existing volume resized or moved to another storage class, a running cluster secured or
-    unsecured (its brokers' template says which: the certificates hash annotation)."""
+    unsecured (its brokers' template says which: the certificates hash annotation; before the
+    brokers exist, ZooKeeper's: model/zookeeper_tls.serves_tls)."""
+    live_secured = None
     if broker_sts is not None:
         template = broker_sts.get("spec", {}).get("template", {}).get("metadata") or {}
         live_secured = names.CERTIFICATES_HASH_ANNOTATION in (template.get("annotations") or {})
-        if live_secured != spec.secured:
-            now_, then = ("plaintext", "secured") if spec.secured else ("secured", "plaintext")
-            raise Refused(
-                "SecurityChangeRefused",
-                f"spec.listeners: the running cluster is {now_} and cannot become {then} in "
-                "place (every client and every broker link would break mid-roll); create a new "
-                "cluster with the listeners you want and move the clients to it",
-            )
+    elif zookeeper_sts is not None:
+        live_secured = zookeeper_tls.serves_tls(zookeeper_sts)
+    if live_secured is not None and live_secured != spec.secured:
+        now_, then = ("plaintext", "secured") if spec.secured else ("secured", "plaintext")
+        raise Refused(
+            "SecurityChangeRefused",
+            f"spec.listeners: the running cluster is {now_} and cannot become {then} in "
+            "place (every client and every broker link would break mid-roll, and ZooKeeper's "
+            "ensemble would be split between plaintext and TLS peers, without a quorum); "
+            "create a new cluster with the listeners you want and move the clients to it",
+        )
     if zookeeper_sts is not None:
         running = int(zookeeper_sts.get("spec", {}).get("replicas", 0))
         if running != spec.zookeeper.replicas:

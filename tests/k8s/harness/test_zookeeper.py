@@ -139,6 +139,9 @@ def test_effective_config_binds_the_pod_address():
     assert "server.1=zk-0.nodes:2888:3888;zk-0.nodes:2181" in out
     assert "clientPortAddress=127.0.9.9" in out
     assert "clientPortAddress" not in effective_config("server.1=a:1:2;a:2181\n", "127.0.9.9")
+    tls = effective_config("secureClientPort=2181\nserver.1=a:1:2\n", "127.0.9.9")
+    assert "secureClientPortAddress=127.0.9.9" in tls.splitlines()
+    assert "clientPortAddress=127.0.9.9" not in tls.splitlines()
 
 
 def test_one_server_ensemble_becomes_ready(kube_api, namespace, tmp_path: Path):

@@ -38,6 +38,7 @@ from odradek_operator.kube import ApiKube
 from odradek_operator.model import names
 from odradek_operator.pki import certs, secrets
 from odradek_operator.reconcile.admin import AdminTls, OpsAdmin
+from odradek_operator.reconcile.certificates import pod_hash
 from odradek_operator.reconcile.cluster import ClusterContext
 from support.k8s.kubelet import KubeletStandIn
 from support.k8s_operator import OperatorThread, condition, wait_for
@@ -179,6 +180,7 @@ def test_secured_cluster_becomes_ready_with_its_certificates(secured):
         "controller",
         "zookeeper",
         "operator",
+        "zookeeper-client",
     }
     assert all(e["notAfter"] for e in entries.values())
     brokers = secured.secret("sec-broker-certs")
@@ -408,7 +410,14 @@ def test_a_broker_certificate_near_expiry_is_reissued_and_rolled_safely(secured)
                 (p["metadata"].get("annotations") or {}).get(names.CERTIFICATES_HASH_ANNOTATION)
                 for p in pods
             ]
-            return len(pods) == 3 and all(h == new_hash for h in hashes) and secured.ready()
+            # a broker pod's hash covers its Secret and the ZooKeeper client identity's
+            zk_client = store.try_get("secrets", NAMESPACE, "sec-zookeeper-client-certs")
+            want = pod_hash(
+                names.Component.BROKER,
+                new_hash,
+                zk_client["metadata"]["annotations"][names.CERTIFICATES_HASH_ANNOTATION],
+            )
+            return len(pods) == 3 and all(h == want for h in hashes) and secured.ready()
 
         wait_for(rolled, 240, "brokers rolled onto re-issued certificates", 1.0)
     finally:

@@ -117,6 +117,7 @@ import hashlib
 import http.client
 import itertools
 import json
+import logging
 import os
 import random
 import re
@@ -139,6 +140,8 @@ from . import dns
 from .image_mode import ImageMode
 from .probes import KINDS, ProbeRules, ProbeTracker, invalid_probe
 from .store import ApiError, LabelSelector, ObjectStore, now_iso
+
+log = logging.getLogger(__name__)
 
 __all__ = ["KubeletStandIn", "default_loopback_pool"]
 
@@ -1620,6 +1623,9 @@ class KubeletStandIn:
                 f"shim['run']({str(path)!r}, sys.argv[1:])\n"
             )
             path.chmod(0o755)
+        # the pods' outgoing connections from their own addresses (zkshim.py's docstring)
+        if zkshim.build_pod_source(directory) is None:
+            log.warning("no C compiler: ZooKeeper pods connect from 127.0.0.1")
 
 
 def _decode(plural: str, value: str) -> str:

@@ -16,11 +16,22 @@ pod's local directories.
 ``zkServer.sh start-foreground [CONFIG]`` runs Debian's ZooKeeper (``QuorumPeerMain``, like the
 image) on CONFIG (default ``$ZOOCFGDIR`` or ``$ZOO_CONF_DIR``/zoo.cfg), through a copy of the
 config that binds what a container would bind on its own network namespace to the pod's
-address: ``clientPortAddress`` and ``admin.serverAddress`` (unless set), and the client part of
-``server.N`` lines without an address. The JVM resolves cluster names from the stand-in's hosts
-file (``-Djdk.net.hosts.file``) with a 1 s address cache. The heap is ``ZK_SERVER_HEAP`` MiB
-(as zkEnv.sh reads it) capped at 256, 192 without it; ``JVMFLAGS`` and ``SERVER_JVMFLAGS`` are
-passed on.
+address: ``clientPortAddress``, ``secureClientPortAddress`` and ``admin.serverAddress`` (unless
+set), and the client part of ``server.N`` lines without an address. The classpath has
+netty-codec besides zookeeper.jar (the image's lib/ has it; a TLS port's Netty pipeline needs it
+and Debian's zookeeper.jar manifest leaves it out). The JVM resolves cluster names from the
+stand-in's hosts file (``-Djdk.net.hosts.file``) with a 1 s address cache. The heap is
+``ZK_SERVER_HEAP`` MiB (as zkEnv.sh reads it) capped at 256, 192 without it; ``JVMFLAGS`` and
+``SERVER_JVMFLAGS`` are passed on.
+
+A pod's own network namespace would also make its outgoing connections come from the pod's
+address; here they would come from 127.0.0.1, and a TLS quorum's host name check of the peer
+(ZooKeeper's ``ssl.quorum.hostnameVerification``: the peer's address, looked up, must be named
+by its certificate) would see ``localhost``. So the JVM runs with ``pod-source.so`` preloaded
+(``build_pod_source``, compiled by the kubelet stand-in with the system's C compiler at start):
+its ``connect()`` binds a socket to ``ODRADEK_STANDIN_POD_IP`` first when it goes to another
+loopback address (IPv4 or IPv4-mapped IPv6) and is not bound yet. Without a compiler it is
+left out, and only a one-server TLS ensemble runs.
 """
 
 from __future__ import annotations
@@ -28,13 +39,93 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
-CLASSPATH = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+CLASSPATH = (
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/java/slf4j-simple.jar",
+    "/usr/share/java/netty-codec.jar",
+)
 MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 HEAP_DEFAULT_MIB = 192
 HEAP_MAX_MIB = 256
+
+
+POD_SOURCE_LIBRARY = "pod-source.so"
+POD_SOURCE_C = r"""
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+static int (*real_connect)(int, const struct sockaddr *, socklen_t);
+static struct in_addr pod;
+static int have_pod = -1;
+
+static int unbound(int fd) {
+    struct sockaddr_storage local;
+    socklen_t len = sizeof local;
+    if (getsockname(fd, (struct sockaddr *)&local, &len) != 0) return 0;
+    if (local.ss_family == AF_INET) return ((struct sockaddr_in *)&local)->sin_port == 0;
+    if (local.ss_family == AF_INET6) return ((struct sockaddr_in6 *)&local)->sin6_port == 0;
+    return 0;
+}
+
+int connect(int fd, const struct sockaddr *addr, socklen_t len) {
+    if (have_pod < 0) {
+        const char *ip = getenv("ODRADEK_STANDIN_POD_IP");
+        have_pod = ip != NULL && inet_pton(AF_INET, ip, &pod) == 1;
+        real_connect = dlsym(RTLD_NEXT, "connect");
+    }
+    if (have_pod && addr != NULL && unbound(fd)) {
+        int saved = errno;
+        if (addr->sa_family == AF_INET) {
+            const struct sockaddr_in *to = (const struct sockaddr_in *)addr;
+            if ((ntohl(to->sin_addr.s_addr) >> 24) == 127) {
+                struct sockaddr_in local = {.sin_family = AF_INET, .sin_addr = pod};
+                bind(fd, (struct sockaddr *)&local, sizeof local);
+            }
+        } else if (addr->sa_family == AF_INET6) {
+            const struct sockaddr_in6 *to = (const struct sockaddr_in6 *)addr;
+            if (IN6_IS_ADDR_V4MAPPED(&to->sin6_addr) && to->sin6_addr.s6_addr[12] == 127) {
+                struct sockaddr_in6 local = {.sin6_family = AF_INET6};
+                local.sin6_addr.s6_addr[10] = 0xff;
+                local.sin6_addr.s6_addr[11] = 0xff;
+                memcpy(&local.sin6_addr.s6_addr[12], &pod, sizeof pod);
+                bind(fd, (struct sockaddr *)&local, sizeof local);
+            }
+        }
+        errno = saved;
+    }
+    return real_connect(fd, addr, len);
+}
+"""
+COMPILE_TIMEOUT_S = 60
+
+
+def build_pod_source(directory: Path) -> Path | None:
+    """Compile ``pod-source.so`` into ``directory``; None without a C compiler (or on failure)."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    source = directory / "pod-source.c"
+    library = directory / POD_SOURCE_LIBRARY
+    source.write_text(POD_SOURCE_C)
+    try:
+        done = subprocess.run(
+            [compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"],
+            capture_output=True,
+            timeout=COMPILE_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return library if done.returncode == 0 and library.exists() else None
 
 
 def entrypoint(here: str, argv: list[str]) -> None:
@@ -88,12 +179,14 @@ def effective_config(text: str, pod_ip: str) -> str:
     # but clientPort is not set"): without clientPort the address is the server line's.
     if "clientPort" in keys and "clientPortAddress" not in keys:
         out.append(f"clientPortAddress={pod_ip}")
+    if "secureClientPort" in keys and "secureClientPortAddress" not in keys:
+        out.append(f"secureClientPortAddress={pod_ip}")
     if "admin.serverAddress" not in keys:
         out.append(f"admin.serverAddress={pod_ip}")
     return "\n".join(out) + "\n"
 
 
-def zk_server(argv: list[str]) -> None:
+def zk_server(here: str, argv: list[str]) -> None:
     env = os.environ
     if not argv or argv[0] not in ("start-foreground", "start"):
         sys.exit(f"zkServer.sh stand-in: only start-foreground is supported, not {argv!r}")
@@ -121,6 +214,10 @@ def zk_server(argv: list[str]) -> None:
         flags.append(f"-Djdk.net.hosts.file={env['ODRADEK_STANDIN_HOSTS']}")
     flags += (env.get("JVMFLAGS", "") + " " + env.get("SERVER_JVMFLAGS", "")).split()
     argv_java = [java, *flags, "-cp", os.pathsep.join(CLASSPATH), MAIN, str(effective)]
+    pod_source = Path(here) / POD_SOURCE_LIBRARY
+    if pod_source.exists() and "ODRADEK_STANDIN_POD_IP" in env:
+        preload = " ".join(p for p in (str(pod_source), env.get("LD_PRELOAD", "")) if p)
+        env["LD_PRELOAD"] = preload
     sys.stdout.flush()
     os.execv(java, argv_java)
 
@@ -131,6 +228,6 @@ def run(shim: str, argv: list[str]) -> None:
     if name == "docker-entrypoint.sh":
         entrypoint(os.path.dirname(shim), argv)
     elif name == "zkServer.sh":
-        zk_server(argv)
+        zk_server(os.path.dirname(shim), argv)
     else:
         sys.exit(f"zkshim: unknown name {name}")

@@ -7,6 +7,10 @@ import asyncio
 
 import pytest
 
+from odradek_operator.model import zookeeper, zookeeper_tls
+from odradek_operator.model.names import Component
+from odradek_operator.model.spec import ClusterSpec
+from odradek_operator.reconcile.certificates import pod_hash
 from odradek_operator.reconcile.cluster import ClusterContext, reconcile_cluster, write_status
 from odradek_operator.reconcile.status import Refused, Retry
 from support.operator_doubles import FakeAdmin, FakeKube, pod, view
@@ -85,6 +89,27 @@ def test_zookeeper_resize_is_refused_from_the_live_statefulset():
     assert kube.find("StatefulSet", "demo-zookeeper")["spec"]["replicas"] == 1
 
 
+@pytest.mark.parametrize("secured_first", [False, True])
+def test_a_zookeeper_alone_says_whether_the_running_cluster_is_secured(secured_first):
+    """A pass that stopped after ZooKeeper: its ensemble never turns between plaintext and TLS
+    (the peers of a half-rolled ensemble could not form a quorum)."""
+    tls = [{"name": "tls", "port": 9092, "tls": True}]
+    plain = BODY
+    secured = {**BODY, "spec": {**BODY["spec"], "listeners": tls}}
+    first, then = (secured, plain) if secured_first else (plain, secured)
+    kube, ctx = world()
+    running = zookeeper.statefulset(ClusterSpec.from_resource(first))
+    assert zookeeper_tls.serves_tls(running) == secured_first
+    before = kube.put(running)
+    with pytest.raises(Refused) as refused:
+        asyncio.run(reconcile_cluster(ctx, then))
+    assert refused.value.reason == "SecurityChangeRefused"
+    assert "ZooKeeper" in str(refused.value) and "spec.listeners" in str(refused.value)
+    assert conditions(kube)["Ready"] == ("False", "SecurityChangeRefused")
+    assert kube.find("StatefulSet", "demo-zookeeper") == before  # nothing applied
+    assert kube.find("StatefulSet", "demo-broker") is None
+
+
 def test_invalid_spec_is_an_error_condition():
     kube, ctx = world()
     bad = {**BODY, "spec": {**BODY["spec"], "brokers": {"replicas": -1}}}
@@ -138,6 +163,7 @@ def test_a_secured_pass_makes_the_certificates_before_the_pods_that_mount_them()
         "demo-broker-certs",
         "demo-controller-certs",
         "demo-zookeeper-certs",
+        "demo-zookeeper-client-certs",
         "demo-operator-certs",
     ]
     assert created.index(("Secret", "demo-broker-certs")) < created.index(
@@ -146,7 +172,11 @@ def test_a_secured_pass_makes_the_certificates_before_the_pods_that_mount_them()
     secret = kube.find("Secret", "demo-broker-certs")
     template = kube.find("StatefulSet", "demo-broker")["spec"]["template"]["metadata"]
     key = "odradek.io/certificates-hash"
-    assert template["annotations"][key] == secret["metadata"]["annotations"][key]
+    zk_client = kube.find("Secret", "demo-zookeeper-client-certs")["metadata"]["annotations"][key]
+    # the brokers mount their Secret and the ZooKeeper client identity: the hash covers both
+    assert template["annotations"][key] == pod_hash(
+        Component.BROKER, secret["metadata"]["annotations"][key], zk_client
+    )
     assert secret["metadata"]["ownerReferences"][0]["name"] == "demo"
     status = kube.find("OdradekCluster", "demo")["status"]
     assert {e["certificate"] for e in status["certificates"]} >= {"cluster-ca", "broker"}
