@@ -330,6 +330,8 @@ class FuzzSession:
             f"fuzz found {len(problems)} problem(s) after {self.cases} cases "
             f"({self.rounds} rounds, check {self.checks}):\n- "
             + "\n- ".join(problems)
+            + "\n\nso far (which kind of round each peak came in):\n"
+            + self.summary()
             + f"\n\nreplay: {self.replay}\nthe batch's {len(self.window)} cases, in full: {path}"
             + f"\nits last {min(20, len(self.window))} cases:\n{shown}"
         )
