@@ -5,13 +5,17 @@ lastTransitionTime); ``set_condition`` keeps lastTransitionTime when the status 
 The reconcilers raise ``Retry`` (come back after ``delay_s``: the world is not there yet) or
 ``Refused`` (the spec asks for something the operator will not do; a condition says why until
 the spec changes); the kopf handlers turn them into TemporaryError / PermanentError.
+``failures_written`` is where a resource's pass (topics, users) writes either as its conditions
+before it goes up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+from collections.abc import AsyncIterator, Awaitable, Callable
 
-__all__ = ["Refused", "Retry", "condition", "now", "set_condition", "IDLE"]
+__all__ = ["Refused", "Retry", "condition", "failures_written", "now", "set_condition", "IDLE"]
 
 IDLE = {"type": "Idle"}
 
@@ -71,3 +75,21 @@ def set_condition(conditions: list[dict] | None, new: dict) -> list[dict]:
         result.append(c)
     result.append(new)
     return sorted(result, key=lambda c: c["type"])
+
+
+@contextlib.asynccontextmanager
+async def failures_written(
+    write: Callable[[list[dict]], Awaitable[None]], conditions: list[dict] | None
+) -> AsyncIterator[None]:
+    """A ``Retry`` or ``Refused`` raised inside is written, then raised on: a Retry as Ready
+    False (its reason), a Refused as Error True and Ready False. ``conditions``: the resource's
+    conditions before the pass; ``write`` patches the status with the new ones."""
+    try:
+        yield
+    except Retry as retry:
+        await write(set_condition(conditions, condition("Ready", False, retry.reason, str(retry))))
+        raise
+    except Refused as refused:
+        refusal = set_condition(conditions, condition("Error", True, refused.reason, str(refused)))
+        await write(set_condition(refusal, condition("Ready", False, refused.reason, str(refused))))
+        raise

@@ -24,7 +24,13 @@ from odradek_operator.model import names
 from odradek_operator.model.spec import ClusterSpec, SpecError, TopicSpec
 from odradek_operator.reconcile.admin import AdminRefused, ClusterAdmin, ClusterUnavailable
 from odradek_operator.reconcile.certificates import read_admin_tls
-from odradek_operator.reconcile.status import Refused, Retry, condition, set_condition
+from odradek_operator.reconcile.status import (
+    Refused,
+    Retry,
+    condition,
+    failures_written,
+    set_condition,
+)
 from odradek_operator.reconcile.world import admin_bootstrap, read_pods
 
 __all__ = ["TopicActual", "TopicDiff", "reconcile_topic", "topic_diff", "topic_status"]
@@ -267,7 +273,7 @@ async def sync_topic(kube, admin_for, body: Mapping, *, periodic: bool = False) 
             names.TOPIC_KIND, meta["name"], meta.get("namespace"), {"status": status}, "status"
         )
 
-    try:
+    async with failures_written(write, old.get("conditions")):
         try:
             spec = TopicSpec.from_resource(body)
         except SpecError as e:
@@ -279,21 +285,6 @@ async def sync_topic(kube, admin_for, body: Mapping, *, periodic: bool = False) 
             diff, actual = await reconcile_topic(admin, spec, old.get("appliedPartitions"))
         except ClusterUnavailable as e:
             raise Retry(str(e), WAIT_S, "ClusterUnreachable") from e
-    except Retry as retry:
-        await write(
-            set_condition(
-                old.get("conditions"), condition("Ready", False, retry.reason, str(retry))
-            )
-        )
-        raise
-    except Refused as refused:
-        conditions = set_condition(
-            old.get("conditions"), condition("Error", True, refused.reason, str(refused))
-        )
-        await write(
-            set_condition(conditions, condition("Ready", False, refused.reason, str(refused)))
-        )
-        raise
     status.update(topic_status(actual))
     status["topicName"] = spec.topic_name
     status["appliedPartitions"] = spec.partitions

@@ -67,7 +67,13 @@ from odradek_operator.reconcile.admin import (
     ClusterUnavailable,
     UserAdmin,
 )
-from odradek_operator.reconcile.status import Refused, Retry, condition, set_condition
+from odradek_operator.reconcile.status import (
+    Refused,
+    Retry,
+    condition,
+    failures_written,
+    set_condition,
+)
 from odradek_operator.reconcile.topics import cluster_admin
 from odradek_operator.reconcile.user_certs import user_certificate
 
@@ -297,7 +303,7 @@ async def sync_user(
             names.USER_KIND, meta["name"], meta.get("namespace"), {"status": status}, "status"
         )
 
-    try:
+    async with failures_written(write, old.get("conditions")):
         try:
             spec = UserSpec.from_resource(body)
         except SpecError as e:
@@ -311,21 +317,6 @@ async def sync_user(
             )
         status.update(username=spec.name, secret=spec.name)
         changes, listener = await _converge(kube, admin_for, spec, rng, now(), status)
-    except Retry as retry:
-        await write(
-            set_condition(
-                old.get("conditions"), condition("Ready", False, retry.reason, str(retry))
-            )
-        )
-        raise
-    except Refused as refused:
-        conditions = set_condition(
-            old.get("conditions"), condition("Error", True, refused.reason, str(refused))
-        )
-        await write(
-            set_condition(conditions, condition("Ready", False, refused.reason, str(refused)))
-        )
-        raise
     conditions = set_condition(old.get("conditions"), condition("Error", False, "NoError", ""))
     done = changes.words()
     if listener is None:
