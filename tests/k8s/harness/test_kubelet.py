@@ -6,6 +6,8 @@ import http.client
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -349,3 +351,51 @@ def test_downward_api_files_follow_the_pods_annotations(kube_api, standin, names
         "pods", namespace, "web-0", {"metadata": {"annotations": {"odradek.io/rack": "z1"}}}
     )
     wait_until(lambda: get(ip, "/rack") == (200, b"z1"), "the rack file written", TIMEOUT_S)
+
+
+def test_pod_log_subresource_serves_the_current_run(kube_api, standin, namespace):
+    """`kubectl logs`: GET pods/<name>/log gives the container's last run only (a run that
+    failed and was restarted by restartPolicy OnFailure is not in it); unknown pods are 404."""
+    script = (
+        "import os, sys; mark = os.path.join(sys.argv[1], 'ran')\n"
+        "if not os.path.exists(mark):\n"
+        "    open(mark, 'w').close(); print('first run fails', flush=True); sys.exit(1)\n"
+        "print('second run', flush=True)\n"
+    )
+    pod = {
+        "metadata": {"name": "once"},
+        "spec": {
+            "restartPolicy": "OnFailure",
+            "containers": [
+                {
+                    "name": "job",
+                    "image": "python:3.11-slim",
+                    "command": ["python", "-c", script, "/scratch"],
+                    "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                }
+            ],
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+        },
+    }
+    kube_api.store.create("pods", namespace, pod)
+    wait_until(
+        lambda: (kube_api.store.get("pods", namespace, "once").get("status") or {}).get("phase")
+        == "Succeeded",
+        "the pod Succeeded on its second run",
+        TIMEOUT_S,
+    )
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"{kube_api.url}{path}", timeout=10) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    assert get(f"/api/v1/namespaces/{namespace}/pods/once/log") == (200, "second run\n")
+    assert get(f"/api/v1/namespaces/{namespace}/pods/once/log?container=job")[0] == 200
+    code, body = get(f"/api/v1/namespaces/{namespace}/pods/once/log?container=nope")
+    assert code == 400 and "nope" in body
+    assert get(f"/api/v1/namespaces/{namespace}/pods/missing/log")[0] == 404
+    assert get(f"/api/v1/namespaces/{namespace}/pods/once/log?follow=true")[0] == 400
+    assert "first run fails" in standin.log(f"{namespace}/once")  # the file keeps every run

@@ -33,7 +33,8 @@ kubelet
   store.py) and a loopback
   address from ``loopback_pool`` (the same address again for the same namespace/name), and each
   container runs as a local process in its own process group, stdout and stderr appended to
-  ``<workdir>/pods/<ns>/<pod>/<container>.log``.
+  ``<workdir>/pods/<ns>/<pod>/<container>.log``. Given an ``ApiServerThread``, it serves those
+  logs as the pods' ``log`` subresource (``kubectl logs``: the current run, ``current_log``).
 
   - Volumes are local directories: ``configMap``/``secret`` written under the pod's directory
     (re-written when the ConfigMap changes), ``emptyDir`` under the pod's directory (removed with
@@ -383,6 +384,8 @@ class KubeletStandIn:
             with contextlib.suppress(ApiError):
                 self.store.create("nodes", None, node)
         self.store.subscribe(self._wake.set)
+        if self._api_server is not None and self._api_server.handler is not None:
+            self._api_server.serve_pod_logs(self.current_log)  # kubectl logs
         self._thread = threading.Thread(target=self._run, name="kubelet-standin", daemon=True)
         self._thread.start()
         return self
@@ -392,6 +395,8 @@ class KubeletStandIn:
         self._stopping.set()
         self._wake.set()
         self.store.unsubscribe(self._wake.set)
+        if self._api_server is not None and self._api_server.handler is not None:
+            self._api_server.serve_pod_logs(None)
         if self._thread is not None:
             self._thread.join(30)
         with self._lock:
@@ -487,6 +492,21 @@ class KubeletStandIn:
     def log(self, pod: str, container: str | None = None) -> str:
         path = self.log_path(pod, container)
         return path.read_text(errors="replace") if path.exists() else ""
+
+    def current_log(self, namespace: str, name: str, container: str | None = None) -> str:
+        """What ``kubectl logs`` shows: the output of the container's current (or last) run,
+        without the stand-in's ``--- start`` lines. KeyError for an unknown pod or container;
+        a pod with several containers needs ``container``, as the API server asks."""
+        try:
+            runtime = self._runtime(f"{namespace}/{name}")
+        except KeyError:
+            raise KeyError("no container of it has run yet") from None
+        if container is None and len(runtime.containers) > 1:
+            names = " ".join(c.name for c in runtime.containers)
+            raise KeyError(f"a container name must be specified, choose one of: [{names}]")
+        text = self.log(f"{namespace}/{name}", container)
+        runs = re.split(r"^--- [^\n]* start [^\n]*\n", text, flags=re.MULTILINE)
+        return runs[-1]
 
     def pvc_dir(self, namespace: str, claim: str) -> Path:
         pvc = self.store.get("persistentvolumeclaims", namespace, claim)
