@@ -105,7 +105,8 @@ cluster DNS
   ``publishNotReadyAddresses``), ``<svc>.<ns>.svc.cluster.local`` -> the addresses of the Ready
   pods the Service selects (no virtual IP: a client connects to a pod address on the Service's
   port, so Service ports must equal target ports), and the short forms. Python children get the
-  ``sitecustomize`` patch, the JVM ``-Djdk.net.hosts.file``; ``resolver()`` patches this process.
+  ``sitecustomize`` patch, the JVM ``-Djdk.net.hosts.file``; ``resolver()`` patches this process. C code in local pods (librdkafka)
+resolves them through a preloaded ``getaddrinfo`` (libc_dns.py).
 
 Every process is stopped by its process group id in ``stop()``; every wait is bounded.
 """
@@ -137,7 +138,7 @@ from typing import Any
 
 from ..buildah import Container as BuildahContainer
 from ..buildah import ContainerProcess, Volume
-from . import dns
+from . import dns, libc_dns
 from .image_mode import ImageMode
 from .probes import KINDS, ProbeRules, ProbeTracker, invalid_probe
 from .store import ApiError, LabelSelector, ObjectStore, now_iso
@@ -349,6 +350,7 @@ class KubeletStandIn:
         self.probe_period_max = probe_period_max
         self.dns_dir = self.workdir / "dns"
         self.shim_dir = self.workdir / "shims"
+        self._hosts_lookup: Path | None = None  # libc_dns.py's library, built by start()
         self._ips: dict[tuple[str, str], str] = {}
         self._pods: dict[tuple[str, str], PodRuntime] = {}
         self._orphans: list[PodRuntime] = []
@@ -1296,6 +1298,8 @@ class KubeletStandIn:
             "ODRADEK_STANDIN_POD_IP": runtime.ip,
             "ODRADEK_STANDIN_JAVA": shutil.which("java") or "java",
         }
+        if self._hosts_lookup is not None:
+            env["LD_PRELOAD"] = str(self._hosts_lookup)
         if is_spark_image(image):
             # Spark's JVMs (driver, executors) resolve the cluster's names from the hosts table.
             hosts = self.dns_dir / f"hosts-{runtime.namespace}"
@@ -1646,6 +1650,10 @@ class KubeletStandIn:
         # the pods' outgoing connections from their own addresses (zkshim.py's docstring)
         if zkshim.build_pod_source(directory) is None:
             log.warning("no C compiler: ZooKeeper pods connect from 127.0.0.1")
+        # cluster names for C libraries in the pods (librdkafka), libc_dns.py's docstring
+        self._hosts_lookup = libc_dns.build(self.dns_dir)
+        if self._hosts_lookup is None:
+            log.warning("no C compiler: C libraries in pods do not resolve cluster names")
 
 
 def _decode(plural: str, value: str) -> str:
