@@ -380,8 +380,10 @@ def test_pod_log_subresource_serves_the_current_run(kube_api, standin, namespace
     }
     kube_api.store.create("pods", namespace, pod)
     wait_until(
-        lambda: (kube_api.store.get("pods", namespace, "once").get("status") or {}).get("phase")
-        == "Succeeded",
+        lambda: (
+            (kube_api.store.get("pods", namespace, "once").get("status") or {}).get("phase")
+            == "Succeeded"
+        ),
         "the pod Succeeded on its second run",
         TIMEOUT_S,
     )
@@ -431,8 +433,10 @@ def test_c_code_in_a_pod_resolves_cluster_names(kube_api, standin, namespace):
     }
     store.create("pods", namespace, resolver_pod)
     wait_until(
-        lambda: (store.get("pods", namespace, "resolve").get("status") or {}).get("phase")
-        in ("Succeeded", "Failed"),
+        lambda: (
+            (store.get("pods", namespace, "resolve").get("status") or {}).get("phase")
+            in ("Succeeded", "Failed")
+        ),
         "the resolving pod done",
         TIMEOUT_S,
     )

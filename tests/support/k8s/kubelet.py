@@ -105,8 +105,8 @@ cluster DNS
   ``publishNotReadyAddresses``), ``<svc>.<ns>.svc.cluster.local`` -> the addresses of the Ready
   pods the Service selects (no virtual IP: a client connects to a pod address on the Service's
   port, so Service ports must equal target ports), and the short forms. Python children get the
-  ``sitecustomize`` patch, the JVM ``-Djdk.net.hosts.file``; ``resolver()`` patches this process. C code in local pods (librdkafka)
-resolves them through a preloaded ``getaddrinfo`` (libc_dns.py).
+  ``sitecustomize`` patch, the JVM ``-Djdk.net.hosts.file``, C code in local pods (librdkafka) a
+  preloaded ``getaddrinfo`` (libc_dns.py); ``resolver()`` patches this process.
 
 Every process is stopped by its process group id in ``stop()``; every wait is bounded.
 """

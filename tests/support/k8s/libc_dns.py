@@ -89,7 +89,8 @@ int getaddrinfo(const char *node, const char *service, const struct addrinfo *hi
     const char *path = getenv("ODRADEK_STANDIN_HOSTS");
     size_t len;
     char address[64];
-    if (real_getaddrinfo == NULL) real_getaddrinfo = (getaddrinfo_fn)dlsym(RTLD_NEXT, "getaddrinfo");
+    if (real_getaddrinfo == NULL)
+        real_getaddrinfo = (getaddrinfo_fn)dlsym(RTLD_NEXT, "getaddrinfo");
     if (node == NULL || path == NULL || (hints != NULL && (hints->ai_flags & AI_NUMERICHOST)))
         return real_getaddrinfo(node, service, hints, res);
     len = strlen(node);
