@@ -49,7 +49,7 @@ DOCS = ROOT / "docs" / "kubernetes.md"
 DOCS_COMMAND_TIMEOUT_S = 330  # above the docs' longest `kubectl wait --timeout=300s`
 # The test API server serves no OpenAPI document, which `kubectl apply` fetches to validate
 # client-side: the docs' kubectl is this wrapper, adding --validate=false to apply and nothing
-# else (the server checks each custom resource against its CRD on its own terms, store.py).
+# else (the test server validates no schema either: tests/chart checks every manifest offline).
 KUBECTL_WRAPPER = """#!/bin/sh
 for arg in "$@"; do
   if [ "$arg" = apply ]; then exec {kubectl} "$@" --validate=false; fi
