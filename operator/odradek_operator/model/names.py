@@ -280,6 +280,10 @@ def connect_service(connect: str) -> str:
     return f"{connect}-connect-api"
 
 
+def connect_network_policy(connect: str) -> str:
+    return f"{connect}-connect-network-policy"
+
+
 def connect_selector_labels(connect: str) -> dict[str, str]:
     """The workers' selector (immutable once the Deployment exists)."""
     return {

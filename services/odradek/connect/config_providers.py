@@ -71,7 +71,9 @@ def _env_lookup(environ: Mapping[str, str], params: Mapping[str, str], where: st
 
     def lookup(path: str, key: str) -> str | None:
         if path:
-            raise ConfigException(where, f"path is not supported for environment variables: {path!r}")
+            raise ConfigException(
+                where, f"path is not supported for environment variables: {path!r}"
+            )
         if allowed is not None and not allowed.fullmatch(key):
             return None
         return environ.get(key)
