@@ -18,90 +18,19 @@ instead of going to the real DNS); the file is re-read whenever its mtime change
 else goes to the real resolver. With ``ODRADEK_STANDIN_POD_IP`` it also plays the pod's network
 namespace: an IPv4 socket bound to ``0.0.0.0`` (or ``""``) is bound to the pod's address.
 ``resolver(hosts_file)`` installs the DNS patch (only) in the test process. C libraries
-(librdkafka in confluent_kafka) resolve by themselves and do not see it; for them the stand-in
-preloads ``cluster-dns.so`` (``build_preload``, compiled with the system's C compiler): its
-``getaddrinfo`` answers a name of the ``ODRADEK_STANDIN_HOSTS`` table with the table's addresses
-(each through the real ``getaddrinfo`` as a numeric host, so the results are glibc's own and
-``freeaddrinfo`` frees them), fails a ``.svc.cluster.local`` or ``.svc`` name not in it like
-NXDOMAIN, and passes every other name on. It reads the table on each call (it is replaced
-atomically) and keeps no state: librdkafka calls it from several threads.
+(librdkafka in confluent_kafka) resolve by themselves and do not see it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["PRELOAD_LIBRARY", "SITECUSTOMIZE", "build_preload", "install", "resolver", "write_hosts"]
-
-PRELOAD_LIBRARY = "cluster-dns.so"
-PRELOAD_C = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <netdb.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
-
-typedef int (*getaddrinfo_fn)(const char *, const char *, const struct addrinfo *,
-                              struct addrinfo **);
-
-static int ends_with(const char *name, size_t n, const char *suffix) {
-    size_t k = strlen(suffix);
-    return n > k && strncasecmp(name + n - k, suffix, k) == 0;
-}
-
-int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
-                struct addrinfo **res) {
-    getaddrinfo_fn real = (getaddrinfo_fn)dlsym(RTLD_NEXT, "getaddrinfo");
-    const char *table = getenv("ODRADEK_STANDIN_HOSTS");
-    if (node == NULL || table == NULL) return real(node, service, hints, res);
-    size_t n = strlen(node);
-    if (n > 0 && node[n - 1] == '.') n--;  /* a fully qualified name's root */
-    if (n == 0 || n > 253) return real(node, service, hints, res);
-    struct addrinfo numeric = {0};
-    if (hints != NULL) numeric = *hints;
-    numeric.ai_flags = (numeric.ai_flags | AI_NUMERICHOST) & ~(AI_CANONNAME | AI_ADDRCONFIG);
-    if (numeric.ai_family == AF_INET6) numeric.ai_flags |= AI_V4MAPPED;
-    struct addrinfo *head = NULL, *tail = NULL;
-    FILE *f = fopen(table, "r");
-    if (f != NULL) {
-        char line[1024];
-        while (fgets(line, sizeof line, f) != NULL) {
-            char *save = NULL;
-            char *address = strtok_r(line, " \t\r\n", &save);
-            if (address == NULL || address[0] == '#') continue;
-            for (char *name = strtok_r(NULL, " \t\r\n", &save); name != NULL;
-                 name = strtok_r(NULL, " \t\r\n", &save)) {
-                if (strlen(name) != n || strncasecmp(name, node, n) != 0) continue;
-                struct addrinfo *found = NULL;
-                if (real(address, service, &numeric, &found) == 0 && found != NULL) {
-                    if (tail == NULL) head = found; else tail->ai_next = found;
-                    for (tail = found; tail->ai_next != NULL; tail = tail->ai_next) {}
-                }
-                break;
-            }
-        }
-        fclose(f);
-    }
-    if (head != NULL) {
-        *res = head;
-        return 0;
-    }
-    if (ends_with(node, n, ".svc.cluster.local") || ends_with(node, n, ".svc"))
-        return EAI_NONAME;
-    return real(node, service, hints, res);
-}
-"""
-COMPILE_TIMEOUT_S = 60
+__all__ = ["SITECUSTOMIZE", "install", "resolver", "write_hosts"]
 
 # The patch, as source: written as sitecustomize.py for child processes, exec'd for resolver().
 SITECUSTOMIZE = r"""
@@ -203,26 +132,6 @@ def install(directory: Path) -> Path:
     path = directory / "sitecustomize.py"
     path.write_text(SITECUSTOMIZE.lstrip())
     return path
-
-
-def build_preload(directory: Path) -> Path | None:
-    """Compile ``cluster-dns.so`` into ``directory``; None without a C compiler (or on failure)."""
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        return None
-    directory.mkdir(parents=True, exist_ok=True)
-    source = directory / "cluster-dns.c"
-    library = directory / PRELOAD_LIBRARY
-    source.write_text(PRELOAD_C)
-    try:
-        done = subprocess.run(
-            [compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"],
-            capture_output=True,
-            timeout=COMPILE_TIMEOUT_S,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return library if done.returncode == 0 and library.exists() else None
 
 
 def write_hosts(path: Path, entries: list[tuple[str, str]]) -> bool:

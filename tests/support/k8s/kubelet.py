@@ -104,8 +104,7 @@ cluster DNS
   ``publishNotReadyAddresses``), ``<svc>.<ns>.svc.cluster.local`` -> the addresses of the Ready
   pods the Service selects (no virtual IP: a client connects to a pod address on the Service's
   port, so Service ports must equal target ports), and the short forms. Python children get the
-  ``sitecustomize`` patch, the JVM ``-Djdk.net.hosts.file``, C libraries in the Odradek and
-  Spark pods (librdkafka) a preloaded ``getaddrinfo``; ``resolver()`` patches this process.
+  ``sitecustomize`` patch, the JVM ``-Djdk.net.hosts.file``; ``resolver()`` patches this process.
 
 Every process is stopped by its process group id in ``stop()``; every wait is bounded.
 """
@@ -349,7 +348,6 @@ class KubeletStandIn:
         self.probe_period_max = probe_period_max
         self.dns_dir = self.workdir / "dns"
         self.shim_dir = self.workdir / "shims"
-        self._dns_preload: Path | None = None  # cluster-dns.so (dns.py), built at start
         self._ips: dict[tuple[str, str], str] = {}
         self._pods: dict[tuple[str, str], PodRuntime] = {}
         self._orphans: list[PodRuntime] = []
@@ -1284,8 +1282,6 @@ class KubeletStandIn:
             env["JAVA_TOOL_OPTIONS"] = f"-Djdk.net.hosts.file={hosts}"
             if "TMPDIR" in c.env:  # the pod's /tmp volume (the JVM's tmpdir is /tmp otherwise)
                 env["JAVA_TOOL_OPTIONS"] += f" -Djava.io.tmpdir={c.env['TMPDIR']}"
-        if self._dns_preload is not None and (is_odradek_image(image) or is_spark_image(image)):
-            env["LD_PRELOAD"] = str(self._dns_preload)  # librdkafka's lookups (dns.py)
         for key in ("JAVA_HOME", "TMPDIR", "KUBECONFIG"):
             if key in os.environ:
                 env[key] = os.environ[key]
@@ -1630,10 +1626,6 @@ class KubeletStandIn:
         # the pods' outgoing connections from their own addresses (zkshim.py's docstring)
         if zkshim.build_pod_source(directory) is None:
             log.warning("no C compiler: ZooKeeper pods connect from 127.0.0.1")
-        # cluster names for C libraries (librdkafka) in the Odradek and Spark pods (dns.py)
-        self._dns_preload = dns.build_preload(self.shim_dir / "dns")
-        if self._dns_preload is None:
-            log.warning("no C compiler: librdkafka in the pods resolves no cluster names")
 
 
 def _decode(plural: str, value: str) -> str:
