@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import http.client
+import shutil
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -349,3 +352,95 @@ def test_downward_api_files_follow_the_pods_annotations(kube_api, standin, names
         "pods", namespace, "web-0", {"metadata": {"annotations": {"odradek.io/rack": "z1"}}}
     )
     wait_until(lambda: get(ip, "/rack") == (200, b"z1"), "the rack file written", TIMEOUT_S)
+
+
+def test_pod_log_subresource_serves_the_current_run(kube_api, standin, namespace):
+    """`kubectl logs`: GET pods/<name>/log gives the container's last run only (a run that
+    failed and was restarted by restartPolicy OnFailure is not in it); unknown pods are 404."""
+    script = (
+        "import os, sys; mark = os.path.join(sys.argv[1], 'ran')\n"
+        "if not os.path.exists(mark):\n"
+        "    open(mark, 'w').close(); print('first run fails', flush=True); sys.exit(1)\n"
+        "print('second run', flush=True)\n"
+    )
+    pod = {
+        "metadata": {"name": "once"},
+        "spec": {
+            "restartPolicy": "OnFailure",
+            "containers": [
+                {
+                    "name": "job",
+                    "image": "python:3.11-slim",
+                    "command": ["python", "-c", script, "/scratch"],
+                    "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                }
+            ],
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+        },
+    }
+    kube_api.store.create("pods", namespace, pod)
+    wait_until(
+        lambda: (
+            (kube_api.store.get("pods", namespace, "once").get("status") or {}).get("phase")
+            == "Succeeded"
+        ),
+        "the pod Succeeded on its second run",
+        TIMEOUT_S,
+    )
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"{kube_api.url}{path}", timeout=10) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    assert get(f"/api/v1/namespaces/{namespace}/pods/once/log") == (200, "second run\n")
+    assert get(f"/api/v1/namespaces/{namespace}/pods/once/log?container=job")[0] == 200
+    code, body = get(f"/api/v1/namespaces/{namespace}/pods/once/log?container=nope")
+    assert code == 400 and "nope" in body
+    assert get(f"/api/v1/namespaces/{namespace}/pods/missing/log")[0] == 404
+    assert get(f"/api/v1/namespaces/{namespace}/pods/once/log?follow=true")[0] == 400
+    assert "first run fails" in standin.log(f"{namespace}/once")  # the file keeps every run
+
+
+def test_c_code_in_a_pod_resolves_cluster_names(kube_api, standin, namespace):
+    """glibc's getaddrinfo in a pod (what librdkafka calls; here `getent ahostsv4`) finds the
+    pods and Services of the stand-in's hosts file, short and qualified, and fails an unknown
+    .svc name instead of asking the real DNS (libc_dns.py)."""
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler: the stand-in preloads no resolver")
+    store = kube_api.store
+    store.create("services", namespace, headless("web-nodes", {"app": "web"}))
+    store.create("statefulsets", namespace, web(replicas=1))
+    (pod,) = wait_until(lambda: ready_pods(store, namespace, 1), "a ready pod", TIMEOUT_S)
+    ip = pod["status"]["podIP"]
+    names = [
+        f"web-0.web-nodes.{namespace}.svc.cluster.local",
+        f"WEB-0.web-nodes.{namespace}.svc.",  # any case, a trailing dot
+        "web-0.web-nodes",  # a short form of the pod's own namespace
+        f"web-nodes.{namespace}.svc",
+    ]
+    script = "".join(f"getent ahostsv4 {n} | head -1; " for n in names)
+    script += f"getent ahostsv4 nothing.{namespace}.svc || echo unknown-fails; "
+    script += "getent ahostsv4 127.0.0.9 | head -1"  # numeric: glibc's own answer
+    resolver_pod = {
+        "metadata": {"name": "resolve"},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "sh", "image": "busybox", "command": ["sh", "-c", script]}],
+        },
+    }
+    store.create("pods", namespace, resolver_pod)
+    wait_until(
+        lambda: (
+            (store.get("pods", namespace, "resolve").get("status") or {}).get("phase")
+            in ("Succeeded", "Failed")
+        ),
+        "the resolving pod done",
+        TIMEOUT_S,
+    )
+    lines = standin.current_log(namespace, "resolve").splitlines()
+    assert [line.split()[0] for line in lines[: len(names)]] == [ip] * len(names), lines
+    assert lines[len(names)] == "unknown-fails", lines
+    assert lines[len(names) + 1].split()[0] == "127.0.0.9", lines

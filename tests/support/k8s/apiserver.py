@@ -12,6 +12,8 @@ its ``_handle`` for the resource paths and serves them from the store (kmock's o
   text message; POST, PUT, PATCH, DELETE (propagationPolicy and
   gracePeriodSeconds from the query or a DeleteOptions body), DELETE on a collection;
 - the ``status`` and ``scale`` subresources; errors as ``Status`` objects (404, 409, 422);
+- a pod's ``log`` (``kubectl logs``: the current container's output, ``?container=``), once the
+  kubelet stand-in serves them (``ApiServerThread.serve_pod_logs``); no ``follow``/``previous``;
 - ``sendInitialEvents=true`` ends the initial ADDED events with the BOOKMARK that marks them.
 
 Not served: protobuf and CBOR bodies (415: kubectl's typed ``create`` fails, ``kubectl apply
@@ -109,6 +111,9 @@ class KubeApi(kmock.KubernetesScaffold):
     # Called with each resource request (off by default: watches and polls would pile up);
     # tests use it to see what a client asked for, and as whom (the Authorization header).
     audit: Callable[[AuditRecord], None] | None = attrs.field(default=None)
+    # (namespace, pod, container or None) -> the container's current output; raises KeyError
+    # for an unknown pod or container. Set by the kubelet stand-in, which holds the logs.
+    pod_logs: Callable[[str, str, str | None], str] | None = attrs.field(default=None)
 
     # -- discovery: from the store's kinds ----------------------------------------------
 
@@ -218,6 +223,8 @@ class KubeApi(kmock.KubernetesScaffold):
         method = request.method
         params = request.params
         store = self.store
+        if sub == "log" and kind.plural == "pods" and kind.group == "" and name is not None:
+            return self._pod_log(request, namespace or "default", name)
         if sub not in (None, "status", "scale"):
             raise ApiError(404, "NotFound", f"no subresource {sub!r}")
         if kind.namespaced is False and namespace is not None:
@@ -283,6 +290,22 @@ class KubeApi(kmock.KubernetesScaffold):
             )
             return _json(result)
         raise ApiError(405, "MethodNotAllowed", f"{method} on an object")
+
+    def _pod_log(self, request: _Request, namespace: str, name: str) -> aiohttp.web.Response:
+        if request.method != "GET":
+            raise ApiError(405, "MethodNotAllowed", f"{request.method} on pods/log")
+        unsupported = {"follow", "previous", "sinceSeconds", "sinceTime", "tailLines"}
+        asked = sorted(k for k, v in request.params.items() if k in unsupported and v != "false")
+        if asked:
+            raise ApiError(400, "BadRequest", f"pods/log: {', '.join(asked)} not supported here")
+        self.store.get("pods", namespace, name)  # 404 for a pod that does not exist
+        if self.pod_logs is None:
+            raise ApiError(400, "BadRequest", f"pod {name}: no kubelet serves its logs")
+        try:
+            text = self.pod_logs(namespace, name, request.params.get("container"))
+        except KeyError as e:
+            raise ApiError(400, "BadRequest", f"pod {name}: {e.args[0]}") from e
+        return aiohttp.web.Response(text=text, content_type="text/plain")
 
     async def _watch(
         self, request: _Request, kind: Kind, namespace: str | None, name: str | None
@@ -486,6 +509,12 @@ class ApiServerThread:
             handler.closing.set()
             self.store._notify()  # wake the watch streams so that they see ``closing``
             await asyncio.sleep(0.05)
+
+    def serve_pod_logs(self, pod_logs: Callable[[str, str, str | None], str] | None) -> None:
+        """Serve ``pods/<name>/log`` from ``pod_logs`` (the kubelet stand-in's), None to stop."""
+        if self.handler is None:
+            raise RuntimeError("the API server is not running")
+        self.handler.pod_logs = pod_logs
 
     def stop(self, timeout: float = 10.0) -> None:
         if self._loop is not None and self._stop is not None:

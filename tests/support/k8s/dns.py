@@ -18,7 +18,9 @@ instead of going to the real DNS); the file is re-read whenever its mtime change
 else goes to the real resolver. With ``ODRADEK_STANDIN_POD_IP`` it also plays the pod's network
 namespace: an IPv4 socket bound to ``0.0.0.0`` (or ``""``) is bound to the pod's address.
 ``resolver(hosts_file)`` installs the DNS patch (only) in the test process. C libraries
-(librdkafka in confluent_kafka) resolve by themselves and do not see it.
+(librdkafka in confluent_kafka) resolve by themselves and do not see it: in the stand-in's pods
+a preloaded ``getaddrinfo`` reads the same hosts file for them (libc_dns.py); in the test
+process they do not resolve cluster names.
 """
 
 from __future__ import annotations

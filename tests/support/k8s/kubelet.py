@@ -33,7 +33,8 @@ kubelet
   store.py) and a loopback
   address from ``loopback_pool`` (the same address again for the same namespace/name), and each
   container runs as a local process in its own process group, stdout and stderr appended to
-  ``<workdir>/pods/<ns>/<pod>/<container>.log``.
+  ``<workdir>/pods/<ns>/<pod>/<container>.log``. Given an ``ApiServerThread``, it serves those
+  logs as the pods' ``log`` subresource (``kubectl logs``: the current run, ``current_log``).
 
   - Volumes are local directories: ``configMap``/``secret`` written under the pod's directory
     (re-written when the ConfigMap changes), ``emptyDir`` under the pod's directory (removed with
@@ -104,7 +105,8 @@ cluster DNS
   ``publishNotReadyAddresses``), ``<svc>.<ns>.svc.cluster.local`` -> the addresses of the Ready
   pods the Service selects (no virtual IP: a client connects to a pod address on the Service's
   port, so Service ports must equal target ports), and the short forms. Python children get the
-  ``sitecustomize`` patch, the JVM ``-Djdk.net.hosts.file``; ``resolver()`` patches this process.
+  ``sitecustomize`` patch, the JVM ``-Djdk.net.hosts.file``, C code in local pods (librdkafka) a
+  preloaded ``getaddrinfo`` (libc_dns.py); ``resolver()`` patches this process.
 
 Every process is stopped by its process group id in ``stop()``; every wait is bounded.
 """
@@ -136,7 +138,7 @@ from typing import Any
 
 from ..buildah import Container as BuildahContainer
 from ..buildah import ContainerProcess, Volume
-from . import dns
+from . import dns, libc_dns
 from .image_mode import ImageMode
 from .probes import KINDS, ProbeRules, ProbeTracker, invalid_probe
 from .store import ApiError, LabelSelector, ObjectStore, now_iso
@@ -348,6 +350,7 @@ class KubeletStandIn:
         self.probe_period_max = probe_period_max
         self.dns_dir = self.workdir / "dns"
         self.shim_dir = self.workdir / "shims"
+        self._hosts_lookup: Path | None = None  # libc_dns.py's library, built by start()
         self._ips: dict[tuple[str, str], str] = {}
         self._pods: dict[tuple[str, str], PodRuntime] = {}
         self._orphans: list[PodRuntime] = []
@@ -383,6 +386,8 @@ class KubeletStandIn:
             with contextlib.suppress(ApiError):
                 self.store.create("nodes", None, node)
         self.store.subscribe(self._wake.set)
+        if self._api_server is not None and self._api_server.handler is not None:
+            self._api_server.serve_pod_logs(self.current_log)  # kubectl logs
         self._thread = threading.Thread(target=self._run, name="kubelet-standin", daemon=True)
         self._thread.start()
         return self
@@ -392,6 +397,8 @@ class KubeletStandIn:
         self._stopping.set()
         self._wake.set()
         self.store.unsubscribe(self._wake.set)
+        if self._api_server is not None and self._api_server.handler is not None:
+            self._api_server.serve_pod_logs(None)
         if self._thread is not None:
             self._thread.join(30)
         with self._lock:
@@ -487,6 +494,21 @@ class KubeletStandIn:
     def log(self, pod: str, container: str | None = None) -> str:
         path = self.log_path(pod, container)
         return path.read_text(errors="replace") if path.exists() else ""
+
+    def current_log(self, namespace: str, name: str, container: str | None = None) -> str:
+        """What ``kubectl logs`` shows: the output of the container's current (or last) run,
+        without the stand-in's ``--- start`` lines. KeyError for an unknown pod or container;
+        a pod with several containers needs ``container``, as the API server asks."""
+        try:
+            runtime = self._runtime(f"{namespace}/{name}")
+        except KeyError:
+            raise KeyError("no container of it has run yet") from None
+        if container is None and len(runtime.containers) > 1:
+            names = " ".join(c.name for c in runtime.containers)
+            raise KeyError(f"a container name must be specified, choose one of: [{names}]")
+        text = self.log(f"{namespace}/{name}", container)
+        runs = re.split(r"^--- [^\n]* start [^\n]*\n", text, flags=re.MULTILINE)
+        return runs[-1]
 
     def pvc_dir(self, namespace: str, claim: str) -> Path:
         pvc = self.store.get("persistentvolumeclaims", namespace, claim)
@@ -1276,6 +1298,8 @@ class KubeletStandIn:
             "ODRADEK_STANDIN_POD_IP": runtime.ip,
             "ODRADEK_STANDIN_JAVA": shutil.which("java") or "java",
         }
+        if self._hosts_lookup is not None:
+            env["LD_PRELOAD"] = str(self._hosts_lookup)
         if is_spark_image(image):
             # Spark's JVMs (driver, executors) resolve the cluster's names from the hosts table.
             hosts = self.dns_dir / f"hosts-{runtime.namespace}"
@@ -1626,6 +1650,10 @@ class KubeletStandIn:
         # the pods' outgoing connections from their own addresses (zkshim.py's docstring)
         if zkshim.build_pod_source(directory) is None:
             log.warning("no C compiler: ZooKeeper pods connect from 127.0.0.1")
+        # cluster names for C libraries in the pods (librdkafka), libc_dns.py's docstring
+        self._hosts_lookup = libc_dns.build(self.dns_dir)
+        if self._hosts_lookup is None:
+            log.warning("no C compiler: C libraries in pods do not resolve cluster names")
 
 
 def _decode(plural: str, value: str) -> str:
