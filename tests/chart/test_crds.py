@@ -4,6 +4,7 @@ them, and their schemas accept every example resource and refuse bad ones."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -126,6 +127,39 @@ def test_every_example_resource_is_valid(resource: dict[str, Any]) -> None:
     assert openapi.errors(resource) == []
 
 
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_example_builtin_object_is_valid(path: Path) -> None:
+    """The examples' Kubernetes objects (the client pods, a user's password Secret, Spark's
+    Job) against the Kubernetes schemas, strict."""
+    for doc in documents(path.read_text()):
+        if not doc["apiVersion"].startswith(crds.GROUP + "/"):
+            validate_builtin(doc)
+
+
+def test_client_pods_use_the_users_secret_as_the_docs_say() -> None:
+    """manifests/client.yaml mounts orders-app's Secret where its client.properties points
+    (/etc/odradek/user) and hands that file to the odradek CLI, on the SCRAM listener of
+    manifests/cluster-minimal.yaml."""
+    cluster = example("cluster-minimal.yaml", "demo")
+    (scram,) = [
+        listener
+        for listener in cluster["spec"]["listeners"]
+        if listener["authentication"]["type"] == "scram-sha-512"
+    ]
+    pods = documents((MANIFESTS / "client.yaml").read_text())
+    assert {p["metadata"]["name"] for p in pods} == {"orders-producer", "orders-consumer"}
+    for pod in pods:
+        (volume,) = [v for v in pod["spec"]["volumes"] if "secret" in v]
+        assert volume["secret"]["secretName"] == "orders-app"
+        (container,) = pod["spec"]["containers"]
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+        assert mount["mountPath"] == "/etc/odradek/user" and mount["readOnly"] is True
+        args = container["args"]
+        assert args[args.index("--command-config") + 1] == "/etc/odradek/user/client.properties"
+        bootstrap = args[args.index("--bootstrap-server") + 1]
+        assert bootstrap == f"demo-bootstrap.$(POD_NAMESPACE).svc:{scram['port']}"
+
+
 def test_examples_cover_every_kind_and_jbod() -> None:
     kinds = {r["kind"] for _, r in custom_resources()}
     assert kinds == {c["spec"]["names"]["kind"] for c in crds.crds()}
@@ -229,7 +263,9 @@ def test_storage_class_may_be_null_and_status_is_accepted() -> None:
 
 
 def test_defaults_are_applied_like_the_api_server() -> None:
-    filled = openapi.resource_with_defaults(CLUSTER)
+    unsecured = copy.deepcopy(CLUSTER)
+    del unsecured["spec"]["listeners"], unsecured["spec"]["authorization"]
+    filled = openapi.resource_with_defaults(unsecured)
     spec = filled["spec"]
     assert "listeners" not in spec  # absent: one PLAINTEXT listener on 9092 (model/spec.py)
     assert spec["controlPlane"] == {"port": 9091}

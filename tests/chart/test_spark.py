@@ -1,6 +1,7 @@
 """Spark on Kubernetes, offline: the chart's Spark objects (accounts, Roles, pod templates) and
 manifests/spark-job.yaml are valid Kubernetes 1.30 objects (strict), the Job uses what the chart
-creates and the operator's bootstrap Service, and the pod templates keep Spark's container names."""
+creates, the operator's bootstrap Service and an OdradekUser's Secret, and the pod templates keep
+Spark's container names."""
 
 from __future__ import annotations
 
@@ -121,22 +122,15 @@ def test_spark_job_manifest(chart: list[dict[str, Any]]) -> None:
     assert job_path == "local:///opt/odradek/spark/batch_key_stats.py"
 
 
-def test_spark_job_secured_manifest_reads_as_the_users_secret(chart: list[dict[str, Any]]) -> None:
-    """manifests/spark-job-secured.yaml: spark-job.yaml plus the OdradekUser's Secret mounted in
+def test_spark_job_reads_as_the_users_secret() -> None:
+    """manifests/spark-job.yaml on the docs' secured cluster: the OdradekUser's Secret mounted in
     the driver and the executors where its client.properties names its files, that file as
-    --command-config, the port of the secured cluster's listener with the user's authentication
-    and a group its ACLs cover (read from cluster-secured.yaml and users.yaml, not copied)."""
+    --command-config, the port of the cluster's listener with the user's authentication and a
+    group its ACLs cover (read from cluster-minimal.yaml and users.yaml, not copied)."""
     from odradek_operator.model.spec import ClusterSpec
     from odradek_operator.model.users import USER_SECRET_MOUNT, UserSpec, user_listener
 
-    plain = {
-        (o["kind"], o["metadata"]["name"])
-        for o in documents((MANIFESTS / "spark-job.yaml").read_text())
-    }
-    docs = documents((MANIFESTS / "spark-job-secured.yaml").read_text())
-    for doc in docs:
-        validate_builtin(doc)
-    assert {(o["kind"], o["metadata"]["name"]) for o in docs} == plain  # one or the other
+    docs = documents((MANIFESTS / "spark-job.yaml").read_text())
     (job,) = by_kind(docs, "Job")
     (container,) = job["spec"]["template"]["spec"]["containers"]
     args = container["args"]
@@ -149,14 +143,18 @@ def test_spark_job_secured_manifest_reads_as_the_users_secret(chart: list[dict[s
         }
         for role in ("driver", "executor")
     }
-    users = {d["metadata"]["name"]: d for d in documents((MANIFESTS / "users.yaml").read_text())}
+    users = {
+        d["metadata"]["name"]: d
+        for d in documents((MANIFESTS / "users.yaml").read_text())
+        if d["kind"] == "OdradekUser"
+    }
     (user_name,) = secrets["driver"]
     assert secrets == {role: {user_name: USER_SECRET_MOUNT} for role in secrets}
     user = UserSpec.from_resource(
         {**users[user_name], "metadata": {**users[user_name]["metadata"], "namespace": "odradek"}}
     )
     assert args[args.index("--command-config") + 1] == f"{USER_SECRET_MOUNT}/client.properties"
-    cluster_body = yaml.safe_load((MANIFESTS / "cluster-secured.yaml").read_text())
+    cluster_body = yaml.safe_load((MANIFESTS / "cluster-minimal.yaml").read_text())
     assert cluster_body["metadata"]["name"] == user.cluster
     cluster = ClusterSpec.from_resource(
         {**cluster_body, "metadata": {"name": user.cluster, "namespace": "odradek"}}
