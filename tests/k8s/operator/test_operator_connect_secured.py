@@ -277,7 +277,7 @@ def test_a_scram_worker_runs_a_source_with_its_users_acls(world: World) -> None:
     assert password not in json.dumps(pod)
     env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
     assert env[PASSWORD_ENV]["valueFrom"]["secretKeyRef"] == {"name": "connect", "key": "password"}
-    pid = world.kubelet.pid(pod["metadata"]["name"])
+    pid = world.kubelet.pid(f"{NAMESPACE}/{pod['metadata']['name']}")
     assert pid is not None
     assert password.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
 
