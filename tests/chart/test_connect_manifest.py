@@ -49,8 +49,8 @@ def test_the_connect_manifest_works_on_the_secured_cluster() -> None:
     assert spec.cluster_ref == cluster.name
     security = spec.security.for_cluster(cluster)
     assert security.protocol == "SASL_SSL"
-    assert security.trusted is not None
-    assert security.trusted.secret == names.cluster_ca_cert_secret(cluster.name)
+    (trusted,) = security.trusted_sources()
+    assert trusted.secret == names.cluster_ca_cert_secret(cluster.name)
     # The user it names is in the file, of this cluster, with the authentication it uses.
     user = UserSpec.from_resource(objs["OdradekUser", spec.security.username])
     assert user.cluster == cluster.name and user.authentication == spec.security.authentication

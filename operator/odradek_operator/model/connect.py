@@ -40,7 +40,7 @@ from typing import Any
 from odradek.connect.api import ConfigException
 from odradek.connect.worker_config import WorkerConfig
 from odradek_operator.model import meta, names, network_policies
-from odradek_operator.model.connect_security import ConnectSecurity, WorkerSecurity
+from odradek_operator.model.connect_security import TRUSTED_KEY, ConnectSecurity, WorkerSecurity
 from odradek_operator.model.spec import (
     DEFAULT_REQUESTS,
     Resources,
@@ -51,6 +51,7 @@ from odradek_operator.model.spec import (
     _only,
     _str,
 )
+from odradek_operator.pki.secrets import encode
 
 __all__ = [
     "OPERATOR_OWNED_WORKER_KEYS",
@@ -386,7 +387,7 @@ def deployment(
                 "configMap": {"name": names.connect_config_map(spec.name)},
             },
             meta.tmp_volume(),
-            *security.volumes(),
+            *security.volumes(names.connect_trusted_secret(spec.name)),
         ],
     }
     # A changed properties file changes the template, so the Deployment replaces the workers.
@@ -456,20 +457,37 @@ def network_policy(spec: ConnectSpec, operator_namespace: str | None) -> dict[st
     }
 
 
+def trusted_certificates_secret(spec: ConnectSpec, bundle: str) -> dict[str, Any]:
+    """The one CA file the workers trust (``connect_security.trusted_bundle``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": object_meta(spec, names.connect_trusted_secret(spec.name)),
+        "data": encode({TRUSTED_KEY: bundle}),
+    }
+
+
 def desired_objects(
     spec: ConnectSpec,
     image: str,
     bootstrap_servers: str,
     security: WorkerSecurity,
     *,
+    trusted_bundle: str | None = None,
     secrets_digest: str | None = None,
     operator_namespace: str | None = None,
 ) -> list[dict[str, Any]]:
-    """In apply order: what the pods refer to before the Deployment that starts them."""
+    """In apply order: what the pods refer to before the Deployment that starts them.
+    ``trusted_bundle``: the CA file, when ``security.trusted_sources()`` is not empty."""
+    if bool(security.trusted_sources()) != (trusted_bundle is not None):
+        raise ValueError("a trusted bundle goes with trusted certificates, and only with them")
     policy = [network_policy(spec, operator_namespace)] if spec.network_policies else []
+    bundle = [trusted_certificates_secret(spec, trusted_bundle)] if trusted_bundle else []
     return [
         config_map(spec, bootstrap_servers, security),
         service(spec),
+        *bundle,
         *policy,
         deployment(spec, image, bootstrap_servers, security, secrets_digest),
     ]

@@ -27,26 +27,33 @@ What the workers get (``worker_security_properties``), as Kafka Connect worker k
   the pod spec or the workers' arguments.
 - tls: ``ssl.certificate.location`` and ``ssl.key.location``, files of the ``certificateAndKey``
   Secret.
-- trust: ``ssl.ca.location``, the one trusted certificate; with ``clusterRef`` and a TLS
-  listener but no ``spec.tls``, the cluster CA (``<cluster>-cluster-ca-cert``, ``ca.crt``).
+- trust: ``ssl.ca.location``, one PEM bundle of every trusted certificate: each entry of
+  ``spec.tls.trustedCertificates`` names a key (``certificate``) or keys (``pattern``, a glob as
+  Strimzi's: ``*.crt``) of a Secret; with ``clusterRef`` and a TLS listener but no ``spec.tls``,
+  every ``*.crt`` of the cluster CA's Secret (``<cluster>-cluster-ca-cert``: during a CA renewal
+  the new ``ca.crt`` and the old ``ca-<date>.crt``, so the workers trust the brokers before and
+  after their certificates are re-issued, as the cluster's own pods do). A worker reads one CA
+  file, so the reconciler concatenates them into the Secret ``<name>-connect-trusted-certs``
+  (owned by the Connect, model/connect.py), mounted at ``TRUSTED_DIR``.
 
-Each Secret a file comes from is mounted (read-only) at ``CERTS_DIR/<secretName>`` (Strimzi's
-``/opt/kafka/connect-certs/<secretName>``). ``referenced`` lists every Secret key the workers read:
-the reconciler hashes their values into the pod template, so a new password, a renewed
-certificate or a new CA replaces the workers one at a time.
+The certificate and key's Secret is mounted (read-only) at ``CERTS_DIR/<secretName>`` (Strimzi's
+``/opt/kafka/connect-certs/<secretName>``). ``referenced`` lists the Secret keys the workers read
+besides the bundle: the reconciler hashes their values and the bundle into the pod template, so a
+new password, a renewed certificate or a new CA replaces the workers one at a time.
 
 Refused (``SpecError`` naming the field): other authentication types (``oauth``), a missing
 field, a ``username`` a JAAS value cannot carry (a double quote, a backslash, a control
-character), ``type: tls`` without TLS, more than one trusted certificate and ``pattern`` (a
-worker takes one CA file: a bundle holds several CAs), and, once ``authentication`` or ``tls``
-is given, the top-level ``security.protocol``, ``sasl.*`` and ``ssl.*`` keys and the operator's
-config provider in ``spec.config``.
+character), ``type: tls`` without TLS, a trusted certificate with both or neither of
+``certificate`` and ``pattern``, more than ``TRUSTED_MAX`` of them, and, once
+``authentication`` or ``tls`` is given, the top-level ``security.protocol``, ``sasl.*`` and
+``ssl.*`` keys and the operator's config provider in ``spec.config``.
 
 Pure, no I/O: any thread may call it.
 """
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +69,9 @@ __all__ = [
     "PASSWORD_ENV",
     "ConnectSecurity",
     "SecretKey",
+    "TrustedCertificate",
     "WorkerSecurity",
+    "trusted_bundle",
 ]
 
 AUTHENTICATION_TYPES = tuple(crds.CONNECT_AUTHENTICATION_TYPES)
@@ -76,6 +85,11 @@ _LOGIN_MODULES = {
 # The cluster's listeners' authentication names (model/spec.py) for each of ours.
 _LISTENER_AUTHENTICATION = {SCRAM_512: "scram-sha-512", TLS: "tls", None: "none"}
 CERTS_DIR = "/etc/odradek/connect-certs"
+TRUSTED_DIR = "/etc/odradek/connect-trusted"  # the bundle Secret's mount
+TRUSTED_KEY = "ca.crt"
+TRUSTED_VOLUME = "connect-trusted-certs"
+TRUSTED_MAX = crds.CONNECT_TRUSTED_MAX
+CLUSTER_CA_PATTERN = "*.crt"
 PASSWORD_ENV = "ODRADEK_CONNECT_SASL_PASSWORD"
 PROVIDER = "odradekenv"  # the operator's config provider (Strimzi's is strimzienv)
 CLUSTER_CA_KEY = "ca.crt"
@@ -90,6 +104,25 @@ class SecretKey:
 
     def path(self) -> str:
         return f"{CERTS_DIR}/{self.secret}/{self.key}"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TrustedCertificate:
+    """One entry of ``spec.tls.trustedCertificates``: a key, or the keys matching a glob."""
+
+    secret: str
+    certificate: str | None = None
+    pattern: str | None = None
+
+    def matches(self, key: str) -> bool:
+        if self.certificate is not None:
+            return key == self.certificate
+        return fnmatch.fnmatchcase(key, self.pattern or "")
+
+
+def trusted_bundle(pems: list[tuple[str, str, str]]) -> str:
+    """The one CA file: each (secret, key, PEM), sorted, one after the other."""
+    return "".join(pem.rstrip("\n") + "\n" for _, _, pem in sorted(pems))
 
 
 def _ref(section: Mapping[str, Any], where: str, key_field: str) -> SecretKey:
@@ -115,7 +148,7 @@ class ConnectSecurity:
     password: SecretKey | None = None
     certificate: SecretKey | None = None
     key: SecretKey | None = None
-    trusted: SecretKey | None = None  # spec.tls.trustedCertificates[0]
+    trusted: tuple[TrustedCertificate, ...] = ()  # spec.tls.trustedCertificates
     tls: bool = False  # spec.tls given
 
     @property
@@ -125,7 +158,7 @@ class ConnectSecurity:
     @classmethod
     def parse(cls, spec: Mapping[str, Any]) -> ConnectSecurity:
         tls_given = spec.get("tls") is not None
-        trusted = _trusted(spec.get("tls"), "spec.tls") if tls_given else None
+        trusted = _trusted(spec.get("tls"), "spec.tls") if tls_given else ()
         raw = spec.get("authentication")
         if raw is None:
             return cls(trusted=trusted, tls=tls_given)
@@ -195,8 +228,9 @@ class ConnectSecurity:
             return WorkerSecurity(self, _protocol(self.authentication, self.tls), self.trusted)
         listener = self.listener(cluster)
         trusted = self.trusted
-        if listener.tls and trusted is None:
-            trusted = SecretKey(names.cluster_ca_cert_secret(cluster.name), CLUSTER_CA_KEY)
+        if listener.tls and not trusted:
+            ca = names.cluster_ca_cert_secret(cluster.name)
+            trusted = (TrustedCertificate(ca, pattern=CLUSTER_CA_PATTERN),)
         return WorkerSecurity(self, listener.security_protocol, trusted, listener.port)
 
     def for_check(self, cluster_ref: bool) -> WorkerSecurity:
@@ -204,7 +238,7 @@ class ConnectSecurity:
         listener assumed TLS (a secured cluster's are); ``bootstrapServers``' as they will be."""
         if not cluster_ref:
             return self.for_cluster(None)
-        trusted = self.trusted or SecretKey("cluster-ca-cert", CLUSTER_CA_KEY)
+        trusted = self.trusted or (TrustedCertificate("cluster-ca-cert", CLUSTER_CA_KEY),)
         return WorkerSecurity(self, _protocol(self.authentication, True), trusted)
 
     def listener(self, cluster: ClusterSpec) -> Listener:
@@ -220,24 +254,24 @@ class ConnectSecurity:
         )
 
 
-def _trusted(value: object, where: str) -> SecretKey:
+def _trusted(value: object, where: str) -> tuple[TrustedCertificate, ...]:
     tls = _mapping(value, where)
     _only(tls, where, ("trustedCertificates",))
     certificates = tls.get("trustedCertificates")
+    where = f"{where}.trustedCertificates"
     if not isinstance(certificates, list) or not certificates:
-        raise SpecError(f"{where}.trustedCertificates", "required: a list of one certificate")
-    if len(certificates) > 1:
-        raise SpecError(
-            f"{where}.trustedCertificates",
-            "the workers take one CA file: list one certificate (a PEM file may hold several CAs)",
-        )
-    entry = _mapping(certificates[0], f"{where}.trustedCertificates[0]")
-    if "pattern" in entry:
-        raise SpecError(
-            f"{where}.trustedCertificates[0].pattern",
-            "not supported: name one certificate (the workers take one CA file)",
-        )
-    return _ref(entry, f"{where}.trustedCertificates[0]", "certificate")
+        raise SpecError(where, "required: a list of {secretName, certificate or pattern}")
+    if len(certificates) > TRUSTED_MAX:
+        raise SpecError(where, f"at most {TRUSTED_MAX}")
+    out = []
+    for i, raw in enumerate(certificates):
+        entry = _mapping(raw, f"{where}[{i}]")
+        if ("certificate" in entry) == ("pattern" in entry):
+            raise SpecError(f"{where}[{i}]", "exactly one of certificate and pattern")
+        field = "pattern" if "pattern" in entry else "certificate"
+        ref = _ref(entry, f"{where}[{i}]", field)
+        out.append(TrustedCertificate(ref.secret, **{field: ref.key}))
+    return tuple(out)
 
 
 def _protocol(authentication: str | None, tls: bool) -> str:
@@ -253,8 +287,12 @@ class WorkerSecurity:
 
     spec: ConnectSecurity
     protocol: str
-    trusted: SecretKey | None
+    trusted: tuple[TrustedCertificate, ...]
     port: int | None = None  # clusterRef: the listener's port
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
 
     def properties(self, user_config: Mapping[str, str]) -> dict[str, str]:
         """Worker keys (module docstring); ``user_config``: the user's ``spec.config``, whose
@@ -276,15 +314,18 @@ class WorkerSecurity:
         if spec.certificate is not None and spec.key is not None:
             props["ssl.certificate.location"] = spec.certificate.path()
             props["ssl.key.location"] = spec.key.path()
-        if self.trusted is not None and self.protocol in ("SSL", "SASL_SSL"):
-            props["ssl.ca.location"] = self.trusted.path()
+        if self.trusted_sources():
+            props["ssl.ca.location"] = f"{TRUSTED_DIR}/{TRUSTED_KEY}"
         return props
 
+    def trusted_sources(self) -> tuple[TrustedCertificate, ...]:
+        """What the bundle is made of (nothing without TLS)."""
+        return self.trusted if self.tls else ()
+
     def referenced(self) -> list[SecretKey]:
-        """Every Secret key the workers read (files and the password), sorted."""
+        """The Secret keys the workers read besides the bundle (the password, the certificate
+        and key), sorted."""
         keys = {self.spec.password, self.spec.certificate, self.spec.key}
-        if self.protocol in ("SSL", "SASL_SSL"):
-            keys.add(self.trusted)
         return sorted(k for k in keys if k is not None)
 
     def mounted_secrets(self) -> list[str]:
@@ -299,14 +340,21 @@ class WorkerSecurity:
         ref = {"name": password.secret, "key": password.key}
         return [{"name": PASSWORD_ENV, "valueFrom": {"secretKeyRef": ref}}]
 
-    def volumes(self) -> list[dict[str, Any]]:
-        return [
+    def volumes(self, trusted_secret: str) -> list[dict[str, Any]]:
+        """``trusted_secret``: the bundle's Secret (``<name>-connect-trusted-certs``)."""
+        volumes = [
             {"name": f"connect-certs-{i}", "secret": {"secretName": secret}}
             for i, secret in enumerate(self.mounted_secrets())
         ]
+        if self.trusted_sources():
+            volumes.append({"name": TRUSTED_VOLUME, "secret": {"secretName": trusted_secret}})
+        return volumes
 
     def volume_mounts(self) -> list[dict[str, Any]]:
-        return [
+        mounts = [
             {"name": f"connect-certs-{i}", "mountPath": f"{CERTS_DIR}/{secret}", "readOnly": True}
             for i, secret in enumerate(self.mounted_secrets())
         ]
+        if self.trusted_sources():
+            mounts.append({"name": TRUSTED_VOLUME, "mountPath": TRUSTED_DIR, "readOnly": True})
+        return mounts

@@ -67,6 +67,7 @@ LOG_LEVELS = ["WARNING", "DEBUG"]  # what ``odradek [-v]`` honours
 CONNECTOR_STATES = ["running", "paused", "stopped"]
 # OdradekConnect spec.authentication.type (Strimzi's KafkaConnect names; no oauth).
 CONNECT_AUTHENTICATION_TYPES = ["scram-sha-512", "scram-sha-256", "plain", "tls"]
+CONNECT_TRUSTED_MAX = 10  # spec.tls.trustedCertificates
 # OdradekUser (Strimzi's KafkaUser): its vocabulary, which model/users.py reads from here.
 USER_AUTHENTICATION_TYPES = ["scram-sha-512", "tls"]
 ACL_RESOURCE_TYPES = ["topic", "group", "cluster", "transactionalId"]
@@ -549,15 +550,27 @@ def connect_spec() -> Schema:
                     "trustedCertificates": {
                         "type": "array",
                         "minItems": 1,
-                        "maxItems": 1,
-                        "items": _secret_key("certificate", "The key of the CA certificate (PEM)."),
-                        "description": "The CA the workers trust (one PEM file).",
+                        "maxItems": CONNECT_TRUSTED_MAX,
+                        "items": _obj(
+                            {
+                                "secretName": _str(minLength=1, description="A Secret here."),
+                                "certificate": _str(minLength=1, description="A key (PEM)."),
+                                "pattern": _str(
+                                    minLength=1, description="Keys matching a glob: *.crt."
+                                ),
+                            },
+                            required=["secretName"],
+                        ),
+                        "description": (
+                            "The CAs the workers trust, one of certificate and pattern each "
+                            "(put into one bundle, <name>-connect-trusted-certs)."
+                        ),
                     }
                 },
                 required=["trustedCertificates"],
                 description=(
-                    "TLS to the brokers. With clusterRef and a TLS listener, default: the "
-                    "cluster CA (<cluster>-cluster-ca-cert, ca.crt)."
+                    "TLS to the brokers. With clusterRef and a TLS listener, default: every "
+                    "*.crt of the cluster CA's Secret (<cluster>-cluster-ca-cert)."
                 ),
             ),
             "networkPolicies": {

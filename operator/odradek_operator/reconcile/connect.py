@@ -28,6 +28,7 @@ Plain async functions over the ``Kube`` and ``ConnectApi`` ports; nothing kept i
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 from collections.abc import Iterator, Mapping
@@ -36,7 +37,7 @@ from typing import Any
 
 from odradek_operator.kube import Kube, apply
 from odradek_operator.model import connect, names
-from odradek_operator.model.connect_security import WorkerSecurity
+from odradek_operator.model.connect_security import WorkerSecurity, trusted_bundle
 from odradek_operator.model.meta import config_hash
 from odradek_operator.model.spec import ClusterSpec, SpecError
 from odradek_operator.reconcile.connect_api import (
@@ -151,29 +152,51 @@ async def _bootstrap(kube: Kube, spec: connect.ConnectSpec) -> tuple[str, Worker
     return names.bootstrap_address(cluster_spec.name, spec.namespace, port), security
 
 
-async def _secrets_digest(
+async def _secret_data(kube: Kube, namespace: str, name: str) -> dict[str, str]:
+    secret = await kube.get("Secret", name, namespace)
+    if secret is None:
+        raise Retry(
+            f"waiting for Secret {name!r} (spec.authentication, spec.tls)", WAIT_S, "SecretNotFound"
+        )
+    return dict(secret.get("data") or {})
+
+
+async def _secrets(
     kube: Kube, spec: connect.ConnectSpec, security: WorkerSecurity
-) -> str | None:
-    """A hash of every Secret key the workers read, salted with the Connect's uid (the pod
-    template shows it); ``Retry`` while one is missing. None when they read none."""
-    keys = security.referenced()
-    if not keys:
-        return None
+) -> tuple[str | None, str | None]:
+    """(the trusted CA bundle, a hash of it and of every other Secret key the workers read,
+    salted with the Connect's uid: the pod template shows it); ``Retry`` while one is missing.
+    (None, None) when they read none."""
     values = []
-    for ref in keys:
-        secret = await kube.get("Secret", ref.secret, spec.namespace)
-        value = ((secret or {}).get("data") or {}).get(ref.key)
+    for ref in security.referenced():
+        value = (await _secret_data(kube, spec.namespace, ref.secret)).get(ref.key)
         if value is None:
-            what = (
-                f"Secret {ref.secret!r}"
-                if secret is None
-                else f"key {ref.key!r} of Secret {ref.secret!r}"
-            )
             raise Retry(
-                f"waiting for {what} (spec.authentication, spec.tls)", WAIT_S, "SecretNotFound"
+                f"waiting for key {ref.key!r} of Secret {ref.secret!r} (spec.authentication)",
+                WAIT_S,
+                "SecretNotFound",
             )
         values.append([ref.secret, ref.key, value])
-    return config_hash(spec.uid, values)
+    pems = []
+    for source in security.trusted_sources():
+        data = await _secret_data(kube, spec.namespace, source.secret)
+        found = [
+            (source.secret, k, base64.b64decode(v).decode())
+            for k, v in data.items()
+            if source.matches(k)
+        ]
+        if not found:
+            which = source.certificate or source.pattern
+            raise Retry(
+                f"waiting for {which!r} in Secret {source.secret!r} (spec.tls.trustedCertificates)",
+                WAIT_S,
+                "SecretNotFound",
+            )
+        pems.extend(found)
+    bundle = trusted_bundle(pems) if pems else None
+    if not values and bundle is None:
+        return None, None
+    return bundle, config_hash(spec.uid, values, bundle)
 
 
 async def _drop_network_policy(kube: Kube, spec: connect.ConnectSpec) -> None:
@@ -200,13 +223,14 @@ async def reconcile_connect(
         bootstrap, security = await _bootstrap(kube, spec)
         status["bootstrapServers"] = bootstrap
         status["securityProtocol"] = security.protocol
-        digest = await _secrets_digest(kube, spec, security)
+        bundle, digest = await _secrets(kube, spec, security)
         with _invalid_spec_refused():
             objects = connect.desired_objects(
                 spec,
                 default_image,
                 bootstrap,
                 security,
+                trusted_bundle=bundle,
                 secrets_digest=digest,
                 operator_namespace=operator_namespace,
             )

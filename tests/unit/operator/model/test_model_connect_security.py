@@ -14,7 +14,13 @@ import pytest
 from odradek.config.properties import parse_properties
 from odradek.connect.worker_config import WorkerConfig
 from odradek_operator.model import connect, names
-from odradek_operator.model.connect_security import CERTS_DIR, PASSWORD_ENV
+from odradek_operator.model.connect_security import (
+    CERTS_DIR,
+    PASSWORD_ENV,
+    TRUSTED_DIR,
+    TrustedCertificate,
+    trusted_bundle,
+)
 from odradek_operator.model.spec import ClusterSpec, SpecError
 
 IMAGE = "odradek:0.1.0"
@@ -62,8 +68,15 @@ def build(cluster: ClusterSpec | None, digest: str | None = None, **spec: Any):
     security = parsed.security.for_cluster(cluster)
     port = security.port or 9092
     bootstrap = f"demo-bootstrap.data.svc:{port}"
+    bundle = "-----BEGIN CERTIFICATE-----\n" if security.trusted_sources() else None
     objs = connect.desired_objects(
-        parsed, IMAGE, bootstrap, security, secrets_digest=digest, operator_namespace="odradek"
+        parsed,
+        IMAGE,
+        bootstrap,
+        security,
+        trusted_bundle=bundle,
+        secrets_digest=digest,
+        operator_namespace="odradek",
     )
     return security, {o["kind"]: o for o in objs}
 
@@ -89,7 +102,13 @@ def test_scram_on_the_secured_cluster_uses_its_scram_listener_and_the_cluster_ca
         "org.apache.kafka.common.security.scram.ScramLoginModule required "
         f'username="connect" password="${{odradekenv:{PASSWORD_ENV}}}";'
     )
-    assert props["ssl.ca.location"] == f"{CERTS_DIR}/demo-cluster-ca-cert/ca.crt"
+    assert props["ssl.ca.location"] == f"{TRUSTED_DIR}/ca.crt"
+    # Every *.crt of the cluster CA's Secret: the old CA too while it is renewed.
+    ca = TrustedCertificate("demo-cluster-ca-cert", pattern="*.crt")
+    assert security.trusted_sources() == (ca,)
+    bundle = objs["Secret"]
+    assert bundle["metadata"]["name"] == "sync-connect-trusted-certs"
+    assert bundle["metadata"]["ownerReferences"][0]["uid"] == "u-1"
     # The password comes from its Secret by env var; the worker resolves it.
     env = {e["name"]: e for e in container(objs)["env"]}
     assert env[PASSWORD_ENV]["valueFrom"] == {
@@ -103,16 +122,14 @@ def test_scram_on_the_secured_cluster_uses_its_scram_listener_and_the_cluster_ca
     settings = config.security_settings()
     assert settings["sasl.username"] == "connect"
     assert settings["sasl.password"] == "pw-from-secret"
-    assert settings["ssl.ca.location"] == f"{CERTS_DIR}/demo-cluster-ca-cert/ca.crt"
-    # Only the CA's Secret is mounted (the password is not a file of the pod).
+    assert settings["ssl.ca.location"] == f"{TRUSTED_DIR}/ca.crt"
+    # Only the bundle's Secret is mounted (the password is not a file of the pod).
     mounts = {m["mountPath"]: m for m in container(objs)["volumeMounts"]}
-    assert mounts[f"{CERTS_DIR}/demo-cluster-ca-cert"]["readOnly"] is True
+    assert mounts[TRUSTED_DIR]["readOnly"] is True
     volumes = objs["Deployment"]["spec"]["template"]["spec"]["volumes"]
-    assert [v["secret"]["secretName"] for v in volumes if "secret" in v] == ["demo-cluster-ca-cert"]
-    assert [(k.secret, k.key) for k in security.referenced()] == [
-        ("connect", "password"),
-        ("demo-cluster-ca-cert", "ca.crt"),
-    ]
+    secrets = [v["secret"]["secretName"] for v in volumes if "secret" in v]
+    assert secrets == ["sync-connect-trusted-certs"]
+    assert [(k.secret, k.key) for k in security.referenced()] == [("connect", "password")]
 
 
 def test_tls_authentication_uses_the_certificate_and_key_files() -> None:
@@ -123,12 +140,13 @@ def test_tls_authentication_uses_the_certificate_and_key_files() -> None:
     assert props["security.protocol"] == "SSL"
     assert props["ssl.certificate.location"] == f"{CERTS_DIR}/worker/user.crt"
     assert props["ssl.key.location"] == f"{CERTS_DIR}/worker/user.key"
-    assert props["ssl.ca.location"] == f"{CERTS_DIR}/my-ca/ca.pem"
+    assert props["ssl.ca.location"] == f"{TRUSTED_DIR}/ca.crt"
+    assert security.trusted_sources() == (TrustedCertificate("my-ca", certificate="ca.pem"),)
     assert not any(k.startswith("sasl.") for k in props)
     assert PASSWORD_ENV not in {e["name"] for e in container(objs)["env"]}
     volumes = objs["Deployment"]["spec"]["template"]["spec"]["volumes"]
     assert sorted(v["secret"]["secretName"] for v in volumes if "secret" in v) == [
-        "my-ca",
+        "sync-connect-trusted-certs",
         "worker",
     ]
 
@@ -153,7 +171,7 @@ def test_a_plaintext_connect_is_unchanged() -> None:
     security, objs = build(plaintext)
     props = properties(objs)
     assert not any(k.startswith(("security.", "sasl.", "ssl.", "config.providers")) for k in props)
-    assert security.referenced() == [] and security.volumes() == [] and security.env() == []
+    assert security.referenced() == [] and security.volumes("x") == [] and security.env() == []
 
 
 def test_no_listener_for_the_authentication_is_named() -> None:
@@ -218,18 +236,21 @@ def test_the_rest_port_is_open_to_the_workers_and_the_operator_only() -> None:
             "spec.authentication.passwordSecret.password",
         ),
         (
-            {"tls": {"trustedCertificates": [{"secretName": "a", "pattern": "*.crt"}]}},
-            "spec.tls.trustedCertificates[0].pattern",
-        ),
-        (
             {
                 "tls": {
                     "trustedCertificates": [
-                        {"secretName": "a", "certificate": "ca.crt"},
-                        {"secretName": "b", "certificate": "ca.crt"},
+                        {"secretName": "a", "certificate": "ca.crt", "pattern": "*.crt"}
                     ]
                 }
             },
+            "spec.tls.trustedCertificates[0]",
+        ),
+        (
+            {"tls": {"trustedCertificates": [{"secretName": "a"}]}},
+            "spec.tls.trustedCertificates[0]",
+        ),
+        (
+            {"tls": {"trustedCertificates": [{"secretName": "a", "certificate": "c"}] * 11}},
             "spec.tls.trustedCertificates",
         ),
         (
@@ -259,3 +280,24 @@ def test_the_users_own_config_providers_are_kept() -> None:
     props = properties(objs)
     assert props["config.providers"] == "file,odradekenv"
     assert props["producer.sasl.mechanism"] == "SCRAM-SHA-512"
+
+
+def test_several_trusted_certificates_and_patterns_make_one_bundle() -> None:
+    tls = {
+        "trustedCertificates": [
+            {"secretName": "b", "pattern": "*.crt"},
+            {"secretName": "a", "certificate": "root.pem"},
+        ]
+    }
+    security, objs = build(SECURED, authentication=SCRAM, tls=tls)
+    a, b = TrustedCertificate("a", certificate="root.pem"), TrustedCertificate("b", pattern="*.crt")
+    assert security.trusted_sources() == (b, a)
+    assert b.matches("ca.crt") and b.matches("ca-2026-01-01.crt") and not b.matches("ca.key")
+    assert a.matches("root.pem") and not a.matches("root.pem.bak")
+    assert trusted_bundle([("b", "ca.crt", "B\n"), ("a", "root.pem", "A")]) == "A\nB\n"
+    assert "Secret" in objs
+    plaintext = ClusterSpec.from_resource(
+        {"metadata": {"name": "demo", "namespace": "d"}, "spec": {}}
+    )
+    security, objs = build(plaintext)
+    assert security.trusted_sources() == () and "Secret" not in objs

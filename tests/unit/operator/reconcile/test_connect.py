@@ -6,6 +6,7 @@ are unreachable or rebalancing, refusal with Kafka Connect's message for a bad c
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 from typing import Any
 
@@ -415,7 +416,7 @@ def test_a_secured_connect_waits_for_its_secrets_and_follows_their_values() -> N
     with pytest.raises(Retry) as retry:
         run(connect.reconcile_connect(kube, "odradek:1", body, "odradek"))
     assert retry.value.reason == "SecretNotFound" and "demo-cluster-ca-cert" in str(retry.value)
-    kube.put(secret("demo-cluster-ca-cert", **{"ca.crt": "Y2E="}))
+    kube.put(secret("demo-cluster-ca-cert", **{"ca.crt": "TkVX", "ca-2026-01-01.crt": "T0xE"}))
     with pytest.raises(Retry) as retry:
         run(connect.reconcile_connect(kube, "odradek:1", body, "odradek"))
     assert retry.value.reason == "WorkersStarting"
@@ -426,6 +427,9 @@ def test_a_secured_connect_waits_for_its_secrets_and_follows_their_values() -> N
     props = kube.find("ConfigMap", "sync-connect-config")["data"]["connect-distributed.properties"]
     assert "cHcx" not in props and "${odradekenv:ODRADEK_CONNECT_SASL_PASSWORD}" in props
     assert kube.find("NetworkPolicy", "sync-connect-network-policy") is not None
+    # The workers trust both CAs of the cluster CA's Secret (old and new, during a renewal).
+    bundle = kube.find("Secret", "sync-connect-trusted-certs")["data"]["ca.crt"]
+    assert base64.b64decode(bundle) == b"OLD\nNEW\n"
     before = template_hash(kube)
     kube.put(secret("connect", password="cHcy"))  # a new password: the workers are replaced
     with pytest.raises(Retry):
@@ -460,3 +464,18 @@ def test_network_policies_false_deletes_only_the_policy_it_made() -> None:
     with pytest.raises(Retry):
         run(connect.reconcile_connect(kube, "odradek:1", off))
     assert kube.find("NetworkPolicy", "sync-connect-network-policy") is not None
+
+
+def test_a_renewed_cluster_ca_replaces_the_workers() -> None:
+    kube = FakeKube()
+    kube.put(SECURED_CLUSTER)
+    kube.put(secret("connect", password="cHcx"))
+    kube.put(secret("demo-cluster-ca-cert", **{"ca.crt": "T0xE"}))
+    body = kube.put(SCRAM_CONNECT)
+    with pytest.raises(Retry):
+        run(connect.reconcile_connect(kube, "odradek:1", body))
+    before = template_hash(kube)
+    kube.put(secret("demo-cluster-ca-cert", **{"ca.crt": "TkVX", "ca-2027-01-01.crt": "T0xE"}))
+    with pytest.raises(Retry):
+        run(connect.reconcile_connect(kube, "odradek:1", body))
+    assert template_hash(kube) != before
