@@ -88,6 +88,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="a client setting for the source, passed as option kafka.KEY (repeatable)",
     )
     parser.add_argument(
+        "--command-config",
+        default=None,
+        metavar="FILE",
+        help="a Kafka client properties file (an OdradekUser's client.properties), each key "
+        "passed as option kafka.KEY; --kafka and --bootstrap-servers win",
+    )
+    parser.add_argument(
         "--master",
         default=None,
         help=f"Spark master (default: spark-submit's, else {jobs.DEFAULT_MASTER})",
@@ -129,7 +136,11 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     }
     if args.min_partitions is not None:
         options["minPartitions"] = str(args.min_partitions)
-    return {**options, **jobs.kafka_options(args.kafka)}
+    return {
+        **jobs.command_config_options(args.command_config),
+        **options,
+        **jobs.kafka_options(args.kafka),
+    }
 
 
 def read_topic(spark: SparkSession, args: argparse.Namespace) -> DataFrame:

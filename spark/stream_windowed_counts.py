@@ -98,6 +98,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="write without transactions (a replayed batch may duplicate windows)",
     )
     parser.add_argument(
+        "--command-config",
+        default=None,
+        metavar="FILE",
+        help="a Kafka client properties file (an OdradekUser's client.properties), each key "
+        "passed as option kafka.KEY; --kafka and --bootstrap-servers win",
+    )
+    parser.add_argument(
         "--kafka",
         action="append",
         default=[],
@@ -119,7 +126,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def client_options(args: argparse.Namespace) -> dict[str, str]:
-    return {"kafka.bootstrap.servers": args.bootstrap_servers, **jobs.kafka_options(args.kafka)}
+    return {
+        **jobs.command_config_options(args.command_config),
+        "kafka.bootstrap.servers": args.bootstrap_servers,
+        **jobs.kafka_options(args.kafka),
+    }
 
 
 def windowed_counts(records: DataFrame, window: str, watermark: str, value_field: str):

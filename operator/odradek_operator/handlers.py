@@ -229,7 +229,7 @@ async def _connect_pass(body, memo, *, periodic: bool) -> None:
         body,
         memo,
         periodic,
-        lambda: reconcile_connect(ctx.kube, ctx.default_image, body),
+        lambda: reconcile_connect(ctx.kube, ctx.default_image, body, ctx.operator_namespace),
     )
 
 

@@ -1,6 +1,7 @@
 """Spark on Kubernetes, offline: the chart's Spark objects (accounts, Roles, pod templates) and
 manifests/spark-job.yaml are valid Kubernetes 1.30 objects (strict), the Job uses what the chart
-creates and the operator's bootstrap Service, and the pod templates keep Spark's container names."""
+creates, the operator's bootstrap Service and an OdradekUser's Secret, and the pod templates keep
+Spark's container names."""
 
 from __future__ import annotations
 
@@ -119,3 +120,55 @@ def test_spark_job_manifest(chart: list[dict[str, Any]]) -> None:
     assert cluster["metadata"]["name"] == "demo"
     job_path = args[args.index("--bootstrap-servers") - 1]
     assert job_path == "local:///opt/odradek/spark/batch_key_stats.py"
+
+
+def test_spark_job_reads_as_the_users_secret() -> None:
+    """manifests/spark-job.yaml on the docs' secured cluster: the OdradekUser's Secret mounted in
+    the driver and the executors where its client.properties names its files, that file as
+    --command-config, the port of the cluster's listener with the user's authentication and a
+    group its ACLs cover (read from cluster-minimal.yaml and users.yaml, not copied)."""
+    from odradek_operator.model.spec import ClusterSpec
+    from odradek_operator.model.users import USER_SECRET_MOUNT, UserSpec, user_listener
+
+    docs = documents((MANIFESTS / "spark-job.yaml").read_text())
+    (job,) = by_kind(docs, "Job")
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    conf = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--conf")
+    secrets = {
+        role: {
+            k.split(".")[-1]: v
+            for k, v in conf.items()
+            if k.startswith(f"spark.kubernetes.{role}.secrets.")
+        }
+        for role in ("driver", "executor")
+    }
+    users = {
+        d["metadata"]["name"]: d
+        for d in documents((MANIFESTS / "users.yaml").read_text())
+        if d["kind"] == "OdradekUser"
+    }
+    (user_name,) = secrets["driver"]
+    assert secrets == {role: {user_name: USER_SECRET_MOUNT} for role in secrets}
+    user = UserSpec.from_resource(
+        {**users[user_name], "metadata": {**users[user_name]["metadata"], "namespace": "odradek"}}
+    )
+    assert args[args.index("--command-config") + 1] == f"{USER_SECRET_MOUNT}/client.properties"
+    cluster_body = yaml.safe_load((MANIFESTS / "cluster-minimal.yaml").read_text())
+    assert cluster_body["metadata"]["name"] == user.cluster
+    cluster = ClusterSpec.from_resource(
+        {**cluster_body, "metadata": {"name": user.cluster, "namespace": "odradek"}}
+    )
+    listener = user_listener(cluster, user.authentication)
+    assert listener is not None
+    bootstrap = args[args.index("--bootstrap-servers") + 1]
+    assert bootstrap == names.bootstrap_address(user.cluster, "$(POD_NAMESPACE)", listener.port)
+    kafka = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--kafka")
+    group, topic = kafka["group.id"], args[args.index("--topic") + 1]
+    readable = {
+        (b.pattern.resource_type.name, b.pattern.pattern_type.name, b.pattern.name)
+        for b in user.acls
+        if b.entry.operation.name in ("READ", "ALL")
+    }
+    assert ("TOPIC", "LITERAL", topic) in readable
+    assert any(t == "GROUP" and p == "PREFIXED" and group.startswith(n) for t, p, n in readable)

@@ -64,6 +64,35 @@ def test_arguments_become_the_kafka_source_options(job):
             job.parse_args(["--bootstrap-servers", "b", "--topic", "t", "--output", "/o", *bad])
 
 
+def test_command_config_becomes_kafka_options_under_the_flags(job, tmp_path):
+    """An OdradekUser Secret's client.properties, as mounted in the driver and executors."""
+    properties = tmp_path / "client.properties"
+    properties.write_text(
+        "# OdradekUser orders-app\n"
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="orders-app" password="pw";\n'
+        "ssl.truststore.type=PEM\n"
+        "ssl.truststore.location=/etc/odradek/user/ca.crt\n"
+        "bootstrap.servers=elsewhere:1\n"
+    )
+    args = job.parse_args(
+        ["--bootstrap-servers", "b:9095", "--topic", "t", "--output", "/o"]
+        + ["--command-config", str(properties), "--kafka", "ssl.truststore.type=PEM"]
+    )
+    options = job.source_options(args)
+    assert options["kafka.bootstrap.servers"] == "b:9095"  # the flag wins over the file
+    assert options["kafka.security.protocol"] == "SASL_SSL"
+    assert options["kafka.sasl.jaas.config"].endswith('password="pw";')
+    assert options["kafka.ssl.truststore.location"] == "/etc/odradek/user/ca.crt"
+    missing = job.parse_args(
+        ["--bootstrap-servers", "b", "--topic", "t", "--output", "/o", "--command-config", "/no"]
+    )
+    with pytest.raises(FileNotFoundError):
+        job.source_options(missing)
+
+
 def create_topic(bootstrap: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS)])[topic].result(timeout=WAIT_S)

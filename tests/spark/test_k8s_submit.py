@@ -1,8 +1,11 @@
 """manifests/spark-job.yaml's spark-submit, for real, against the test Kubernetes API server: the
 kubelet stand-in runs the driver and executor pods (the odradek-spark image's entrypoint, as local
 processes), spark/batch_key_stats.py reads a topic of the real 3-broker cluster and writes Parquet
-to the claim both pods mount; what Spark sent carries the chart's account and pod templates, and
-every API call spark-submit and the driver make is allowed by the chart's Roles."""
+to the claim both pods mount; what Spark sent carries the chart's account and pod templates and
+the OdradekUser's Secret (whose client.properties the job cannot run without), and every API
+call spark-submit and the driver make is allowed by the chart's Roles. The cluster here is
+plaintext, so the Secret holds a PLAINTEXT client.properties: a SASL_SSL read with such a file is
+tests/spark/test_secured.py's."""
 
 from __future__ import annotations
 
@@ -58,6 +61,27 @@ def produce(bootstrap: str, topic: str) -> None:
     for i in range(RECORDS):
         producer.produce(topic, key=f"k{i % KEYS}".encode(), value=b"v" * (i % 7))
     assert producer.flush(30) == 0
+
+
+def secret_mounts(job: dict[str, Any]) -> dict[str, str]:
+    """The Secrets the Job has Spark mount in the driver: name -> path (the executors' too)."""
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    prefix = "spark.kubernetes.driver.secrets."
+    return dict(a[len(prefix) :].split("=", 1) for a in args if a.startswith(prefix))
+
+
+def user_secret(job: dict[str, Any]) -> dict[str, Any]:
+    """The OdradekUser's Secret the Job mounts, for this plaintext cluster."""
+    import base64
+
+    ((name, _),) = secret_mounts(job).items()
+    properties = "# the test cluster is plaintext\nsecurity.protocol=PLAINTEXT\n"
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name},
+        "data": {"client.properties": base64.b64encode(properties.encode()).decode()},
+    }
 
 
 def submit_command(job: dict[str, Any], url: str, templates: Path, bootstrap: str, topic: str):
@@ -146,6 +170,7 @@ def test_spark_job_manifest_in_cluster_mode(
         for obj in [o for o in chart if o["metadata"]["name"].startswith(f"{RELEASE}-spark")]:
             api.store.create(obj["kind"].lower() + "s", NAMESPACE, obj)
         api.store.create("persistentvolumeclaims", NAMESPACE, claim)
+        api.store.create("secrets", NAMESPACE, user_secret(job))
         # The pod templates, as the Job mounts them from the chart's ConfigMap.
         (templates,) = [
             o for o in by_kind(chart, "ConfigMap") if o["metadata"]["name"].endswith("-templates")
@@ -187,10 +212,25 @@ def test_spark_job_manifest_in_cluster_mode(
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     claims = [v for v in spec["volumes"] if "persistentVolumeClaim" in v]
     assert [v["persistentVolumeClaim"]["claimName"] for v in claims] == ["key-stats"]
+    mounts = secret_mounts(job)
+
+    def secrets_of(pod_spec: dict[str, Any]) -> dict[str, str]:
+        volumes = {
+            v["name"]: v["secret"]["secretName"] for v in pod_spec["volumes"] if "secret" in v
+        }
+        (c,) = pod_spec["containers"]
+        return {
+            volumes[m["name"]]: m["mountPath"] for m in c["volumeMounts"] if m["name"] in volumes
+        }
+
+    assert secrets_of(spec) == mounts
     # ...and the executor the driver made, from the executor template: no API token.
     (executor,) = [r.body for r in creates["pods"] if r.token == DRIVER_TOKEN]
     assert executor["spec"]["automountServiceAccountToken"] is False
     assert executor["metadata"]["labels"]["app.kubernetes.io/component"] == "spark-executor"
+    # The same Secret; its path is the one the driver was given, which the stand-in rewrote to
+    # the driver's own volume directory (a real driver passes /etc/odradek/user on).
+    assert secrets_of(executor["spec"]).keys() == mounts.keys()
     (container,) = executor["spec"]["containers"]
     assert container["args"] == ["executor"]
     java_opts = [e["value"] for e in container["env"] if e["name"].startswith("SPARK_JAVA_OPT_")]

@@ -1,10 +1,14 @@
 """A Spark job on a SASL_SSL cluster with only the Java client's security options
 (``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``,
 ``kafka.ssl.truststore.type=PEM``, ``kafka.ssl.truststore.location``): a batch write, a batch read
-and an availableNow streaming read of the same records; a JKS truststore is refused by name."""
+and an availableNow streaming read of the same records; a JKS truststore is refused by name; the
+batch job spark/batch_key_stats.py reads with ``--command-config``, a file of those keys in the
+shape of an OdradekUser Secret's client.properties (as manifests/spark-job-secured.yaml runs it)."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,3 +98,25 @@ def test_a_jks_truststore_is_refused_naming_the_option(spark, secured):
     with pytest.raises(Exception, match="kafka.ssl.truststore.type") as refused:
         reader.load().collect()
     assert "password=" not in str(refused.value)
+
+
+def test_the_batch_job_reads_with_a_users_client_properties(spark, secured, tmp_path, capsys):
+    """After the write above: the job's --command-config carries the credentials."""
+    bootstrap, options = secured
+    properties = tmp_path / "client.properties"
+    properties.write_text(
+        "# OdradekUser-style client.properties: the Java client's keys only\n"
+        + "".join(f"{key[len('kafka.') :]}={value}\n" for key, value in options.items())
+    )
+    path = Path(__file__).resolve().parents[2] / "spark" / "batch_key_stats.py"
+    spec = importlib.util.spec_from_file_location("batch_key_stats_secured", path)
+    job = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = job
+    try:
+        spec.loader.exec_module(job)
+        argv = ["--bootstrap-servers", bootstrap, "--topic", "secured-spark"]
+        argv += ["--output", str(tmp_path / "stats"), "--command-config", str(properties)]
+        assert job.main(argv, spark=spark) == 0
+    finally:
+        del sys.modules[spec.name]
+    assert f"{RECORDS} records of topic secured-spark" in capsys.readouterr().out

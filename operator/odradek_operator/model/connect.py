@@ -17,6 +17,12 @@ advertises. The one per-pod key, ``rest.advertised.host.name`` (the pod's IP: ot
 forward requests to it), goes in by ``--override`` with Kubernetes' ``$(POD_IP)`` expansion, as
 the brokers' listeners do; the REST listener binds every address of the pod.
 
+On a secured cluster, ``spec.authentication`` and ``spec.tls`` (Strimzi's fields; an
+OdradekUser's Secret) give the workers their security keys, Secret volumes and the password's
+environment variable (model/connect_security.py); ``WorkerSecurity`` is those settings resolved
+against the ``clusterRef``'s listeners. The NetworkPolicy ``<name>-connect-network-policy`` lets
+only the workers and the operator reach the REST port (``spec.networkPolicies``, default true).
+
 An ``OdradekConnector`` is a connector of the Connect cluster ``spec.connectRef``: its name is the
 resource's name, its config ``spec.config`` with ``connector.class`` from ``spec.class`` and
 ``tasks.max`` from ``spec.tasksMax``; ``spec.state`` is its target state.
@@ -33,7 +39,8 @@ from typing import Any
 
 from odradek.connect.api import ConfigException
 from odradek.connect.worker_config import WorkerConfig
-from odradek_operator.model import meta, names
+from odradek_operator.model import meta, names, network_policies
+from odradek_operator.model.connect_security import TRUSTED_KEY, ConnectSecurity, WorkerSecurity
 from odradek_operator.model.spec import (
     DEFAULT_REQUESTS,
     Resources,
@@ -44,6 +51,7 @@ from odradek_operator.model.spec import (
     _only,
     _str,
 )
+from odradek_operator.pki.secrets import encode
 
 __all__ = [
     "OPERATOR_OWNED_WORKER_KEYS",
@@ -52,6 +60,7 @@ __all__ = [
     "config_map",
     "deployment",
     "desired_objects",
+    "network_policy",
     "service",
     "worker_properties",
 ]
@@ -142,6 +151,8 @@ class ConnectSpec:
     image_pull_policy: str
     resources: Resources
     log_level: str
+    security: ConnectSecurity = ConnectSecurity()
+    network_policies: bool = True
 
     @classmethod
     def from_resource(cls, body: Mapping[str, Any]) -> ConnectSpec:
@@ -161,6 +172,9 @@ class ConnectSpec:
                 "imagePullPolicy",
                 "resources",
                 "logLevel",
+                "authentication",
+                "tls",
+                "networkPolicies",
             ),
         )
         replicas = _int(spec, "replicas", "spec", 1, 0, REPLICAS_MAX)
@@ -192,13 +206,23 @@ class ConnectSpec:
                 spec.get("resources"), "spec.resources", DEFAULT_REQUESTS["connect"]
             ),
             log_level=log_level,
+            security=ConnectSecurity.parse(spec),
+            network_policies=_bool(spec, "networkPolicies", True),
         )
+        parsed.security.check_worker_config(parsed.config, cluster_ref is not None)
         _check_worker_config(parsed)
         return parsed
 
     @property
     def group_id(self) -> str:
         return self.config.get("group.id", f"{self.name}-connect")
+
+
+def _bool(spec: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = spec.get(key, default)
+    if not isinstance(value, bool):
+        raise SpecError(f"spec.{key}", f"expected true or false, got {_kind(value)}")
+    return value
 
 
 def _worker_config(value: object, where: str) -> dict[str, str]:
@@ -221,10 +245,12 @@ def _worker_config(value: object, where: str) -> dict[str, str]:
 def _check_worker_config(spec: ConnectSpec) -> None:
     """The file as the worker will read it (``odradek.connect.worker_config``): unknown keys and
     bad values are refused here, not by workers in a crash loop."""
-    props = worker_properties(spec, spec.bootstrap_servers or "bootstrap:9092")
+    security = spec.security.for_check(spec.cluster_ref is not None)
+    props = worker_properties(spec, spec.bootstrap_servers or "bootstrap:9092", security)
     props["rest.advertised.host.name"] = "127.0.0.1"  # the pod IP, by --override
+    environ = {env["name"]: "password" for env in security.env()}  # the pod's, by secretKeyRef
     try:
-        WorkerConfig(props, distributed=True)
+        WorkerConfig(props, distributed=True, environ=environ)
     except ConfigException as e:
         key = str(e).split(":", 1)[0]
         where = f"spec.config[{key}]" if key in spec.config else "spec.config"
@@ -244,11 +270,14 @@ def default_worker_properties(name: str) -> dict[str, str]:
     }
 
 
-def worker_properties(spec: ConnectSpec, bootstrap_servers: str) -> dict[str, str]:
+def worker_properties(
+    spec: ConnectSpec, bootstrap_servers: str, security: WorkerSecurity
+) -> dict[str, str]:
     """connect-distributed.properties: defaults, the user's config, the operator's keys."""
     return {
         **default_worker_properties(spec.name),
         **spec.config,
+        **security.properties(spec.config),
         "bootstrap.servers": bootstrap_servers,
         "listeners": REST_LISTENER,
         "rest.advertised.port": str(names.CONNECT_REST_PORT),
@@ -264,9 +293,11 @@ def object_meta(spec: ConnectSpec, name: str) -> dict[str, Any]:
     }
 
 
-def config_map(spec: ConnectSpec, bootstrap_servers: str) -> dict[str, Any]:
+def config_map(
+    spec: ConnectSpec, bootstrap_servers: str, security: WorkerSecurity
+) -> dict[str, Any]:
     header = "Written by odradek-operator from the OdradekConnect's spec; edits are overwritten."
-    props = worker_properties(spec, bootstrap_servers)
+    props = worker_properties(spec, bootstrap_servers, security)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -299,7 +330,15 @@ def termination_grace_s(spec: ConnectSpec) -> int:
     return -(-timeout_ms // 1000) + SHUTDOWN_MARGIN_S
 
 
-def deployment(spec: ConnectSpec, image: str, bootstrap_servers: str) -> dict[str, Any]:
+def deployment(
+    spec: ConnectSpec,
+    image: str,
+    bootstrap_servers: str,
+    security: WorkerSecurity,
+    secrets_digest: str | None = None,
+) -> dict[str, Any]:
+    """The workers; ``secrets_digest``: a hash of the Secret keys they read
+    (``security.referenced()``), so a new password or certificate replaces them."""
     rest = meta.http_get("/", "rest")  # GET / answers once the REST server is up
     container = {
         "name": "connect",
@@ -307,7 +346,8 @@ def deployment(spec: ConnectSpec, image: str, bootstrap_servers: str) -> dict[st
         "imagePullPolicy": spec.image_pull_policy,
         "command": ["odradek"],
         "args": args(spec),
-        "env": meta.pod_env()[1:],  # POD_IP, POD_NAME, POD_NAMESPACE (no ordinal: a Deployment)
+        # POD_IP, POD_NAME, POD_NAMESPACE (no ordinal: a Deployment), the SASL password
+        "env": [*meta.pod_env()[1:], *security.env()],
         "ports": [{"name": "rest", "containerPort": names.CONNECT_REST_PORT}],
         **meta.probes(rest, rest, STARTUP_MAX_S),
         # Startup probed every second (a worker answers within seconds of binding its REST
@@ -323,6 +363,7 @@ def deployment(spec: ConnectSpec, image: str, bootstrap_servers: str) -> dict[st
         "volumeMounts": [
             {"name": meta.CONFIG_VOLUME, "mountPath": names.CONNECT_CONFIG_DIR, "readOnly": True},
             meta.tmp_mount(),
+            *security.volume_mounts(),
         ],
     }
     selector = names.connect_selector_labels(spec.name)
@@ -346,10 +387,14 @@ def deployment(spec: ConnectSpec, image: str, bootstrap_servers: str) -> dict[st
                 "configMap": {"name": names.connect_config_map(spec.name)},
             },
             meta.tmp_volume(),
+            *security.volumes(names.connect_trusted_secret(spec.name)),
         ],
     }
     # A changed properties file changes the template, so the Deployment replaces the workers.
-    digest = meta.config_hash(worker_properties(spec, bootstrap_servers))
+    # So does a changed Secret key the workers read (read once, at their start).
+    digest = meta.config_hash(
+        worker_properties(spec, bootstrap_servers, security), *meta.optional(secrets_digest)
+    )
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -388,12 +433,63 @@ def service(spec: ConnectSpec) -> dict[str, Any]:
     }
 
 
-def desired_objects(spec: ConnectSpec, image: str, bootstrap_servers: str) -> list[dict[str, Any]]:
-    """In apply order: what the pods refer to before the Deployment that starts them."""
+def network_policy(spec: ConnectSpec, operator_namespace: str | None) -> dict[str, Any]:
+    """Ingress to the workers' REST port from the workers (forwarding to the leader) and the
+    operator (OdradekConnectors) only, as Strimzi's ``<name>-connect`` policy; egress open."""
+    selector = names.connect_selector_labels(spec.name)
+    return {
+        "apiVersion": network_policies.API_VERSION,
+        "kind": network_policies.KIND,
+        "metadata": object_meta(spec, names.connect_network_policy(spec.name)),
+        "spec": {
+            "podSelector": {"matchLabels": selector},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "ports": [{"protocol": "TCP", "port": names.CONNECT_REST_PORT}],
+                    "from": [
+                        {"podSelector": {"matchLabels": selector}},
+                        network_policies.operator_peer(operator_namespace),
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def trusted_certificates_secret(spec: ConnectSpec, bundle: str) -> dict[str, Any]:
+    """The one CA file the workers trust (``connect_security.trusted_bundle``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": object_meta(spec, names.connect_trusted_secret(spec.name)),
+        "data": encode({TRUSTED_KEY: bundle}),
+    }
+
+
+def desired_objects(
+    spec: ConnectSpec,
+    image: str,
+    bootstrap_servers: str,
+    security: WorkerSecurity,
+    *,
+    trusted_bundle: str | None = None,
+    secrets_digest: str | None = None,
+    operator_namespace: str | None = None,
+) -> list[dict[str, Any]]:
+    """In apply order: what the pods refer to before the Deployment that starts them.
+    ``trusted_bundle``: the CA file, when ``security.trusted_sources()`` is not empty."""
+    if bool(security.trusted_sources()) != (trusted_bundle is not None):
+        raise ValueError("a trusted bundle goes with trusted certificates, and only with them")
+    policy = [network_policy(spec, operator_namespace)] if spec.network_policies else []
+    bundle = [trusted_certificates_secret(spec, trusted_bundle)] if trusted_bundle else []
     return [
-        config_map(spec, bootstrap_servers),
+        config_map(spec, bootstrap_servers, security),
         service(spec),
-        deployment(spec, image, bootstrap_servers),
+        *bundle,
+        *policy,
+        deployment(spec, image, bootstrap_servers, security, secrets_digest),
     ]
 
 

@@ -65,6 +65,9 @@ NETWORK_POLICY_PEERS_MAX = 64
 IGNORED_TOPICS_MAX = 100  # status.operation.ignoredTopics (the message says how many in all)
 LOG_LEVELS = ["WARNING", "DEBUG"]  # what ``odradek [-v]`` honours
 CONNECTOR_STATES = ["running", "paused", "stopped"]
+# OdradekConnect spec.authentication.type (Strimzi's KafkaConnect names; no oauth).
+CONNECT_AUTHENTICATION_TYPES = ["scram-sha-512", "scram-sha-256", "plain", "tls"]
+CONNECT_TRUSTED_MAX = 10  # spec.tls.trustedCertificates
 # OdradekUser (Strimzi's KafkaUser): its vocabulary, which model/users.py reads from here.
 USER_AUTHENTICATION_TYPES = ["scram-sha-512", "tls"]
 ACL_RESOURCE_TYPES = ["topic", "group", "cluster", "transactionalId"]
@@ -541,6 +544,40 @@ def connect_spec() -> Schema:
                 default="WARNING",
                 description="The workers' log level (DEBUG runs odradek -v).",
             ),
+            "authentication": connect_authentication(),
+            "tls": _obj(
+                {
+                    "trustedCertificates": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": CONNECT_TRUSTED_MAX,
+                        "items": _obj(
+                            {
+                                "secretName": _str(minLength=1, description="A Secret here."),
+                                "certificate": _str(minLength=1, description="A key (PEM)."),
+                                "pattern": _str(
+                                    minLength=1, description="Keys matching a glob: *.crt."
+                                ),
+                            },
+                            required=["secretName"],
+                        ),
+                        "description": (
+                            "The CAs the workers trust, one of certificate and pattern each "
+                            "(put into one bundle, <name>-connect-trusted-certs)."
+                        ),
+                    }
+                },
+                required=["trustedCertificates"],
+                description=(
+                    "TLS to the brokers. With clusterRef and a TLS listener, default: every "
+                    "*.crt of the cluster CA's Secret (<cluster>-cluster-ca-cert)."
+                ),
+            ),
+            "networkPolicies": {
+                "type": "boolean",
+                "default": True,
+                "description": "A NetworkPolicy: only the workers and the operator reach 8083.",
+            },
         },
         **{
             "x-kubernetes-validations": [
@@ -550,6 +587,38 @@ def connect_spec() -> Schema:
                 }
             ]
         },
+    )
+
+
+def _secret_key(key_field: str, description: str) -> Schema:
+    return _obj(
+        {
+            "secretName": _str(minLength=1, description="A Secret in this namespace."),
+            key_field: _str(minLength=1, description=description),
+        },
+        required=["secretName", key_field],
+    )
+
+
+def connect_authentication() -> Schema:
+    """Strimzi's KafkaConnect ``authentication``: an OdradekUser's Secret (or any)."""
+    return _obj(
+        {
+            "type": _str(enum=CONNECT_AUTHENTICATION_TYPES),
+            "username": _str(minLength=1, description="SASL: the user name (the OdradekUser)."),
+            "passwordSecret": _secret_key("password", "The key holding the password."),
+            "certificateAndKey": _obj(
+                {
+                    "secretName": _str(minLength=1, description="A Secret in this namespace."),
+                    "certificate": _str(minLength=1, description="Its certificate (user.crt)."),
+                    "key": _str(minLength=1, description="Its private key (user.key)."),
+                },
+                required=["secretName", "certificate", "key"],
+                description="tls: the client certificate and key.",
+            ),
+        },
+        required=["type"],
+        description="How the workers authenticate (an OdradekUser's Secret).",
     )
 
 
@@ -563,6 +632,7 @@ def connect_status() -> Schema:
             "selector": _str(description="The label selector of the worker pods."),
             "url": _str(description="The REST API through the Service."),
             "bootstrapServers": _str(description="What the workers connect to."),
+            "securityProtocol": _str(description="The workers' security.protocol."),
         }
     )
 

@@ -280,6 +280,15 @@ def connect_service(connect: str) -> str:
     return f"{connect}-connect-api"
 
 
+def connect_trusted_secret(connect: str) -> str:
+    """The CA bundle the workers trust, made from ``spec.tls.trustedCertificates``."""
+    return f"{connect}-connect-trusted-certs"
+
+
+def connect_network_policy(connect: str) -> str:
+    return f"{connect}-connect-network-policy"
+
+
 def connect_selector_labels(connect: str) -> dict[str, str]:
     """The workers' selector (immutable once the Deployment exists)."""
     return {

@@ -2,9 +2,13 @@
 workers' REST API), and a connector's deletion.
 
 OdradekConnect: read the spec (a bad one is ``Refused("InvalidSpec")``), find the bootstrap (the
-``clusterRef``'s ``status.bootstrap``: the pass waits while the OdradekCluster does not exist or
-has none yet; or ``bootstrapServers``), apply the ConfigMap, Service and Deployment
-(model/connect.py), then count the workers: ``Retry`` until ``spec.replicas`` of them are ready.
+``clusterRef``'s bootstrap Service on the port of the listener its ``spec.authentication`` and
+``spec.tls`` pick: the pass waits while the OdradekCluster does not exist, has no bootstrap yet
+or no such listener; or ``bootstrapServers``), read the Secret keys the workers use (waits while
+one is missing; their values' hash goes in the pod template), apply the ConfigMap, Service,
+NetworkPolicy and Deployment (model/connect.py; the NetworkPolicy it made is deleted when
+``spec.networkPolicies`` turns false), then count the workers: ``Retry`` until
+``spec.replicas`` of them are ready.
 
 OdradekConnector: read the spec, find the ready workers of ``spec.connectRef`` (``Retry`` while
 there are none), ``PUT /connectors/{name}/config`` when the config the workers hold differs,
@@ -24,6 +28,7 @@ Plain async functions over the ``Kube`` and ``ConnectApi`` ports; nothing kept i
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 from collections.abc import Iterator, Mapping
@@ -32,7 +37,9 @@ from typing import Any
 
 from odradek_operator.kube import Kube, apply
 from odradek_operator.model import connect, names
-from odradek_operator.model.spec import SpecError
+from odradek_operator.model.connect_security import WorkerSecurity, trusted_bundle
+from odradek_operator.model.meta import config_hash
+from odradek_operator.model.spec import ClusterSpec, SpecError
 from odradek_operator.reconcile.connect_api import (
     ConnectApiFactory,
     ConnectRefused,
@@ -109,9 +116,11 @@ async def read_workers(kube: Kube, namespace: str, connect_name: str) -> list[Wo
 # --- OdradekConnect -----------------------------------------------------------------------------
 
 
-async def _bootstrap(kube: Kube, spec: connect.ConnectSpec) -> str:
+async def _bootstrap(kube: Kube, spec: connect.ConnectSpec) -> tuple[str, WorkerSecurity]:
+    """The bootstrap servers and the security settings resolved against the cluster."""
     if spec.bootstrap_servers is not None:
-        return spec.bootstrap_servers
+        with _invalid_spec_refused():
+            return spec.bootstrap_servers, spec.security.for_cluster(None)
     cluster = await kube.get(names.CLUSTER_KIND, str(spec.cluster_ref), spec.namespace)
     if cluster is None:
         raise Retry(
@@ -127,10 +136,81 @@ async def _bootstrap(kube: Kube, spec: connect.ConnectSpec) -> str:
             WAIT_S,
             "ClusterNotReady",
         )
-    return str(bootstrap)
+    try:
+        cluster_spec = ClusterSpec.from_resource(cluster)
+    except SpecError as e:
+        raise Retry(
+            f"OdradekCluster {spec.cluster_ref!r} has an invalid spec: {e}",
+            WAIT_S,
+            "ClusterNotReady",
+        ) from e
+    try:
+        security = spec.security.for_cluster(cluster_spec)
+    except SpecError as e:  # the cluster's listeners may change: wait, do not refuse
+        raise Retry(str(e), ABSENT_WAIT_S, "NoMatchingListener") from e
+    port = security.port if security.port is not None else cluster_spec.ports.client
+    return names.bootstrap_address(cluster_spec.name, spec.namespace, port), security
 
 
-async def reconcile_connect(kube: Kube, default_image: str, body: Mapping) -> dict:
+async def _secret_data(kube: Kube, namespace: str, name: str) -> dict[str, str]:
+    secret = await kube.get("Secret", name, namespace)
+    if secret is None:
+        raise Retry(
+            f"waiting for Secret {name!r} (spec.authentication, spec.tls)", WAIT_S, "SecretNotFound"
+        )
+    return dict(secret.get("data") or {})
+
+
+async def _secrets(
+    kube: Kube, spec: connect.ConnectSpec, security: WorkerSecurity
+) -> tuple[str | None, str | None]:
+    """(the trusted CA bundle, a hash of it and of every other Secret key the workers read,
+    salted with the Connect's uid: the pod template shows it); ``Retry`` while one is missing.
+    (None, None) when they read none."""
+    values = []
+    for ref in security.referenced():
+        value = (await _secret_data(kube, spec.namespace, ref.secret)).get(ref.key)
+        if value is None:
+            raise Retry(
+                f"waiting for key {ref.key!r} of Secret {ref.secret!r} (spec.authentication)",
+                WAIT_S,
+                "SecretNotFound",
+            )
+        values.append([ref.secret, ref.key, value])
+    pems = []
+    for source in security.trusted_sources():
+        data = await _secret_data(kube, spec.namespace, source.secret)
+        found = [
+            (source.secret, k, base64.b64decode(v).decode())
+            for k, v in data.items()
+            if source.matches(k)
+        ]
+        if not found:
+            which = source.certificate or source.pattern
+            raise Retry(
+                f"waiting for {which!r} in Secret {source.secret!r} (spec.tls.trustedCertificates)",
+                WAIT_S,
+                "SecretNotFound",
+            )
+        pems.extend(found)
+    bundle = trusted_bundle(pems) if pems else None
+    if not values and bundle is None:
+        return None, None
+    return bundle, config_hash(spec.uid, values, bundle)
+
+
+async def _drop_network_policy(kube: Kube, spec: connect.ConnectSpec) -> None:
+    """``spec.networkPolicies: false``: delete the policy this Connect made (only if it owns it)."""
+    name = names.connect_network_policy(spec.name)
+    live = await kube.get("NetworkPolicy", name, spec.namespace)
+    owners = (live or {}).get("metadata", {}).get("ownerReferences") or []
+    if any(o.get("uid") == spec.uid for o in owners):
+        await kube.delete("NetworkPolicy", name, spec.namespace)
+
+
+async def reconcile_connect(
+    kube: Kube, default_image: str, body: Mapping, operator_namespace: str | None = None
+) -> dict:
     """One pass of an OdradekConnect (module docstring); the status written.
     Raises Retry or Refused after writing the status that says why."""
     old = dict(body.get("status") or {})
@@ -140,11 +220,24 @@ async def reconcile_connect(kube: Kube, default_image: str, body: Mapping) -> di
             spec = connect.ConnectSpec.from_resource(body)
         status["url"] = names.connect_url(spec.name, spec.namespace)
         status["selector"] = names.label_selector(names.connect_selector_labels(spec.name))
-        bootstrap = await _bootstrap(kube, spec)
+        bootstrap, security = await _bootstrap(kube, spec)
         status["bootstrapServers"] = bootstrap
+        status["securityProtocol"] = security.protocol
+        bundle, digest = await _secrets(kube, spec, security)
         with _invalid_spec_refused():
-            for obj in connect.desired_objects(spec, default_image, bootstrap):
-                await apply(kube, obj)
+            objects = connect.desired_objects(
+                spec,
+                default_image,
+                bootstrap,
+                security,
+                trusted_bundle=bundle,
+                secrets_digest=digest,
+                operator_namespace=operator_namespace,
+            )
+        for obj in objects:
+            await apply(kube, obj)
+        if not spec.network_policies:
+            await _drop_network_policy(kube, spec)
         live = [w for w in await read_workers(kube, spec.namespace, spec.name) if not w.terminating]
         ready = [p for p in live if p.ready]
         status["replicas"] = len(live)

@@ -15,6 +15,10 @@ client's or librdkafka's and are mapped, layered and checked by ``worker_securit
 be mapped is refused here, at the worker's start); ``security_settings()`` is the top-level
 layer alone, for the distributed group membership's client.
 
+``config.providers`` (Kafka's env, file and directory providers) are resolved first, by
+``config_providers.resolve`` over ``environ`` (``os.environ`` unless given), so ``props`` and
+every client config hold the resolved values.
+
 Immutable after construction; safe to share between threads.
 """
 
@@ -24,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.connect import worker_security
+from odradek.connect import config_providers, worker_security
 from odradek.connect.api import ConfigException
 
 CLIENT_PREFIXES = ("producer.", "consumer.", "admin.")
@@ -90,7 +94,6 @@ KEYS: dict[str, _Key] = {
 
 REFUSED = {
     "plugin.path": "plugins come from Python entry points (odradek.connect.*), not a plugin path",
-    "config.providers": "config providers are not implemented",
     "internal.key.converter": "removed in Kafka 3.0; internal topics always use JSON",
     "internal.value.converter": "removed in Kafka 3.0; internal topics always use JSON",
 }
@@ -141,16 +144,25 @@ def _typed(name: str, key: _Key, raw: str) -> Any:
 class WorkerConfig:
     """Parsed worker properties. ``values[name]`` holds every known key (default when unset)."""
 
-    def __init__(self, props: Mapping[str, str], *, distributed: bool):
-        self.props = dict(props)
+    def __init__(
+        self,
+        props: Mapping[str, str],
+        *,
+        distributed: bool,
+        environ: Mapping[str, str] | None = None,
+    ):
+        for name, raw in props.items():
+            if not isinstance(raw, str):
+                raise ConfigException(name, f"value must be a string, got {type(raw).__name__}")
+        self.props = config_providers.resolve(props, environ)
         self.distributed = distributed
         mode = "distributed" if distributed else "standalone"
         self.values: dict[str, Any] = {}
         for name, raw in self.props.items():
-            if not isinstance(raw, str):
-                raise ConfigException(name, f"value must be a string, got {type(raw).__name__}")
             if name in REFUSED:
                 raise ConfigException(name, f"not supported: {REFUSED[name]}")
+            if config_providers.is_provider_key(name):
+                continue  # checked and used by config_providers.resolve
             if name.startswith(CLIENT_PREFIXES + CONVERTER_PREFIXES + (HTTPS_PREFIX,)):
                 continue  # HTTPS_PREFIX: checked with the listener, by connect.rest.security
             if worker_security.is_security_key(name):

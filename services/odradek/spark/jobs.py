@@ -1,4 +1,11 @@
-"""What the job scripts in ``spark/`` share: their session and the ``--kafka KEY=VALUE`` settings.
+"""What the job scripts in ``spark/`` share: their session, the ``--kafka KEY=VALUE`` settings and
+``--command-config FILE``.
+
+``--command-config`` takes a Kafka client properties file as Kafka's tools do, say the
+``client.properties`` of an OdradekUser's Secret mounted in the driver and executor pods
+(docs/kubernetes.md): each key becomes the option ``kafka.<key>``, so the data source maps its
+Java security keys as it maps options written by hand (docs/spark.md); ``--kafka`` and
+``--bootstrap-servers`` win over the file.
 
 A job runs alone (``python spark/<job>.py``: a ``local[2]`` session unless ``--master`` says
 otherwise) or under ``spark-submit`` (the JVM is already running and gave the master, so none is
@@ -10,12 +17,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_MASTER", "kafka_options", "start_session"]
+__all__ = ["DEFAULT_MASTER", "command_config_options", "kafka_options", "start_session"]
 
 DEFAULT_MASTER = "local[2]"
 
@@ -49,6 +57,20 @@ def start_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def command_config_options(path: str | None) -> dict[str, str]:
+    """``--command-config FILE`` as ``kafka.*`` options (module docstring); {} without one.
+    Raises ``InvalidConfigError`` naming the file and line of a malformed entry."""
+    if path is None:
+        return {}
+    from odradek.config.properties import PROPERTIES_FILE_MAX_BYTES, parse_properties
+    from odradek.errors import InvalidConfigError
+
+    file = Path(path)
+    if file.stat().st_size > PROPERTIES_FILE_MAX_BYTES:
+        raise InvalidConfigError(f"{path}: larger than {PROPERTIES_FILE_MAX_BYTES} bytes")
+    return {f"kafka.{p.key}": p.value for p in parse_properties(file.read_text("utf-8"), path)}
 
 
 def kafka_options(settings: Iterable[str]) -> dict[str, str]:

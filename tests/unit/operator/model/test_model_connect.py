@@ -39,7 +39,8 @@ def connector_body(spec: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def objects(spec: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     parsed = connect.ConnectSpec.from_resource(connect_body(spec))
-    return {o["kind"]: o for o in connect.desired_objects(parsed, IMAGE, BOOTSTRAP)}
+    security = parsed.security.for_cluster(None)
+    return {o["kind"]: o for o in connect.desired_objects(parsed, IMAGE, BOOTSTRAP, security)}
 
 
 def properties(objs: dict[str, dict[str, Any]]) -> dict[str, str]:
@@ -49,7 +50,7 @@ def properties(objs: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 def test_objects_are_valid_kubernetes_objects_owned_by_the_connect() -> None:
     objs = objects({"resources": {"requests": {"cpu": "250m"}, "limits": {"memory": "1Gi"}}})
-    assert list(objs) == ["ConfigMap", "Service", "Deployment"]
+    assert list(objs) == ["ConfigMap", "Service", "NetworkPolicy", "Deployment"]
     for obj in objs.values():
         kubernetes_validate.validate(obj, "1.30", strict=True)
         (owner,) = obj["metadata"]["ownerReferences"]
@@ -60,6 +61,7 @@ def test_objects_are_valid_kubernetes_objects_owned_by_the_connect() -> None:
     assert names_ == {
         "ConfigMap": "sync-connect-config",
         "Service": "sync-connect-api",
+        "NetworkPolicy": "sync-connect-network-policy",
         "Deployment": "sync-connect",
     }
 

@@ -35,10 +35,11 @@ def pod_specs(**spec: Any) -> dict[str, dict[str, Any]]:
         "metadata": {"name": "sync", "namespace": "data", "uid": "u2"},
         "spec": {"replicas": 1, "bootstrapServers": "demo-bootstrap:9092"},
     }
+    parsed = connect.ConnectSpec.from_resource(connect_body)
     (deployment,) = [
         o
         for o in connect.desired_objects(
-            connect.ConnectSpec.from_resource(connect_body), "odradek:test", "b:9092"
+            parsed, "odradek:test", "b:9092", parsed.security.for_cluster(None)
         )
         if o["kind"] == "Deployment"
     ]

@@ -6,6 +6,7 @@ are unreachable or rebalancing, refusal with Kafka Connect's message for a bad c
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 from typing import Any
 
@@ -361,3 +362,120 @@ def test_delete_deletes_the_connector_unless_its_connect_is_gone() -> None:
     kube.objects.pop(("OdradekConnect", "ns", "sync"))
     said = run(connect.delete_connector(kube, lambda urls: api, body))
     assert "is gone" in said
+
+
+SECURED_CLUSTER = {
+    **CLUSTER,
+    "spec": {
+        "listeners": [
+            {
+                "name": "scram",
+                "port": 9095,
+                "tls": True,
+                "authentication": {"type": "scram-sha-512"},
+            }
+        ]
+    },
+}
+SCRAM_CONNECT = {
+    **CONNECT,
+    "spec": {
+        **CONNECT["spec"],
+        "authentication": {
+            "type": "scram-sha-512",
+            "username": "connect",
+            "passwordSecret": {"secretName": "connect", "password": "password"},
+        },
+    },
+}
+
+
+def secret(name: str, **data: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": "ns"},
+        "data": data,
+    }
+
+
+def template_hash(kube: FakeKube) -> str:
+    deployment = kube.find("Deployment", "sync-connect")
+    return deployment["spec"]["template"]["metadata"]["annotations"]["odradek.io/config-hash"]
+
+
+def test_a_secured_connect_waits_for_its_secrets_and_follows_their_values() -> None:
+    kube = FakeKube()
+    kube.put(SECURED_CLUSTER)
+    body = kube.put(SCRAM_CONNECT)
+    with pytest.raises(Retry) as retry:
+        run(connect.reconcile_connect(kube, "odradek:1", body, "odradek"))
+    assert retry.value.reason == "SecretNotFound" and "'connect'" in str(retry.value)
+    assert kube.find("Deployment", "sync-connect") is None
+    kube.put(secret("connect", password="cHcx"))
+    with pytest.raises(Retry) as retry:
+        run(connect.reconcile_connect(kube, "odradek:1", body, "odradek"))
+    assert retry.value.reason == "SecretNotFound" and "demo-cluster-ca-cert" in str(retry.value)
+    kube.put(secret("demo-cluster-ca-cert", **{"ca.crt": "TkVX", "ca-2026-01-01.crt": "T0xE"}))
+    with pytest.raises(Retry) as retry:
+        run(connect.reconcile_connect(kube, "odradek:1", body, "odradek"))
+    assert retry.value.reason == "WorkersStarting"
+    saved = kube.find("OdradekConnect", "sync")
+    assert saved["status"]["bootstrapServers"] == "demo-bootstrap.ns.svc:9095"
+    assert saved["status"]["securityProtocol"] == "SASL_SSL"
+    assert openapi.errors(saved) == []
+    props = kube.find("ConfigMap", "sync-connect-config")["data"]["connect-distributed.properties"]
+    assert "cHcx" not in props and "${odradekenv:ODRADEK_CONNECT_SASL_PASSWORD}" in props
+    assert kube.find("NetworkPolicy", "sync-connect-network-policy") is not None
+    # The workers trust both CAs of the cluster CA's Secret (old and new, during a renewal).
+    bundle = kube.find("Secret", "sync-connect-trusted-certs")["data"]["ca.crt"]
+    assert base64.b64decode(bundle) == b"OLD\nNEW\n"
+    before = template_hash(kube)
+    kube.put(secret("connect", password="cHcy"))  # a new password: the workers are replaced
+    with pytest.raises(Retry):
+        run(connect.reconcile_connect(kube, "odradek:1", body, "odradek"))
+    assert template_hash(kube) != before
+
+
+def test_a_cluster_without_the_listener_is_waited_for() -> None:
+    kube = FakeKube()
+    kube.put(CLUSTER)  # one plaintext listener
+    body = kube.put(SCRAM_CONNECT)
+    with pytest.raises(Retry) as retry:
+        run(connect.reconcile_connect(kube, "odradek:1", body))
+    assert retry.value.reason == "NoMatchingListener"
+    assert "scram-sha-512" in str(retry.value)
+
+
+def test_network_policies_false_deletes_only_the_policy_it_made() -> None:
+    kube = FakeKube()
+    kube.put(CLUSTER)
+    body = kube.put(CONNECT)
+    with pytest.raises(Retry):
+        run(connect.reconcile_connect(kube, "odradek:1", body))
+    assert kube.find("NetworkPolicy", "sync-connect-network-policy") is not None
+    off = copy.deepcopy(body)
+    off["spec"]["networkPolicies"] = False
+    with pytest.raises(Retry):
+        run(connect.reconcile_connect(kube, "odradek:1", off))
+    assert kube.deleted("NetworkPolicy") == ["sync-connect-network-policy"]
+    theirs = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy"}
+    kube.put({**theirs, "metadata": {"name": "sync-connect-network-policy", "namespace": "ns"}})
+    with pytest.raises(Retry):
+        run(connect.reconcile_connect(kube, "odradek:1", off))
+    assert kube.find("NetworkPolicy", "sync-connect-network-policy") is not None
+
+
+def test_a_renewed_cluster_ca_replaces_the_workers() -> None:
+    kube = FakeKube()
+    kube.put(SECURED_CLUSTER)
+    kube.put(secret("connect", password="cHcx"))
+    kube.put(secret("demo-cluster-ca-cert", **{"ca.crt": "T0xE"}))
+    body = kube.put(SCRAM_CONNECT)
+    with pytest.raises(Retry):
+        run(connect.reconcile_connect(kube, "odradek:1", body))
+    before = template_hash(kube)
+    kube.put(secret("demo-cluster-ca-cert", **{"ca.crt": "TkVX", "ca-2027-01-01.crt": "T0xE"}))
+    with pytest.raises(Retry):
+        run(connect.reconcile_connect(kube, "odradek:1", body))
+    assert template_hash(kube) != before
