@@ -58,7 +58,6 @@ class Certificates:
     hashes: dict[Component, str]
     admin_tls: AdminTls
     status: list[dict[str, Any]]
-    waiting: tuple[str, ...] = ()  # re-issues that wait for a roll to finish
 
 
 def secret_object(
@@ -239,28 +238,27 @@ async def reconcile_certificates(
     validity, renewal = cluster.cluster_ca.validity_days, cluster.cluster_ca.renewal_days
     hashes: dict[Component, str] = {}
     leaf_plans: dict[str, LeafPlan] = {}
-    waiting = []
-    for component, secret in leaf_secrets.items():
-        pods = await read_pods(kube, ns, cluster.name, component)
-        ordinals = _pod_names(cluster, component, [p.ordinal for p in pods])
-        extra = None
-        if component is Component.BROKER and cluster.tls_authentication:
-            extra = {CLIENTS_CA_FILE: clients_ca.trust}
-        name = names.certs_secret(cluster.name, component)
+
+    async def keep(
+        name: str,
+        secret: dict | None,
+        common_name: str,
+        pods: dict[str, list[str]],
+        component: Component | None = None,
+        **options,
+    ) -> LeafPlan:
+        """A leaf Secret planned (``plan.plan_leaves``) and written when it changed."""
         decided = plan.plan_leaves(
             ca=cluster_ca,
-            common_name=names.component_principal_name(cluster.name, component),
-            pods={
-                names.pod(cluster.name, component, i): dns_names(cluster, component, i)
-                for i in ordinals
-            },
+            common_name=common_name,
+            pods=pods,
             data=_read(secret, name),
             annotations=(secret or {}).get("metadata", {}).get("annotations"),
             all_rolled=all_rolled,
             now=now,
             validity_days=validity,
             renewal_days=renewal,
-            extra=extra,
+            **options,
         )
         if decided.changed:
             await _write(
@@ -268,55 +266,48 @@ async def reconcile_certificates(
                 secret,
                 secret_object(cluster, name, decided.data, decided.annotations, component),
             )
-        if decided.waiting:
-            waiting.append(f"{name}: {decided.waiting}")
+        return decided
+
+    for component, secret in leaf_secrets.items():
+        pods = await read_pods(kube, ns, cluster.name, component)
+        ordinals = _pod_names(cluster, component, [p.ordinal for p in pods])
+        extra = None
+        if component is Component.BROKER and cluster.tls_authentication:
+            extra = {CLIENTS_CA_FILE: clients_ca.trust}
+        decided = await keep(
+            names.certs_secret(cluster.name, component),
+            secret,
+            names.component_principal_name(cluster.name, component),
+            {
+                names.pod(cluster.name, component, i): dns_names(cluster, component, i)
+                for i in ordinals
+            },
+            component,
+            extra=extra,
+        )
         hashes[component] = decided.certificates_hash
         leaf_plans[str(component)] = decided
 
     # The brokers' and controllers' one ZooKeeper identity (model/zookeeper_tls.py): a client
     # certificate kept like the leaf of a pod of its own, ZOOKEEPER_CLIENT_POD.
-    zk_client_plan = plan.plan_leaves(
-        ca=cluster_ca,
-        common_name=names.zookeeper_client_principal_name(cluster.name),
-        pods={ZOOKEEPER_CLIENT_POD: []},
-        data=_read(zk_client_secret, zk_client_name),
-        annotations=(zk_client_secret or {}).get("metadata", {}).get("annotations"),
-        all_rolled=all_rolled,
-        now=now,
-        validity_days=validity,
-        renewal_days=renewal,
+    zk_client_plan = await keep(
+        zk_client_name,
+        zk_client_secret,
+        names.zookeeper_client_principal_name(cluster.name),
+        {ZOOKEEPER_CLIENT_POD: []},
         server_auth=False,
     )
-    if zk_client_plan.changed:
-        await _write(
-            kube,
-            zk_client_secret,
-            secret_object(cluster, zk_client_name, zk_client_plan.data, zk_client_plan.annotations),
-        )
-    if zk_client_plan.waiting:
-        waiting.append(f"{zk_client_name}: {zk_client_plan.waiting}")
     for component, own in hashes.items():
         hashes[component] = pod_hash(component, own, zk_client_plan.certificates_hash) or own
 
-    operator_plan = plan.plan_leaves(
-        ca=cluster_ca,
-        common_name=names.OPERATOR_PRINCIPAL_NAME,
-        pods={OPERATOR_POD: []},
-        data=_read(operator_secret, operator_name),
-        annotations=(operator_secret or {}).get("metadata", {}).get("annotations"),
-        all_rolled=all_rolled,
-        now=now,
-        validity_days=validity,
-        renewal_days=renewal,
+    operator_plan = await keep(
+        operator_name,
+        operator_secret,
+        names.OPERATOR_PRINCIPAL_NAME,
+        {OPERATOR_POD: []},
         server_auth=False,
         organization=None,
     )
-    if operator_plan.changed:
-        await _write(
-            kube,
-            operator_secret,
-            secret_object(cluster, operator_name, operator_plan.data, operator_plan.annotations),
-        )
     keystore = operator_plan.data[secrets.leaf_pem_key(OPERATOR_POD)]
     admin_tls = AdminTls.of(keystore, operator_plan.data[secrets.CA_CERT])
 
@@ -357,7 +348,7 @@ async def reconcile_certificates(
         cluster.name,
         {e["certificate"]: _epoch(e["notAfter"]) for e in status if e["notAfter"]},
     )
-    return Certificates(hashes, admin_tls, status, tuple(waiting))
+    return Certificates(hashes, admin_tls, status)
 
 
 async def read_admin_tls(kube: Kube, cluster: ClusterSpec) -> AdminTls | None:
