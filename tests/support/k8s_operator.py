@@ -66,3 +66,42 @@ def condition(obj: dict | None, type_: str) -> dict:
         if c.get("type") == type_:
             return c
     return {}
+
+
+SCRAM_PORT, MTLS_PORT = 9095, 9096  # the secured test cluster's two client listeners
+
+
+def secured_one_broker_cluster(name: str, **broker_config: object) -> dict:
+    """An OdradekCluster of one ZooKeeper, one controller and one broker whose clients use TLS
+    with SCRAM-SHA-512 (``SCRAM_PORT``) or a clients-CA certificate (``MTLS_PORT``); the
+    replication keys sized for one broker, ``broker_config`` added to them."""
+    return {
+        "apiVersion": "odradek.io/v1alpha1",
+        "kind": "OdradekCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "image": "odradek:test",
+            "zookeeper": {"replicas": 1, "storage": {"size": "1Gi"}},
+            "controllers": {"replicas": 1},
+            "brokers": {
+                "replicas": 1,
+                "config": {
+                    "min.insync.replicas": 1,
+                    "default.replication.factor": 1,
+                    "offsets.topic.replication.factor": 1,
+                    "transaction.state.log.replication.factor": 1,
+                    "transaction.state.log.min.isr": 1,
+                    **broker_config,
+                },
+            },
+            "listeners": [
+                {
+                    "name": "scram",
+                    "port": SCRAM_PORT,
+                    "tls": True,
+                    "authentication": {"type": "scram-sha-512"},
+                },
+                {"name": "mtls", "port": MTLS_PORT, "tls": True, "authentication": {"type": "tls"}},
+            ],
+        },
+    }

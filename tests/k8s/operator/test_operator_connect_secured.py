@@ -25,44 +25,21 @@ from odradek_operator.model.connect_security import PASSWORD_ENV
 from odradek_operator.reconcile.admin import AdminTls, OpsAdmin
 from odradek_operator.reconcile.cluster import ClusterContext
 from support.k8s.kubelet import KubeletStandIn
-from support.k8s_operator import OperatorThread, condition, wait_for
+from support.k8s_operator import (
+    MTLS_PORT,
+    SCRAM_PORT,
+    OperatorThread,
+    condition,
+    secured_one_broker_cluster,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 
 NAMESPACE = "connect-secured"
 READY_TIMEOUT_S = 180.0
 WAIT_S = 60.0
-SCRAM_PORT, MTLS_PORT = 9095, 9096
-CLUSTER = {
-    "apiVersion": "odradek.io/v1alpha1",
-    "kind": "OdradekCluster",
-    "metadata": {"name": "sec"},
-    "spec": {
-        "image": "odradek:test",
-        "zookeeper": {"replicas": 1, "storage": {"size": "1Gi"}},
-        "controllers": {"replicas": 1},
-        "brokers": {
-            "replicas": 1,
-            "config": {
-                "min.insync.replicas": 1,
-                "default.replication.factor": 1,
-                "offsets.topic.replication.factor": 1,
-                "offsets.topic.num.partitions": 3,
-                "transaction.state.log.replication.factor": 1,
-                "transaction.state.log.min.isr": 1,
-            },
-        },
-        "listeners": [
-            {
-                "name": "scram",
-                "port": SCRAM_PORT,
-                "tls": True,
-                "authentication": {"type": "scram-sha-512"},
-            },
-            {"name": "mtls", "port": MTLS_PORT, "tls": True, "authentication": {"type": "tls"}},
-        ],
-    },
-}
+CLUSTER = secured_one_broker_cluster("sec", **{"offsets.topic.num.partitions": 3})
 BROKER_HOST = names.pod_host("sec", names.Component.BROKER, 0, NAMESPACE)
 WORKER_CONFIG = {
     "config.storage.replication.factor": 1,
