@@ -23,14 +23,13 @@ Without a compiler nothing is preloaded, and C libraries in pods resolve only re
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
+
+from support.k8s.preload import compile_library
 
 __all__ = ["LIBRARY", "build"]
 
 LIBRARY = "hosts-lookup.so"
-COMPILE_TIMEOUT_S = 60
 SOURCE = r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -118,19 +117,4 @@ int getaddrinfo(const char *node, const char *service, const struct addrinfo *hi
 def build(directory: Path) -> Path | None:
     """Compile ``hosts-lookup.so`` into ``directory``; None without a C compiler (or on
     failure)."""
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        return None
-    directory.mkdir(parents=True, exist_ok=True)
-    source = directory / "hosts-lookup.c"
-    library = directory / LIBRARY
-    source.write_text(SOURCE)
-    try:
-        done = subprocess.run(
-            [compiler, "-shared", "-fPIC", "-O2", "-Wall", "-o", str(library), str(source), "-ldl"],
-            capture_output=True,
-            timeout=COMPILE_TIMEOUT_S,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return library if done.returncode == 0 and library.exists() else None
+    return compile_library(SOURCE, directory, LIBRARY)

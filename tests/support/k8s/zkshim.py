@@ -39,7 +39,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -106,26 +105,15 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len) {
     return real_connect(fd, addr, len);
 }
 """
-COMPILE_TIMEOUT_S = 60
 
 
 def build_pod_source(directory: Path) -> Path | None:
-    """Compile ``pod-source.so`` into ``directory``; None without a C compiler (or on failure)."""
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        return None
-    source = directory / "pod-source.c"
-    library = directory / POD_SOURCE_LIBRARY
-    source.write_text(POD_SOURCE_C)
-    try:
-        done = subprocess.run(
-            [compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"],
-            capture_output=True,
-            timeout=COMPILE_TIMEOUT_S,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return library if done.returncode == 0 and library.exists() else None
+    """Compile ``pod-source.so`` into ``directory``; None without a C compiler (or on failure).
+    Called by the kubelet stand-in only: the pods run this file alone (``runpy``), without
+    the test support package."""
+    from support.k8s.preload import compile_library
+
+    return compile_library(POD_SOURCE_C, directory, POD_SOURCE_LIBRARY)
 
 
 def entrypoint(here: str, argv: list[str]) -> None:
