@@ -49,9 +49,9 @@ import confluent_kafka
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.common.partitions import TopicPartition as SparkTopicPartition
 from odradek.local import cluster
 from odradek.spark.offsets import OffsetReader
-from odradek.spark.ranges import TopicPartition as SparkTopicPartition
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "bench"))

@@ -27,16 +27,12 @@ from types import ModuleType
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
+from odradek.common.topics import parse_log_directory_name
 from odradek.errors import RecordTooLargeError
 from odradek.storage.batch import BatchHeader, validate_batch
 from odradek.storage.checkpoint import OffsetCheckpointFile
 from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
-from odradek.storage.manager import (
-    CLEAN_SHUTDOWN_MARKER,
-    RECOVERY_POINT_CHECKPOINT,
-    LogManager,
-    parse_log_directory_name,
-)
+from odradek.storage.manager import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT, LogManager
 from odradek.storage.records import decode_records
 from odradek.storage.segment import LogSegment
 

@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.common.partitions import TopicPartition
 from odradek.spark.offsets import OffsetReader
 from odradek.spark.partition_read import (
     DataLossError,
@@ -18,7 +19,7 @@ from odradek.spark.partition_read import (
     consumer_config,
     read_range,
 )
-from odradek.spark.ranges import OffsetRange, TopicPartition, plan_ranges
+from odradek.spark.ranges import OffsetRange, plan_ranges
 from odradek.spark.read_options import Earliest, Latest
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]

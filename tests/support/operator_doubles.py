@@ -7,8 +7,9 @@ import copy
 import itertools
 from collections.abc import Iterable, Mapping
 
+from odradek.common.partitions import TopicPartition
 from odradek.ops import ClusterView
-from odradek.ops.model import BrokerInfo, PartitionInfo, TopicPartition
+from odradek.ops.model import BrokerInfo, PartitionInfo
 from odradek_operator.kube import KubeError, check_allowed
 
 

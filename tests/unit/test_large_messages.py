@@ -10,6 +10,7 @@ from importlib import import_module
 
 import pytest
 
+from odradek.common.clock import ManualClock
 from odradek.large_messages import (
     FULL_COLLECTION_DEFER_MAX_S,
     OFF_LOOP_MIN_BYTES,
@@ -63,14 +64,6 @@ def test_other_apis_go_by_size():
     assert not should_offload(b"\0" * (OFF_LOOP_MIN_BYTES - 1), ApiKey.METADATA)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_no_full_collection_while_large_requests_are_in_flight_then_as_before():
     before = gc.get_threshold()
     with full_collections_deferred():
@@ -84,14 +77,16 @@ def test_no_full_collection_while_large_requests_are_in_flight_then_as_before():
 
 def test_overlapping_large_requests_defer_full_collections_for_a_bounded_time():
     before = gc.get_threshold()
-    clock = Clock()
-    with full_collections_deferred(clock):
-        clock.now += FULL_COLLECTION_DEFER_MAX_S + 1
-        with full_collections_deferred(clock):  # one more, past the bound: collections resume
+    clock = ManualClock(monotonic_s=100.0)
+    with full_collections_deferred(clock.monotonic):
+        clock.advance(FULL_COLLECTION_DEFER_MAX_S + 1)
+        with full_collections_deferred(
+            clock.monotonic
+        ):  # one more, past the bound: collections resume
             assert gc.get_threshold() == before
-        with full_collections_deferred(clock):
+        with full_collections_deferred(clock.monotonic):
             assert gc.get_threshold() == before  # until none is in flight
     assert gc.get_threshold() == before
-    with full_collections_deferred(clock):  # the next one defers again
+    with full_collections_deferred(clock.monotonic):  # the next one defers again
         assert gc.get_threshold()[2] > 10**9
     assert gc.get_threshold() == before

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.common.topics import TOPIC_NAME_LENGTH_MAX, TOPIC_NAME_PATTERN
 from odradek_operator.model.names import API_VERSION, GROUP, VERSION
 
 __all__ = ["API_VERSION", "GROUP", "VERSION", "crds", "spec_field"]
@@ -40,7 +41,6 @@ QUANTITY_PATTERN = (
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 # Kafka's legal topic names (org.apache.kafka.common.internals.Topic).
-TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
 # An RFC 1035 label: the names of the objects the operator derives from a cluster's name.
 DNS_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 # "<name>-controller-nodes" must stay a 63-character DNS label (as model/spec.py checks).
@@ -456,7 +456,7 @@ def topic_spec() -> Schema:
             ),
             "topicName": _str(
                 pattern=TOPIC_NAME_PATTERN,
-                maxLength=249,
+                maxLength=TOPIC_NAME_LENGTH_MAX,
                 description="The topic's name in Kafka; default: metadata.name.",
                 **{"x-kubernetes-validations": immutable("topicName is immutable")},
             ),

@@ -40,6 +40,7 @@ from odradek.broker.controller_link import Connect, ControllerConnection, FindCo
 from odradek.broker.partition import IsrProposal, Partition
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
+from odradek.common.partitions import TopicPartition
 from odradek.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,6 @@ RETRIABLE = frozenset(
         ErrorCode.operation_not_attempted,
     }
 )
-
-TopicPartition = tuple[str, int]
 
 
 async def open_connection(

@@ -58,16 +58,16 @@ from odradek.broker.metadata_cache import LiveBroker, MetadataCache, PartitionMe
 from odradek.broker.metadata_cache import TopicMetadata as CachedTopic
 from odradek.broker.partition import PartitionState
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.common.partitions import NO_EPOCH
+from odradek.common.topics import INTERNAL_TOPICS
 from odradek.errors import ErrorCode, OdradekError
 from odradek.zk.errors import ZkError
 from odradek.zk.paths import broker_path
 
 log = logging.getLogger(__name__)
 
-NO_EPOCH = -1  # LeaderAndIsr.NoEpoch: skip the leader epoch check
 EPOCH_DURING_DELETE = -2  # LeaderAndIsr.EpochDuringDelete: topic deletion, always stops
 LEADER_DURING_DELETE = -2  # LeaderAndIsr.LeaderDuringDelete: UpdateMetadata removes the partition
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 UNKNOWN_BROKER_EPOCH = -1  # AbstractControlRequest.UNKNOWN_BROKER_EPOCH: refused here
 
 

@@ -44,7 +44,8 @@ from odradek.broker.fetch_sessions import (
     is_full,
     next_epoch,
 )
-from odradek.broker.replica_manager import FetchPartitionRequest, TopicPartition
+from odradek.broker.replica_manager import FetchPartitionRequest
+from odradek.common.partitions import TopicPartition
 from odradek.errors import ErrorCode
 
 log = logging.getLogger(__name__)

@@ -66,10 +66,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from odradek.broker.replica_manager import FetchPartitionRequest, FetchResult, TopicPartition
+from odradek.broker.replica_manager import FetchPartitionRequest, FetchResult
+from odradek.common.limits import INT32_MAX
+from odradek.common.partitions import TopicPartition
+from odradek.common.topics import TOPIC_NAME_LENGTH_MAX
 from odradek.config.broker import BROKER_KEYS, BrokerConfig
 from odradek.errors import ErrorCode
-from odradek.zk.paths import TOPIC_NAME_LENGTH_MAX
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +80,8 @@ Wanted = dict[TopicPartition, FetchPartitionRequest]  # a request's partitions, 
 INVALID_SESSION_ID = 0  # "no session", in requests and answers
 INITIAL_EPOCH = 0  # full fetch that asks for a (new) session
 FINAL_EPOCH = -1  # full fetch that asks for no session
-EPOCH_MAX = 2**31 - 1  # the epoch after it is 1
-SESSION_ID_MAX = 2**31 - 1
+EPOCH_MAX = INT32_MAX  # the epoch after it is 1
+SESSION_ID_MAX = INT32_MAX
 # Kafka's constant (KafkaServer.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS), not a config key there.
 MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120_000
 SESSION_ID_DRAWS_MAX = 16  # a free id is found on the first draw but for ~slots/2^31 odds

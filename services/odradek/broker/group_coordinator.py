@@ -31,9 +31,10 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import ACKS_ALL
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.workers import Workers
+from odradek.common.topics import OFFSETS_TOPIC
 from odradek.config.broker import BrokerConfig
 from odradek.errors import ErrorCode, NotLeaderOrFollowerError, RequestTimedOutError
-from odradek.groups.config import OFFSETS_TOPIC, GroupCoordinatorConfig
+from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.coordinator import GroupCoordinator
 from odradek.groups.limits import GroupLimits
 from odradek.groups.runtime import CoordinatorRuntime, LoggedMarker, LoggedRecord

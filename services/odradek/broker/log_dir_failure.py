@@ -24,7 +24,8 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from odradek.storage.manager import LogManager, TopicPartition
+from odradek.common.partitions import TopicPartition
+from odradek.storage.manager import LogManager
 from odradek.zk.client import ZkClient
 from odradek.zk.errors import ZkError
 from odradek.zk.paths import LogDirEventNotification, log_dir_event_path_prefix

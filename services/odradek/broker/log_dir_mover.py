@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
+from odradek.common.partitions import TopicPartition
 from odradek.errors import (
     ErrorCode,
     InvalidRecordError,
@@ -68,7 +69,6 @@ CHUNK_BYTES = 1024 * 1024  # per round, as replica.fetch.max.bytes's default
 COPY_ROUNDS_MAX = 1_000_000
 SWAP_ROUNDS_MAX = 100_000
 # num.replica.alter.log.dirs.threads: Kafka's default is one per log dir.
-TopicPartition = tuple[str, int]
 
 
 class LogDirMover:

@@ -55,13 +55,14 @@ import asyncio
 import heapq
 import itertools
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from odradek.broker.follower_state import FollowerState
 from odradek.broker.workers import INLINE_DECOMPRESSED_MAX_BYTES, Placement, Workers
+from odradek.common.clock import wall_clock_ms
+from odradek.common.partitions import NO_EPOCH, NO_LEADER
 from odradek.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasAfterAppendError,
@@ -79,8 +80,6 @@ from odradek.storage.validator import AppendOrigin, ValidatedRecords
 log = logging.getLogger(__name__)
 
 ACKS_ALL = -1
-NO_LEADER = -1
-NO_EPOCH = -1  # a request without a leader epoch: no check
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 READ_UNCOMMITTED = 0
@@ -88,10 +87,6 @@ READ_COMMITTED = 1
 # Replication waiters whose produce request gave up are dropped once they are this many and the
 # majority of those waiting.
 WAITERS_PRUNE_MIN = 64
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,7 +69,8 @@ from enum import StrEnum
 from typing import Any
 
 from odradek.broker.mutation_quota import UNBOUNDED, MutationQuota, TokenBucket
-from odradek.broker.replication_quota import SampledRate, monotonic_ms
+from odradek.broker.replication_quota import SampledRate
+from odradek.common.clock import monotonic_ms
 
 __all__ = [
     "CLIENT_QUOTA_KEYS",

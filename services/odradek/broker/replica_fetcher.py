@@ -59,12 +59,13 @@ from kio.schema.fetch.v12 import request as fetch_request  # the last version na
 from kio.schema.list_offsets.v4 import request as list_request
 
 from odradek.broker.fetch_session_client import FetchedPartition, FetchSessionHandler
-from odradek.broker.partition import NO_EPOCH, READ_UNCOMMITTED, UNDEFINED_EPOCH, Partition
+from odradek.broker.partition import READ_UNCOMMITTED, UNDEFINED_EPOCH, Partition
 from odradek.broker.replica_manager import FetchPartitionRequest
 from odradek.broker.replication_quota import ReplicationQuota
 from odradek.broker.workers import Workers
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
+from odradek.common.partitions import NO_EPOCH, TopicPartition
 from odradek.config.endpoints import HostPort
 from odradek.errors import ErrorCode, OdradekError
 from odradek.observability.metrics import BrokerMetrics
@@ -72,7 +73,6 @@ from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 # Answers that mean the leader has not applied the controller's latest request yet.
 LEADER_NOT_READY = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_leader_epoch})
 LEADER_NOT_READY_RETRY_S = 0.05

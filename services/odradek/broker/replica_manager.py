@@ -40,17 +40,17 @@ from typing import Any, Protocol
 from odradek.broker.log_dir_mover import LogDirMover
 from odradek.broker.partition import (
     ACKS_ALL,
-    NO_EPOCH,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     IsrChangeSender,
     Partition,
     PartitionState,
     wait_for_any,
-    wall_clock_ms,
 )
 from odradek.broker.replication_quota import ReplicationQuota
 from odradek.broker.workers import Workers
+from odradek.common.clock import wall_clock_ms
+from odradek.common.partitions import NO_EPOCH, TopicPartition
 from odradek.config.topic import TopicConfig
 from odradek.errors import (
     ErrorCode,
@@ -81,7 +81,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 FETCH_ROUNDS_MAX = 1000  # bounds the long-poll loop even if wake-ups keep bringing no data
 GAUGES_INTERVAL_S = 1.0
 DEFAULT_PRODUCE_TIMEOUT_MS = 30_000  # request.timeout.ms's default, for callers without one

@@ -31,11 +31,11 @@ nothing), so a scrape never races a ``record``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from odradek.common.clock import monotonic_ms
 from odradek.config.broker import BrokerConfig
 from odradek.config.throttle import UNTHROTTLED_RATE, ThrottleRates, lists_replica
 from odradek.config.topic import TopicConfig
@@ -45,10 +45,6 @@ __all__ = ["ReplicationQuota", "ReplicationQuotas", "SampledRate", "Side", "mono
 
 WINDOW_NUM_DEFAULT = 11  # replication.quota.window.num's default
 WINDOW_SIZE_S_DEFAULT = 1  # replication.quota.window.size.seconds's default
-
-
-def monotonic_ms() -> float:
-    return time.monotonic() * 1000
 
 
 class Side(StrEnum):

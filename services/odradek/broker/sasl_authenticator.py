@@ -56,7 +56,6 @@ One object per connection, on the broker's event loop.
 from __future__ import annotations
 
 import enum
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -64,6 +63,7 @@ from types import MappingProxyType
 from typing import Any
 
 from odradek.broker.handlers.build import build
+from odradek.common.clock import wall_clock_ms
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
@@ -88,10 +88,6 @@ __all__ = [
 
 NO_SESSION_LIFETIME = timedelta(0)  # SaslAuthenticate v1+: no session expiry
 MIN_REAUTH_INTERVAL_MS = 1000  # Kafka's: a re-authentication begins at most once a second
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,9 +28,10 @@ from odradek.broker.admin.validation import NewTopic
 from odradek.broker.group_coordinator import ReplicaCoordinatorLog
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.workers import Workers
+from odradek.common.topics import TRANSACTION_STATE_TOPIC
 from odradek.config.broker import BrokerConfig
 from odradek.errors import ErrorCode
-from odradek.transactions.config import TRANSACTION_STATE_TOPIC, TransactionCoordinatorConfig
+from odradek.transactions.config import TransactionCoordinatorConfig
 from odradek.transactions.coordinator import (
     MarkerSender,
     ProducerIdSource,

@@ -55,6 +55,7 @@ from kio.schema.write_txn_markers.v1 import request as wire
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
+from odradek.common.partitions import TopicPartition
 from odradek.config.endpoints import HostPort
 from odradek.errors import ErrorCode
 from odradek.observability.metrics import TxnMarkerMetrics
@@ -70,7 +71,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 OnWritten = Callable[[TxnMarker], Awaitable[None]]
 
 RETRY_BACKOFF_S_FIRST = 0.05

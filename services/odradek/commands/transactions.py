@@ -30,8 +30,8 @@ from odradek.commands.common import (
     run_command,
 )
 from odradek.commands.groups import run, table
+from odradek.common.partitions import TopicPartition
 from odradek.ops import transactions as txn_ops
-from odradek.ops.model import TopicPartition
 
 MINUTE_MS = 60_000
 

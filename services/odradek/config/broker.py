@@ -68,6 +68,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from odradek.common.limits import SOCKET_REQUEST_MAX_BYTES_DEFAULT
 from odradek.config.authorizer import AUTHORIZER_KEYS
 from odradek.config.connection_limits import (
     INT_MAX,
@@ -284,7 +285,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
         ConfigKey(
             "socket.request.max.bytes",
             _T.INT,
-            104857600,
+            SOCKET_REQUEST_MAX_BYTES_DEFAULT,
             "Largest request accepted; a larger size prefix closes the connection.",
             minimum=1,
         ),

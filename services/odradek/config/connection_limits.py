@@ -9,6 +9,7 @@ the limits do at run time is ``odradek.connection_quotas``'s. Pure functions: an
 
 from __future__ import annotations
 
+from odradek.common.limits import INT32_MAX
 from odradek.config.keys import invalid_value
 
 __all__ = [
@@ -23,7 +24,7 @@ __all__ = [
 
 _PREFIX = "listener.name."
 LISTENER_CONNECTION_KEYS = ("max.connections", "max.connection.creation.rate")
-INT_MAX = 2_147_483_647
+INT_MAX = INT32_MAX
 
 
 def parse_listener_connection_key(name: str) -> tuple[str, str] | None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from odradek.common.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from odradek.errors import InvalidConfigError
 
 __all__ = [
@@ -43,8 +44,8 @@ __all__ = [
     "unknown_name",
 ]
 
-INT_MIN, INT_MAX = -(2**31), 2**31 - 1
-LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+INT_MIN, INT_MAX = INT32_MIN, INT32_MAX
+LONG_MIN, LONG_MAX = INT64_MIN, INT64_MAX
 LONG_DIGITS_MAX = len(str(LONG_MAX))  # 19: a longer integer is out of any range
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")

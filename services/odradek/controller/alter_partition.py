@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from odradek.controller.model import ClusterModel, TopicPartition
+from odradek.common.partitions import TopicPartition
+from odradek.controller.model import ClusterModel
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from odradek.common.partitions import TopicPartition
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.controller import requests
-from odradek.controller.model import ClusterModel, TopicPartition
+from odradek.controller.model import ClusterModel
 from odradek.controller.ports import Channel
 
 

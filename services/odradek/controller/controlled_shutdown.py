@@ -35,8 +35,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.common.partitions import TopicPartition
 from odradek.controller.batch import RequestBatch
-from odradek.controller.model import ClusterModel, TopicPartition
+from odradek.controller.model import ClusterModel
 from odradek.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
 from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.errors import ErrorCode

@@ -56,6 +56,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
+from odradek.common.partitions import TopicPartition
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.controller import alter_partition as ap
 from odradek.controller import controlled_shutdown as cs
@@ -63,7 +64,7 @@ from odradek.controller import elect_leaders as el
 from odradek.controller import leader_balance, log_dir_events, reassignment_api
 from odradek.controller.batch import RequestBatch
 from odradek.controller.events import EventQueue
-from odradek.controller.model import ClusterModel, TopicPartition
+from odradek.controller.model import ClusterModel
 from odradek.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
 from odradek.controller.ports import Channel, FencedError, StaleStateVersionError, Store
 from odradek.controller.reassignment import Reassignments

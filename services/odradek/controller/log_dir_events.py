@@ -33,8 +33,9 @@ import logging
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from odradek.common.partitions import TopicPartition
 from odradek.controller.batch import RequestBatch
-from odradek.controller.model import ClusterModel, TopicPartition
+from odradek.controller.model import ClusterModel
 from odradek.controller.partition_state_machine import PartitionStateMachine
 from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.errors import ErrorCode

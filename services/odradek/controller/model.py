@@ -31,14 +31,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from odradek.common.partitions import TopicPartition
 from odradek.controller.states import PartitionState as PartitionPhase
 from odradek.controller.states import ReplicaState, StateTable
 from odradek.zk.paths import BrokerInfo, TopicAssignment
 from odradek.zk.paths import PartitionState as LeaderAndIsr
 
-TopicPartition = tuple[str, int]
 PartitionReplica = tuple[TopicPartition, int]  # Kafka's PartitionAndReplica
-NO_LEADER = -1
 LEADER_DURING_DELETE = -2  # UpdateMetadata's marker for a partition being deleted, as Kafka's
 
 

@@ -36,8 +36,9 @@ import enum
 import logging
 from collections.abc import Iterable, Mapping
 
+from odradek.common.partitions import TopicPartition
 from odradek.controller.batch import RequestBatch
-from odradek.controller.model import ClusterModel, TopicPartition
+from odradek.controller.model import ClusterModel
 from odradek.controller.placement import (
     elect_leader_for_controlled_shutdown,
     elect_leader_offline,

@@ -21,12 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from odradek.controller.model import (
-    BrokerRegistration,
-    ClusterModel,
-    ReplicaAssignment,
-    TopicPartition,
-)
+from odradek.common.partitions import TopicPartition
+from odradek.controller.model import BrokerRegistration, ClusterModel, ReplicaAssignment
 from odradek.zk.client import WatchCallback
 from odradek.zk.paths import BrokerInfo, TopicAssignment
 from odradek.zk.paths import PartitionState as LeaderAndIsr

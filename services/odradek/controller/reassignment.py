@@ -46,13 +46,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from odradek.common.partitions import TopicPartition
 from odradek.controller.batch import RequestBatch
-from odradek.controller.model import (
-    ClusterModel,
-    ReplicaAssignment,
-    TopicPartition,
-    with_assignments,
-)
+from odradek.controller.model import ClusterModel, ReplicaAssignment, with_assignments
 from odradek.controller.ports import FencedError, StaleStateVersionError, Store
 from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.controller.states import PartitionState, ReplicaState

@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-from odradek.controller.model import ClusterModel, TopicPartition
+from odradek.common.partitions import TopicPartition
+from odradek.controller.model import ClusterModel
 from odradek.controller.reassignment import Result, Target
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas

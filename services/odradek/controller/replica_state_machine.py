@@ -25,8 +25,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from odradek.common.partitions import NO_LEADER
 from odradek.controller.batch import RequestBatch
-from odradek.controller.model import NO_LEADER, ClusterModel, PartitionReplica
+from odradek.controller.model import ClusterModel, PartitionReplica
 from odradek.controller.ports import StaleStateVersionError, Store
 from odradek.controller.states import ReplicaState
 from odradek.zk.paths import PartitionState as LeaderAndIsr

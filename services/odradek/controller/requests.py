@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from odradek.common.partitions import TopicPartition
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME, SecurityProtocol
-from odradek.controller.model import LEADER_DURING_DELETE, ClusterModel, TopicPartition, topic_uuid
+from odradek.controller.model import LEADER_DURING_DELETE, ClusterModel, topic_uuid
 from odradek.protocol.interbroker import (
     LeaderAndIsrLiveLeader,
     LeaderAndIsrPartitionState,

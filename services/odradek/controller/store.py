@@ -15,11 +15,11 @@ import contextlib
 import logging
 from collections.abc import Iterable, Mapping
 
+from odradek.common.partitions import TopicPartition
 from odradek.controller.model import (
     BrokerRegistration,
     ClusterModel,
     ReplicaAssignment,
-    TopicPartition,
     with_assignments,
 )
 from odradek.controller.ports import FencedError, StaleStateVersionError

@@ -11,9 +11,7 @@ from dataclasses import dataclass
 
 from odradek.config.broker import BrokerConfig
 
-__all__ = ["OFFSETS_TOPIC", "GroupCoordinatorConfig"]
-
-OFFSETS_TOPIC = "__consumer_offsets"
+__all__ = ["GroupCoordinatorConfig"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from odradek.common.partitions import TopicPartition
 from odradek.errors import ErrorCode
 from odradek.groups.errors import GroupError
 from odradek.groups.group import Group, GroupType
@@ -87,7 +88,6 @@ EXPIRY_TIMER = "offsets-expiry"
 # The most tombstones one expiry run writes (one batch), unless one group alone has more.
 MAX_EXPIRED_RECORDS = 1000
 NO_OFFSET = -1
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
+from odradek.common.partitions import TopicPartition
+
 __all__ = ["PendingOffsets"]
 
 V = TypeVar("V")
-TopicPartition = tuple[str, int]
 
 
 class PendingOffsets(Generic[V]):

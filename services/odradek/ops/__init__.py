@@ -20,6 +20,7 @@ A typical drain::
     await elect_preferred_leaders(bootstrap, prepared.plan.targets())  # leaders as planned
 """
 
+from odradek.common.partitions import TopicPartition
 from odradek.ops.errors import (
     ClusterRequestError,
     ClusterUnreachableError,
@@ -32,7 +33,7 @@ from odradek.ops.errors import (
     UnsupportedByClusterError,
 )
 from odradek.ops.leaders import elect_preferred_leaders
-from odradek.ops.model import BrokerInfo, ClusterView, PartitionInfo, TopicPartition
+from odradek.ops.model import BrokerInfo, ClusterView, PartitionInfo
 from odradek.ops.operations import (
     PreparedPlan,
     prepare_drain,

@@ -23,7 +23,7 @@ import struct
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from odradek.ops.model import TopicPartition
+from odradek.common.partitions import TopicPartition
 
 __all__ = [
     "ResetKind",

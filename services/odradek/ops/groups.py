@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.client.security import ClientSecurity
+from odradek.common.partitions import TopicPartition
 from odradek.errors import ErrorCode
 from odradek.ops.client import ClusterClient, build, element_type
 from odradek.ops.cluster import read_cluster
@@ -39,7 +40,7 @@ from odradek.ops.group_offsets import (
     lag,
     reset_target,
 )
-from odradek.ops.model import ClusterView, TopicPartition
+from odradek.ops.model import ClusterView
 from odradek.ops.reassign import REQUEST_TIMEOUT_S
 
 __all__ = [

@@ -18,10 +18,10 @@ from datetime import timedelta
 from kio.schema.elect_leaders.v1.request import ElectLeadersRequest
 
 from odradek.client.security import ClientSecurity
+from odradek.common.partitions import TopicPartition
 from odradek.errors import ErrorCode
 from odradek.ops.client import ClusterClient, build, element_type
 from odradek.ops.errors import ClusterRequestError
-from odradek.ops.model import TopicPartition
 from odradek.ops.reassign import REQUEST_TIMEOUT_S
 
 __all__ = ["elect_preferred_leaders"]

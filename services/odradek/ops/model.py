@@ -17,11 +17,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from odradek.zk.paths import TopicPartition
+from odradek.common.partitions import NO_LEADER, TopicPartition
 
-__all__ = ["TopicPartition", "BrokerInfo", "PartitionInfo", "ClusterView", "NO_LEADER"]
-
-NO_LEADER = -1
+__all__ = ["BrokerInfo", "PartitionInfo", "ClusterView"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.common.partitions import TopicPartition
 from odradek.ops.errors import PlanFormatError, PlanMismatchError
-from odradek.ops.model import ClusterView, TopicPartition
+from odradek.ops.model import ClusterView
 
 __all__ = [
     "ANY_LOG_DIR",

@@ -39,8 +39,9 @@ from collections.abc import Callable, Iterable, Mapping
 
 import networkx as nx
 
+from odradek.common.partitions import TopicPartition
 from odradek.ops.errors import PlacementError
-from odradek.ops.model import ClusterView, TopicPartition
+from odradek.ops.model import ClusterView
 from odradek.ops.plan import PartitionMove, Plan
 
 __all__ = ["plan_drain", "plan_rebalance", "plan_move"]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from odradek.client.security import ClientSecurity
+from odradek.common.partitions import TopicPartition
 from odradek.errors import ErrorCode
 from odradek.ops.client import (
     ALTER_PARTITION_REASSIGNMENTS,
@@ -45,7 +46,7 @@ from odradek.ops.errors import (
     ReassignmentInProgressError,
     UnsupportedByClusterError,
 )
-from odradek.ops.model import ClusterView, TopicPartition
+from odradek.ops.model import ClusterView
 from odradek.ops.plan import PartitionMove, Plan
 from odradek.ops.throttles import clear_throttles, set_throttles
 

@@ -36,11 +36,12 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from odradek.client.security import ClientSecurity
+from odradek.common.partitions import TopicPartition
 from odradek.errors import ErrorCode
 from odradek.ops.client import ClusterClient, build, element_type
 from odradek.ops.cluster import read_cluster
 from odradek.ops.errors import ClusterRequestError, OpsError, UnsupportedByClusterError
-from odradek.ops.model import ClusterView, TopicPartition
+from odradek.ops.model import ClusterView
 from odradek.ops.reassign import REQUEST_TIMEOUT_S
 
 __all__ = [

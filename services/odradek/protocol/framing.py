@@ -52,6 +52,7 @@ import sys
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
+from odradek.common.limits import INT32_MAX, SOCKET_REQUEST_MAX_BYTES_DEFAULT
 from odradek.protocol.errors import InvalidFrameError
 from odradek.protocol.header import REQUEST_HEADER_MIN_BYTES
 from odradek.protocol.parts import Part, part_size
@@ -71,11 +72,10 @@ __all__ = [
 
 _SIZE = struct.Struct(">i")
 SIZE_PREFIX_BYTES = _SIZE.size
-DEFAULT_MAX_FRAME_BYTES = 104_857_600  # socket.request.max.bytes
+DEFAULT_MAX_FRAME_BYTES = SOCKET_REQUEST_MAX_BYTES_DEFAULT
 DEFAULT_READ_BUFFER_BYTES = 65_536
 LARGE_FRAME_FIRST_BYTES = 131_072  # a large frame's first buffer, before its whole size
 MAPPED_FRAME_MIN_BYTES = 1_048_577  # above 1 MiB (a producer's usual batch), a memory map
-_INT32_MAX = 2**31 - 1
 
 
 class MemoryBudget(Protocol):
@@ -175,7 +175,7 @@ class FrameDecoder:
         memory: MemoryBudget = UNBOUNDED,
         buffers: FrameBuffers | None = None,
     ):
-        if not 0 <= min_frame_bytes <= max_frame_bytes <= _INT32_MAX:
+        if not 0 <= min_frame_bytes <= max_frame_bytes <= INT32_MAX:
             raise ValueError("need 0 <= min_frame_bytes <= max_frame_bytes < 2**31")
         if read_buffer_bytes < SIZE_PREFIX_BYTES:
             raise ValueError(f"read_buffer_bytes must be at least {SIZE_PREFIX_BYTES}")
@@ -380,6 +380,6 @@ class FrameDecoder:
 def encode_frame(parts: Sequence[Part]) -> list[Part]:
     """The size prefix followed by ``parts``, which are not copied."""
     total = sum(part_size(part) for part in parts)
-    if total > _INT32_MAX:
+    if total > INT32_MAX:
         raise ValueError(f"a frame of {total} bytes does not fit Kafka's int32 size")
     return [_SIZE.pack(total), *parts]

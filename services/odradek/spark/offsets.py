@@ -21,7 +21,9 @@ from typing import TypeVar
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from odradek.spark.ranges import EARLIEST, LATEST, TopicPartition
+from odradek.common.partitions import TopicPartition
+from odradek.common.topics import CLUSTER_METADATA_TOPIC, INTERNAL_TOPICS
+from odradek.spark.ranges import EARLIEST, LATEST
 from odradek.spark.read_options import (
     Assign,
     Earliest,
@@ -40,7 +42,7 @@ __all__ = ["LOOKUP_TIMEOUT_S", "OffsetLookupError", "OffsetReader", "driver_conf
 
 LOOKUP_TIMEOUT_S = 30.0
 # Internal topics a pattern never matches (the Java consumer's exclude.internal.topics=true).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__cluster_metadata"})
+UNMATCHED_TOPICS = INTERNAL_TOPICS | {CLUSTER_METADATA_TOPIC}
 
 T = TypeVar("T")
 
@@ -126,7 +128,7 @@ class OffsetReader:
         if isinstance(subscription, Subscribe):
             names: Iterable[str] = (t for t in subscription.topics if t in topics)
         elif isinstance(subscription, SubscribePattern):
-            names = (t for t in topics if t not in INTERNAL_TOPICS and subscription.matches(t))
+            names = (t for t in topics if t not in UNMATCHED_TOPICS and subscription.matches(t))
         elif isinstance(subscription, Assign):
             missing = [
                 str(tp) for tp in subscription.partitions if tp.partition >= topics.get(tp.topic, 0)

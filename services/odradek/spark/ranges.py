@@ -24,7 +24,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+
+from odradek.common.partitions import TopicPartition
 
 __all__ = [
     "EARLIEST",
@@ -42,16 +43,6 @@ __all__ = [
 # The sentinels of Spark's per-partition offset JSON (KafkaOffsetRangeLimit.EARLIEST / LATEST).
 EARLIEST = -2
 LATEST = -1
-
-
-class TopicPartition(NamedTuple):
-    """A partition of a topic; sorts by topic, then partition."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 class RangeError(ValueError):

@@ -33,8 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from odradek.common.partitions import TopicPartition
 from odradek.spark.client_config import OptionError, client_config
-from odradek.spark.ranges import EARLIEST, LATEST, TopicPartition
+from odradek.spark.ranges import EARLIEST, LATEST
 
 __all__ = [
     "Assign",

@@ -68,10 +68,11 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from odradek.common.partitions import TopicPartition
 from odradek.spark.batch_read import RangePartition
 from odradek.spark.offsets import OffsetReader
 from odradek.spark.partition_read import DataLossError, ReadSettings, arrow_schema, read_range
-from odradek.spark.ranges import OffsetRange, TopicPartition, rate_limit, split_ranges
+from odradek.spark.ranges import OffsetRange, rate_limit, split_ranges
 from odradek.spark.read_options import OffsetLimit, ReadOptions, Subscription, parse_read_options
 
 __all__ = [

@@ -31,27 +31,21 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from odradek.common.limits import INT32_MAX, INT64_MAX, INT64_MIN
+from odradek.common.topics import is_legal_topic
 from odradek.errors import ErrorCode, OdradekError
 
 __all__ = [
     "CorruptCheckpointError",
     "OffsetCheckpointFile",
-    "is_legal_topic",
     "parse_header",
     "replace_file_in",
 ]
 
 VERSION = 0
-TOPIC_NAME_LENGTH_MAX = 249
-_TOPIC = re.compile(rf"[a-zA-Z0-9._-]{{1,{TOPIC_NAME_LENGTH_MAX}}}")
 _INTEGER = re.compile(r"-?[0-9]+")
-_PARTITION_MAX = 2**31 - 1
-_OFFSET_MIN, _OFFSET_MAX = -(2**63), 2**63 - 1
-
-
-def is_legal_topic(name: object) -> bool:
-    """Whether ``name`` passes Kafka's ``Topic.validate`` (and can name files here)."""
-    return isinstance(name, str) and bool(_TOPIC.fullmatch(name)) and name not in (".", "..")
+_PARTITION_MAX = INT32_MAX
+_OFFSET_MIN, _OFFSET_MAX = INT64_MIN, INT64_MAX
 
 
 class CorruptCheckpointError(OdradekError):
@@ -113,7 +107,7 @@ class OffsetCheckpointFile:
             fields = line.split()
             if (
                 len(fields) != 3
-                or not _TOPIC.fullmatch(fields[0])
+                or not is_legal_topic(fields[0])
                 or not _INTEGER.fullmatch(fields[1])
                 or not _INTEGER.fullmatch(fields[2])
             ):
@@ -132,7 +126,7 @@ class OffsetCheckpointFile:
     def _format(entries: Mapping[tuple[str, int], int]) -> bytes:
         lines = [str(VERSION), str(len(entries))]
         for (topic, partition), offset in entries.items():
-            if not isinstance(topic, str) or not _TOPIC.fullmatch(topic):
+            if not is_legal_topic(topic):
                 raise ValueError(f"illegal topic name for a checkpoint: {topic!r}")
             if not _is_int(partition) or not 0 <= partition <= _PARTITION_MAX:
                 raise ValueError(f"illegal partition for a checkpoint: {partition!r}")

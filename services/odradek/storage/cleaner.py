@@ -62,11 +62,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from odradek.common.clock import wall_clock_ms
 from odradek.errors import KafkaStorageError
 from odradek.storage.batch import DELETE_HORIZON_MASK, BatchHeader, with_delete_horizon
 from odradek.storage.cleaned_txns import CleanedTransactions
 from odradek.storage.control import marker_or_none
-from odradek.storage.log import Log, wall_clock_ms
+from odradek.storage.log import Log
 from odradek.storage.producer_state import ActiveProducer
 from odradek.storage.records import Record, decode_records, reencode_batch
 from odradek.storage.segment import LogSegment, SegmentReader

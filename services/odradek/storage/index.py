@@ -40,11 +40,11 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
+from odradek.common.limits import INT32_MAX
 from odradek.errors import CorruptRecordError
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
-INT32_MAX = (1 << 31) - 1
 
 
 READ_ONLY_INDEX_CACHE_BYTES = 64 * 1024 * 1024  # read-only indexes' entries kept in memory

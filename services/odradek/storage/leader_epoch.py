@@ -54,6 +54,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.common.limits import INT32_MAX, INT64_MAX
 from odradek.storage.checkpoint import (
     VERSION,
     CorruptCheckpointError,
@@ -76,8 +77,8 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 # OffsetForLeaderEpoch's answers when there is no epoch, as Kafka's OffsetsForLeaderEpochResponse.
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
-_EPOCH_MAX = 2**31 - 1  # partition_leader_epoch is an int32 in a batch header
-_OFFSET_MAX = 2**63 - 1
+_EPOCH_MAX = INT32_MAX  # partition_leader_epoch is an int32 in a batch header
+_OFFSET_MAX = INT64_MAX
 _NUMBER = re.compile(r"[0-9]+")
 
 

@@ -82,12 +82,12 @@ import os
 import shutil
 import struct
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from odradek.common.clock import wall_clock_ms
 from odradek.config.topic import TopicConfig
 from odradek.errors import (
     InvalidRecordError,
@@ -96,7 +96,7 @@ from odradek.errors import (
     UnknownTopicOrPartitionError,
 )
 from odradek.storage.batch import BatchHeader
-from odradek.storage.checkpoint import CorruptCheckpointError, is_legal_topic
+from odradek.storage.checkpoint import CorruptCheckpointError
 from odradek.storage.compression import MAX_DECOMPRESSED_BYTES
 from odradek.storage.control import EndTxnMarker, marker_or_none, read_marker
 from odradek.storage.executors import StorageExecutors
@@ -136,19 +136,6 @@ _LOG_PREFIX = struct.Struct(">qii")
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def log_directory_name(topic: str, partition: int) -> str:
-    """``<topic>-<partition>``; raises ``ValueError`` for a name Kafka's rules refuse or a
-    negative partition, which would name a directory elsewhere (``../x``) or one that loading
-    does not recognise (callers validate first: this is the last guard before ``mkdir``)."""
-    if not is_legal_topic(topic) or partition < 0:
-        raise ValueError(f"no log directory for topic {topic!r} partition {partition}")
-    return f"{topic}-{partition}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import uuid
 
-from odradek.storage.log import Log, LogAppendInfo, log_directory_name
+from odradek.common.topics import log_directory_name, parse_log_directory_name
+from odradek.storage.log import Log, LogAppendInfo
 from odradek.storage.segment import FileSlice
 from odradek.storage.validator import AppendOrigin
 
@@ -46,10 +47,7 @@ def parse_future_directory_name(name: str) -> tuple[str, int] | None:
     stem, dot, unique = name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")
     if not dot or len(unique) != 32 or any(c not in "0123456789abcdef" for c in unique):
         return None
-    topic, dash, partition = stem.rpartition("-")
-    if not dash or not topic or not partition.isdigit():
-        return None
-    return topic, int(partition)
+    return parse_log_directory_name(stem)
 
 
 def start_offset(current: Log) -> int:

@@ -57,6 +57,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from odradek.common.clock import wall_clock_ms
+from odradek.common.partitions import TopicPartition
+from odradek.common.topics import log_directory_name, parse_log_directory_name
 from odradek.config.topic import TopicConfig
 from odradek.errors import (
     KafkaStorageError,
@@ -66,7 +69,7 @@ from odradek.errors import (
 from odradek.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.executors import StorageExecutors
-from odradek.storage.log import Log, log_directory_name, wall_clock_ms
+from odradek.storage.log import Log
 from odradek.storage.log_dir_move import future_directory_name, parse_future_directory_name
 
 log = logging.getLogger(__name__)
@@ -77,8 +80,6 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,14 +112,6 @@ class ManagerIntervals:
     retention_check_ms: int = 300_000  # log.retention.check.interval.ms
     checkpoint_ms: int = 60_000  # log.flush.offset.checkpoint.interval.ms
     high_watermark_checkpoint_ms: int = 5_000  # replica.high.watermark.checkpoint.interval.ms
-
-
-def parse_log_directory_name(name: str) -> TopicPartition | None:
-    """``orders-3`` -> ("orders", 3); None for names that are not partition directories."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        return None
-    return topic, int(partition)
 
 
 class LogManager:

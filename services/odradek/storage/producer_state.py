@@ -60,6 +60,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from odradek.common.partitions import NO_EPOCH
 from odradek.errors import ErrorCode, OdradekError
 from odradek.storage.batch import BatchHeader
 from odradek.storage.control import ControlType, EndTxnMarker
@@ -69,7 +70,6 @@ log = logging.getLogger(__name__)
 BATCHES_TO_RETAIN = 5
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOTS_TO_KEEP = 2
-NO_EPOCH = -1
 SEQUENCE_WRAP = 1 << 31
 
 

@@ -39,6 +39,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from odradek.common.limits import INT32_MAX, INT64_MAX, INT64_MIN
 from odradek.errors import CorruptRecordError
 from odradek.storage.batch import (
     CONTROL_MASK,
@@ -68,9 +69,6 @@ __all__ = [
 
 NO_PRODUCER_EPOCH = -1
 NO_PARTITION_LEADER_EPOCH = -1
-INT32_MAX = (1 << 31) - 1
-INT64_MIN = -(1 << 63)
-INT64_MAX = (1 << 63) - 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from odradek.common.limits import INT32_MAX
 from odradek.errors import CorruptRecordError, InvalidRecordError
 from odradek.storage.batch import (
     ATTRIBUTES_OFFSET,
@@ -46,12 +47,7 @@ from odradek.storage.batch import (
     MIN_BATCH_LENGTH,
     BatchHeader,
 )
-from odradek.storage.index import (
-    INT32_MAX,
-    CorruptIndexError,
-    OffsetIndex,
-    TimeIndex,
-)
+from odradek.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 from odradek.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"

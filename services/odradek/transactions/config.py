@@ -9,10 +9,7 @@ from dataclasses import dataclass, fields
 
 from odradek.config.broker import BrokerConfig
 
-__all__ = ["TRANSACTION_STATE_TOPIC", "OFFSETS_TOPIC", "TransactionCoordinatorConfig"]
-
-TRANSACTION_STATE_TOPIC = "__transaction_state"
-OFFSETS_TOPIC = "__consumer_offsets"
+__all__ = ["TransactionCoordinatorConfig"]
 
 
 @dataclass(frozen=True, slots=True)

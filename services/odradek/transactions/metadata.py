@@ -42,6 +42,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from odradek.common.limits import INT16_MAX
 from odradek.transactions.records import (
     PartitionsSchema,
     PartitionsSchemaV0,
@@ -62,7 +63,7 @@ __all__ = [
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
-MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE
+MAX_PRODUCER_EPOCH = INT16_MAX  # Short.MAX_VALUE
 
 
 class TransactionState(enum.IntEnum):

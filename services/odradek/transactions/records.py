@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from odradek.common.topics import TRANSACTION_STATE_TOPIC
 from odradek.coordinator.records import CoordinatorRecord, RecordFormat
 
 __all__ = [
@@ -36,7 +37,7 @@ __all__ = [
     "decode",
 ]
 
-FORMAT = RecordFormat("__transaction_state")
+FORMAT = RecordFormat(TRANSACTION_STATE_TOPIC)
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,11 +51,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from odradek.common.topics import OFFSETS_TOPIC
 from odradek.coordinator.records import CoordinatorRecord
 from odradek.errors import ErrorCode
 from odradek.groups.partitioner import partition_for
 from odradek.transactions import views
-from odradek.transactions.config import OFFSETS_TOPIC, TransactionCoordinatorConfig
+from odradek.transactions.config import TransactionCoordinatorConfig
 from odradek.transactions.metadata import (
     MAX_PRODUCER_EPOCH,
     NO_PRODUCER_EPOCH,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from odradek.common.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from odradek.zk.errors import ZkDataError
 
 __all__ = [
@@ -37,8 +38,6 @@ __all__ = [
     "replicas_json",
 ]
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 # Znode data is at most 1 MiB (ZooKeeper's jute.maxbuffer); Kafka's own znodes are far smaller.
 ZNODE_DATA_BYTES_MAX = 1024 * 1024

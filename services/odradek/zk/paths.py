@@ -18,8 +18,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import ClassVar, NamedTuple, Self
+from typing import ClassVar, Self
 
+from odradek.common.limits import INT32_MAX, INT64_MAX
+from odradek.common.partitions import TopicPartition
+from odradek.common.topics import LEGAL_TOPIC_CHARACTERS, TOPIC_NAME_LENGTH_MAX
 from odradek.config.endpoints import SecurityProtocol
 from odradek.security.acl import (
     AccessControlEntry,
@@ -33,8 +36,6 @@ from odradek.security.acl import (
     parse_principal,
 )
 from odradek.zk.codec import (
-    INT32_MAX,
-    INT64_MAX,
     JsonObject,
     build,
     check_id,
@@ -89,14 +90,16 @@ PERSISTENT_PATHS = (
 )
 
 # Kafka's topic name rules (org.apache.kafka.common.internals.Topic).
-TOPIC_NAME_LENGTH_MAX = 249
-_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _ENTITY_NAME = re.compile(r"[^/\x00]+")
 _SEQUENCE_SUFFIX = re.compile(r"[0-9]{10}")
 
 
 def validate_topic_name(topic: str) -> str:
-    if not isinstance(topic, str) or _TOPIC_NAME.fullmatch(topic) is None or topic in (".", ".."):
+    if (
+        not isinstance(topic, str)
+        or LEGAL_TOPIC_CHARACTERS.fullmatch(topic) is None
+        or topic in (".", "..")
+    ):
         raise ValueError(f"illegal topic name {topic!r}: use letters, digits, '.', '_' and '-'")
     if len(topic) > TOPIC_NAME_LENGTH_MAX:
         raise ValueError(f"topic name longer than {TOPIC_NAME_LENGTH_MAX} characters: {topic!r}")
@@ -178,11 +181,6 @@ def sequence_number(name: str, prefix: str) -> int:
     if not name.startswith(prefix) or _SEQUENCE_SUFFIX.fullmatch(suffix) is None:
         raise ZkDataError(f"{name!r} is not a {prefix}<10 digits> node", path=name)
     return int(suffix)
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 # --- /cluster/id -----------------------------------------------------------------------------

@@ -16,9 +16,9 @@ from kio.schema.metadata.v12 import request as metadata_request
 from kio.schema.produce.v9 import request as produce_request
 
 from odradek.client.connection import BrokerConnection
+from odradek.common.topics import parse_log_directory_name
 from odradek.errors import ErrorCode
 from odradek.local import cluster
-from odradek.storage.manager import parse_log_directory_name
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration

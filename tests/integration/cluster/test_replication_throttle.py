@@ -20,8 +20,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from odradek.common.topics import parse_log_directory_name
 from odradek.local import cluster
-from odradek.storage.manager import parse_log_directory_name
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration

@@ -21,6 +21,7 @@ from odradek.broker.quotas import (
     TimedHandler,
     sanitize,
 )
+from odradek.common.clock import ManualClock
 from odradek.zk.errors import NoNodeError
 from odradek.zk.paths import EntityConfig
 
@@ -28,16 +29,10 @@ D = DEFAULT_ENTITY
 P = "producer_byte_rate"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_ms = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now_ms
-
-
-def quotas(entities: dict[QuotaEntity, dict[str, str]], **kwargs) -> tuple[ClientQuotas, Clock]:
-    clock = Clock()
+def quotas(
+    entities: dict[QuotaEntity, dict[str, str]], **kwargs
+) -> tuple[ClientQuotas, ManualClock]:
+    clock = ManualClock(now_ms=1_000_000.0)
     q = ClientQuotas(clock_ms=clock, **kwargs)
     for entity, config in entities.items():
         q.set_entity(entity, config)

@@ -20,24 +20,18 @@ from odradek.broker.fetch_sessions import (
     next_epoch,
 )
 from odradek.broker.replica_manager import FetchPartitionRequest, FetchResult
+from odradek.common.clock import ManualClock
 from odradek.config.broker import BrokerConfig
 from odradek.errors import ErrorCode
 from odradek.storage.segment import FileSlice
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_s = 1000.0
-
-    def __call__(self) -> float:
-        return self.now_s
-
-    def advance_ms(self, ms: int) -> None:
-        self.now_s += ms / 1000
-
-
-def cache(slots: int = 10, partitions: int = 1000, clock: Clock | None = None) -> FetchSessionCache:
-    return FetchSessionCache(slots, partitions, monotonic=clock or Clock(), rng=random.Random(7))
+def cache(
+    slots: int = 10, partitions: int = 1000, clock: ManualClock | None = None
+) -> FetchSessionCache:
+    return FetchSessionCache(
+        slots, partitions, monotonic=(clock or ManualClock()).monotonic, rng=random.Random(7)
+    )
 
 
 def want(topic: str, partition: int, offset: int = 0, max_bytes: int = 1 << 20):
@@ -243,7 +237,7 @@ def test_zero_slots_means_no_sessions():
 
 
 def test_a_full_cache_refuses_a_consumer_while_every_session_is_young():
-    clock = Clock()
+    clock = ManualClock(monotonic_s=1000.0)
     sessions = cache(slots=2, clock=clock)
     assert open_session(sessions, [want("a", 0)])
     assert open_session(sessions, [want("a", 0)])
@@ -253,12 +247,12 @@ def test_a_full_cache_refuses_a_consumer_while_every_session_is_young():
 
 
 def test_a_stale_session_is_evicted_first():
-    clock = Clock()
+    clock = ManualClock(monotonic_s=1000.0)
     sessions = cache(slots=2, clock=clock)
     stale = open_session(sessions, [want("a", p) for p in range(9)])
-    clock.advance_ms(MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS)
+    clock.advance(ms=MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS)
     busy = open_session(sessions, [want("a", 0)])
-    clock.advance_ms(1)  # stale is now unused for longer than the eviction time
+    clock.advance(ms=1)  # stale is now unused for longer than the eviction time
     new = open_session(sessions, [want("b", 0)])
     assert new != INVALID_SESSION_ID
     assert sessions.get(stale) is None and sessions.get(busy) is not None
@@ -266,12 +260,12 @@ def test_a_stale_session_is_evicted_first():
 
 
 def test_a_follower_evicts_a_young_consumer_session_and_consumers_cannot_evict_followers():
-    clock = Clock()
+    clock = ManualClock(monotonic_s=1000.0)
     sessions = cache(slots=1, clock=clock)
     consumer = open_session(sessions, [want("a", p) for p in range(50)])
     follower = open_session(sessions, [want("a", 0)], privileged=True)
     assert follower != INVALID_SESSION_ID and sessions.get(consumer) is None
-    clock.advance_ms(MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS + 1)
+    clock.advance(ms=MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS + 1)
     incremental(sessions, follower, 1)  # used: not stale, though old
     big_consumer = [want("a", p) for p in range(500)]
     assert open_session(sessions, big_consumer) == INVALID_SESSION_ID
@@ -279,10 +273,10 @@ def test_a_follower_evicts_a_young_consumer_session_and_consumers_cannot_evict_f
 
 
 def test_an_old_session_is_evicted_by_a_bigger_one_not_by_a_smaller_one():
-    clock = Clock()
+    clock = ManualClock(monotonic_s=1000.0)
     sessions = cache(slots=1, clock=clock)
     old = open_session(sessions, [want("a", p) for p in range(3)])
-    clock.advance_ms(MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS + 1)
+    clock.advance(ms=MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS + 1)
     incremental(sessions, old, 1)  # used just now: old but not stale
     assert open_session(sessions, [want("b", p) for p in range(3)]) == INVALID_SESSION_ID
     bigger = open_session(sessions, [want("b", p) for p in range(4)])
@@ -290,7 +284,7 @@ def test_an_old_session_is_evicted_by_a_bigger_one_not_by_a_smaller_one():
 
 
 def test_cached_partitions_never_pass_the_bound():
-    clock = Clock()
+    clock = ManualClock(monotonic_s=1000.0)
     sessions = cache(slots=100, partitions=10, clock=clock)
     first = open_session(sessions, [want("a", p) for p in range(6)])
     # 6 + 5 > 10 and the first session is young: no room, nothing evicted.
@@ -308,12 +302,12 @@ def test_cached_partitions_never_pass_the_bound():
 
 
 def test_eviction_frees_enough_partitions_or_evicts_nothing():
-    clock = Clock()
+    clock = ManualClock(monotonic_s=1000.0)
     sessions = cache(slots=100, partitions=10, clock=clock)
     small = [open_session(sessions, [want(f"t{i}", 0), want(f"t{i}", 1)]) for i in range(4)]
     keeper = open_session(sessions, [want("k", 0), want("k", 1)], privileged=True)
     assert sessions.total_partitions == 10
-    clock.advance_ms(MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS + 1)
+    clock.advance(ms=MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS + 1)
     for session_id, epoch in [(s, 1) for s in small] + [(keeper, 1)]:
         incremental(sessions, session_id, epoch)  # all in use: none stale
     # 9 partitions need the 4 consumer sessions and the follower's: the follower's is worth
@@ -336,10 +330,10 @@ def test_an_illegal_topic_name_is_never_cached():
 
 
 def test_a_hostile_client_opening_sessions_cannot_grow_the_cache_past_its_bounds():
-    clock = Clock()
+    clock = ManualClock(monotonic_s=1000.0)
     sessions = cache(slots=20, partitions=500, clock=clock)
     for round_ in range(200):
-        clock.advance_ms(MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS // 10)
+        clock.advance(ms=MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS // 10)
         parts = [want(f"t{round_}", p) for p in range(round_ % 60 + 1)]
         session_id = open_session(sessions, parts, privileged=round_ % 2 == 0)
         if session_id:

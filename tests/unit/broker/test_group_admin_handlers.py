@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from odradek.broker.handlers import delete_groups, describe_groups, list_groups
+from odradek.common.topics import OFFSETS_TOPIC
 from odradek.errors import ErrorCode
-from odradek.groups.config import OFFSETS_TOPIC, GroupCoordinatorConfig
+from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.coordinator import GroupCoordinator
 from odradek.groups.runtime import CoordinatorRuntime, Result
 from odradek.groups.shard import ShardContext

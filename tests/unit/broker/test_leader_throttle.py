@@ -10,6 +10,7 @@ import pytest
 from odradek.broker.partition import PartitionState
 from odradek.broker.replica_manager import FetchPartitionRequest, ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuota, Side
+from odradek.common.clock import ManualClock
 from odradek.config.topic import TopicConfig
 from odradek.errors import ErrorCode
 from odradek.storage.manager import LogManager
@@ -18,17 +19,9 @@ LEADER, IN_SYNC, CATCHING_UP = 1, 2, 3
 BOUND_BYTES_PER_S = 100
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_ms = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now_ms
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock(now_ms=1_000_000.0)
 
 
 @pytest.fixture

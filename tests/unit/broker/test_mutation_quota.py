@@ -7,22 +7,15 @@ import pytest
 
 from odradek.broker.mutation_quota import UNBOUNDED, ThrottlingQuotaExceededError, TokenBucket
 from odradek.broker.quotas import DEFAULT_ENTITY, ClientQuotas, QuotaEntity, QuotaType
+from odradek.common.clock import ManualClock
 from odradek.errors import ErrorCode
 
 M = "controller_mutation_rate"
 WINDOW_NUM, WINDOW_S = 11, 1
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_ms = 5_000_000.0
-
-    def __call__(self) -> float:
-        return self.now_ms
-
-
-def quotas(config: dict[QuotaEntity, dict[str, str]], **kwargs) -> tuple[ClientQuotas, Clock]:
-    clock = Clock()
+def quotas(config: dict[QuotaEntity, dict[str, str]], **kwargs) -> tuple[ClientQuotas, ManualClock]:
+    clock = ManualClock(now_ms=5_000_000.0)
     q = ClientQuotas(clock_ms=clock, window_num=WINDOW_NUM, window_size_s=WINDOW_S, **kwargs)
     for entity, keys in config.items():
         q.set_entity(entity, keys)

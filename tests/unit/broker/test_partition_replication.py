@@ -12,6 +12,7 @@ import pytest
 from odradek.broker.partition import IsrProposal, Partition, PartitionState
 from odradek.broker.replica_fetcher import truncation_offset
 from odradek.broker.replica_manager import FetchPartitionRequest, ReplicaManager
+from odradek.common.clock import ManualClock
 from odradek.config.topic import TopicConfig
 from odradek.errors import (
     ErrorCode,
@@ -24,14 +25,6 @@ from odradek.storage.manager import LogManager
 
 LEADER, F1, F2 = 1, 2, 3
 REPLICAS = (LEADER, F1, F2)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now_ms = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 class RecordingSender:
@@ -51,8 +44,8 @@ class RecordingSender:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock(now_ms=1_000_000)
 
 
 @pytest.fixture

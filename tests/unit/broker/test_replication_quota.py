@@ -6,22 +6,12 @@ import pytest
 from prometheus_client import generate_latest
 
 from odradek.broker.replication_quota import ReplicationQuota, SampledRate, Side
+from odradek.common.clock import ManualClock
 from odradek.config.throttle import UNTHROTTLED_RATE
 from odradek.config.topic import TopicConfig
 from odradek.observability.metrics import new_registry, replication_quota_metrics
 
 BROKER = 2
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now_ms = 5_000_000.0
-
-    def __call__(self) -> float:
-        return self.now_ms
-
-    def advance(self, seconds: float) -> None:
-        self.now_ms += seconds * 1000
 
 
 def throttled(**lists: str) -> TopicConfig:
@@ -50,7 +40,7 @@ def test_samples_older_than_every_window_no_longer_count():
 
 
 def test_the_quota_is_exceeded_above_its_bound_only():
-    clock = Clock()
+    clock = ManualClock(now_ms=5_000_000.0)
     quota = ReplicationQuota(Side.FOLLOWER, BROKER, rate_limit_bytes_per_s=1000, clock_ms=clock)
     assert not quota.is_quota_exceeded()  # measuring starts now
     quota.record(1000)
@@ -67,7 +57,7 @@ def test_the_quota_is_exceeded_above_its_bound_only():
 
 def test_over_a_long_run_the_recorded_rate_stays_at_the_bound():
     """A follower that fetches 64 KiB whenever it is allowed averages the bound over time."""
-    clock = Clock()
+    clock = ManualClock(now_ms=5_000_000.0)
     bound = 256 * 1024
     quota = ReplicationQuota(Side.FOLLOWER, BROKER, rate_limit_bytes_per_s=bound, clock_ms=clock)
     fetched = 0
@@ -80,7 +70,7 @@ def test_over_a_long_run_the_recorded_rate_stays_at_the_bound():
 
 
 def test_unthrottled_never_holds_back_and_a_new_bound_applies_at_once():
-    clock = Clock()
+    clock = ManualClock(now_ms=5_000_000.0)
     quota = ReplicationQuota(Side.LEADER, BROKER, clock_ms=clock)
     assert quota.rate_limit_bytes_per_s == UNTHROTTLED_RATE
     quota.record(10**15)
@@ -92,7 +82,7 @@ def test_unthrottled_never_holds_back_and_a_new_bound_applies_at_once():
 
 
 def test_only_listed_out_of_sync_replicas_are_held_back():
-    clock = Clock()
+    clock = ManualClock(now_ms=5_000_000.0)
     leader = ReplicationQuota(Side.LEADER, BROKER, rate_limit_bytes_per_s=10, clock_ms=clock)
     follower = ReplicationQuota(Side.FOLLOWER, BROKER, rate_limit_bytes_per_s=10, clock_ms=clock)
     config = throttled(
@@ -114,7 +104,7 @@ def test_only_listed_out_of_sync_replicas_are_held_back():
 
 
 def test_the_metrics_show_bytes_hold_backs_rate_and_bound():
-    clock = Clock()
+    clock = ManualClock(now_ms=5_000_000.0)
     registry = new_registry()
     metrics = replication_quota_metrics(registry)
     quota = ReplicationQuota(

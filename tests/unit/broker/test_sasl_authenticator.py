@@ -15,6 +15,7 @@ from odradek.broker.sasl_authenticator import (
     SaslAuthenticator,
     UnexpectedRequest,
 )
+from odradek.common.clock import ManualClock
 from odradek.errors import ErrorCode
 from odradek.protocol.apis import ApiKey
 from odradek.security.sasl import PlainServer
@@ -108,14 +109,6 @@ def test_a_v1_handshake_takes_no_raw_token():
         asyncio.run(auth.authenticate_raw(b"\x00alice\x00alice-secret"))
 
 
-class _Clock:
-    def __init__(self, now_ms: int = 1_800_000_000_000):
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-
 USERS = MappingProxyType({"alice": "alice-secret", "bob": "bob-secret"})
 
 
@@ -138,7 +131,7 @@ def _plain(auth: SaslAuthenticator, user: str = "alice", version: int = 2):
 
 
 def test_without_connections_max_reauth_ms_the_session_never_expires():
-    clock = _Clock()
+    clock = ManualClock(now_ms=1_800_000_000_000)
     auth = SaslAuthenticator(_listener(0), clock)
     assert _plain(auth).session_lifetime.total_seconds() == 0  # Kafka's default
     assert auth.session_expires_at_ms is None
@@ -148,7 +141,7 @@ def test_without_connections_max_reauth_ms_the_session_never_expires():
 
 
 def test_the_session_lifetime_is_connections_max_reauth_ms_and_then_it_expires():
-    clock = _Clock()
+    clock = ManualClock(now_ms=1_800_000_000_000)
     auth = SaslAuthenticator(_listener(2000), clock)
     answer = _plain(auth)
     assert answer.session_lifetime.total_seconds() * 1000 == 2000
@@ -159,7 +152,7 @@ def test_the_session_lifetime_is_connections_max_reauth_ms_and_then_it_expires()
 
 
 def test_a_re_authentication_renews_the_session_at_most_once_a_second():
-    clock = _Clock()
+    clock = ManualClock(now_ms=1_800_000_000_000)
     auth = SaslAuthenticator(_listener(2000), clock)
     _plain(auth)
     clock.now_ms += 1700
@@ -181,7 +174,7 @@ def test_a_re_authentication_renews_the_session_at_most_once_a_second():
 
 
 def test_a_re_authentication_as_another_user_fails_with_kafkas_message():
-    clock = _Clock()
+    clock = ManualClock(now_ms=1_800_000_000_000)
     auth = SaslAuthenticator(_listener(2000), clock)
     _plain(auth, "alice")
     clock.now_ms += 1800
@@ -198,7 +191,7 @@ def test_a_re_authentication_as_another_user_fails_with_kafkas_message():
 
 
 def test_a_re_authentication_with_another_mechanism_fails_at_its_first_token():
-    clock = _Clock()
+    clock = ManualClock(now_ms=1_800_000_000_000)
     auth = SaslAuthenticator(_listener(2000), clock)
     _plain(auth)
     clock.now_ms += 1800
@@ -218,7 +211,7 @@ def test_a_re_authentication_with_another_mechanism_fails_at_its_first_token():
 
 
 def test_requests_other_than_the_exchange_fail_a_re_authentication():
-    clock = _Clock()
+    clock = ManualClock(now_ms=1_800_000_000_000)
     auth = SaslAuthenticator(_listener(2000), clock)
     _plain(auth)
     clock.now_ms += 1800
@@ -254,7 +247,7 @@ class _ExpiringListener(ListenerSasl):
 def test_the_session_lifetime_is_bounded_by_the_credentials_expiry(
     max_reauth_ms, credential_left_ms, lifetime_ms
 ):
-    clock = _Clock()
+    clock = ManualClock(now_ms=1_800_000_000_000)
     _ExpiringListener.expires_at_ms = clock.now_ms + credential_left_ms
     listener = _ExpiringListener(
         "SASL", ("PLAIN",), USERS, _no_credentials, 100, 524288, {"PLAIN": max_reauth_ms}
@@ -267,7 +260,7 @@ def test_the_session_lifetime_is_bounded_by_the_credentials_expiry(
 
 
 def test_saslauthenticate_v0_has_no_lifetime_field_but_the_session_still_expires():
-    clock = _Clock()
+    clock = ManualClock(now_ms=1_800_000_000_000)
     auth = SaslAuthenticator(_listener(2000), clock)
     answer = _plain(auth, version=0)
     assert not hasattr(answer, "session_lifetime")

@@ -21,6 +21,7 @@ from odradek.broker.handlers import (
     list_transactions,
 )
 from odradek.broker.transaction_coordinator import start_transaction_coordinator, state_topic
+from odradek.common.topics import TRANSACTION_STATE_TOPIC
 from odradek.config.broker import BrokerConfig
 from odradek.errors import ErrorCode as E
 from odradek.groups.partitioner import partition_for
@@ -28,7 +29,7 @@ from odradek.protocol import schemas
 from odradek.protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from odradek.protocol.codec import decode_response, encode_response
 from odradek.protocol.header import RequestHeader
-from odradek.transactions.config import TRANSACTION_STATE_TOPIC, TransactionCoordinatorConfig
+from odradek.transactions.config import TransactionCoordinatorConfig
 from odradek.transactions.coordinator import TransactionCoordinator
 from support.authorizer import handler_context
 from support.coordinator_memory import MemoryLog, in_loop, loaded

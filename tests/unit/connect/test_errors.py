@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from odradek.common.clock import ManualClock
 from odradek.connect.api import ConfigException, RetriableError
 from odradek.connect.runtime import errors as e
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
 
 
 class FakeEvent:
@@ -29,7 +22,7 @@ class FakeEvent:
 
     def wait(self, s):
         self.waits.append(round(s * 1000))
-        self.clock.now += s
+        self.clock.advance(s)
 
 
 class Collect:
@@ -47,9 +40,9 @@ class Collect:
 
 
 def handler(config, reporters=()):
-    clock = FakeClock()
+    clock = ManualClock(monotonic_s=0.0)
     event = FakeEvent(clock)
-    h = e.ErrorHandler(config, list(reporters), stopping=event, clock=clock)
+    h = e.ErrorHandler(config, list(reporters), stopping=event, clock=clock.monotonic)
     return h, event
 
 

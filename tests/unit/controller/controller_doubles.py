@@ -16,12 +16,12 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from odradek.common.partitions import TopicPartition
 from odradek.controller.controller import Controller
 from odradek.controller.model import (
     BrokerRegistration,
     ClusterModel,
     ReplicaAssignment,
-    TopicPartition,
     with_assignments,
 )
 from odradek.controller.ports import FencedError, StaleStateVersionError

@@ -11,6 +11,7 @@ from typing import ClassVar
 
 import pytest
 
+from odradek.common.clock import ManualClock
 from odradek.errors import ErrorCode
 from odradek.groups import offsets as offsets_module
 from odradek.groups.config import GroupCoordinatorConfig
@@ -62,14 +63,6 @@ class FakeTimer:
 
     def is_scheduled(self, key: str) -> bool:
         return key in self.scheduled
-
-
-class Clock:
-    def __init__(self, now_ms: int = 1_000_000):
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +155,7 @@ class Shard(GroupCoordinatorShard):
 TOPICS = {"orders": 3, "audit": 1}
 
 
-def new_runtime(log: MemoryLog, clock: Clock, config: GroupCoordinatorConfig | None = None):
+def new_runtime(log: MemoryLog, clock: ManualClock, config: GroupCoordinatorConfig | None = None):
     config = config or GroupCoordinatorConfig()
     return CoordinatorRuntime(
         log,
@@ -173,7 +166,9 @@ def new_runtime(log: MemoryLog, clock: Clock, config: GroupCoordinatorConfig | N
     )
 
 
-async def started(log: MemoryLog, clock: Clock, epoch: int = 1, **config) -> CoordinatorRuntime:
+async def started(
+    log: MemoryLog, clock: ManualClock, epoch: int = 1, **config
+) -> CoordinatorRuntime:
     log.leader_epoch[PARTITION] = epoch
     runtime = new_runtime(log, clock, replace(GroupCoordinatorConfig(), **config))
     runtime.on_elected(PARTITION, epoch)
@@ -202,7 +197,7 @@ def offsets_of(fetched) -> dict[tuple[str, int], int]:
 
 @in_loop
 async def test_a_simple_consumers_commits_are_replayed_by_the_next_leader():
-    log, clock = MemoryLog(), Clock()
+    log, clock = MemoryLog(), ManualClock(now_ms=1_000_000)
     runtime = await started(log, clock)
     errors = await runtime.write(
         PARTITION,
@@ -239,7 +234,7 @@ async def test_a_simple_consumers_commits_are_replayed_by_the_next_leader():
 
 @in_loop
 async def test_bad_partitions_get_their_error_and_write_nothing():
-    log, clock = MemoryLog(), Clock()
+    log, clock = MemoryLog(), ManualClock(now_ms=1_000_000)
     runtime = await started(log, clock, offset_metadata_max_bytes=10)
     errors = await runtime.write(
         PARTITION,
@@ -267,7 +262,7 @@ async def test_bad_partitions_get_their_error_and_write_nothing():
 
 @in_loop
 async def test_whole_request_errors_write_nothing():
-    log, clock = MemoryLog(), Clock()
+    log, clock = MemoryLog(), ManualClock(now_ms=1_000_000)
     runtime = await started(log, clock)
     one = PartitionCommit("orders", 0, 1)
     with pytest.raises(GroupError) as empty_id:
@@ -296,7 +291,7 @@ async def test_whole_request_errors_write_nothing():
 
 @in_loop
 async def test_a_commit_not_replicated_is_not_acknowledged():
-    log, clock = MemoryLog(), Clock()
+    log, clock = MemoryLog(), ManualClock(now_ms=1_000_000)
     runtime = await started(log, clock)
     log.replicate = False
     with pytest.raises(CoordinatorNotAvailableError):
@@ -311,7 +306,7 @@ async def test_a_commit_not_replicated_is_not_acknowledged():
 
 @in_loop
 async def test_a_kip848_member_fetching_is_validated_by_its_group():
-    log, clock = MemoryLog(), Clock()
+    log, clock = MemoryLog(), ManualClock(now_ms=1_000_000)
     runtime = await started(log, clock)
     shard = await runtime.read(PARTITION, lambda shard: shard)
     group = FakeGroup("g", members={"m1": 7})
@@ -332,7 +327,7 @@ async def test_a_kip848_member_fetching_is_validated_by_its_group():
 
 @in_loop
 async def test_offset_delete():
-    log, clock = MemoryLog(), Clock()
+    log, clock = MemoryLog(), ManualClock(now_ms=1_000_000)
     runtime = await started(log, clock)
     shard = await runtime.read(PARTITION, lambda shard: shard)
     both = [("orders", [0, 1]), ("audit", [0])]
@@ -381,7 +376,7 @@ async def test_offset_delete():
 
 @in_loop
 async def test_delete_group_offsets_gives_the_tombstones_of_every_offset():
-    log, clock = MemoryLog(), Clock()
+    log, clock = MemoryLog(), ManualClock(now_ms=1_000_000)
     runtime = await started(log, clock)
     await runtime.write(
         PARTITION, commit("g", PartitionCommit("orders", 1, 1), PartitionCommit("audit", 0, 2))
@@ -399,7 +394,7 @@ async def test_delete_group_offsets_gives_the_tombstones_of_every_offset():
     await runtime.close()
 
 
-def expiring_shard(clock: Clock, retention_minutes: int = 10) -> tuple[Shard, FakeTimer]:
+def expiring_shard(clock: ManualClock, retention_minutes: int = 10) -> tuple[Shard, FakeTimer]:
     timer = FakeTimer()
     config = replace(
         GroupCoordinatorConfig(),
@@ -418,7 +413,7 @@ def apply(shard: Shard, result) -> list[CoordinatorRecord]:
 
 
 def test_expiry_of_a_simple_groups_offsets_counts_from_each_commit():
-    clock = Clock()
+    clock = ManualClock(now_ms=1_000_000)
     shard, timer = expiring_shard(clock)
     assert timer.scheduled[EXPIRY_TIMER][0] == 1000
     apply(shard, shard.offsets.commit_offsets("s", "", None, -1, [PartitionCommit("orders", 0, 1)]))
@@ -434,7 +429,7 @@ def test_expiry_of_a_simple_groups_offsets_counts_from_each_commit():
 
 
 def test_a_retention_time_of_the_commit_overrides_the_brokers():
-    clock = Clock()
+    clock = ManualClock(now_ms=1_000_000)
     shard, _ = expiring_shard(clock)
     commit = [PartitionCommit("orders", 0, 1)]
     apply(shard, shard.offsets.commit_offsets("s", "", None, -1, commit, retention_ms=1000))
@@ -446,7 +441,7 @@ def test_a_retention_time_of_the_commit_overrides_the_brokers():
 
 
 def test_a_group_with_members_keeps_the_offsets_of_topics_it_consumes():
-    clock = Clock()
+    clock = ManualClock(now_ms=1_000_000)
     shard, _ = expiring_shard(clock)
     group = FakeGroup("g", members={"m": 1}, subscribed={"orders"})
     shard.groups["g"] = group
@@ -471,7 +466,7 @@ def test_a_group_with_members_keeps_the_offsets_of_topics_it_consumes():
 
 
 def test_a_busy_group_of_another_protocol_keeps_every_offset():
-    clock = Clock()
+    clock = ManualClock(now_ms=1_000_000)
     shard, _ = expiring_shard(clock)
     shard.groups["connect"] = FakeGroup("connect", members={"m": 1}, protocol="connect")
     commits = [PartitionCommit("audit", 0, 1)]
@@ -481,7 +476,7 @@ def test_a_busy_group_of_another_protocol_keeps_every_offset():
 
 
 def test_an_empty_group_without_offsets_is_deleted_and_a_busy_one_is_not():
-    clock = Clock()
+    clock = ManualClock(now_ms=1_000_000)
     shard, _ = expiring_shard(clock)
     shard.groups["empty"] = FakeGroup("empty")
     shard.groups["busy"] = FakeGroup("busy", members={"m": 1})
@@ -507,7 +502,7 @@ def test_records_round_trip_and_every_value_version_is_read():
 
 
 def test_legacy_keys_are_replayed_like_current_ones():
-    clock = Clock()
+    clock = ManualClock(now_ms=1_000_000)
     shard, _ = expiring_shard(clock)
     shard.replay(
         CoordinatorRecord(
@@ -521,14 +516,14 @@ def test_legacy_keys_are_replayed_like_current_ones():
 
 
 def test_the_manager_is_the_shards():
-    clock = Clock()
+    clock = ManualClock(now_ms=1_000_000)
     shard, _ = expiring_shard(clock)
     assert isinstance(shard.offsets, OffsetMetadataManager)
 
 
 def test_an_expiry_run_writes_a_bounded_batch_and_continues_at_once(monkeypatch):
     monkeypatch.setattr(offsets_module, "MAX_EXPIRED_RECORDS", 2)
-    clock = Clock()
+    clock = ManualClock(now_ms=1_000_000)
     shard, timer = expiring_shard(clock)
     for group in ("a", "b", "c"):
         commits = [PartitionCommit("orders", 0, 1)]

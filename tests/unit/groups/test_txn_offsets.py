@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 
+from odradek.common.clock import ManualClock
 from odradek.errors import ErrorCode
 from odradek.groups.classic.group import ClassicGroup, ClassicGroupState
 from odradek.groups.classic.member import ClassicMember
@@ -41,14 +42,6 @@ class Topics:
         return sorted(self.topics)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_ms = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-
 class BatchLog(MemoryLog):
     """The in-memory log that also keeps each appended batch's header."""
 
@@ -61,9 +54,9 @@ class BatchLog(MemoryLog):
         return await super().append(partition, leader_epoch, batch)
 
 
-def new_runtime(log: MemoryLog, clock: Clock | None = None, **config) -> CoordinatorRuntime:
+def new_runtime(log: MemoryLog, clock: ManualClock | None = None, **config) -> CoordinatorRuntime:
     group_config = GroupCoordinatorConfig(**config)
-    clock = clock or Clock()
+    clock = clock or ManualClock(now_ms=1_000_000)
     return CoordinatorRuntime(
         log,
         lambda partition, timer: ShardContext(partition, group_config, timer, Topics(), clock),
@@ -72,7 +65,7 @@ def new_runtime(log: MemoryLog, clock: Clock | None = None, **config) -> Coordin
     )
 
 
-async def started(log: MemoryLog, clock: Clock | None = None, **config) -> CoordinatorRuntime:
+async def started(log: MemoryLog, clock: ManualClock | None = None, **config) -> CoordinatorRuntime:
     log.leader_epoch[P] = log.leader_epoch.get(P, 0) + 1
     runtime = new_runtime(log, clock, **config)
     runtime.on_elected(P, log.leader_epoch[P])
@@ -301,7 +294,7 @@ async def test_delete_group_writes_tombstones_for_pending_offsets_too():
 
 @in_loop
 async def test_expiry_keeps_an_offset_with_a_pending_one_and_its_group():
-    clock = Clock()
+    clock = ManualClock(now_ms=1_000_000)
     log = MemoryLog()
     runtime = await started(log, clock, offsets_retention_minutes=1)
     await runtime.write(P, plain_commit(at(0, 1), at(1, 1)))
@@ -320,7 +313,7 @@ async def test_expiry_keeps_an_offset_with_a_pending_one_and_its_group():
 
 @in_loop
 async def test_expiry_does_not_delete_an_empty_group_with_pending_offsets():
-    clock = Clock()
+    clock = ManualClock(now_ms=1_000_000)
     log = MemoryLog()
     runtime = await started(log, clock, offsets_retention_minutes=1)
     shard = runtime._slots[P].shard
@@ -448,7 +441,7 @@ async def test_a_shard_without_transactions_refuses_a_log_with_markers():
     runtime = CoordinatorRuntime(
         log,
         lambda partition, timer: ShardContext(
-            partition, GroupCoordinatorConfig(), timer, Topics(), Clock()
+            partition, GroupCoordinatorConfig(), timer, Topics(), ManualClock(now_ms=1_000_000)
         ),
         new_shard=PlainShard,  # type: ignore[arg-type]
     )

@@ -5,43 +5,36 @@ from __future__ import annotations
 import asyncio
 import time
 
+from odradek.common.clock import ManualClock
 from odradek.observability.loop_monitor import EventLoopMonitor
 from odradek.observability.metrics import common_metrics, new_registry
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_short_spike_keeps_the_service_ready():
-    clock = Clock()
-    monitor = EventLoopMonitor(unready_lag_s=0.5, unready_after_s=5.0, clock=clock)
-    monitor.record(2.0, clock.now)
+    clock = ManualClock(monotonic_s=1000.0)
+    monitor = EventLoopMonitor(unready_lag_s=0.5, unready_after_s=5.0, clock=clock.monotonic)
+    monitor.record(2.0, clock.monotonic())
     assert monitor.not_ready_reason() is None
-    monitor.record(0.001, clock.now)
+    monitor.record(0.001, clock.monotonic())
     assert monitor.not_ready_reason() is None
 
 
 def test_lag_that_stays_high_makes_it_unready_until_a_good_sample():
-    clock = Clock()
-    monitor = EventLoopMonitor(unready_lag_s=0.5, unready_after_s=5.0, clock=clock)
+    clock = ManualClock(monotonic_s=1000.0)
+    monitor = EventLoopMonitor(unready_lag_s=0.5, unready_after_s=5.0, clock=clock.monotonic)
     for _ in range(6):
-        clock.now += 1.0
-        monitor.record(0.8, clock.now)
+        clock.advance(1.0)
+        monitor.record(0.8, clock.monotonic())
     reason = monitor.not_ready_reason()
     assert reason is not None and "800 ms" in reason
-    monitor.record(0.01, clock.now)
+    monitor.record(0.01, clock.monotonic())
     assert monitor.not_ready_reason() is None
 
 
 def test_one_stall_as_long_as_the_window_counts_as_high_for_long():
-    clock = Clock()
-    monitor = EventLoopMonitor(unready_lag_s=0.5, unready_after_s=5.0, clock=clock)
-    monitor.record(6.0, clock.now)  # the loop did not answer for 6 s
+    clock = ManualClock(monotonic_s=1000.0)
+    monitor = EventLoopMonitor(unready_lag_s=0.5, unready_after_s=5.0, clock=clock.monotonic)
+    monitor.record(6.0, clock.monotonic())  # the loop did not answer for 6 s
     assert monitor.not_ready_reason() is not None
 
 

@@ -10,6 +10,7 @@ import pytest
 from odradek.cli import main
 from odradek.commands.common import CommandError
 from odradek.commands.groups import parse_topics
+from odradek.common.partitions import TopicPartition
 from odradek.ops.group_offsets import (
     OffsetBounds,
     ResetKind,
@@ -20,7 +21,6 @@ from odradek.ops.group_offsets import (
     parse_duration,
     reset_target,
 )
-from odradek.ops.model import TopicPartition
 
 BOUNDS = OffsetBounds(log_start_offset=10, log_end_offset=100, at_time=42)
 

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from odradek.common.partitions import TopicPartition
 from odradek.ops.errors import PlanFormatError, PlanMismatchError
-from odradek.ops.model import ClusterView, TopicPartition
+from odradek.ops.model import ClusterView
 from odradek.ops.plan import (
     PartitionMove,
     Plan,

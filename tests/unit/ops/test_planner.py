@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from odradek.common.partitions import TopicPartition
 from odradek.ops.errors import PlacementError
-from odradek.ops.model import ClusterView, TopicPartition
+from odradek.ops.model import ClusterView
 from odradek.ops.planner import plan_drain, plan_move, plan_rebalance
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

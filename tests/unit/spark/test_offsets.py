@@ -10,8 +10,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from odradek.common.partitions import TopicPartition
 from odradek.spark.offsets import OffsetLookupError, OffsetReader
-from odradek.spark.ranges import TopicPartition
 from odradek.spark.read_options import (
     Assign,
     Earliest,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from odradek.common.partitions import TopicPartition
 from odradek.spark.ranges import (
     OffsetRange,
     RangeError,
-    TopicPartition,
     offsets_from_json,
     offsets_to_json,
     plan_ranges,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.spark.ranges import TopicPartition
+from odradek.common.partitions import TopicPartition
 from odradek.spark.read_options import (
     Assign,
     Earliest,

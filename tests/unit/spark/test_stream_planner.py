@@ -9,8 +9,10 @@ from collections.abc import Iterable
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
+from odradek.common.clock import ManualClock
+from odradek.common.partitions import TopicPartition
 from odradek.spark.partition_read import DataLossError
-from odradek.spark.ranges import OffsetRange, TopicPartition
+from odradek.spark.ranges import OffsetRange
 from odradek.spark.read_options import OffsetLimit, parse_read_options
 from odradek.spark.stream_read import StreamPlanner, decode, encode
 
@@ -41,19 +43,13 @@ class FakeCluster:
         self.closed = True
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_ms = 0.0
-
-    def __call__(self) -> float:
-        return self.now_ms
-
-
-def planner(cluster: FakeCluster, clock: Clock | None = None, **options: str) -> StreamPlanner:
+def planner(
+    cluster: FakeCluster, clock: ManualClock | None = None, **options: str
+) -> StreamPlanner:
     parsed = parse_read_options(
         {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "a", **options}, streaming=True
     )
-    return StreamPlanner(cluster, parsed, clock or Clock())
+    return StreamPlanner(cluster, parsed, clock or ManualClock(now_ms=0.0))
 
 
 def test_offsets_round_trip_as_sparks_json() -> None:
@@ -94,7 +90,7 @@ def test_available_now_stops_at_the_end_fixed_when_prepared() -> None:
 
 
 def test_min_offsets_per_trigger_waits_for_records_or_the_delay() -> None:
-    clock = Clock()
+    clock = ManualClock(now_ms=0.0)
     cluster = FakeCluster({A0: (0, 3)})
     plan = planner(cluster, clock, minOffsetsPerTrigger="5", maxTriggerDelay="10s")
     start = {A0: 0}

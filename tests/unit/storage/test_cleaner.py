@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
+from odradek.common.clock import ManualClock
 from odradek.config.topic import TopicConfig
 from odradek.storage.batch import DELETE_HORIZON_MASK, BatchHeader, with_delete_horizon
 from odradek.storage.cleaner import LogCleaner, dirty_ratio
@@ -30,16 +31,6 @@ T0_MS = 1_700_000_000_000  # the fake clock's start; records carry timestamps ne
 CODECS = list(Compression)
 
 KeyValue = tuple[bytes, bytes | None]
-
-
-class FakeClock:
-    """Milliseconds that move only when the test moves them."""
-
-    def __init__(self, now_ms: int = T0_MS):
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 class Crash(BaseException):
@@ -106,7 +97,7 @@ def compact_a_history(
     Returns the log, every record written by offset, the batches before cleaning by base
     offset, and where the cleanable range ended (the active segment's base offset).
     """
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     log = make_log(clock=clock, **compacted(segment_bytes=1024))
     rng = random.Random(7)  # the same records for every codec
     written = write_history(log, kafka_batch, rng, batches=80, keys=25, codec=codec)
@@ -224,7 +215,7 @@ def test_a_tombstone_is_kept_delete_retention_ms_from_when_the_cleaner_first_kep
 ):
     """Not from its CreateTime: a tombstone produced with an old timestamp is not dropped at once,
     so a consumer that read the value it deletes still gets to see it."""
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     log = make_log(clock=clock, **compacted(delete_retention_ms=RETENTION_MS))
     old_ms = T0_MS - 10 * RETENTION_MS  # a producer replaying old data
     append(log, kafka_batch, [(b"gone", b"v1"), (b"kept", b"v1")], timestamp_ms=old_ms)
@@ -263,7 +254,7 @@ def test_a_tombstone_is_kept_delete_retention_ms_from_when_the_cleaner_first_kep
 def test_a_batch_with_a_delete_horizon_keeps_its_record_timestamps(
     make_log, kafka_batch, codec, timestamp_type
 ):
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     config = compacted(delete_retention_ms=RETENTION_MS, message_timestamp_type=timestamp_type)
     log = make_log(clock=clock, **config)
     timestamps = [T0_MS - 5_000, T0_MS - 7_000, T0_MS - 1_000, T0_MS - 3_000]
@@ -292,7 +283,7 @@ def test_a_batch_with_a_delete_horizon_keeps_its_record_timestamps(
 
 
 def test_a_later_pass_keeps_the_horizon_the_first_one_set(make_log, kafka_batch):
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     log = make_log(clock=clock, **compacted(delete_retention_ms=RETENTION_MS))
     append(log, kafka_batch, [(b"a", b"1"), (b"gone", None)], timestamp_ms=T0_MS - 100)
     seal(log)
@@ -313,7 +304,7 @@ def test_a_later_pass_keeps_the_horizon_the_first_one_set(make_log, kafka_batch)
 
 
 def test_after_a_restart_pending_horizons_are_read_from_the_batch_headers(make_log, kafka_batch):
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     config = compacted(delete_retention_ms=RETENTION_MS)
     log = make_log(clock=clock, **config)
     append(log, kafka_batch, [(b"gone", b"v"), (b"kept", b"v")], timestamp_ms=T0_MS)
@@ -336,7 +327,7 @@ def test_after_a_restart_pending_horizons_are_read_from_the_batch_headers(make_l
 
 
 def test_min_compaction_lag_holds_back_recent_segments(make_log, kafka_batch):
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     log = make_log(clock=clock, **compacted(min_compaction_lag_ms=10_000))
     append(
         log, kafka_batch, [(b"a", b"1"), (b"a", b"2"), (b"b", b"1")], timestamp_ms=T0_MS - 20_000
@@ -363,7 +354,7 @@ def test_min_compaction_lag_holds_back_recent_segments(make_log, kafka_batch):
 
 
 def test_data_above_the_high_watermark_is_not_cleaned(make_log, kafka_batch):
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     log = make_log(clock=clock, **compacted())
     for n in range(3):
         append(log, kafka_batch, [(b"k", b"%d-0" % n), (b"k", b"%d-1" % n)], timestamp_ms=T0_MS)
@@ -387,7 +378,7 @@ def test_data_above_the_high_watermark_is_not_cleaned(make_log, kafka_batch):
 
 def test_a_full_offset_map_leaves_later_tombstones_for_the_next_pass(make_log, kafka_batch):
     """Past what the map covers a tombstone must not go: the value it deletes would return."""
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     log = make_log(clock=clock, **compacted(delete_retention_ms=1_000))
     append(log, kafka_batch, [(b"k", b"v1"), (b"a", b"1")], timestamp_ms=T0_MS - 10_000)
     log.roll()
@@ -408,7 +399,7 @@ def test_a_full_offset_map_leaves_later_tombstones_for_the_next_pass(make_log, k
 
 def test_cleaned_segments_fit_their_indexes(make_log, kafka_batch):
     """Many small segments (rolled because their indexes filled) are not merged past them."""
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     log = make_log(clock=clock, **compacted(segment_index_bytes=120, index_interval_bytes=0))
     written: dict[int, KeyValue] = {}
     for n in range(400):
@@ -434,7 +425,7 @@ def test_cleaned_segments_fit_their_indexes(make_log, kafka_batch):
 
 def test_a_checkpoint_beyond_the_log_end_is_reset_to_the_log_start(make_log, kafka_batch):
     """As Kafka: after a truncation below it, the data written again is dirty, not clean."""
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     log = make_log(clock=clock, **compacted())
     for n in range(10):
         append(log, kafka_batch, [(b"k%d" % n, b"old")], timestamp_ms=T0_MS)
@@ -462,7 +453,7 @@ def test_the_swap_renames_are_fsynced_in_the_directory_without_the_lock(
     make_log, kafka_batch, monkeypatch
 ):
     """Before a pass counts as done (its checkpoint moves), its renames survive a power cut."""
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     log = make_log(clock=clock, **compacted())
     for n in range(6):
         append(log, kafka_batch, [(b"k", b"%d" % n)], timestamp_ms=T0_MS)
@@ -492,7 +483,7 @@ def test_the_swap_renames_are_fsynced_in_the_directory_without_the_lock(
 
 
 def test_cleaning_does_not_block_appends(make_log, kafka_batch, monkeypatch):
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     log = make_log(clock=clock, **compacted(segment_bytes=64 * 1024))
     written: dict[int, KeyValue] = {}
     for n in range(1000):
@@ -550,7 +541,7 @@ def test_cleaning_does_not_block_appends(make_log, kafka_batch, monkeypatch):
 def test_a_concurrent_retention_makes_the_cleaner_abandon_its_work(
     make_log, kafka_batch, monkeypatch
 ):
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     log = make_log(clock=clock, **compacted())
     for n in range(4):
         append(log, kafka_batch, [(b"k", b"%d" % n), (b"j", b"%d" % n)], timestamp_ms=T0_MS)
@@ -598,7 +589,7 @@ def write_anchored_history(log: Log, kafka_batch: Callable[..., bytes]) -> None:
 
 
 def crash_during_cleaning(
-    log: Log, crash_point: str, monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+    log: Log, crash_point: str, monkeypatch: pytest.MonkeyPatch, clock: ManualClock
 ) -> None:
     if crash_point == "writing_cleaned":  # before the .cleaned files become .swap
         crash_on_rename_to = SWAP_SUFFIX
@@ -625,7 +616,7 @@ def crash_during_cleaning(
 def test_a_crash_during_the_swap_leaves_the_log_before_or_after_it(
     tmp_path, make_log, kafka_batch, monkeypatch, crash_point
 ):
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     config = compacted(file_delete_delay_ms=60_000)  # replaced files linger as .deleted
     reference = make_log("reference-0", clock=clock, **config)
     crashed = make_log("crashed-0", clock=clock, **config)
@@ -673,7 +664,7 @@ def test_a_crash_after_the_swap_rename_may_keep_a_wholly_compacted_tail_segment(
     crash right after the .swap rename leaves that segment in place. Nothing is lost and no
     offset is doubled; the latest value of every key is right and the next pass removes it.
     """
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     config = compacted(file_delete_delay_ms=60_000, delete_retention_ms=1_000)
     reference = make_log("reference-0", clock=clock, **config)
     crashed = make_log("crashed-0", clock=clock, **config)
@@ -709,7 +700,7 @@ def test_a_crash_after_the_swap_rename_may_keep_a_wholly_compacted_tail_segment(
 
 
 def test_clean_dirtiest_picks_by_min_cleanable_dirty_ratio(make_log, kafka_batch):
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     mostly_clean = make_log("mostly-clean-0", clock=clock, **compacted())
     for n in range(10):
         append(mostly_clean, kafka_batch, [(b"k%d" % n, b"v")], timestamp_ms=T0_MS)
@@ -758,7 +749,7 @@ def test_a_dirty_log_it_may_not_clean_yet_does_not_starve_the_others(make_log, k
 
 
 def test_the_cleaner_thread_compacts_and_stops_promptly(make_log, kafka_batch):
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     log = make_log(clock=clock, **compacted())
     for n in range(5):
         append(log, kafka_batch, [(b"k", b"%d" % n)], timestamp_ms=T0_MS)
@@ -800,7 +791,7 @@ WRITES = st.lists(
 def test_compaction_agrees_with_replaying_the_writes(
     kafka_batch, writes, batch_sizes, first_pass_at, codec
 ):
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     config = TopicConfig(**compacted(segment_bytes=512, delete_retention_ms=10**15))
     cleaner = LogCleaner(clock=clock)
     with tempfile.TemporaryDirectory() as directory:

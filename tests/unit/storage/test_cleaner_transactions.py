@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from odradek.common.clock import ManualClock
 from odradek.config.topic import TopicConfig
 from odradek.storage.batch import DELETE_HORIZON_MASK, BatchHeader
 from odradek.storage.cleaner import LogCleaner
@@ -18,14 +19,6 @@ from odradek.storage.validator import AppendOrigin
 
 T0_MS = 1_700_000_000_000
 DELETE_RETENTION_MS = 60_000
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now_ms = T0_MS
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 class Writer:
@@ -123,8 +116,8 @@ def markers(log: Log) -> list[tuple[int, ControlType, bool]]:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> ManualClock:
+    return ManualClock(now_ms=T0_MS)
 
 
 @pytest.fixture
@@ -320,7 +313,7 @@ def _random_history(w: Writer, rng: random.Random, steps: int) -> None:
 @pytest.mark.parametrize("seed", range(12))
 def test_read_committed_over_a_cleaned_log_is_unchanged(tmp_path: Path, seed):
     rng = random.Random(seed)
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     config = TopicConfig(
         cleanup_policy="compact",
         file_delete_delay_ms=0,
@@ -360,7 +353,7 @@ def test_retention_under_an_open_transaction_keeps_the_lso_and_the_index_consist
     """As Kafka: retention is bounded by the high watermark, not held back by an open
     transaction; the LSO then never falls below the log start, and the entries of the
     aborted transactions whose markers remain are still found."""
-    log = make_log(clock=FakeClock(), segment_bytes=300, file_delete_delay_ms=0)
+    log = make_log(clock=ManualClock(now_ms=T0_MS), segment_bytes=300, file_delete_delay_ms=0)
     w = Writer(log)
     w.txn(7, (b"a", b"aborted"))  # 0: its marker lands in a later segment
     w.txn(8, (b"b", b"open"))  # 1: stays open

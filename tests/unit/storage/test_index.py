@@ -9,13 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from odradek.storage.index import (
-    INT32_MAX,
-    CorruptIndexError,
-    IndexFullError,
-    OffsetIndex,
-    TimeIndex,
-)
+from odradek.common.limits import INT32_MAX
+from odradek.storage.index import CorruptIndexError, IndexFullError, OffsetIndex, TimeIndex
 
 BASE = 1000
 OFFSET_ENTRIES = [(1005, 50), (1010, 120), (1020, 300)]  # (offset, position)

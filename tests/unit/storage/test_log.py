@@ -15,6 +15,7 @@ from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatch
 
 import odradek.storage.segment as segment_module
+from odradek.common.clock import ManualClock
 from odradek.config.topic import TopicConfig
 from odradek.errors import (
     CorruptRecordError,
@@ -32,19 +33,6 @@ from odradek.storage.segment import LogSegment
 
 T0 = 1_700_000_000_000
 GZIP, LZ4 = 1, 3
-
-
-class FakeClock:
-    """Milliseconds that move only when a test says so."""
-
-    def __init__(self, now_ms: int = T0):
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
 
 
 @pytest.fixture
@@ -254,7 +242,7 @@ REJECTIONS = {
 @pytest.mark.parametrize("case", REJECTIONS, ids=list(REJECTIONS))
 def test_rejected_record_sets_leave_the_log_untouched(make_log, kafka_batch, case):
     config, build, error, code = REJECTIONS[case]
-    log = make_log(clock=FakeClock(T0), index_interval_bytes=0, **config)
+    log = make_log(clock=ManualClock(T0), index_interval_bytes=0, **config)
     _append_n(log, kafka_batch, 3)
     before = _snapshot(log.directory)
     log_end_offset = log.log_end_offset
@@ -270,13 +258,13 @@ def test_rejected_record_sets_leave_the_log_untouched(make_log, kafka_batch, cas
 
 
 def test_timestamps_within_the_bounds_are_accepted(make_log, kafka_batch):
-    clock = FakeClock(T0)
+    clock = ManualClock(T0)
     log = make_log(
         clock=clock, message_timestamp_before_max_ms=1000, message_timestamp_after_max_ms=1000
     )
     info = log.append(kafka_batch([(b"k", b"v")] * 2, timestamp_ms=[T0 - 1000, T0 + 1000]))
     assert info.last_offset == 1
-    clock.advance(5000)  # the bound moves with the broker's clock
+    clock.advance(ms=5000)  # the bound moves with the broker's clock
     with pytest.raises(InvalidTimestampError):
         log.append(kafka_batch([(b"k", b"v")], timestamp_ms=T0))
 
@@ -311,7 +299,7 @@ def test_segments_roll_at_segment_bytes_and_old_indexes_are_trimmed(make_log, ka
 
 
 def test_segments_roll_at_segment_ms_by_record_time(make_log, kafka_batch):
-    clock = FakeClock(T0)
+    clock = ManualClock(T0)
     log = make_log(clock=clock, segment_ms=1000)
 
     def append(timestamp: int) -> None:
@@ -319,7 +307,7 @@ def test_segments_roll_at_segment_ms_by_record_time(make_log, kafka_batch):
 
     append(T0)
     append(T0 + 1000)  # waited exactly segment.ms: not yet
-    clock.advance(10**9)  # the broker's clock does not matter when records carry time
+    clock.advance(ms=10**9)  # the broker's clock does not matter when records carry time
     append(T0 + 300)
     assert [s.base_offset for s in log.segments()] == [0]
     append(T0 + 1001)
@@ -332,14 +320,14 @@ def test_segments_roll_at_segment_ms_by_record_time(make_log, kafka_batch):
 
 
 def test_segments_roll_at_segment_ms_by_clock_without_record_time(make_log, kafka_batch):
-    clock = FakeClock(T0)
+    clock = ManualClock(T0)
     log = make_log(clock=clock, segment_ms=1000, segment_jitter_ms=0)
     no_timestamp = kafka_batch([(b"k", b"v")], timestamp_ms=-1)
     log.append(no_timestamp)
-    clock.advance(1000)
+    clock.advance(ms=1000)
     log.append(no_timestamp)
     assert len(log.segments()) == 1
-    clock.advance(1)
+    clock.advance(ms=1)
     log.append(no_timestamp)
     assert [s.base_offset for s in log.segments()] == [0, 2]
     assert log.segments()[-1].created_ms == T0 + 1001
@@ -458,10 +446,10 @@ def test_offset_for_timestamp_with_create_time(make_log, kafka_batch):
 
 
 def test_offset_for_timestamp_with_log_append_time(make_log, kafka_batch):
-    clock = FakeClock(T0)
+    clock = ManualClock(T0)
     log = make_log(clock=clock, message_timestamp_type="LogAppendTime")
     for _ in range(5):
-        clock.advance(10)
+        clock.advance(ms=10)
         log.append(kafka_batch([(b"k", b"v")] * 2, timestamp_ms=12345))  # producer time ignored
     assert [record[1] for record in _records(log)] == [T0 + 10 * (n // 2 + 1) for n in range(10)]
     assert log.offset_for_timestamp(T0 + 10) == TimestampAndOffset(T0 + 10, 0)
@@ -495,7 +483,7 @@ def test_offset_for_timestamp_through_time_indexes_of_many_segments(make_log, ka
 
 @pytest.mark.parametrize("codec", [0, GZIP, 4], ids=["none", "gzip", "zstd"])
 def test_log_append_time_stamps_batches_and_keeps_the_crc_valid(make_log, kafka_batch, codec):
-    clock = FakeClock(T0 + 12345)
+    clock = ManualClock(T0 + 12345)
     log = make_log(clock=clock, message_timestamp_type="LogAppendTime")
     values = [(b"k%d" % i, b"value %d" % i) for i in range(3)]
     produced = bytearray(kafka_batch(values, codec=codec, timestamp_ms=T0))
@@ -551,11 +539,11 @@ def test_compression_type_reencodes_batches(make_log, kafka_batch):
 
 
 def _rolled_log(
-    make_log, kafka_batch, segments: int, clock: FakeClock | None = None, **config
+    make_log, kafka_batch, segments: int, clock: ManualClock | None = None, **config
 ) -> Log:
     """``segments`` rolled segments of one 3-record batch each (record time T0 + 5000 n),
     then an empty active one; the high watermark at the end."""
-    log = make_log(clock=clock or FakeClock(T0 + 5000 * segments), **config)
+    log = make_log(clock=clock or ManualClock(T0 + 5000 * segments), **config)
     for n in range(segments):
         log.append(kafka_batch([(b"k", b"x" * 50)] * 3, timestamp_ms=T0 + 5000 * n))
         log.roll()
@@ -564,7 +552,7 @@ def _rolled_log(
 
 
 def test_retention_ms_deletes_whole_old_segments(make_log, kafka_batch):
-    clock = FakeClock(T0 + 10_000 + 10_001)
+    clock = ManualClock(T0 + 10_000 + 10_001)
     log = _rolled_log(
         make_log, kafka_batch, 5, clock=clock, retention_ms=10_000, file_delete_delay_ms=0
     )
@@ -581,14 +569,14 @@ def test_retention_ms_deletes_whole_old_segments(make_log, kafka_batch):
         log.read(8, 1000)
     assert log.delete_old_segments() == 0
 
-    clock.advance(10**9)
+    clock.advance(ms=10**9)
     assert log.delete_old_segments() == 2  # never the active segment
     assert [s.base_offset for s in log.segments()] == [15]
     assert log.log_start_offset == 15
 
 
 def test_retention_keeps_a_non_empty_active_segment(make_log, kafka_batch):
-    clock = FakeClock(T0 + 10**9)
+    clock = ManualClock(T0 + 10**9)
     log = make_log(clock=clock, retention_ms=1000, file_delete_delay_ms=0)
     for n in range(3):
         log.append(kafka_batch([(b"k", b"v")], timestamp_ms=T0 + n))
@@ -601,7 +589,7 @@ def test_retention_keeps_a_non_empty_active_segment(make_log, kafka_batch):
 
 
 def test_retention_never_deletes_above_the_high_watermark(make_log, kafka_batch):
-    clock = FakeClock(T0 + 10**9)
+    clock = ManualClock(T0 + 10**9)
     log = _rolled_log(make_log, kafka_batch, 5, clock=clock, retention_ms=1000)
     log.update_high_watermark(7)  # inside the third segment [6, 9)
     assert log.delete_old_segments() == 2
@@ -646,7 +634,7 @@ def test_delete_records_then_retention(make_log, kafka_batch):
 
 
 def test_deleted_files_go_after_file_delete_delay_and_slices_stay_readable(make_log, kafka_batch):
-    clock = FakeClock(T0 + 10**6)
+    clock = ManualClock(T0 + 10**6)
     log = _rolled_log(
         make_log, kafka_batch, 2, clock=clock, retention_ms=1000, file_delete_delay_ms=5000
     )
@@ -663,12 +651,12 @@ def test_deleted_files_go_after_file_delete_delay_and_slices_stay_readable(make_
     ) + sorted(f"{6:020d}{suffix}" for suffix in (".index", ".log", ".timeindex"))
     assert fetched.read_bytes() == data
 
-    clock.advance(4999)
+    clock.advance(ms=4999)
     log.delete_expired_files()
     assert fetched.read_bytes() == data
     assert len(list(log.directory.glob("*.deleted"))) == 6
 
-    clock.advance(1)
+    clock.advance(ms=1)
     log.delete_expired_files()
     assert list(log.directory.glob("*.deleted")) == []
     with pytest.raises(ValueError):  # the file is closed now
@@ -735,13 +723,13 @@ def test_flush_messages_counts_offsets(make_log, kafka_batch, fsyncs):
 
 
 def test_flush_if_due_with_flush_ms(make_log, kafka_batch, fsyncs):
-    clock = FakeClock(T0)
+    clock = ManualClock(T0)
     log = make_log(clock=clock, flush_ms=1000)
     _append_n(log, kafka_batch, 3)
-    clock.advance(999)
+    clock.advance(ms=999)
     log.flush_if_due()
     assert (log.recovery_point, len(fsyncs)) == (0, 0)
-    clock.advance(1)
+    clock.advance(ms=1)
     log.flush_if_due()
     assert log.recovery_point == 6 and len(fsyncs) == 1
     assert log.last_flush_ms == T0 + 1000
@@ -779,7 +767,7 @@ def test_a_flush_over_a_roll_makes_the_new_files_durable_in_their_directory(
 
 
 def test_flush_if_due_flushes_rolled_segments(make_log, kafka_batch, fsyncs):
-    clock = FakeClock(T0)
+    clock = ManualClock(T0)
     log = make_log(clock=clock)  # flush.ms: never
     _append_n(log, kafka_batch, 2)
     log.roll()

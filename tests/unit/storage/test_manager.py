@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from odradek.common.clock import ManualClock
 from odradek.config.topic import TopicConfig
 from odradek.errors import ErrorCode, KafkaStorageError, UnknownTopicOrPartitionError
 from odradek.storage import segment as segment_module
@@ -32,14 +33,6 @@ from odradek.storage.segment import LogSegment
 
 T0_MS = 1_700_000_000_000
 CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
-
-
-class FakeClock:
-    def __init__(self, now_ms: int = T0_MS):
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 @pytest.fixture
@@ -336,7 +329,7 @@ def test_delete_log_removes_the_partition_and_load_finishes_an_interrupted_one(
 def test_enforce_retention_deletes_expired_segments_of_every_log(
     open_manager, log_dirs, kafka_batch
 ):
-    clock = FakeClock()
+    clock = ManualClock(now_ms=T0_MS)
     config = TopicConfig(retention_ms=60_000, segment_bytes=1024, file_delete_delay_ms=0)
     manager = open_manager(clock=clock, topic_config=lambda topic: config)
     expiring = manager.get_or_create_log("orders", 0)

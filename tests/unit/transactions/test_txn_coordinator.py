@@ -13,6 +13,7 @@ import dataclasses
 
 import pytest
 
+from odradek.common.clock import ManualClock
 from odradek.errors import ErrorCode as E
 from odradek.groups.errors import CoordinatorLoadInProgressError, NotCoordinatorError
 from odradek.transactions import records
@@ -58,14 +59,6 @@ class CountingIds:
         return self.next - 1
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_ms = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-
 def coordinator(
     log: MemoryLog, sender: FakeSender | None, ids=None, clock=None, wait_ms=0, **config
 ):
@@ -80,7 +73,7 @@ def coordinator(
         settings,
         ids or CountingIds(),
         markers=lambda: sender,
-        clock_ms=clock or Clock(),
+        clock_ms=clock or ManualClock(now_ms=1_000_000),
         completion_wait_ms=wait_ms,
     )
 
@@ -150,7 +143,7 @@ async def test_no_marker_before_the_prepare_record_replicates_then_the_timer_sen
 
 @in_loop
 async def test_a_marker_the_sender_dropped_is_submitted_again_but_never_while_completing():
-    log, sender, clock = MemoryLog(), FakeSender(), Clock()
+    log, sender, clock = MemoryLog(), FakeSender(), ManualClock(now_ms=1_000_000)
     txn = coordinator(
         log, sender, clock=clock, transaction_abort_timed_out_transaction_cleanup_interval_ms=10
     )
@@ -209,7 +202,7 @@ async def test_resign_cancels_the_senders_work_and_the_next_leader_redrives_it()
 
 @in_loop
 async def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced():
-    log, sender, clock = MemoryLog(), FakeSender(), Clock()
+    log, sender, clock = MemoryLog(), FakeSender(), ManualClock(now_ms=1_000_000)
     txn = coordinator(
         log, sender, clock=clock, transaction_abort_timed_out_transaction_cleanup_interval_ms=20
     )
@@ -307,7 +300,7 @@ async def test_list_and_describe_across_the_partitions_led_here():
 
 @in_loop
 async def test_expired_transactional_ids_are_tombstoned_by_the_timer():
-    log, clock = MemoryLog(), Clock()
+    log, clock = MemoryLog(), ManualClock(now_ms=1_000_000)
     txn = coordinator(
         log,
         FakeSender(),
@@ -378,7 +371,7 @@ def test_a_timer_round_expires_a_bounded_batch_and_the_next_rounds_the_rest(monk
 
 
 async def _expire_in_rounds() -> None:
-    log, clock = CountingLog(), Clock()
+    log, clock = CountingLog(), ManualClock(now_ms=1_000_000)
     txn = coordinator(
         log,
         FakeSender(),

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from odradek.zk.codec import INT32_MAX, INT64_MAX, random_topic_id
+from odradek.common.limits import INT32_MAX, INT64_MAX
+from odradek.common.partitions import TopicPartition
+from odradek.zk.codec import random_topic_id
 from odradek.zk.errors import ZkDataError
 from odradek.zk.paths import (
     CONFIG_CHANGE_PREFIX,
@@ -27,7 +29,6 @@ from odradek.zk.paths import (
     ProducerIdBlock,
     SupportedFeature,
     TopicAssignment,
-    TopicPartition,
     broker_id_from_name,
     broker_path,
     config_change_path_prefix,

@@ -36,8 +36,8 @@ from typing import Any, NamedTuple
 from odradek.broker.controller_link import ControllerLink
 from odradek.broker.forwarding import forward
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.common.partitions import NO_LEADER, TopicPartition
 from odradek.controller import elect_leaders as el
-from odradek.controller.model import NO_LEADER, TopicPartition
 from odradek.errors import ErrorCode
 from odradek.time_slices import TimeSlices
 

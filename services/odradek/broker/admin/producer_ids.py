@@ -34,9 +34,9 @@ from odradek.broker.admin.errors import (
     CoordinatorNotAvailableError,
     error_of,
 )
+from odradek.common.limits import INT64_MAX
 from odradek.errors import ErrorCode, OdradekError
 from odradek.zk.client import ZkClient
-from odradek.zk.codec import INT64_MAX
 from odradek.zk.errors import BadVersionError, NodeExistsError, NoNodeError
 from odradek.zk.paths import LATEST_PRODUCER_ID_BLOCK_PATH, ProducerIdBlock
 

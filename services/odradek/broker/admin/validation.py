@@ -20,7 +20,6 @@ taken from Kafka 3.x's ZooKeeper mode (``Topic.validate``, ``ZkAdminManager``,
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -30,6 +29,7 @@ from odradek.broker.admin.errors import (
     InvalidTopicError,
     ReassignmentInProgressError,
 )
+from odradek.common.topics import LEGAL_TOPIC_CHARACTERS, TOPIC_NAME_LENGTH_MAX
 from odradek.config.broker import BrokerConfig
 from odradek.config.topic import CONFIG_KEYS, DEFAULT_TOPIC_CONFIG, TopicConfig
 from odradek.controller.placement import (
@@ -39,7 +39,7 @@ from odradek.controller.placement import (
 )
 from odradek.errors import InvalidConfigError
 from odradek.zk.codec import ZNODE_DATA_BYTES_MAX
-from odradek.zk.paths import TOPIC_NAME_LENGTH_MAX, TopicAssignment
+from odradek.zk.paths import TopicAssignment
 
 __all__ = [
     "MIN_INSYNC_REPLICAS",
@@ -66,7 +66,6 @@ NO_NUM_PARTITIONS = -1  # CreateTopics: use num.partitions (or the manual assign
 NO_REPLICATION_FACTOR = -1  # CreateTopics: use default.replication.factor
 PARTITIONS_MAX = 10_000
 REPLICAS_MAX = 100_000  # partitions x replication factor, per topic
-_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +101,7 @@ def validate_topic_name(name: object) -> str:
             f"Topic name is illegal, it can't be longer than {TOPIC_NAME_LENGTH_MAX} "
             f"characters, Topic name: {name}"
         )
-    if _LEGAL_TOPIC_NAME.fullmatch(name) is None:
+    if LEGAL_TOPIC_CHARACTERS.fullmatch(name) is None:
         raise InvalidTopicError(
             f'Topic name "{name}" is illegal, it contains a character other than '
             "ASCII alphanumerics, '.', '_' and '-'"

@@ -29,13 +29,12 @@ from odradek.broker.context import RequestContext
 from odradek.broker.group_coordinator import ensure_offsets_topic
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.broker.transaction_coordinator import ensure_transaction_state_topic
+from odradek.common.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.errors import ErrorCode
-from odradek.groups.config import OFFSETS_TOPIC
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.time_slices import answer_each
-from odradek.transactions.config import TRANSACTION_STATE_TOPIC
 
 API_KEY = ApiKey.FIND_COORDINATOR
 GROUP_KEY = 0

@@ -51,8 +51,8 @@ from odradek.broker.authorization import (
     filter_authorized,
 )
 from odradek.broker.context import RequestContext
-from odradek.broker.controller_requests import INTERNAL_TOPICS
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.common.topics import INTERNAL_TOPICS
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey

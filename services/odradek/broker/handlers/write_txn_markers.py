@@ -54,8 +54,9 @@ from odradek.broker.handlers.build import build, element_type
 from odradek.broker.partition import ACKS_ALL
 from odradek.broker.replica_manager import ProduceResult
 from odradek.broker.txn_markers import MARKER_APPEND_TIMEOUT_MS
+from odradek.common.partitions import TopicPartition
+from odradek.common.topics import OFFSETS_TOPIC
 from odradek.errors import ErrorCode, OdradekError
-from odradek.groups.config import OFFSETS_TOPIC
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.storage.control import ControlType, encode_marker
@@ -65,8 +66,6 @@ from odradek.time_slices import TimeSlices, run_at_once, run_sliced, sliced
 API_KEY = ApiKey.WRITE_TXN_MARKERS
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(slots=True)

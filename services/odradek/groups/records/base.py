@@ -30,6 +30,7 @@ coordinator); this module is the ``RecordFormat`` of ``__consumer_offsets``. Pur
 
 from __future__ import annotations
 
+from odradek.common.topics import OFFSETS_TOPIC
 from odradek.coordinator.records import (
     CoordinatorRecord,
     RecordFormat,
@@ -48,6 +49,6 @@ __all__ = [
     "decode",
 ]
 
-FORMAT = RecordFormat("__consumer_offsets")
+FORMAT = RecordFormat(OFFSETS_TOPIC)
 register = FORMAT.register
 decode = FORMAT.decode
