@@ -10,17 +10,23 @@ with ``common_metrics(registry)`` plus ``broker_metrics(registry)`` or
 several services in one process never collide. Building the same holder twice on one registry
 raises ``ValueError`` (a duplicated series), which is the point.
 
-Cardinality is bounded on purpose. The only labels are ``topic``, ``api``, ``error``, ``state``
-and ``reason``; there is never a partition label (a broker with 10 000 partitions would export
-10 000 series per metric), except on two metrics whose point is the partition, each bounded:
-the replica lag (``TOPIC_LABELS_MAX`` partitions) and the consumer lag
+Cardinality is bounded on purpose: every label takes values from a finite set or through a
+budget, and there is never a partition label (a broker with 10 000 partitions would export 10 000
+series per metric) except on two metrics whose point is the partition, each bounded: the replica
+lag (``TOPIC_LABELS_MAX`` partitions) and the consumer lag
 (``odradek_group_consumer_lag{group, topic, partition}``, at most ``CONSUMER_LAG_SERIES_MAX``
 series; the series left out are counted in ``odradek_group_consumer_lag_series_omitted``).
-``error`` takes the names of kio's finite ``ErrorCode`` enum, ``state`` three values,
-``reason`` the members of ``broker.connection.CloseReason``.
-Topics and APIs come from clients, so each holder admits at most ``TOPIC_LABELS_MAX`` topics and
-``API_LABELS_MAX`` APIs; later ones are counted under ``OVERFLOW_LABEL``, which no Kafka topic
-name can equal. ``BrokerMetrics.remove_topic`` drops a deleted topic's series and frees its slot.
+
+- finite sets: ``error`` (kio's ``ErrorCode``), ``state`` (three values), ``reason`` (the members
+  of ``broker.connection.CloseReason``), ``listener`` (the configured listeners), ``mechanism``
+  and ``result`` (SASL), ``operation``, ``side`` (leader, follower), ``quota`` (the four quota
+  keys), ``version`` (this build), and the Connect REST API's ``method`` (others under
+  ``OVERFLOW_LABEL``), ``route`` (its route table) and ``status``;
+- budgets, because clients choose them: ``topic`` (``TOPIC_LABELS_MAX`` per holder), ``api``
+  (``API_LABELS_MAX``), ``user`` and ``client_id`` (``quotas.METRIC_ENTITIES_MAX`` pairs, only
+  those a quota applies to). Later values are counted under ``OVERFLOW_LABEL``, which no Kafka
+  topic name can equal. ``BrokerMetrics.remove_topic`` drops a deleted topic's series and frees
+  its slot.
 
 Thread-safety: prometheus_client's metrics are thread-safe, and so is every method here (the label
 budgets take a lock only when a new topic or API appears). The ZooKeeper session state is swapped

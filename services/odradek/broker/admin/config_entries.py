@@ -11,8 +11,9 @@ A broker key counts as "set" when ``server.properties`` or an override named it,
 value (``BrokerConfig.named_keys``): Kafka reports a key named at its own default as
 STATIC_BROKER_CONFIG too, and so every topic inherits it as non-default. A config built by hand
 names no keys; there a key counts as set when its value differs from the key's default (or it
-has no default). There are no dynamic broker configurations yet, so every broker
-key is read-only (STATIC_BROKER_CONFIG or DEFAULT_CONFIG).
+has no default). The keys here are the static ones (STATIC_BROKER_CONFIG or DEFAULT_CONFIG,
+read-only); the few a broker may change at run time, the replication throttle rates, are
+described with their dynamic sources by ``broker_configs``, and topics inherit none of them.
 
 Pure functions of immutable configs; any thread may call them.
 """
