@@ -71,6 +71,7 @@ from typing import Any
 from odradek.broker.mutation_quota import UNBOUNDED, MutationQuota, TokenBucket
 from odradek.broker.replication_quota import SampledRate
 from odradek.common.clock import monotonic_ms
+from odradek.config.broker import BROKER_KEYS
 
 __all__ = [
     "CLIENT_QUOTA_KEYS",
@@ -100,8 +101,8 @@ CLIENT_QUOTA_KEYS: Mapping[str, str] = {
     CONTROLLER_MUTATION_RATE: "DOUBLE",
 }
 NANOS_TO_PERCENTAGE = 100 / 1e9  # Kafka's NanosToPercentagePerSecond: 1 s of one thread = 100
-WINDOW_NUM_DEFAULT = 11  # quota.window.num
-WINDOW_SIZE_S_DEFAULT = 1  # quota.window.size.seconds
+WINDOW_NUM_DEFAULT: int = BROKER_KEYS["quota.window.num"].default
+WINDOW_SIZE_S_DEFAULT: int = BROKER_KEYS["quota.window.size.seconds"].default
 SENSORS_MAX = 10_000
 METRIC_ENTITIES_MAX = 200
 OTHER_LABEL = "<other>"

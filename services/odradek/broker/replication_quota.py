@@ -36,15 +36,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from odradek.common.clock import monotonic_ms
-from odradek.config.broker import BrokerConfig
+from odradek.config.broker import BROKER_KEYS, BrokerConfig
 from odradek.config.throttle import UNTHROTTLED_RATE, ThrottleRates, lists_replica
 from odradek.config.topic import TopicConfig
 from odradek.observability.metrics import ReplicationQuotaMetrics
 
-__all__ = ["ReplicationQuota", "ReplicationQuotas", "SampledRate", "Side", "monotonic_ms"]
+__all__ = ["ReplicationQuota", "ReplicationQuotas", "SampledRate", "Side"]
 
-WINDOW_NUM_DEFAULT = 11  # replication.quota.window.num's default
-WINDOW_SIZE_S_DEFAULT = 1  # replication.quota.window.size.seconds's default
+WINDOW_NUM_DEFAULT: int = BROKER_KEYS["replication.quota.window.num"].default
+WINDOW_SIZE_S_DEFAULT: int = BROKER_KEYS["replication.quota.window.size.seconds"].default
 
 
 class Side(StrEnum):

@@ -79,6 +79,7 @@ from odradek.broker.context import BrokerContext, DeferredAnswer, RequestContext
 from odradek.broker.handlers import CONTROLLER_APIS, ERROR_RESPONSES, HANDLERS, served_versions
 from odradek.broker.quotas import NANOS_TO_PERCENTAGE, QuotaType, TimedHandler
 from odradek.broker.sasl_authenticator import AuthenticationFailed, ListenerSasl, UnexpectedRequest
+from odradek.config.broker import BROKER_KEYS
 from odradek.config.connection_limits import INT_MAX
 from odradek.config.endpoints import Listener
 from odradek.connection_quotas import ConnectionQuotas, Refusal
@@ -95,13 +96,14 @@ from odradek.security.tls import ListenerTls
 
 log = logging.getLogger(__name__)
 
+# The configuration keys' defaults, for a server built without a BrokerConfig (tests, tools).
 MAX_FRAME_BYTES = DEFAULT_MAX_FRAME_BYTES  # socket.request.max.bytes
-MAX_INFLIGHT_REQUESTS = 100  # odradek.connection.max.inflight.requests
-MAX_CONNECTIONS = 1000  # max.connections
-QUEUED_MAX_REQUESTS = 500  # queued.max.requests
+MAX_INFLIGHT_REQUESTS: int = BROKER_KEYS["odradek.connection.max.inflight.requests"].default
+MAX_CONNECTIONS: int = BROKER_KEYS["max.connections"].default
+QUEUED_MAX_REQUESTS: int = BROKER_KEYS["queued.max.requests"].default
 QUEUED_MAX_REQUEST_BYTES = UNBOUNDED  # queued.max.request.bytes (the broker config sets one)
-IDLE_TIMEOUT_MS = 600_000  # connections.max.idle.ms
-RECEIVE_TIMEOUT_MS = 60_000  # odradek.socket.request.receive.timeout.ms
+IDLE_TIMEOUT_MS: int = BROKER_KEYS["connections.max.idle.ms"].default
+RECEIVE_TIMEOUT_MS: int = BROKER_KEYS["odradek.socket.request.receive.timeout.ms"].default
 REAPER_INTERVAL_S_MAX = 1.0  # the reaper checks at least this often
 LISTEN_BACKLOG = 100  # asyncio's servers' default (Kafka's socket.listen.backlog.size: 50)
 ACCEPT_RETRY_S = 0.1  # after an accept failed (out of files)

@@ -62,6 +62,7 @@ from odradek.client.errors import (
     RequestTimeoutError,
     RequestTooLargeError,
 )
+from odradek.common.limits import SOCKET_REQUEST_MAX_BYTES_DEFAULT
 from odradek.errors import ErrorCode
 from odradek.large_messages import OFF_LOOP_MIN_BYTES, off_loop
 from odradek.protocol import schemas
@@ -85,7 +86,7 @@ MAX_IN_FLIGHT_REQUESTS = 100  # the broker's queue per connection (server.MAX_IN
 # A Fetch response can exceed fetch.max.bytes by a little (a first batch larger than the budget,
 # per-partition overhead); Kafka's clients do not bound it at all. Ample, but not unbounded.
 MAX_RESPONSE_BYTES = 134_217_728  # 128 MiB
-MAX_REQUEST_BYTES = 104_857_600  # the broker's socket.request.max.bytes: it closes on more
+MAX_REQUEST_BYTES = SOCKET_REQUEST_MAX_BYTES_DEFAULT  # the broker closes on more
 DEFAULT_CONNECT_TIMEOUT_S = 10.0  # socket.connection.setup.timeout.ms
 DEFAULT_REQUEST_TIMEOUT_S = 30.0  # request.timeout.ms
 CLIENT_SOFTWARE_NAME = "odradek"  # ApiVersions v3+; must match Kafka's [a-zA-Z0-9.-] rule

@@ -27,6 +27,7 @@ from typing import Any
 
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
+from odradek.config.controller import CONTROLLER_KEYS
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.zk.paths import BrokerInfo, Endpoint
 
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 RETRY_BACKOFF_S_FIRST = 0.1
 RETRY_BACKOFF_S_MAX = 2.0
 QUEUE_MAX_REQUESTS = 10_000  # per broker; the controller's own output, bounded all the same
-REQUEST_TIMEOUT_S = 30.0  # controller.socket.timeout.ms's default
+REQUEST_TIMEOUT_S = CONTROLLER_KEYS["controller.socket.timeout.ms"].default / 1000
 SEND_ATTEMPTS_MAX = 1000  # then the request is dropped: at RETRY_BACKOFF_S_MAX, about 30 min
 
 Connect = Callable[[str, int], Awaitable[BrokerConnection]]

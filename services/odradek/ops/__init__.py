@@ -20,7 +20,6 @@ A typical drain::
     await elect_preferred_leaders(bootstrap, prepared.plan.targets())  # leaders as planned
 """
 
-from odradek.common.partitions import TopicPartition
 from odradek.ops.errors import (
     ClusterRequestError,
     ClusterUnreachableError,
@@ -73,7 +72,6 @@ __all__ = [
     "PreparedPlan",
     "ReassignmentInProgressError",
     "StatusReport",
-    "TopicPartition",
     "UnsupportedByClusterError",
     "cancel",
     "execute",

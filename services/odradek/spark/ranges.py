@@ -32,7 +32,6 @@ __all__ = [
     "LATEST",
     "OffsetRange",
     "RangeError",
-    "TopicPartition",
     "offsets_from_json",
     "offsets_to_json",
     "plan_ranges",

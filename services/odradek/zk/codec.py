@@ -22,10 +22,6 @@ from odradek.common.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from odradek.zk.errors import ZkDataError
 
 __all__ = [
-    "INT32_MAX",
-    "INT32_MIN",
-    "INT64_MAX",
-    "INT64_MIN",
     "JsonObject",
     "build",
     "check_id",
