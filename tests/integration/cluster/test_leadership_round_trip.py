@@ -18,6 +18,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek import ops
+from odradek.common.partitions import TopicPartition
 
 pytestmark = pytest.mark.integration
 
@@ -34,14 +35,14 @@ def _partition(bootstrap: str) -> ops.PartitionInfo:
         async with ops.client.ClusterClient(bootstrap) as client:
             return await ops.cluster.read_cluster(client)
 
-    return asyncio.run(read()).partitions[ops.TopicPartition(TOPIC, 0)]
+    return asyncio.run(read()).partitions[TopicPartition(TOPIC, 0)]
 
 
 def _reassign(bootstrap: str, replicas: list[int]) -> None:
     async def move() -> None:
         async with ops.client.ClusterClient(bootstrap) as client:
             view = await ops.cluster.read_cluster(client)
-        plan = ops.Plan.from_targets({ops.TopicPartition(TOPIC, 0): replicas}, view)
+        plan = ops.Plan.from_targets({TopicPartition(TOPIC, 0): replicas}, view)
         await ops.execute(bootstrap, plan)
         report = await ops.watch(bootstrap, plan, interval_s=0.2, timeout_s=WATCH_TIMEOUT_S)
         assert report.finished, report
@@ -82,7 +83,7 @@ def test_a_leadership_round_trip_keeps_the_follower_fetching(tmp_path, local_clu
         _reassign(bootstrap, [2, 3])  # 1 leaves: 2 leads, in a new epoch
         _reassign(bootstrap, [1, 2])  # 1 comes back as a new replica; 2 still leads
         assert _partition(bootstrap).leader == 2
-        failed = asyncio.run(ops.elect_preferred_leaders(bootstrap, [ops.TopicPartition(TOPIC, 0)]))
+        failed = asyncio.run(ops.elect_preferred_leaders(bootstrap, [TopicPartition(TOPIC, 0)]))
         assert failed == {}
         assert _partition(bootstrap).leader == 1
 

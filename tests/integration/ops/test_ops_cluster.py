@@ -19,6 +19,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic as KafkaNewTopic
 
 from odradek import ops
+from odradek.common.partitions import TopicPartition
 from odradek.local import cluster as local
 from odradek.local.cluster import ClusterState
 from odradek.ops.client import ClusterClient
@@ -109,7 +110,7 @@ def test_view_matches_a_real_clients_metadata(bootstrap):
     assert {b: info.rack for b, info in view.brokers.items()} == RACKS
     theirs = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
     for p in theirs.topics[topic].partitions.values():
-        mine = view.partitions[ops.TopicPartition(topic, p.id)]
+        mine = view.partitions[TopicPartition(topic, p.id)]
         assert (list(mine.replicas), mine.leader, sorted(mine.isr)) == (
             p.replicas,
             p.leader,
@@ -137,7 +138,7 @@ def test_throttled_reassignment_sets_then_clears_throttles(bootstrap):
     topic = create_topic(bootstrap, 1, {0: [1, 2]})
     produce(bootstrap, topic, 300_000)
     view = asyncio.run(_view(bootstrap))
-    plan = ops.Plan.from_targets({ops.TopicPartition(topic, 0): (3, 4)}, view)
+    plan = ops.Plan.from_targets({TopicPartition(topic, 0): (3, 4)}, view)
     rate = 100_000_000
     throttled = asyncio.run(ops.execute(bootstrap, plan, rate))
     assert throttled == [1, 2, 3, 4]
@@ -152,7 +153,7 @@ def test_throttled_reassignment_sets_then_clears_throttles(bootstrap):
     report = asyncio.run(ops.watch(bootstrap, plan, interval_s=0.5, timeout_s=WAIT_S))
     assert report.finished and report.throttles_cleared
     assert [p.state for p in report.partitions] == [ops.PartitionState.DONE]
-    assert asyncio.run(_view(bootstrap)).partitions[ops.TopicPartition(topic, 0)].replicas == (
+    assert asyncio.run(_view(bootstrap)).partitions[TopicPartition(topic, 0)].replicas == (
         3,
         4,
     )
@@ -167,7 +168,7 @@ def test_cancel_restores_the_replicas_and_clears_throttles(bootstrap):
     topic = create_topic(bootstrap, 1, {0: [1, 2]})
     produce(bootstrap, topic, 1_000_000)
     view = asyncio.run(_view(bootstrap))
-    plan = ops.Plan.from_targets({ops.TopicPartition(topic, 0): (3, 4)}, view)
+    plan = ops.Plan.from_targets({TopicPartition(topic, 0): (3, 4)}, view)
     asyncio.run(ops.execute(bootstrap, plan, throttle_bytes_per_s=1_000))  # ~1000 s to copy
     report = asyncio.run(ops.status(bootstrap, plan, clear_when_done=False))
     assert report.partitions[0].state is ops.PartitionState.IN_PROGRESS, (
@@ -177,10 +178,10 @@ def test_cancel_restores_the_replicas_and_clears_throttles(bootstrap):
     with pytest.raises(ops.ReassignmentInProgressError, match="--additional"):
         asyncio.run(ops.execute(bootstrap, plan))
     cancelled = asyncio.run(ops.cancel(bootstrap, plan))
-    assert cancelled == [ops.TopicPartition(topic, 0)]
+    assert cancelled == [TopicPartition(topic, 0)]
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
-        now = asyncio.run(_view(bootstrap)).partitions[ops.TopicPartition(topic, 0)]
+        now = asyncio.run(_view(bootstrap)).partitions[TopicPartition(topic, 0)]
         if now.replicas == (1, 2):
             break
         time.sleep(0.5)

@@ -9,6 +9,7 @@ import pytest
 
 from odradek.cli import main
 from odradek.commands.reassign import broker_list, rollback_path, throttle
+from odradek.common.partitions import TopicPartition
 
 
 def closed_port() -> int:
@@ -109,7 +110,7 @@ def test_progress_display_shows_bytes_and_percent(capsys):
     move = ops.PartitionMove("orders", 2, (1, 4), (3, 4))
     other = ops.PartitionMove("orders", 3, (2, 1), (2, 3))
     view = ops.ClusterView.build({("orders", 2): [1, 4], ("orders", 3): [2, 1]}, [1, 2, 3, 4])
-    sizes = {ops.TopicPartition("orders", 2): 4 * 1024 * 1024, ("orders", 3): 1024}
+    sizes = {TopicPartition("orders", 2): 4 * 1024 * 1024, ("orders", 3): 1024}
     print_plan(ops.PreparedPlan(view, ops.Plan((move, other)), sizes))
     out = capsys.readouterr().out
     assert "orders-2: [1,4] -> [3,4]  (+3 -1)" in out
