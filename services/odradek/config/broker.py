@@ -56,6 +56,10 @@ pods get no node labels otherwise). ``with_rack_from_file()`` waits at start, up
 ``broker.rack`` set from it; a timeout is an ``InvalidConfigError`` (the broker does not start).
 
 Immutable and free of I/O except ``load`` and ``with_rack_from_file``: any thread may use it.
+
+Its length is deliberate: the rows of ``BROKER_KEYS`` are data (a key, its type, Kafka's
+default and its documentation), and keeping them in one table is what keeps names and defaults
+from having a second home; the checks across keys follow the table.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ The layout, who writes each node and the session rules are in ``docs/zookeeper.m
 
 Path builders validate their arguments (a topic name can never walk out of its directory) and
 raise ``ValueError``: a bad name is a caller's bug, not bad data in ZooKeeper.
+
+Its length is deliberate: like Kafka's ``ZkData`` it is the one place every path and format
+is defined, a section per znode, so nothing else in the tree builds a path or parses znode JSON.
 """
 
 from __future__ import annotations

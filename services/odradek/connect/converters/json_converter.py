@@ -14,6 +14,9 @@ big-endian bytes in base64, or a JSON number with ``decimal.format=NUMERIC``).
 
 A null value with no schema is a tombstone (``None`` bytes), and ``None`` bytes read back as
 ``SchemaAndValue(None, None)``. Errors raise ``ConverterError`` naming the field path.
+
+Its length: Kafka's converter is one class and so is this one; schema JSON and values are
+converted both ways for every Connect type and logical type, and the halves mirror each other.
 """
 
 from __future__ import annotations

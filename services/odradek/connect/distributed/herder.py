@@ -36,6 +36,11 @@ and the write it leads to are never interleaved with another request's, and each
 back (the config topic read to its end) before the next request checks. Requests a follower
 forwards reach the leader's herder like any other, so they queue on the same lock. Validation of
 a connector config runs before the lock, as Kafka validates off its herder thread.
+
+Its length: the herder is the one owner of a worker's group state (its generation, assignment
+and the REST requests queued on it), so its tick, rebalance and request paths share a class, as
+Kafka's ``DistributedHerder`` does; the protocol, assignor, membership and stores are modules
+of their own.
 """
 
 from __future__ import annotations

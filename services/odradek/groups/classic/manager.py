@@ -26,6 +26,11 @@ before they are stored (``_check_assignments``); after an operation changed a gr
 are set in the broker-wide account (``_account``).
 
 Runs inside the runtime's operations (one at a time per shard), on the event loop.
+
+Its length: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the rebalance and session timers
+all read and change one group's in-memory rebalance state, so they stay together (Kafka's
+``GroupMetadataManager`` keeps them in one class too); the records and the waiting futures
+live in their own modules.
 """
 
 from __future__ import annotations
