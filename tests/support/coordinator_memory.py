@@ -13,6 +13,7 @@ from odradek.errors import NotLeaderOrFollowerError, RequestTimedOutError
 from odradek.groups.runtime import CoordinatorRuntime, LoggedMarker, LoggedRecord
 from odradek.storage.batch import NO_PRODUCER_ID, BatchHeader
 from odradek.storage.records import decode_records
+from support.waiting import wait_until_async
 
 __all__ = ["MemoryLog", "in_loop", "loaded"]
 
@@ -66,8 +67,7 @@ def in_loop(test):
 
 
 async def loaded(runtime: CoordinatorRuntime, partition: int) -> None:
-    for _ in range(100):
-        if runtime.is_active(partition):
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"partition {partition} never loaded")
+    """Until ``runtime`` has loaded ``partition`` (replayed its records) and serves it."""
+    await wait_until_async(
+        lambda: runtime.is_active(partition), f"partition {partition} loaded", 1.0, poll_s=0.01
+    )
