@@ -55,15 +55,22 @@ def test_pythonpath_holds_folders_that_exist_and_never_the_root():
         assert (ROOT / entry).resolve() != ROOT, entry
 
 
-def test_no_module_name_is_importable_from_two_pythonpath_folders():
-    # A test module imported by name (``from test_faults import run_scenario``) would otherwise
-    # come from whichever folder is listed first.
+def test_no_module_imported_by_name_has_two_homes_on_the_pythonpath():
+    # A module imported by name (``from test_faults import run_scenario``, ``import proof``) would
+    # otherwise come from whichever folder is listed first. Test modules of the same name in two
+    # folders are fine while nobody imports them by name.
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     homes: dict[str, list[str]] = {}
     for entry in config["tool"]["pytest"]["ini_options"]["pythonpath"]:
         for child in sorted((ROOT / entry).iterdir()):
-            if child.name in ("conftest.py", "__pycache__"):
-                continue  # pytest imports conftest files by path, never by name
-            if child.suffix == ".py" or child.is_dir():
+            if child.suffix == ".py" or (child.is_dir() and child.name != "__pycache__"):
                 homes.setdefault(child.stem, []).append(entry)
-    assert {name: entries for name, entries in homes.items() if len(entries) > 1} == {}
+    imported = set()
+    for path in _python_files():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+    clashes = {name: homes[name] for name in imported & set(homes) if len(homes[name]) > 1}
+    assert clashes == {}
