@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -20,8 +19,6 @@ from odradek.storage.log import Log
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 KeyValue = tuple[bytes | None, bytes | None]
-
-sys.path.insert(0, str(Path(__file__).parent))  # ``support``: helpers shared across folders
 
 
 def build_batch(

@@ -24,10 +24,12 @@ from odradek.connect.herder import (
     TargetState,
 )
 from odradek.connect.worker_config import WorkerConfig
+from support.waiting import wait_until_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.connect]
 
 WAIT_S = 40.0
+POLL_S = 0.1
 DELAY_MS = 1500
 
 
@@ -155,16 +157,6 @@ async def make_herder(config: WorkerConfig, port: int) -> tuple[DistributedHerde
     return herder, worker
 
 
-async def eventually(check: Callable[[], object], what: str, timeout_s: float = WAIT_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
-
-
 def spread(workers) -> list[int]:
     return sorted(len(w.tasks) for w in workers)
 
@@ -180,12 +172,14 @@ def test_three_herders_share_work_forward_writes_and_move_work_after_the_delay(
         herders = [h for h, _ in made]
         workers = [w for _, w in made]
         try:
-            await eventually(
+            await wait_until_async(
                 lambda: (
                     len({h.generation.generation_id for h in herders if h.generation}) == 1
                     and all(h.generation for h in herders)
                 ),
                 "one generation",
+                WAIT_S,
+                poll_s=POLL_S,
             )
             leader = next(h for h in herders if h.is_leader)
             follower = next(h for h in herders if not h.is_leader)
@@ -198,24 +192,32 @@ def test_three_herders_share_work_forward_writes_and_move_work_after_the_delay(
             created, info = await leader.put_connector_config("c", connector, allow_replace=False)
             assert created and info.name == "c"
 
-            await eventually(lambda: spread(workers) == [2, 2, 2], "tasks spread 2/2/2")
+            await wait_until_async(
+                lambda: spread(workers) == [2, 2, 2], "tasks spread 2/2/2", WAIT_S, poll_s=POLL_S
+            )
             assert sum(1 for w in workers if "c" in w.connectors) == 1
-            await eventually(lambda: _all_running(follower, 6), "every task RUNNING")
+            await wait_until_async(
+                lambda: _all_running(follower, 6), "every task RUNNING", WAIT_S, poll_s=POLL_S
+            )
             assert [t.task for t in (await follower.connector_info("c")).tasks] == list(range(6))
 
             # Pause, then stop (the tasks go), then resume (they come back).
             await leader.set_target_state("c", TargetState.PAUSED)
-            await eventually(
+            await wait_until_async(
                 lambda: all(
                     s is TargetState.PAUSED for w in workers for s in w.running_tasks.values()
                 ),
                 "tasks paused",
+                WAIT_S,
+                poll_s=POLL_S,
             )
             offsets = [{"partition": {"file": "/a"}, "offset": {"position": 5}}]
             with pytest.raises(BadRequestError, match="STOPPED"):
                 await leader.alter_offsets("c", offsets)  # KIP-875: only when stopped
             await leader.set_target_state("c", TargetState.STOPPED)
-            await eventually(lambda: spread(workers) == [0, 0, 0], "tasks stopped")
+            await wait_until_async(
+                lambda: spread(workers) == [0, 0, 0], "tasks stopped", WAIT_S, poll_s=POLL_S
+            )
             with pytest.raises(NotLeaderError):
                 await follower.alter_offsets("c", offsets)
             await leader.alter_offsets("c", offsets)
@@ -223,12 +225,20 @@ def test_three_herders_share_work_forward_writes_and_move_work_after_the_delay(
             await leader.reset_offsets("c")
             assert await follower.connector_offsets("c") == []
             await leader.set_target_state("c", TargetState.STARTED)
-            await eventually(lambda: spread(workers) == [2, 2, 2], "tasks back after resume")
+            await wait_until_async(
+                lambda: spread(workers) == [2, 2, 2],
+                "tasks back after resume",
+                WAIT_S,
+                poll_s=POLL_S,
+            )
 
             # A config change restarts the connector and its tasks where they run.
             await leader.put_connector_config("c", {**connector, "v": "2"}, allow_replace=True)
-            await eventually(
-                lambda: _task_values(workers) == ["2"] * 6, "tasks restarted with the new config"
+            await wait_until_async(
+                lambda: _task_values(workers) == ["2"] * 6,
+                "tasks restarted with the new config",
+                WAIT_S,
+                poll_s=POLL_S,
             )
 
             # A member leaves: its tasks come back to the others after the delay, not before.
@@ -237,19 +247,25 @@ def test_three_herders_share_work_forward_writes_and_move_work_after_the_delay(
             remaining = [w for w in workers if w is not gone]
             started = time.monotonic()
             await leaving.close()
-            await eventually(lambda: spread(remaining) == [3, 3], "the work moved", WAIT_S)
+            await wait_until_async(
+                lambda: spread(remaining) == [3, 3], "the work moved", WAIT_S, poll_s=POLL_S
+            )
             assert time.monotonic() - started >= DELAY_MS / 1000 * 0.8
-            await eventually(lambda: _all_running(leader, 6), "RUNNING again")
+            await wait_until_async(
+                lambda: _all_running(leader, 6), "RUNNING again", WAIT_S, poll_s=POLL_S
+            )
 
             # Restart (KIP-745) through the leader reaches the tasks wherever they run.
             before = sum(1 for w in remaining for kind, _ in w.log if kind == "start_task")
             await leader.restart_connector("c", include_tasks=True, only_failed=False)
-            await eventually(
+            await wait_until_async(
                 lambda: (
                     sum(1 for w in remaining for kind, _ in w.log if kind == "start_task")
                     >= before + 6
                 ),
                 "tasks restarted",
+                WAIT_S,
+                poll_s=POLL_S,
             )
 
             # A new herder replays the config topic.
@@ -258,8 +274,15 @@ def test_three_herders_share_work_forward_writes_and_move_work_after_the_delay(
             assert await again.connectors() == ["c"]
             assert (await again.connector_config("c"))["v"] == "2"
             await leader.delete_connector("c")
-            await eventually(lambda: spread(remaining) == [0, 0], "deleted connector stopped")
-            await eventually(lambda: _no_status(leader), "statuses gone")
+            await wait_until_async(
+                lambda: spread(remaining) == [0, 0],
+                "deleted connector stopped",
+                WAIT_S,
+                poll_s=POLL_S,
+            )
+            await wait_until_async(
+                lambda: _no_status(leader), "statuses gone", WAIT_S, poll_s=POLL_S
+            )
         finally:
             for herder in herders:
                 await asyncio.wait_for(herder.close(), 30)

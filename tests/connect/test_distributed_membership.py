@@ -20,10 +20,12 @@ from odradek.errors import ErrorCode
 from odradek.ops.client import ClusterClient, build, element_type
 from odradek.ops.groups import find_coordinator
 from odradek.protocol import schemas
+from support.waiting import wait_until_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.connect]
 
 WAIT_S = 30.0
+POLL_S = 0.05
 SESSION_MS = 20_000  # long: the rebalance after a stop must come from LeaveGroup, not expiry
 
 
@@ -56,13 +58,6 @@ class Member:
 
     def start(self):
         self.task = asyncio.get_running_loop().create_task(self.member.run())
-
-
-async def eventually(check, what: str):
-    deadline = time.monotonic() + WAIT_S
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def java_join(bootstrap: str, group: str) -> int:
@@ -99,7 +94,7 @@ def test_members_join_sync_leave_and_refuse_java_workers(connect_cluster, unique
         a.start()
         b.start()
         try:
-            await eventually(
+            await wait_until_async(
                 lambda: (
                     a.member.generation
                     and b.member.generation
@@ -108,6 +103,8 @@ def test_members_join_sync_leave_and_refuse_java_workers(connect_cluster, unique
                     and b.assignments
                 ),
                 "both members in one generation",
+                WAIT_S,
+                poll_s=POLL_S,
             )
             leader = a if a.member.generation.is_leader else b
             follower = b if leader is a else a
@@ -122,18 +119,25 @@ def test_members_join_sync_leave_and_refuse_java_workers(connect_cluster, unique
             # its member id.
             member_id, joins = follower.member.member_id, follower.member.rebalances
             await follower.member._coordinator.close()
-            await eventually(lambda: follower.member.rebalances > joins, "the follower rejoined")
+            await wait_until_async(
+                lambda: follower.member.rebalances > joins,
+                "the follower rejoined",
+                WAIT_S,
+                poll_s=POLL_S,
+            )
             assert follower.member.member_id == member_id
 
             generation = leader.member.generation.generation_id
             stopped_at = time.monotonic()
             await follower.member.stop()
             await asyncio.wait_for(follower.task, WAIT_S)
-            await eventually(
+            await wait_until_async(
                 lambda: (
                     leader.member.generation and leader.member.generation.generation_id > generation
                 ),
                 "the leader alone in a new generation",
+                WAIT_S,
+                poll_s=POLL_S,
             )
             assert time.monotonic() - stopped_at < SESSION_MS / 1000 / 2
             assert leader.seen.keys() == {leader.member.member_id}

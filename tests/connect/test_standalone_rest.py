@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from support.connect_workers import http
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.connect]
 
@@ -62,16 +63,10 @@ class Worker:
 LOG_PATH: list[Path] = []  # the module's worker log, shown when a wait times out
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout_s: float = WAIT_TIMEOUT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            tail = LOG_PATH[0].read_text()[-LOG_TAIL_CHARS:] if LOG_PATH else ""
-            pytest.fail(f"timed out waiting for {what}; the worker's log ends:\n{tail}")
-        time.sleep(POLL_S)
+def worker_log() -> str:
+    """The end of the module's worker log, shown when a wait times out."""
+    tail = LOG_PATH[0].read_text()[-LOG_TAIL_CHARS:] if LOG_PATH else ""
+    return f"the worker's log ends:\n{tail}"
 
 
 def worker_properties(work: Path, bootstrap_servers: str) -> Path:
@@ -122,7 +117,9 @@ def standalone(work: Path, bootstrap_servers: str, *connector_files: Path) -> It
             found = re.search(r"serving the REST API at (http://\S+)", log_path.read_text())
             return found.group(1) if found else None
 
-        url = wait_for("the REST API", advertised, START_TIMEOUT_S)
+        url = wait_until(
+            advertised, "the REST API", START_TIMEOUT_S, poll_s=POLL_S, explain=worker_log
+        )
         yield Worker(process, url, log_path)
     finally:
         LOG_PATH[:] = previous_log
@@ -150,7 +147,13 @@ def worker(connect_cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 def create_topic(bootstrap_servers: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(WAIT_TIMEOUT_S)
-    wait_for(topic, lambda: topic in admin.list_topics(timeout=WAIT_TIMEOUT_S).topics)
+    wait_until(
+        lambda: topic in admin.list_topics(timeout=WAIT_TIMEOUT_S).topics,
+        topic,
+        WAIT_TIMEOUT_S,
+        poll_s=POLL_S,
+        explain=worker_log,
+    )
 
 
 def high_watermark(cluster, topic: str) -> int:
@@ -167,7 +170,13 @@ def state_of(worker: Worker, name: str) -> tuple[str, list[str]]:
 
 
 def wait_state(worker: Worker, name: str, connector: str, tasks: list[str]) -> None:
-    wait_for(f"{name} {connector} {tasks}", lambda: state_of(worker, name) == (connector, tasks))
+    wait_until(
+        lambda: state_of(worker, name) == (connector, tasks),
+        f"{name} {connector} {tasks}",
+        WAIT_TIMEOUT_S,
+        poll_s=POLL_S,
+        explain=worker_log,
+    )
 
 
 def lines_of(path: Path) -> list[str]:
@@ -203,7 +212,13 @@ def test_pipeline_pause_resume_restart_stop_offsets_delete(
         {"connector.class": SINK_CLASS, "file": str(sink_file), "topics": topic},
         status=201,
     )
-    wait_for("5 lines in the sink file", lambda: len(lines_of(sink_file)) == 5)
+    wait_until(
+        lambda: len(lines_of(sink_file)) == 5,
+        "5 lines in the sink file",
+        WAIT_TIMEOUT_S,
+        poll_s=POLL_S,
+        explain=worker_log,
+    )
     assert lines_of(sink_file) == [f"line {i}" for i in range(5)]
     wait_state(worker, source, "RUNNING", ["RUNNING"])
     tasks = worker.ok("GET", f"/connectors/{source}/tasks")
@@ -220,7 +235,13 @@ def test_pipeline_pause_resume_restart_stop_offsets_delete(
         f.write("line 5\n")
     worker.ok("PUT", f"/connectors/{source}/resume", status=202)
     wait_state(worker, source, "RUNNING", ["RUNNING"])
-    wait_for("line 5", lambda: len(lines_of(sink_file)) == 6)
+    wait_until(
+        lambda: len(lines_of(sink_file)) == 6,
+        "line 5",
+        WAIT_TIMEOUT_S,
+        poll_s=POLL_S,
+        explain=worker_log,
+    )
 
     # Restarts: the legacy form (204), KIP-745's (202 with the plan), one task (204).
     worker.ok("POST", f"/connectors/{source}/restart", status=204)
@@ -234,12 +255,21 @@ def test_pipeline_pause_resume_restart_stop_offsets_delete(
     got, error = worker.call("DELETE", f"/connectors/{source}/offsets")
     assert got == 400 and "STOPPED" in error["message"]
     worker.ok("PUT", f"/connectors/{source}/stop", status=204)
-    wait_for("stopped", lambda: state_of(worker, source) == ("STOPPED", []))
+    wait_until(
+        lambda: state_of(worker, source) == ("STOPPED", []),
+        "stopped",
+        WAIT_TIMEOUT_S,
+        poll_s=POLL_S,
+        explain=worker_log,
+    )
     assert worker.ok("GET", f"/connectors/{source}/tasks") == []
     size = source_file.stat().st_size
-    offsets = wait_for(
-        "the source offset",
+    offsets = wait_until(
         lambda: worker.ok("GET", f"/connectors/{source}/offsets")["offsets"],
+        "the source offset",
+        WAIT_TIMEOUT_S,
+        poll_s=POLL_S,
+        explain=worker_log,
     )
     assert offsets == [{"partition": {"filename": str(source_file)}, "offset": {"position": size}}]
     rewind = {"offsets": [{"partition": {"filename": str(source_file)}, "offset": {"position": 0}}]}
@@ -248,17 +278,26 @@ def test_pipeline_pause_resume_restart_stop_offsets_delete(
     assert got == 400 and "'filename'" in error["message"], error  # the connector refused it
     assert "altered" in worker.ok("PATCH", f"/connectors/{source}/offsets", rewind)["message"]
     worker.ok("PUT", f"/connectors/{source}/resume", status=202)
-    wait_for("the replayed lines", lambda: len(lines_of(sink_file)) == 12)
+    wait_until(
+        lambda: len(lines_of(sink_file)) == 12,
+        "the replayed lines",
+        WAIT_TIMEOUT_S,
+        poll_s=POLL_S,
+        explain=worker_log,
+    )
 
     # Sink offsets: the consumer group connect-<name>.
     worker.ok("PUT", f"/connectors/{sink}/stop", status=204)
-    sink_offsets = wait_for(
-        "the sink's committed offset",
+    sink_offsets = wait_until(
         lambda: [
             o
             for o in worker.ok("GET", f"/connectors/{sink}/offsets")["offsets"]
             if o["offset"]["kafka_offset"] == 12
         ],
+        "the sink's committed offset",
+        WAIT_TIMEOUT_S,
+        poll_s=POLL_S,
+        explain=worker_log,
     )
     assert sink_offsets[0]["partition"] == {"kafka_topic": topic, "kafka_partition": 0}
     back = {
@@ -276,7 +315,13 @@ def test_pipeline_pause_resume_restart_stop_offsets_delete(
     worker.ok("DELETE", f"/connectors/{sink}/offsets")
     assert worker.ok("GET", f"/connectors/{sink}/offsets")["offsets"] == []
     worker.ok("PUT", f"/connectors/{source}/stop", status=204)
-    wait_for("stopped", lambda: state_of(worker, source) == ("STOPPED", []))
+    wait_until(
+        lambda: state_of(worker, source) == ("STOPPED", []),
+        "stopped",
+        WAIT_TIMEOUT_S,
+        poll_s=POLL_S,
+        explain=worker_log,
+    )
     assert "reset" in worker.ok("DELETE", f"/connectors/{source}/offsets")["message"]
     assert worker.ok("GET", f"/connectors/{source}/offsets")["offsets"] == []
 
@@ -358,10 +403,22 @@ def test_connectors_from_files_and_sigterm_flushes_offsets(connect_cluster, uniq
     )
     with standalone(tmp_path, connect_cluster.bootstrap_servers, connector_file) as running:
         # the REST API answers before the files' connectors are created (as Kafka's does)
-        wait_for(f"{name} listed", lambda: running.ok("GET", "/connectors") == [name])
+        wait_until(
+            lambda: running.ok("GET", "/connectors") == [name],
+            f"{name} listed",
+            WAIT_TIMEOUT_S,
+            poll_s=POLL_S,
+            explain=worker_log,
+        )
         wait_state(running, name, "RUNNING", ["RUNNING"])
         # RUNNING is reported before the first poll: stop once the lines are in the topic
-        wait_for(f"3 records in {topic}", lambda: high_watermark(connect_cluster, topic) == 3)
+        wait_until(
+            lambda: high_watermark(connect_cluster, topic) == 3,
+            f"3 records in {topic}",
+            WAIT_TIMEOUT_S,
+            poll_s=POLL_S,
+            explain=worker_log,
+        )
         started = time.monotonic()
     assert time.monotonic() - started < STOP_TIMEOUT_S
     stored = json.loads((tmp_path / "offsets.json").read_text())["offsets"]

@@ -9,7 +9,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -35,22 +35,13 @@ from odradek.connect.runtime.status import MemoryStatusListener
 from odradek.connect.runtime.worker import Worker
 from odradek.connect.storage_format import partition_key
 from odradek.connect.worker_config import WorkerConfig
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.connect]
 
 WAIT_S = 30.0
 STEP_S = 0.05
 PARTITION = {"source": "counter"}
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(STEP_S)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # ---------------------------------------------------------------- test connectors
@@ -256,9 +247,11 @@ def read_all(bootstrap: str, topic: str, count: int, *, committed: bool = False)
         }
     )
     try:
-        partitions = wait_for(
-            f"{topic} in the metadata",
+        partitions = wait_until(
             lambda: consumer.list_topics(topic, timeout=WAIT_S).topics[topic].partitions,
+            f"{topic} in the metadata",
+            WAIT_S,
+            poll_s=STEP_S,
         )
         consumer.assign([CKTopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         messages: list[Any] = []
@@ -310,9 +303,11 @@ def test_source_records_arrive_once_and_a_restart_resumes_from_the_offsets(
     }
     [task_id] = run(worker, name, connector)
     store = worker.offset_store
-    wait_for(
-        "offset 50 stored",
+    wait_until(
         lambda: store.get(name, [PARTITION]).get(partition_key(PARTITION)) == {"n": 50},
+        "offset 50 stored",
+        WAIT_S,
+        poll_s=STEP_S,
     )
     assert sorted(CountingTask.committed[name]) == list(range(50))
     assert status.get_task(task_id).state is State.RUNNING
@@ -323,11 +318,13 @@ def test_source_records_arrive_once_and_a_restart_resumes_from_the_offsets(
     # A new worker on the same offsets file carries on from 50.
     worker, status = make_worker(config)
     run(worker, name, {**connector, "count": "80"})
-    wait_for(
-        "offset 80 stored",
+    wait_until(
         lambda: (
             worker.offset_store.get(name, [PARTITION]).get(partition_key(PARTITION)) == {"n": 80}
         ),
+        "offset 80 stored",
+        WAIT_S,
+        poll_s=STEP_S,
     )
     worker.close()
     messages = read_all(bootstrap, topic, 80)
@@ -362,9 +359,11 @@ def test_a_record_for_a_topic_that_cannot_exist_fails_the_task_clearly(bootstrap
         name,
         {"connector.class": f"{__name__}:CountingSource", "topic": "no such topic!", "count": "5"},
     )
-    entry = wait_for(
-        "task FAILED",
+    entry = wait_until(
         lambda: (e := status.get_task(task_id)) and e.state is State.FAILED and e,
+        "task FAILED",
+        WAIT_S,
+        poll_s=STEP_S,
     )
     assert "'no such topic!' does not exist and was not created" in entry.trace
     assert "Invalid topic" in entry.trace
@@ -388,9 +387,11 @@ def test_a_failing_source_keeps_the_offsets_of_what_was_acknowledged(bootstrap, 
             "fail.at": "20",
         },
     )
-    entry = wait_for(
-        "task FAILED",
+    entry = wait_until(
         lambda: (e := status.get_task(task_id)) and e.state is State.FAILED and e,
+        "task FAILED",
+        WAIT_S,
+        poll_s=STEP_S,
     )
     assert "broken at 20" in entry.trace
     assert worker.offset_store.get(name, [PARTITION]) == {partition_key(PARTITION): {"n": 20}}
@@ -411,19 +412,30 @@ def test_pause_and_resume_a_source(bootstrap, tmp_path, unique):
             "batch": "1",
         },
     )
-    wait_for("some records", lambda: len(CountingTask.committed.get(name, [])) > 5)
+    wait_until(
+        lambda: len(CountingTask.committed.get(name, [])) > 5, "some records", WAIT_S, poll_s=STEP_S
+    )
     worker.set_target_state(name, TargetState.PAUSED)
-    wait_for("task PAUSED", lambda: status.get_task(task_id).state is State.PAUSED)
+    wait_until(
+        lambda: status.get_task(task_id).state is State.PAUSED, "task PAUSED", WAIT_S, poll_s=STEP_S
+    )
     assert status.get_connector(name).state is State.PAUSED
-    wait_for(  # acknowledgements of records sent before the pause come in
-        "every polled record acknowledged",
+    wait_until(  # acknowledgements of records sent before the pause come in
         lambda: len(CountingTask.committed[name]) == CountingTask.polled[name],
+        "every polled record acknowledged",
+        WAIT_S,
+        poll_s=STEP_S,
     )
     paused_at = len(CountingTask.committed[name])
     time.sleep(0.3)  # a paused task polls nothing: the count stays where it was
     assert len(CountingTask.committed[name]) == paused_at
     worker.set_target_state(name, TargetState.STARTED)
-    wait_for("more records", lambda: len(CountingTask.committed[name]) > paused_at + 5)
+    wait_until(
+        lambda: len(CountingTask.committed[name]) > paused_at + 5,
+        "more records",
+        WAIT_S,
+        poll_s=STEP_S,
+    )
     assert status.get_task(task_id).state is State.RUNNING
     started = time.monotonic()
     worker.close()
@@ -450,7 +462,7 @@ def test_a_task_that_ignores_stop_is_abandoned_after_the_graceful_timeout(
         },
     )
     runner = worker.task_runner(task_id)
-    wait_for("task polling", lambda: runner.state is State.RUNNING)
+    wait_until(lambda: runner.state is State.RUNNING, "task polling", WAIT_S, poll_s=STEP_S)
     started = time.monotonic()
     worker.stop_tasks([task_id])
     elapsed = time.monotonic() - started
@@ -472,7 +484,7 @@ def test_sink_commits_only_what_it_flushed(bootstrap, tmp_path, unique):
     )
     store = STORES[name] = Store()
     [task_id] = run(worker, name, connector)
-    wait_for("30 records put", lambda: len(store.volatile) == 30)
+    wait_until(lambda: len(store.volatile) == 30, "30 records put", WAIT_S, poll_s=STEP_S)
     runner = worker.task_runner(task_id)
     runner.cancel()  # a crash: no commit on the way out
     worker.close()
@@ -483,10 +495,12 @@ def test_sink_commits_only_what_it_flushed(bootstrap, tmp_path, unique):
     # The next task gets them all again, retries a put once, flushes and commits.
     worker, status = make_worker(worker_config(bootstrap, tmp_path))
     [task_id] = run(worker, name, {**connector, "retry.once": "true"})
-    wait_for("30 records durable", lambda: len(store.durable) == 30)
-    wait_for(
-        "offsets committed",
+    wait_until(lambda: len(store.durable) == 30, "30 records durable", WAIT_S, poll_s=STEP_S)
+    wait_until(
         lambda: group_offsets(bootstrap, f"connect-{name}", topic) == [15, 15],
+        "offsets committed",
+        WAIT_S,
+        poll_s=STEP_S,
     )
     assert store.retried == 1
     assert sorted(int(r.value) for r in store.durable) == list(range(30))
@@ -494,12 +508,14 @@ def test_sink_commits_only_what_it_flushed(bootstrap, tmp_path, unique):
 
     # Paused, the sink gets nothing new; resumed, it gets what arrived meanwhile.
     worker.set_target_state(name, TargetState.PAUSED)
-    wait_for("task PAUSED", lambda: status.get_task(task_id).state is State.PAUSED)
+    wait_until(
+        lambda: status.get_task(task_id).state is State.PAUSED, "task PAUSED", WAIT_S, poll_s=STEP_S
+    )
     produce(bootstrap, topic, [b"30", b"31"])
     time.sleep(0.5)
     assert len(store.durable) + len(store.volatile) == 30
     worker.set_target_state(name, TargetState.STARTED)
-    wait_for("32 records durable", lambda: len(store.durable) == 32)
+    wait_until(lambda: len(store.durable) == 32, "32 records durable", WAIT_S, poll_s=STEP_S)
     worker.close()
 
 
@@ -525,8 +541,8 @@ def test_bad_records_go_to_the_dead_letter_queue_with_context_headers(bootstrap,
             "report.value": "__never__",
         },
     )
-    store = wait_for("sink store", lambda: STORES.get(name))
-    wait_for("3 records durable", lambda: len(store.durable) == 3)
+    store = wait_until(lambda: STORES.get(name), "sink store", WAIT_S, poll_s=STEP_S)
+    wait_until(lambda: len(store.durable) == 3, "3 records durable", WAIT_S, poll_s=STEP_S)
     assert [r.value for r in store.durable] == [{"n": 0}, {"n": 2}, {"n": 3}]
     messages = read_all(bootstrap, dlq, 2)
     assert [m.value() for m in messages] == [b"not json", b"{broken"]
@@ -540,8 +556,11 @@ def test_bad_records_go_to_the_dead_letter_queue_with_context_headers(bootstrap,
     assert headers["__connect.errors.stage"] == b"VALUE_CONVERTER"
     assert b"JsonConverter" in headers["__connect.errors.class.name"]
     assert headers["__connect.errors.exception.message"]
-    wait_for(
-        "offsets committed", lambda: group_offsets(bootstrap, f"connect-{name}", topic, 1) == [5]
+    wait_until(
+        lambda: group_offsets(bootstrap, f"connect-{name}", topic, 1) == [5],
+        "offsets committed",
+        WAIT_S,
+        poll_s=STEP_S,
     )
     assert status.get_task(task_id).state is State.RUNNING
     worker.close()
@@ -573,10 +592,17 @@ def test_errant_record_reporter_sends_to_the_dlq_or_fails_the_task(bootstrap, tm
     assert m.value() == b"b"
     assert dict(m.headers())["__connect.errors.stage"] == b"TASK_PUT"
     # "a" was skipped by the rewind in open(), "b" went to the DLQ
-    wait_for("c durable", lambda: [r.value for r in STORES[tolerant].durable] == ["c"])
-    entry = wait_for(
-        "strict task FAILED",
+    wait_until(
+        lambda: [r.value for r in STORES[tolerant].durable] == ["c"],
+        "c durable",
+        WAIT_S,
+        poll_s=STEP_S,
+    )
+    entry = wait_until(
         lambda: (e := status.get_task(strict_id)) and e.state is State.FAILED and e,
+        "strict task FAILED",
+        WAIT_S,
+        poll_s=STEP_S,
     )
     assert "Tolerance exceeded" in entry.trace
     worker.close()
@@ -606,7 +632,12 @@ def test_exactly_once_source_commits_records_and_offsets_in_one_transaction(
         name,
         {"connector.class": f"{__name__}:CountingSource", "topic": topic, "count": "30"},
     )
-    wait_for("30 records committed", lambda: len(CountingTask.committed.get(name, [])) == 30)
+    wait_until(
+        lambda: len(CountingTask.committed.get(name, [])) == 30,
+        "30 records committed",
+        WAIT_S,
+        poll_s=STEP_S,
+    )
     worker.close()
     records = read_all(bootstrap, topic, 30, committed=True)
     assert sorted(int(m.value()) for m in records) == list(range(30))
@@ -639,14 +670,21 @@ def test_a_newer_producer_fences_an_exactly_once_task_and_records_match_offsets(
         name,
         {"connector.class": f"{__name__}:CountingSource", "topic": topic, "count": "100000"},
     )
-    wait_for("some transactions", lambda: len(CountingTask.committed.get(name, [])) >= 20)
+    wait_until(
+        lambda: len(CountingTask.committed.get(name, [])) >= 20,
+        "some transactions",
+        WAIT_S,
+        poll_s=STEP_S,
+    )
     zombie_killer = Producer(
         {"bootstrap.servers": bootstrap, "transactional.id": f"{group}-{name}-0"}
     )
     zombie_killer.init_transactions(WAIT_S)  # the task's producer is fenced from now on
-    entry = wait_for(
-        "fenced task FAILED",
+    entry = wait_until(
         lambda: (e := status.get_task(task_id)) and e.state is State.FAILED and e,
+        "fenced task FAILED",
+        WAIT_S,
+        poll_s=STEP_S,
     )
     assert "fenced" in entry.trace.lower() or "fatal" in entry.trace.lower()
     worker.close()

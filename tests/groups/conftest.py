@@ -10,16 +10,12 @@ journal checks, traffic; named apart from the replication proofs' ``proof``) is 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from odradek.local.cluster import ClusterState
 from support.clusters import running_cluster
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 GROUP_OVERRIDES = {
     "offsets.topic.num.partitions": "6",

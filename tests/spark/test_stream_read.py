@@ -10,13 +10,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from pyspark.errors import StreamingQueryException
+
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -42,12 +44,14 @@ def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes]]) -> Non
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": "true"})
     # A producer knows the partitions of its first metadata: wait until it has them all.
     needed = max(partition for partition, _ in records) + 1
-    wait_for(
+    wait_until(
         lambda: (
             len(producer.list_topics(topic, timeout=ADMIN_TIMEOUT_S).topics[topic].partitions)
             >= needed
         ),
         f"{topic} to have {needed} partitions",
+        QUERY_TIMEOUT_S,
+        poll_s=0.25,
     )
     errors: list[object] = []
 
@@ -154,10 +158,20 @@ def test_a_partition_added_mid_stream_is_read(spark, spark_cluster, admin, uniqu
         .start()
     )
     try:
-        wait_for(lambda: len(rows(spark, "grown")) == 2, "the first records")
+        wait_until(
+            lambda: len(rows(spark, "grown")) == 2,
+            "the first records",
+            QUERY_TIMEOUT_S,
+            poll_s=0.25,
+        )
         admin.create_partitions([NewPartitions(topic, 3)])[topic].result(ADMIN_TIMEOUT_S)
         produce(spark_cluster.bootstrap_servers, topic, [(2, b"new-0"), (2, b"new-1")])
-        wait_for(lambda: len(rows(spark, "grown")) == 4, "the added partition's records")
+        wait_until(
+            lambda: len(rows(spark, "grown")) == 4,
+            "the added partition's records",
+            QUERY_TIMEOUT_S,
+            poll_s=0.25,
+        )
     finally:
         query.stop()
     assert rows(spark, "grown") == [
@@ -197,22 +211,17 @@ def test_a_topic_created_mid_stream_is_read_with_subscribe_pattern(
         )
 
     try:
-        wait_for(lambda: len(seen()) == 1, "the first topic's record")
+        wait_until(
+            lambda: len(seen()) == 1, "the first topic's record", QUERY_TIMEOUT_S, poll_s=0.25
+        )
         create_topic(admin, second, 1)
         produce(spark_cluster.bootstrap_servers, second, [(0, b"b-0"), (0, b"b-1")])
-        wait_for(lambda: len(seen()) == 3, "the new topic's records")
+        wait_until(
+            lambda: len(seen()) == 3, "the new topic's records", QUERY_TIMEOUT_S, poll_s=0.25
+        )
     finally:
         query.stop()
     assert seen() == [(first, 0, b"a-0"), (second, 0, b"b-0"), (second, 1, b"b-1")]
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = QUERY_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def delete_records_before(admin: AdminClient, topic: str, partition: int, offset: int) -> None:

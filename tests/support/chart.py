@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,16 +21,8 @@ KUBERNETES_VERSION = "1.30.0"
 
 
 def script(name: str) -> ModuleType:
-    """``scripts/<name>.py`` as a module (scripts/ is not a package)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    sys.path.insert(0, str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    """``scripts/<name>.py`` as a module (scripts/ is on pytest's ``pythonpath``, not a package)."""
+    return importlib.import_module(name)
 
 
 def helm(*args: str) -> subprocess.CompletedProcess[str]:

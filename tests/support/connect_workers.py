@@ -10,10 +10,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from support.waiting import wait_until
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -92,17 +93,21 @@ class WorkerProcess:
 
 
 def wait_for(check, what: str, timeout_s: float, workers=()):
-    deadline = time.monotonic() + timeout_s
-    while True:
+    """``support.waiting.wait_until`` with the workers' logs on failure: an ``OSError`` from
+    ``check`` counts as not yet (a REST port not open), and a worker of ``workers`` that exited
+    (not killed by the test) ends the wait at once."""
+
+    def attempt():
         try:
             result = check()
         except OSError:
             result = None
-        if result:
-            return result
         crashed = [w for w in workers if w.process.poll() is not None and not w.killed]
-        if crashed or time.monotonic() > deadline:
-            logs = "\n".join(f"--- {w.port}\n{w.log.read_text()[-3000:]}" for w in workers)
-            why = f"worker {crashed[0].port} exited" if crashed else "timed out"
-            raise AssertionError(f"{why} waiting for {what}\n{logs}")
-        time.sleep(0.2)
+        if not result and crashed:
+            raise AssertionError(f"worker {crashed[0].port} exited waiting for {what}\n{logs()}")
+        return result
+
+    def logs() -> str:
+        return "\n".join(f"--- {w.port}\n{w.log.read_text()[-3000:]}" for w in workers)
+
+    return wait_until(attempt, what, timeout_s, explain=logs)

@@ -13,8 +13,10 @@ from odradek.errors import NotLeaderOrFollowerError, RequestTimedOutError
 from odradek.groups.runtime import CoordinatorRuntime, LoggedMarker, LoggedRecord
 from odradek.storage.batch import NO_PRODUCER_ID, BatchHeader
 from odradek.storage.records import decode_records
+from support.virtual_clock import TIMEOUT_S, on_virtual_clock
+from support.waiting import wait_until_async
 
-__all__ = ["MemoryLog", "in_loop", "loaded"]
+__all__ = ["MemoryLog", "in_loop", "in_real_loop", "loaded"]
 
 
 class MemoryLog:
@@ -56,18 +58,23 @@ class MemoryLog:
 
 
 def in_loop(test):
-    """Run an async test in a fresh event loop (the project runs asyncio tests this way)."""
+    """Run an async test in a fresh event loop on the virtual clock (``support.virtual_clock``):
+    the coordinators' timers fire at once, in order, the test's sleeps cost no real time."""
+    return on_virtual_clock(test)
+
+
+def in_real_loop(test):
+    """``in_loop`` on the real clock, for a test that fails on the virtual one (see its comment)."""
 
     @functools.wraps(test)
     def run() -> None:
-        asyncio.run(asyncio.wait_for(test(), 10))
+        asyncio.run(asyncio.wait_for(test(), TIMEOUT_S))
 
     return run
 
 
 async def loaded(runtime: CoordinatorRuntime, partition: int) -> None:
-    for _ in range(100):
-        if runtime.is_active(partition):
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"partition {partition} never loaded")
+    """Until ``runtime`` has loaded ``partition`` (replayed its records) and serves it."""
+    await wait_until_async(
+        lambda: runtime.is_active(partition), f"partition {partition} loaded", 1.0, poll_s=0.01
+    )

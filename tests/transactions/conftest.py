@@ -11,16 +11,12 @@ The ``txn_proof`` package (the worker process, its supervisor, topics and reads)
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from odradek.local.cluster import ClusterState
 from support.clusters import running_cluster
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 ZK_TICK_MS = 500
 TXN_OVERRIDES = {

@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.local.cluster import ClusterState
 from support.quota_requests import alter, call, describe
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -87,14 +88,6 @@ def produce_for(bootstrap: str, topic: str, client_id: str) -> tuple[float, int]
     return sum(acked) / PRODUCE_S, max(throttles, default=0)
 
 
-def wait_for(predicate, what: str) -> None:
-    deadline = time.monotonic() + APPLY_S
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {APPLY_S} s: {what}")
-        time.sleep(0.2)
-
-
 def test_producer_byte_rate_throttles_only_its_client_and_is_lifted(cluster, topic):
     bootstrap = cluster.bootstrap_servers
     assert alter(bootstrap, "slow", 1.5).error_code == 42  # INVALID_REQUEST: not a LONG
@@ -115,7 +108,7 @@ def test_producer_byte_rate_throttles_only_its_client_and_is_lifted(cluster, top
     assert fast_rate > 4 * QUOTA_BYTES_PER_S, fast_rate
 
     assert alter(bootstrap, "slow", None).error_code == 0
-    wait_for(lambda: describe(bootstrap, "slow") == {}, "the quota removed")
+    wait_until(lambda: describe(bootstrap, "slow") == {}, "the quota removed", APPLY_S)
     time.sleep(1.0)
     lifted_rate, lifted_throttle_ms = produce_for(bootstrap, topic, "slow")
     assert lifted_throttle_ms == 0

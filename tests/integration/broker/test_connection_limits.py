@@ -30,10 +30,12 @@ from odradek.protocol.codec import encode_request
 from odradek.protocol.framing import LARGE_FRAME_FIRST_BYTES, encode_frame
 from odradek.protocol.schemas import request_schema
 from support.netns import NetworkNamespace
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
 WAIT_S = 10.0
+POLL_S = 0.05
 HUGE = 100 * 1024 * 1024  # a size prefix at socket.request.max.bytes
 
 
@@ -110,17 +112,6 @@ def abort(sock: socket.socket) -> None:
     sock.close()
 
 
-def wait_for(condition, what: str, timeout_s: float = WAIT_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def closed_count(broker, reason: str) -> float:
     return (
         broker.registry.get_sample_value("odradek_connections_closed_total", {"reason": reason})
@@ -158,14 +149,29 @@ def test_huge_size_prefixes_cost_what_was_sent_and_the_pool_bounds_them(make_bro
         sock.sendall(struct.pack(">i", HUGE) + os.urandom(1000))
     server = broker.server
     # Four of them got the first buffer of a large frame; the others wait for memory.
-    wait_for(lambda: broker.call_sync(lambda: server.request_memory.waiting) == 36, "waiters")
+    wait_until(
+        lambda: broker.call_sync(lambda: server.request_memory.waiting) == 36,
+        "waiters",
+        WAIT_S,
+        poll_s=POLL_S,
+    )
     assert broker.call_sync(lambda: server.request_memory.used) == pool_bytes
     # Small requests are not drawn from the pool: a real client is served meanwhile.
     produce_and_consume(broker)
     for sock in attackers:
         abort(sock)
-    wait_for(lambda: broker.call_sync(lambda: server.request_memory.used) == 0, "memory back")
-    wait_for(lambda: broker.call_sync(lambda: len(server.connections)) == 0, "connections gone")
+    wait_until(
+        lambda: broker.call_sync(lambda: server.request_memory.used) == 0,
+        "memory back",
+        WAIT_S,
+        poll_s=POLL_S,
+    )
+    wait_until(
+        lambda: broker.call_sync(lambda: len(server.connections)) == 0,
+        "connections gone",
+        WAIT_S,
+        poll_s=POLL_S,
+    )
 
 
 def test_a_large_request_waits_for_memory_and_is_served_when_it_frees(make_broker):
@@ -175,9 +181,11 @@ def test_a_large_request_waits_for_memory_and_is_served_when_it_frees(make_broke
     for hog in hogs:  # each fills its first buffer, then waits for 100 MiB it will never get
         hog.sendall(struct.pack(">i", HUGE) + os.urandom(LARGE_FRAME_FIRST_BYTES + 10))
     server = broker.server
-    wait_for(
+    wait_until(
         lambda: broker.call_sync(lambda: server.request_memory.used) == pool_bytes,
         "the hogs holding the whole pool",
+        WAIT_S,
+        poll_s=POLL_S,
     )
     producer = Producer(
         {"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "batch.size": 1_000_000}
@@ -188,7 +196,12 @@ def test_a_large_request_waits_for_memory_and_is_served_when_it_frees(make_broke
     for hog in hogs:
         abort(hog)
     assert producer.flush(WAIT_S) == 0
-    wait_for(lambda: broker.call_sync(lambda: server.request_memory.used) == 0, "memory back")
+    wait_until(
+        lambda: broker.call_sync(lambda: server.request_memory.used) == 0,
+        "memory back",
+        WAIT_S,
+        poll_s=POLL_S,
+    )
 
 
 def test_a_slowloris_request_is_cut_off(make_broker):
@@ -368,9 +381,11 @@ def test_a_half_open_connection_is_closed_after_the_idle_timeout(make_broker):
             namespace.cut()
             client.kill()  # its FIN goes nowhere: the broker holds a half-open connection
             client.wait(timeout=10)
-            wait_for(
+            wait_until(
                 lambda: broker.call_sync(lambda: len(broker.server.connections)) == 0,
                 "the half-open connection closed",
+                WAIT_S,
+                poll_s=POLL_S,
             )
             assert closed_count(broker, "idle") == 1
         finally:
@@ -426,9 +441,11 @@ def test_a_client_gone_during_sendfile_is_a_peer_gone_close_not_a_bug(make_broke
         recv_exactly(sock, (i * 97 * 1024) % (5 << 20))
         time.sleep(0.02)
         abort(sock)
-    wait_for(
+    wait_until(
         lambda: closed_count(broker, "peer_gone") >= connections,
         f"{connections} peer_gone closes",
+        WAIT_S,
+        poll_s=POLL_S,
     )
     assert closed_count(broker, "write_error") == 0
     bugs = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]

@@ -6,17 +6,11 @@ allowed, so rebalances and expiries take seconds. Tests share it; each uses grou
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from odradek.local.cluster import ClusterState
-
-sys.path.insert(0, str(Path(__file__).parent))  # classic_wire
-# group_proof: member processes of the three client libraries (tests/groups)
-sys.path.insert(0, str(Path(__file__).parents[2] / "groups"))
 
 CLASSIC_OVERRIDES = {
     "offsets.topic.replication.factor": "1",

@@ -5,7 +5,6 @@ the state file, so `down` no longer knows it."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -13,11 +12,11 @@ from odradek.client.connection import BrokerConnection
 from odradek.local import cluster
 from odradek.local.cluster import ClusterState, pid_alive
 from odradek.protocol import schemas
+from support.waiting import wait_equal
 
 pytestmark = pytest.mark.integration
 
 WAIT_S = 30.0
-POLL_S = 0.2
 
 
 async def _brokers(address: str) -> dict[int, str | None]:
@@ -27,24 +26,18 @@ async def _brokers(address: str) -> dict[int, str | None]:
     return {int(b.node_id): b.rack for b in response.brokers}
 
 
-def _wait_for_brokers(address: str, expected: dict[int, str | None]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    seen: dict[int, str | None] = {}
-    while time.monotonic() < deadline:
-        seen = asyncio.run(_brokers(address))
-        if seen == expected:
-            return
-        time.sleep(POLL_S)
-    raise AssertionError(f"Metadata lists {seen}, expected {expected}")
-
-
 def test_add_and_remove_a_broker(tmp_path, local_cluster):
     with local_cluster(tmp_path / "cluster", brokers=1, racks={1: "r1"}) as state:
         added = cluster.add_broker(tmp_path / "cluster", rack="r2")
         assert added.id == 2
         recorded = ClusterState.read(tmp_path / "cluster")
         assert recorded is not None and added.address in recorded.bootstrap_servers
-        _wait_for_brokers(state.bootstrap_servers, {1: "r1", 2: "r2"})
+        wait_equal(
+            lambda: asyncio.run(_brokers(state.bootstrap_servers)),
+            {1: "r1", 2: "r2"},
+            "the brokers Metadata lists",
+            WAIT_S,
+        )
 
         stopped = cluster.stop_broker(tmp_path / "cluster", 2, forget=True)
         assert not pid_alive(stopped.pid)
@@ -52,4 +45,9 @@ def test_add_and_remove_a_broker(tmp_path, local_cluster):
         assert recorded is not None
         assert [m.id for m in recorded.members if m.role == "broker"] == [1]
         assert stopped.address not in recorded.bootstrap_servers
-        _wait_for_brokers(state.bootstrap_servers, {1: "r1"})
+        wait_equal(
+            lambda: asyncio.run(_brokers(state.bootstrap_servers)),
+            {1: "r1"},
+            "the brokers Metadata lists",
+            WAIT_S,
+        )

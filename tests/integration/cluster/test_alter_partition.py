@@ -38,15 +38,13 @@ def running(tmp_path_factory, local_cluster):
         zk = KazooClient(state.zookeeper_connect)
         zk.start(timeout=WAIT_S)
         try:
-            _wait(lambda: zk.exists(f"/brokers/topics/{TOPIC}/partitions/1/state"), "states")
+            wait_until(
+                lambda: zk.exists(f"/brokers/topics/{TOPIC}/partitions/1/state"), "states", WAIT_S
+            )
             yield state, zk
         finally:
             zk.stop()
             zk.close()
-
-
-def _wait(condition, what: str):
-    return wait_until(condition, what, WAIT_S)
 
 
 def _snapshot(zk: KazooClient, partition: int) -> dict:
@@ -143,9 +141,10 @@ def test_the_leader_shrinks_the_isr_through_the_controller(running):
     assert after["state"]["leader_epoch"] == before["state"]["leader_epoch"]
     assert after["partition_epoch"] == before["partition_epoch"] + 1
     # UpdateMetadata reached the brokers: Metadata shows the true ISR.
-    _wait(
+    wait_until(
         lambda: asyncio.run(_metadata_isr(state.bootstrap_servers, 0)) == new_isr,
         "Metadata to show the shrunk ISR",
+        WAIT_S,
     )
 
 

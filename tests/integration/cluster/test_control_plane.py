@@ -43,10 +43,6 @@ def running(tmp_path_factory, local_cluster):
         yield state
 
 
-def _wait(condition, what: str, timeout_s: float = WAIT_S):
-    return wait_until(condition, what, timeout_s)
-
-
 def _broker(state: ClusterState, broker_id: int) -> Member:
     return next(m for m in state.members if m.role == "broker" and m.id == broker_id)
 
@@ -151,7 +147,7 @@ def _stop_replica_delete(topic: str, partitions: list[int], controller_epoch: in
 def test_stop_replica_from_a_client_deletes_nothing_and_locks_nobody_out(running):
     state = running
     _create_topic(state, "victim", 4)
-    leaders = _wait(lambda: _led_by(state, "victim"), "victim's leaders")
+    leaders = wait_until(lambda: _led_by(state, "victim"), "victim's leaders", WAIT_S)
     kept = _produce(state, "victim", 40)
     target = _broker(state, 1)
     mine = sorted(p for p, leader in leaders.items() if leader == target.id)
@@ -171,7 +167,7 @@ def test_stop_replica_from_a_client_deletes_nothing_and_locks_nobody_out(running
     assert all(d.is_dir() for d in log_dirs)
     # The controller still leads that broker: a new topic on it is created and served ...
     _create_topic(state, "after-attack", 4)
-    after = _wait(lambda: _led_by(state, "after-attack"), "after-attack's leaders")
+    after = wait_until(lambda: _led_by(state, "after-attack"), "after-attack's leaders", WAIT_S)
     assert target.id in after.values()
     sent = _produce(state, "after-attack", 40)
     assert sorted(_consume(state, "after-attack", 4, len(sent))) == sorted(sent)

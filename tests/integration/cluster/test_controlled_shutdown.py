@@ -38,14 +38,10 @@ SHUTDOWN_OVERRIDES = {
 STOP_BOUND_S = RETRIES * (REQUEST_TIMEOUT_MS + BACKOFF_MS) / 1000 + 15.0
 
 
-def _wait(condition, what: str, timeout_s: float = WAIT_S):
-    return wait_until(condition, what, timeout_s, poll_s=POLL_S)
-
-
 def _create_topic(state: ClusterState, topic: str, partitions: int, replicas: int) -> None:
     admin = AdminClient({"bootstrap.servers": state.bootstrap_servers})
     admin.create_topics([NewTopic(topic, partitions, replicas)])[topic].result(ADMIN_TIMEOUT_S)
-    _wait(
+    wait_until(
         lambda: all(
             (s := cluster.partition_state(state, topic, p)) is not None
             and s.leader >= 0
@@ -53,6 +49,8 @@ def _create_topic(state: ClusterState, topic: str, partitions: int, replicas: in
             for p in range(partitions)
         ),
         f"{topic} led with a full ISR",
+        WAIT_S,
+        poll_s=POLL_S,
     )
 
 
@@ -61,7 +59,9 @@ def _sigterm_and_wait(state: ClusterState, broker_id: int) -> float:
     member = state.member("broker", broker_id)
     began = time.monotonic()
     assert cluster.kill(member, signal.SIGTERM)
-    _wait(lambda: not member.is_ours(), f"broker {broker_id} to exit", STOP_BOUND_S)
+    wait_until(
+        lambda: not member.is_ours(), f"broker {broker_id} to exit", STOP_BOUND_S, poll_s=POLL_S
+    )
     return time.monotonic() - began
 
 
@@ -114,9 +114,11 @@ def test_a_partition_only_the_stopping_broker_has_in_sync_is_reported_then_it_st
         follower = 3 - leader
         # The follower stops first (controlled: it leaves the ISR), so only the leader is in sync.
         _sigterm_and_wait(state, follower)
-        _wait(
+        wait_until(
             lambda: cluster.partition_state(state, "lonely", 0).isr == (leader,),
             f"ISR of lonely-0 down to {leader}",
+            WAIT_S,
+            poll_s=POLL_S,
         )
         took_s = _sigterm_and_wait(state, leader)
         log = _log(state.member("broker", leader))
@@ -141,7 +143,7 @@ def test_with_no_controller_answering_the_broker_stops_after_its_retries(tmp_pat
     with local_cluster(tmp_path, brokers=1, broker_overrides=SHUTDOWN_OVERRIDES) as state:
         controller = next(m for m in state.members if m.role == "controller")
         assert cluster.kill(controller, signal.SIGKILL)
-        _wait(lambda: not controller.is_ours(), "the controller gone")
+        wait_until(lambda: not controller.is_ours(), "the controller gone", WAIT_S, poll_s=POLL_S)
         took_s = _sigterm_and_wait(state, 1)
         log = _log(state.member("broker", 1))
         for attempt in range(1, RETRIES + 1):

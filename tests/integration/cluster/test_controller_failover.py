@@ -35,10 +35,6 @@ def running(tmp_path_factory, local_cluster):
         yield data_dir, state
 
 
-def _wait(condition, what: str, timeout_s: float = WAIT_S):
-    return wait_until(condition, what, timeout_s)
-
-
 def _zk(state: ClusterState) -> KazooClient:
     client = KazooClient(state.zookeeper_connect)
     client.start(timeout=10)
@@ -84,7 +80,7 @@ def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         return len(consumer.partitions_for_topic(topic) or ()) == partitions
 
     try:
-        _wait(known, f"{topic} in metadata")
+        wait_until(known, f"{topic} in metadata", WAIT_S)
     finally:
         consumer.close()
 
@@ -119,12 +115,13 @@ def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> 
 
 def test_a_new_controller_takes_over_after_kill_9(running):
     data_dir, state = running
-    active_id, epoch = _wait(lambda: _controller(state), "an active controller")
+    active_id, epoch = wait_until(lambda: _controller(state), "an active controller", WAIT_S)
     active = next(m for m in state.members if m.role == "controller" and m.id == active_id)
     os.kill(active.pid, signal.SIGKILL)
-    new_id, new_epoch = _wait(
+    new_id, new_epoch = wait_until(
         lambda: (c := _controller_or_none(state)) and c[0] != active_id and c,
         "another controller",
+        WAIT_S,
     )
     assert new_epoch > epoch
     # The new controller does its job: a topic created now gets leaders and takes records.
@@ -149,7 +146,11 @@ def test_a_broker_that_dies_and_returns_gets_its_partitions_back(running):
 
     victim = next(m for m in state.members if m.role == "broker" and m.id == 2)
     os.kill(victim.pid, signal.SIGKILL)
-    _wait(lambda: all(leader != 2 for leader in _leaders(state, "orders").values()), "failover")
+    wait_until(
+        lambda: all(leader != 2 for leader in _leaders(state, "orders").values()),
+        "failover",
+        WAIT_S,
+    )
     # With one replica there is no one to take over: broker 2's partitions have no leader.
     assert {p for p, leader in _leaders(state, "orders").items() if leader == -1} == {
         p for p, leader in before.items() if leader == 2
@@ -163,7 +164,7 @@ def test_a_broker_that_dies_and_returns_gets_its_partitions_back(running):
             start_new_session=True,
         )
     try:
-        _wait(lambda: _leaders(state, "orders") == before, "broker 2 leading again")
+        wait_until(lambda: _leaders(state, "orders") == before, "broker 2 leading again", WAIT_S)
         survivors = _consume_all(state.bootstrap_servers, "orders", 6, len(acknowledged))
         assert survivors == acknowledged  # nothing acknowledged was lost in the kill -9
     finally:

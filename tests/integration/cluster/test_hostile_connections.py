@@ -35,6 +35,7 @@ from odradek.protocol.codec import encode_request
 from odradek.protocol.framing import encode_frame
 from odradek.protocol.schemas import request_schema
 from support.processes import rss_bytes
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -79,17 +80,6 @@ def open_connections(member, listener: str = "PLAINTEXT") -> float:
         if family.name == "odradek_connections":
             return next(s.value for s in family.samples if s.labels["listener"] == listener)
     raise AssertionError("no odradek_connections")
-
-
-def wait_for(condition, what: str, timeout_s: float = WAIT_S):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.2)
 
 
 def produce_round_trips(bootstrap: str, topic: str, count: int) -> list[float]:
@@ -232,7 +222,7 @@ def test_hostile_connections_cannot_exhaust_memory_or_starve_clients(broker):
         # Slow and partial requests are cut off by the receive timeout; the clients that were
         # paused waiting for memory when they reset are found too. Nothing stays open.
         attack.stop_trickling()
-        wait_for(lambda: open_connections(member) <= 2, "the attack's connections closed")
+        wait_until(lambda: open_connections(member) <= 2, "the attack's connections closed", WAIT_S)
         counts = closed_counts(member)
         assert counts.get("receive_timeout", 0) >= PARTIAL_FRAMES + SLOWLORIS
         assert pid_alive(member.pid)
@@ -244,10 +234,10 @@ def test_hostile_connections_cannot_exhaust_memory_or_starve_clients(broker):
     silent = [socket.create_connection((host, int(port)), timeout=5) for _ in range(20)]
     try:
         idle_before = closed_counts(member).get("idle", 0)
-        wait_for(
+        wait_until(
             lambda: closed_counts(member).get("idle", 0) >= idle_before + 20,
             "idle connections closed",
-            timeout_s=IDLE_MS / 1000 + 10,
+            IDLE_MS / 1000 + 10,
         )
     finally:
         for sock in silent:

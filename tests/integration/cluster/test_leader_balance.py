@@ -55,10 +55,6 @@ def manual(tmp_path_factory, local_cluster):
         yield data_dir, state
 
 
-def _wait(condition, what: str, timeout_s: float = WAIT_S):
-    return wait_until(condition, what, timeout_s, poll_s=POLL_S)
-
-
 def _admin(state) -> AdminClient:
     return AdminClient({"bootstrap.servers": state.bootstrap_servers})
 
@@ -76,7 +72,7 @@ def _create(state, topic: str) -> dict[int, tuple[int, ...]]:
             return None
         return {p.id: tuple(p.replicas) for p in found.partitions.values()}
 
-    assignment = _wait(replicas, f"{topic} led, with full ISRs")
+    assignment = wait_until(replicas, f"{topic} led, with full ISRs", WAIT_S, poll_s=POLL_S)
     producer = Producer({"bootstrap.servers": state.bootstrap_servers, "acks": "all"})
     for n in range(PARTITIONS * 10):
         producer.produce(topic, f"record {n}".encode(), partition=n % PARTITIONS)
@@ -92,14 +88,18 @@ def _bounce(data_dir: Path, state, topic: str, broker_id: int) -> None:
     """Stop ``broker_id`` until it leads nothing, start it again, wait until it is back in every
     ISR: its preferred partitions are then led by others, and could move back."""
     cluster.stop_broker(data_dir, broker_id)
-    _wait(
+    wait_until(
         lambda: all(s.leader not in (-1, broker_id) for s in _states(state, topic).values()),
         f"leadership moved off broker {broker_id}",
+        WAIT_S,
+        poll_s=POLL_S,
     )
     cluster.restart_broker(data_dir, broker_id)
-    _wait(
+    wait_until(
         lambda: all(broker_id in s.isr for s in _states(state, topic).values()),
         f"broker {broker_id} back in every ISR",
+        WAIT_S,
+        poll_s=POLL_S,
     )
 
 
@@ -150,9 +150,11 @@ def test_a_preferred_replica_out_of_the_isr_is_not_available_and_unclean_is_not_
     victim = assignment[0][0]
     cluster.stop_broker(data_dir, victim)
     try:
-        _wait(
+        wait_until(
             lambda: all(s.leader not in (-1, victim) for s in _states(state, topic).values()),
             f"leadership moved off broker {victim}",
+            WAIT_S,
+            poll_s=POLL_S,
         )
         admin = _admin(state)
         results = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(
@@ -167,9 +169,11 @@ def test_a_preferred_replica_out_of_the_isr_is_not_available_and_unclean_is_not_
         assert error.code() == KafkaError.ELECTION_NOT_NEEDED  # a live leader has it
     finally:
         cluster.restart_broker(data_dir, victim)
-        _wait(
+        wait_until(
             lambda: all(victim in s.isr for s in _states(state, topic).values()),
             f"broker {victim} back in every ISR",
+            WAIT_S,
+            poll_s=POLL_S,
         )
 
 
@@ -278,14 +282,31 @@ def test_the_controller_moves_leadership_back_by_itself(tmp_path_factory, local_
         preferred_by_1 = [p for p, r in assignment.items() if r[0] == 1]
         assert _imbalance_gauge(state) == 0
         cluster.stop_broker(data_dir, 1)
-        _wait(
+        wait_until(
             lambda: _led_elsewhere(state, topic, assignment, 1) == preferred_by_1,
             "leadership moved off broker 1",
+            WAIT_S,
+            poll_s=POLL_S,
         )
         # Down, its partitions cannot come back: the imbalance is counted and stays.
-        _wait(lambda: _imbalance_gauge(state) == len(preferred_by_1), "the imbalance gauge")
+        wait_until(
+            lambda: _imbalance_gauge(state) == len(preferred_by_1),
+            "the imbalance gauge",
+            WAIT_S,
+            poll_s=POLL_S,
+        )
         time.sleep(3)  # three checks
         assert _led_elsewhere(state, topic, assignment, 1) == preferred_by_1
         cluster.restart_broker(data_dir, 1)
-        _wait(lambda: _all_preferred(state, topic, assignment), "preferred leaders back")
-        _wait(lambda: _imbalance_gauge(state) == 0, "the imbalance gauge back to 0")
+        wait_until(
+            lambda: _all_preferred(state, topic, assignment),
+            "preferred leaders back",
+            WAIT_S,
+            poll_s=POLL_S,
+        )
+        wait_until(
+            lambda: _imbalance_gauge(state) == 0,
+            "the imbalance gauge back to 0",
+            WAIT_S,
+            poll_s=POLL_S,
+        )

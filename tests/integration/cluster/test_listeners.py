@@ -70,10 +70,6 @@ def _metadata(port: int) -> list[tuple[int, str, int]] | None:
         return None
 
 
-def _wait(condition, what: str):
-    return wait_until(condition, what, WAIT_S)
-
-
 @pytest.fixture
 def cluster(hosts: str, tmp_path: Path) -> Iterator[dict[int, dict[str, int]]]:
     """Broker id -> listener name -> port (as each broker reported it), once both brokers know
@@ -127,20 +123,22 @@ def cluster(hosts: str, tmp_path: Path) -> Iterator[dict[int, dict[str, int]]]:
             return alive and read_listeners_file(report)
 
         bound = {
-            b: _wait(lambda r=r: reported(r), f"broker {b}'s ports") for b, r in reports.items()
+            b: wait_until(lambda r=r: reported(r), f"broker {b}'s ports", WAIT_S)
+            for b, r in reports.items()
         }
         ports = {
             b: {name: int(address.rsplit(":", 1)[1]) for name, address in listeners.items()}
             for b, (listeners, _admin) in bound.items()
         }
         assert all(0 not in mine.values() for mine in ports.values()), ports
-        _wait(
+        wait_until(
             lambda: (
                 all(p.poll() is None for p in processes)
                 and len(_metadata(ports[1]["PLAINTEXT"]) or ()) == 2
                 and len(_metadata(ports[2]["PLAINTEXT"]) or ()) == 2
             ),
             "both brokers in both brokers' metadata",
+            WAIT_S,
         )
         yield ports
     finally:

@@ -40,12 +40,8 @@ def running(tmp_path_factory, local_cluster):
     with local_cluster(data_dir, brokers=3, broker_overrides=REPLICATED) as state:
         admin = AdminClient({"bootstrap.servers": state.bootstrap_servers})
         admin.create_topics([NewTopic(TOPIC, 1)])[TOPIC].result(timeout=WAIT_S)
-        _wait(lambda: _partition(admin) is not None, "the topic's partition")
+        wait_until(lambda: _partition(admin) is not None, "the topic's partition", WAIT_S)
         yield data_dir, state, admin
-
-
-def _wait(condition, what: str, timeout_s: float = WAIT_S):
-    return wait_until(condition, what, timeout_s)
 
 
 def _partition(admin):
@@ -129,7 +125,11 @@ def test_followers_hold_the_leaders_bytes(running):
     expected = _segments(_member(state, leader))
     assert len(expected) > 500 * 10
     for broker_id in (1, 2, 3):
-        _wait(lambda b=broker_id: _segments(_member(state, b)) == expected, f"broker {broker_id}")
+        wait_until(
+            lambda b=broker_id: _segments(_member(state, b)) == expected,
+            f"broker {broker_id}",
+            WAIT_S,
+        )
 
 
 def test_the_isr_shrinks_and_expands_through_the_controller(running):
@@ -145,14 +145,14 @@ def test_the_isr_shrinks_and_expands_through_the_controller(running):
     assert cluster.kill(follower, signal.SIGSTOP)
     try:
         _produce(state, 50)  # the follower's lag starts with data it does not fetch
-        _wait(lambda: len(_isr(state, leader_id)) == 2, "the ISR to shrink", LAG_MS / 1000 * 5)
+        wait_until(lambda: len(_isr(state, leader_id)) == 2, "the ISR to shrink", LAG_MS / 1000 * 5)
         assert follower.id not in _isr(state, leader_id)
         _produce(state, 50)  # acks=all with an ISR of 2 = min.insync.replicas
         assert _metric(leader, "odradek_broker_isr_shrinks_total") == shrinks + 1
         assert _metric(leader, "odradek_broker_under_replicated_partitions") == 1
     finally:
         cluster.kill(follower, signal.SIGCONT)
-    _wait(lambda: _isr(state, leader_id) == [1, 2, 3], "the ISR to expand")
+    wait_until(lambda: _isr(state, leader_id) == [1, 2, 3], "the ISR to expand", WAIT_S)
     assert all(_isr(state, b) == [1, 2, 3] for b in (1, 2, 3))  # every broker's Metadata
     assert _metric(leader, "odradek_broker_isr_expands_total") == expands + 1
 
@@ -168,7 +168,9 @@ def test_acks_all_below_min_insync_replicas_is_refused(running, kafka_batch):
         assert cluster.kill(member, signal.SIGSTOP)
     try:
         _produce(state, 10, acks="1")
-        _wait(lambda: _isr(state, leader_id) == [leader_id], "the ISR to shrink to the leader")
+        wait_until(
+            lambda: _isr(state, leader_id) == [leader_id], "the ISR to shrink to the leader", WAIT_S
+        )
         batch = kafka_batch([(b"k", b"v")])
         errors = asyncio.run(_raw_produce(leader.address, batch, acks=-1))
         assert errors == [ErrorCode.not_enough_replicas]
@@ -176,7 +178,7 @@ def test_acks_all_below_min_insync_replicas_is_refused(running, kafka_batch):
     finally:
         for member in others:
             cluster.kill(member, signal.SIGCONT)
-    _wait(lambda: _isr(state, leader_id) == [1, 2, 3], "the ISR to expand")
+    wait_until(lambda: _isr(state, leader_id) == [1, 2, 3], "the ISR to expand", WAIT_S)
 
 
 async def _raw_produce(address: str, batch: bytes, acks: int) -> list[ErrorCode]:

@@ -55,12 +55,10 @@ def running(tmp_path_factory, local_cluster):
     with local_cluster(data_dir, brokers=3, broker_overrides=OVERRIDES) as state:
         admin = AdminClient({"bootstrap.servers": state.bootstrap_servers})
         admin.create_topics([NewTopic(TOPIC, 1)])[TOPIC].result(timeout=WAIT_S)
-        _wait(lambda: _state(state) is not None and _state(state).leader >= 0, "a leader")
+        wait_until(
+            lambda: _state(state) is not None and _state(state).leader >= 0, "a leader", WAIT_S
+        )
         yield data_dir, state, admin
-
-
-def _wait(condition, what: str, timeout_s: float = WAIT_S):
-    return wait_until(condition, what, timeout_s)
 
 
 def _state(state):
@@ -150,7 +148,9 @@ def _catch_up_after_a_stop(
     until it had everything; bytes it held then; bytes the leader holds)."""
     member = _member(state, follower)
     cluster.stop_broker(data_dir, follower)
-    _wait(lambda: follower not in _state(state).isr, f"broker {follower} out of the ISR")
+    wait_until(
+        lambda: follower not in _state(state).isr, f"broker {follower} out of the ISR", WAIT_S
+    )
     before = _log_bytes(member)
     _produce(state, DATA_BYTES)
     leader_bytes = _log_bytes(_member(state, _state(state).leader))
@@ -171,12 +171,12 @@ def _unthrottled_s(remaining_bytes: int) -> float:
 
 def _caught_up(state, follower: int, leader_bytes: int, timeout_s: float = WAIT_S) -> None:
     """Within ``timeout_s``, the follower holds all the leader's bytes, then it is in the ISR."""
-    _wait(
+    wait_until(
         lambda: _log_bytes(_member(state, follower)) >= leader_bytes,
         f"broker {follower} to catch up",
         timeout_s,
     )
-    _wait(lambda: follower in _state(state).isr, f"broker {follower} back in the ISR")
+    wait_until(lambda: follower in _state(state).isr, f"broker {follower} back in the ISR", WAIT_S)
 
 
 def test_a_follower_catching_up_is_held_to_the_follower_rate(running):

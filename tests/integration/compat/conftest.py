@@ -19,7 +19,6 @@ import contextlib
 import os
 import re
 import signal
-import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -31,6 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from odradek.local.cluster import ClusterState, Member
 from odradek.storage.batch import iter_batches
 from support.topic_views import broker_leaders
+from support.waiting import wait_until
 
 WAIT_S = 20.0  # the longest any helper waits for the cluster to converge
 POLL_S = 0.1
@@ -59,18 +59,6 @@ def topic_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
     return make
 
 
-def _wait_until(condition: Callable[[], object], what: str, timeout_s: float = WAIT_S) -> object:
-    """Poll ``condition`` until it returns something true (which is returned); bounded."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(POLL_S)
-
-
 def brokers_view(state: ClusterState, topic: str) -> list[dict[int, int] | None]:
     """Every broker's partition -> leader map for ``topic`` (None where it is unknown)."""
     brokers = [m for m in state.members if m.role == "broker"]
@@ -84,12 +72,6 @@ def brokers_view(state: ClusterState, topic: str) -> list[dict[int, int] | None]
 def leaders(state: ClusterState, topic: str) -> dict[int, int]:
     """Partition -> leader broker id, from the first broker that knows the topic."""
     return next(view for view in brokers_view(state, topic) if view)
-
-
-@pytest.fixture
-def wait_until() -> Callable[..., object]:
-    """``wait_until(condition, what, timeout_s=WAIT_S)`` -> the first true result, or fail."""
-    return _wait_until
 
 
 @pytest.fixture
@@ -107,7 +89,12 @@ def wait_for_topic(cluster_state: ClusterState) -> Callable[[str, int], dict[int
             )
             return complete and views[0]
 
-        return _wait_until(ready, f"{topic} with {partitions} led partitions on every broker")
+        return wait_until(
+            ready,
+            f"{topic} with {partitions} led partitions on every broker",
+            WAIT_S,
+            poll_s=POLL_S,
+        )
 
     return wait
 
@@ -115,9 +102,11 @@ def wait_for_topic(cluster_state: ClusterState) -> Callable[[str, int], dict[int
 @pytest.fixture
 def wait_for_topic_gone(cluster_state: ClusterState) -> Callable[[str], None]:
     def wait(topic: str) -> None:
-        _wait_until(
+        wait_until(
             lambda: all(view is None for view in brokers_view(cluster_state, topic)),
             f"{topic} gone from every broker's metadata",
+            WAIT_S,
+            poll_s=POLL_S,
         )
 
     return wait

@@ -12,6 +12,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 from odradek.errors import CorruptRecordError
 from odradek.storage.batch import DELETE_HORIZON_MASK, BatchHeader, iter_batches
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +42,7 @@ def cleaned_batches(leader_dir: Path, topic: str) -> list[BatchHeader] | None:
 
 
 def test_consumers_read_record_timestamps_from_a_batch_with_a_delete_horizon(
-    bootstrap, wait_for_topic, wait_until, leader_of, topic_name
+    bootstrap, wait_for_topic, leader_of, topic_name
 ):
     topic = topic_name()
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15_000)
@@ -69,7 +70,8 @@ def test_consumers_read_record_timestamps_from_a_batch_with_a_delete_horizon(
     headers = wait_until(
         lambda: cleaned_batches(leader_dir, topic),
         "the cleaner to keep the tombstone with a delete horizon",
-        timeout_s=CLEANED_WITHIN_S,
+        CLEANED_WITHIN_S,
+        poll_s=0.1,
     )
     [horizon_batch] = [h for h in headers if h.attributes & DELETE_HORIZON_MASK]
     assert horizon_batch.records_count == 3  # the tombstone's batch, kept whole

@@ -11,6 +11,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from support.waiting import wait_until
+
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 20
@@ -167,7 +169,7 @@ def test_messages_out_per_topic_adds_up(bootstrap, served, produced_topic):
     assert sum(messages_out.values()) >= PRODUCED
 
 
-def test_partition_gauges_match_the_metadata(bootstrap, served, wait_until):
+def test_partition_gauges_match_the_metadata(bootstrap, served):
     admin = AdminClient({"bootstrap.servers": bootstrap})
     brokers = [m for m in served if m.role == "broker"]
 
@@ -192,4 +194,6 @@ def test_partition_gauges_match_the_metadata(bootstrap, served, wait_until):
         return gauges == expected or None
 
     # Other tests may still be deleting topics: let the cluster settle, with a bound.
-    wait_until(consistent, "partition gauges equal to the leaders in Metadata")
+    wait_until(
+        consistent, "partition gauges equal to the leaders in Metadata", TIMEOUT_S, poll_s=0.1
+    )

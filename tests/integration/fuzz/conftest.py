@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,20 +26,17 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from fuzzing.login import Login
+from fuzzing.strategies import Pools
+from fuzzing.traffic import Role, Target
 
-sys.path.insert(0, str(Path(__file__).parent))  # the ``fuzzing`` package (importlib mode)
-
-from fuzzing.login import Login  # noqa: E402
-from fuzzing.strategies import Pools  # noqa: E402
-from fuzzing.traffic import Role, Target  # noqa: E402
-
-from odradek.client.connection import BrokerConnection  # noqa: E402
-from odradek.local import cluster  # noqa: E402
-from odradek.local.cluster import ClusterState, Member, pid_alive  # noqa: E402
-from odradek.local.pki import LocalPki  # noqa: E402
-from odradek.local.security import HOSTS  # noqa: E402
-from odradek.protocol import schemas  # noqa: E402
-from odradek.protocol.apis import ApiKey  # noqa: E402
+from odradek.client.connection import BrokerConnection
+from odradek.local import cluster
+from odradek.local.cluster import ClusterState, Member, pid_alive
+from odradek.local.pki import LocalPki
+from odradek.local.security import HOSTS
+from odradek.protocol import schemas
+from odradek.protocol.apis import ApiKey
 
 BROKERS = 2
 MAX_FRAME_BYTES = 16 * 1024 * 1024  # socket.request.max.bytes: the fuzz's frames are smaller

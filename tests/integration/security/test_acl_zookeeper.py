@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 
@@ -24,6 +23,7 @@ from odradek.security.acl_filter import AclBindingFilter
 from odradek.security.principal import KafkaPrincipal
 from odradek.zk.acl_store import ZkAclStore
 from odradek.zk.client import ZkClient
+from support.waiting import wait_until_async
 
 pytestmark = pytest.mark.integration
 
@@ -31,14 +31,6 @@ WAIT_S = 10.0
 POLL_S = 0.05
 ALICE = KafkaPrincipal.user("alice")
 HOST = "127.0.0.1"
-
-
-async def wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {WAIT_S} s waiting for {what}")
-        await asyncio.sleep(POLL_S)
 
 
 def read_binding(name: str, pattern_type=PatternType.LITERAL, principal="User:alice"):
@@ -71,7 +63,7 @@ def test_a_second_authorizer_follows_the_first_through_notifications(hosts):
                 [read_binding("orders"), read_binding("app-", PatternType.PREFIXED)]
             )
             assert all(r.message is None for r in results)
-            await wait_for(
+            await wait_until_async(
                 lambda: (
                     second.authorize(ALICE, HOST, AclOperation.READ, ResourceType.TOPIC, "orders")
                     and second.authorize(
@@ -79,6 +71,8 @@ def test_a_second_authorizer_follows_the_first_through_notifications(hosts):
                     )
                 ),
                 "the second authorizer to see the new ACLs",
+                WAIT_S,
+                poll_s=POLL_S,
             )
 
             # Kafka's layout and bytes.
@@ -103,8 +97,11 @@ def test_a_second_authorizer_follows_the_first_through_notifications(hosts):
 
             [deleted] = await second.delete_acls([AclBindingFilter.any()])
             assert len(deleted.deleted) == 3
-            await wait_for(
-                lambda: not first.acls(AclBindingFilter.any()), "the first to see the deletes"
+            await wait_until_async(
+                lambda: not first.acls(AclBindingFilter.any()),
+                "the first to see the deletes",
+                WAIT_S,
+                poll_s=POLL_S,
             )
             assert await zk1.aexists("/kafka-acl/Topic/orders") is None
         finally:
@@ -131,9 +128,11 @@ def test_concurrent_writers_to_one_resource_both_land(hosts):
             data, _ = await zk1.aget("/kafka-acl/Topic/shared")
             assert len(json.loads(data)["acls"]) == len(bindings)
             for authorizer in (first, second):
-                await wait_for(
+                await wait_until_async(
                     lambda a=authorizer: set(a.acls(AclBindingFilter.any())) == set(bindings),
                     "both caches to hold every binding",
+                    WAIT_S,
+                    poll_s=POLL_S,
                 )
         finally:
             await zk1.aclose()
@@ -158,11 +157,13 @@ def test_acls_written_as_kafkas_tools_write_them_are_followed(hosts):
                 b'{"version":1,"resourceType":"GROUP","name":"app-","patternType":"PREFIXED"}',
                 sequence=True,
             )
-            await wait_for(
+            await wait_until_async(
                 lambda: authorizer.authorize(
                     ALICE, HOST, AclOperation.DESCRIBE, ResourceType.GROUP, "app-42"
                 ),
                 "the prefixed ACL to apply",
+                WAIT_S,
+                poll_s=POLL_S,
             )
             assert authorizer.authorize_any(ALICE, HOST, AclOperation.WRITE, ResourceType.GROUP)
         finally:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-import sys
 import time
 import uuid
 from datetime import timedelta
@@ -38,6 +37,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from kazoo.client import KazooClient
+from proof.checker import History, analyze
+from proof.workload import Producers, WorkloadConfig, read_all
 
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
@@ -53,10 +54,6 @@ from odradek.protocol.interbroker import (
 )
 from odradek.zk.paths import partition_state_path
 from support.requests import entry_type, fill
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "replication"))
-from proof.checker import History, analyze  # noqa: E402
-from proof.workload import Producers, WorkloadConfig, read_all  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

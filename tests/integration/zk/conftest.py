@@ -9,13 +9,14 @@ with a NEW session (LOST, then CONNECTED).
 
 from __future__ import annotations
 
-import time
+import functools
 from collections.abc import Callable, Iterator
 
 import pytest
 from kazoo.client import KazooClient
 
 from odradek.zk.client import ZkClient
+from support import waiting
 
 SESSION_TIMEOUT_S = 2.0
 CONNECT_TIMEOUT_S = 10.0
@@ -52,21 +53,13 @@ def expire_session(client: ZkClient, timeout_s: float = CONNECT_TIMEOUT_S) -> in
     return client_id[0]
 
 
-def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> None:
-    """Poll ``condition`` until it is true; fail the test after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(POLL_INTERVAL_S)
-    raise AssertionError(f"not within {timeout_s} s: {what}")
-
-
 @pytest.fixture(name="expire_session")
 def expire_session_fixture() -> Callable[..., int]:
     return expire_session
 
 
 @pytest.fixture(name="wait_until")
-def wait_until_fixture() -> Callable[..., None]:
-    return wait_until
+def wait_until_fixture() -> Callable[..., object]:
+    """``support.waiting.wait_until(condition, what, timeout_s)``, polling every
+    ``POLL_INTERVAL_S``: these tests time sessions and takeovers of a second or less."""
+    return functools.partial(waiting.wait_until, poll_s=POLL_INTERVAL_S)

@@ -159,7 +159,7 @@ def test_calls_time_out_when_zookeeper_is_stopped(tmp_path: Path, wait_until) ->
         with pytest.raises((ZkTimeoutError, ZkConnectionError)):
             zk.get("/x")
         assert time.monotonic() - started < 0.5 + TIMEOUT_SLACK_S
-        wait_until(lambda: zk.state is ZkState.SUSPENDED, 5.0, "kazoo sees the server gone")
+        wait_until(lambda: zk.state is ZkState.SUSPENDED, "kazoo sees the server gone", 5.0)
 
         started = time.monotonic()
         with pytest.raises(ZkTimeoutError):

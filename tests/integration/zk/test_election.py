@@ -126,7 +126,7 @@ def _controllers(group: list[Candidate]) -> list[Candidate]:
 
 def _one_controller(group: list[Candidate], wait_until) -> Candidate:
     """Wait for exactly one controller, check it stays alone for a moment, and return it."""
-    wait_until(lambda: len(_controllers(group)) == 1, TAKEOVER_S_MAX, "one controller")
+    wait_until(lambda: len(_controllers(group)) == 1, "one controller", TAKEOVER_S_MAX)
     time.sleep(SETTLE_S)
     winners = _controllers(group)
     assert len(winners) == 1, [c.controller_id for c in winners]
@@ -168,7 +168,7 @@ def test_epochs_strictly_increase_across_takeovers(candidates, make_client, wait
         winner.close()
         assert journal.of(winner.controller_id) == [("elect", epoch), ("resign", "resigned")]
         if remaining:
-            wait_until(lambda: _controllers(remaining), TAKEOVER_S_MAX, "a takeover")
+            wait_until(lambda: _controllers(remaining), "a takeover", TAKEOVER_S_MAX)
             assert time.monotonic() - closed_at < TAKEOVER_S_MAX
     assert journal.elected_epochs() == sorted(set(journal.elected_epochs()))
     assert len(journal.elected_epochs()) == 3
@@ -182,7 +182,7 @@ def test_a_controller_whose_session_expires_resigns_and_is_superseded(
     winner = _one_controller(group, wait_until)
     old_epoch = winner.election.epoch
     expire_session(winner.zk)
-    wait_until(lambda: not winner.is_controller, 1.0, "the expired controller stepped down")
+    wait_until(lambda: not winner.is_controller, "the expired controller stepped down", 1.0)
     successor = _one_controller(group, wait_until)
     assert successor.election.epoch > old_epoch
     assert _znodes(make_client()) == (successor.controller_id, successor.election.epoch)
@@ -200,7 +200,7 @@ def test_a_dropped_connection_suspends_then_resumes_the_same_epoch(candidates, w
     session_id = winner.zk.session_id
     winner.zk._kazoo._call(_CONNECTION_DROP, None)  # kazoo's own test hook
     wait_until(
-        lambda: len(journal.of(winner.controller_id)) >= 3, TAKEOVER_S_MAX, "suspend and resume"
+        lambda: len(journal.of(winner.controller_id)) >= 3, "suspend and resume", TAKEOVER_S_MAX
     )
     assert winner.zk.session_id == session_id
     assert journal.of(winner.controller_id) == [
@@ -222,7 +222,7 @@ def test_resign_and_deleting_controller_hand_over(candidates, make_client, wait_
     assert second is not first and second.election.epoch == 2
 
     admin.delete(CONTROLLER_PATH)  # what `zkCli delete /controller` does to force an election
-    wait_until(lambda: len(journal.of(second.controller_id)) >= 3, TAKEOVER_S_MAX, "re-election")
+    wait_until(lambda: len(journal.of(second.controller_id)) >= 3, "re-election", TAKEOVER_S_MAX)
     assert journal.of(second.controller_id) == [
         ("elect", 2),
         ("resign", "the controller node was deleted"),

@@ -18,6 +18,7 @@ from kazoo.protocol.connection import _SESSION_EXPIRED
 from odradek.zk.errors import BrokerIdInUseError
 from odradek.zk.paths import BROKER_IDS_PATH, BrokerInfo, Endpoint, broker_path
 from odradek.zk.registration import BrokerRegistrar
+from support.waiting import wait_until_async
 
 pytestmark = pytest.mark.integration
 
@@ -28,17 +29,11 @@ INFO = BrokerInfo(
 NOW_MS = 1_700_000_000_000
 HOLDER = Path(__file__).with_name("hold_registration.py")
 HOLDER_READY_S = 20.0
+POLL_S = 0.02
 
 
-async def _until_registered_in_a_new_session(
-    registrar: BrokerRegistrar, old_session: int | None, timeout_s: float
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if registrar.zk.session_id not in (None, old_session) and registrar.registered:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"not registered in a new session within {timeout_s} s")
+def _registered_in_a_new_session(registrar: BrokerRegistrar, old_session: int | None):
+    return lambda: registrar.zk.session_id not in (None, old_session) and registrar.registered
 
 
 def test_registration_creates_the_ephemeral_node_with_kafkas_json(make_client) -> None:
@@ -78,7 +73,7 @@ def test_the_node_disappears_when_the_client_closes(make_client) -> None:
 
 
 def test_the_node_is_created_again_after_a_forced_session_expiry(
-    make_client, expire_session, wait_until
+    make_client, expire_session
 ) -> None:
     """After the server expires the session, the registrar registers in the NEW session."""
     zk = make_client()
@@ -88,7 +83,12 @@ def test_the_node_is_created_again_after_a_forced_session_expiry(
         await registrar.register()
         old_session = zk.session_id
         await asyncio.to_thread(expire_session, zk)
-        await _until_registered_in_a_new_session(registrar, old_session, 5.0)
+        await wait_until_async(
+            _registered_in_a_new_session(registrar, old_session),
+            "registered in a new session",
+            5.0,
+            poll_s=POLL_S,
+        )
         stat = await zk.aexists(broker_path(2))
         assert stat is not None and stat.ephemeralOwner == zk.session_id
         await registrar.deregister()
@@ -96,8 +96,11 @@ def test_the_node_is_created_again_after_a_forced_session_expiry(
         # Deregistered means no longer following sessions either.
         second_old_session = zk.session_id
         await asyncio.to_thread(expire_session, zk)
-        await asyncio.to_thread(
-            wait_until, lambda: zk.session_id not in (None, second_old_session), 5.0, "new session"
+        await wait_until_async(
+            lambda: zk.session_id not in (None, second_old_session),
+            "new session",
+            5.0,
+            poll_s=POLL_S,
         )
         await asyncio.sleep(0.3)
         assert await zk.aexists(broker_path(2)) is None
@@ -119,7 +122,12 @@ def test_the_broker_epoch_is_the_nodes_czxid_and_grows_with_each_registration(
         assert registrar.broker_epoch == first and heard == [first]
         old_session = zk.session_id
         await asyncio.to_thread(expire_session, zk)
-        await _until_registered_in_a_new_session(registrar, old_session, 5.0)
+        await wait_until_async(
+            _registered_in_a_new_session(registrar, old_session),
+            "registered in a new session",
+            5.0,
+            poll_s=POLL_S,
+        )
         second = (await zk.aexists(broker_path(6))).czxid
         assert second > first
         assert registrar.broker_epoch == second and heard == [first, second]
@@ -139,7 +147,12 @@ def test_reregistration_waits_for_the_old_sessions_node_to_expire(make_client) -
         # kazoo's own test hook: the client believes its session expired and starts a new one,
         # while the server keeps the old session (and its node) until the session timeout.
         zk._kazoo._call(_SESSION_EXPIRED, None)
-        await _until_registered_in_a_new_session(registrar, old_session, zk.session_timeout_s * 3)
+        await wait_until_async(
+            _registered_in_a_new_session(registrar, old_session),
+            "registered in a new session",
+            zk.session_timeout_s * 3,
+            poll_s=POLL_S,
+        )
         stat = await zk.aexists(broker_path(3))
         assert stat is not None and stat.ephemeralOwner == zk.session_id
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -29,6 +28,8 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
 )
+from proof.checker import History, analyze
+from proof.workload import Producers, WorkloadConfig, read_all
 
 from odradek.ops.client import ClusterClient
 from odradek.ops.cluster import read_cluster
@@ -37,10 +38,6 @@ from odradek_operator.reconcile.admin import OpsAdmin
 from odradek_operator.reconcile.cluster import ClusterContext
 from support.k8s.kubelet import KubeletStandIn
 from support.k8s_operator import OperatorThread, condition, wait_for
-
-sys.path.insert(0, str(Path(__file__).parents[2] / "replication"))  # the ``proof`` package
-from proof.checker import History, analyze  # noqa: E402
-from proof.workload import Producers, WorkloadConfig, read_all  # noqa: E402
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 

@@ -3,17 +3,11 @@ channel (``controller_doubles``), elected and driven one event batch at a time."
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from controller_doubles import FakeElection, InMemoryStore, RecordingChannel
 
-sys.path.insert(0, str(Path(__file__).parent))  # ``controller_doubles`` (importlib mode)
-
-from controller_doubles import FakeElection, InMemoryStore, RecordingChannel  # noqa: E402
-
-from odradek.controller.controller import Controller  # noqa: E402
-from odradek.observability.metrics import controller_metrics, new_registry  # noqa: E402
+from odradek.controller.controller import Controller
+from odradek.observability.metrics import controller_metrics, new_registry
 
 
 class Harness:

@@ -1,5 +1,5 @@
 """Test doubles for the controller's unit tests: an in-memory store, a recording channel, an
-election that is told who won.
+election that is told who won; and the reassignment requests two test modules send.
 
 They stand in for ZooKeeper and the brokers' connections only in tests of the controller's state
 logic; ``tests/integration`` runs the same controller against a real ZooKeeper and real brokers.
@@ -25,6 +25,8 @@ from odradek.controller.model import (
     with_assignments,
 )
 from odradek.controller.ports import FencedError, StaleStateVersionError
+from odradek.protocol import schemas
+from odradek.protocol.apis import ApiKey
 from odradek.zk.client import WatchEvent, WatchKind
 from odradek.zk.paths import BrokerInfo, Endpoint, TopicAssignment
 from odradek.zk.paths import PartitionState as LeaderAndIsr
@@ -241,3 +243,40 @@ def partition_states(request: Any) -> dict[TopicPartition, Any]:
         for topic in request.topic_states
         for p in topic.partition_states
     }
+
+
+# Requests for the reassignment tests (test_reassignment, test_reassignment_forwarding).
+
+
+def element_type(cls, name):
+    """The class of the entries of ``cls``'s array field ``name``."""
+    return cls.__dataclass_fields__[name].type.__args__[0]
+
+
+def alter_request(targets: dict, version: int = 0, **fields):
+    """AlterPartitionReassignments: ``targets`` maps (topic, partition) to replicas or None."""
+    request_type = schemas.request_schema(ApiKey.ALTER_PARTITION_REASSIGNMENTS, version)
+    topic_type = element_type(request_type, "topics")
+    partition_type = element_type(topic_type, "partitions")
+    by_topic: dict[str, list] = {}
+    for (topic, index), replicas in targets.items():
+        by_topic.setdefault(topic, []).append(
+            partition_type(
+                partition_index=index, replicas=None if replicas is None else tuple(replicas)
+            )
+        )
+    return request_type(
+        topics=tuple(topic_type(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+        **fields,
+    )
+
+
+def list_request(topics: dict | None = None):
+    request_type = schemas.request_schema(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0)
+    if topics is None:
+        return request_type(topics=None)
+    optional = request_type.__dataclass_fields__["topics"].type.__args__[0]  # tuple[X, ...]
+    topic_type = optional.__args__[0]
+    return request_type(
+        topics=tuple(topic_type(name=t, partition_indexes=tuple(ps)) for t, ps in topics.items())
+    )

@@ -9,7 +9,14 @@ import asyncio
 import dataclasses
 
 import pytest
-from controller_doubles import FakeElection, RecordingChannel, partition_states
+from controller_doubles import (
+    FakeElection,
+    RecordingChannel,
+    alter_request,
+    element_type,
+    list_request,
+    partition_states,
+)
 
 from odradek.controller.controller import Controller
 from odradek.controller.model import BrokerRegistration, ReplicaAssignment, topic_uuid
@@ -27,44 +34,11 @@ def run(coroutine):
     return asyncio.run(coroutine)
 
 
-def _element(cls, name):
-    return cls.__dataclass_fields__[name].type.__args__[0]
-
-
-def alter_request(targets: dict, version: int = 0, **fields):
-    """AlterPartitionReassignments: ``targets`` maps (topic, partition) to replicas or None."""
-    request_type = schemas.request_schema(ApiKey.ALTER_PARTITION_REASSIGNMENTS, version)
-    topic_type = _element(request_type, "topics")
-    partition_type = _element(topic_type, "partitions")
-    by_topic: dict[str, list] = {}
-    for (topic, index), replicas in targets.items():
-        by_topic.setdefault(topic, []).append(
-            partition_type(
-                partition_index=index, replicas=None if replicas is None else tuple(replicas)
-            )
-        )
-    return request_type(
-        topics=tuple(topic_type(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-        **fields,
-    )
-
-
-def list_request(topics: dict | None = None):
-    request_type = schemas.request_schema(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0)
-    if topics is None:
-        return request_type(topics=None)
-    optional = request_type.__dataclass_fields__["topics"].type.__args__[0]  # tuple[X, ...]
-    topic_type = optional.__args__[0]
-    return request_type(
-        topics=tuple(topic_type(name=t, partition_indexes=tuple(ps)) for t, ps in topics.items())
-    )
-
-
 def isr_request(harness, leader: int, isr: tuple[int, ...], tp=TP):
     """AlterPartition v2 from ``leader`` asking for ``isr`` at the current epochs."""
     request_type = schemas.request_schema(ApiKey.ALTER_PARTITION, 2)
-    topic_type = _element(request_type, "topics")
-    partition_type = _element(topic_type, "partitions")
+    topic_type = element_type(request_type, "topics")
+    partition_type = element_type(topic_type, "partitions")
     state, version = harness.store.states[tp]
     return request_type(
         broker_id=leader,

@@ -10,7 +10,7 @@ import asyncio
 from datetime import timedelta
 
 import pytest
-from test_reassignment import alter_request, list_request
+from controller_doubles import alter_request, list_request
 
 from odradek.broker.context import BrokerContext, RequestContext
 from odradek.broker.controller_link import ControllerLink

@@ -4,13 +4,12 @@ key, and applied by a broker following the notifications within a second."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from odradek.broker.broker_configs import BrokerConfigs
 from odradek.broker.topic_configs import TopicConfigs
 from odradek.config.throttle import UNTHROTTLED_RATE, ThrottleRates
+from support.waiting import wait_equal
 
 from .conftest import kafka_admin_client
 
@@ -241,19 +240,19 @@ def test_a_broker_applies_changes_within_a_second(broker, confluent_admin, raw_c
 
     configs = broker.call(follow())
 
-    def wait_for(expected: ThrottleRates) -> None:
-        deadline = time.monotonic() + APPLY_S
-        while broker.call_sync(lambda: configs.rates) != expected:
-            assert time.monotonic() < deadline, f"not applied within {APPLY_S} s: {expected}"
-            time.sleep(0.02)
+    def rates() -> ThrottleRates:
+        return broker.call_sync(lambda: configs.rates)
 
     client = raw_client(broker.bootstrap)
     assert raw_alter(client, "", [(FOLLOWER_RATE, 0, "500")]) == (0, None)
-    wait_for(ThrottleRates(UNTHROTTLED_RATE, 500))
+    wait_equal(
+        rates, ThrottleRates(UNTHROTTLED_RATE, 500), "the throttle rates", APPLY_S, poll_s=0.02
+    )
     confluent_alter(confluent_admin, "1", (FOLLOWER_RATE, "SET", "300"), (LEADER_RATE, "SET", "7"))
-    wait_for(ThrottleRates(7, 300))  # its own values win over the default
+    # Its own values win over the default.
+    wait_equal(rates, ThrottleRates(7, 300), "the throttle rates", APPLY_S, poll_s=0.02)
     confluent_alter(confluent_admin, "1", (FOLLOWER_RATE, "DELETE", None))
-    wait_for(ThrottleRates(7, 500))
+    wait_equal(rates, ThrottleRates(7, 500), "the throttle rates", APPLY_S, poll_s=0.02)
     # A change for another broker is not this one's: broker 1 keeps its rates.
     broker.zk.create(
         "/config/brokers/2", b'{"version":1,"config":{"%s":"1"}}' % FOLLOWER_RATE.encode()
@@ -262,7 +261,7 @@ def test_a_broker_applies_changes_within_a_second(broker, confluent_admin, raw_c
         "/config/changes/config_change_", b'{"version":2,"entity_path":"brokers/2"}', sequence=True
     )
     assert raw_alter(client, "", [(FOLLOWER_RATE, 0, "600")]) == (0, None)  # the next change
-    wait_for(ThrottleRates(7, 600))
+    wait_equal(rates, ThrottleRates(7, 600), "the throttle rates", APPLY_S, poll_s=0.02)
     assert applied == [
         ThrottleRates(UNTHROTTLED_RATE, 500),
         ThrottleRates(7, 300),
