@@ -19,9 +19,9 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from odradek.client.connection import BrokerConnection
+from odradek.coordinator.partitioner import partition_for
 from odradek.errors import ErrorCode
 from odradek.groups.config import OFFSETS_TOPIC
-from odradek.groups.partitioner import partition_for
 from odradek.local import cluster
 from odradek.protocol import schemas
 from support.waiting import wait_until

@@ -57,6 +57,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from odradek.coordinator.result import Result, TxnProducer
 from odradek.errors import ErrorCode
 from odradek.groups.errors import GroupError
 from odradek.groups.group import Group, GroupType
@@ -69,7 +70,6 @@ from odradek.groups.records.offsets import (
     leader_epoch_of,
     offset_value,
 )
-from odradek.groups.result import Result, TxnProducer
 from odradek.storage.batch import NO_PRODUCER_ID
 
 if TYPE_CHECKING:  # the shard imports this module

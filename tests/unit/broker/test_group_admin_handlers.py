@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import pytest
 
 from odradek.broker.handlers import delete_groups, describe_groups, list_groups
+from odradek.coordinator.result import Result
 from odradek.errors import ErrorCode
 from odradek.groups.config import OFFSETS_TOPIC, GroupCoordinatorConfig
-from odradek.groups.coordinator import GroupCoordinator
-from odradek.groups.runtime import CoordinatorRuntime, Result
+from odradek.groups.coordinator import GroupCoordinator, group_runtime
 from odradek.groups.shard import ShardContext
 from odradek.protocol import schemas
 from odradek.protocol.apis import SUPPORTED_VERSIONS, ApiKey
@@ -38,7 +38,7 @@ class Cluster:
     def __init__(self) -> None:
         self.log = MemoryLog()
         self.config = GroupCoordinatorConfig(offsets_topic_num_partitions=PARTITIONS)
-        self.runtime = CoordinatorRuntime(
+        self.runtime = group_runtime(
             self.log,
             lambda p, timer: ShardContext(p, self.config, timer, None, lambda: 0),  # type: ignore[arg-type]
             new_shard=DoubleShard,
