@@ -17,11 +17,11 @@ from datetime import timedelta
 
 from kio.schema.elect_leaders.v1.request import ElectLeadersRequest
 
+from odradek.client.admin import ClusterClient, build, element_type
+from odradek.client.errors import ClusterRequestError
 from odradek.client.security import ClientSecurity
 from odradek.cluster.election import ElectionType
 from odradek.errors import ErrorCode
-from odradek.ops.client import ClusterClient, build, element_type
-from odradek.ops.errors import ClusterRequestError
 from odradek.ops.model import TopicPartition
 from odradek.ops.reassign import REQUEST_TIMEOUT_S
 

@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from odradek.ops.client import ClusterClient
+from odradek.client.admin import ClusterClient
 from odradek.ops.cluster import read_cluster
 from odradek_operator.kube import ApiKube
 from odradek_operator.reconcile.admin import OpsAdmin
