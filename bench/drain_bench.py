@@ -58,6 +58,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek import ops
+from odradek.client.admin import ClusterClient
 from odradek.local import cluster
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -224,7 +225,7 @@ def fill(bootstrap: str, topic: str, total_bytes: int, timeout_s: float) -> floa
 
 async def drained_bytes(bootstrap: str, topic: str) -> int:
     """What broker ``DRAINED`` holds of ``topic``, from DescribeLogDirs."""
-    async with ops.client.ClusterClient(bootstrap) as client:
+    async with ClusterClient(bootstrap) as client:
         await ops.cluster.read_cluster(client)  # learns the brokers' addresses
         sizes = await ops.cluster.replica_sizes(client, [DRAINED])
     return sum(size for (tp, _), size in sizes.items() if tp.topic == topic)
@@ -232,7 +233,7 @@ async def drained_bytes(bootstrap: str, topic: str) -> int:
 
 def read_view(bootstrap: str) -> ops.ClusterView:
     async def read() -> ops.ClusterView:
-        async with ops.client.ClusterClient(bootstrap) as client:
+        async with ClusterClient(bootstrap) as client:
             return await ops.cluster.read_cluster(client)
 
     return asyncio.run(read())

@@ -13,12 +13,12 @@ from datetime import timedelta
 
 import pytest
 
+from odradek.client.admin import ClusterClient, build, element_type
 from odradek.client.connection import BrokerConnection
+from odradek.client.coordinators import find_coordinator
 from odradek.connect.distributed.membership import GroupMember
 from odradek.connect.distributed.protocol import Assignment, MemberMetadata
 from odradek.errors import ErrorCode
-from odradek.ops.client import ClusterClient, build, element_type
-from odradek.ops.groups import find_coordinator
 from odradek.protocol import schemas
 from support.waiting import wait_until_async
 

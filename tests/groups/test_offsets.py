@@ -20,8 +20,8 @@ from kafka.structs import OffsetAndMetadata
 
 from odradek.client.connection import BrokerConnection
 from odradek.common.topics import OFFSETS_TOPIC
+from odradek.coordinator.partitioner import partition_for
 from odradek.errors import ErrorCode
-from odradek.groups.partitioner import partition_for
 from odradek.local import cluster
 from odradek.protocol import schemas
 from support.waiting import wait_until

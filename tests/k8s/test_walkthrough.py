@@ -27,9 +27,9 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.errors import KafkaError, TopicAuthorizationFailedError
 
+from odradek.client.admin import ClusterClient, build
 from odradek.client.security import SaslAuthenticationError, client_security
 from odradek.commands.client_properties import translate
-from odradek.ops.client import ClusterClient, build
 from odradek.ops.errors import OpsError
 from odradek_operator.model import names
 from odradek_operator.reconcile.admin import AdminTls

@@ -32,6 +32,7 @@ from proof.replicas import compare_replicas, read_replica
 from proof.workload import Producers, WorkloadConfig, create_topic, read_all
 
 from odradek import ops
+from odradek.client.admin import ClusterClient
 from odradek.local import cluster
 from odradek.local.cluster import ClusterState
 
@@ -88,7 +89,7 @@ class Operation:
 
     def view(self) -> ops.ClusterView:
         async def read() -> ops.ClusterView:
-            async with ops.client.ClusterClient(self.bootstrap) as client:
+            async with ClusterClient(self.bootstrap) as client:
                 return await ops.cluster.read_cluster(client)
 
         return asyncio.run(read())

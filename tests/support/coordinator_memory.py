@@ -9,8 +9,8 @@ import asyncio
 import functools
 from collections.abc import Iterator
 
+from odradek.coordinator.runtime import CoordinatorRuntime, LoggedMarker, LoggedRecord
 from odradek.errors import NotLeaderOrFollowerError, RequestTimedOutError
-from odradek.groups.runtime import CoordinatorRuntime, LoggedMarker, LoggedRecord
 from odradek.storage.batch import NO_PRODUCER_ID, BatchHeader
 from odradek.storage.records import decode_records
 from support.virtual_clock import TIMEOUT_S, on_virtual_clock

@@ -11,8 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from odradek.groups.config import GroupCoordinatorConfig
-from odradek.groups.coordinator import GroupCoordinator
-from odradek.groups.runtime import CoordinatorRuntime
+from odradek.groups.coordinator import GroupCoordinator, group_runtime
 from odradek.groups.shard import ShardContext
 from support.authorizer import handler_context
 from support.coordinator_memory import MemoryLog, loaded
@@ -36,7 +35,7 @@ class Topics:
 async def coordinator(log: MemoryLog) -> GroupCoordinator:
     config = replace(GroupCoordinatorConfig(), offsets_topic_num_partitions=1)
     log.leader_epoch[0] = 1
-    runtime = CoordinatorRuntime(
+    runtime = group_runtime(
         log,
         lambda partition, timer: ShardContext(partition, config, timer, Topics(), lambda: 1000),
         write_timeout_ms=50,

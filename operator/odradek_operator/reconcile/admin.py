@@ -41,10 +41,10 @@ from confluent_kafka.admin import (
 )
 
 from odradek import ops
+from odradek.client.admin import DESCRIBE_LOG_DIRS, ClusterClient, build, element_type
 from odradek.client.security import ClientSecurity
 from odradek.errors import ErrorCode
 from odradek.ops import ClusterView, OpsError
-from odradek.ops.client import DESCRIBE_LOG_DIRS, ClusterClient, build, element_type
 from odradek.ops.cluster import read_cluster
 from odradek.ops.reassign import list_reassignments
 from odradek.security.acl import (
@@ -190,7 +190,7 @@ class OpsAdmin:
     # -- odradek.ops --------------------------------------------------------------------------
 
     async def view(self) -> ClusterView:
-        from odradek.ops.client import ClusterClient
+        from odradek.client.admin import ClusterClient
 
         try:
             async with ClusterClient(
@@ -201,7 +201,7 @@ class OpsAdmin:
             raise ClusterUnavailable(f"Metadata from {self.bootstrap}: {e}") from e
 
     async def reassignments_in_progress(self) -> int:
-        from odradek.ops.client import ClusterClient
+        from odradek.client.admin import ClusterClient
 
         try:
             async with ClusterClient(

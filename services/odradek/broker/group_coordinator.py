@@ -33,11 +33,11 @@ from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.workers import Workers
 from odradek.common.topics import OFFSETS_TOPIC
 from odradek.config.broker import BrokerConfig
+from odradek.coordinator.runtime import LoggedMarker, LoggedRecord
 from odradek.errors import ErrorCode, NotLeaderOrFollowerError, RequestTimedOutError
 from odradek.groups.config import GroupCoordinatorConfig
-from odradek.groups.coordinator import GroupCoordinator
+from odradek.groups.coordinator import GroupCoordinator, group_runtime
 from odradek.groups.limits import GroupLimits
-from odradek.groups.runtime import CoordinatorRuntime, LoggedMarker, LoggedRecord
 from odradek.groups.shard import ShardContext, Timer
 from odradek.storage.batch import NO_PRODUCER_ID, BatchHeader
 from odradek.storage.control import ControlType, marker_or_none
@@ -139,7 +139,7 @@ def start_group_coordinator(
     group_config = GroupCoordinatorConfig.of(config)
     limits = GroupLimits(group_config)  # one account for every shard of this broker
     topics = MetadataTopics(metadata)
-    runtime = CoordinatorRuntime(
+    runtime = group_runtime(
         ReplicaCoordinatorLog(replicas, workers),
         lambda partition, timer: _context(partition, timer, group_config, topics, replicas, limits),
         write_timeout_ms=group_config.offsets_commit_timeout_ms,

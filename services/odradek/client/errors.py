@@ -19,9 +19,20 @@ Each names the Kafka error code it stands for, so a caller (the controller's ret
   an API.
 - ``ErrorResponseError``: a response whose top-level error code the client cannot act on (for
   ApiVersions, anything but 0 and 35); carries the broker's code.
+
+The admin client (``admin``, ``coordinators``) answers in a tree of its own, under
+``AdminError`` (``odradek.ops`` exports it as ``OpsError`` and roots its own errors there):
+
+- ``ClusterRequestError``: the cluster refused a request; carries the broker's ``error_code``
+  and message, and per partition the refusals (``refusals``: "topic-p" -> (code, message)).
+- ``UnsupportedByClusterError`` (unsupported_version): the cluster does not serve an API the
+  caller needs (a broker without AlterPartitionReassignments, say).
+- ``ClusterUnreachableError`` (network_exception): no broker of the bootstrap list answered.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from odradek.errors import ErrorCode, OdradekError
 
@@ -33,6 +44,10 @@ __all__ = [
     "RequestTooLargeError",
     "NoCommonVersionError",
     "ErrorResponseError",
+    "AdminError",
+    "ClusterRequestError",
+    "UnsupportedByClusterError",
+    "ClusterUnreachableError",
 ]
 
 
@@ -76,3 +91,29 @@ class ErrorResponseError(ClientError):
     def __init__(self, message: str, error_code: ErrorCode):
         super().__init__(message)
         self.error_code = error_code
+
+
+class AdminError(OdradekError):
+    """Base of the admin client's errors, and of the cluster operations' (``ops.OpsError``)."""
+
+
+class ClusterRequestError(AdminError):
+    """The cluster answered a request with an error code."""
+
+    def __init__(
+        self,
+        message: str,
+        error_code: ErrorCode = ErrorCode.unknown_server_error,
+        refusals: Mapping[str, tuple[ErrorCode, str | None]] | None = None,
+    ):
+        super().__init__(message)
+        self.error_code = error_code
+        self.refusals = dict(refusals or {})
+
+
+class UnsupportedByClusterError(AdminError):
+    error_code = ErrorCode.unsupported_version
+
+
+class ClusterUnreachableError(AdminError):
+    error_code = ErrorCode.network_exception

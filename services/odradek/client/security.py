@@ -1,6 +1,6 @@
 """How a client connection secures itself: TLS (an ``ssl.SSLContext``) and SASL PLAIN or SCRAM.
 
-``ClientSecurity`` is what a caller hands to ``ops.client.ClusterClient``: ``tls`` for SSL and
+``ClientSecurity`` is what a caller hands to ``client.admin.ClusterClient``: ``tls`` for SSL and
 SASL_SSL listeners, ``sasl`` for SASL_PLAINTEXT and SASL_SSL ones. ``authenticate`` runs the
 exchange on a just-opened connection, after ApiVersions, as Kafka's clients do (KIP-152):
 

@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import sys
 
+from odradek.client.admin import ClusterClient, build, element_type
 from odradek.client.security import ClientSecurity
 from odradek.commands.common import (
     CommandError,
@@ -31,7 +32,6 @@ from odradek.commands.common import (
     client_security,
 )
 from odradek.commands.common import run_command as command
-from odradek.ops.client import ClusterClient, build, element_type
 from odradek.ops.errors import OpsError
 
 ALTER_CLIENT_QUOTAS = 49

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TextIO
 
 from odradek import ops
+from odradek.client.admin import ClusterClient
 from odradek.client.security import ClientSecurity
 from odradek.commands.common import (
     CommandError,
@@ -35,7 +36,6 @@ from odradek.commands.common import (
     client_security,
     run_command,
 )
-from odradek.ops.client import ClusterClient
 from odradek.ops.cluster import read_cluster
 from odradek.ops.plan import format_reassignment_json
 

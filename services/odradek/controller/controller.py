@@ -56,11 +56,11 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
+from odradek.cluster import elect_leaders as el
 from odradek.common.partitions import TopicPartition
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.controller import alter_partition as ap
 from odradek.controller import controlled_shutdown as cs
-from odradek.controller import elect_leaders as el
 from odradek.controller import leader_balance, log_dir_events, reassignment_api
 from odradek.controller.batch import RequestBatch
 from odradek.controller.events import EventQueue

@@ -39,12 +39,12 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from odradek.cluster.election import ELECTED, ElectionType, Outcome
+from odradek.cluster.placement import elect_preferred_leader
 from odradek.common.partitions import NO_LEADER, TopicPartition
 from odradek.controller.batch import RequestBatch
-from odradek.controller.elect_leaders import ELECTED, ElectionType, Outcome
 from odradek.controller.model import ClusterModel
 from odradek.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
-from odradek.controller.placement import elect_preferred_leader
 from odradek.controller.ports import StaleStateVersionError
 from odradek.controller.states import PartitionState
 from odradek.errors import ErrorCode

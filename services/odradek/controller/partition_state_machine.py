@@ -36,14 +36,14 @@ import enum
 import logging
 from collections.abc import Iterable, Mapping
 
-from odradek.common.partitions import TopicPartition
-from odradek.controller.batch import RequestBatch
-from odradek.controller.model import ClusterModel
-from odradek.controller.placement import (
+from odradek.cluster.placement import (
     elect_leader_for_controlled_shutdown,
     elect_leader_offline,
     elect_preferred_leader,
 )
+from odradek.common.partitions import TopicPartition
+from odradek.controller.batch import RequestBatch
+from odradek.controller.model import ClusterModel
 from odradek.controller.ports import Store
 from odradek.controller.states import PartitionState
 from odradek.observability.metrics import ControllerMetrics

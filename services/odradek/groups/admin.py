@@ -29,11 +29,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from odradek.coordinator.result import Result
 from odradek.errors import ErrorCode
 from odradek.groups.errors import GroupError
 from odradek.groups.group import Group, GroupDescription, GroupType
 from odradek.groups.records.base import CoordinatorRecord
-from odradek.groups.result import Result
 
 __all__ = [
     "OffsetsView",

@@ -5,22 +5,46 @@ operations on it (``runtime``). One per broker (``BrokerContext.groups``).
 ``__consumer_offsets`` partition reaches that partition's shard: the replay of the marker
 (pending transactional offsets committed or dropped), the same a loading shard does when it
 reads the marker from the log.
+
+``group_runtime`` builds the shared runtime (``odradek.coordinator.runtime``) for the group
+coordinator: its shards (``shard.GroupCoordinatorShard``) and ``__consumer_offsets``'s record
+format. Runs on the broker's event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from odradek.coordinator.partitioner import partition_for
+from odradek.coordinator.result import Result
+from odradek.coordinator.runtime import CoordinatorLog, CoordinatorRuntime
 from odradek.groups.config import GroupCoordinatorConfig
-from odradek.groups.partitioner import partition_for
-from odradek.groups.runtime import CoordinatorRuntime, Result
-from odradek.groups.shard import GroupCoordinatorShard
+from odradek.groups.records import base as records
+from odradek.groups.shard import GroupCoordinatorShard, ShardContext
 
-__all__ = ["GroupCoordinator"]
+__all__ = ["GroupCoordinator", "group_runtime"]
 
 T = TypeVar("T")
+
+
+def group_runtime(
+    coordinator_log: CoordinatorLog,
+    new_context: Callable[[int, Any], ShardContext],
+    *,
+    new_shard: Callable[[ShardContext], GroupCoordinatorShard] = GroupCoordinatorShard,
+    **options: Any,
+) -> CoordinatorRuntime:
+    """The runtime of ``__consumer_offsets``: ``new_shard`` (the group coordinator's shards by
+    default) over its record format; ``options`` as ``CoordinatorRuntime`` takes them."""
+    return CoordinatorRuntime(
+        coordinator_log,
+        new_context,
+        new_shard=new_shard,
+        record_format=records.FORMAT,
+        **options,
+    )
 
 
 class GroupCoordinator:

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from odradek.common.partitions import TopicPartition
+from odradek.coordinator.result import Result, TxnProducer
 from odradek.errors import ErrorCode
 from odradek.groups.errors import GroupError
 from odradek.groups.group import Group, GroupType
@@ -70,7 +71,6 @@ from odradek.groups.records.offsets import (
     leader_epoch_of,
     offset_value,
 )
-from odradek.groups.result import Result, TxnProducer
 from odradek.storage.batch import NO_PRODUCER_ID
 
 if TYPE_CHECKING:  # the shard imports this module

@@ -8,7 +8,8 @@ never the broker's or the controller's internals):
 - ``model``: ``ClusterView``, the cluster as Metadata shows it (pure data);
 - ``plan``: ``Plan`` and kafka-reassign-partitions' JSON files (pure);
 - ``planner``: ``plan_drain``, ``plan_rebalance``, ``plan_move`` (pure functions);
-- ``client``, ``cluster``: connections, Metadata and DescribeLogDirs (async);
+- ``cluster``: Metadata and DescribeLogDirs (async), over the admin client
+  (``odradek.client.admin``, shared with Connect);
 - ``throttles``, ``reassign``: throttles, ``execute``, ``status``, ``watch``, ``cancel`` (async);
 - ``operations``: read + plan + size in one call per operation (async).
 
@@ -20,16 +21,18 @@ A typical drain::
     await elect_preferred_leaders(bootstrap, prepared.plan.targets())  # leaders as planned
 """
 
-from odradek.ops.errors import (
+from odradek.client.errors import (
     ClusterRequestError,
     ClusterUnreachableError,
+    UnsupportedByClusterError,
+)
+from odradek.ops.errors import (
     OpsError,
     PlacementError,
     PlanError,
     PlanFormatError,
     PlanMismatchError,
     ReassignmentInProgressError,
-    UnsupportedByClusterError,
 )
 from odradek.ops.leaders import elect_preferred_leaders
 from odradek.ops.model import BrokerInfo, ClusterView, PartitionInfo

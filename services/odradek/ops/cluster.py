@@ -19,10 +19,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
+from odradek.client.admin import DESCRIBE_LOG_DIRS, METADATA, ClusterClient, build
+from odradek.client.errors import ClusterRequestError, UnsupportedByClusterError
 from odradek.common.partitions import TopicPartition
 from odradek.errors import ErrorCode
-from odradek.ops.client import DESCRIBE_LOG_DIRS, METADATA, ClusterClient, build
-from odradek.ops.errors import ClusterRequestError, OpsError, UnsupportedByClusterError
+from odradek.ops.errors import OpsError
 from odradek.ops.model import BrokerInfo, ClusterView, PartitionInfo
 
 __all__ = ["read_cluster", "replica_sizes", "partition_sizes", "ReplicaSizes"]

@@ -13,24 +13,25 @@ kafka-consumer-groups.sh does, over the wire protocol.
   as Kafka's tool refuses to reset a group with members.
 - ``delete_groups``: DeleteGroups at each group's coordinator; per group its error code.
 
-FindCoordinator is retried while the coordinator is not available or loading (the first use
-creates ``__consumer_offsets``), at most ``COORDINATOR_ATTEMPTS`` times. Async; one
-``ClusterClient`` per call.
+FindCoordinator (``client.coordinators.find_coordinator``, shared with Connect) is retried
+while the coordinator is not available or loading (the first use creates
+``__consumer_offsets``). Async; one ``ClusterClient`` per call.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.client.admin import ClusterClient, build, element_type
+from odradek.client.coordinators import find_coordinator
+from odradek.client.errors import ClusterRequestError, UnsupportedByClusterError
 from odradek.client.security import ClientSecurity
 from odradek.common.partitions import TopicPartition
 from odradek.errors import ErrorCode
-from odradek.ops.client import ClusterClient, build, element_type
 from odradek.ops.cluster import read_cluster
-from odradek.ops.errors import ClusterRequestError, OpsError, UnsupportedByClusterError
+from odradek.ops.errors import OpsError
 from odradek.ops.group_offsets import (
     CONSUMER_PROTOCOL_TYPE,
     OffsetBounds,
@@ -60,7 +61,6 @@ __all__ = [
 LIST_OFFSETS = 2
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
-FIND_COORDINATOR = 10
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
@@ -68,17 +68,13 @@ DELETE_GROUPS = 42
 LIST_OFFSETS_MAX_VERSION = 7
 OFFSET_COMMIT_MAX_VERSION = 8
 OFFSET_FETCH_MAX_VERSION = 7  # one group per request (v8+ batch groups)
-FIND_COORDINATOR_MAX_VERSION = 4
 DESCRIBE_GROUPS_MAX_VERSION = 5
 LIST_GROUPS_MAX_VERSION = 5
 DELETE_GROUPS_MAX_VERSION = 2
 
-COORDINATOR_ATTEMPTS = 40
-COORDINATOR_RETRY_S = 0.25
 LATEST = -1
 EARLIEST = -2
 INACTIVE_STATES = ("Empty", "Dead")
-_RETRIABLE = (ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress)
 
 
 class GroupNotInactiveError(OpsError):
@@ -417,29 +413,6 @@ async def _commit(
 
 
 # -- requests ---------------------------------------------------------------------------------
-
-
-async def find_coordinator(client: ClusterClient, group_id: str) -> int:
-    """The id of the broker coordinating ``group_id`` (retried while it is being set up)."""
-    error = ErrorCode.coordinator_not_available
-    for attempt in range(COORDINATOR_ATTEMPTS):
-        if attempt:
-            await asyncio.sleep(COORDINATOR_RETRY_S)
-        response = await client.send_any(
-            FIND_COORDINATOR,
-            FIND_COORDINATOR_MAX_VERSION,
-            lambda t: build(t, key=group_id, key_type=0, coordinator_keys=(group_id,)),
-        )
-        answer = response.coordinators[0] if hasattr(response, "coordinators") else response
-        error = ErrorCode(answer.error_code)
-        if error == ErrorCode.none:
-            node_id = int(answer.node_id)
-            if node_id not in client.broker_addresses:  # a broker newer than our Metadata
-                client.broker_addresses[node_id] = (str(answer.host), int(answer.port))
-            return node_id
-        if error not in _RETRIABLE:
-            break
-    raise ClusterRequestError(f"no coordinator for group {group_id!r}: {error.name}", error)
 
 
 async def _describe(client: ClusterClient, coordinator: int, group_id: str) -> Any:

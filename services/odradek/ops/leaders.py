@@ -17,18 +17,19 @@ from datetime import timedelta
 
 from kio.schema.elect_leaders.v1.request import ElectLeadersRequest
 
+from odradek.client.admin import ClusterClient, build, element_type
+from odradek.client.errors import ClusterRequestError
 from odradek.client.security import ClientSecurity
+from odradek.cluster.election import ElectionType
 from odradek.common.partitions import TopicPartition
 from odradek.errors import ErrorCode
-from odradek.ops.client import ClusterClient, build, element_type
-from odradek.ops.errors import ClusterRequestError
 from odradek.ops.reassign import REQUEST_TIMEOUT_S
 
 __all__ = ["elect_preferred_leaders"]
 
 ELECT_LEADERS = ElectLeadersRequest.__api_key__  # 43
 ELECT_LEADERS_MAX_VERSION = 2
-PREFERRED = 0
+PREFERRED = int(ElectionType.PREFERRED)  # 0
 ALREADY_LEADING = ErrorCode.election_not_needed
 
 

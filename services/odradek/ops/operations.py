@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from odradek.client.admin import ClusterClient
+from odradek.client.errors import UnsupportedByClusterError
 from odradek.client.security import ClientSecurity
 from odradek.common.partitions import TopicPartition
-from odradek.ops.client import ClusterClient
 from odradek.ops.cluster import partition_sizes, read_cluster, replica_sizes
-from odradek.ops.errors import UnsupportedByClusterError
 from odradek.ops.model import ClusterView
 from odradek.ops.plan import Plan
 from odradek.ops.planner import plan_drain, plan_move, plan_rebalance

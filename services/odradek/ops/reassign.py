@@ -28,24 +28,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from odradek.client.security import ClientSecurity
-from odradek.common.partitions import TopicPartition
-from odradek.errors import ErrorCode
-from odradek.ops.client import (
+from odradek.client.admin import (
     ALTER_PARTITION_REASSIGNMENTS,
     LIST_PARTITION_REASSIGNMENTS,
     ClusterClient,
     build,
     element_type,
 )
+from odradek.client.errors import ClusterRequestError, UnsupportedByClusterError
+from odradek.client.security import ClientSecurity
+from odradek.common.partitions import TopicPartition
+from odradek.errors import ErrorCode
 from odradek.ops.cluster import partition_sizes, read_cluster, replica_sizes
-from odradek.ops.errors import (
-    ClusterRequestError,
-    OpsError,
-    PlanError,
-    ReassignmentInProgressError,
-    UnsupportedByClusterError,
-)
+from odradek.ops.errors import OpsError, PlanError, ReassignmentInProgressError
 from odradek.ops.model import ClusterView
 from odradek.ops.plan import PartitionMove, Plan
 from odradek.ops.throttles import clear_throttles, set_throttles

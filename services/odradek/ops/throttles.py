@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from odradek.client.admin import INCREMENTAL_ALTER_CONFIGS, ClusterClient, build, element_type
+from odradek.client.errors import ClusterRequestError
 from odradek.errors import ErrorCode
-from odradek.ops.client import INCREMENTAL_ALTER_CONFIGS, ClusterClient, build, element_type
-from odradek.ops.errors import ClusterRequestError
 from odradek.ops.plan import Plan
 
 __all__ = [

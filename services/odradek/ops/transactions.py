@@ -28,19 +28,20 @@ they can be tested against doubles; the others open a ``ClusterClient`` per call
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from odradek.client.admin import ClusterClient, build, element_type
+from odradek.client.coordinators import TRANSACTION_KEY_TYPE, find_coordinator
+from odradek.client.errors import ClusterRequestError, UnsupportedByClusterError
 from odradek.client.security import ClientSecurity
 from odradek.common.partitions import TopicPartition
 from odradek.errors import ErrorCode
-from odradek.ops.client import ClusterClient, build, element_type
 from odradek.ops.cluster import read_cluster
-from odradek.ops.errors import ClusterRequestError, OpsError, UnsupportedByClusterError
+from odradek.ops.errors import OpsError
 from odradek.ops.model import ClusterView
 from odradek.ops.reassign import REQUEST_TIMEOUT_S
 
@@ -58,26 +59,20 @@ __all__ = [
     "find_hanging",
 ]
 
-FIND_COORDINATOR = 10
 WRITE_TXN_MARKERS = 27
 DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
 
-FIND_COORDINATOR_MAX_VERSION = 4
 WRITE_TXN_MARKERS_MAX_VERSION = 1
 DESCRIBE_PRODUCERS_MAX_VERSION = 0
 DESCRIBE_TRANSACTIONS_MAX_VERSION = 0
 LIST_TRANSACTIONS_MAX_VERSION = 1  # v1: duration filter (KIP-994); v2's id pattern is unused
 
-TRANSACTION_KEY_TYPE = 1
-COORDINATOR_ATTEMPTS = 40
-COORDINATOR_RETRY_S = 0.25
 # Kafka's default transaction.max.timeout.ms: an open transaction older than this is one its
 # coordinator would have aborted already (the tool's --max-transaction-timeout).
 MAX_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
 NO_COORDINATOR_EPOCH = 0  # what the tool writes when the producer's marker epoch is unknown
-_RETRIABLE = (ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress)
 _IN_PROGRESS_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
 
 
@@ -237,7 +232,7 @@ async def describe_transaction(
 
 async def describe_transaction_on(client: Client, transactional_id: str) -> TransactionDescription:
     """FindCoordinator (TRANSACTION), then DescribeTransactions at the coordinator."""
-    coordinator = await find_transaction_coordinator(client, transactional_id)
+    coordinator = await find_coordinator(client, transactional_id, TRANSACTION_KEY_TYPE)
     response = await client.send_to(
         coordinator,
         DESCRIBE_TRANSACTIONS,
@@ -281,42 +276,6 @@ def _epoch_millis(value: Any) -> int:
     if isinstance(value, datetime):
         return int(value.timestamp() * 1000)
     return -1 if value is None else int(value)
-
-
-async def find_transaction_coordinator(client: Client, transactional_id: str) -> int:
-    """The id of the broker coordinating ``transactional_id`` (retried while it loads)."""
-    error = ErrorCode.coordinator_not_available
-    for attempt in range(COORDINATOR_ATTEMPTS):
-        if attempt:
-            await asyncio.sleep(COORDINATOR_RETRY_S)
-        response = await client.send_any(
-            FIND_COORDINATOR,
-            FIND_COORDINATOR_MAX_VERSION,
-            lambda t: _find_coordinator_request(t, transactional_id),
-        )
-        answer = response.coordinators[0] if hasattr(response, "coordinators") else response
-        error = ErrorCode(answer.error_code)
-        if error == ErrorCode.none:
-            node_id = int(answer.node_id)
-            if node_id not in client.broker_addresses:  # a broker newer than our Metadata
-                client.broker_addresses[node_id] = (str(answer.host), int(answer.port))
-            return node_id
-        if error not in _RETRIABLE:
-            break
-    raise ClusterRequestError(
-        f"no transaction coordinator for {transactional_id!r}: {error.name}", error
-    )
-
-
-def _find_coordinator_request(request_type: type, transactional_id: str) -> Any:
-    if "key_type" not in request_type.__dataclass_fields__:  # v0 finds group coordinators only
-        raise UnsupportedByClusterError("the cluster cannot find transaction coordinators")
-    return build(
-        request_type,
-        key=transactional_id,
-        key_type=TRANSACTION_KEY_TYPE,
-        coordinator_keys=(transactional_id,),
-    )
 
 
 # -- abort ------------------------------------------------------------------------------------

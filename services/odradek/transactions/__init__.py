@@ -4,7 +4,7 @@ and its handlers call.
 
 Layers, each importing only those below it:
 
-- ``coordinator``: the facade: shards on the coordinators' runtime (``groups.runtime``),
+- ``coordinator``: the facade: shards on the coordinators' runtime (``coordinator.runtime``),
   markers handed to the broker's sender once the Prepare records are replicated, timers,
   producer ids awaited before an operation (the only asynchronous module);
 - ``shard``: one ``__transaction_state`` partition as state, replayed from its records, and the

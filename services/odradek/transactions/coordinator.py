@@ -55,11 +55,11 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
+from odradek.coordinator.errors import CoordinatorLoadInProgressError, NotCoordinatorError
+from odradek.coordinator.partitioner import partition_for
+from odradek.coordinator.result import Result
+from odradek.coordinator.runtime import CoordinatorLog, CoordinatorRuntime
 from odradek.errors import ErrorCode
-from odradek.groups.errors import CoordinatorLoadInProgressError, NotCoordinatorError
-from odradek.groups.partitioner import partition_for
-from odradek.groups.result import Result
-from odradek.groups.runtime import CoordinatorLog, CoordinatorRuntime
 from odradek.time_slices import TimeSlices, distinct, sliced
 from odradek.transactions import records
 from odradek.transactions.config import TransactionCoordinatorConfig

@@ -52,9 +52,9 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from odradek.common.topics import OFFSETS_TOPIC
+from odradek.coordinator.partitioner import partition_for
 from odradek.coordinator.records import CoordinatorRecord
 from odradek.errors import ErrorCode
-from odradek.groups.partitioner import partition_for
 from odradek.transactions import views
 from odradek.transactions.config import TransactionCoordinatorConfig
 from odradek.transactions.metadata import (
@@ -122,7 +122,7 @@ class TransactionCoordinatorShard:
         self.transactions[tid] = loaded
 
     def on_loaded(self) -> None:
-        """The whole log was replayed (the shard interface ``groups.runtime`` calls). What must
+        """The whole log was replayed (the shard interface ``coordinator.runtime`` calls). What must
         then be finished is ``pending_completions``; the timers are the runtime's."""
 
     def on_unloaded(self) -> None:

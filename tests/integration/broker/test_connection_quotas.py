@@ -12,10 +12,10 @@ from tests.integration.broker.test_connection_limits import (
     api_versions,
     closed_by_broker,
     read_response,
-    wait_for,
 )
 
 from odradek.connection_quotas import ConnectionQuotas
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +65,7 @@ def test_max_connections_per_ip_and_its_overrides(make_broker):
         assert closed_by_broker(extra_one, WAIT_S) and closed_by_broker(extra_two, WAIT_S)
         assert rejected(broker, "PLAINTEXT", "max_connections_per_ip") == 2
         ones[0].close()  # a slot frees for its address only
-        wait_for(lambda: quotas.per_ip.get("127.0.0.1") == 2, "the released slot")
+        wait_until(lambda: quotas.per_ip.get("127.0.0.1") == 2, "the released slot", WAIT_S)
         again = connect_from("127.0.0.1", broker.port)
         socks.append(again)
         assert answered(again)

@@ -20,8 +20,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.client.connection import BrokerConnection
-from odradek.controller.elect_leaders import ElectionType as WireElectionType
-from odradek.controller.elect_leaders import outcomes_of, request_of
+from odradek.cluster.elect_leaders import outcomes_of, request_of
+from odradek.cluster.election import ElectionType as WireElectionType
 from odradek.errors import ErrorCode
 from odradek.local import cluster
 from support.waiting import wait_until

@@ -18,6 +18,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek import ops
+from odradek.client.admin import ClusterClient
 from odradek.common.partitions import TopicPartition
 
 pytestmark = pytest.mark.integration
@@ -32,7 +33,7 @@ RECORDS = 200
 
 def _partition(bootstrap: str) -> ops.PartitionInfo:
     async def read() -> ops.ClusterView:
-        async with ops.client.ClusterClient(bootstrap) as client:
+        async with ClusterClient(bootstrap) as client:
             return await ops.cluster.read_cluster(client)
 
     return asyncio.run(read()).partitions[TopicPartition(TOPIC, 0)]
@@ -40,7 +41,7 @@ def _partition(bootstrap: str) -> ops.PartitionInfo:
 
 def _reassign(bootstrap: str, replicas: list[int]) -> None:
     async def move() -> None:
-        async with ops.client.ClusterClient(bootstrap) as client:
+        async with ClusterClient(bootstrap) as client:
             view = await ops.cluster.read_cluster(client)
         plan = ops.Plan.from_targets({TopicPartition(TOPIC, 0): replicas}, view)
         await ops.execute(bootstrap, plan)

@@ -17,7 +17,7 @@ from kafka.errors import InvalidReplicationAssignmentError
 from kazoo.client import KazooClient
 
 from odradek import ops
-from odradek.ops.client import ClusterClient
+from odradek.client.admin import ClusterClient
 from odradek.ops.cluster import read_cluster
 from odradek.zk.paths import TopicAssignment, topic_path
 from support.waiting import wait_until

@@ -16,8 +16,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.client.connection import BrokerConnection
+from odradek.coordinator.partitioner import partition_for
 from odradek.errors import ErrorCode, OdradekError
-from odradek.groups.partitioner import partition_for
 from odradek.local import cluster
 from odradek.local.cluster import pid_alive
 from odradek.protocol import schemas

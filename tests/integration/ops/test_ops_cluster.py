@@ -19,10 +19,10 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic as KafkaNewTopic
 
 from odradek import ops
+from odradek.client.admin import ClusterClient
 from odradek.common.partitions import TopicPartition
 from odradek.local import cluster as local
 from odradek.local.cluster import ClusterState
-from odradek.ops.client import ClusterClient
 from odradek.ops.cluster import read_cluster, replica_sizes
 from odradek.ops.throttles import (
     FOLLOWER_RATE,

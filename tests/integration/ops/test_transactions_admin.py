@@ -22,12 +22,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.init_producer_id.v4 import request as init_request
 from kio.schema.produce.v9 import request as produce_request
 
+from odradek.client.admin import ClusterClient
 from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
 from odradek.listeners import read_listeners_file
 from odradek.local.cluster import LISTENERS_FILE, ClusterState
 from odradek.ops import transactions as txn_ops
-from odradek.ops.client import ClusterClient
 from odradek.ops.cluster import read_cluster
 from odradek.storage.records import Record, encode_batch
 

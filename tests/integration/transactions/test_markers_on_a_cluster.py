@@ -42,8 +42,8 @@ from odradek.broker.metadata_cache import (
 from odradek.broker.txn_markers import TxnMarkerSender
 from odradek.client.connection import BrokerConnection
 from odradek.config.endpoints import HostPort
+from odradek.coordinator.partitioner import partition_for
 from odradek.errors import ErrorCode
-from odradek.groups.partitioner import partition_for
 from odradek.listeners import read_listeners_file
 from odradek.local import cluster
 from odradek.local.cluster import LISTENERS_FILE, ClusterState, pid_alive

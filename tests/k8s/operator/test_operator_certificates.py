@@ -30,9 +30,9 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
 
+from odradek.client.admin import ClusterClient, build, element_type
+from odradek.client.errors import ClusterUnreachableError
 from odradek.client.security import ClientSecurity, SaslCredentials
-from odradek.ops.client import ClusterClient, build, element_type
-from odradek.ops.errors import ClusterUnreachableError
 from odradek_operator import metrics
 from odradek_operator.kube import ApiKube
 from odradek_operator.model import names

@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
 from proof.checker import History, analyze
 from proof.workload import Producers, WorkloadConfig, read_all
 
-from odradek.ops.client import ClusterClient
+from odradek.client.admin import ClusterClient
 from odradek.ops.cluster import read_cluster
 from odradek_operator.kube import ApiKube
 from odradek_operator.reconcile.admin import OpsAdmin

@@ -19,10 +19,10 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAuthorizationFailedError
 
+from odradek.client.admin import ClusterClient, build, element_type
 from odradek.client.security import SaslAuthenticationError, client_security
 from odradek.commands.client_properties import translate
 from odradek.errors import ErrorCode
-from odradek.ops.client import ClusterClient, build, element_type
 from odradek.ops.errors import OpsError
 from odradek_operator.kube import ApiKube
 from odradek_operator.model import names

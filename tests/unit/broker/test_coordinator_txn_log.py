@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from odradek.broker.group_coordinator import ReplicaCoordinatorLog
+from odradek.coordinator.runtime import LoggedMarker, LoggedRecord
 from odradek.errors import ErrorCode, InvalidRecordError
-from odradek.groups.runtime import LoggedMarker, LoggedRecord
 from odradek.storage.control import ControlType, encode_marker
 from odradek.storage.log import Log
 from odradek.storage.producer_state import InvalidProducerEpochError

@@ -12,10 +12,10 @@ import pytest
 
 from odradek.broker.handlers import delete_groups, describe_groups, list_groups
 from odradek.common.topics import OFFSETS_TOPIC
+from odradek.coordinator.result import Result
 from odradek.errors import ErrorCode
 from odradek.groups.config import GroupCoordinatorConfig
-from odradek.groups.coordinator import GroupCoordinator
-from odradek.groups.runtime import CoordinatorRuntime, Result
+from odradek.groups.coordinator import GroupCoordinator, group_runtime
 from odradek.groups.shard import ShardContext
 from odradek.protocol import schemas
 from odradek.protocol.apis import SUPPORTED_VERSIONS, ApiKey
@@ -39,7 +39,7 @@ class Cluster:
     def __init__(self) -> None:
         self.log = MemoryLog()
         self.config = GroupCoordinatorConfig(offsets_topic_num_partitions=PARTITIONS)
-        self.runtime = CoordinatorRuntime(
+        self.runtime = group_runtime(
             self.log,
             lambda p, timer: ShardContext(p, self.config, timer, None, lambda: 0),  # type: ignore[arg-type]
             new_shard=DoubleShard,

@@ -11,9 +11,9 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.broker.group_lag import run_consumer_lag, sample_consumer_lag
+from odradek.coordinator.result import Result
 from odradek.groups.config import GroupCoordinatorConfig
-from odradek.groups.coordinator import GroupCoordinator
-from odradek.groups.runtime import CoordinatorRuntime, Result
+from odradek.groups.coordinator import GroupCoordinator, group_runtime
 from odradek.groups.shard import ShardContext
 from odradek.observability.metrics import consumer_lag_metrics, new_registry
 from support.coordinator_memory import MemoryLog, in_loop, loaded
@@ -32,7 +32,7 @@ def replicas(high_watermarks: dict[tuple[str, int], int]) -> SimpleNamespace:
 async def coordinator_with(*records) -> GroupCoordinator:
     log = MemoryLog()
     config = GroupCoordinatorConfig(offsets_topic_num_partitions=2)
-    runtime = CoordinatorRuntime(
+    runtime = group_runtime(
         log,
         lambda p, timer: ShardContext(p, config, timer, None, lambda: 0),  # type: ignore[arg-type]
         new_shard=DoubleShard,

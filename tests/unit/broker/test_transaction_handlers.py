@@ -23,8 +23,8 @@ from odradek.broker.handlers import (
 from odradek.broker.transaction_coordinator import start_transaction_coordinator, state_topic
 from odradek.common.topics import TRANSACTION_STATE_TOPIC
 from odradek.config.broker import BrokerConfig
+from odradek.coordinator.partitioner import partition_for
 from odradek.errors import ErrorCode as E
-from odradek.groups.partitioner import partition_for
 from odradek.protocol import schemas
 from odradek.protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from odradek.protocol.codec import decode_response, encode_response

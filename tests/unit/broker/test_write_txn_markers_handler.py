@@ -18,8 +18,8 @@ from odradek.broker.partition import PartitionState
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.common.topics import OFFSETS_TOPIC
 from odradek.config.topic import TopicConfig
+from odradek.coordinator.errors import CoordinatorLoadInProgressError
 from odradek.errors import ErrorCode
-from odradek.groups.errors import CoordinatorLoadInProgressError
 from odradek.storage.batch import BatchHeader
 from odradek.storage.control import ControlType, read_marker
 from odradek.storage.manager import LogManager

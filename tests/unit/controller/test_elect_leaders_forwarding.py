@@ -14,8 +14,9 @@ from test_leader_balance import T, _broker_1_bounced, _rejoin_isr
 from odradek.broker.admin.leader_election import elect_leaders
 from odradek.broker.controller_link import ControllerLink
 from odradek.broker.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
+from odradek.cluster.elect_leaders import outcomes_of, request_of
+from odradek.cluster.election import ElectionType
 from odradek.config.endpoints import HostPort
-from odradek.controller.elect_leaders import ElectionType, outcomes_of, request_of
 from odradek.controller.server import ControllerServer
 from odradek.errors import ErrorCode
 

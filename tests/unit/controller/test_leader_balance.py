@@ -14,8 +14,9 @@ from controller_doubles import partition_states
 from test_controller_server import TIMEOUT_S, _serving, _stop
 
 from odradek.client.connection import BrokerConnection
+from odradek.cluster.elect_leaders import outcomes_of, request_of
+from odradek.cluster.election import ElectionType
 from odradek.controller import leader_balance
-from odradek.controller.elect_leaders import ElectionType, outcomes_of, request_of
 from odradek.controller.model import topic_uuid
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas

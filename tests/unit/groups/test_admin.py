@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from odradek.coordinator.result import Result
+from odradek.coordinator.runtime import CoordinatorRuntime
 from odradek.errors import ErrorCode
 from odradek.groups import admin
 from odradek.groups.config import GroupCoordinatorConfig
+from odradek.groups.coordinator import group_runtime
 from odradek.groups.errors import GroupError
 from odradek.groups.group import GroupType
-from odradek.groups.runtime import CoordinatorRuntime, Result
 from odradek.groups.shard import ShardContext
 from support.coordinator_memory import MemoryLog, in_loop, loaded
 from support.group_doubles import DoubleShard, group_record, offset_record
@@ -122,7 +124,7 @@ def test_delete_writes_offset_then_group_tombstones():
 
 def new_runtime(log: MemoryLog) -> CoordinatorRuntime:
     config = GroupCoordinatorConfig()
-    return CoordinatorRuntime(
+    return group_runtime(
         log,
         lambda partition, timer: ShardContext(partition, config, timer, None, lambda: 0),  # type: ignore[arg-type]
         new_shard=DoubleShard,

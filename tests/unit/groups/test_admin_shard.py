@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from odradek.coordinator.runtime import CoordinatorRuntime
 from odradek.errors import ErrorCode
 from odradek.groups import admin
 from odradek.groups.config import GroupCoordinatorConfig
+from odradek.groups.coordinator import group_runtime
 from odradek.groups.errors import GroupError
 from odradek.groups.offsets import PartitionCommit
-from odradek.groups.runtime import CoordinatorRuntime
 from odradek.groups.shard import ShardContext
 from support.coordinator_memory import MemoryLog, in_loop, loaded
 
@@ -28,7 +29,7 @@ class Topics:
 
 def new_runtime(log: MemoryLog) -> CoordinatorRuntime:
     config = GroupCoordinatorConfig()
-    return CoordinatorRuntime(
+    return group_runtime(
         log,
         lambda partition, timer: ShardContext(partition, config, timer, Topics(), lambda: 1000),
         write_timeout_ms=50,

@@ -10,15 +10,16 @@ from dataclasses import replace
 
 import pytest
 
+from odradek.coordinator.runtime import CoordinatorRuntime
 from odradek.errors import ErrorCode
 from odradek.groups.classic.group import ClassicGroup, subscribed_topics
 from odradek.groups.classic.messages import JoinAnswer, JoinRequest, LeaveMember, SyncAnswer
 from odradek.groups.config import GroupCoordinatorConfig
+from odradek.groups.coordinator import group_runtime
 from odradek.groups.errors import GroupError
 from odradek.groups.group import GroupType
 from odradek.groups.records import decode
 from odradek.groups.records.classic import GroupMetadataKey
-from odradek.groups.runtime import CoordinatorRuntime
 from odradek.groups.shard import ShardContext
 from support.coordinator_memory import MemoryLog, in_loop, in_real_loop, loaded
 
@@ -43,7 +44,7 @@ RANGE_T = (("range", subscription("t")),)
 async def start(log: MemoryLog | None = None, config: GroupCoordinatorConfig = CONFIG):
     log = log or MemoryLog()
     log.leader_epoch[0] = 0
-    runtime = CoordinatorRuntime(
+    runtime = group_runtime(
         log,
         lambda partition, timer: ShardContext(partition, config, timer, None, lambda: 0),  # type: ignore[arg-type]
         write_timeout_ms=200,
@@ -373,7 +374,7 @@ async def test_a_tombstone_makes_the_group_dead() -> None:
 
 
 def _result(records):
-    from odradek.groups.result import Result
+    from odradek.coordinator.result import Result
 
     return Result(records=records)
 

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from odradek.coordinator.result import Result
 from odradek.errors import ErrorCode
 from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.consumer.group import ConsumerGroup
@@ -23,7 +24,6 @@ from odradek.groups.consumer.requests import HeartbeatAnswer, HeartbeatRequest
 from odradek.groups.errors import GroupError
 from odradek.groups.group import GroupType
 from odradek.groups.records import CoordinatorRecord, decode, encode_key, encode_value
-from odradek.groups.result import Result
 from odradek.groups.shard import GroupCoordinatorShard, ShardContext
 
 T1 = uuid.UUID(int=1)

@@ -8,10 +8,11 @@ import asyncio
 import uuid
 from dataclasses import replace
 
+from odradek.coordinator.runtime import CoordinatorRuntime
 from odradek.groups.config import GroupCoordinatorConfig
 from odradek.groups.consumer.group import ConsumerGroup
 from odradek.groups.consumer.requests import HeartbeatRequest
-from odradek.groups.runtime import CoordinatorRuntime
+from odradek.groups.coordinator import group_runtime
 from odradek.groups.shard import ShardContext
 from support.coordinator_memory import MemoryLog, in_loop, loaded
 
@@ -30,7 +31,7 @@ class Topics:
 
 
 def new_runtime(log: MemoryLog, config: GroupCoordinatorConfig) -> CoordinatorRuntime:
-    return CoordinatorRuntime(
+    return group_runtime(
         log,
         lambda partition, timer: ShardContext(partition, config, timer, Topics(), lambda: 0),
         write_timeout_ms=100,

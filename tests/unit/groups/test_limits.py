@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
+from odradek.coordinator.runtime import CoordinatorRuntime
 from odradek.errors import ErrorCode
 from odradek.groups.classic.messages import JoinAnswer, JoinRequest, LeaveMember
 from odradek.groups.config import GroupCoordinatorConfig
+from odradek.groups.coordinator import group_runtime
 from odradek.groups.limits import PENDING_MEMBER_BYTES, GroupLimits
-from odradek.groups.runtime import CoordinatorRuntime
 from odradek.groups.shard import ShardContext
 from support.coordinator_memory import MemoryLog, in_loop, loaded
 
@@ -30,7 +31,7 @@ async def start(config: GroupCoordinatorConfig = CONFIG):
     log = MemoryLog()
     log.leader_epoch[0] = 0
     limits = GroupLimits(config)
-    runtime = CoordinatorRuntime(
+    runtime = group_runtime(
         log,
         lambda partition, timer: ShardContext(
             partition,

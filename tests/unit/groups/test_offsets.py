@@ -12,10 +12,14 @@ from typing import ClassVar
 import pytest
 
 from odradek.common.clock import ManualClock
+from odradek.coordinator.errors import CoordinatorNotAvailableError
+from odradek.coordinator.result import Result
+from odradek.coordinator.runtime import CoordinatorRuntime
 from odradek.errors import ErrorCode
 from odradek.groups import offsets as offsets_module
 from odradek.groups.config import GroupCoordinatorConfig
-from odradek.groups.errors import CoordinatorNotAvailableError, GroupError
+from odradek.groups.coordinator import group_runtime
+from odradek.groups.errors import GroupError
 from odradek.groups.group import GroupType
 from odradek.groups.offsets import EXPIRY_TIMER, OffsetMetadataManager, PartitionCommit
 from odradek.groups.records import CoordinatorRecord, decode, encode_key, encode_value, register
@@ -28,8 +32,6 @@ from odradek.groups.records.offsets import (
     OffsetCommitValueV3,
     OffsetCommitValueV4,
 )
-from odradek.groups.result import Result
-from odradek.groups.runtime import CoordinatorRuntime
 from odradek.groups.shard import GroupCoordinatorShard, ShardContext
 from support.coordinator_memory import MemoryLog, in_loop, loaded
 
@@ -157,7 +159,7 @@ TOPICS = {"orders": 3, "audit": 1}
 
 def new_runtime(log: MemoryLog, clock: ManualClock, config: GroupCoordinatorConfig | None = None):
     config = config or GroupCoordinatorConfig()
-    return CoordinatorRuntime(
+    return group_runtime(
         log,
         lambda partition, timer: ShardContext(partition, config, timer, FakeTopics(TOPICS), clock),
         new_shard=Shard,

@@ -9,15 +9,17 @@ from typing import ClassVar
 
 import pytest
 
-from odradek.errors import RequestTimedOutError
-from odradek.groups.config import GroupCoordinatorConfig
-from odradek.groups.errors import (
+from odradek.coordinator.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     NotCoordinatorError,
 )
+from odradek.coordinator.result import Result
+from odradek.coordinator.runtime import CoordinatorRuntime
+from odradek.errors import RequestTimedOutError
+from odradek.groups.config import GroupCoordinatorConfig
+from odradek.groups.coordinator import group_runtime
 from odradek.groups.records import CoordinatorRecord, register
-from odradek.groups.runtime import CoordinatorRuntime, Result
 from odradek.groups.shard import GroupCoordinatorShard, ShardContext
 from support.coordinator_memory import MemoryLog, in_loop, loaded
 
@@ -71,7 +73,7 @@ class CounterShard(GroupCoordinatorShard):
 
 def new_runtime(log: MemoryLog) -> CoordinatorRuntime:
     config = GroupCoordinatorConfig()
-    return CoordinatorRuntime(
+    return group_runtime(
         log,
         lambda partition, timer: ShardContext(partition, config, timer, None, lambda: 0),  # type: ignore[arg-type]
         new_shard=CounterShard,

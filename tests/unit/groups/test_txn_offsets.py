@@ -11,15 +11,17 @@ import asyncio
 import pytest
 
 from odradek.common.clock import ManualClock
+from odradek.coordinator.errors import CoordinatorLoadInProgressError
+from odradek.coordinator.result import Result, TxnProducer
+from odradek.coordinator.runtime import CoordinatorRuntime, LoggedMarker, LoggedRecord
 from odradek.errors import ErrorCode
 from odradek.groups.classic.group import ClassicGroup, ClassicGroupState
 from odradek.groups.classic.member import ClassicMember
 from odradek.groups.config import GroupCoordinatorConfig
-from odradek.groups.errors import CoordinatorLoadInProgressError, GroupError
+from odradek.groups.coordinator import group_runtime
+from odradek.groups.errors import GroupError
 from odradek.groups.offsets import EXPIRY_TIMER, PartitionCommit
 from odradek.groups.pending_offsets import PendingOffsets
-from odradek.groups.result import Result, TxnProducer
-from odradek.groups.runtime import CoordinatorRuntime, LoggedMarker, LoggedRecord
 from odradek.groups.shard import GroupCoordinatorShard, ShardContext
 from odradek.storage.batch import BatchHeader
 from support.coordinator_memory import MemoryLog, in_loop, loaded
@@ -57,7 +59,7 @@ class BatchLog(MemoryLog):
 def new_runtime(log: MemoryLog, clock: ManualClock | None = None, **config) -> CoordinatorRuntime:
     group_config = GroupCoordinatorConfig(**config)
     clock = clock or ManualClock(now_ms=1_000_000)
-    return CoordinatorRuntime(
+    return group_runtime(
         log,
         lambda partition, timer: ShardContext(partition, group_config, timer, Topics(), clock),
         write_timeout_ms=50,
@@ -438,7 +440,7 @@ async def test_a_shard_without_transactions_refuses_a_log_with_markers():
     log = MemoryLog()
     log.records[P] = [LoggedMarker(0, 7, True)]
     log.leader_epoch[P] = 1
-    runtime = CoordinatorRuntime(
+    runtime = group_runtime(
         log,
         lambda partition, timer: ShardContext(
             partition, GroupCoordinatorConfig(), timer, Topics(), ManualClock(now_ms=1_000_000)

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from odradek.ops.client import (
+from odradek.client.admin import (
     ALTER_PARTITION_REASSIGNMENTS,
     DESCRIBE_LOG_DIRS,
     INCREMENTAL_ALTER_CONFIGS,

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from odradek.cli import main
+from odradek.client.admin import build, element_type
+from odradek.client.errors import ClusterRequestError, UnsupportedByClusterError
 from odradek.common.partitions import TopicPartition
 from odradek.errors import ErrorCode
 from odradek.ops import transactions as txn_ops
-from odradek.ops.client import build, element_type
-from odradek.ops.errors import ClusterRequestError, UnsupportedByClusterError
 from odradek.ops.model import ClusterView
 from odradek.protocol import schemas
 

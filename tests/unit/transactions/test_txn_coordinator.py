@@ -14,8 +14,8 @@ import dataclasses
 import pytest
 
 from odradek.common.clock import ManualClock
+from odradek.coordinator.errors import CoordinatorLoadInProgressError, NotCoordinatorError
 from odradek.errors import ErrorCode as E
-from odradek.groups.errors import CoordinatorLoadInProgressError, NotCoordinatorError
 from odradek.transactions import records
 from odradek.transactions.config import TransactionCoordinatorConfig
 from odradek.transactions.coordinator import RESUBMIT_AFTER_MS, TransactionCoordinator

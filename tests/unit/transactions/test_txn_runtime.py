@@ -1,15 +1,16 @@
-"""The transaction coordinator's shard on the coordinators' runtime (``groups.runtime`` with the
-``__transaction_state`` record format): writes are appended and replayed, markers go once the
-Prepare record is replicated, and a new leader loads the same transactions and finishes what
-was being completed. Nothing of this is wired into the broker yet."""
+"""The transaction coordinator's shard on the coordinators' runtime (``coordinator.runtime``
+with the ``__transaction_state`` record format): writes are appended and replayed, markers go
+once the Prepare record is replicated, and a new leader loads the same transactions and
+finishes what was being completed. Nothing of this is wired into the broker yet."""
 
 from __future__ import annotations
 
 import pytest
 
+from odradek.coordinator.errors import CoordinatorNotAvailableError
+from odradek.coordinator.result import Result
+from odradek.coordinator.runtime import CoordinatorRuntime
 from odradek.errors import ErrorCode as E
-from odradek.groups.errors import CoordinatorNotAvailableError
-from odradek.groups.runtime import CoordinatorRuntime, Result
 from odradek.transactions import records
 from odradek.transactions.config import TransactionCoordinatorConfig
 from odradek.transactions.metadata import TransactionState

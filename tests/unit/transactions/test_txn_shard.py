@@ -9,9 +9,9 @@ import dataclasses
 
 import pytest
 
+from odradek.coordinator.partitioner import partition_for
 from odradek.coordinator.records import encode_key, encode_value
 from odradek.errors import ErrorCode as E
-from odradek.groups.partitioner import partition_for
 from odradek.transactions.config import TransactionCoordinatorConfig
 from odradek.transactions.metadata import IllegalStateTransitionError, TransactionState
 from odradek.transactions.records import decode

@@ -2,7 +2,7 @@
 
 Errors shared with the data path (``UnknownTopicOrPartitionError``, ``InvalidConfigError``...)
 live in ``odradek.errors``; placement's (``InvalidPartitionsError``,
-``InvalidReplicationFactorError``) in ``odradek.controller.placement``; ZooKeeper's in
+``InvalidReplicationFactorError``) in ``odradek.cluster.placement``; ZooKeeper's in
 ``odradek.zk.errors``. ``error_of`` turns any of them, or anything unexpected, into the
 (code, message) pair a per-item answer carries.
 """

@@ -13,7 +13,7 @@ forward it. Rules:
   ``operation_timeout=0``) still gets its elections made, as Kafka's controller makes them; only
   the wait below is cut short. No controller answering in that time (none elected, unreachable,
   stepped down): REQUEST_TIMED_OUT for the request (Kafka's answer for a forwarded request that
-  timed out), in ``getErrorResponse``'s shape (``elect_leaders``).
+  timed out), in ``getErrorResponse``'s shape (``cluster.elect_leaders``).
 - Elected partitions are answered once this broker's metadata shows their new leader (the
   preferred replica for PREFERRED, a live leader for UNCLEAN), polled every
   ``LEADER_WAIT_POLL_S`` until the timeout; those still waiting then get REQUEST_TIMED_OUT (Kafka's
@@ -21,8 +21,8 @@ forward it. Rules:
 - An unknown election type is INVALID_REQUEST, refused here without asking the controller.
 
 A request may name 250,000 partitions in 1 MB: it is read, forwarded (encoded off the loop by
-the link) and answered in time slices (``elect_leaders``' ``_in_slices`` forms), and so is the
-refusal of it all (issue 23: at 1 MB another client of the broker waited 1.3 s before).
+the link) and answered in time slices (``cluster.elect_leaders``' ``_in_slices`` forms), and so
+is the refusal of it all (issue 23: at 1 MB another client of the broker waited 1.3 s before).
 
 Runs on the broker's event loop; never raises into the handler.
 """
@@ -36,8 +36,9 @@ from typing import Any, NamedTuple
 from odradek.broker.controller_link import ControllerLink
 from odradek.broker.forwarding import forward
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.cluster import elect_leaders as el
+from odradek.cluster.election import ElectionType, Outcome
 from odradek.common.partitions import NO_LEADER, TopicPartition
-from odradek.controller import elect_leaders as el
 from odradek.errors import ErrorCode
 from odradek.time_slices import TimeSlices
 
@@ -92,8 +93,8 @@ async def elect_leaders(
 
 async def _wait_for_leaders(
     metadata: MetadataCache,
-    outcomes: dict[TopicPartition, el.Outcome],
-    election_type: el.ElectionType,
+    outcomes: dict[TopicPartition, Outcome],
+    election_type: ElectionType,
     deadline: float,
 ) -> None:
     """Until ``metadata`` shows each elected partition's new leader; the rest time out."""
@@ -104,16 +105,14 @@ async def _wait_for_leaders(
             break
         await asyncio.sleep(min(LEADER_WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
     for tp in waiting:
-        outcomes[tp] = el.Outcome(ErrorCode.request_timed_out)
+        outcomes[tp] = Outcome(ErrorCode.request_timed_out)
 
 
-def _shows_leader(
-    metadata: MetadataCache, tp: TopicPartition, election_type: el.ElectionType
-) -> bool:
+def _shows_leader(metadata: MetadataCache, tp: TopicPartition, election_type: ElectionType) -> bool:
     topic = metadata.topic(tp[0])
     partition = None if topic is None else topic.partitions.get(tp[1])
     if partition is None:
         return False
-    if election_type is el.ElectionType.PREFERRED:
+    if election_type is ElectionType.PREFERRED:
         return bool(partition.replicas) and partition.leader == partition.replicas[0]
     return partition.leader != NO_LEADER and partition.leader in metadata.brokers

@@ -29,14 +29,14 @@ from odradek.broker.admin.errors import (
     InvalidTopicError,
     ReassignmentInProgressError,
 )
-from odradek.common.topics import LEGAL_TOPIC_CHARACTERS, TOPIC_NAME_LENGTH_MAX
-from odradek.config.broker import BrokerConfig
-from odradek.config.topic import CONFIG_KEYS, DEFAULT_TOPIC_CONFIG, TopicConfig
-from odradek.controller.placement import (
+from odradek.cluster.placement import (
     InvalidPartitionsError,
     assign_additional_partitions,
     assign_replicas,
 )
+from odradek.common.topics import LEGAL_TOPIC_CHARACTERS, TOPIC_NAME_LENGTH_MAX
+from odradek.config.broker import BrokerConfig
+from odradek.config.topic import CONFIG_KEYS, DEFAULT_TOPIC_CONFIG, TopicConfig
 from odradek.errors import InvalidConfigError
 from odradek.zk.codec import ZNODE_DATA_BYTES_MAX
 from odradek.zk.paths import TopicAssignment

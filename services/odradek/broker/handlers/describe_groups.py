@@ -19,9 +19,9 @@ from typing import Any
 from odradek.broker.authorization import OPERATIONS_NOT_ASKED, authorized_operations
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
+from odradek.coordinator.errors import CoordinatorNotAvailableError
 from odradek.errors import ErrorCode, OdradekError
 from odradek.groups import admin
-from odradek.groups.errors import CoordinatorNotAvailableError
 from odradek.groups.group import GroupDescription
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey

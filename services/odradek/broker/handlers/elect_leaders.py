@@ -11,7 +11,7 @@ from typing import Any
 from odradek.broker.admin.leader_election import elect_leaders
 from odradek.broker.authorization import authorize_cluster
 from odradek.broker.context import RequestContext
-from odradek.controller import elect_leaders as el
+from odradek.cluster import elect_leaders as el
 from odradek.errors import ErrorCode
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation

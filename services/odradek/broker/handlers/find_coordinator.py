@@ -2,7 +2,7 @@
 key, v4+ a batch of keys).
 
 A group's coordinator is the leader of its partition of ``__consumer_offsets``
-(``groups.partitioner``), a transactional id's the leader of its partition of
+(``coordinator.partitioner``), a transactional id's the leader of its partition of
 ``__transaction_state`` (key type 1), named by its endpoint on the listener the request came in
 on. The first FindCoordinator of each kind creates its topic (``broker.group_coordinator``,
 ``broker.transaction_coordinator``) and answers COORDINATOR_NOT_AVAILABLE until the topic and a

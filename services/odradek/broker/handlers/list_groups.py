@@ -19,9 +19,9 @@ from odradek.broker.authorization import authorize_cluster
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import NO_THROTTLE, build, element_type
 from odradek.common.topics import OFFSETS_TOPIC
+from odradek.coordinator.errors import NotCoordinatorError
 from odradek.errors import ErrorCode, OdradekError
 from odradek.groups import admin
-from odradek.groups.errors import NotCoordinatorError
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType

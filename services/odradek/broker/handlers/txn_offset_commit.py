@@ -27,8 +27,8 @@ from odradek.broker.handlers.commit_shape import (
     partition_errors_response,
     readable_commits,
 )
+from odradek.coordinator.result import TxnProducer
 from odradek.errors import ErrorCode, OdradekError
-from odradek.groups.result import TxnProducer
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.time_slices import TimeSlices

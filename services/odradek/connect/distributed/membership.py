@@ -38,8 +38,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from odradek.client.admin import ClusterClient, build, element_type
 from odradek.client.connection import BrokerConnection
-from odradek.client.errors import ClientError
+from odradek.client.coordinators import find_coordinator
+from odradek.client.errors import AdminError, ClientError
 from odradek.client.security import ClientSecurity, SaslAuthenticationError
 from odradek.connect.distributed.protocol import (
     PROTOCOL_NAME,
@@ -53,9 +55,6 @@ from odradek.connect.distributed.protocol import (
     encode_metadata,
 )
 from odradek.errors import ErrorCode
-from odradek.ops.client import ClusterClient, build, element_type
-from odradek.ops.errors import OpsError
-from odradek.ops.groups import find_coordinator
 from odradek.protocol import schemas
 
 __all__ = ["GroupMember", "MembershipError", "Generation"]
@@ -201,7 +200,7 @@ class GroupMember:
                     self.generation = None
                     if self._on_revoke_all is not None:
                         await self._on_revoke_all()
-            except (ClientError, OpsError, OSError) as e:
+            except (ClientError, AdminError, OSError) as e:
                 if _authentication_failed(e):
                     raise MembershipError(f"group {self.group_id}: {e}") from e
                 log.info("group %s: %s; retrying", self.group_id, e)
@@ -238,7 +237,7 @@ class GroupMember:
     async def _connect_coordinator(self) -> None:
         try:
             node_id = await find_coordinator(self._client, self.group_id)
-        except OpsError as e:
+        except AdminError as e:
             raise _CoordinatorLost(str(e)) from e
         host, port = self._client.broker_addresses[node_id]
         self._coordinator = await self._client.open_connection(host, port)

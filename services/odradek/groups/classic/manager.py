@@ -39,6 +39,8 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
+from odradek.coordinator.errors import coordinator_error_of
+from odradek.coordinator.result import Result
 from odradek.errors import ErrorCode
 from odradek.groups.classic.group import ClassicGroup
 from odradek.groups.classic.member import ClassicMember, protocols_bytes
@@ -50,12 +52,11 @@ from odradek.groups.classic.messages import (
 )
 from odradek.groups.classic.state import ClassicGroupState
 from odradek.groups.classic.waiting import Waiting, new_waiting
-from odradek.groups.errors import GroupError, coordinator_error_of
+from odradek.groups.errors import GroupError
 from odradek.groups.group import Group, GroupType
 from odradek.groups.limits import MEMBER_OVERHEAD_BYTES, PENDING_MEMBER_BYTES
 from odradek.groups.records.base import CoordinatorRecord
 from odradek.groups.records.classic import GroupMetadataKey
-from odradek.groups.result import Result
 
 if TYPE_CHECKING:
     from odradek.groups.shard import ShardContext

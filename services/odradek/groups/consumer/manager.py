@@ -40,6 +40,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from odradek.coordinator.result import Result
 from odradek.errors import ErrorCode
 from odradek.groups.consumer import writes
 from odradek.groups.consumer.assignment import Assignment, minus, of_records
@@ -71,7 +72,6 @@ from odradek.groups.records.consumer import (
     ConsumerGroupTargetAssignmentMetadataKey,
     TopicMetadata,
 )
-from odradek.groups.result import Result
 
 if TYPE_CHECKING:  # the shard imports this module: its context is only a type here
     from odradek.groups.shard import ShardContext

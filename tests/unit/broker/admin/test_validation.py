@@ -22,13 +22,13 @@ from odradek.broker.admin.validation import (
     topic_overrides,
     validate_topic_name,
 )
-from odradek.config.broker import BrokerConfig
-from odradek.config.topic import DEFAULT_TOPIC_CONFIG, TopicConfig
-from odradek.controller.placement import (
+from odradek.cluster.placement import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     PlacementError,
 )
+from odradek.config.broker import BrokerConfig
+from odradek.config.topic import DEFAULT_TOPIC_CONFIG, TopicConfig
 from odradek.errors import ErrorCode, InvalidConfigError
 from odradek.zk.paths import TopicAssignment
 

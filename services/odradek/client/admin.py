@@ -1,4 +1,8 @@
-"""Connections from the operations to a cluster: one to any bootstrap broker, one per broker id.
+"""The admin client: connections to a cluster, one to any bootstrap broker, one per broker id.
+
+What every administrative caller of a cluster shares: the cluster operations (``odradek.ops``:
+reassignments, groups, transactions), the Kubernetes operator through them, and Connect's
+distributed workers (their group membership).
 
 ``ClusterClient`` opens connections (Odradek's own ``BrokerConnection``) on demand and closes
 them all on exit. ``send_any`` sends to any broker (the first bootstrap address that answers;
@@ -9,12 +13,14 @@ Kafka's admin client does for DescribeLogDirs and for BROKER config resources).
 Requests are kio dataclasses built for the version both sides speak (``build``): the caller
 gives the highest version it wants and the fields, ``build`` keeps the fields that version has.
 An API the broker does not serve is ``UnsupportedByClusterError``; a connection that cannot be
-made, ``ClusterUnreachableError`` (a refused SASL exchange too). With ``security``, every
+made, ``ClusterUnreachableError`` (a refused SASL exchange too); both are ``AdminError``s
+(``errors``). With ``security``, every
 connection is over TLS and/or authenticates with SASL PLAIN or SCRAM (``client.security``).
 Every request is bounded by ``request_timeout_s``.
 
 One client belongs to one event loop and one task at a time (the operations are sequential);
-it is not thread-safe.
+it is not thread-safe. ``find_coordinator`` (``coordinators``) finds a group's or a
+transactional id's coordinator through it.
 """
 
 from __future__ import annotations
@@ -35,17 +41,18 @@ from kio.schema.metadata.v1.request import MetadataRequest
 from odradek.client.connection import DEFAULT_REQUEST_TIMEOUT_S, BrokerConnection
 from odradek.client.errors import (
     ClientError,
+    ClusterUnreachableError,
     ConnectionClosedError,
     NoCommonVersionError,
     RequestTimeoutError,
+    UnsupportedByClusterError,
 )
 from odradek.client.security import ClientSecurity, authenticate
-from odradek.ops.errors import ClusterUnreachableError, UnsupportedByClusterError
 from odradek.protocol import schemas
 
 __all__ = ["ClusterClient", "api_name", "build", "element_type", "parse_bootstrap"]
 
-# The APIs the operations use, keyed as kio's schemas key them (Kafka's api keys).
+# The APIs the cluster operations use, keyed as kio's schemas key them (Kafka's api keys).
 METADATA = MetadataRequest.__api_key__  # 3
 DESCRIBE_LOG_DIRS = DescribeLogDirsRequest.__api_key__  # 35
 INCREMENTAL_ALTER_CONFIGS = IncrementalAlterConfigsRequest.__api_key__  # 44

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from odradek.controller.placement import (
+from odradek.cluster.placement import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     LeaderElection,

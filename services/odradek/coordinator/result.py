@@ -1,11 +1,14 @@
 """What a coordinator operation returns to the runtime (``runtime.write``): records to append,
-the answer, and how the answer and the records relate. Its own module so the managers
-(``offsets``, ``classic``, ``consumer``, ``admin``) build one without importing the runtime.
+the answer, and how the answer and the records relate. Its own module so the group
+coordinator's managers (``groups.offsets``, ``.classic``, ``.consumer``, ``.admin``) and the
+transaction coordinator's shard build one without importing the runtime.
 
 A ``Result`` with a ``producer`` (TxnOffsetCommit) is written as a transactional batch of that
 producer (its id and epoch, base sequence -1, as Kafka's coordinators write them): the partition
 then has an open transaction of the producer until its marker, and the records are replayed as
 that producer's (pending until the marker). Without one, the batch has no producer.
+
+Plain values, built and read on the event loop that runs the runtime.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from odradek.groups.records.base import CoordinatorRecord
+from odradek.coordinator.records import CoordinatorRecord
 
 __all__ = ["Result", "TxnProducer"]
 

@@ -1,6 +1,9 @@
-"""Kafka's ``CoordinatorRuntime``: the shards this broker leads, loading, writes and timers.
+"""Kafka's ``CoordinatorRuntime``: the shards this broker leads, loading, writes and timers,
+for either coordinator: the group coordinator's shards of ``__consumer_offsets``
+(``groups.shard``, built by ``groups.coordinator.group_runtime``) and the transaction
+coordinator's of ``__transaction_state`` (``transactions.shard``).
 
-**Ownership.** A shard exists while this broker leads its ``__consumer_offsets`` partition: the
+**Ownership.** A shard exists while this broker leads its partition of the internal topic: the
 broker calls ``on_elected(partition, leader_epoch)`` when it becomes leader and ``on_resigned``
 when it stops (follower, StopReplica, a dead log dir). Electing loads the shard: every record of
 the partition's log is read (in a thread) and replayed in log order; until that is done every
@@ -33,14 +36,14 @@ idempotent (a producer's pending records are gone after the first), so a marker 
 load and handed over live is applied once in effect. Other shards get ``replay(record)`` and
 their logs hold no markers (a marker there fails the load).
 
-**Timers** (``ShardContext.timer``) run their operation as a write of the shard; resigning
-cancels them.
+**Timers** (the ``timer`` handed to ``new_context``) run their operation as a write of the
+shard; resigning cancels them.
 
-**Another coordinator's shards.** The runtime knows a shard by what it calls (``replay``,
-``on_loaded``, ``on_unloaded``, ``context.log_end_offset``) and its topic by its
-``record_format`` (``__consumer_offsets``'s by default): the transaction coordinator's shards
-(``odradek.transactions.shard``) run on it with ``record_format`` the ``__transaction_state``
-format, their outcomes handed over as ``Result`` (markers sent from ``on_written``).
+**Which coordinator's shards.** The runtime knows a shard by what it calls (``CoordinatorShard``:
+``replay``, ``on_loaded``, ``on_unloaded``, ``context.log_end_offset``) and its topic by its
+``record_format``: the group coordinator's shards run on it with ``__consumer_offsets``'s
+format, the transaction coordinator's with ``__transaction_state``'s, their outcomes handed over
+as ``Result`` (markers sent from ``on_written``). It imports neither coordinator.
 
 Runs on the broker's event loop. Loading reads the log in a worker thread.
 """
@@ -55,15 +58,14 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from odradek.coordinator.records import RecordFormat
-from odradek.groups.errors import (
+from odradek.coordinator import records
+from odradek.coordinator.errors import (
     CoordinatorLoadInProgressError,
     NotCoordinatorError,
     coordinator_error_of,
 )
-from odradek.groups.records import base as records
-from odradek.groups.result import Result
-from odradek.groups.shard import GroupCoordinatorShard, ShardContext
+from odradek.coordinator.records import RecordFormat
+from odradek.coordinator.result import Result
 from odradek.storage.batch import NO_PRODUCER_ID, NO_SEQUENCE
 from odradek.storage.records import Record, encode_batch
 
@@ -71,7 +73,7 @@ __all__ = [
     "CoordinatorLog",
     "LoggedRecord",
     "LoggedMarker",
-    "Result",
+    "CoordinatorShard",
     "TransactionalShard",
     "CoordinatorRuntime",
 ]
@@ -103,6 +105,28 @@ class LoggedMarker:
     committed: bool
 
 
+class ShardState(Protocol):
+    """What the runtime keeps up to date in a shard's context."""
+
+    log_end_offset: int
+
+
+class CoordinatorShard(Protocol):
+    """A shard as the runtime drives it (``groups.shard.GroupCoordinatorShard``,
+    ``transactions.shard.TransactionCoordinatorShard``)."""
+
+    @property
+    def context(self) -> ShardState: ...
+
+    def replay(self, record: records.CoordinatorRecord) -> None:
+        """Replay ``record`` (outside any transaction), in log order."""
+        ...
+
+    def on_loaded(self) -> None: ...
+
+    def on_unloaded(self) -> None: ...
+
+
 @runtime_checkable
 class TransactionalShard(Protocol):
     """A shard whose records may belong to transactions (the group coordinator's)."""
@@ -117,7 +141,7 @@ class TransactionalShard(Protocol):
 
 
 class CoordinatorLog(Protocol):
-    """The ``__consumer_offsets`` partitions as the runtime uses them (the broker's replicas)."""
+    """The internal topic's partitions as the runtime uses them (the broker's replicas)."""
 
     async def append(self, partition: int, leader_epoch: int, batch: bytes) -> int:
         """Append ``batch`` as leader in ``leader_epoch``; the offset after its last record.
@@ -178,7 +202,7 @@ class _Slot:
 
     partition: int
     leader_epoch: int
-    shard: GroupCoordinatorShard
+    shard: Any  # a CoordinatorShard
     timer: _ShardTimer
     state: _State = _State.LOADING
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -202,13 +226,16 @@ class _Slot:
 
 
 class CoordinatorRuntime:
+    """See the module docstring. ``new_context(partition, timer)`` makes a shard's context,
+    ``new_shard(context)`` its shard; ``record_format`` is the internal topic's."""
+
     def __init__(
         self,
         coordinator_log: CoordinatorLog,
-        new_context: Callable[[int, _ShardTimer], ShardContext],
+        new_context: Callable[[int, _ShardTimer], Any],
         *,
-        new_shard: Callable[[ShardContext], GroupCoordinatorShard] = GroupCoordinatorShard,
-        record_format: RecordFormat = records.FORMAT,
+        new_shard: Callable[[Any], CoordinatorShard],
+        record_format: RecordFormat,
         write_timeout_ms: int = 5000,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ):
@@ -334,7 +361,7 @@ class CoordinatorRuntime:
     async def write(
         self,
         partition: int,
-        operation: Callable[[GroupCoordinatorShard], Result[T]],
+        operation: Callable[[Any], Result[T]],
         *,
         timeout_ms: int | None = None,
     ) -> T:
@@ -403,7 +430,7 @@ class CoordinatorRuntime:
     async def read(
         self,
         partition: int,
-        operation: Callable[[GroupCoordinatorShard], T],
+        operation: Callable[[Any], T],
         *,
         timeout_ms: int | None = None,
     ) -> T:
@@ -447,7 +474,7 @@ class CoordinatorRuntime:
         return True
 
     async def _fire(self, partition: int, key: str, operation: Callable[[], Any]) -> None:
-        def run(_shard: GroupCoordinatorShard) -> Result[None]:
+        def run(_shard: Any) -> Result[None]:
             outcome = operation()
             return outcome if isinstance(outcome, Result) else Result()
 

@@ -1,8 +1,9 @@
 """ElectLeaders (API 43, v0-2) on the wire: what a request asks, and the answers built for it.
 
 Pure functions of kio's dataclasses, shared by the controller (which decides the elections,
-``leader_balance``) and the broker (which forwards a client's request to the controller and
-answers it, ``broker.admin.leader_election``). The rules are Kafka's:
+``controller.leader_balance``) and the broker (which forwards a client's request to the
+controller and answers it, ``broker.admin.leader_election``); here, so that neither imports the
+other. What they read and write are ``election``'s values. The rules are Kafka's:
 
 - v0 has no ``election_type``: it is a preferred election (Kafka's ``ElectLeadersRequest
   .electionType``); v1 adds the election type and a top-level error code. An election type other
@@ -24,12 +25,11 @@ waiting 1.3 s): the ``_in_slices`` forms read, build and answer them in time sli
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
+from odradek.cluster.election import ElectionAsked, ElectionType, Outcome
 from odradek.common.partitions import TopicPartition
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
@@ -38,32 +38,6 @@ from odradek.time_slices import TimeSlices, sliced
 
 API_KEY = ApiKey.ELECT_LEADERS
 FIRST_VERSION_WITH_ELECTION_TYPE = 1
-
-
-class ElectionType(enum.IntEnum):
-    """Kafka's ``ElectionType`` byte."""
-
-    PREFERRED = 0
-    UNCLEAN = 1
-
-
-class Outcome(NamedTuple):
-    """One partition's answer: an error code (``none`` once elected) and Kafka's message."""
-
-    error: ErrorCode
-    message: str | None = None
-
-
-ELECTED = Outcome(ErrorCode.none)
-
-
-@dataclass(frozen=True, slots=True)
-class ElectionAsked:
-    """What an ElectLeaders request asks, whatever its version."""
-
-    election_type: ElectionType
-    partitions: tuple[TopicPartition, ...] | None  # None: every partition
-    timeout_ms: int
 
 
 class InvalidElectionRequest(Exception):

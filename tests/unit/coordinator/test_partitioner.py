@@ -1,6 +1,6 @@
-"""A group lands on the __consumer_offsets partition Kafka would choose (Java's hashCode)."""
+"""A key (group or transactional id) lands on the partition Kafka would choose (Java's hash)."""
 
-from odradek.groups.partitioner import java_string_hash, partition_for
+from odradek.coordinator.partitioner import java_string_hash, partition_for
 
 
 def test_java_string_hash_matches_java():

@@ -1,8 +1,10 @@
-"""Which ``__consumer_offsets`` partition owns a group: Kafka's ``abs(groupId.hashCode()) % n``.
+"""Which partition of a coordinator's internal topic owns a key: Kafka's
+``abs(key.hashCode()) % n``, for a group id in ``__consumer_offsets`` and a transactional id in
+``__transaction_state`` alike.
 
 Every broker and every client-side tool must agree with Kafka here (``Utils.abs`` of Java's
-``String.hashCode`` over UTF-16 code units), so the same group id finds the same partition on a
-Kafka cluster and on Odradek. Pure.
+``String.hashCode`` over UTF-16 code units), so the same id finds the same partition on a
+Kafka cluster and on Odradek. Pure; any thread.
 """
 
 from __future__ import annotations
