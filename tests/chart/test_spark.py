@@ -127,7 +127,7 @@ def test_spark_job_reads_as_the_users_secret() -> None:
     the driver and the executors where its client.properties names its files, that file as
     --command-config, the port of the cluster's listener with the user's authentication and a
     group its ACLs cover (read from cluster-minimal.yaml and users.yaml, not copied)."""
-    from odradek_operator.model.spec import ClusterSpec
+    from odradek_operator.model.spec.cluster import ClusterSpec
     from odradek_operator.model.users import USER_SECRET_MOUNT, UserSpec, user_listener
 
     docs = documents((MANIFESTS / "spark-job.yaml").read_text())

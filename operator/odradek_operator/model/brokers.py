@@ -37,7 +37,7 @@ from typing import Any
 
 from odradek.config.broker import BROKER_KEYS
 from odradek_operator.model import meta, names, security, zookeeper_tls
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator.model.spec.cluster import ClusterSpec
 
 C = names.Component.BROKER
 SHUTDOWN_MARGIN_S = 30

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek_operator.model import meta, names, security, zookeeper_tls
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator.model.spec.cluster import ClusterSpec
 
 C = names.Component.CONTROLLER
 TERMINATION_GRACE_S = 30

@@ -24,7 +24,7 @@ from odradek_operator.model import (
     services,
     zookeeper,
 )
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator.model.spec.cluster import ClusterSpec
 
 Component = names.Component
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek_operator.model import meta, names, zookeeper_tls
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator.model.spec.cluster import ClusterSpec
 
 C = names.Component.ZOOKEEPER
 TICK_TIME_MS = 2000

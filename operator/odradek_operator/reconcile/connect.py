@@ -39,7 +39,8 @@ from odradek_operator.kube import Kube, apply
 from odradek_operator.model import connect, names
 from odradek_operator.model.connect_security import WorkerSecurity, trusted_bundle
 from odradek_operator.model.meta import config_hash
-from odradek_operator.model.spec import ClusterSpec, SpecError
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.model.spec.readers import SpecError
 from odradek_operator.reconcile.connect_api import (
     ConnectApiFactory,
     ConnectRefused,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from odradek_operator.kube import Kube
 from odradek_operator.model import names
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator.model.spec.cluster import ClusterSpec
 
 __all__ = [
     "COMPONENTS",

@@ -13,7 +13,7 @@ import pytest
 
 from odradek.config.properties import parse_properties
 from odradek_operator.model import connect, names
-from odradek_operator.model.spec import SpecError
+from odradek_operator.model.spec.readers import SpecError
 
 IMAGE = "odradek:0.1.0"
 BOOTSTRAP = "demo-bootstrap.data.svc:9092"

@@ -21,7 +21,8 @@ from odradek_operator.model.connect_security import (
     TrustedCertificate,
     trusted_bundle,
 )
-from odradek_operator.model.spec import ClusterSpec, SpecError
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.model.spec.readers import SpecError
 
 IMAGE = "odradek:0.1.0"
 SCRAM = {

@@ -9,7 +9,7 @@ import pytest
 
 from odradek_operator.model import connect, names
 from odradek_operator.model.desired import desired_objects
-from odradek_operator.model.spec import DEFAULT_REQUESTS
+from odradek_operator.model.spec.resources import DEFAULT_REQUESTS
 
 COMPONENTS = ("zookeeper", "controller", "broker")
 

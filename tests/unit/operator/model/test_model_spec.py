@@ -9,14 +9,10 @@ from typing import Any
 import pytest
 
 from odradek.config.broker import BrokerConfig
-from odradek_operator.model.spec import (
-    BROKER_CONFIG_DEFAULTS,
-    OPERATOR_OWNED_BROKER_KEYS,
-    ClusterSpec,
-    SpecError,
-    TopicSpec,
-    topic_state,
-)
+from odradek_operator.model.spec.brokers import BROKER_CONFIG_DEFAULTS, OPERATOR_OWNED_BROKER_KEYS
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.model.spec.readers import SpecError
+from odradek_operator.model.spec.topic import TopicSpec, topic_state
 
 
 def cluster(spec: dict[str, Any] | None = None, **metadata: Any) -> dict[str, Any]:
