@@ -25,9 +25,8 @@ import os
 
 import kopf
 
-from odradek_operator import logs, metrics
+from odradek_operator import logs, metrics, names
 from odradek_operator.kube import ApiKube
-from odradek_operator.model import names
 from odradek_operator.reconcile.admin import ClusterUnavailable, OpsAdmin
 from odradek_operator.reconcile.cluster import ClusterContext, reconcile_cluster
 from odradek_operator.reconcile.connect import delete_connector, reconcile_connect, sync_connector

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from odradek_operator.model import names
+from odradek_operator import names
 from support.chart import CHART, CI_VALUES, MANIFESTS, by_kind, documents, render, validate_builtin
 
 pytestmark = pytest.mark.k8s

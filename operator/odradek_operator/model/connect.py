@@ -40,7 +40,8 @@ from typing import Any
 
 from odradek.connect.api import ConfigException
 from odradek.connect.worker_config import WorkerConfig
-from odradek_operator.model import meta, names, network_policies
+from odradek_operator import names
+from odradek_operator.model import meta, network_policies
 from odradek_operator.model.connect_security import TRUSTED_KEY, ConnectSecurity, WorkerSecurity
 from odradek_operator.model.spec.readers import (
     SpecError,

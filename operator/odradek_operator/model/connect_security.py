@@ -60,7 +60,8 @@ from typing import Any
 
 from odradek.connect.config_providers import CONFIG_PROVIDERS, ENV
 from odradek.connect.worker_security import is_security_key
-from odradek_operator.model import crds, names
+from odradek_operator import names
+from odradek_operator.model import crds
 from odradek_operator.model.spec.cluster import ClusterSpec
 from odradek_operator.model.spec.listeners import Listener
 from odradek_operator.model.spec.readers import SpecError, _kind, _mapping, _only

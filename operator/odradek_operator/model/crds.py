@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek_operator.model.names import API_VERSION, GROUP, VERSION
+from odradek_operator.names import API_VERSION, GROUP, VERSION
 
 __all__ = ["API_VERSION", "GROUP", "VERSION", "crds", "spec_field"]
 

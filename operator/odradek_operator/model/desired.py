@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from odradek_operator import names
 from odradek_operator.model import (
     brokers,
     controllers,
-    names,
     network_policies,
     policy,
     services,

@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from odradek_operator.model import names
+from odradek_operator import names
 from odradek_operator.model.spec.cluster import ClusterSpec
 from odradek_operator.model.spec.resources import Resources
 

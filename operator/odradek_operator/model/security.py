@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek_operator.model import names
+from odradek_operator import names
 from odradek_operator.model.spec.cluster import ClusterSpec
 
 __all__ = [

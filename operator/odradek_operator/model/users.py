@@ -45,7 +45,8 @@ from odradek.security.acl import (
     ResourceType,
     kafka_name,
 )
-from odradek_operator.model import crds, names
+from odradek_operator import names
+from odradek_operator.model import crds
 from odradek_operator.model.meta import render_properties
 from odradek_operator.model.spec.cluster import ClusterSpec
 from odradek_operator.model.spec.listeners import Listener

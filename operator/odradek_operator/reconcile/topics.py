@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from odradek.ops import ClusterView
-from odradek_operator.model import names
+from odradek_operator import names
 from odradek_operator.model.spec.cluster import ClusterSpec
 from odradek_operator.model.spec.readers import SpecError
 from odradek_operator.model.spec.topic import TopicSpec

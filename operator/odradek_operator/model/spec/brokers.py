@@ -38,7 +38,7 @@ from odradek.config.broker import BROKER_KEYS, BrokerConfig
 from odradek.config.controller import CONTROLLER_KEYS, ControllerConfig
 from odradek.config.zookeeper_tls import ZK_CLIENT_KEYS
 from odradek.errors import InvalidConfigError
-from odradek_operator.model import names
+from odradek_operator import names
 from odradek_operator.model.spec.listeners import Ports
 from odradek_operator.model.spec.network import _LABEL_KEY
 from odradek_operator.model.spec.readers import (

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from odradek_operator.model import names
+from odradek_operator import names
 from odradek_operator.model.spec.brokers import BrokerSpec, _brokers
 from odradek_operator.model.spec.listeners import (
     DEFAULT_LISTENERS,

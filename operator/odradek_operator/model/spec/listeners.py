@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.config.authorizer import super_user_principals
-from odradek_operator.model import names
+from odradek_operator import names
 from odradek_operator.model.spec.network import network_policy_peers
 from odradek_operator.model.spec.readers import (
     _ABSENT,

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from odradek_operator.model import names
+from odradek_operator import names
 from odradek_operator.model.spec.readers import SpecError, _mapping, _only, crd_enum, crd_fact
 
 _PEERS = "spec.listeners[].networkPolicyPeers"

@@ -19,7 +19,7 @@ from typing import Any
 from odradek.config.topic import CONFIG_KEYS as TOPIC_CONFIG_KEYS
 from odradek.config.topic import TopicConfig
 from odradek.errors import InvalidConfigError
-from odradek_operator.model import names
+from odradek_operator import names
 from odradek_operator.model.spec.readers import (
     _ABSENT,
     SpecError,

@@ -13,7 +13,8 @@ import pytest
 
 from odradek.config.properties import parse_properties
 from odradek.connect.worker_config import WorkerConfig
-from odradek_operator.model import connect, names
+from odradek_operator import names
+from odradek_operator.model import connect
 from odradek_operator.model.connect_security import (
     CERTS_DIR,
     PASSWORD_ENV,
