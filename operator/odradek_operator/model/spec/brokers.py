@@ -57,6 +57,13 @@ from odradek_operator.model.spec.readers import (
 )
 from odradek_operator.model.spec.resources import DEFAULT_REQUESTS, Resources, Storage
 
+__all__ = [
+    "BROKER_CONFIG_DEFAULTS",
+    "OPERATOR_OWNED_BROKER_KEYS",
+    "BrokerSpec",
+    "Volume",
+]
+
 _CLUSTER = names.CLUSTER_KIND
 BROKER_REPLICAS = crd_range(_CLUSTER, "spec.brokers.replicas")
 VOLUMES_MAX = crd_fact(_CLUSTER, "spec.brokers.storage.volumes", "maxItems")

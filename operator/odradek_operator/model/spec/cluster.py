@@ -44,6 +44,13 @@ from odradek_operator.model.spec.readers import (
 )
 from odradek_operator.model.spec.resources import DEFAULT_REQUESTS, Resources, Storage
 
+__all__ = [
+    "CaSpec",
+    "ClusterSpec",
+    "ControllersSpec",
+    "ZooKeeperSpec",
+]
+
 _CLUSTER = names.CLUSTER_KIND
 CLUSTER_NAME_MAX = crd_fact(_CLUSTER, "metadata.name", "maxLength")
 _DNS_1035 = re.compile(crd_fact(_CLUSTER, "metadata.name", "pattern"))

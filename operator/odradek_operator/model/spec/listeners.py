@@ -36,6 +36,14 @@ from odradek_operator.model.spec.readers import (
     crd_range,
 )
 
+__all__ = [
+    "DEFAULT_LISTENERS",
+    "RESERVED_LISTENER_NAMES",
+    "Authorization",
+    "Listener",
+    "Ports",
+]
+
 _CLUSTER = names.CLUSTER_KIND
 PORTS = crd_range(_CLUSTER, "spec.controlPlane.port")
 LISTENERS_MAX = crd_fact(_CLUSTER, "spec.listeners", "maxItems")

@@ -16,6 +16,11 @@ from typing import Any
 from odradek_operator import names
 from odradek_operator.model.spec.readers import SpecError, _mapping, _only, crd_enum, crd_fact
 
+__all__ = [
+    "NETWORK_POLICY_PEERS_MAX",
+    "network_policy_peers",
+]
+
 _PEERS = "spec.listeners[].networkPolicyPeers"
 NETWORK_POLICY_PEERS_MAX = crd_fact(names.CLUSTER_KIND, _PEERS, "maxItems")
 _SELECTOR_OPERATORS = crd_enum(

@@ -21,6 +21,14 @@ from typing import Any
 
 from odradek_operator.model import crds
 
+__all__ = [
+    "SpecError",
+    "crd_default",
+    "crd_enum",
+    "crd_fact",
+    "crd_range",
+]
+
 
 class SpecError(ValueError):
     """A custom resource's spec the operator refuses; ``field`` names where, ``message`` why."""

@@ -16,6 +16,12 @@ from dataclasses import dataclass
 
 from odradek_operator.model.spec.readers import SpecError, _mapping, _only, _quantity
 
+__all__ = [
+    "DEFAULT_REQUESTS",
+    "Resources",
+    "Storage",
+]
+
 # Requests of each container when the spec sets neither a request nor a limit for a resource
 # (docs/kubernetes.md, "Hardening"): what a small production pod needs to be scheduled fairly.
 DEFAULT_REQUESTS: Mapping[str, Mapping[str, str]] = {

@@ -33,6 +33,11 @@ from odradek_operator.model.spec.readers import (
     crd_range,
 )
 
+__all__ = [
+    "TopicSpec",
+    "topic_state",
+]
+
 _TOPIC = names.TOPIC_KIND
 TOPIC_NAME_MAX = crd_fact(_TOPIC, "spec.topicName", "maxLength")  # Kafka's 249
 TOPIC_PARTITIONS = crd_range(_TOPIC, "spec.partitions")
