@@ -4,8 +4,10 @@ OdradekCluster: create/update/resume run one reconciliation pass; a pass with mo
 ``Retry`` and kopf calls it again after ``delay_s`` (TemporaryError), a refused spec is a
 PermanentError (the status says why) until the spec changes; a timer runs the same pass every
 ``CLUSTER_INTERVAL_S`` so an operator restarted mid-operation, or a pod deleted by hand, is picked
-up. Passes of one cluster never overlap (a lock per object). OdradekTopic: create/update/resume
-converge it, a timer reverts drift, deletion (kopf's finalizer) deletes the topic.
+up. Passes of one cluster never overlap (a lock per object). A change of
+``spec.brokers.replicas`` is also announced as a ``Scaling`` event. OdradekTopic:
+create/update/resume converge it, a timer reverts drift, deletion (kopf's finalizer) deletes the
+topic.
 OdradekConnect: create/update/resume and a timer apply its workers' objects and report them.
 OdradekConnector: create/update/resume and a timer converge it through the workers' REST API
 (config, target state) and read its status; deletion (kopf's finalizer) deletes the connector.
@@ -25,9 +27,8 @@ import os
 
 import kopf
 
-from odradek_operator import logs, metrics
+from odradek_operator import logs, metrics, names
 from odradek_operator.kube import ApiKube
-from odradek_operator.model import names
 from odradek_operator.reconcile.admin import ClusterUnavailable, OpsAdmin
 from odradek_operator.reconcile.cluster import ClusterContext, reconcile_cluster
 from odradek_operator.reconcile.connect import delete_connector, reconcile_connect, sync_connector

@@ -4,7 +4,7 @@
 patch, delete with a propagation policy); ``ApiKube`` implements it over the ``kubernetes``
 client's ``ApiClient`` on raw paths, each blocking call in a worker thread, with the client's own
 configuration ($KUBECONFIG or the pod's service account). The unit tests use an in-memory fake
-(``FakeKube`` in tests/support/operator_doubles.py).
+(``FakeKube``, tests/support/operator_doubles.py).
 
 ``apply(kube, desired)`` is the one write path for the objects the operator owns: create the
 object when missing, else merge-patch only the top-level fields of ``desired`` whose value is not

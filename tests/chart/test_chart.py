@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from odradek_operator import kube
-from odradek_operator.model import crds, names
+from odradek_operator import kube, names
+from odradek_operator.model import crds
 from support.chart import (
     BAD_VALUES,
     CHART,

@@ -8,8 +8,9 @@ from __future__ import annotations
 import yaml
 
 from odradek.security.acl import AclOperation, ResourceType
-from odradek_operator.model import connect, names
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator import names
+from odradek_operator.model import connect
+from odradek_operator.model.spec.cluster import ClusterSpec
 from odradek_operator.model.users import UserSpec
 from support.chart import MANIFESTS, documents
 

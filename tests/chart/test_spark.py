@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from odradek_operator.model import names
+from odradek_operator import names
 from support.chart import CHART, CI_VALUES, MANIFESTS, by_kind, documents, render, validate_builtin
 
 pytestmark = pytest.mark.k8s
@@ -127,7 +127,7 @@ def test_spark_job_reads_as_the_users_secret() -> None:
     the driver and the executors where its client.properties names its files, that file as
     --command-config, the port of the cluster's listener with the user's authentication and a
     group its ACLs cover (read from cluster-minimal.yaml and users.yaml, not copied)."""
-    from odradek_operator.model.spec import ClusterSpec
+    from odradek_operator.model.spec.cluster import ClusterSpec
     from odradek_operator.model.users import USER_SECRET_MOUNT, UserSpec, user_listener
 
     docs = documents((MANIFESTS / "spark-job.yaml").read_text())

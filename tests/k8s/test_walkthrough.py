@@ -31,7 +31,7 @@ from odradek.client.admin import ClusterClient, build
 from odradek.client.security import SaslAuthenticationError, client_security
 from odradek.commands.client_properties import translate
 from odradek.ops.errors import OpsError
-from odradek_operator.model import names
+from odradek_operator import names
 from odradek_operator.reconcile.admin import AdminTls
 from support.chart import CHART, MANIFESTS, ROOT, helm
 from support.k8s.apiserver import ApiServerThread

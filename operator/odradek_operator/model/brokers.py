@@ -36,8 +36,9 @@ import math
 from typing import Any
 
 from odradek.config.broker import BROKER_KEYS
-from odradek_operator.model import meta, names, security, zookeeper_tls
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator import names
+from odradek_operator.model import meta, security, zookeeper_tls
+from odradek_operator.model.spec.cluster import ClusterSpec
 
 C = names.Component.BROKER
 SHUTDOWN_MARGIN_S = 30

@@ -27,7 +27,8 @@ An ``OdradekConnector`` is a connector of the Connect cluster ``spec.connectRef`
 resource's name, its config ``spec.config`` with ``connector.class`` from ``spec.class`` and
 ``tasks.max`` from ``spec.tasksMax``; ``spec.state`` is its target state.
 
-Rule (as spec.py): never accept what is not honoured; refusals are ``SpecError(field, message)``.
+Rule (as model/spec/): never accept what is not honoured; refusals are
+``SpecError(field, message)``.
 Pure, no I/O: any thread may call it.
 """
 
@@ -39,18 +40,22 @@ from typing import Any
 
 from odradek.connect.api import ConfigException
 from odradek.connect.worker_config import WorkerConfig
-from odradek_operator.model import meta, names, network_policies
+from odradek_operator import names
+from odradek_operator.model import meta, network_policies
 from odradek_operator.model.connect_security import TRUSTED_KEY, ConnectSecurity, WorkerSecurity
-from odradek_operator.model.spec import (
-    DEFAULT_REQUESTS,
-    Resources,
+from odradek_operator.model.spec.readers import (
     SpecError,
     _int,
     _kind,
     _mapping,
     _only,
     _str,
+    crd_default,
+    crd_enum,
+    crd_fact,
+    crd_range,
 )
+from odradek_operator.model.spec.resources import DEFAULT_REQUESTS, Resources
 from odradek_operator.pki.secrets import encode
 
 __all__ = [
@@ -65,11 +70,20 @@ __all__ = [
     "worker_properties",
 ]
 
-REPLICAS_MAX = 100  # as the CRD
-TASKS_MAX = 1000
-CONNECT_NAME_MAX = 40  # "<name>-connect-config" stays a 63-character DNS label
-LOG_LEVELS = ("WARNING", "DEBUG")
-CONNECTOR_STATES = ("running", "paused", "stopped")
+# Bounds, defaults and enums: the CRDs' (model/crds.py), read through spec/readers.py.
+_CONNECT, _CONNECTOR = names.CONNECT_KIND, names.CONNECTOR_KIND
+REPLICAS = crd_range(_CONNECT, "spec.replicas")
+DEFAULT_REPLICAS: int = crd_default(_CONNECT, "spec.replicas")
+CONNECT_NAME_MAX = crd_fact(_CONNECT, "metadata.name", "maxLength")  # "<name>-connect-config"
+LOG_LEVELS = crd_enum(_CONNECT, "spec.logLevel")
+DEFAULT_LOG_LEVEL: str = crd_default(_CONNECT, "spec.logLevel")
+_PULL_POLICIES = crd_enum(_CONNECT, "spec.imagePullPolicy")
+DEFAULT_IMAGE_PULL_POLICY: str = crd_default(_CONNECT, "spec.imagePullPolicy")
+DEFAULT_NETWORK_POLICIES: bool = crd_default(_CONNECT, "spec.networkPolicies")
+TASKS = crd_range(_CONNECTOR, "spec.tasksMax")
+DEFAULT_TASKS_MAX: int = crd_default(_CONNECTOR, "spec.tasksMax")
+CONNECTOR_STATES = crd_enum(_CONNECTOR, "spec.state")
+DEFAULT_STATE: str = crd_default(_CONNECTOR, "spec.state")
 TARGET_STATES = {"running": "STARTED", "paused": "PAUSED", "stopped": "STOPPED"}
 # Observed states (Kafka's AbstractStatus.State) that mean the target state is reached.
 REACHED = {"running": "RUNNING", "paused": "PAUSED", "stopped": "STOPPED"}
@@ -152,7 +166,7 @@ class ConnectSpec:
     resources: Resources
     log_level: str
     security: ConnectSecurity = ConnectSecurity()
-    network_policies: bool = True
+    network_policies: bool = DEFAULT_NETWORK_POLICIES
 
     @classmethod
     def from_resource(cls, body: Mapping[str, Any]) -> ConnectSpec:
@@ -177,7 +191,7 @@ class ConnectSpec:
                 "networkPolicies",
             ),
         )
-        replicas = _int(spec, "replicas", "spec", 1, 0, REPLICAS_MAX)
+        replicas = _int(spec, "replicas", "spec", DEFAULT_REPLICAS, *REPLICAS)
         cluster_ref = _str(spec, "clusterRef", "spec", None)
         bootstrap = _str(spec, "bootstrapServers", "spec", None)
         if (cluster_ref is None) == (bootstrap is None):
@@ -186,11 +200,11 @@ class ConnectSpec:
                 "exactly one of clusterRef (an OdradekCluster of this namespace) and "
                 "bootstrapServers (host:port,...) says where the workers connect",
             )
-        log_level = spec.get("logLevel", "WARNING")
+        log_level = spec.get("logLevel", DEFAULT_LOG_LEVEL)
         if log_level not in LOG_LEVELS:
             raise SpecError("spec.logLevel", f"{log_level!r} is not one of {', '.join(LOG_LEVELS)}")
-        pull = spec.get("imagePullPolicy", "IfNotPresent")
-        if pull not in ("Always", "IfNotPresent", "Never"):
+        pull = spec.get("imagePullPolicy", DEFAULT_IMAGE_PULL_POLICY)
+        if pull not in _PULL_POLICIES:
             raise SpecError("spec.imagePullPolicy", f"{pull!r} is not a pull policy")
         parsed = cls(
             name=name,
@@ -207,7 +221,7 @@ class ConnectSpec:
             ),
             log_level=log_level,
             security=ConnectSecurity.parse(spec),
-            network_policies=_bool(spec, "networkPolicies", True),
+            network_policies=_bool(spec, "networkPolicies", DEFAULT_NETWORK_POLICIES),
         )
         parsed.security.check_worker_config(parsed.config, cluster_ref is not None)
         _check_worker_config(parsed)
@@ -523,8 +537,8 @@ class ConnectorSpec:
                 "required: the connector class (FileStreamSource, "
                 "org.apache.kafka.connect.file.FileStreamSourceConnector or package.module:Class)",
             )
-        tasks_max = _int(spec, "tasksMax", "spec", 1, 1, TASKS_MAX)
-        state = spec.get("state", "running")
+        tasks_max = _int(spec, "tasksMax", "spec", DEFAULT_TASKS_MAX, *TASKS)
+        state = spec.get("state", DEFAULT_STATE)
         if state not in CONNECTOR_STATES:
             raise SpecError("spec.state", f"{state!r} is not one of {', '.join(CONNECTOR_STATES)}")
         return cls(

@@ -60,8 +60,11 @@ from typing import Any
 
 from odradek.connect.config_providers import CONFIG_PROVIDERS, ENV
 from odradek.connect.worker_security import is_security_key
-from odradek_operator.model import crds, names
-from odradek_operator.model.spec import ClusterSpec, Listener, SpecError, _kind, _mapping, _only
+from odradek_operator import names
+from odradek_operator.model import crds
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.model.spec.listeners import Listener
+from odradek_operator.model.spec.readers import SpecError, _kind, _mapping, _only
 
 __all__ = [
     "AUTHENTICATION_TYPES",
@@ -82,7 +85,7 @@ _LOGIN_MODULES = {
     SCRAM_256: "org.apache.kafka.common.security.scram.ScramLoginModule",
     PLAIN: "org.apache.kafka.common.security.plain.PlainLoginModule",
 }
-# The cluster's listeners' authentication names (model/spec.py) for each of ours.
+# The cluster's listeners' authentication names (model/spec/listeners.py) for each of ours.
 _LISTENER_AUTHENTICATION = {SCRAM_512: "scram-sha-512", TLS: "tls", None: "none"}
 CERTS_DIR = "/etc/odradek/connect-certs"
 TRUSTED_DIR = "/etc/odradek/connect-trusted"  # the bundle Secret's mount

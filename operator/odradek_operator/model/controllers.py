@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek_operator.model import meta, names, security, zookeeper_tls
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator import names
+from odradek_operator.model import meta, security, zookeeper_tls
+from odradek_operator.model.spec.cluster import ClusterSpec
 
 C = names.Component.CONTROLLER
 TERMINATION_GRACE_S = 30

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.common.topics import TOPIC_NAME_LENGTH_MAX, TOPIC_NAME_PATTERN
-from odradek_operator.model.names import API_VERSION, GROUP, VERSION
+from odradek_operator.names import API_VERSION, GROUP, VERSION
 
 __all__ = ["API_VERSION", "GROUP", "VERSION", "crds", "spec_field"]
 
@@ -43,7 +43,7 @@ QUANTITY_PATTERN = (
 # Kafka's legal topic names (org.apache.kafka.common.internals.Topic).
 # An RFC 1035 label: the names of the objects the operator derives from a cluster's name.
 DNS_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-# "<name>-controller-nodes" must stay a 63-character DNS label (as model/spec.py checks).
+# "<name>-controller-nodes" must stay a 63-character DNS label (as model/spec/cluster.py checks).
 CLUSTER_NAME_MAX = 40
 
 # The limits a schema states (bounded lists keep CEL cost estimates and the API server happy).
@@ -950,7 +950,7 @@ def crd_for(kind: str) -> dict[str, Any]:
 def spec_field(kind: str, path: str) -> Schema:
     """The schema node of one field of ``kind``, e.g. ``spec.brokers.replicas`` or
     ``spec.brokers.storage.volumes[].id`` (``[]``: a list's items). The operator reads its bounds
-    from here (model/spec.py), so the CRD and the operator's checks cannot drift apart."""
+    from here (model/spec/readers.py), so the CRD and the operator's checks cannot drift apart."""
     node = open_api_schema(crd_for(kind))
     for part in path.split("."):
         node = node["properties"][part.removesuffix("[]")]

@@ -15,16 +15,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from odradek_operator import names
 from odradek_operator.model import (
     brokers,
     controllers,
-    names,
     network_policies,
     policy,
     services,
     zookeeper,
 )
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator.model.spec.cluster import ClusterSpec
 
 Component = names.Component
 

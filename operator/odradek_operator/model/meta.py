@@ -22,8 +22,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from odradek_operator.model import names
-from odradek_operator.model.spec import ClusterSpec, Resources
+from odradek_operator import names
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.model.spec.resources import Resources
 
 # The Odradek image's user (the Dockerfile's); the official ZooKeeper image runs as its own.
 ODRADEK_UID = 10001

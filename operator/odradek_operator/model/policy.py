@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek_operator.model import meta, names
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator import names
+from odradek_operator.model import meta
+from odradek_operator.model.spec.cluster import ClusterSpec
 
 MAX_UNAVAILABLE = 1
 

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek_operator.model import names
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator import names
+from odradek_operator.model.spec.cluster import ClusterSpec
 
 __all__ = [
     "ACL_AUTHORIZER",
@@ -104,7 +104,7 @@ def broker_listener_protocols(cluster: ClusterSpec) -> dict[str, str]:
 
 def client_ports(cluster: ClusterSpec) -> list[tuple[str, int]]:
     """(container port name, port) of each client listener: the first is ``client`` (as before
-    spec.listeners), the others their listener's name (never a reserved one, spec.py)."""
+    spec.listeners), the others their listener's name (never a reserved one, spec/listeners.py)."""
     return [
         ("client" if i == 0 else listener.name, listener.port)
         for i, listener in enumerate(cluster.listeners)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek_operator.model import meta, names, security
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator import names
+from odradek_operator.model import meta, security
+from odradek_operator.model.spec.cluster import ClusterSpec
 
 Component = names.Component
 

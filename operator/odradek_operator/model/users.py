@@ -45,9 +45,12 @@ from odradek.security.acl import (
     ResourceType,
     kafka_name,
 )
-from odradek_operator.model import crds, names
+from odradek_operator import names
+from odradek_operator.model import crds
 from odradek_operator.model.meta import render_properties
-from odradek_operator.model.spec import ClusterSpec, Listener, SpecError
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.model.spec.listeners import Listener
+from odradek_operator.model.spec.readers import SpecError, _only, crd_default
 from odradek_operator.pki.secrets import encode
 
 __all__ = [
@@ -85,6 +88,10 @@ _RESOURCE_TYPES = {
 }
 _PATTERN_TYPES = {"literal": PatternType.LITERAL, "prefix": PatternType.PREFIXED}
 _PERMISSIONS = {"allow": AclPermissionType.ALLOW, "deny": AclPermissionType.DENY}
+# The defaults of an ACL rule's fields are the CRD's (allow, literal; the host is Kafka's "*").
+_ACL = "spec.authorization.acls[]"
+_DEFAULT_PERMISSION: str = crd_default(names.USER_KIND, f"{_ACL}.type")
+_DEFAULT_PATTERN_TYPE: str = crd_default(names.USER_KIND, f"{_ACL}.resource.patternType")
 _OPERATIONS = {kafka_name(op): op for op in AclOperation if kafka_name(op) in crds.ACL_OPERATIONS}
 # spec.quotas -> Kafka's client quota keys (user entity), and whether the value is a LONG.
 QUOTA_KEYS: Mapping[str, tuple[str, bool]] = {
@@ -173,12 +180,6 @@ def _mapping(value: object, where: str) -> Mapping[str, Any]:
     return value
 
 
-def _only(section: Mapping[str, Any], where: str, known: tuple[str, ...]) -> None:
-    for key in section:
-        if key not in known:
-            raise SpecError(f"{where}.{key}", f"unknown field (known: {', '.join(known)})")
-
-
 def _choice(section: Mapping[str, Any], key: str, where: str, choices, default=None):
     value = section.get(key, default)
     if value not in choices:
@@ -246,11 +247,13 @@ def _acls(value: object, principal: str) -> tuple[AclBinding, ...]:
 
 def _rule(rule: Mapping[str, Any], where: str, principal: str) -> list[AclBinding]:
     _only(rule, where, ("type", "resource", "operations", "host"))
-    permission = _choice(rule, "type", where, _PERMISSIONS, "allow")
+    permission = _choice(rule, "type", where, _PERMISSIONS, _DEFAULT_PERMISSION)
     resource = _mapping(rule.get("resource"), f"{where}.resource")
     _only(resource, f"{where}.resource", ("type", "name", "patternType"))
     resource_type = _choice(resource, "type", f"{where}.resource", _RESOURCE_TYPES)
-    pattern_type = _choice(resource, "patternType", f"{where}.resource", _PATTERN_TYPES, "literal")
+    pattern_type = _choice(
+        resource, "patternType", f"{where}.resource", _PATTERN_TYPES, _DEFAULT_PATTERN_TYPE
+    )
     name = resource.get("name")
     if resource_type is ResourceType.CLUSTER:
         if name is not None:

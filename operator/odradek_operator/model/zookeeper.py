@@ -30,8 +30,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek_operator.model import meta, names, zookeeper_tls
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator import names
+from odradek_operator.model import meta, zookeeper_tls
+from odradek_operator.model.spec.cluster import ClusterSpec
 
 C = names.Component.ZOOKEEPER
 TICK_TIME_MS = 2000

@@ -46,8 +46,8 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.config.zookeeper_tls import CNXN_SOCKET_NETTY
-from odradek_operator.model import names
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator import names
+from odradek_operator.model.spec.cluster import ClusterSpec
 from odradek_operator.pki.secrets import CA_CERT
 
 __all__ = [

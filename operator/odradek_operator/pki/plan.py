@@ -35,7 +35,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from odradek_operator.model import names
+from odradek_operator import names
 from odradek_operator.pki import secrets
 from odradek_operator.pki.certs import (
     CertificateAuthority,

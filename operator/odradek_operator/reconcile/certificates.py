@@ -33,11 +33,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from odradek_operator import metrics
+from odradek_operator import metrics, names
 from odradek_operator.kube import Kube
-from odradek_operator.model import meta, names, zookeeper_tls
+from odradek_operator.model import meta, zookeeper_tls
 from odradek_operator.model.security import CLIENTS_CA_FILE
-from odradek_operator.model.spec import CaSpec, ClusterSpec
+from odradek_operator.model.spec.cluster import CaSpec, ClusterSpec
 from odradek_operator.pki import plan, secrets
 from odradek_operator.pki.plan import CaPlan, CaRefused, LeafPlan
 from odradek_operator.reconcile.admin import AdminTls

@@ -28,9 +28,11 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from odradek_operator import names
 from odradek_operator.kube import Kube, apply
-from odradek_operator.model import crds, desired, names, zookeeper_tls
-from odradek_operator.model.spec import ClusterSpec, SpecError
+from odradek_operator.model import crds, desired, zookeeper_tls
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.model.spec.readers import SpecError
 from odradek_operator.reconcile import racks, restarts, scaling, volumes
 from odradek_operator.reconcile.admin import AdminRefused, ClusterAdmin, ClusterUnavailable
 from odradek_operator.reconcile.certificates import Certificates, reconcile_certificates

@@ -35,11 +35,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from odradek_operator import names
 from odradek_operator.kube import Kube, apply
-from odradek_operator.model import connect, names
+from odradek_operator.model import connect
 from odradek_operator.model.connect_security import WorkerSecurity, trusted_bundle
 from odradek_operator.model.meta import config_hash
-from odradek_operator.model.spec import ClusterSpec, SpecError
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.model.spec.readers import SpecError
 from odradek_operator.reconcile.connect_api import (
     ConnectApiFactory,
     ConnectRefused,

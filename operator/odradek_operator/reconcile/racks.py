@@ -17,8 +17,8 @@ Called from the cluster pass only, one call at a time per cluster.
 
 from __future__ import annotations
 
+from odradek_operator import names
 from odradek_operator.kube import Kube, KubeError
-from odradek_operator.model import names
 
 __all__ = ["RACK", "annotate_racks"]
 

@@ -20,8 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from odradek.ops import ClusterView
-from odradek_operator.model import names
-from odradek_operator.model.spec import ClusterSpec, SpecError, TopicSpec
+from odradek_operator import names
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.model.spec.readers import SpecError
+from odradek_operator.model.spec.topic import TopicSpec
 from odradek_operator.reconcile.admin import AdminRefused, ClusterAdmin, ClusterUnavailable
 from odradek_operator.reconcile.certificates import read_admin_tls
 from odradek_operator.reconcile.status import (

@@ -22,8 +22,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import NameOID
 
-from odradek_operator.model import names
-from odradek_operator.model.spec import CaSpec
+from odradek_operator import names
+from odradek_operator.model.spec.cluster import CaSpec
 from odradek_operator.model.users import UserSpec
 from odradek_operator.pki import certs
 from odradek_operator.pki import secrets as pki_secrets

@@ -43,10 +43,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from odradek.security.acl import AclBinding, kafka_name
-from odradek_operator import metrics
+from odradek_operator import metrics, names
 from odradek_operator.kube import KubeError, contains
-from odradek_operator.model import names
-from odradek_operator.model.spec import ClusterSpec, Listener, SpecError
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.model.spec.listeners import Listener
+from odradek_operator.model.spec.readers import SpecError
 from odradek_operator.model.users import (
     AUTH_SCRAM,
     CREDENTIAL_ANNOTATION,

@@ -1,6 +1,6 @@
 """What the reconcilers read of the world: a cluster's StatefulSets and pods, by component.
 
-Names and labels come from model/names.py. ``PodState`` is the part of a pod
+Names and labels come from odradek_operator/names.py. ``PodState`` is the part of a pod
 the decisions need: ordinal, readiness, the config hash it was created with, the manual restart
 annotation, whether it is already terminating.
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from odradek_operator import names
 from odradek_operator.kube import Kube
-from odradek_operator.model import names
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator.model.spec.cluster import ClusterSpec
 
 __all__ = [
     "COMPONENTS",

@@ -33,9 +33,8 @@ from kafka.errors import KafkaError
 from odradek.client.admin import ClusterClient, build, element_type
 from odradek.client.errors import ClusterUnreachableError
 from odradek.client.security import ClientSecurity, SaslCredentials
-from odradek_operator import metrics
+from odradek_operator import metrics, names
 from odradek_operator.kube import ApiKube
-from odradek_operator.model import names
 from odradek_operator.pki import certs, secrets
 from odradek_operator.reconcile.admin import AdminTls, OpsAdmin
 from odradek_operator.reconcile.certificates import pod_hash

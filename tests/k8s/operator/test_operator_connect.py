@@ -20,8 +20,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.config.properties import parse_properties
+from odradek_operator import names
 from odradek_operator.kube import ApiKube
-from odradek_operator.model import names
 from odradek_operator.reconcile.admin import OpsAdmin
 from odradek_operator.reconcile.cluster import ClusterContext
 from support.k8s.kubelet import KubeletStandIn

@@ -19,8 +19,8 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from odradek_operator import names
 from odradek_operator.kube import ApiKube
-from odradek_operator.model import names
 from odradek_operator.model.connect_security import PASSWORD_ENV
 from odradek_operator.reconcile.admin import AdminTls, OpsAdmin
 from odradek_operator.reconcile.cluster import ClusterContext

@@ -24,8 +24,8 @@ from odradek.client.security import SaslAuthenticationError, client_security
 from odradek.commands.client_properties import translate
 from odradek.errors import ErrorCode
 from odradek.ops.errors import OpsError
+from odradek_operator import names
 from odradek_operator.kube import ApiKube
-from odradek_operator.model import names
 from odradek_operator.reconcile.admin import AdminTls, OpsAdmin
 from odradek_operator.reconcile.cluster import ClusterContext
 from support.k8s.kubelet import KubeletStandIn

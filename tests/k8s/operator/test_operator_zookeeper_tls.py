@@ -28,8 +28,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from odradek_operator import names
 from odradek_operator.kube import ApiKube
-from odradek_operator.model import names
 from odradek_operator.pki import CertificateAuthority, issue_leaf, make_ca
 from odradek_operator.pki.secrets import decode
 from odradek_operator.reconcile.admin import OpsAdmin

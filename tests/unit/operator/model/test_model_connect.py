@@ -12,8 +12,9 @@ import kubernetes_validate
 import pytest
 
 from odradek.config.properties import parse_properties
-from odradek_operator.model import connect, names
-from odradek_operator.model.spec import SpecError
+from odradek_operator import names
+from odradek_operator.model import connect
+from odradek_operator.model.spec.readers import SpecError
 
 IMAGE = "odradek:0.1.0"
 BOOTSTRAP = "demo-bootstrap.data.svc:9092"

@@ -13,7 +13,8 @@ import pytest
 
 from odradek.config.properties import parse_properties
 from odradek.connect.worker_config import WorkerConfig
-from odradek_operator.model import connect, names
+from odradek_operator import names
+from odradek_operator.model import connect
 from odradek_operator.model.connect_security import (
     CERTS_DIR,
     PASSWORD_ENV,
@@ -21,7 +22,8 @@ from odradek_operator.model.connect_security import (
     TrustedCertificate,
     trusted_bundle,
 )
-from odradek_operator.model.spec import ClusterSpec, SpecError
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.model.spec.readers import SpecError
 
 IMAGE = "odradek:0.1.0"
 SCRAM = {

@@ -14,7 +14,8 @@ import pytest
 from odradek.config.broker import BrokerConfig
 from odradek.config.controller import ControllerConfig
 from odradek.config.properties import parse_overrides, parse_properties
-from odradek_operator.model import meta, names
+from odradek_operator import names
+from odradek_operator.model import meta
 from odradek_operator.model.desired import desired_objects
 
 KUBERNETES_VERSION = "1.30"

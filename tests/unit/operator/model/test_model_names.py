@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from odradek_operator.model import names
-from odradek_operator.model.names import Component
+from odradek_operator import names
+from odradek_operator.names import Component
 
 
 def test_object_names():

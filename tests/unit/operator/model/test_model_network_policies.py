@@ -8,9 +8,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from odradek_operator.model import names
+from odradek_operator import names
 from odradek_operator.model.desired import desired_objects
-from odradek_operator.model.spec import SpecError
+from odradek_operator.model.spec.readers import SpecError
 from support.k8s.store import LabelSelector
 
 NS = "data"

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from odradek_operator.model import connect, names
+from odradek_operator import names
+from odradek_operator.model import connect
 from odradek_operator.model.desired import desired_objects
-from odradek_operator.model.spec import DEFAULT_REQUESTS
+from odradek_operator.model.spec.resources import DEFAULT_REQUESTS
 
 COMPONENTS = ("zookeeper", "controller", "broker")
 

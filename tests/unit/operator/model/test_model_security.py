@@ -13,8 +13,10 @@ from odradek.config.broker import BrokerConfig
 from odradek.config.controller import ControllerConfig
 from odradek.config.endpoints import SecurityProtocol
 from odradek.config.properties import parse_overrides, parse_properties
-from odradek_operator.model import desired, names, security
-from odradek_operator.model.spec import ClusterSpec, SpecError
+from odradek_operator import names
+from odradek_operator.model import desired, security
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.model.spec.readers import SpecError
 
 SECURED = {
     "apiVersion": "odradek.io/v1alpha1",

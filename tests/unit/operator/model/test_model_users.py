@@ -11,7 +11,9 @@ import pytest
 
 from odradek.commands.client_properties import translate
 from odradek.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
-from odradek_operator.model.spec import ClusterSpec, Listener, SpecError
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.model.spec.listeners import Listener
+from odradek_operator.model.spec.readers import SpecError
 from odradek_operator.model.users import (
     CREDENTIAL_ANNOTATION,
     UserSpec,

@@ -18,9 +18,11 @@ from odradek.config.broker import BrokerConfig
 from odradek.config.controller import ControllerConfig
 from odradek.config.properties import parse_overrides, parse_properties
 from odradek.config.zookeeper_tls import ZkClientSettings
-from odradek_operator.model import names, zookeeper_tls
+from odradek_operator import names
+from odradek_operator.model import zookeeper_tls
 from odradek_operator.model.desired import build
-from odradek_operator.model.spec import ClusterSpec, SpecError
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.model.spec.readers import SpecError
 
 KUBERNETES_VERSION = "1.30"
 ZK_CLIENT_DIR = names.ZOOKEEPER_CLIENT_CERTS_DIR

@@ -10,8 +10,8 @@ import datetime
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from odradek_operator.model import names
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator import names
+from odradek_operator.model.spec.cluster import ClusterSpec
 from odradek_operator.pki import signed_by
 from odradek_operator.pki.secrets import decode
 from odradek_operator.reconcile.certificates import pod_hash, reconcile_certificates

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from odradek_operator.model import zookeeper, zookeeper_tls
-from odradek_operator.model.names import Component
-from odradek_operator.model.spec import ClusterSpec
+from odradek_operator.model.spec.cluster import ClusterSpec
+from odradek_operator.names import Component
 from odradek_operator.reconcile.certificates import pod_hash
 from odradek_operator.reconcile.cluster import ClusterContext, reconcile_cluster, write_status
 from odradek_operator.reconcile.status import Refused, Retry

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from odradek_operator.model.spec import TopicSpec
+from odradek_operator.model.spec.topic import TopicSpec
 from odradek_operator.reconcile import topics
 from odradek_operator.reconcile.admin import AdminRefused
 from odradek_operator.reconcile.status import Refused, Retry

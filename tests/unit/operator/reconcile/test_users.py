@@ -21,8 +21,7 @@ from odradek.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from odradek_operator import metrics
-from odradek_operator.model import names
+from odradek_operator import metrics, names
 from odradek_operator.model.users import credential_fingerprint
 from odradek_operator.pki import certs
 from odradek_operator.pki import secrets as pki_secrets

@@ -15,6 +15,8 @@ For an ``OdradekCluster`` named ``demo`` in namespace ``data``:
 Labels follow Kubernetes' recommended ``app.kubernetes.io/*`` keys. The selector of a component is
 ``name``, ``instance`` and ``component`` (StatefulSet selectors are immutable: never add to it).
 
+Below every other package of the operator (model, pki, reconcile and handlers all name things;
+pyproject.toml's layers contract keeps it at the bottom): it imports nothing of the operator.
 Pure constants and functions, no I/O: any thread may call them.
 """
 
