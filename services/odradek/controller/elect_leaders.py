@@ -1,8 +1,9 @@
 """ElectLeaders (API 43, v0-2) on the wire: what a request asks, and the answers built for it.
 
-Pure functions of kio's dataclasses, shared by the controller (which decides the elections,
-``leader_balance``) and the broker (which forwards a client's request to the controller and
-answers it, ``broker.admin.leader_election``). The rules are Kafka's:
+Pure functions of kio's dataclasses, shared by the controller's listener
+(``handlers.elect_leaders``; the controller decides the elections, ``leader_balance``) and the
+broker (which forwards a client's request to the controller and answers it,
+``broker.admin.leader_election``). The rules are Kafka's:
 
 - v0 has no ``election_type``: it is a preferred election (Kafka's ``ElectLeadersRequest
   .electionType``); v1 adds the election type and a top-level error code. An election type other

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from odradek.controller.controller import Controller
+from odradek.controller.handlers import served
 from odradek.controller.model import (
     BrokerRegistration,
     ClusterModel,
@@ -241,3 +242,9 @@ def partition_states(request: Any) -> dict[TopicPartition, Any]:
         for topic in request.topic_states
         for p in topic.partition_states
     }
+
+
+def serve(controller: Controller, request: Any) -> Any:
+    """The controller listener's answer to a kio ``request`` (its handler's coroutine), as
+    ``server.ControllerServer`` dispatches it, without a socket."""
+    return served(controller)[request.__api_key__].handler(request)
