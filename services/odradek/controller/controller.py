@@ -63,7 +63,7 @@ from odradek.controller.events import EventQueue
 from odradek.controller.model import ClusterModel, ReplicaAssignment, TopicPartition
 from odradek.controller.partition_state_machine import PartitionStateMachine
 from odradek.controller.ports import Channel, FencedError, StaleStateVersionError, Store
-from odradek.controller.reassignment import Reassignments, Target, being_reassigned
+from odradek.controller.reassignment import Reassignments, Target, list_reassignments
 from odradek.controller.reassignment import Result as ReassignmentResult
 from odradek.controller.refused import Refused
 from odradek.controller.replica_state_machine import ReplicaStateMachine
@@ -576,7 +576,7 @@ class Controller:
         None: every partition) being reassigned, each with its assignment."""
 
         async def listed() -> list[tuple[TopicPartition, ReplicaAssignment]]:
-            return await being_reassigned(self._active(), named)
+            return await list_reassignments(self._active(), named)
 
         return await self.decide("list partition reassignments", listed)
 

@@ -3,7 +3,7 @@
 The controller's rules (``controller``, ``partition_state_machine``, ``replica_state_machine``,
 ``alter_partition``) see ZooKeeper and the brokers only through these protocols, so unit tests
 drive them with an in-memory store and a channel that records what it is asked to send
-(``tests/unit/controller/doubles.py``), and production wires the ZooKeeper store
+(``tests/unit/controller/controller_doubles.py``), and production wires the ZooKeeper store
 (``store.ControllerStore``) and the per-broker connections (``channel.ControllerChannels``).
 
 Store contract (``ControllerStore``'s, and every double's): reads take an optional watch callback

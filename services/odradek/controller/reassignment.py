@@ -35,7 +35,7 @@ replicas assigned to it, those granted earlier in the same request included): a 
 could not open their logs. One that does not fit is INVALID_REPLICA_ASSIGNMENT, as Kafka refuses
 a target a broker cannot take (a dead one), with the broker's figures and max.broker.partitions
 in the message; ``odradek reassign``, drain and rebalance send the same request. A cancel
-(``replicas`` null) is a reassignment to ORS. ``being_reassigned`` answers
+(``replicas`` null) is a reassignment to ORS. ``list_reassignments`` answers
 ListPartitionReassignments. Requests and answers are domain values here; their wire forms are
 ``handlers.alter_partition_reassignments``' and ``handlers.list_partition_reassignments``'.
 Everything here runs on the controller's event loop, inside one event.
@@ -181,7 +181,7 @@ def _fits(
     return new
 
 
-async def being_reassigned(
+async def list_reassignments(
     model: ClusterModel,
     named: Iterable[tuple[str, Iterable[int]]] | None,
     slices: TimeSlices | None = None,
