@@ -50,7 +50,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
@@ -570,7 +570,7 @@ class Controller:
         )
 
     async def list_partition_reassignments(
-        self, named: Sequence[tuple[str, Sequence[int]]] | None
+        self, named: Iterable[tuple[str, Iterable[int]]] | None
     ) -> list[tuple[TopicPartition, ReplicaAssignment]] | Refused:
         """A ListPartitionReassignments: the partitions of ``named`` (topic, partition indexes;
         None: every partition) being reassigned, each with its assignment."""

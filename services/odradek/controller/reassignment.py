@@ -190,6 +190,7 @@ async def list_reassignments(
     of ``named`` (topic, partition indexes) that are, each once, with its assignment. Looked up
     in time slices (``time_slices``): a request may name millions of partitions, and this runs
     on the loop that elects leaders."""
+    slices = slices if slices is not None else TimeSlices()
     chosen: dict[TopicPartition, None] = {}
     if named is None:
         chosen = dict.fromkeys(model.reassigning_partitions())
