@@ -9,6 +9,7 @@ from typing import Any
 from odradek.broker.admin.producer_ids import ProducerIdManager
 from odradek.broker.controller_link import ControllerLink
 from odradek.broker.fetch_sessions import FetchSessionCache
+from odradek.broker.internal_topics import InternalTopics
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.mutation_quota import UNBOUNDED, MutationQuota
 from odradek.broker.quotas import ClientQuotas
@@ -57,6 +58,8 @@ class BrokerContext:
     groups: GroupCoordinator | None = None
     # Transactions (None: tests that run a broker without a transaction coordinator).
     transactions: TransactionCoordinator | None = None
+    # __consumer_offsets and __transaction_state, created on first use, once at a time each.
+    internal_topics: InternalTopics = field(default_factory=InternalTopics)
     # The transaction coordinator's WriteTxnMarkers to partition leaders (None: tests without).
     txn_markers: TxnMarkerSender | None = None
     # authorizer.class.name's authorizer; None (no authorizer configured) allows everything.

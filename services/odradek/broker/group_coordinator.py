@@ -10,10 +10,11 @@
 - ``start_group_coordinator`` builds the coordinator and registers it with the replica manager's
   leadership changes: leading a partition of ``__consumer_offsets`` loads its shard, following it
   or stopping it unloads it (Kafka's ``onElection`` / ``onResignation``).
-- ``ensure_offsets_topic`` creates ``__consumer_offsets`` on first use (FindCoordinator), with
-  Kafka's settings: ``offsets.topic.num.partitions``, ``offsets.topic.replication.factor``
-  (never fewer: while fewer brokers live, the topic is not created and the group waits),
-  ``cleanup.policy=compact``, ``segment.bytes=offsets.topic.segment.bytes``.
+- ``ensure_offsets_topic`` creates ``__consumer_offsets`` on first use (FindCoordinator, through
+  ``internal_topics``, one creation at a time), with Kafka's settings:
+  ``offsets.topic.num.partitions``, ``offsets.topic.replication.factor`` (never fewer: while
+  fewer brokers live, the topic is not created and the group waits), ``cleanup.policy=compact``,
+  ``segment.bytes=offsets.topic.segment.bytes``.
 
 Runs on the broker's event loop; ``read_all`` runs in a worker thread.
 """

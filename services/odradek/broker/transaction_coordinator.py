@@ -9,7 +9,8 @@ leadership (as ``broker.group_coordinator`` for groups).
   ``onResignation``). Its marker sender is the broker's (``broker.txn_markers``), set when the
   broker has one.
 - ``ensure_transaction_state_topic`` creates ``__transaction_state`` on the first
-  FindCoordinator for a transactional id, with Kafka's settings:
+  FindCoordinator for a transactional id (through ``internal_topics``, one creation at a time),
+  with Kafka's settings:
   ``transaction.state.log.num.partitions``, ``transaction.state.log.replication.factor`` (never
   fewer: while fewer brokers live, the topic is not created and the producer waits),
   ``cleanup.policy=compact``, ``min.insync.replicas=transaction.state.log.min.isr``,

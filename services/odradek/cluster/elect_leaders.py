@@ -1,6 +1,7 @@
 """ElectLeaders (API 43, v0-2) on the wire: what a request asks, and the answers built for it.
 
-Pure functions of kio's dataclasses, shared by the controller (which decides the elections,
+Pure functions of kio's dataclasses, shared by the controller's listener
+(``controller.handlers.elect_leaders``; the controller decides the elections,
 ``controller.leader_balance``) and the broker (which forwards a client's request to the
 controller and answers it, ``broker.admin.leader_election``); here, so that neither imports the
 other. What they read and write are ``election``'s values. The rules are Kafka's:

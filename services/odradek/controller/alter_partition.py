@@ -26,21 +26,19 @@ that may be written, with the checks and error codes of Kafka's ZooKeeper-mode c
 
 What passes is written by the controller (``controller.Controller``) with a conditional write
 (the controller epoch fence and the znode version); the answer then carries the new ISR and the
-new znode version as ``partition_epoch``. Pure functions of the model and the request.
+new znode version as ``partition_epoch``. Pure functions of the model and the proposals, which
+``handlers.alter_partition`` decodes from the request and whose results it encodes; any task on
+the controller's event loop may call them.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
 
 from odradek.common.partitions import TopicPartition
 from odradek.controller.model import ClusterModel
 from odradek.errors import ErrorCode
-from odradek.protocol import schemas
-from odradek.protocol.apis import ApiKey
 from odradek.zk.paths import LEADER_RECOVERY_RECOVERED, LEADER_RECOVERY_RECOVERING
 from odradek.zk.paths import PartitionState as LeaderAndIsr
 
@@ -58,32 +56,6 @@ class ProposedIsr:
     broker_epochs: tuple[int, ...] | None  # v3: one per ISR member; v2: None
     leader_recovery_state: int
     partition_epoch: int
-
-
-def proposals(request: Any) -> list[ProposedIsr]:
-    """The partitions of a v2 or v3 request, in request order."""
-    found = []
-    for topic in request.topics:
-        for p in topic.partitions:
-            if request.__version__ >= 3:
-                isr = tuple(int(b.broker_id) for b in p.new_isr_with_epochs)
-                epochs: tuple[int, ...] | None = tuple(
-                    int(b.broker_epoch) for b in p.new_isr_with_epochs
-                )
-            else:
-                isr, epochs = tuple(int(b) for b in p.new_isr), None
-            found.append(
-                ProposedIsr(
-                    topic_id=topic.topic_id or uuid.UUID(int=0),
-                    partition_index=int(p.partition_index),
-                    leader_epoch=int(p.leader_epoch),
-                    new_isr=isr,
-                    broker_epochs=epochs,
-                    leader_recovery_state=int(p.leader_recovery_state),
-                    partition_epoch=int(p.partition_epoch),
-                )
-            )
-    return found
 
 
 def check_broker(model: ClusterModel, broker_id: int, broker_epoch: int) -> ErrorCode:
@@ -150,47 +122,12 @@ def check_partition(
     )
 
 
-# -- responses ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class PartitionResult:
+    """One partition's answer: its error and, on success, the state written."""
+
     topic_id: uuid.UUID
     partition_index: int
     error_code: ErrorCode
     state: LeaderAndIsr | None = None  # on success
     partition_epoch: int = -1  # on success: the state znode's version
-
-
-def build_response(version: int, error_code: ErrorCode, results: list[PartitionResult]) -> Any:
-    """An AlterPartitionResponse of ``version``; partitions grouped by topic in request order."""
-    response_type = schemas.response_schema(ApiKey.ALTER_PARTITION, version)
-    topic_type = response_type.__dataclass_fields__["topics"].type.__args__[0]
-    partition_type = topic_type.__dataclass_fields__["partitions"].type.__args__[0]
-    by_topic: dict[uuid.UUID, list[Any]] = {}
-    for r in results:
-        state = r.state
-        by_topic.setdefault(r.topic_id, []).append(
-            partition_type(
-                partition_index=r.partition_index,
-                error_code=r.error_code,
-                leader_id=state.leader if state is not None else -1,
-                leader_epoch=state.leader_epoch if state is not None else -1,
-                isr=tuple(state.isr) if state is not None else (),
-                leader_recovery_state=state.leader_recovery_state if state is not None else -1,
-                partition_epoch=r.partition_epoch,
-            )
-        )
-    return response_type(
-        throttle_time=timedelta(0),
-        error_code=error_code,
-        topics=tuple(
-            topic_type(topic_id=topic_id, partitions=tuple(partitions))
-            for topic_id, partitions in by_topic.items()
-        ),
-    )
-
-
-def error_response(request: Any, error_code: ErrorCode) -> Any:
-    """The whole request refused with ``error_code`` (NOT_CONTROLLER, STALE_BROKER_EPOCH)."""
-    return build_response(request.__version__, error_code, [])

@@ -22,8 +22,10 @@ import signal
 from odradek.config.controller import ControllerConfig
 from odradek.config.endpoints import HostPort, SecurityProtocol
 from odradek.connection_quotas import ConnectionQuotas
+from odradek.controller import handlers
 from odradek.controller.channel import ControllerChannels
 from odradek.controller.controller import Controller
+from odradek.controller.handlers import broker_responses
 from odradek.controller.server import ControllerServer
 from odradek.controller.store import ControllerStore
 from odradek.large_messages import freeze_long_lived_objects
@@ -79,12 +81,12 @@ class ControllerApp:
             leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
         )
         # LeaderAndIsr answers tell of replicas on failed log dirs (controller.log_dir_events).
-        self.controller.channel.on_response = self.controller.on_broker_response
+        self.controller.channel.on_response = broker_responses.on_response(self.controller)
         # authorizer.class.name's, built over ZooKeeper in run(); None: anyone may ask, as Kafka
         # without an authorizer.
         self.authorizer: AclAuthorizer | None = None
         self.server = ControllerServer(
-            self.controller.handlers(),
+            handlers.served(self.controller),
             quotas=ConnectionQuotas(
                 max_connections=config.max_connections,
                 max_connections_per_ip=config.max_connections_per_ip,

@@ -73,6 +73,17 @@ class RequestBatch:
             mine = self.stop_replica.setdefault(broker_id, {})
             mine[tp] = mine.get(tp, False) or delete
 
+    def add_full_state(self, leader_and_isr_to: Iterable[int]) -> None:
+        """UpdateMetadata of every partition to every live broker; LeaderAndIsr of its
+        partitions to each of ``leader_and_isr_to`` (a controller elected, brokers arrived)."""
+        model = self.model
+        with_state = [tp for tp in model.partitions() if tp in model.states]
+        self.add_update_metadata(model.brokers, with_state)
+        for broker_id in leader_and_isr_to:
+            for tp in with_state:
+                if broker_id in model.replicas(tp):
+                    self.add_leader_and_isr([broker_id], tp)
+
     def send(self, channel: Channel) -> None:
         model = self.model
         for broker_id, partitions in sorted(self.leader_and_isr.items()):

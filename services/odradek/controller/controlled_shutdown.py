@@ -25,28 +25,24 @@ Kafka's ``KafkaController.doControlledShutdown``, decided as one controller even
    (nothing can take them over, and waiting does not change that); they are logged, as they will
    be offline until the broker is back.
 
-Pure rules over the model plus the state machines' transitions; runs on the controller's event
-loop only, inside the event ``Controller.controlled_shutdown`` queues.
+Pure rules over the model plus the state machines' transitions, on domain values (the request is
+decoded and the answer encoded by ``handlers.controlled_shutdown``); runs on the controller's
+event loop only, inside the event ``Controller.controlled_shutdown`` queues.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from odradek.common.partitions import TopicPartition
 from odradek.controller.batch import RequestBatch
 from odradek.controller.model import ClusterModel
 from odradek.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
+from odradek.controller.refused import Refused
 from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.errors import ErrorCode
 from odradek.observability.metrics import ControllerMetrics
-from odradek.protocol.interbroker import (
-    ControlledShutdownRequest,
-    ControlledShutdownResponse,
-    RemainingPartition,
-)
 
 log = logging.getLogger(__name__)
 
@@ -160,26 +156,17 @@ def report(
         metrics.controlled_shutdown_unmoved_partitions.inc(len(outcome.remaining))
 
 
-def response(error_code: ErrorCode, remaining: list[TopicPartition] = ()) -> Any:
-    return ControlledShutdownResponse(
-        error_code=error_code,
-        remaining_partitions=tuple(
-            RemainingPartition(topic_name=topic, partition_index=index)
-            for topic, index in remaining
-        ),
-    )
-
-
 async def decide(
     model: ClusterModel,
-    request: ControlledShutdownRequest,
+    broker_id: int,
+    broker_epoch: int,
     partition_machine: PartitionStateMachine,
     replica_machine: ReplicaStateMachine,
     batch: RequestBatch,
     metrics: ControllerMetrics | None,
-) -> Any:
-    """The whole request: the checks, the moves, the answer (the caller sends ``batch``)."""
-    broker_id, broker_epoch = int(request.broker_id), int(request.broker_epoch)
+) -> list[TopicPartition] | Refused:
+    """The whole request: the checks, the moves, and the partitions it still leads (the
+    answer); the caller sends ``batch``."""
     error = check_broker(model, broker_id, broker_epoch)
     if error is not ErrorCode.none:
         log.info(
@@ -189,8 +176,8 @@ async def decide(
             model.broker_epochs.get(broker_id),
             error.name,
         )
-        return response(error)
+        return Refused(error)
     log.info("broker %d is shutting down (broker epoch %d)", broker_id, broker_epoch)
     outcome = await shut_down(model, broker_id, partition_machine, replica_machine, batch)
     report(broker_id, outcome, model, metrics)
-    return response(ErrorCode.none, outcome.remaining)
+    return outcome.remaining

@@ -3,31 +3,24 @@
 Several controller processes may run; the one holding ``/controller`` is active, with an epoch
 one above its predecessor's (``zk.election``). Everything it does is an event processed one at a
 time, in order, on its event loop (Kafka's ControllerEventManager); watches, session changes,
-the election and AlterPartition requests only enqueue events. Pending watch events are coalesced
-per key and never dropped (``events``).
+the election, the brokers' answers and the listener's requests only enqueue events. Pending
+watch events are coalesced per key and never dropped (``events``).
 
 The rules are Kafka's state machines (``partition_state_machine``, ``replica_state_machine``,
-with the legal transitions of ``states``); this module says which transitions each event makes:
+with the legal transitions of ``states``); this module says which event runs which rules:
 
 - elected (Kafka's ``onControllerFailover``): load brokers, topics and partition states; each
   partition's state from ZooKeeper (New, Online, Offline), each replica's from its broker's
   liveness; New and Offline partitions -> Online; every live broker gets UpdateMetadata and its
   LeaderAndIsr; pending deletions proceed.
-- brokers changed: a broker that left (``onBrokerFailure``): the partitions it led -> Offline,
-  then New and Offline partitions -> Online (a leader from the ISR; unclean only if the topic
-  allows), then its replicas -> Offline (it leaves every ISR). A broker that arrived
-  (``onBrokerStartup``): UpdateMetadata to all, its replicas -> Online (LeaderAndIsr), New and
-  Offline partitions -> Online, then leadership of its preferred partitions back. A broker whose
-  broker epoch changed (it registered again: a new session, or a restart quicker than this event)
-  is both: it left, and it arrived, as Kafka handles a bounced broker.
-- topics created or grown (``onNewPartitionCreation``): partitions and replicas -> New, then
-  -> Online: LeaderAndIsr with ``is_new`` to the replicas.
-- topics to delete: partitions -> Offline, replicas -> Offline -> DeletionStarted (StopReplica
-  with delete) or DeletionIneligible (dead broker), UpdateMetadata with leader -2 to all, the
-  znodes go, then everything -> NonExistent.
+- brokers changed (``broker_events``): a broker that left, one that arrived, one that registered
+  again with a new broker epoch (both).
+- topics created or grown, topics to delete (``topic_events``).
+- failed log dirs: notifications and LeaderAndIsr answers (``log_dir_events``).
 - AlterPartition from a leader (KIP-497, ``alter_partition``): checked against the model,
   written with a conditional write, answered with the new ISR and partition epoch; UpdateMetadata
-  to every live broker (no LeaderAndIsr: an ISR change is not a leader change).
+  to every live broker (no LeaderAndIsr: an ISR change is not a leader change). For a partition
+  being reassigned, another event then finishes the reassignment if its targets are in sync.
 - leader balance (``leader_balance``): ElectLeaders (preferred or unclean, forwarded by a
   broker) and the periodic automatic preferred replica election (``check_leader_balance``,
   enqueued by the process's timer when ``auto.leader.rebalance.enable``): Online -> Online with
@@ -36,11 +29,15 @@ with the legal transitions of ``states``); this module says which transitions ea
   shutting down (never a leader or a new ISR member again until it leaves or registers anew),
   the partitions it leads get another leader from their ISR, those it follows lose it from their
   ISR (StopReplica without delete to it); the answer lists what it still leads.
-  to every live broker (no LeaderAndIsr: an ISR change is not a leader change). For a partition
-  being reassigned, another event then finishes the reassignment if its targets are in sync.
 - reassignments (KIP-455, ``reassignment``): AlterPartitionReassignments starts, replaces or
   cancels them; an elected controller resumes every one its znodes show; a broker holding a
   target replica that arrives resumes those waiting for it.
+
+The requests its listener serves reach it through typed methods (``alter_partition``,
+``elect_leaders``, ``controlled_shutdown``, ``alter_partition_reassignments``,
+``list_partition_reassignments``): domain values in, a domain answer or ``Refused`` out. Wire
+types stay at the edge: ``handlers`` decodes and encodes them (a contract keeps kio and the
+protocol layer out of this module), and ``requests`` builds what ``batch`` sends the brokers.
 
 Its store, channel and election are given to it (``ports``), so unit tests run every event
 against an in-memory store and a recording channel. Every state write is fenced by the controller
@@ -53,32 +50,38 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
 
-from odradek.cluster import elect_leaders as el
+from odradek.cluster.election import ElectionType, Outcome
 from odradek.common.partitions import TopicPartition
 from odradek.config.endpoints import CONTROL_PLANE_LISTENER_NAME
 from odradek.controller import alter_partition as ap
+from odradek.controller import (
+    broker_events,
+    leader_balance,
+    log_dir_events,
+    topic_events,
+)
 from odradek.controller import controlled_shutdown as cs
-from odradek.controller import leader_balance, log_dir_events, reassignment_api
 from odradek.controller.batch import RequestBatch
 from odradek.controller.events import EventQueue
-from odradek.controller.model import ClusterModel
-from odradek.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
+from odradek.controller.model import ClusterModel, ReplicaAssignment
+from odradek.controller.partition_state_machine import PartitionStateMachine
 from odradek.controller.ports import Channel, FencedError, StaleStateVersionError, Store
-from odradek.controller.reassignment import Reassignments
+from odradek.controller.reassignment import Reassignments, Target, list_reassignments
+from odradek.controller.reassignment import Result as ReassignmentResult
+from odradek.controller.refused import Refused
 from odradek.controller.replica_state_machine import ReplicaStateMachine
-from odradek.controller.server import Served
-from odradek.controller.states import PartitionState, ReplicaState
 from odradek.errors import ErrorCode
 from odradek.observability.metrics import ControllerMetrics
-from odradek.protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from odradek.zk.client import SessionEvent, WatchEvent
 
 log = logging.getLogger(__name__)
 
 PENDING_EVENTS_RUN_MAX = 10_000  # process_pending's bound (tests): more means a runaway loop
+
+T = TypeVar("T")
 
 
 class Election(Protocol):
@@ -96,6 +99,8 @@ class Election(Protocol):
 
 
 class Controller:
+    """One controller process's state and its event loop's work (the module docstring)."""
+
     def __init__(
         self,
         controller_id: int,
@@ -261,169 +266,76 @@ class Controller:
         model.states.clear()
         model.state_versions.clear()
         for topic in await self.store.topic_names(watch=self._watch("topics")):
-            await self._load_topic(topic)
+            await topic_events.load_topic(model, self.store, topic, self._watch("topic", topic))
         PartitionStateMachine.initialise(model)
         ReplicaStateMachine.initialise(model)
         batch = self._batch()
-        await self._online_partition_state_change(batch)
-        self._full_state(batch, model.brokers)
+        await self.partition_machine.to_online(
+            model, self.partition_machine.online_state_change_candidates(model), batch
+        )
+        batch.add_full_state(model.brokers)
         batch.send(self.channel)
         await self._on_deletions()
         await self._resume_reassignments(model.reassigning_partitions())
         await self._on_log_dir_events()
         self._update_gauges()
 
+    # -- brokers (broker_events) ---------------------------------------------------------
+
     async def _on_brokers_change(self) -> None:
         if self.model is None:
             return
         model = self.model
         live = await self.store.live_brokers(watch=self._watch("brokers"))
-        known = set(model.brokers)
-        bounced = {b for b in set(live) & known if live[b].epoch != model.broker_epochs[b]}
-        departed = (known - set(live)) | bounced
-        arrived = (set(live) - known) | bounced
-        if bounced:
-            log.info("brokers registered again (new broker epochs): %s", sorted(bounced))
         batch = self._batch()
-        if departed:
-            log.info("brokers left: %s", sorted(departed))
-            model.set_brokers({b: r for b, r in live.items() if b not in bounced})
-            await self.channel.set_brokers(model.brokers)
-            await self._on_brokers_failure(departed, batch)
-        model.set_brokers(live)
-        await self.channel.set_brokers(model.brokers)
-        if arrived:
-            log.info("brokers arrived: %s", sorted(arrived))
-            log_dir_events.forget_brokers(model, arrived)
-            await self._on_brokers_startup(arrived, batch)
+        await broker_events.on_brokers_change(
+            model,
+            live,
+            self.channel,
+            self.partition_machine,
+            self.replica_machine,
+            self.reassignments,
+            batch,
+        )
         batch.send(self.channel)
         self._update_gauges()
 
-    async def _on_brokers_failure(self, departed: set[int], batch: RequestBatch) -> None:
-        model = self._active()
-        led = [tp for tp, s in model.states.items() if s.leader in departed]
-        PartitionStateMachine.to_offline(model, led)
-        await self._online_partition_state_change(batch)
-        replicas = [
-            r
-            for r in ReplicaStateMachine.replicas_on(model, departed)
-            if r[0][0] not in model.deleting
-        ]
-        await self.replica_machine.to_offline(model, replicas, batch)
-        batch.add_update_metadata(model.brokers, [])  # the live brokers changed
-
-    async def _on_brokers_startup(self, arrived: set[int], batch: RequestBatch) -> None:
-        model = self._active()
-        self._full_state(batch, set())
-        replicas = ReplicaStateMachine.replicas_on(model, arrived)
-        ReplicaStateMachine.to_online(model, replicas, batch)
-        await self._online_partition_state_change(batch)
-        preferred = [
-            tp
-            for tp in model.partitions()
-            if model.replicas(tp)[0] in arrived
-            and model.partition_states.get(tp) is PartitionState.ONLINE
-        ]
-        await self.partition_machine.to_online(
-            model, preferred, batch, strategy=ElectionStrategy.PREFERRED
-        )
-        # Reassignments waiting for a target replica on these brokers go on (Kafka's
-        # onBrokerStartup): their replicas hear the current replica set again.
-        for tp in model.reassigning_partitions():
-            if arrived & set(model.assignment(tp).target):
-                await self.reassignments.resume(model, tp, batch)
+    # -- topics (topic_events) -----------------------------------------------------------
 
     async def _on_topics_change(self) -> None:
         if self.model is None:
             return
         model = self.model
         names = await self.store.topic_names(watch=self._watch("topics"))
-        created = [t for t in names if t not in model.topics]
-        for topic in created:
-            await self._load_topic(topic)
-        await self._new_partitions(
-            [tp for t in created if t in model.topics for tp in model.partitions(t)]
+        created = await topic_events.on_topics_change(
+            model, names, self.store, lambda topic: self._watch("topic", topic)
         )
+        await self._new_partitions(created)
 
     async def _on_topic_change(self, topic: str) -> None:
         """A topic's assignment changed: CreatePartitions added partitions."""
         if self.model is None or topic not in self.model.topics:
             return
-        await self._load_topic(topic)
+        await topic_events.load_topic(self.model, self.store, topic, self._watch("topic", topic))
         await self._new_partitions(list(self.model.partitions(topic)))
 
     async def _new_partitions(self, partitions: list[TopicPartition]) -> None:
         model = self._active()
-        fresh = [
-            tp for tp in partitions if model.partition_states.get(tp) is PartitionState.NON_EXISTENT
-        ]
-        # A partition whose state znode exists already (its creation was under way when the
-        # previous controller died) keeps that state; its replicas are told, as new ones.
-        PartitionStateMachine.adopt(model, fresh)
-        replicas = ReplicaStateMachine.replicas_of(model, fresh)
-        ReplicaStateMachine.move(model, replicas, ReplicaState.NEW)
         batch = self._batch()
-        for tp in fresh:
-            if tp in model.states:
-                batch.add_leader_and_isr(model.replicas(tp), tp, new=True)
-                batch.add_update_metadata(model.brokers, [tp])
-        pending = (PartitionState.NEW, PartitionState.OFFLINE)
-        await self.partition_machine.to_online(
-            model, [tp for tp in fresh if model.partition_states.get(tp) in pending], batch
-        )
-        ReplicaStateMachine.to_online(model, [r for r in replicas if r[1] in model.brokers], batch)
-        await self.replica_machine.to_offline(
-            model, [r for r in replicas if r[1] not in model.brokers], batch
+        await topic_events.new_partitions(
+            model, partitions, self.partition_machine, self.replica_machine, batch
         )
         batch.send(self.channel)
         self._update_gauges()
-
-    async def _load_topic(self, topic: str) -> None:
-        model = self._active()
-        assignment = await self.store.assignment(topic, watch=self._watch("topic", topic))
-        if assignment is None:
-            return
-        model.topics[topic] = assignment
-        for tp in model.partitions(topic):
-            if tp not in model.states:
-                loaded = await self.store.partition_state(tp)
-                if loaded is not None:
-                    model.states[tp], model.state_versions[tp] = loaded
 
     async def _on_deletions(self) -> None:
         if self.model is None:
             return
         model = self.model
-        for topic in await self.store.topics_to_delete(watch=self._watch("deletions")):
-            partitions = list(model.partitions(topic)) if topic in model.topics else []
-            log.info("deleting topic %s (%d partitions)", topic, len(partitions))
-            model.deleting.add(topic)
-            batch = self._batch()
-            PartitionStateMachine.to_offline(model, partitions)
-            replicas = ReplicaStateMachine.replicas_of(model, partitions)
-            await self.replica_machine.to_offline(model, replicas, batch)
-            live = [r for r in replicas if r[1] in model.brokers]
-            ReplicaStateMachine.to_deletion_started(model, live, batch)
-            ReplicaStateMachine.move(
-                model,
-                [r for r in replicas if r[1] not in model.brokers],
-                ReplicaState.DELETION_INELIGIBLE,
-            )
-            if partitions:
-                batch.add_deleted_partitions(model.brokers, partitions)
-            batch.send(self.channel)
-            await self.store.delete_topic(model, topic)
-            # A deletion does not wait for the brokers' StopReplica answers (yet).
-            ReplicaStateMachine.move(model, live, ReplicaState.DELETION_SUCCESSFUL)
-            ReplicaStateMachine.move(model, live, ReplicaState.NON_EXISTENT)
-            for replica in replicas:
-                model.replica_states.forget(replica)
-            PartitionStateMachine.to_non_existent(model, partitions)
-            model.topics.pop(topic, None)
-            model.deleting.discard(topic)
-            for tp in partitions:
-                model.states.pop(tp, None)
-                model.state_versions.pop(tp, None)
+        topics = await self.store.topics_to_delete(watch=self._watch("deletions"))
+        await topic_events.delete_topics(
+            model, topics, self.store, self.channel, self.replica_machine, self._batch()
+        )
         self._update_gauges()
 
     # -- failed log dirs (log_dir_events) -------------------------------------------------
@@ -440,104 +352,91 @@ class Controller:
         )
         batch.send(self.channel)
 
-    def on_broker_response(self, broker_id: int, response: Any) -> None:
-        """The channel's ``on_response``: a LeaderAndIsr answer is judged as an event."""
-        if getattr(response, "__api_key__", None) == ApiKey.LEADER_AND_ISR:
-            self._enqueue(
-                f"leader and isr response #{next(self._event_ids)}",
-                lambda: self._on_leader_and_isr_response(broker_id, response),
-            )
+    def leader_and_isr_answered(
+        self, broker_id: int, answered: Sequence[log_dir_events.PartitionError]
+    ) -> None:
+        """A broker answered LeaderAndIsr with these partition errors (decoded by
+        ``handlers.broker_responses``): judged as an event."""
+        self._enqueue(
+            f"leader and isr response #{next(self._event_ids)}",
+            lambda: self._on_leader_and_isr_response(broker_id, answered),
+        )
 
-    async def _on_leader_and_isr_response(self, broker_id: int, response: Any) -> None:
+    async def _on_leader_and_isr_response(
+        self, broker_id: int, answered: Sequence[log_dir_events.PartitionError]
+    ) -> None:
         if self.model is None:
             return
         batch = self._batch()
-        errors = log_dir_events.partition_errors(self.model, response)
+        errors = log_dir_events.partition_errors(self.model, answered)
         await log_dir_events.on_leader_and_isr_response(
             self.model, broker_id, errors, self.partition_machine, self.replica_machine, batch
         )
         batch.send(self.channel)
         self._update_gauges()
 
-    # -- AlterPartition ------------------------------------------------------------------
+    # -- decisions asked for by the listener (``handlers``) ------------------------------
 
-    def handlers(self) -> dict[int, Served]:
-        """What the controller's listener serves (``server``): api key -> versions, handler."""
-        return {
-            ApiKey.ALTER_PARTITION: Served((2, 3), self.alter_partition, ap.error_response),
-            ApiKey.ELECT_LEADERS: Served(
-                SUPPORTED_VERSIONS[ApiKey.ELECT_LEADERS], self.elect_leaders, el.error_response
-            ),
-            ApiKey.CONTROLLED_SHUTDOWN: Served(
-                (3, 3), self.controlled_shutdown, lambda _, error: cs.response(error)
-            ),
-            ApiKey.ALTER_PARTITION_REASSIGNMENTS: Served(
-                (0, 1), self.alter_partition_reassignments, reassignment_api.alter_error_response
-            ),
-            ApiKey.LIST_PARTITION_REASSIGNMENTS: Served(
-                (0, 0), self.list_partition_reassignments, reassignment_api.list_error_response
-            ),
-        }
-
-    async def decide(
-        self,
-        name: str,
-        decision: Callable[[], Awaitable[Any]],
-        refusal: Callable[[ErrorCode], Any],
-    ) -> Any:
+    async def decide(self, name: str, decision: Callable[[], Awaitable[T]]) -> T | Refused:
         """Run ``decision`` as an event, in order with the others, and return its answer.
 
-        A controller that is not active, or steps down meanwhile, answers ``refusal``
-        (NOT_CONTROLLER); a decision that fails (a bug) answers UNKNOWN_SERVER_ERROR. Called by
-        the listener's handlers on the controller's event loop."""
+        A controller that is not active, or steps down meanwhile, answers
+        ``Refused(NOT_CONTROLLER)``; a decision that fails (a bug) answers
+        ``Refused(UNKNOWN_SERVER_ERROR)``. Called by the typed methods below, on the
+        controller's event loop."""
         if self.model is None:
-            return refusal(ErrorCode.not_controller)
-        answered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            return Refused(ErrorCode.not_controller)
+        answered: asyncio.Future[T | Refused] = asyncio.get_running_loop().create_future()
 
         async def run() -> None:
             if self.model is None:
-                answered.set_result(refusal(ErrorCode.not_controller))
+                answered.set_result(Refused(ErrorCode.not_controller))
                 return
             try:
                 response = await decision()
             except FencedError:
-                answered.set_result(refusal(ErrorCode.not_controller))
+                answered.set_result(Refused(ErrorCode.not_controller))
                 raise
             except BaseException:
-                answered.set_result(refusal(ErrorCode.unknown_server_error))
+                answered.set_result(Refused(ErrorCode.unknown_server_error))
                 raise
             answered.set_result(response)
 
         self.events.put(f"{name} #{next(self._event_ids)}", run)
         return await answered
 
-    async def alter_partition(self, request: Any) -> Any:
-        """Answer an AlterPartition request (KIP-497)."""
+    # -- AlterPartition (``alter_partition``) --------------------------------------------
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, proposals: Sequence[ap.ProposedIsr]
+    ) -> list[ap.PartitionResult] | Refused:
+        """An AlterPartition from leader ``broker_id`` (KIP-497): each proposal's result, in
+        order, or the whole request refused (STALE_BROKER_EPOCH, NOT_CONTROLLER)."""
         return await self.decide(
-            "alter partition",
-            lambda: self._on_alter_partition(request),
-            lambda error: ap.error_response(request, error),
+            "alter partition", lambda: self._on_alter_partition(broker_id, broker_epoch, proposals)
         )
 
-    async def _on_alter_partition(self, request: Any) -> Any:
+    async def _on_alter_partition(
+        self, broker_id: int, broker_epoch: int, proposals: Sequence[ap.ProposedIsr]
+    ) -> list[ap.PartitionResult] | Refused:
         model = self.model
         if model is None:
-            return ap.error_response(request, ErrorCode.not_controller)
-        error = ap.check_broker(model, int(request.broker_id), int(request.broker_epoch))
+            return Refused(ErrorCode.not_controller)
+        error = ap.check_broker(model, broker_id, broker_epoch)
         if error is not ErrorCode.none:
             log.info(
                 "refusing AlterPartition from broker %d: broker epoch %d is not the live one (%s)",
-                request.broker_id,
-                request.broker_epoch,
-                model.broker_epochs.get(int(request.broker_id)),
+                broker_id,
+                broker_epoch,
+                model.broker_epochs.get(broker_id),
             )
-            return ap.error_response(request, error)
+            return Refused(error)
         results = []
         batch = self._batch()
-        for proposed in ap.proposals(request):
-            results.append(await self._alter_one(model, int(request.broker_id), proposed, batch))
+        for proposed in proposals:
+            results.append(await self._alter_one(model, broker_id, proposed, batch))
         batch.send(self.channel)
-        return ap.build_response(request.__version__, ErrorCode.none, results)
+        return results
 
     async def _alter_one(
         self, model: ClusterModel, broker_id: int, proposed: ap.ProposedIsr, batch: RequestBatch
@@ -588,29 +487,26 @@ class Controller:
 
     # -- leader balance ------------------------------------------------------------------
 
-    async def elect_leaders(self, request: Any) -> Any:
-        """Answer an ElectLeaders request (forwarded by a broker)."""
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: Sequence[TopicPartition] | None
+    ) -> dict[TopicPartition, Outcome] | Refused:
+        """An ElectLeaders (forwarded by a broker): each partition's outcome (``partitions``
+        None: every partition of the cluster)."""
         return await self.decide(
-            "elect leaders",
-            lambda: self._on_elect_leaders(request),
-            lambda error: el.error_response(request, error),
+            "elect leaders", lambda: self._on_elect_leaders(election_type, partitions)
         )
 
-    async def _on_elect_leaders(self, request: Any) -> Any:
+    async def _on_elect_leaders(
+        self, election_type: ElectionType, partitions: Sequence[TopicPartition] | None
+    ) -> dict[TopicPartition, Outcome]:
         model = self._active()
-        try:
-            asked = await el.parse_in_slices(request)
-        except el.InvalidElectionRequest as e:
-            return await el.error_response_in_slices(request, ErrorCode.invalid_request, str(e))
         batch = self._batch()
         outcomes = await leader_balance.elect(
-            model, self.partition_machine, asked.partitions, asked.election_type, batch
+            model, self.partition_machine, partitions, election_type, batch
         )
         batch.send(self.channel)
         self._update_gauges()
-        return await el.build_response_in_slices(
-            request.__version__, outcomes, all_partitions=asked.partitions is None
-        )
+        return outcomes
 
     def check_leader_balance(self) -> None:
         """Kafka's AutoPreferredReplicaLeaderElection event; the process's timer calls it."""
@@ -626,7 +522,7 @@ class Controller:
         if candidates:
             batch = self._batch()
             await leader_balance.elect(
-                model, self.partition_machine, candidates, el.ElectionType.PREFERRED, batch
+                model, self.partition_machine, candidates, ElectionType.PREFERRED, batch
             )
             batch.send(self.channel)
         self._update_gauges()
@@ -638,17 +534,23 @@ class Controller:
 
     # -- ControlledShutdown --------------------------------------------------------------
 
-    async def controlled_shutdown(self, request: Any) -> Any:
-        """Answer a ControlledShutdown request (``controlled_shutdown``)."""
+    async def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> list[TopicPartition] | Refused:
+        """A ControlledShutdown from ``broker_id`` (``controlled_shutdown``): the partitions it
+        still leads, or the whole request refused (BROKER_NOT_AVAILABLE, STALE_BROKER_EPOCH)."""
         return await self.decide(
-            "controlled shutdown", lambda: self._on_controlled_shutdown(request), cs.response
+            "controlled shutdown", lambda: self._on_controlled_shutdown(broker_id, broker_epoch)
         )
 
-    async def _on_controlled_shutdown(self, request: Any) -> Any:
+    async def _on_controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> list[TopicPartition] | Refused:
         batch = self._batch()
         answer = await cs.decide(
             self._active(),
-            request,
+            broker_id,
+            broker_epoch,
             self.partition_machine,
             self.replica_machine,
             batch,
@@ -658,40 +560,49 @@ class Controller:
         self._update_gauges()
         return answer
 
-    # -- reassignment (KIP-455: ``reassignment``, ``reassignment_api``) -------------------
+    # -- reassignment (KIP-455: ``reassignment``) ----------------------------------------
 
-    async def alter_partition_reassignments(self, request: Any) -> Any:
+    async def alter_partition_reassignments(
+        self,
+        wanted: list[tuple[TopicPartition, Target]],
+        *,
+        allow_replication_factor_change: bool,
+    ) -> list[ReassignmentResult] | Refused:
+        """An AlterPartitionReassignments: each partition's target replicas (None: cancel) to
+        its result, in order."""
         return await self.decide(
             "alter partition reassignments",
-            lambda: self._on_alter_partition_reassignments(request),
-            lambda error: reassignment_api.alter_error_response(request, error),
+            lambda: self._on_alter_partition_reassignments(wanted, allow_replication_factor_change),
         )
 
-    async def list_partition_reassignments(self, request: Any) -> Any:
-        async def listed() -> Any:
-            return await reassignment_api.list_response(request, self._active())
+    async def list_partition_reassignments(
+        self, named: Iterable[tuple[str, Iterable[int]]] | None
+    ) -> list[tuple[TopicPartition, ReplicaAssignment]] | Refused:
+        """A ListPartitionReassignments: the partitions of ``named`` (topic, partition indexes;
+        None: every partition) being reassigned, each with its assignment."""
 
-        return await self.decide(
-            "list partition reassignments",
-            listed,
-            lambda error: reassignment_api.list_error_response(request, error),
-        )
+        async def listed() -> list[tuple[TopicPartition, ReplicaAssignment]]:
+            return await list_reassignments(self._active(), named)
 
-    async def _on_alter_partition_reassignments(self, request: Any) -> Any:
+        return await self.decide("list partition reassignments", listed)
+
+    async def _on_alter_partition_reassignments(
+        self,
+        wanted: list[tuple[TopicPartition, Target]],
+        allow_replication_factor_change: bool,
+    ) -> list[ReassignmentResult]:
         model = self._active()
         batch = self._batch()
         results = await self.reassignments.alter(
             model,
-            await reassignment_api.wanted_in_slices(request),
+            wanted,
             batch,
             deleting=await self.store.topics_to_delete(watch=None),
-            allow_replication_factor_change=reassignment_api.allow_replication_factor_change(
-                request
-            ),
+            allow_replication_factor_change=allow_replication_factor_change,
         )
         batch.send(self.channel)
         self._update_gauges()
-        return await reassignment_api.alter_response_in_slices(request, results)
+        return results
 
     async def _on_reassignment_isr(self, tp: TopicPartition) -> None:
         """An ISR change of a partition being reassigned was committed: maybe it is done."""
@@ -711,22 +622,6 @@ class Controller:
             batch.send(self.channel)
 
     # -- helpers -------------------------------------------------------------------------
-
-    async def _online_partition_state_change(self, batch: RequestBatch) -> None:
-        model = self._active()
-        candidates = self.partition_machine.online_state_change_candidates(model)
-        await self.partition_machine.to_online(model, candidates, batch)
-
-    def _full_state(self, batch: RequestBatch, leader_and_isr_to: Iterable[int]) -> None:
-        """UpdateMetadata of every partition to every live broker; LeaderAndIsr of its
-        partitions to each of ``leader_and_isr_to``."""
-        model = self._active()
-        with_state = [tp for tp in model.partitions() if tp in model.states]
-        batch.add_update_metadata(model.brokers, with_state)
-        for broker_id in leader_and_isr_to:
-            for tp in with_state:
-                if broker_id in model.replicas(tp):
-                    batch.add_leader_and_isr([broker_id], tp)
 
     def _update_gauges(self) -> None:
         if self.metrics is not None and self.model is not None:

@@ -30,8 +30,9 @@ Called from the controller's event loop only, inside controller events.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 from odradek.common.partitions import TopicPartition
 from odradek.controller.batch import RequestBatch
@@ -74,16 +75,20 @@ async def on_notifications(
     return brokers
 
 
-def partition_errors(model: ClusterModel, response: Any) -> dict[TopicPartition, ErrorCode]:
-    """Each partition's error in a LeaderAndIsr answer (topics named by id)."""
+PartitionError = tuple[uuid.UUID, int, int]  # topic id, partition index, its error code
+
+
+def partition_errors(
+    model: ClusterModel, answered: Iterable[PartitionError]
+) -> dict[TopicPartition, ErrorCode]:
+    """Each partition's error in a LeaderAndIsr answer (decoded by ``handlers.broker_responses``),
+    its topic named by id: one this controller does not know is left out."""
     names = model.topic_id_names()
     errors = {}
-    for topic in response.topics:
-        name = names.get(topic.topic_id)
-        if name is None:
-            continue
-        for partition in topic.partition_errors:
-            errors[(name, int(partition.partition_index))] = ErrorCode(partition.error_code)
+    for topic_id, partition, error in answered:
+        name = names.get(topic_id)
+        if name is not None:
+            errors[(name, partition)] = ErrorCode(error)
     return errors
 
 

@@ -35,8 +35,10 @@ replicas assigned to it, those granted earlier in the same request included): a 
 could not open their logs. One that does not fit is INVALID_REPLICA_ASSIGNMENT, as Kafka refuses
 a target a broker cannot take (a dead one), with the broker's figures and max.broker.partitions
 in the message; ``odradek reassign``, drain and rebalance send the same request. A cancel
-(``replicas`` null) is a reassignment to ORS. Everything here runs on the controller's event
-loop, inside one event.
+(``replicas`` null) is a reassignment to ORS. ``list_reassignments`` answers
+ListPartitionReassignments. Requests and answers are domain values here; their wire forms are
+``handlers.alter_partition_reassignments``' and ``handlers.list_partition_reassignments``'.
+Everything here runs on the controller's event loop, inside one event.
 """
 
 from __future__ import annotations
@@ -173,6 +175,30 @@ def _fits(
             )
     room.add_replicas(added)
     return new
+
+
+async def list_reassignments(
+    model: ClusterModel,
+    named: Iterable[tuple[str, Iterable[int]]] | None,
+    slices: TimeSlices | None = None,
+) -> list[tuple[TopicPartition, ReplicaAssignment]]:
+    """ListPartitionReassignments: every partition being reassigned (``named`` None), or those
+    of ``named`` (topic, partition indexes) that are, each once, with its assignment. Looked up
+    in time slices (``time_slices``): a request may name millions of partitions, and this runs
+    on the loop that elects leaders."""
+    slices = slices if slices is not None else TimeSlices()
+    chosen: dict[TopicPartition, None] = {}
+    if named is None:
+        chosen = dict.fromkeys(model.reassigning_partitions())
+    else:
+        async for name, indexes in sliced(named, slices):
+            if name not in model.topics:  # unknown, or empty: nothing of it is moving
+                continue
+            async for index in sliced(indexes, slices):
+                tp = (name, int(index))
+                if model.is_reassigning(tp):
+                    chosen[tp] = None
+    return [(tp, model.assignment(tp)) async for tp in sliced(chosen, slices)]
 
 
 def is_complete(model: ClusterModel, tp: TopicPartition, assignment: ReplicaAssignment) -> bool:

@@ -9,10 +9,10 @@ ask of "the controller" (ElectLeaders, the reassignment APIs). It serves:
 
 - ApiVersions (v0-4), listing only what this listener serves (``supported_versions``); a version
   above ours gets the KIP-511 answer (error 35 in a v0 body), as the broker's listeners;
-- the APIs of its ``handlers`` table (api key -> versions and an async handler), built by the
-  controller (``Controller.handlers``): AlterPartition (v2-3, API 56) and the others; each is
-  decided as an event in order with the controller's others (a controller that is not active
-  answers NOT_CONTROLLER).
+- the APIs of its ``handlers`` table (api key -> versions and an async handler), built from the
+  ``controller.handlers`` package (``handlers.served``): AlterPartition (v2-3, API 56) and the
+  others; each is decided as an event in order with the controller's others (a controller that
+  is not active answers NOT_CONTROLLER).
 
 Anything else closes the connection, as Kafka closes one for an API or version its listener does
 not serve: another API key, an unsupported version, a header or body that does not parse, a size

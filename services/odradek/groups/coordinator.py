@@ -13,7 +13,6 @@ format. Runs on the broker's event loop.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -51,8 +50,6 @@ class GroupCoordinator:
     def __init__(self, runtime: CoordinatorRuntime, config: GroupCoordinatorConfig):
         self.runtime = runtime
         self.config = config
-        # FindCoordinator creates __consumer_offsets once at a time (broker.group_coordinator).
-        self.offsets_topic_creation = asyncio.Lock()
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)

@@ -196,8 +196,6 @@ class TransactionCoordinator:
         self._waiters: dict[int, dict[str, list[asyncio.Future[None]]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._warned_no_sender = False
-        # FindCoordinator creates __transaction_state once at a time.
-        self.state_topic_creation = asyncio.Lock()
         self.runtime = CoordinatorRuntime(
             coordinator_log,
             self._new_context,  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from typing import Any
 
 from odradek.common.partitions import TopicPartition
 from odradek.controller.controller import Controller
+from odradek.controller.handlers import served
 from odradek.controller.model import (
     BrokerRegistration,
     ClusterModel,
@@ -280,3 +281,9 @@ def list_request(topics: dict | None = None):
     return request_type(
         topics=tuple(topic_type(name=t, partition_indexes=tuple(ps)) for t, ps in topics.items())
     )
+
+
+def serve(controller: Controller, request: Any) -> Any:
+    """The controller listener's answer to a kio ``request`` (its handler's coroutine), as
+    ``server.ControllerServer`` dispatches it, without a socket."""
+    return served(controller)[request.__api_key__].handler(request)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from controller_doubles import partition_states
+from controller_doubles import partition_states, serve
 
 from odradek.controller.model import topic_uuid
 from odradek.errors import ErrorCode
@@ -59,7 +59,7 @@ async def _setup(harness):
 
 
 async def _send(harness, req):
-    answering = asyncio.ensure_future(harness.controller.alter_partition(req))
+    answering = asyncio.ensure_future(serve(harness.controller, req))
     await harness.settle()
     async with asyncio.timeout(5):
         return await answering
@@ -178,8 +178,8 @@ def test_a_controller_that_is_not_active_answers_not_controller(harness):
         response = await _send(harness, request(2, 1, epoch, topic_id, [(0, 0, (1, 2), 0)]))
         assert response.error_code == ErrorCode.not_controller  # the write was fenced
         assert harness.controller.model is None
-        response = await harness.controller.alter_partition(
-            request(3, 1, epoch, topic_id, [(0, 0, ((1, epoch),), 0)])
+        response = await serve(
+            harness.controller, request(3, 1, epoch, topic_id, [(0, 0, ((1, epoch),), 0)])
         )
         assert response.error_code == ErrorCode.not_controller
 

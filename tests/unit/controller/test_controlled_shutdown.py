@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from controller_doubles import partition_states
+from controller_doubles import partition_states, serve
 from test_alter_partition import request as alter_partition_request
 from test_controller_server import TIMEOUT_S, _serving, _stop
 
 from odradek.client.connection import BrokerConnection
+from odradek.controller.handlers import served
 from odradek.controller.model import topic_uuid
 from odradek.controller.server import Served
 from odradek.errors import ErrorCode
@@ -36,8 +37,9 @@ async def _ask(harness, broker_id: int, broker_epoch: int | None = None):
     if broker_epoch is None:
         broker_epoch = harness.store.brokers[broker_id].epoch
     answering = asyncio.ensure_future(
-        harness.controller.controlled_shutdown(
-            ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch)
+        serve(
+            harness.controller,
+            ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch),
         )
     )
     await harness.settle()
@@ -54,8 +56,8 @@ def _sent(sent, name: str, broker_id: int | None = None) -> list:
 
 
 def test_the_controller_listener_serves_controlled_shutdown_v3(harness):
-    served = harness.controller.handlers()[ApiKey.CONTROLLED_SHUTDOWN]
-    assert isinstance(served, Served) and served.versions == (3, 3)
+    api = served(harness.controller)[ApiKey.CONTROLLED_SHUTDOWN]
+    assert isinstance(api, Served) and api.versions == (3, 3)
 
 
 def test_controlled_shutdown_over_tcp_moves_the_leadership(harness):
@@ -137,7 +139,7 @@ def test_a_partition_whose_only_in_sync_replica_is_the_stopping_broker_is_report
         # Leader 1 shrinks partition 0's ISR to itself (its followers fell behind).
         epoch_1 = harness.store.brokers[1].epoch
         shrink = alter_partition_request(2, 1, epoch_1, topic_uuid(topic_id), [(0, 0, (1,), 0)])
-        answering = asyncio.ensure_future(harness.controller.alter_partition(shrink))
+        answering = asyncio.ensure_future(serve(harness.controller, shrink))
         await harness.settle()
         assert (await answering).topics[0].partitions[0].error_code == ErrorCode.none
         before = harness.state(T, 0)
@@ -164,18 +166,14 @@ def test_a_partition_it_could_not_hand_over_moves_once_a_follower_rejoins(harnes
         e = {b: r.epoch for b, r in harness.store.brokers.items()}
         tid = topic_uuid(topic_id)
         answering = asyncio.ensure_future(
-            harness.controller.alter_partition(
-                alter_partition_request(2, 1, e[1], tid, [(0, 0, (1,), 0)])
-            )
+            serve(harness.controller, alter_partition_request(2, 1, e[1], tid, [(0, 0, (1,), 0)]))
         )
         await harness.settle()
         await answering
         assert _remaining(await _ask(harness, 1)) == [(T, 0)]
         # The shutting-down leader may still add a caught-up follower to its ISR ...
         answering = asyncio.ensure_future(
-            harness.controller.alter_partition(
-                alter_partition_request(2, 1, e[1], tid, [(0, 0, (1, 2), 1)])
-            )
+            serve(harness.controller, alter_partition_request(2, 1, e[1], tid, [(0, 0, (1, 2), 1)]))
         )
         await harness.settle()
         assert (await answering).topics[0].partitions[0].error_code == ErrorCode.none
@@ -210,8 +208,8 @@ def test_a_stale_or_unknown_broker_is_refused_and_nothing_changes(harness):
 
 def test_a_controller_that_is_not_active_answers_not_controller(harness):
     async def scenario():
-        response = await harness.controller.controlled_shutdown(
-            ControlledShutdownRequest(broker_id=1, broker_epoch=1)
+        response = await serve(
+            harness.controller, ControlledShutdownRequest(broker_id=1, broker_epoch=1)
         )
         assert response.error_code == ErrorCode.not_controller
 
@@ -245,10 +243,11 @@ def test_a_shutting_down_broker_is_never_leader_nor_isr_member_until_it_register
             _, version = harness.state(T, partition)
             epoch = harness.state(T, partition)[0].leader_epoch
             answering = asyncio.ensure_future(
-                harness.controller.alter_partition(
+                serve(
+                    harness.controller,
                     alter_partition_request(
                         2, leader, e[leader], tid, [(partition, epoch, isr, version)]
-                    )
+                    ),
                 )
             )
             await harness.settle()

@@ -15,6 +15,7 @@ from test_alter_partition import request as alter_partition_request
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
 from odradek.config.ssl import SslSettings
+from odradek.controller.handlers import served
 from odradek.controller.model import topic_uuid
 from odradek.controller.server import ControllerServer
 from odradek.errors import ErrorCode
@@ -30,7 +31,7 @@ async def _serving(harness, *, with_topic: bool = True):
     await harness.start()
     topic_id = harness.store.create_topic("t", {0: (1, 2)}) if with_topic else None
     await harness.settle()
-    server = ControllerServer(harness.controller.handlers())
+    server = ControllerServer(served(harness.controller))
     port = await server.start("127.0.0.1", 0)
     # The controller's events run as they would in ``run``.
     stop = asyncio.Event()
@@ -209,7 +210,7 @@ def test_only_a_peer_allowed_cluster_action_is_heard_and_no_epoch_is_compared_fi
         topic_id = harness.store.create_topic("t", {0: (1, 2)})
         await harness.settle()
         tls = ListenerTls.of(_tls_settings(pki["controller"], pki["ca"]))
-        server = ControllerServer(harness.controller.handlers(), tls=tls, authorize=authorize)
+        server = ControllerServer(served(harness.controller), tls=tls, authorize=authorize)
         port = await server.start("127.0.0.1", 0)
         stop = asyncio.Event()
         harness.controller.election = None

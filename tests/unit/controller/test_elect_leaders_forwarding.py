@@ -17,6 +17,7 @@ from odradek.broker.metadata_cache import MetadataCache, PartitionMetadata, Topi
 from odradek.cluster.elect_leaders import outcomes_of, request_of
 from odradek.cluster.election import ElectionType
 from odradek.config.endpoints import HostPort
+from odradek.controller.handlers import served
 from odradek.controller.server import ControllerServer
 from odradek.errors import ErrorCode
 
@@ -54,7 +55,7 @@ def test_forwarded_elections_wait_for_the_brokers_metadata(harness):
         await _broker_1_bounced(harness)
         for tp in ((T, 0), (T, 3)):
             await _rejoin_isr(harness, tp, 1)
-        server = ControllerServer(harness.controller.handlers())
+        server = ControllerServer(served(harness.controller))
         port = await server.start("127.0.0.1", 0)
         stop = asyncio.Event()
         harness.controller.election = None  # run() must not campaign or resign here

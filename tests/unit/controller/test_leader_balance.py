@@ -10,13 +10,14 @@ import logging
 from datetime import timedelta
 
 import pytest
-from controller_doubles import partition_states
+from controller_doubles import partition_states, serve
 from test_controller_server import TIMEOUT_S, _serving, _stop
 
 from odradek.client.connection import BrokerConnection
 from odradek.cluster.elect_leaders import outcomes_of, request_of
 from odradek.cluster.election import ElectionType
 from odradek.controller import leader_balance
+from odradek.controller.handlers import served
 from odradek.controller.model import topic_uuid
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
@@ -63,7 +64,7 @@ async def _rejoin_isr(harness, tp, broker_id: int) -> None:
             ),
         ),
     )
-    response = await _answer(harness, harness.controller.alter_partition(request))
+    response = await _answer(harness, serve(harness.controller, request))
     assert response.topics[0].partitions[0].error_code == ErrorCode.none
 
 
@@ -164,7 +165,7 @@ def test_the_automatic_check_leaves_a_broker_at_or_under_the_percentage(harness,
         # Back to broker 1 by hand for one of its two partitions: 1 of 2 led elsewhere, 50 %.
         response = await _answer(
             harness,
-            harness.controller.elect_leaders(request_of(2, PREFERRED, [(T, 0)], 5000)),
+            serve(harness.controller, request_of(2, PREFERRED, [(T, 0)], 5000)),
         )
         assert outcomes_of(response)[(T, 0)].error is ErrorCode.none
         harness.controller.leader_imbalance_per_broker_percentage = percentage
@@ -213,7 +214,7 @@ def test_elect_leaders_preferred_answers_each_partition_as_kafka(harness):
         await _rejoin_isr(harness, (T, 0), 1)
         asked = [(T, 0), (T, 3), (T, 1), (T, 0), (T, 99), ("nope", 0)]
         response = await _answer(
-            harness, harness.controller.elect_leaders(request_of(2, PREFERRED, asked, 5000))
+            harness, serve(harness.controller, request_of(2, PREFERRED, asked, 5000))
         )
         assert response.error_code == ErrorCode.none
         outcomes = outcomes_of(response)
@@ -239,7 +240,7 @@ def test_elect_leaders_for_every_partition_lists_only_those_that_needed_one(harn
         for tp in _preferred_by_1():
             await _rejoin_isr(harness, tp, 1)
         response = await _answer(
-            harness, harness.controller.elect_leaders(request_of(1, PREFERRED, None, 5000))
+            harness, serve(harness.controller, request_of(1, PREFERRED, None, 5000))
         )
         assert {tp: o.error for tp, o in outcomes_of(response).items()} == {
             (T, 0): ErrorCode.none,
@@ -256,7 +257,7 @@ def test_elect_leaders_v0_is_a_preferred_election_without_a_top_level_error(harn
         await _rejoin_isr(harness, (T, 0), 1)
         response = await _answer(
             harness,
-            harness.controller.elect_leaders(request_of(0, PREFERRED, [(T, 0), (T, 1)], 5000)),
+            serve(harness.controller, request_of(0, PREFERRED, [(T, 0), (T, 1)], 5000)),
         )
         assert not hasattr(response, "error_code")
         assert {tp: o.error for tp, o in outcomes_of(response).items()} == {
@@ -284,9 +285,7 @@ def test_elect_leaders_unclean_elects_a_live_replica_outside_the_isr_logged_and_
         with caplog.at_level(logging.WARNING):
             response = await _answer(
                 harness,
-                harness.controller.elect_leaders(
-                    request_of(2, UNCLEAN, [(T, 0), (T, 1), (T, 2)], 5000)
-                ),
+                serve(harness.controller, request_of(2, UNCLEAN, [(T, 0), (T, 1), (T, 2)], 5000)),
             )
         outcomes = outcomes_of(response)
         assert {tp: o.error for tp, o in outcomes.items()} == {
@@ -308,7 +307,7 @@ def test_elect_leaders_with_an_unknown_election_type_is_an_invalid_request(harne
         request = type(request)(
             election_type=7, topic_partitions=request.topic_partitions, timeout=request.timeout
         )
-        response = await _answer(harness, harness.controller.elect_leaders(request))
+        response = await _answer(harness, serve(harness.controller, request))
         assert response.error_code == ErrorCode.invalid_request
         assert outcomes_of(response)[(T, 0)].error is ErrorCode.invalid_request
         assert harness.state(T, 0)[0].leader == 2
@@ -320,9 +319,7 @@ def test_elect_leaders_with_an_unknown_election_type_is_an_invalid_request(harne
 def test_elect_leaders_on_a_controller_that_is_not_active_is_not_controller(harness, version):
     async def scenario():
         harness.controller.loop = asyncio.get_running_loop()
-        response = await harness.controller.elect_leaders(
-            request_of(version, PREFERRED, [(T, 0)], 5000)
-        )
+        response = await serve(harness.controller, request_of(version, PREFERRED, [(T, 0)], 5000))
         if version >= 1:
             assert response.error_code == ErrorCode.not_controller
         assert outcomes_of(response)[(T, 0)].error is ErrorCode.not_controller
@@ -331,8 +328,8 @@ def test_elect_leaders_on_a_controller_that_is_not_active_is_not_controller(harn
 
 
 def test_the_controller_listener_serves_elect_leaders_v0_to_v2(harness):
-    served = harness.controller.handlers()
-    assert served[ApiKey.ELECT_LEADERS].versions == (0, 2)
+    table = served(harness.controller)
+    assert table[ApiKey.ELECT_LEADERS].versions == (0, 2)
     assert timedelta(milliseconds=1) == request_of(1, UNCLEAN, None, 1).timeout
 
 

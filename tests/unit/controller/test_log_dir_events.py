@@ -9,6 +9,7 @@ import asyncio
 
 from controller_doubles import partition_states
 
+from odradek.controller.handlers.broker_responses import on_response
 from odradek.errors import ErrorCode
 from odradek.protocol.interbroker import (
     LeaderAndIsrPartitionError,
@@ -61,7 +62,7 @@ def test_a_notification_moves_leadership_off_the_failed_replicas_and_asks_again(
         # Broker 1's answer: partitions 0 and 1 are on its failed dir, 2 is fine.
         storage = ErrorCode.kafka_storage_error
         reply = answer(harness, {0: storage, 1: storage, 2: ErrorCode.none})
-        harness.controller.on_broker_response(1, reply)
+        on_response(harness.controller)(1, reply)
         await harness.settle()
 
         state_0, _ = harness.state(T, 0)
@@ -79,7 +80,7 @@ def test_a_notification_moves_leadership_off_the_failed_replicas_and_asks_again(
                 assert 1 not in s.isr and s.leader != 1
 
         # The same answer again (the broker still runs with the failed dir): nothing more.
-        harness.controller.on_broker_response(1, reply)
+        on_response(harness.controller)(1, reply)
         await harness.settle()
         assert harness.channel.take() == []
 
@@ -89,7 +90,7 @@ def test_a_notification_moves_leadership_off_the_failed_replicas_and_asks_again(
         assert harness.state(T, 0)[0].leader == 3
 
         # Broker 1 re-created partition 0 on a healthy dir: it serves it again.
-        harness.controller.on_broker_response(1, answer(harness, {0: ErrorCode.none}))
+        on_response(harness.controller)(1, answer(harness, {0: ErrorCode.none}))
         await harness.settle()
         assert harness.model.offline_replicas == {1: {(T, 1)}}
 
@@ -102,7 +103,7 @@ def test_a_broker_that_registers_again_starts_with_every_replica_serving(harness
         harness.store.create_topic(T, {0: (1, 2, 3)})
         await harness.settle()
         storage = ErrorCode.kafka_storage_error
-        harness.controller.on_broker_response(1, answer(harness, {0: storage}))
+        on_response(harness.controller)(1, answer(harness, {0: storage}))
         await harness.settle()
         assert harness.model.offline_replicas == {1: {(T, 0)}}
 
@@ -132,7 +133,7 @@ def test_a_leader_may_not_add_a_replica_on_a_failed_dir_to_the_isr(harness):
         harness.store.create_topic(T, {0: (1, 2, 3)})
         await harness.settle()
         storage = ErrorCode.kafka_storage_error
-        harness.controller.on_broker_response(3, answer(harness, {0: storage}))
+        on_response(harness.controller)(3, answer(harness, {0: storage}))
         await harness.settle()
         state, version = harness.state(T, 0)
         assert 3 not in state.isr

@@ -16,6 +16,7 @@ from controller_doubles import (
     element_type,
     list_request,
     partition_states,
+    serve,
 )
 
 from odradek.controller.controller import Controller
@@ -70,7 +71,7 @@ async def answer(harness, call):
 async def alter(harness, targets: dict, version: int = 0, **fields):
     response = await answer(
         harness,
-        harness.controller.alter_partition_reassignments(alter_request(targets, version, **fields)),
+        serve(harness.controller, alter_request(targets, version, **fields)),
     )
     await harness.settle()  # the watch fired by the assignment write, and what follows
     return {
@@ -82,16 +83,14 @@ async def alter(harness, targets: dict, version: int = 0, **fields):
 
 async def isr_change(harness, leader: int, isr: tuple[int, ...], tp=TP):
     response = await answer(
-        harness, harness.controller.alter_partition(isr_request(harness, leader, isr, tp))
+        harness, serve(harness.controller, isr_request(harness, leader, isr, tp))
     )
     assert response.topics[0].partitions[0].error_code == ErrorCode.none
     await harness.settle()
 
 
 async def listed(harness, topics=None):
-    response = await answer(
-        harness, harness.controller.list_partition_reassignments(list_request(topics))
-    )
+    response = await answer(harness, serve(harness.controller, list_request(topics)))
     assert response.error_code == ErrorCode.none
     return {
         (t.name, p.partition_index): (
@@ -476,7 +475,7 @@ def test_a_partition_named_twice_is_refused_both_times(harness):
         request = alter_request({TP: (1, 2)})
         topic = request.topics[0]
         twice = type(request)(topics=(type(topic)(name=T, partitions=topic.partitions * 2),))
-        response = await answer(harness, harness.controller.alter_partition_reassignments(twice))
+        response = await answer(harness, serve(harness.controller, twice))
         codes = [p.error_code for p in response.responses[0].partitions]
         assert codes == [ErrorCode.invalid_request] * 2
         assert not harness.store.assignment_writes
@@ -518,12 +517,10 @@ def test_a_partition_that_never_had_a_leader_cannot_be_reassigned_yet(harness):
 
 def test_an_inactive_controller_answers_not_controller(harness):
     async def scenario():
-        response = await harness.controller.alter_partition_reassignments(
-            alter_request({TP: (1, 2)})
-        )
+        response = await serve(harness.controller, alter_request({TP: (1, 2)}))
         assert response.error_code == ErrorCode.not_controller
         assert response.responses[0].partitions[0].error_code == ErrorCode.not_controller
-        listed_ = await harness.controller.list_partition_reassignments(list_request())
+        listed_ = await serve(harness.controller, list_request())
         assert listed_.error_code == ErrorCode.not_controller
 
     run(scenario())

@@ -17,6 +17,7 @@ from odradek.broker.controller_link import ControllerLink
 from odradek.broker.handlers import alter_partition_reassignments as alter_handler
 from odradek.broker.handlers import list_partition_reassignments as list_handler
 from odradek.config.endpoints import HostPort
+from odradek.controller.handlers import served
 from odradek.controller.model import ReplicaAssignment
 from odradek.controller.server import ControllerServer
 from odradek.errors import ErrorCode
@@ -36,7 +37,7 @@ def test_the_broker_forwards_to_the_controller_and_returns_its_answer(harness, v
         await harness.start(brokers=(1, 2, 3, 4))
         harness.store.create_topic(T, {0: (1, 2, 3)})
         await harness.settle()
-        server = ControllerServer(harness.controller.handlers())
+        server = ControllerServer(served(harness.controller))
         port = await server.start("127.0.0.1", 0)
         stop = asyncio.Event()
         harness.controller.election = None  # run() must not campaign or resign here
