@@ -1,7 +1,7 @@
 """A broker's logs across its JBOD ``log.dirs``: placement, checkpoints, failures, upkeep.
 
 Each log directory (one per disk) holds partition directories ``<topic>-<partition>`` and, as in
-Kafka, these files of its own::
+Kafka, these files of its own (every name is spelled in ``files``)::
 
     recovery-point-offset-checkpoint   offsets below which each log is known to be on disk
     log-start-offset-checkpoint        each log's start offset (moved by retention, DeleteRecords)
@@ -50,7 +50,6 @@ import logging
 import os
 import shutil
 import threading
-import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -69,17 +68,20 @@ from odradek.errors import (
 from odradek.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.executors import StorageExecutors
+from odradek.storage.files import (
+    CLEAN_SHUTDOWN_MARKER,
+    CLEANER_OFFSET_CHECKPOINT,
+    DELETE_DIR_SUFFIX,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    delete_directory_name,
+    future_directory_name,
+    parse_future_directory_name,
+)
 from odradek.storage.log import Log
-from odradek.storage.log_dir_move import future_directory_name, parse_future_directory_name
 
 log = logging.getLogger(__name__)
-
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
-CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
-DELETE_DIR_SUFFIX = "-delete"
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,9 +378,7 @@ class LogManager:
     def _detach_and_remove(self, doomed: Log, log_dir: Path) -> Future[None]:
         """Rename ``doomed``'s directory to ``<name>.<uuid>-delete`` now (so no later log of
         the partition meets it), and delete its files on the housekeeping thread."""
-        renamed = doomed.directory.with_name(
-            f"{doomed.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        )
+        renamed = doomed.directory.with_name(delete_directory_name(doomed.directory.name))
         try:
             doomed.detach(renamed)
         except OSError as e:
@@ -491,9 +491,7 @@ class LogManager:
         with self._lock:
             current, source_dir = self._logs[tp], self._log_dir_of[tp]
             future, target_dir = self._future_logs[tp], self._future_dir_of[tp]
-        renamed = current.directory.with_name(
-            f"{current.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        )
+        renamed = current.directory.with_name(delete_directory_name(current.directory.name))
         try:
             current.detach(renamed)
         except OSError as e:
