@@ -1,0 +1,38 @@
+"""File and directory names are Kafka's: 20-digit offsets, <topic>-<partition>, and the
+-future/-delete directories, each parsed back to what named it."""
+
+from __future__ import annotations
+
+import pytest
+
+from odradek.storage import files
+
+
+def test_offsets_name_files_in_twenty_digits_so_names_sort_as_offsets():
+    assert files.offset_file_name(1234, files.LOG_SUFFIX) == "00000000000000001234.log"
+    assert files.snapshot_file_name(2**63 - 1) == "9223372036854775807.snapshot".rjust(29, "0")
+    names = [files.offset_file_name(n, files.INDEX_SUFFIX) for n in (10, 9, 100)]
+    assert sorted(names) == [files.offset_file_name(n, files.INDEX_SUFFIX) for n in (9, 10, 100)]
+
+
+def test_log_directory_names_round_trip():
+    name = files.log_directory_name("orders-eu", 3)
+    assert name == "orders-eu-3"
+    assert files.parse_log_directory_name(name) == ("orders-eu", 3)
+    assert files.parse_log_directory_name("no_partition") is None
+
+
+@pytest.mark.parametrize(("topic", "partition"), [("../x", 0), ("a/b", 0), ("ok", -1)])
+def test_no_directory_name_for_an_illegal_topic_or_partition(topic, partition):
+    with pytest.raises(ValueError):
+        files.log_directory_name(topic, partition)
+
+
+def test_future_and_delete_directories_are_unique_and_recognised():
+    future = files.future_directory_name("orders", 0)
+    assert future != files.future_directory_name("orders", 0)
+    assert files.parse_future_directory_name(future) == ("orders", 0)
+    assert files.parse_future_directory_name("orders-0") is None
+    deleted = files.delete_directory_name("orders-0")
+    assert deleted.startswith("orders-0.") and deleted.endswith(files.DELETE_DIR_SUFFIX)
+    assert files.parse_log_directory_name(deleted) is None
