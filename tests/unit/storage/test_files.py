@@ -1,10 +1,9 @@
-"""File and directory names are Kafka's: 20-digit offsets, <topic>-<partition>, and the
--future/-delete directories, each parsed back to what named it."""
+"""File and directory names are Kafka's: 20-digit offsets, and the -future/-delete directories
+(a partition directory's own name is the kernel's, tests/unit/common)."""
 
 from __future__ import annotations
 
-import pytest
-
+from odradek.common.topics import parse_log_directory_name
 from odradek.storage import files
 
 
@@ -15,19 +14,6 @@ def test_offsets_name_files_in_twenty_digits_so_names_sort_as_offsets():
     assert sorted(names) == [files.offset_file_name(n, files.INDEX_SUFFIX) for n in (9, 10, 100)]
 
 
-def test_log_directory_names_round_trip():
-    name = files.log_directory_name("orders-eu", 3)
-    assert name == "orders-eu-3"
-    assert files.parse_log_directory_name(name) == ("orders-eu", 3)
-    assert files.parse_log_directory_name("no_partition") is None
-
-
-@pytest.mark.parametrize(("topic", "partition"), [("../x", 0), ("a/b", 0), ("ok", -1)])
-def test_no_directory_name_for_an_illegal_topic_or_partition(topic, partition):
-    with pytest.raises(ValueError):
-        files.log_directory_name(topic, partition)
-
-
 def test_future_and_delete_directories_are_unique_and_recognised():
     future = files.future_directory_name("orders", 0)
     assert future != files.future_directory_name("orders", 0)
@@ -35,4 +21,4 @@ def test_future_and_delete_directories_are_unique_and_recognised():
     assert files.parse_future_directory_name("orders-0") is None
     deleted = files.delete_directory_name("orders-0")
     assert deleted.startswith("orders-0.") and deleted.endswith(files.DELETE_DIR_SUFFIX)
-    assert files.parse_log_directory_name(deleted) is None
+    assert parse_log_directory_name(deleted) is None  # not taken for a partition's log
