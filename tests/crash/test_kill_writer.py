@@ -31,8 +31,9 @@ from odradek.common.topics import parse_log_directory_name
 from odradek.errors import RecordTooLargeError
 from odradek.storage.batch import BatchHeader, validate_batch
 from odradek.storage.checkpoint import OffsetCheckpointFile
+from odradek.storage.files import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT
 from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
-from odradek.storage.manager import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT, LogManager
+from odradek.storage.manager import LogManager
 from odradek.storage.records import decode_records
 from odradek.storage.segment import LogSegment
 

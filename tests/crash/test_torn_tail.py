@@ -25,7 +25,8 @@ import pytest
 from odradek.config.topic import TopicConfig
 from odradek.storage.batch import BatchHeader, iter_batches
 from odradek.storage.checkpoint import OffsetCheckpointFile
-from odradek.storage.manager import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT, LogManager
+from odradek.storage.files import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT
+from odradek.storage.manager import LogManager
 from odradek.storage.segment import LogSegment
 
 pytestmark = pytest.mark.crash

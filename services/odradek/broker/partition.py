@@ -71,8 +71,9 @@ from odradek.errors import (
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
+from odradek.storage.append import LogAppendInfo
 from odradek.storage.compression import DecompressionLimitError
-from odradek.storage.log import Log, LogAppendInfo
+from odradek.storage.log import Log
 from odradek.storage.segment import FileSlice
 from odradek.storage.txn_index import AbortedTxn
 from odradek.storage.validator import AppendOrigin, ValidatedRecords

@@ -61,9 +61,9 @@ from odradek.storage.checkpoint import (
     parse_header,
     replace_file_in,
 )
+from odradek.storage.files import LEADER_EPOCH_CHECKPOINT
 
 __all__ = [
-    "LEADER_EPOCH_CHECKPOINT",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
     "EpochEntry",
@@ -73,7 +73,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 # OffsetForLeaderEpoch's answers when there is no epoch, as Kafka's OffsetsForLeaderEpochResponse.
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1

@@ -1,6 +1,17 @@
 """One partition's log: an ordered sequence of segments in a directory ``<topic>-<partition>``.
 
-Offsets and their invariants, all enforced here:
+``Log`` is appends, reads, truncation, leader epochs and the last stable offset; its other
+parts live beside it, as Kafka keeps ``LogLoader``, ``LocalLog`` and ``UnifiedLog`` apart:
+``loader`` builds a log's starting state from its directory (a value, ``LoadedLogOffsets``),
+``log_segments`` is the snapshot of segments a reader sees, ``append`` the offsets and bytes of
+an append being made, ``flusher`` (fsyncs, the recovery point), ``retention`` (old segments and
+the delayed deletion of files) and ``log_compaction`` (the cleaner's side) are base classes of
+``Log`` working on its lock and state, ``files`` names every file, and ``io_errors`` is what an
+I/O error does (the log goes offline and raises ``KafkaStorageError``). What is left here (about
+850 lines, past the ~700 aimed at) is the five paths above, which share the one lock discipline
+below: split further, each part would restate it.
+
+Offsets and their invariants, all enforced by ``Log`` and its parts:
 
 - ``log_start_offset`` <= ``high_watermark`` <= ``log_end_offset``. The log start offset only
   grows (retention, ``DeleteRecords``); the log end offset (LEO) is the offset the next record
@@ -23,9 +34,7 @@ Offsets and their invariants, all enforced here:
   leaves it alone. Changed under ``self._lock`` (memory only); its file
   ``leader-epoch-checkpoint`` is written on the housekeeping thread after each change and at
   ``close``, never under the lock or on the appending thread. So the file may lag the log after
-  a crash: loading checks each entry against the batch holding its start offset (any mismatch:
-  rebuilt from every batch header, as with a missing or corrupt file), then finds newer epochs
-  by bisecting the log after the latest entry (epochs never decrease along a log).
+  a crash, which ``loader`` checks against the batches.
 
 Threads, and what each may run:
 
@@ -69,118 +78,49 @@ The lock discipline that makes this safe:
 5. Lock order: ``Log._lock``, then ``LogManager._lock`` (``on_io_error``) or the producer
    state's file lock. The manager never takes a log's lock while holding its own.
 
-Mutations of the segment list publish a new immutable ``_Segments`` value, so a reader takes one
-consistent snapshot without locking.
+Mutations of the segment list publish a new immutable ``LogSegments`` value, so a reader takes
+one consistent snapshot without locking.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import logging
 import os
 import shutil
-import struct
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.common.clock import wall_clock_ms
 from odradek.config.topic import TopicConfig
 from odradek.errors import (
-    InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
-from odradek.storage.batch import BatchHeader
-from odradek.storage.checkpoint import CorruptCheckpointError
+from odradek.storage.append import LogAppendInfo, PreparedAppend, assign_offsets, marker_of
 from odradek.storage.compression import MAX_DECOMPRESSED_BYTES
-from odradek.storage.control import EndTxnMarker, marker_or_none, read_marker
 from odradek.storage.executors import StorageExecutors
-from odradek.storage.index import CorruptIndexError
-from odradek.storage.leader_epoch import LeaderEpochCheckpointFile, LeaderEpochFileCache
-from odradek.storage.producer_state import (
-    ActiveProducer,
-    CompletedTxn,
-    ProducerSnapshot,
-    ProducerStateManager,
-)
+from odradek.storage.flusher import LogFlusher
+from odradek.storage.io_errors import disk_errors
+from odradek.storage.loader import load_log, rebuild_producer_state
+from odradek.storage.log_compaction import LogCompaction
+from odradek.storage.log_segments import LogSegments
+from odradek.storage.producer_state import CompletedTxn, ProducerSnapshot
 from odradek.storage.records import decode_records
-from odradek.storage.segment import (
-    LOG_SUFFIX,
-    FileSlice,
-    LogSegment,
-    SegmentReader,
-    close_all,
-    write_past_end,
-)
-from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+from odradek.storage.retention import LogRetention
+from odradek.storage.segment import FileSlice, LogSegment, write_past_end
+from odradek.storage.txn_index import AbortedTxn
 from odradek.storage.validator import AppendOrigin, ValidatedRecords, validate_records
 
 log = logging.getLogger(__name__)
-
-DELETED_SUFFIX = ".deleted"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-# Segments whose descriptors a flush duplicates at a time (three each): bounds the files a
-# flush of a long unflushed range holds open.
-FSYNC_BATCH_SEGMENTS = 64
-
-# Rewritten in each appended batch: base_offset, batch_length, partition_leader_epoch.
-_LOG_PREFIX = struct.Struct(">qii")
 
 # Special timestamps of ListOffsets, as Kafka defines them.
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
-
-
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
-    """What an append did: offsets assigned, timestamps seen, and each batch it wrote."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time_ms: int  # -1 unless message.timestamp.type=LogAppendTime
-    log_start_offset: int
-    records_count: int
-    valid_bytes: int
-    batches: tuple[tuple[int, BatchHeader], ...] = ()  # (assigned base offset, header)
-    duplicate: bool = False  # a producer's retry of a batch already in the log: nothing written
-    # flush.messages was reached: the append is acknowledged only once it is fsynced (Kafka
-    # flushes in its append path). ``append_validated`` leaves the fsync to the caller.
-    flush_before_ack: bool = False
-
-
-@dataclass(slots=True, eq=False)
-class PreparedAppend:
-    """An append with its offsets assigned and its place chosen, not yet written or visible.
-
-    ``Log.prepare_append`` makes one; ``Log.write_prepared`` writes its bytes past the end of
-    ``segment``'s file (on another thread for a large record set, through a duplicated
-    descriptor it owns and closes); ``Log.publish_prepared`` indexes them and moves the LEO.
-    """
-
-    valid_bytes: int
-    log_append_time_ms: int
-    buffers: list[bytes | memoryview] = field(default_factory=list)
-    assigned: list[tuple[int, BatchHeader]] = field(default_factory=list)
-    markers: list[EndTxnMarker | None] = field(default_factory=list)  # each batch's marker
-    # (partition_leader_epoch written, base offset) of each batch starting a higher epoch.
-    epoch_starts: list[tuple[int, int]] = field(default_factory=list)
-    next_offset: int = -1
-    max_timestamp: int = -1
-    offset_of_max_timestamp: int = -1
-    records_count: int = 0
-    segment: LogSegment | None = None
-    position: int = 0  # where the bytes go in the segment's file: its published end
-    fd: int = -1
-    owns_fd: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,28 +139,7 @@ class TimestampAndOffset:
     offset: int
 
 
-@dataclass(frozen=True, slots=True)
-class _Segments:
-    """An immutable snapshot of the segment list, with base offsets for bisecting."""
-
-    segments: tuple[LogSegment, ...]
-    base_offsets: tuple[int, ...] = field(default=())
-
-    @classmethod
-    def of(cls, segments: list[LogSegment] | tuple[LogSegment, ...]) -> _Segments:
-        ordered = tuple(segments)
-        return cls(ordered, tuple(s.base_offset for s in ordered))
-
-    def floor_index(self, offset: int) -> int:
-        """Index of the segment that would hold ``offset`` (the first one if none does)."""
-        return max(bisect.bisect_right(self.base_offsets, offset) - 1, 0)
-
-    @property
-    def active(self) -> LogSegment:
-        return self.segments[-1]
-
-
-class Log:
+class Log(LogCompaction, LogFlusher, LogRetention):
     """A partition's log; see the module docstring for offsets, invariants and threading."""
 
     def __init__(
@@ -249,166 +168,35 @@ class Log:
         # The lowest offset truncated away since ``take_truncation_floor`` last asked (-1: the
         # whole log), for a future log copied from this one (KIP-113) to drop the same offsets.
         self._truncation_floor: int | None = None
-        # The callers waiting for the flush queued and not yet started; later appends join it.
-        self._queued_flush_waiters: list[Future[None]] | None = None
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._pending_deletes: list[tuple[int, LogSegment]] = []  # retention's
         self._position_cache: tuple[int, int, int] | None = None  # (offset, base, position)
-        self.last_flush_ms = clock()
+        self._start_flusher()
         # The compaction cleaner's first dirty offset (cleaner-offset-checkpoint in Kafka).
         self.cleaner_checkpoint = cleaner_checkpoint
         self.directory.mkdir(parents=True, exist_ok=True)
-        segments, recovered = self._load(recovery_point, clean_shutdown)
-        self._view = _Segments.of(segments)
-        self.log_end_offset = self._view.active.next_offset
-        self.log_start_offset = min(
-            max(log_start_offset, self._view.segments[0].base_offset), self.log_end_offset
+        loaded = load_log(
+            self.directory,
+            config,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            high_watermark=high_watermark,
+            clean_shutdown=clean_shutdown,
+            clock=clock,
+            report_io_error=self.report_io_error,
         )
-        if recovered:
-            # What was re-validated (and the renames and truncations that did it) is now durable.
-            self._fsync_segments(self._view.segments, directory=True)
-            self.recovery_point = self.log_end_offset
-        else:
-            self.recovery_point = min(max(recovery_point, 0), self.log_end_offset)
-        # Restored from replication-offset-checkpoint; without it nothing is known to be
-        # committed (a follower must not claim its whole log). A leader alone in its ISR moves
-        # it to its LEO itself.
-        self.high_watermark = self.log_start_offset
-        if high_watermark is not None:
-            self.update_high_watermark(high_watermark)
-        self.producer_state = ProducerStateManager(self.directory)
+        self._view = loaded.segments
+        self.log_end_offset = loaded.log_end_offset
+        self.log_start_offset = loaded.log_start_offset
+        self.recovery_point = loaded.recovery_point
+        # Restored from replication-offset-checkpoint (``loader``); a leader alone in its ISR
+        # moves it to its LEO itself.
+        self.high_watermark = loaded.high_watermark
+        self.producer_state = loaded.producer_state
         # Transactions whose marker is at or above the high watermark, in marker order: they
         # still hold the last stable offset (a new leader may not have the marker). A tuple
         # replaced whole under the lock; pruned as markers fall below the HW.
-        self._unreplicated_txns: tuple[CompletedTxn, ...] = ()
-        # After an unclean shutdown the replay starts at or below the recovery point, so that it
-        # rebuilds every aborted-transaction entry that may not have reached the disk.
-        self._load_producer_state(
-            self.log_start_offset,
-            self.log_end_offset,
-            max_snapshot_offset=None if clean_shutdown else self.recovery_point,
-        )
-        self.leader_epoch_cache = self._load_leader_epoch_cache()
-
-    # -- loading and recovery ------------------------------------------------------------
-
-    def _load_producer_state(
-        self, log_start_offset: int, log_end_offset: int, *, max_snapshot_offset: int | None = None
-    ) -> None:
-        """Rebuild the producer state, and the aborted-transaction entries of what it replays:
-        those of markers at or above the replay's start are dropped and written again."""
-        completed: list[CompletedTxn] = []
-        start = self.producer_state.load(
-            log_start_offset,
-            log_end_offset,
-            self._replay_from,
-            max_snapshot_offset=max_snapshot_offset,
-            on_completed=completed.append,
-        )
-        view = self._view
-        for segment in view.segments[view.floor_index(start) :]:
-            segment.txn_index.truncate_to(start)
-        self._unreplicated_txns = tuple(
-            t for t in completed if t.last_offset >= min(self.high_watermark, log_end_offset)
-        )
-        for txn in completed:
-            if txn.is_aborted:
-                view.segments[view.floor_index(txn.last_offset)].txn_index.append(
-                    AbortedTxn(
-                        txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset
-                    )
-                )
-
-    def collect_aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
-        """The aborted transactions overlapping ``[start, end)`` (a read_committed fetch),
-        from the txn indexes of the segment holding ``start`` onwards."""
-        found: list[AbortedTxn] = []
-        view = self._view
-        for segment in view.segments[view.floor_index(start) :]:
-            entries, complete = segment.txn_index.collect(start, end)
-            found += entries
-            if complete:
-                break
-        return found
-
-    def _load_leader_epoch_cache(self) -> LeaderEpochFileCache:
-        """The leader-epoch cache, from ``leader-epoch-checkpoint`` checked against the batches.
-
-        The file is written off the appending thread, so a crash can leave it behind the log:
-        entries past the LEO (truncated away by recovery, or by a replica's truncation the file
-        had not seen), or epochs appended since. So each entry must match the batch holding its
-        start offset, else the cache is rebuilt from every batch header; then the log after the
-        latest entry is searched for newer epochs. A missing or corrupt file means a rebuild.
-        Writes the file at once (on the loading thread) if it had to change.
-        """
-        checkpoint = LeaderEpochCheckpointFile(self.directory)
-        try:
-            entries = checkpoint.read()
-            corrupt = False
-        except CorruptCheckpointError as e:
-            log.warning("rebuilding the leader epoch cache from the log: %s", e)
-            entries, corrupt = None, True
-        # A missing file with no epoch in the log stays missing: a new log writes nothing.
-        cache = LeaderEpochFileCache(checkpoint, entries or (), written=not corrupt)
-        cache.truncate_from_end(self.log_end_offset)
-        cache.truncate_from_start(self.log_start_offset)
-        if entries is not None and not all(
-            self._epoch_starts_at(e.epoch, e.start_offset) for e in cache.entries()
-        ):
-            log.warning(
-                "%s: leader-epoch-checkpoint disagrees with the log's batches: rebuilding it",
-                self.directory.name,
-            )
-            entries = None
-        if entries is None:
-            cache.clear()
-            for base_offset, header in self._headers_from(self.log_start_offset):
-                _assign_epoch(cache, header.partition_leader_epoch, base_offset)
-        else:
-            self._find_newer_epochs(cache)
-        try:
-            cache.flush()
-        except OSError as e:
-            checkpoint.close()
-            self._io_error(e)
-        return cache
-
-    def _batch_holding(self, offset: int) -> BatchHeader | None:
-        """The header of the batch holding ``offset`` (or the next one, past a gap)."""
-        return next((header for _, header in self._headers_from(offset)), None)
-
-    def _epoch_starts_at(self, epoch: int, start_offset: int) -> bool:
-        """Whether the batch holding ``start_offset`` was written in ``epoch``."""
-        holding = self._batch_holding(start_offset)
-        return holding is not None and holding.partition_leader_epoch == epoch
-
-    def _find_newer_epochs(self, cache: LeaderEpochFileCache) -> None:
-        """Assign the epochs after the cache's latest entry, found by bisecting the log.
-
-        Batches' epochs never decrease along a log (each leader stamps its own, newer, epoch;
-        followers copy them), so where the next higher epoch starts is a binary search over
-        offsets: a few index lookups per epoch, not a scan of every header since the latest
-        entry (an epoch may have lasted the whole log).
-        """
-        latest = cache.latest_entry()
-        low = self.log_start_offset if latest is None else latest.start_offset
-        epoch = -1 if latest is None else latest.epoch
-        while low < self.log_end_offset:
-            # The smallest offset whose batch is newer than ``epoch`` lies in [low, high].
-            high = self.log_end_offset
-            while low < high:
-                middle = (low + high) // 2
-                holding = self._batch_holding(middle)
-                if holding is None:
-                    high = middle
-                elif holding.partition_leader_epoch > epoch:
-                    high = min(middle, holding.base_offset)
-                else:
-                    low = holding.last_offset + 1
-            first = self._batch_holding(low)
-            if first is None or first.partition_leader_epoch <= epoch:
-                return
-            _assign_epoch(cache, first.partition_leader_epoch, first.base_offset)
-            epoch, low = first.partition_leader_epoch, first.last_offset + 1
+        self._unreplicated_txns: tuple[CompletedTxn, ...] = loaded.unreplicated_txns
+        self.leader_epoch_cache = loaded.leader_epoch_cache
 
     def _new_segment(self, base_offset: int, *, active: bool, suffix: str = "") -> LogSegment:
         return LogSegment(
@@ -421,82 +209,17 @@ class Log:
             suffix=suffix,
         )
 
-    def _load(self, recovery_point: int, clean_shutdown: bool) -> tuple[list[LogSegment], bool]:
-        """Open the segments on disk, recovering what an unclean shutdown may have torn.
-
-        Returns the segments and whether any were re-validated. Leftovers of interrupted work
-        are settled first: ``.deleted`` and ``.cleaned`` files go, and a ``.swap`` (a cleaner's
-        finished output) replaces the segments it covers, as Kafka does.
-        """
-        for path in self.directory.iterdir():
-            if path.name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)):
-                path.unlink()
-        self._complete_swaps()
-        bases = sorted(
-            int(p.name[: -len(LOG_SUFFIX)])
-            for p in self.directory.iterdir()
-            if p.name.endswith(LOG_SUFFIX) and p.name[: -len(LOG_SUFFIX)].isdigit()
-        )
-        self._remove_orphan_indexes(set(bases))
-        if not bases:
-            return [self._new_segment(0, active=True)], False
-        segments = [self._new_segment(b, active=(b == bases[-1])) for b in bases]
-        recover_from = (
-            len(segments) if clean_shutdown else _Segments.of(segments).floor_index(recovery_point)
-        )
-        recovered = False
-        kept: list[LogSegment] = []
-        for n, segment in enumerate(segments):
-            if n < recover_from:
-                try:
-                    segment.load_from_indexes()
-                    kept.append(segment)
-                    continue
-                except CorruptIndexError as e:
-                    log.warning("rebuilding indexes of %s: %s", segment.log_path, e)
-            truncated = segment.recover()
-            recovered = True
-            kept.append(segment)
-            if truncated:
-                log.warning(
-                    "%s: truncated %d bytes of torn or invalid data at position %d",
-                    segment.log_path,
-                    truncated,
-                    segment.size,
-                )
-                for later in segments[n + 1 :]:
-                    log.warning("deleting %s, which followed invalid data", later.log_path)
-                    later.delete()
+    def collect_aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start, end)`` (a read_committed fetch),
+        from the txn indexes of the segment holding ``start`` onwards."""
+        found: list[AbortedTxn] = []
+        view = self._view
+        for segment in view.segments[view.floor_index(start) :]:
+            entries, complete = segment.txn_index.collect(start, end)
+            found += entries
+            if complete:
                 break
-        # An empty segment before the last stays, as in Kafka: compaction leaves one when a
-        # whole group of records was superseded, and dropping it would move the log start
-        # offset forward at the next start (consumers' offsets there would be out of range).
-        kept[-1].offset_index.make_writable()
-        kept[-1].time_index.make_writable()
-        return kept, recovered
-
-    def _complete_swaps(self) -> None:
-        for path in sorted(self.directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
-            base = int(path.name[:20])
-            swapped = self._new_segment(base, active=False, suffix=SWAP_SUFFIX)
-            swapped.recover()
-            for other in self.directory.glob(f"*{LOG_SUFFIX}"):
-                other_base = int(other.name[:20])
-                if base <= other_base < swapped.next_offset:
-                    for suffix in (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX):
-                        (self.directory / f"{other_base:020d}{suffix}").unlink(missing_ok=True)
-            swapped.rename_with_suffix("")
-            swapped.close()
-
-    def _remove_orphan_indexes(self, bases: set[int]) -> None:
-        for path in self.directory.iterdir():
-            stem = path.name.split(".", 1)[0]
-            if (
-                path.suffix in (".index", ".timeindex", TXN_INDEX_SUFFIX)
-                and stem.isdigit()
-                and int(stem) not in bases
-            ):
-                path.unlink()
+        return found
 
     # -- appending -----------------------------------------------------------------------
 
@@ -579,7 +302,7 @@ class Log:
         with self._lock:
             self._check_online()
             markers = [
-                _marker_of(origin, header, validated.records, position)
+                marker_of(origin, header, validated.records, position)
                 for position, header in validated.batches
             ]
             if origin != AppendOrigin.REPLICATION:
@@ -599,17 +322,15 @@ class Log:
                         valid_bytes=0,
                         duplicate=True,
                     )
-            prepared = self._assign_offsets(validated, leader_epoch)
+            prepared = assign_offsets(validated, self.log_end_offset, leader_epoch)
             prepared.markers = markers
             segment = self._maybe_roll(
                 prepared.valid_bytes, prepared.max_timestamp, prepared.next_offset - 1
             )
             prepared.segment, prepared.position = segment, segment.size
             if writer_thread:
-                try:
+                with self._disk_errors():
                     prepared.fd, prepared.owns_fd = os.dup(segment.fd), True
-                except OSError as e:
-                    self._io_error(e)
             else:
                 prepared.fd = segment.fd
             return prepared
@@ -621,9 +342,8 @@ class Log:
         ``KafkaStorageError`` after an I/O error (the file cut back, the log taken offline).
         """
         try:
-            write_past_end(prepared.fd, prepared.buffers, prepared.position)
-        except OSError as e:
-            self._io_error(e)
+            with self._disk_errors():
+                write_past_end(prepared.fd, prepared.buffers, prepared.position)
         finally:
             self.abandon(prepared)
 
@@ -686,41 +406,6 @@ class Log:
             self._write_leader_epoch_checkpoint_in_background()
         return info
 
-    def _assign_offsets(
-        self, validated: ValidatedRecords, leader_epoch: int | None
-    ) -> PreparedAppend:
-        """Each batch's base offset and the bytes to write. Caller holds the lock."""
-        view = validated.records
-        next_offset = self.log_end_offset
-        prepared = PreparedAppend(
-            valid_bytes=len(view), log_append_time_ms=validated.log_append_time_ms
-        )
-        for position, header in validated.batches:
-            if validated.origin == AppendOrigin.REPLICATION:
-                if header.base_offset < next_offset:
-                    raise InvalidRecordError(
-                        f"replicated batch at offset {header.base_offset} does not follow "
-                        f"the log end offset {next_offset}"
-                    )
-                base_offset = header.base_offset
-            else:
-                base_offset = next_offset
-            next_offset = base_offset + header.last_offset_delta + 1
-            epoch = header.partition_leader_epoch if leader_epoch is None else leader_epoch
-            if epoch >= 0 and (not prepared.epoch_starts or epoch > prepared.epoch_starts[-1][0]):
-                prepared.epoch_starts.append((epoch, base_offset))
-            prepared.buffers.append(_LOG_PREFIX.pack(base_offset, header.batch_length, epoch))
-            prepared.buffers.append(
-                view[position + _LOG_PREFIX.size : position + header.size_in_bytes]
-            )
-            prepared.assigned.append((base_offset, header))
-            prepared.records_count += header.records_count
-            if header.max_timestamp > prepared.max_timestamp:
-                prepared.max_timestamp = header.max_timestamp
-                prepared.offset_of_max_timestamp = next_offset - 1
-        prepared.next_offset = next_offset
-        return prepared
-
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int) -> LogSegment:
         active = self._view.active
         if active.size == 0:
@@ -752,7 +437,7 @@ class Log:
                 return active
             active.on_roll()
             new = self._new_segment(self.log_end_offset, active=True)
-            self._view = _Segments.of(self._view.segments + (new,))
+            self._view = LogSegments.of(self._view.segments + (new,))
             # Copied here, written on the housekeeping thread (see producer_state).
             snapshot = self.producer_state.capture_snapshot()
             self.executors.housekeeping.submit(self._write_producer_snapshot, snapshot)
@@ -760,11 +445,11 @@ class Log:
 
     def _write_producer_snapshot(self, snapshot: ProducerSnapshot) -> None:
         """The housekeeping job of a roll; an I/O error takes the log offline."""
-        try:
+        # Not the disk's fault if the log went meanwhile (its directory with it).
+        with disk_errors(
+            self.report_io_error, counts=lambda _: self.producer_state.is_current(snapshot)
+        ):
             self.producer_state.write_snapshot(snapshot, durable=False)
-        except OSError as e:
-            if self.producer_state.is_current(snapshot):  # else the log went meanwhile
-                self.report_io_error(e)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -813,27 +498,6 @@ class Log:
         position = segment.position_of(offset)
         self._position_cache = (offset, segment.base_offset, position)
         return position
-
-    def _headers_from(self, offset: int) -> Iterator[tuple[int, BatchHeader]]:
-        """``(base_offset, header)`` of every batch holding offsets >= ``offset``."""
-        view = self._view
-        for segment in view.segments[view.floor_index(offset) :]:
-            found = segment.translate_offset(offset)
-            if found is not None:
-                for _, header in segment.batches_from(found[0]):
-                    yield header.base_offset, header
-
-    def _replay_from(self, offset: int) -> Iterator[tuple[int, BatchHeader, EndTxnMarker | None]]:
-        """``_headers_from`` with each control batch's marker, for the producer state."""
-        view = self._view
-        for segment in view.segments[view.floor_index(offset) :]:
-            found = segment.translate_offset(offset)
-            if found is not None:
-                for position, header in segment.batches_from(found[0]):
-                    marker = None
-                    if header.is_control:
-                        marker = marker_or_none(header, segment.read_batch_bytes(position, header))
-                    yield header.base_offset, header, marker
 
     def batches(self, start_offset: int = 0) -> Iterator[tuple[int, bytes]]:
         """Every batch from ``start_offset`` as ``(base_offset, bytes)``: tools and tests."""
@@ -919,11 +583,9 @@ class Log:
         """
         if self.deleted or self.offline:
             return
-        try:
+        # Not the disk's fault if the directory went with the partition meanwhile.
+        with disk_errors(self.report_io_error, counts=lambda _: not self.deleted):
             self.leader_epoch_cache.flush()
-        except OSError as e:
-            if not self.deleted:  # else the directory went with the partition
-                self.report_io_error(e)
 
     def _write_leader_epoch_checkpoint_in_background(self) -> None:
         """Kafka writes the file at each change; here the housekeeping thread does, after the
@@ -1020,10 +682,8 @@ class Log:
         keep = [s for s in segments if s.base_offset < offset]
         if keep:
             # First, so an offset inside a batch raises before any segment is deleted.
-            try:
+            with self._disk_errors():
                 keep[-1].truncate_to(offset)
-            except OSError as e:
-                self._io_error(e)
         for segment in segments:
             if segment not in keep:
                 self._schedule_delete(segment)
@@ -1033,13 +693,15 @@ class Log:
         active = keep[-1]
         active.offset_index.make_writable()
         active.time_index.make_writable()
-        self._view = _Segments.of(keep)
+        self._view = LogSegments.of(keep)
         self._position_cache = None
         self.log_end_offset = offset
         self.high_watermark = min(self.high_watermark, offset)
         self.recovery_point = min(self.recovery_point, offset)
         self.producer_state.truncate(offset)
-        self._load_producer_state(self.log_start_offset, offset)
+        self._unreplicated_txns = rebuild_producer_state(
+            self.producer_state, self._view, self.log_start_offset, offset, self.high_watermark
+        )
         return self.leader_epoch_cache.truncate_from_end(offset)
 
     def _note_truncation(self, offset: int) -> None:
@@ -1056,7 +718,7 @@ class Log:
     def batch_start_at_or_below(self, offset: int) -> int:
         """``offset``, or the base offset of the batch holding it if it is inside one: where a
         truncation to ``offset`` may cut (a replica keeps or drops whole batches)."""
-        for base_offset, _ in self._headers_from(offset):
+        for base_offset, _ in self._view.headers_from(offset):
             return min(base_offset, offset)
         return offset
 
@@ -1075,312 +737,18 @@ class Log:
             active = self._new_segment(offset, active=True)
             active.offset_index.make_writable()
             active.time_index.make_writable()
-            self._view = _Segments.of([active])
+            self._view = LogSegments.of([active])
             self._position_cache = None
             self._unreplicated_txns = ()
             self.log_start_offset = self.log_end_offset = offset
             self.high_watermark = self.recovery_point = offset
             self.producer_state.truncate(-1)  # every snapshot: none describes the new log
-            self._load_producer_state(offset, offset)
+            self._unreplicated_txns = rebuild_producer_state(
+                self.producer_state, self._view, offset, offset, self.high_watermark
+            )
             self.leader_epoch_cache.clear()
         self._delete_due_files_in_background()
         self._write_leader_epoch_checkpoint_in_background()
-
-    # -- retention -----------------------------------------------------------------------
-
-    def delete_old_segments(self) -> int:
-        """Retention: delete whole old segments; returns how many.
-
-        A segment goes when it lies wholly below the log start offset, or (with
-        ``cleanup.policy`` delete) is older than ``retention.ms`` or not needed to keep the log
-        within ``retention.bytes``. Never the active segment, never data above the high
-        watermark; always the oldest first, so the log stays contiguous.
-        """
-        config = self.config
-        now = self.clock()
-        with self._lock:
-            if self.deleted:
-                return 0
-            segments = self._view.segments
-            excess_bytes = self.size_in_bytes - config.retention_bytes
-            count = 0
-            for segment, following in zip(segments, segments[1:], strict=False):
-                if following.base_offset > self.high_watermark:
-                    break
-                below_start = following.base_offset <= self.log_start_offset
-                expired = (
-                    config.delete
-                    and config.retention_ms >= 0
-                    and now - segment.largest_timestamp > config.retention_ms
-                )
-                too_big = (
-                    config.delete
-                    and config.retention_bytes >= 0
-                    and excess_bytes - segment.size >= 0
-                )
-                if not (below_start or expired or too_big):
-                    break
-                excess_bytes -= segment.size
-                count += 1
-            if count:
-                for segment in segments[:count]:
-                    self._schedule_delete(segment)
-                self._view = _Segments.of(segments[count:])
-                self.log_start_offset = max(self.log_start_offset, segments[count].base_offset)
-                self.producer_state.delete_snapshots_below(self.log_start_offset)
-            epochs_changed = self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-        if count:
-            self._delete_due_files_in_background()
-        if epochs_changed:
-            self._write_leader_epoch_checkpoint_in_background()
-        return count
-
-    def _schedule_delete(self, segment: LogSegment) -> None:
-        """Rename a segment's files ``.deleted``; close and remove them after the delay.
-
-        Caller holds the lock, and calls ``_delete_due_files_in_background`` after it.
-        """
-        try:
-            segment.rename_with_suffix(DELETED_SUFFIX)
-        except OSError as e:
-            self._io_error(e)
-        self._pending_deletes.append((self.clock() + self.config.file_delete_delay_ms, segment))
-
-    def _delete_due_files_in_background(self) -> None:
-        """With ``file.delete.delay.ms`` 0, the files go now, on the housekeeping thread."""
-        now = self.clock()
-        with self._lock:
-            due = any(t <= now for t, _ in self._pending_deletes)
-        if due:
-            self.executors.housekeeping.submit(self.delete_expired_files)
-
-    def delete_expired_files(self, force: bool = False) -> None:
-        """Remove ``.deleted`` segments whose ``file.delete.delay.ms`` has passed (not on the
-        appending thread: closing and unlinking big files takes time)."""
-        now = self.clock()
-        with self._lock:
-            if self.deleted:
-                return  # ``delete_files`` closes them; their paths may name a new log's files
-            due = [s for t, s in self._pending_deletes if force or t <= now]
-            self._pending_deletes = [(t, s) for t, s in self._pending_deletes if s not in due]
-        for segment in due:
-            segment.delete()
-
-    # -- compaction support --------------------------------------------------------------
-
-    def segments(self) -> tuple[LogSegment, ...]:
-        """A snapshot of the segments, oldest first; the last is active."""
-        return self._view.segments
-
-    def active_producers(self) -> dict[int, ActiveProducer]:
-        """The producers the log knows, copied under the lock (for other threads: the
-        cleaner keeps the batches that hold their state; DescribeProducers shows them)."""
-        with self._lock:
-            return self.producer_state.active_producers()
-
-    def segment_reader(self, segment: LogSegment) -> SegmentReader | None:
-        """A reader of ``segment`` for a thread other than the appending one (the cleaner).
-
-        None if the segment left the log (retention, truncation, a swap) or the log is
-        detached or offline: the caller's view of the segments is stale, its work void.
-        """
-        with self._lock:
-            if self.deleted or self.offline or segment not in self._view.segments:
-                return None
-            try:
-                return segment.reader()
-            except OSError as e:
-                self._io_error(e)
-                raise  # unreachable: _io_error raises
-
-    def new_cleaned_segment(self, base_offset: int, created_ms: int) -> LogSegment | None:
-        """A private ``.cleaned`` segment for the cleaner's output; None once detached.
-
-        Created under the lock, so no file appears in the directory of a detached log (its
-        removal would race with it).
-        """
-        with self._lock:
-            if self.deleted:
-                return None
-            try:
-                return LogSegment(
-                    self.directory,
-                    base_offset,
-                    index_interval_bytes=self.config.index_interval_bytes,
-                    max_index_bytes=self.config.segment_index_bytes,
-                    active=True,
-                    created_ms=created_ms,
-                    suffix=CLEANED_SUFFIX,
-                )
-            except OSError as e:
-                self._io_error(e)
-                raise  # unreachable: _io_error raises
-
-    def discard_cleaned_segment(self, cleaned: LogSegment) -> None:
-        """Throw away the cleaner's unused output (a detached log's goes with its directory)."""
-        with self._lock:
-            if self.deleted:
-                cleaned.close_handles()
-            else:
-                cleaned.delete()
-
-    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> bool:
-        """Swap ``old`` (contiguous, inactive) for ``new``, crash-safely; False if they changed.
-
-        ``new`` holds the same offsets minus what compaction removed and is named after
-        ``old[0]``. Rename order makes a crash at any point recoverable (see ``_load``): new
-        files to ``.swap``, old ones to ``.deleted``, then ``.swap`` to the final names. The
-        directory is fsynced after the renames (outside the lock), so a swap the caller sees
-        succeed survives a power cut.
-        """
-        with self._lock:
-            if self.deleted or self.offline:
-                return False
-            segments = self._view.segments
-            try:
-                first = segments.index(old[0])
-            except ValueError:
-                return False
-            if segments[first : first + len(old)] != tuple(old) or first + len(old) >= len(
-                segments
-            ):
-                return False
-            try:
-                # ``new`` carries the aborted-transaction entries the cleaner kept (those of
-                # the ABORT markers still needed), written before the swap.
-                new.txn_index.sync()
-                new.rename_with_suffix(SWAP_SUFFIX)
-                for segment in old:
-                    self._schedule_delete(segment)
-                new.rename_with_suffix("")
-            except OSError as e:
-                self._io_error(e)
-            self._view = _Segments.of(segments[:first] + (new,) + segments[first + len(old) :])
-            self._position_cache = None
-            handles = self._fsync_handles((), directory=True)
-        self._fsync(handles)
-        self._delete_due_files_in_background()
-        return True
-
-    # -- durability ----------------------------------------------------------------------
-
-    def flush(self, offset: int | None = None) -> None:
-        """fsync every segment holding offsets below ``offset`` (default: the LEO).
-
-        Blocks on the disk, so never on the appending thread (``flush_in_background``). The
-        descriptors are duplicated under the lock and fsynced outside it (module docstring,
-        rule 2); the directory too when segments were created since the last flush, as Kafka
-        does. Raises ``KafkaStorageError`` if the log is offline or the disk fails.
-        """
-        with self._lock:
-            if self.deleted:
-                return  # nothing of it is kept: nothing to make durable
-            self._check_online()
-            target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
-            if target <= self.recovery_point:
-                return
-            view = self._view
-            first = view.floor_index(self.recovery_point)
-            segments = [s for s in view.segments[first:] if s.base_offset < target]
-            created = any(s.base_offset >= self.recovery_point for s in segments)
-            truncations = self._truncations
-        self._fsync_segments(segments, directory=created)
-        with self._lock:
-            if self._truncations == truncations:  # else ``target`` may be data written since
-                self.recovery_point = max(self.recovery_point, target)
-            self.last_flush_ms = self.clock()
-
-    def flush_in_background(self) -> Future[None]:
-        """Flush everything appended so far on a storage flush thread; the future says when.
-
-        For the appending thread after an append that says ``flush_before_ack``: acknowledge
-        it once the future is done (it raises ``KafkaStorageError`` if the disk failed). A
-        flush queued and not yet started covers this append too, so it is joined rather than
-        another queued. Each caller gets its own future: cancelling one cancels no other.
-        """
-        waiter: Future[None] = Future()
-        with self._lock:
-            if self._queued_flush_waiters is not None:
-                self._queued_flush_waiters.append(waiter)
-                return waiter
-            waiters = self._queued_flush_waiters = [waiter]
-        try:
-            self.executors.flush.submit(self._run_queued_flush, waiters)
-        except RuntimeError as e:  # the executor is shut down: the broker is stopping
-            with self._lock:
-                self._queued_flush_waiters = None
-            _settle(waiters, KafkaStorageError(f"cannot flush {self.directory.name}: {e}"))
-        return waiter
-
-    def _run_queued_flush(self, waiters: list[Future[None]]) -> None:
-        with self._lock:
-            if self._queued_flush_waiters is waiters:
-                # From here on, appends queue a new flush: this one may start before their
-                # write (the LEO it flushes to is read under the lock in ``flush``).
-                self._queued_flush_waiters = None
-        try:
-            self.flush()
-        except Exception as e:
-            _settle(waiters, e)
-        else:
-            _settle(waiters, None)
-
-    def _fsync_segments(
-        self, segments: list[LogSegment] | tuple[LogSegment, ...], *, directory: bool
-    ) -> None:
-        """fsync ``segments`` (and the directory) without the lock, a few segments at a time.
-
-        A segment that left the log meanwhile is skipped: retention made it irrelevant, a
-        truncation keeps the recovery point from counting it, and a cleaner's swap replaced it
-        with a segment the cleaner fsynced itself.
-        """
-        for first in range(0, len(segments), FSYNC_BATCH_SEGMENTS):
-            chunk = segments[first : first + FSYNC_BATCH_SEGMENTS]
-            last = first + FSYNC_BATCH_SEGMENTS >= len(segments)
-            with self._lock:
-                if self.deleted:
-                    return
-                current = set(self._view.segments)
-                handles = self._fsync_handles(
-                    [s for s in chunk if s in current], directory=directory and last
-                )
-            self._fsync(handles)
-        if directory and not segments:
-            with self._lock:
-                handles = self._fsync_handles((), directory=True)
-            self._fsync(handles)
-
-    def _fsync_handles(
-        self, segments: list[LogSegment] | tuple[LogSegment, ...], *, directory: bool
-    ) -> list[int]:
-        """Duplicated descriptors to fsync; the caller holds the lock (module docstring, 2)."""
-        handles: list[int] = []
-        try:
-            for segment in segments:
-                handles += segment.fsync_handles()
-            if directory:
-                handles.append(os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY))
-        except OSError as e:
-            close_all(handles)
-            self._io_error(e)
-        return handles
-
-    def _fsync(self, handles: list[int]) -> None:
-        """fsync and close ``handles``, without the lock; an error takes the log offline."""
-        try:
-            for fd in handles:
-                os.fsync(fd)
-        except OSError as e:
-            self._io_error(e)
-        finally:
-            close_all(handles)
-
-    def flush_if_due(self) -> None:
-        """The flush scheduler's tick: ``flush.ms``, and segments rolled since the last flush."""
-        if self.clock() - self.last_flush_ms >= self.config.flush_ms:
-            self.flush()
-        elif self.recovery_point < self._view.active.base_offset:
-            self.flush(self._view.active.base_offset)
 
     @property
     def size_in_bytes(self) -> int:
@@ -1400,10 +768,13 @@ class Log:
         if self.on_io_error is not None:
             self.on_io_error(self, error)
 
-    def _io_error(self, error: OSError) -> None:
-        """``report_io_error``, then raise ``KafkaStorageError``."""
-        self.report_io_error(error)
-        raise KafkaStorageError(f"I/O error in {self.directory}: {error}") from error
+    def _disk_errors(self, *, cleanup: Callable[[], object] | None = None) -> disk_errors:
+        """The ``disk_errors`` block of this log: ``report_io_error``, then raise
+        ``KafkaStorageError`` ("I/O error in <directory>: <error>")."""
+        return disk_errors(self.report_io_error, raise_as=self._io_error_prefix, cleanup=cleanup)
+
+    def _io_error_prefix(self) -> str:
+        return f"I/O error in {self.directory}"
 
     def update_config(self, config: TopicConfig) -> None:
         """Apply a new topic configuration (AlterConfigs); takes effect for later appends."""
@@ -1415,12 +786,10 @@ class Log:
             self.flush()
             with self._lock:
                 snapshot = self.producer_state.capture_snapshot()
-            try:  # durable, so outside the lock (module docstring, rule 1)
+            # Durable, so outside the lock (module docstring, rule 1).
+            with self._disk_errors(cleanup=self.leader_epoch_cache.close):
                 self.producer_state.write_snapshot(snapshot, durable=True)
                 self.leader_epoch_cache.flush()
-            except OSError as e:
-                self.leader_epoch_cache.close()
-                self._io_error(e)
         self.leader_epoch_cache.close()
         with self._lock:
             self.delete_expired_files(force=True)
@@ -1479,33 +848,3 @@ class Log:
             f"Log({self.directory.name}, log_start_offset={self.log_start_offset}, "
             f"log_end_offset={self.log_end_offset}, segments={len(self._view.segments)})"
         )
-
-
-def _marker_of(
-    origin: str, header: BatchHeader, records: memoryview, position: int
-) -> EndTxnMarker | None:
-    """A control batch's marker: a coordinator's must be a known marker (else
-    ``InvalidRecordError``); a replicated one is copied whatever it holds."""
-    if not header.is_control:
-        return None
-    batch = records[position : position + header.size_in_bytes]
-    if origin == AppendOrigin.REPLICATION:
-        return marker_or_none(header, batch)
-    return read_marker(header, batch)
-
-
-def _assign_epoch(cache: LeaderEpochFileCache, epoch: int, start_offset: int) -> None:
-    """A batch written in ``epoch`` starts at ``start_offset``: a new epoch if it is newer
-    (batches without an epoch, -1, as written before leader epochs, count for none)."""
-    if epoch >= 0:
-        cache.assign(epoch, start_offset)
-
-
-def _settle(waiters: list[Future[None]], outcome: BaseException | None) -> None:
-    """Complete every waiter not cancelled meanwhile, with ``outcome`` (an error, or None)."""
-    for waiter in waiters:
-        with contextlib.suppress(InvalidStateError):  # cancelled by its caller
-            if outcome is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(outcome)

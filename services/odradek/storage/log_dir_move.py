@@ -24,30 +24,12 @@ log; the caller runs them one at a time for a given future log. Nothing here kno
 
 from __future__ import annotations
 
-import uuid
-
-from odradek.common.topics import log_directory_name, parse_log_directory_name
-from odradek.storage.log import Log, LogAppendInfo
+from odradek.storage.append import LogAppendInfo
+from odradek.storage.log import Log
 from odradek.storage.segment import FileSlice
 from odradek.storage.validator import AppendOrigin
 
-FUTURE_DIR_SUFFIX = "-future"
 WHOLE_LOG_REPLACED = -1  # the truncation floor of ``Log.truncate_fully_and_start_at``
-
-
-def future_directory_name(topic: str, partition: int) -> str:
-    """``<topic>-<partition>.<32 hex digits>-future``, as Kafka names a future log's dir."""
-    return f"{log_directory_name(topic, partition)}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
-
-
-def parse_future_directory_name(name: str) -> tuple[str, int] | None:
-    """``orders-3.<hex>-future`` -> ("orders", 3); None for any other name."""
-    if not name.endswith(FUTURE_DIR_SUFFIX):
-        return None
-    stem, dot, unique = name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")
-    if not dot or len(unique) != 32 or any(c not in "0123456789abcdef" for c in unique):
-        return None
-    return parse_log_directory_name(stem)
 
 
 def start_offset(current: Log) -> int:

@@ -1,7 +1,7 @@
 """A broker's logs across its JBOD ``log.dirs``: placement, checkpoints, failures, upkeep.
 
 Each log directory (one per disk) holds partition directories ``<topic>-<partition>`` and, as in
-Kafka, these files of its own::
+Kafka, these files of its own (every name is spelled in ``files``)::
 
     recovery-point-offset-checkpoint   offsets below which each log is known to be on disk
     log-start-offset-checkpoint        each log's start offset (moved by retention, DeleteRecords)
@@ -50,7 +50,6 @@ import logging
 import os
 import shutil
 import threading
-import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -69,17 +68,21 @@ from odradek.errors import (
 from odradek.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.executors import StorageExecutors
+from odradek.storage.files import (
+    CLEAN_SHUTDOWN_MARKER,
+    CLEANER_OFFSET_CHECKPOINT,
+    DELETE_DIR_SUFFIX,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    delete_directory_name,
+    future_directory_name,
+    parse_future_directory_name,
+)
+from odradek.storage.io_errors import disk_errors
 from odradek.storage.log import Log
-from odradek.storage.log_dir_move import future_directory_name, parse_future_directory_name
 
 log = logging.getLogger(__name__)
-
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
-CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
-DELETE_DIR_SUFFIX = "-delete"
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,10 +175,8 @@ class LogManager:
         order serves.
         """
         for log_dir in self.log_dirs:
-            try:
+            with self._dir_errors(log_dir, "cannot load"):
                 self._load_dir(log_dir)
-            except OSError as e:
-                self._mark_offline(log_dir, f"cannot load: {e}")
         for tp in [tp for tp in self._future_logs if tp not in self._logs]:
             if self.offline_dirs:
                 log.warning(
@@ -189,13 +190,10 @@ class LogManager:
     def _promote_future(self, tp: TopicPartition) -> None:
         future, log_dir = self._future_logs.pop(tp), self._future_dir_of.pop(tp)
         log.warning("future log %s completes its interrupted swap", future.directory)
-        try:
+        with self._dir_errors(log_dir, f"cannot rename {future.directory.name}"):
             future.rename_dir(log_dir / log_directory_name(*tp))
-        except OSError as e:
-            self._mark_offline(log_dir, f"cannot rename {future.directory.name}: {e}")
-            return
-        self._logs[tp] = future
-        self._log_dir_of[tp] = log_dir
+            self._logs[tp] = future  # only once renamed
+            self._log_dir_of[tp] = log_dir
 
     def _load_dir(self, log_dir: Path) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -328,12 +326,15 @@ class LogManager:
 
     def _create_log(self, log_dir: Path, name: str, config: TopicConfig, what: str) -> Log:
         """A new, empty log ``name`` in ``log_dir``; failing takes ``log_dir`` offline."""
-        try:
+        with self._dir_errors(
+            log_dir,
+            f"cannot create {what}",
+            raise_as=f"cannot create {what}",
+            # Out of descriptors: not the disk's fault.
+            counts=lambda e: e.errno not in (errno.EMFILE, errno.ENFILE),
+        ):
             return self._open_log(log_dir / name, config)
-        except OSError as e:
-            if e.errno not in (errno.EMFILE, errno.ENFILE):  # out of descriptors: not the disk
-                self._mark_offline(log_dir, f"cannot create {what}: {e}")
-            raise KafkaStorageError(f"cannot create {what}: {e}") from e
+        raise AssertionError("unreachable: disk_errors raised")
 
     def _choose_dir(self, tp: TopicPartition | None = None) -> Path:
         online = [d for d in self.log_dirs if d not in self.offline_dirs]
@@ -376,23 +377,20 @@ class LogManager:
     def _detach_and_remove(self, doomed: Log, log_dir: Path) -> Future[None]:
         """Rename ``doomed``'s directory to ``<name>.<uuid>-delete`` now (so no later log of
         the partition meets it), and delete its files on the housekeeping thread."""
-        renamed = doomed.directory.with_name(
-            f"{doomed.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        )
-        try:
+        renamed = doomed.directory.with_name(delete_directory_name(doomed.directory.name))
+        what = f"cannot delete {doomed.directory.name}"
+        with self._dir_errors(log_dir, what, raise_as=what):
             doomed.detach(renamed)
-        except OSError as e:
-            self._mark_offline(log_dir, f"cannot delete {doomed.directory.name}: {e}")
-            raise KafkaStorageError(f"cannot delete {doomed.directory.name}: {e}") from e
         return self.executors.housekeeping.submit(self._remove_detached, doomed, log_dir)
 
     def _remove_detached(self, doomed: Log, log_dir: Path) -> None:
         """The housekeeping job of ``delete_log``."""
-        try:
+        with self._dir_errors(
+            log_dir,
+            f"cannot remove {doomed.directory.name}",
+            raise_as=f"cannot remove {doomed.directory}",
+        ):
             doomed.delete_files()
-        except OSError as e:
-            self._mark_offline(log_dir, f"cannot remove {doomed.directory.name}: {e}")
-            raise KafkaStorageError(f"cannot remove {doomed.directory}: {e}") from e
 
     # -- moves between log dirs (KIP-113) -------------------------------------------------
 
@@ -491,25 +489,25 @@ class LogManager:
         with self._lock:
             current, source_dir = self._logs[tp], self._log_dir_of[tp]
             future, target_dir = self._future_logs[tp], self._future_dir_of[tp]
-        renamed = current.directory.with_name(
-            f"{current.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        )
-        try:
+        renamed = current.directory.with_name(delete_directory_name(current.directory.name))
+        with self._dir_errors(
+            source_dir,
+            f"cannot rename {current.directory.name}",
+            raise_as=f"cannot rename {current.directory}",
+        ):
             current.detach(renamed)
-        except OSError as e:
-            self._mark_offline(source_dir, f"cannot rename {current.directory.name}: {e}")
-            raise KafkaStorageError(f"cannot rename {current.directory}: {e}") from e
         with self._lock:
             self._logs[tp], self._log_dir_of[tp] = future, target_dir
             del self._future_logs[tp], self._future_dir_of[tp]
             self._replaced.append(
                 (self.clock() + current.config.file_delete_delay_ms, current, source_dir)
             )
-        try:
+        with self._dir_errors(
+            target_dir,
+            f"cannot rename {future.directory.name}",
+            raise_as=f"cannot rename {future.directory}",
+        ):
             future.rename_dir(target_dir / log_directory_name(topic, partition))
-        except OSError as e:
-            self._mark_offline(target_dir, f"cannot rename {future.directory.name}: {e}")
-            raise KafkaStorageError(f"cannot rename {future.directory}: {e}") from e
         log.info("%s-%d now lives in %s", topic, partition, target_dir)
         return future
 
@@ -537,6 +535,20 @@ class LogManager:
             )
         if log_dir is not None:
             self._mark_offline(log_dir, f"I/O error in {failed.directory.name}: {error}")
+
+    def _dir_errors(
+        self,
+        log_dir: Path,
+        what: str,
+        *,
+        raise_as: str | None = None,
+        counts: Callable[[OSError], bool] | None = None,
+    ) -> disk_errors:
+        """The ``disk_errors`` block of work on ``log_dir``: an I/O error takes it offline
+        with the reason "<what>: <error>" (and raises ``KafkaStorageError`` with ``raise_as``)."""
+        return disk_errors(
+            lambda e: self._mark_offline(log_dir, f"{what}: {e}"), raise_as=raise_as, counts=counts
+        )
 
     def _mark_offline(self, log_dir: Path, reason: str) -> None:
         with self._lock:
@@ -631,19 +643,17 @@ class LogManager:
         """Persist every log's high watermark (``replication-offset-checkpoint``), per online
         dir: Kafka's ``ReplicaManager.checkpointHighWatermarks``."""
         for log_dir, entries in self._logs_by_online_dir().items():
-            try:
+            with self._dir_errors(log_dir, "cannot write checkpoints"):
                 OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
                     {tp: each.high_watermark for tp, each in entries}
                 )
-            except OSError as e:
-                self._mark_offline(log_dir, f"cannot write checkpoints: {e}")
 
     def write_checkpoints(self) -> None:
         """Persist recovery points, log start offsets, cleaner offsets and high watermarks,
         per online dir."""
         self.write_high_watermark_checkpoints()
         for log_dir, entries in self._logs_by_online_dir().items():
-            try:
+            with self._dir_errors(log_dir, "cannot write checkpoints"):
                 OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
                     {tp: each.recovery_point for tp, each in entries}
                 )
@@ -653,8 +663,6 @@ class LogManager:
                 OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).write(
                     {tp: each.cleaner_checkpoint for tp, each in entries if each.config.compact}
                 )
-            except OSError as e:
-                self._mark_offline(log_dir, f"cannot write checkpoints: {e}")
 
     def start(self, *, cleaner: bool = True) -> None:
         """Run upkeep, and compaction unless ``cleaner`` is off, on background threads.

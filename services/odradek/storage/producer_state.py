@@ -64,11 +64,11 @@ from odradek.common.partitions import NO_EPOCH
 from odradek.errors import ErrorCode, OdradekError
 from odradek.storage.batch import BatchHeader
 from odradek.storage.control import ControlType, EndTxnMarker
+from odradek.storage.files import SNAPSHOT_SUFFIX, snapshot_file_name
 
 log = logging.getLogger(__name__)
 
 BATCHES_TO_RETAIN = 5
-SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOTS_TO_KEEP = 2
 SEQUENCE_WRAP = 1 << 31
 
@@ -148,10 +148,6 @@ class ProducerSnapshot:
     # id, epoch, timestamp, retained batches, first offset of the open transaction (-1: none),
     # coordinator epoch of the last marker
     producers: tuple[tuple[int, int, int, tuple[BatchMetadata, ...], int, int], ...]
-
-
-def snapshot_file_name(offset: int) -> str:
-    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
 
 class ProducerStateManager:

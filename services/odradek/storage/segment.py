@@ -47,21 +47,21 @@ from odradek.storage.batch import (
     MIN_BATCH_LENGTH,
     BatchHeader,
 )
+from odradek.storage.files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    offset_file_name,
+)
 from odradek.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
-from odradek.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+from odradek.storage.txn_index import TransactionIndex
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
 NO_TIMESTAMP = -1
 IOV_MAX = 1024  # Linux's limit on buffers in one pwritev call
 # Recovery checksums a batch this many bytes at a time, so a huge batch (or a corrupt length
 # field that claims one) costs no more memory than this.
 RECOVERY_READ_BYTES = 1 << 20
-
-
-def segment_file_name(base_offset: int, suffix: str) -> str:
-    return f"{base_offset:020d}{suffix}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,25 +99,25 @@ class LogSegment:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
+        self.log_path = directory / (offset_file_name(base_offset, LOG_SUFFIX) + suffix)
         # Not O_APPEND: Linux ignores pwrite's position on such files, and appends use pwritev.
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.file = io.FileIO(self.fd, "r+b")
         self.size = os.fstat(self.fd).st_size
         self.offset_index = OffsetIndex(
-            directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix),
+            directory / (offset_file_name(base_offset, INDEX_SUFFIX) + suffix),
             base_offset,
             max_index_bytes,
             writable=active,
         )
         self.time_index = TimeIndex(
-            directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
+            directory / (offset_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
             base_offset,
             max_index_bytes,
             writable=active,
         )
         self.txn_index = TransactionIndex(
-            directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix)
+            directory / (offset_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix)
         )
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
@@ -449,7 +449,7 @@ class LogSegment:
         """Rename its files, e.g. to ``.deleted`` or back to no suffix; handles stay open."""
 
         def path(file_suffix: str) -> Path:
-            return self.directory / (segment_file_name(self.base_offset, file_suffix) + suffix)
+            return self.directory / (offset_file_name(self.base_offset, file_suffix) + suffix)
 
         self.offset_index.rename(path(INDEX_SUFFIX))
         self.time_index.rename(path(TIME_INDEX_SUFFIX))

@@ -36,7 +36,6 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-TXN_INDEX_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
 CURRENT_VERSION = 0

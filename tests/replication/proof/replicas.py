@@ -37,8 +37,7 @@ from pathlib import Path
 from odradek.errors import OdradekError
 from odradek.storage.batch import validate_batch
 from odradek.storage.checkpoint import OffsetCheckpointFile
-
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+from odradek.storage.files import REPLICATION_OFFSET_CHECKPOINT
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,8 @@ from odradek.config.topic import TopicConfig
 from odradek.storage.batch import DELETE_HORIZON_MASK, BatchHeader, with_delete_horizon
 from odradek.storage.cleaner import LogCleaner, dirty_ratio
 from odradek.storage.compression import Compression
-from odradek.storage.log import SWAP_SUFFIX, Log
+from odradek.storage.files import SWAP_SUFFIX
+from odradek.storage.log import Log
 from odradek.storage.records import Record, decode_records, encode_batch
 from odradek.storage.segment import LogSegment
 from odradek.storage.validator import AppendOrigin

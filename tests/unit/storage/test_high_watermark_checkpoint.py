@@ -6,11 +6,8 @@ import time
 
 from odradek.config.topic import TopicConfig
 from odradek.storage.checkpoint import OffsetCheckpointFile
-from odradek.storage.manager import (
-    REPLICATION_OFFSET_CHECKPOINT,
-    LogManager,
-    ManagerIntervals,
-)
+from odradek.storage.files import REPLICATION_OFFSET_CHECKPOINT
+from odradek.storage.manager import LogManager, ManagerIntervals
 
 T0 = 1_700_000_000_000
 WAIT_S = 10.0

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odradek.storage.checkpoint import CorruptCheckpointError
+from odradek.storage.files import LEADER_EPOCH_CHECKPOINT
 from odradek.storage.leader_epoch import (
-    LEADER_EPOCH_CHECKPOINT,
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     EpochEntry,

@@ -27,7 +27,7 @@ from odradek.errors import (
     RecordTooLargeError,
 )
 from odradek.storage.batch import BatchHeader, iter_batches
-from odradek.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
+from odradek.storage.files import LEADER_EPOCH_CHECKPOINT
 from odradek.storage.log import Log, TimestampAndOffset
 from odradek.storage.segment import LogSegment
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from odradek.errors import KafkaStorageError, LogDirNotFoundError, UnknownTopicOrPartitionError
-from odradek.storage import log_dir_move
+from odradek.storage import files, log_dir_move
 from odradek.storage.log import Log
 from odradek.storage.manager import LogManager, ManagerIntervals
 
@@ -126,7 +126,7 @@ def test_a_move_copies_the_log_then_the_future_log_replaces_it(open_manager, kaf
 
     future = manager.create_future_log("orders", 0, target_dir)
     assert future is not None and future.directory.parent == target_dir
-    assert log_dir_move.parse_future_directory_name(future.directory.name) == ("orders", 0)
+    assert files.parse_future_directory_name(future.directory.name) == ("orders", 0)
     assert manager.create_future_log("orders", 0, target_dir) is future
     copy_all(current, future)
     [lagging] = [r for d in manager.describe_log_dirs() for r in d.replicas if r.is_future]

@@ -11,7 +11,8 @@ import pytest
 
 from odradek.config.topic import TopicConfig
 from odradek.storage.cleaner import LogCleaner
-from odradek.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH
+from odradek.storage.files import LEADER_EPOCH_CHECKPOINT
+from odradek.storage.leader_epoch import UNDEFINED_EPOCH
 from odradek.storage.log import Log
 from odradek.storage.validator import AppendOrigin
 

@@ -20,15 +20,14 @@ from odradek.config.topic import TopicConfig
 from odradek.errors import ErrorCode, KafkaStorageError, UnknownTopicOrPartitionError
 from odradek.storage import segment as segment_module
 from odradek.storage.checkpoint import OffsetCheckpointFile
-from odradek.storage.log import Log
-from odradek.storage.manager import (
+from odradek.storage.files import (
     CLEAN_SHUTDOWN_MARKER,
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
-    LogManager,
-    ManagerIntervals,
 )
+from odradek.storage.log import Log
+from odradek.storage.manager import LogManager, ManagerIntervals
 from odradek.storage.segment import LogSegment
 
 T0_MS = 1_700_000_000_000

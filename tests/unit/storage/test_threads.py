@@ -20,9 +20,9 @@ from odradek.errors import OdradekError, OffsetOutOfRangeError
 from odradek.storage import segment as segment_module
 from odradek.storage.batch import BatchHeader
 from odradek.storage.cleaner import LogCleaner
+from odradek.storage.files import CLEAN_SHUTDOWN_MARKER, SNAPSHOT_SUFFIX
 from odradek.storage.log import Log
-from odradek.storage.manager import CLEAN_SHUTDOWN_MARKER, LogManager
-from odradek.storage.producer_state import SNAPSHOT_SUFFIX
+from odradek.storage.manager import LogManager
 
 STRESS_S = 3.0  # how long the appending thread races the upkeep thread
 WAIT_S = 10.0  # the longest any step waits for another thread
