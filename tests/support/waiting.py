@@ -23,7 +23,13 @@ POLL_S = 0.2
 
 
 def polls_max(timeout_s: float, poll_s: float) -> int:
-    """The count bound: more polls than ``timeout_s`` leaves room for at ``poll_s`` apart."""
+    """The count bound: more polls than ``timeout_s`` leaves room for at ``poll_s`` apart.
+
+    ``poll_s`` must be positive: without a pause between polls no count follows from the time
+    (a condition that itself blocks, such as a consumer's ``poll(0.2)``, still takes a small one).
+    """
+    if not poll_s > 0:
+        raise ValueError(f"poll_s must be positive, not {poll_s!r}: the count bound needs it")
     return math.ceil(timeout_s / poll_s) + 2
 
 

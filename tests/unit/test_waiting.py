@@ -72,3 +72,8 @@ def test_wait_until_async_polls_between_sleeps_of_the_loop():
     assert asyncio.run(scenario()) == "done"
     with pytest.raises(AssertionError, match="waiting for nothing; last seen: None"):
         asyncio.run(wait_until_async(lambda: None, "nothing", 0.02, poll_s=0.005))
+
+
+def test_a_wait_without_a_pause_between_polls_is_refused_not_divided_by_zero():
+    with pytest.raises(ValueError, match="poll_s must be positive"):
+        wait_until(lambda: True, "anything", 1.0, poll_s=0.0)

@@ -133,7 +133,7 @@ def member(bootstrap: str, group: str, topic: str, protocol: str = "classic") ->
         consumer.poll(0.2)
         return len(consumer.assignment()) == len(PARTITIONS)
 
-    wait_until(assigned, f"{group} to get {topic}", WAIT_S, poll_s=0.0)
+    wait_until(assigned, f"{group} to get {topic}", WAIT_S, poll_s=0.01)
     return consumer
 
 
