@@ -133,7 +133,11 @@ def member(bootstrap: str, group: str, topic: str, protocol: str = "classic") ->
         consumer.poll(0.2)
         return len(consumer.assignment()) == len(PARTITIONS)
 
-    wait_until(assigned, f"{group} to get {topic}", WAIT_S, poll_s=0.01)
+    try:
+        wait_until(assigned, f"{group} to get {topic}", WAIT_S, poll_s=0.01)
+    except BaseException:
+        consumer.close()  # a consumer left open outlives the test and its cluster
+        raise
     return consumer
 
 
