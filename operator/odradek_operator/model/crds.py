@@ -20,6 +20,9 @@ so the operator checks the same rules itself and reports them in a status condit
 Defaults (``default:``) are applied by a real API server on write; kmock does not apply them, so
 :func:`odradek_operator.model.openapi.apply_defaults` does the same thing for code that reads a
 resource (see that module).
+
+Its length is deliberate: the schemas are data, and being their one home is what lets the spec
+readers (``model.spec``) and the schema test take every bound and default from here.
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ broker again with the same configuration and data, ``partition_state`` and ``act
 read who leads from ZooKeeper, and ``up(host=..., broker_netns=...)`` places the cluster on a
 veth address and runs chosen brokers inside network namespaces (``ip netns exec``) so a test can
 cut one off. Each process is still started, identified and stopped by its own pid.
+
+Its length: starting, recording, checking and stopping the processes share one record of what
+was started (``cluster.json`` and each ``ProcessIdentity``), so they stay in one module.
 """
 
 from __future__ import annotations

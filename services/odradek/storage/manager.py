@@ -40,6 +40,11 @@ discipline). The slow file work the loop hands off runs on the manager's ``Stora
 deleted partition's files. ``shutdown`` stops everything in order: the cleaner and the upkeep
 thread, then the executors after the work already submitted to them has run, then each log is
 flushed and closed, the checkpoints written, and only then the clean-shutdown marker.
+
+Its length: placement, the checkpoints, a failed directory's handling and the periodic upkeep
+all walk the same map of partitions to log directories under one lock, so they stay together (as
+Kafka's ``LogManager``); a log's own life is ``log``, moving one between directories
+``log_dir_move``.
 """
 
 from __future__ import annotations
