@@ -17,14 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from odradek.broker.admin.errors import error_of
+from odradek.broker.admin.leader_partition import hosted_leader
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.errors import (
-    ErrorCode,
-    KafkaStorageError,
-    NotLeaderOrFollowerError,
-    UnknownTopicOrPartitionError,
-)
+from odradek.errors import ErrorCode, KafkaStorageError
 from odradek.storage.producer_state import ActiveProducer
 
 __all__ = ["PartitionProducers", "describe_producers"]
@@ -56,19 +52,7 @@ def describe_producers(
 
 
 def _leader_log(replicas: ReplicaManager, metadata: MetadataCache, topic: str, partition: int):
-    hosted = replicas.partitions.get((topic, partition))
-    if hosted is None:
-        known = metadata.topic(topic)
-        if known is not None and partition in known.partitions:
-            raise NotLeaderOrFollowerError(
-                f"broker {replicas.broker_id} does not lead {topic}-{partition}"
-            )
-        raise UnknownTopicOrPartitionError(f"unknown partition {topic}-{partition}")
-    if not hosted.is_leader:
-        raise NotLeaderOrFollowerError(
-            f"broker {replicas.broker_id} does not lead {topic}-{partition} "
-            f"(leader {hosted.state.leader})"
-        )
+    hosted = hosted_leader(replicas, metadata, topic, partition)
     if hosted.log.offline:
         raise KafkaStorageError(f"the log of {topic}-{partition} is offline")
     return hosted.log

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from odradek.broker.admin.errors import PolicyViolationError, error_of
+from odradek.broker.admin.leader_partition import hosted_leader
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.errors import ErrorCode, NotLeaderOrFollowerError, UnknownTopicOrPartitionError
+from odradek.errors import ErrorCode
 
 __all__ = ["DeleteRecordsResult", "delete_one", "delete_records"]
 
@@ -60,19 +61,7 @@ def delete_one(
 def _check_leader(
     replicas: ReplicaManager, metadata: MetadataCache, topic: str, partition: int
 ) -> None:
-    hosted = replicas.partitions.get((topic, partition))
-    if hosted is None:
-        known = metadata.topic(topic)
-        if known is not None and partition in known.partitions:
-            raise NotLeaderOrFollowerError(
-                f"broker {replicas.broker_id} does not lead {topic}-{partition}"
-            )
-        raise UnknownTopicOrPartitionError(f"unknown partition {topic}-{partition}")
-    if not hosted.is_leader:
-        raise NotLeaderOrFollowerError(
-            f"broker {replicas.broker_id} does not lead {topic}-{partition} "
-            f"(leader {hosted.state.leader})"
-        )
+    hosted = hosted_leader(replicas, metadata, topic, partition)
     if not hosted.log.config.delete:
         raise PolicyViolationError(
             f"Records of partition {topic}-{partition} can not be deleted due to the "
