@@ -5,7 +5,8 @@ carries its wire type in ``metadata["kafka_type"]`` and, if tagged, its tag in `
 Its Python type says the rest: ``X | None`` is nullable, ``tuple[X, ...]`` is an array, a dataclass
 is a nested struct. ``layout`` turns that into a list of ``FieldSpec`` in wire order, plus the
 tagged fields sorted by tag (the order Kafka writes them in). The class attribute ``__flexible__``
-decides compact encodings and tagged-field sections.
+decides compact encodings and tagged-field sections. ``grouped`` is how both directions plan an
+entity: consecutive fixed-width fields form one run (one ``struct`` call), each other field a step.
 
 Kafka's rule for tagged fields, kept by both directions: a tagged field equal to its default is not
 written, and an absent one reads as its default. ``FieldSpec.default`` is that default.
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Container
 from dataclasses import MISSING, dataclass
 from functools import cache
 from types import NoneType, UnionType
 from typing import Any, get_args, get_origin, get_type_hints
 
-__all__ = ["Kind", "FieldSpec", "Layout", "layout"]
+__all__ = ["Kind", "FieldSpec", "Layout", "grouped", "layout"]
 
 
 class Kind(enum.Enum):
@@ -91,3 +93,21 @@ def layout(entity_type: type[Any]) -> Layout:
     if tagged and not flexible:
         raise TypeError(f"{entity_type.__name__}: tagged fields in a non-flexible version")
     return Layout(flexible, tuple(s for s in specs if s.tag is None), tagged)
+
+
+def grouped(schema: Layout, fixed_types: Container[str]) -> list[FieldSpec | list[FieldSpec]]:
+    """``schema``'s untagged fields in wire order, each run of consecutive non-nullable
+    primitives whose ``kafka_type`` is in ``fixed_types`` as one list, any other field alone."""
+    groups: list[FieldSpec | list[FieldSpec]] = []
+    run: list[FieldSpec] = []
+    for spec in schema.fields:
+        if spec.kind is Kind.PRIMITIVE and spec.kafka_type in fixed_types and not spec.nullable:
+            run.append(spec)
+            continue
+        if run:
+            groups.append(run)
+            run = []
+        groups.append(spec)
+    if run:
+        groups.append(run)
+    return groups

@@ -35,7 +35,7 @@ from kio.serial import errors as kio_errors
 from kio.serial import readers as kio
 
 from odradek.errors import ErrorCode
-from odradek.protocol.fields import FieldSpec, Kind, layout
+from odradek.protocol.fields import FieldSpec, Kind, grouped, layout
 
 __all__ = ["MalformedError", "read_entity", "entity_reader"]
 
@@ -296,17 +296,11 @@ def entity_reader(entity_type: type[Any]) -> Reader:
     """A reader for ``entity_type``: ``(buf, pos) -> (entity, new_pos)``. Raises anything."""
     schema = layout(entity_type)
     steps: list[Step] = []
-    run: list[FieldSpec] = []
-    for spec in schema.fields:
-        if spec.kind is Kind.PRIMITIVE and spec.kafka_type in _FIXED and not spec.nullable:
-            run.append(spec)
-            continue
-        if run:
-            steps.append(_fixed_run_step(run))
-            run = []
-        steps.append(_field_step(spec, schema.flexible))
-    if run:
-        steps.append(_fixed_run_step(run))
+    for group in grouped(schema, _FIXED):
+        if isinstance(group, list):
+            steps.append(_fixed_run_step(group))
+        else:
+            steps.append(_field_step(group, schema.flexible))
     if schema.flexible:
         steps.append(_tags_step(schema.tagged))
 

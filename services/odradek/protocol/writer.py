@@ -31,7 +31,7 @@ from functools import cache
 from operator import attrgetter
 from typing import Any
 
-from odradek.protocol.fields import FieldSpec, Kind, layout
+from odradek.protocol.fields import FieldSpec, Kind, grouped, layout
 from odradek.protocol.parts import FileRegion, Part, part_size
 
 __all__ = ["OutBuffer", "entity_writer", "encode", "write_uvarint"]
@@ -297,17 +297,11 @@ def entity_writer(entity_type: type[Any]) -> Writer:
     """A writer for ``entity_type``: ``(out, entity) -> None``, appending to ``out``."""
     schema = layout(entity_type)
     steps: list[Callable[[OutBuffer, Any], None]] = []
-    run: list[FieldSpec] = []
-    for spec in schema.fields:
-        if spec.kind is Kind.PRIMITIVE and spec.kafka_type in _FIXED_CODES and not spec.nullable:
-            run.append(spec)
-            continue
-        if run:
-            steps.append(_fixed_run_step(run))
-            run = []
-        steps.append(_field_step(spec, schema.flexible))
-    if run:
-        steps.append(_fixed_run_step(run))
+    for group in grouped(schema, _FIXED_CODES):
+        if isinstance(group, list):
+            steps.append(_fixed_run_step(group))
+        else:
+            steps.append(_field_step(group, schema.flexible))
     if schema.flexible:
         steps.append(_tags_step(schema.tagged))
 
