@@ -3,9 +3,9 @@ KafkaApis makes before any of them reaches the authorizer.
 
 Codes Kafka does not know read as UNKNOWN (Kafka's ``fromCode``), so a filter or binding that
 carries one is refused as INVALID_REQUEST by the rules of ``security.acl``/``acl_filter``.
-``refusal`` is the error for the whole request, in KafkaApis' order: CLUSTER_AUTHORIZATION_FAILED
-without the Cluster permission the API needs (ALTER to change ACLs, DESCRIBE to list them), then
-SECURITY_DISABLED when the broker has no ACL authorizer.
+``checked_authorizer`` gives the authorizer, or the error for the whole request, in KafkaApis'
+order: CLUSTER_AUTHORIZATION_FAILED without the Cluster permission the API needs (ALTER to change
+ACLs, DESCRIBE to list them), then SECURITY_DISABLED when the broker has no ACL authorizer.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from odradek.security.acl_filter import (
     ResourcePatternFilter,
 )
 
-__all__ = ["authorizer", "binding_filter", "code", "refusal"]
+__all__ = ["authorizer", "binding_filter", "checked_authorizer", "code"]
 
 E = TypeVar("E", bound=enum.IntEnum)
 
@@ -50,12 +50,16 @@ def authorizer(ctx: RequestContext) -> AclAuthorizer | None:
     return found if isinstance(found, AclAuthorizer) else None
 
 
-def refusal(ctx: RequestContext, operation: AclOperation) -> tuple[ErrorCode, str] | None:
+def checked_authorizer(
+    ctx: RequestContext, operation: AclOperation
+) -> AclAuthorizer | tuple[ErrorCode, str]:
+    """The ACL authorizer the request goes to, or the error and message of the whole request."""
     if not ctx.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME):
         return ErrorCode.cluster_authorization_failed, CLUSTER_DENIED_MESSAGE
-    if authorizer(ctx) is None:
+    found = authorizer(ctx)
+    if found is None:
         return ErrorCode.security_disabled, SECURITY_DISABLED_MESSAGE
-    return None
+    return found
 
 
 def binding_filter(item: Any) -> AclBindingFilter:

@@ -32,10 +32,9 @@ API_KEY = ApiKey.CREATE_ACLS
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    refused = acls.refusal(ctx, AclOperation.ALTER)
-    authorizer = acls.authorizer(ctx)
-    if refused is not None or authorizer is None:
-        error, message = refused or (ErrorCode.security_disabled, acls.SECURITY_DISABLED_MESSAGE)
+    authorizer = acls.checked_authorizer(ctx, AclOperation.ALTER)
+    if isinstance(authorizer, tuple):
+        error, message = authorizer
         return _refused(request, error, message)
     slices = TimeSlices()  # 1 MB holds 100,000 creations
     bindings = [_binding(creation) async for creation in sliced(request.creations, slices)]

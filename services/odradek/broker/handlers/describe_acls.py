@@ -22,10 +22,9 @@ API_KEY = ApiKey.DESCRIBE_ACLS
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    refused = acls.refusal(ctx, AclOperation.DESCRIBE)
-    authorizer = acls.authorizer(ctx)
-    if refused is not None or authorizer is None:
-        error, message = refused or (ErrorCode.security_disabled, acls.SECURITY_DISABLED_MESSAGE)
+    authorizer = acls.checked_authorizer(ctx, AclOperation.DESCRIBE)
+    if isinstance(authorizer, tuple):
+        error, message = authorizer
         return _answer(request, error, message)
     binding_filter = acls.binding_filter(request)
     reason = binding_filter.unknown_reason()
