@@ -12,6 +12,7 @@ entities with a znode listed once for the request (``client_quotas.stored_entiti
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from odradek.broker.admin import client_quotas
@@ -22,7 +23,7 @@ from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
 from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
-from odradek.time_slices import TimeSlices, sliced
+from odradek.time_slices import TimeSlices, run_at_once, run_sliced, sliced
 
 API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
 
@@ -62,46 +63,35 @@ async def _response(
     results: list[tuple[Entity, ErrorCode, str | None]],
     slices: TimeSlices | None = None,
 ) -> Any:
-    response_type = schemas.response_schema(API_KEY, api_version)
-    entry_type = element_type(response_type, "entries")
-    entity_type = element_type(entry_type, "entity")
-    return build(
-        response_type,
-        throttle_time=NO_THROTTLE,
-        entries=tuple(
-            [
-                build(
-                    entry_type,
-                    error_code=error,
-                    error_message=message,
-                    entity=tuple(
-                        build(entity_type, entity_type=kind, entity_name=name)
-                        for kind, name in parts
-                    ),
-                )
-                async for parts, error, message in sliced(results, slices)
-            ]
-        ),
-    )
+    return await run_sliced(_answer(api_version, results), slices)
 
 
 def error_response(request: Any, error: ErrorCode) -> Any:
-    response_type = schemas.response_schema(API_KEY, request.__version__)
+    results = [
+        (tuple((e.entity_type, e.entity_name) for e in entry.entity), error, None)
+        for entry in request.entries
+    ]
+    return run_at_once(_answer(request.__version__, results))
+
+
+def _answer(
+    api_version: int, results: list[tuple[Entity, ErrorCode, str | None]]
+) -> Generator[None, None, Any]:
+    """Builds the answer, an entry per result, pausing (``yield``) after each; returns it."""
+    response_type = schemas.response_schema(API_KEY, api_version)
     entry_type = element_type(response_type, "entries")
     entity_type = element_type(entry_type, "entity")
-    return build(
-        response_type,
-        throttle_time=NO_THROTTLE,
-        entries=tuple(
+    entries = []
+    for parts, error, message in results:
+        entries.append(
             build(
                 entry_type,
                 error_code=error,
-                error_message=None,
+                error_message=message,
                 entity=tuple(
-                    build(entity_type, entity_type=e.entity_type, entity_name=e.entity_name)
-                    for e in entry.entity
+                    build(entity_type, entity_type=kind, entity_name=name) for kind, name in parts
                 ),
             )
-            for entry in request.entries
-        ),
-    )
+        )
+        yield
+    return build(response_type, throttle_time=NO_THROTTLE, entries=tuple(entries))
