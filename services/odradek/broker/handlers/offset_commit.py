@@ -40,7 +40,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     failed = ErrorCode.none
     groups = ctx.broker.groups
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
-        return await _response(ctx.api_version, request, {}, ErrorCode.group_authorization_failed)
+        return await partition_errors_response(
+            API_KEY, ctx.api_version, request, {}, ErrorCode.group_authorization_failed
+        )
     commits, refused = readable_commits(ctx, commits)
     try:
         if not commits and refused:
@@ -65,17 +67,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         failed = e.error_code
         if failed == ErrorCode.group_id_not_found and ctx.api_version < 9:
             failed = ErrorCode.illegal_generation
-    return await _response(ctx.api_version, request, errors, failed, refused, slices)
-
-
-async def _response(
-    version: int,
-    request: Any,
-    errors: dict[tuple[str, int], ErrorCode],
-    failed: ErrorCode,
-    refused: dict[tuple[str, int], ErrorCode] | None = None,
-    slices: TimeSlices | None = None,
-) -> Any:
     return await partition_errors_response(
-        API_KEY, version, request, errors, failed, refused, slices
+        API_KEY, ctx.api_version, request, errors, failed, refused, slices
     )

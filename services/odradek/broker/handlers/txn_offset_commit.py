@@ -46,11 +46,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
     ):
-        return await _response(
-            ctx.api_version, request, {}, ErrorCode.transactional_id_authorization_failed
+        return await partition_errors_response(
+            API_KEY, ctx.api_version, request, {}, ErrorCode.transactional_id_authorization_failed
         )
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
-        return await _response(ctx.api_version, request, {}, ErrorCode.group_authorization_failed)
+        return await partition_errors_response(
+            API_KEY, ctx.api_version, request, {}, ErrorCode.group_authorization_failed
+        )
     commits, refused = readable_commits(ctx, commits)
     try:
         if not commits and refused:
@@ -75,21 +77,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
     except OdradekError as e:
         failed = e.error_code
-    return await _response(ctx.api_version, request, errors, failed, refused, slices)
+    return await partition_errors_response(
+        API_KEY, ctx.api_version, request, errors, failed, refused, slices
+    )
 
 
 def error_response(request: Any, error: ErrorCode) -> Any:
     return error_partitions_response(API_KEY, request.__version__, request, error)
-
-
-async def _response(
-    version: int,
-    request: Any,
-    errors: dict[tuple[str, int], ErrorCode],
-    failed: ErrorCode,
-    refused: dict[tuple[str, int], ErrorCode] | None = None,
-    slices: TimeSlices | None = None,
-) -> Any:
-    return await partition_errors_response(
-        API_KEY, version, request, errors, failed, refused, slices
-    )
