@@ -27,7 +27,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from odradek.broker.admin.config_entries import ConfigDescription, ConfigSynonym, Source
+from odradek.broker.admin.config_entries import (
+    ConfigDescription,
+    ConfigSynonym,
+    Source,
+    described,
+)
 from odradek.broker.admin.errors import WRITE_ATTEMPTS_MAX, AdminRequestError, ConcurrentUpdateError
 from odradek.config.throttle import DYNAMIC_BROKER_KEYS, check_dynamic_broker_config
 from odradek.errors import InvalidConfigError
@@ -100,14 +105,13 @@ def describe_dynamic_rows(
             ConfigSynonym(key.name, key.to_string(key.parse(key.default)), Source.DEFAULT_CONFIG)
         )
         rows.append(
-            ConfigDescription(
-                name=key.name,
-                value=synonyms[0].value,
-                source=synonyms[0].source,
-                config_type=int(key.type),
+            described(
+                key,
+                synonyms[0].value,
+                synonyms,
                 read_only=False,
-                documentation=key.doc if include_documentation else None,
-                synonyms=tuple(synonyms) if include_synonyms else (),
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
             )
         )
     return rows

@@ -34,6 +34,7 @@ __all__ = [
     "Source",
     "broker_keys_set",
     "describe_broker_config",
+    "described",
     "describe_topic_config",
 ]
 
@@ -68,6 +69,29 @@ class ConfigDescription:
     is_sensitive: bool = False
     documentation: str | None = None
     synonyms: tuple[ConfigSynonym, ...] = ()
+
+
+def described(
+    key: ConfigKey,
+    value: str | None,
+    synonyms: list[ConfigSynonym],
+    *,
+    read_only: bool,
+    include_synonyms: bool,
+    include_documentation: bool,
+    is_sensitive: bool = False,
+) -> ConfigDescription:
+    """``key``'s row: its source is its first synonym's (the one in force), else the default."""
+    return ConfigDescription(
+        name=key.name,
+        value=value,
+        source=synonyms[0].source if synonyms else Source.DEFAULT_CONFIG,
+        config_type=int(key.type),
+        read_only=read_only,
+        is_sensitive=is_sensitive,
+        documentation=key.doc if include_documentation else None,
+        synonyms=tuple(synonyms) if include_synonyms else (),
+    )
 
 
 def _is_set(key: ConfigKey, value: object) -> bool:
@@ -129,14 +153,13 @@ def describe_topic_config(
             if default is not None:
                 synonyms.append(ConfigSynonym(name, default, Source.DEFAULT_CONFIG))
         rows.append(
-            ConfigDescription(
-                name=key.name,
-                value=value,
-                source=synonyms[0].source if synonyms else Source.DEFAULT_CONFIG,
-                config_type=int(key.type),
+            described(
+                key,
+                value,
+                synonyms,
                 read_only=False,
-                documentation=key.doc if include_documentation else None,
-                synonyms=tuple(synonyms) if include_synonyms else (),
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
             )
         )
     return rows
@@ -165,15 +188,14 @@ def describe_broker_config(
         if default is not None:
             synonyms.append(ConfigSynonym(key.name, default, Source.DEFAULT_CONFIG))
         rows.append(
-            ConfigDescription(
-                name=key.name,
-                value=text,
-                source=synonyms[0].source if synonyms else Source.DEFAULT_CONFIG,
-                config_type=int(key.type),
+            described(
+                key,
+                text,
+                synonyms,
                 read_only=True,
                 is_sensitive=sensitive,
-                documentation=key.doc if include_documentation else None,
-                synonyms=tuple(synonyms) if include_synonyms else (),
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
             )
         )
     return rows
