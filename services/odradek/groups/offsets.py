@@ -55,14 +55,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.common.partitions import TopicPartition
 from odradek.coordinator.result import Result, TxnProducer
 from odradek.errors import ErrorCode
 from odradek.groups.errors import GroupError
 from odradek.groups.group import Group, GroupType
-from odradek.groups.pending_offsets import PendingOffsets
+from odradek.groups.pending_offsets import PendingOffsets, remove_entry
 from odradek.groups.records.base import CoordinatorRecord
 from odradek.groups.records.offsets import (
     LegacyOffsetCommitKey,
@@ -140,7 +140,7 @@ class OffsetMetadataManager:
         group_id = key.group
         tp = (key.topic, key.partition)
         if record.value is None:
-            _remove(self._offsets, group_id, tp)
+            remove_entry(self._offsets, group_id, tp)
             self._pending.drop_partition(group_id, tp)
             return
         value = record.value
@@ -402,17 +402,6 @@ def _expires_while_busy(group: Group) -> bool:
     if group.protocol_type() != "consumer":
         return False
     return group.type is GroupType.CONSUMER or group.state_name() == "Stable"
-
-
-def _remove(
-    by_group: dict[str, dict[TopicPartition, Any]], group_id: str, tp: TopicPartition
-) -> None:
-    """Remove ``tp`` of ``group_id``, and the group's entry once it has none left."""
-    entries = by_group.get(group_id)
-    if entries is not None:
-        entries.pop(tp, None)
-        if not entries:
-            del by_group[group_id]
 
 
 def _tombstone(group_id: str, topic: str, partition: int) -> CoordinatorRecord:

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from odradek.common.partitions import TopicPartition
 
-__all__ = ["PendingOffsets"]
+__all__ = ["PendingOffsets", "remove_entry"]
 
 V = TypeVar("V")
 
@@ -38,10 +38,10 @@ class PendingOffsets(Generic[V]):
         for producer_id in self._open.get(group_id, {}).get(tp, ()):
             offsets = self._by_producer.get(producer_id)
             if offsets is not None:
-                _remove(offsets, group_id, tp)
+                remove_entry(offsets, group_id, tp)
                 if not offsets:
                     del self._by_producer[producer_id]
-        _remove(self._open, group_id, tp)
+        remove_entry(self._open, group_id, tp)
 
     def end(self, producer_id: int) -> list[tuple[str, TopicPartition, V]]:
         """The producer's transaction ended: its pending offsets, removed from here."""
@@ -52,7 +52,7 @@ class PendingOffsets(Generic[V]):
                 if producers is not None:
                     producers.discard(producer_id)
                     if not producers:
-                        _remove(self._open, group_id, tp)
+                        remove_entry(self._open, group_id, tp)
                 ended.append((group_id, tp, offset))
         return ended
 
@@ -72,9 +72,11 @@ class PendingOffsets(Generic[V]):
         return set(self._open)
 
 
-def _remove(
+def remove_entry(
     by_group: dict[str, dict[TopicPartition, Any]], group_id: str, tp: TopicPartition
 ) -> None:
+    """Remove ``tp`` of ``group_id``, and the group's entry once it has none left (the invariant
+    above: no empty entry; the offsets manager keeps its committed offsets by the same rule)."""
     entries = by_group.get(group_id)
     if entries is not None:
         entries.pop(tp, None)
