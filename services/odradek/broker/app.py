@@ -525,11 +525,7 @@ class BrokerApp:
                 each.update_config(config)
 
     def _on_session(self, event: SessionEvent, session_id: int | None) -> None:
-        self.common.set_zookeeper_session_state(
-            "connected"
-            if event in (SessionEvent.NEW_SESSION, SessionEvent.RECONNECTED)
-            else event.value.lower()
-        )
+        self.common.set_zookeeper_session_state(event.session_state)
 
     def _not_ready_reasons(self) -> list[str]:
         reasons = []

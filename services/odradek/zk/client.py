@@ -115,6 +115,14 @@ class SessionEvent(enum.Enum):
     SUSPENDED = "SUSPENDED"
     LOST = "LOST"
 
+    @property
+    def session_state(self) -> str:
+        """The session's state after this event, as the services' metric names it: "connected",
+        "suspended" or "lost"."""
+        if self in (SessionEvent.NEW_SESSION, SessionEvent.RECONNECTED):
+            return "connected"
+        return self.value.lower()
+
 
 class WatchKind(enum.Enum):
     CREATED = "CREATED"
