@@ -99,7 +99,14 @@ from odradek.config.endpoints import (
     parse_security_protocol_map,
     parse_zookeeper_connect,
 )
-from odradek.config.keys import REQUIRED, ConfigKey, ConfigType, invalid_value, missing_required
+from odradek.config.keys import (
+    REQUIRED,
+    ConfigKey,
+    ConfigType,
+    invalid_value,
+    missing_required,
+    optional_string,
+)
 from odradek.config.oauthbearer import OAUTHBEARER_KEYS, check_validator_keys
 from odradek.config.properties import PropertiesConfig
 from odradek.config.sasl import (
@@ -142,18 +149,6 @@ RACK_FILE_POLL_S = 0.5  # how often a broker waiting for odradek.broker.rack.fil
 def _zookeeper_connect(name: str, raw: object) -> str:
     """The connect string, checked and normalised; kazoo takes it as it is."""
     return str(parse_zookeeper_connect(name, raw))
-
-
-def _rack(name: str, raw: object) -> str | None:
-    if not isinstance(raw, str):
-        raise invalid_value(name, raw, "Expected a value of type STRING")
-    return raw.strip() or None
-
-
-def _path(name: str, raw: object) -> str | None:
-    if not isinstance(raw, str):
-        raise invalid_value(name, raw, "Expected a value of type STRING")
-    return raw.strip() or None
 
 
 def _log_dirs(name: str, raw: object) -> tuple[str, ...]:
@@ -201,7 +196,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             _T.STRING,
             None,
             "Rack or zone of this broker; replicas of a partition are spread across racks.",
-            convert=_rack,
+            convert=optional_string,
         ),
         ConfigKey(
             "odradek.broker.rack.file",
@@ -209,7 +204,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = {
             None,
             "A file whose content is broker.rack: the broker waits at start for it to be "
             "non-empty (a Kubernetes downward API file). Not together with broker.rack.",
-            convert=_path,
+            convert=optional_string,
         ),
         ConfigKey(
             "odradek.broker.rack.file.timeout.ms",

@@ -41,6 +41,8 @@ __all__ = [
     "Value",
     "invalid_value",
     "missing_required",
+    "optional_string",
+    "string_list",
     "unknown_name",
 ]
 
@@ -93,6 +95,22 @@ def _shown(value: object) -> str:
     if len(text) > SHOWN_CHARS_MAX:
         return f"{text[:SHOWN_CHARS_MAX]}... ({len(text)} characters)"
     return text
+
+
+def optional_string(name: str, raw: object) -> str | None:
+    """A STRING value for a ``convert``: trimmed, None when empty (the key left blank)."""
+    if not isinstance(raw, str):
+        raise invalid_value(name, raw, "Expected a value of type STRING")
+    return raw.strip() or None
+
+
+def string_list(name: str, raw: object) -> tuple[str, ...]:
+    """A LIST value for a ``convert``: a comma-separated string or a list of strings, each entry
+    trimmed and the empty ones dropped (Kafka's ``parseCsvList``)."""
+    parts = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(parts, list | tuple) or not all(isinstance(p, str) for p in parts):
+        raise invalid_value(name, raw, "Expected a value of type LIST")
+    return tuple(p.strip() for p in parts if p.strip())
 
 
 def missing_required(name: str) -> InvalidConfigError:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from odradek.config import oauthbearer
-from odradek.config.keys import ConfigKey, ConfigType, invalid_value
+from odradek.config.keys import ConfigKey, ConfigType, invalid_value, string_list
 from odradek.errors import InvalidConfigError
 from odradek.security import jaas
 from odradek.security.sasl import KNOWN_UNSUPPORTED_MECHANISMS, SUPPORTED_MECHANISMS
@@ -70,10 +70,7 @@ _PLAIN_USER_PREFIX = "user_"
 
 
 def _mechanisms(name: str, raw: object) -> tuple[str, ...]:
-    parts = raw.split(",") if isinstance(raw, str) else raw
-    if not isinstance(parts, list | tuple) or not all(isinstance(p, str) for p in parts):
-        raise invalid_value(name, raw, "Expected a value of type LIST")
-    mechanisms = tuple(p.strip() for p in parts if p.strip())
+    mechanisms = string_list(name, raw)
     for mechanism in mechanisms:
         if mechanism not in SUPPORTED_MECHANISMS + KNOWN_UNSUPPORTED_MECHANISMS:
             raise invalid_value(

@@ -26,7 +26,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from odradek.config.keys import ConfigKey, ConfigType, invalid_value
+from odradek.config.keys import (
+    ConfigKey,
+    ConfigType,
+    invalid_value,
+    optional_string,
+    string_list,
+)
 from odradek.errors import InvalidConfigError
 from odradek.security.principal_mapping import parse_rules
 
@@ -36,6 +42,7 @@ __all__ = [
     "SslSettings",
     "TLS_PROTOCOLS",
     "parse_listener_key",
+    "tls_protocols",
     "unsupported_key",
 ]
 
@@ -44,25 +51,22 @@ TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 CLIENT_AUTH = ("required", "requested", "none")
 
 
-def _string(name: str, raw: object) -> str | None:
-    if not isinstance(raw, str):
-        raise invalid_value(name, raw, "Expected a value of type STRING")
-    return raw.strip() or None
-
-
-def _protocols(name: str, raw: object) -> tuple[str, ...]:
-    parts = raw.split(",") if isinstance(raw, str) else raw
-    if not isinstance(parts, list | tuple) or not all(isinstance(p, str) for p in parts):
-        raise invalid_value(name, raw, "Expected a value of type LIST")
-    protocols = tuple(p.strip() for p in parts if p.strip())
+def tls_protocols(name: str, raw: object, *, why: str = "") -> tuple[str, ...]:
+    """``raw`` as a list of TLS protocols (``string_list``), each one of ``TLS_PROTOCOLS``; ``why``
+    ends the message for any other. May be empty: each key says whether it may."""
+    protocols = string_list(name, raw)
     for protocol in protocols:
         if protocol not in TLS_PROTOCOLS:
             raise invalid_value(
                 name,
                 raw,
-                f"{protocol} is not supported: only {' and '.join(TLS_PROTOCOLS)} are "
-                f"(older versions are insecure)",
+                f"{protocol} is not supported: only {' and '.join(TLS_PROTOCOLS)} are{why}",
             )
+    return protocols
+
+
+def _protocols(name: str, raw: object) -> tuple[str, ...]:
+    protocols = tls_protocols(name, raw, why=" (older versions are insecure)")
     if not protocols:
         raise invalid_value(name, raw, "at least one protocol is required")
     return protocols
@@ -91,28 +95,28 @@ SSL_KEYS: tuple[ConfigKey, ...] = (
         _T.STRING,
         None,
         "A PEM file with the listener's private key and its certificate chain.",
-        convert=_string,
+        convert=optional_string,
     ),
     ConfigKey(
         "ssl.keystore.key",
         _T.PASSWORD,
         None,
         "The private key in PEM (PKCS#8), inline; with ssl.keystore.certificate.chain.",
-        convert=_string,
+        convert=optional_string,
     ),
     ConfigKey(
         "ssl.keystore.certificate.chain",
         _T.PASSWORD,
         None,
         "The certificate chain in PEM, inline, the listener's own certificate first.",
-        convert=_string,
+        convert=optional_string,
     ),
     ConfigKey(
         "ssl.key.password",
         _T.PASSWORD,
         None,
         "The password of an encrypted private key.",
-        convert=_string,
+        convert=optional_string,
     ),
     ConfigKey(
         "ssl.truststore.type",
@@ -125,14 +129,14 @@ SSL_KEYS: tuple[ConfigKey, ...] = (
         _T.STRING,
         None,
         "A PEM file of the certificate authorities client certificates are checked against.",
-        convert=_string,
+        convert=optional_string,
     ),
     ConfigKey(
         "ssl.truststore.certificates",
         _T.PASSWORD,
         None,
         "The trusted certificates in PEM, inline.",
-        convert=_string,
+        convert=optional_string,
     ),
     ConfigKey(
         "ssl.client.auth",

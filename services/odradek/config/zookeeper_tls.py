@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from odradek.config.keys import ConfigKey, ConfigType, invalid_value
-from odradek.config.ssl import TLS_PROTOCOLS
+from odradek.config.keys import ConfigKey, ConfigType, invalid_value, optional_string
+from odradek.config.ssl import TLS_PROTOCOLS, tls_protocols
 from odradek.errors import InvalidConfigError
 
 __all__ = [
@@ -44,14 +44,8 @@ CNXN_SOCKET_NETTY = "org.apache.zookeeper.ClientCnxnSocketNetty"
 _ZK_SSL_PREFIX = "zookeeper.ssl."
 
 
-def _string(name: str, raw: object) -> str | None:
-    if not isinstance(raw, str):
-        raise invalid_value(name, raw, "Expected a value of type STRING")
-    return raw.strip() or None
-
-
 def _pem_only(name: str, raw: object) -> str | None:
-    value = _string(name, raw)
+    value = optional_string(name, raw)
     if value is not None and value.upper() != "PEM":
         raise invalid_value(
             name, raw, f"{value} is not supported: only PEM stores are (no Java key stores)"
@@ -60,34 +54,25 @@ def _pem_only(name: str, raw: object) -> str | None:
 
 
 def _protocol(name: str, raw: object) -> str:
-    value = _string(name, raw)
+    value = optional_string(name, raw)
     if value not in TLS_PROTOCOLS:
         raise invalid_value(name, raw, f"only {' and '.join(TLS_PROTOCOLS)} are supported")
     return value
 
 
 def _protocols(name: str, raw: object) -> tuple[str, ...] | None:
-    parts = raw.split(",") if isinstance(raw, str) else raw
-    if not isinstance(parts, list | tuple) or not all(isinstance(p, str) for p in parts):
-        raise invalid_value(name, raw, "Expected a value of type LIST")
-    protocols = tuple(p.strip() for p in parts if p.strip())
-    for protocol in protocols:
-        if protocol not in TLS_PROTOCOLS:
-            raise invalid_value(
-                name, raw, f"{protocol} is not supported: only {' and '.join(TLS_PROTOCOLS)} are"
-            )
-    return protocols or None
+    return tls_protocols(name, raw) or None
 
 
 def _cnxn_socket(name: str, raw: object) -> str | None:
-    value = _string(name, raw)
+    value = optional_string(name, raw)
     if value is not None and value != CNXN_SOCKET_NETTY:
         raise invalid_value(name, raw, f"only {CNXN_SOCKET_NETTY} is supported")
     return value
 
 
 def _identification(name: str, raw: object) -> str:
-    value = _string(name, raw)
+    value = optional_string(name, raw)
     if value is None:
         return ""
     if value.upper() != "HTTPS":
@@ -121,14 +106,14 @@ ZK_CLIENT_KEYS: tuple[ConfigKey, ...] = (
         _T.STRING,
         None,
         "A PEM file with the client's private key and certificate chain (its x509 identity).",
-        convert=_string,
+        convert=optional_string,
     ),
     ConfigKey(
         "zookeeper.ssl.keystore.password",
         _T.PASSWORD,
         None,
         "The password of an encrypted private key in the key store.",
-        convert=_string,
+        convert=optional_string,
     ),
     ConfigKey(
         "zookeeper.ssl.keystore.type",
@@ -142,7 +127,7 @@ ZK_CLIENT_KEYS: tuple[ConfigKey, ...] = (
         _T.STRING,
         None,
         "A PEM file of the certificate authorities ZooKeeper's certificate is checked against.",
-        convert=_string,
+        convert=optional_string,
     ),
     ConfigKey(
         "zookeeper.ssl.truststore.type",
