@@ -430,10 +430,7 @@ def _record_bound_addresses(state: ClusterState, member: Member) -> None:
     path = Path(member.data_dir) / LISTENERS_FILE
     deadline = time.monotonic() + READY_TIMEOUT_S
     while (bound := read_listeners_file(path)) is None:
-        if not member.is_ours():
-            raise RuntimeError(
-                f"{member.role} {member.id} exited during start-up; see {member.log}"
-            )
+        _raise_if_exited(member)
         if time.monotonic() >= deadline:
             raise TimeoutError(
                 f"{member.role} {member.id} did not bind its listeners in {READY_TIMEOUT_S} s; "
@@ -526,6 +523,15 @@ def _start_broker(member: Member, state: ClusterState) -> None:
     member.identify(_command(args))
 
 
+def _raise_if_exited(*members: Member) -> None:
+    """While waiting for start-up: a member that is no longer running will not come up."""
+    for member in members:
+        if not member.is_ours():
+            raise RuntimeError(
+                f"{member.role} {member.id} exited during start-up; see {member.log}"
+            )
+
+
 async def _wait_for_brokers(state: ClusterState, expected: int) -> None:
     """Until a broker's Metadata lists every broker (the controller has told them all)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -533,11 +539,7 @@ async def _wait_for_brokers(state: ClusterState, expected: int) -> None:
     metadata_request = schemas.request_schema(3, 1)(topics=())
     last_error = "no answer yet"
     while time.monotonic() < deadline:
-        dead = [m for m in state.members if not m.is_ours()]
-        if dead:
-            raise RuntimeError(
-                f"{dead[0].role} {dead[0].id} exited during start-up; see {dead[0].log}"
-            )
+        _raise_if_exited(*state.members)
         try:
             async with await BrokerConnection.open(host, int(port), connect_timeout_s=2) as conn:
                 response = await conn.send(metadata_request, timeout_s=2)
@@ -559,11 +561,7 @@ def _wait_for_secured_brokers(state: ClusterState, expected: int, client: dict[s
     deadline = time.monotonic() + READY_TIMEOUT_S
     last_error = "no answer yet"
     while time.monotonic() < deadline:
-        dead = [m for m in state.members if not m.is_ours()]
-        if dead:
-            raise RuntimeError(
-                f"{dead[0].role} {dead[0].id} exited during start-up; see {dead[0].log}"
-            )
+        _raise_if_exited(*state.members)
         try:
             known = len(admin.list_topics(timeout=2).brokers)
         except Exception as e:  # KafkaException: not up yet, or the credential not there yet
@@ -632,8 +630,7 @@ async def _wait_for_broker(member: Member) -> None:
     host, port = member.address.rsplit(":", 1)
     last_error = "no answer yet"
     while time.monotonic() < deadline:
-        if not member.is_ours():
-            raise RuntimeError(f"broker {member.id} exited during start-up; see {member.log}")
+        _raise_if_exited(member)
         try:
             async with await BrokerConnection.open(host, int(port), connect_timeout_s=2) as conn:
                 response = await conn.send(schemas.request_schema(3, 1)(topics=()), timeout_s=2)
