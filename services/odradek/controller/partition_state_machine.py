@@ -108,22 +108,26 @@ class PartitionStateMachine:
     # -- transitions ---------------------------------------------------------------------
 
     @staticmethod
+    def move(
+        model: ClusterModel, partitions: Iterable[TopicPartition], target: PartitionState
+    ) -> list[TopicPartition]:
+        """A transition that only changes the state (as ``ReplicaStateMachine.move``)."""
+        moved = model.partition_states.legal(partitions, target)
+        for tp in moved:
+            model.partition_states.put(tp, target)
+        return moved
+
+    @staticmethod
     def to_offline(
         model: ClusterModel, partitions: Iterable[TopicPartition]
     ) -> list[TopicPartition]:
-        moved = model.partition_states.legal(partitions, PartitionState.OFFLINE)
-        for tp in moved:
-            model.partition_states.put(tp, PartitionState.OFFLINE)
-        return moved
+        return PartitionStateMachine.move(model, partitions, PartitionState.OFFLINE)
 
     @staticmethod
     def to_non_existent(
         model: ClusterModel, partitions: Iterable[TopicPartition]
     ) -> list[TopicPartition]:
-        moved = model.partition_states.legal(partitions, PartitionState.NON_EXISTENT)
-        for tp in moved:
-            model.partition_states.put(tp, PartitionState.NON_EXISTENT)
-        return moved
+        return PartitionStateMachine.move(model, partitions, PartitionState.NON_EXISTENT)
 
     async def to_online(
         self,
