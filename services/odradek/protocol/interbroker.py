@@ -7,8 +7,9 @@ dataclasses are written by hand from Kafka 3.x's JSON message definitions
 conventions, so ``reader``, ``writer`` and ``codec`` treat them like kio's own: one frozen
 dataclass per message and version, ``kafka_type`` (and ``tag``) in each field's metadata, the
 class attributes ``__type__``, ``__version__``, ``__flexible__``, ``__api_key__`` and
-``__header_schema__``, nested structs named after Kafka's, a JSON default as the field default
-(and ``()`` for arrays of primitives, as kio does).
+``__header_schema__`` (set by the ``_schema`` decorator, where kio's generated classes spell
+them out), nested structs named after Kafka's, a JSON default as the field default (and ``()``
+for arrays of primitives, as kio does).
 
 One version of each, the highest Kafka 3.9 has (what a 3.9 broker advertises); all four are
 flexible, so requests use header v2 and responses header v1:
@@ -31,8 +32,9 @@ compare ours with) needs the field types as objects, not strings.
 """
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v2.header import RequestHeader
@@ -79,16 +81,36 @@ UPDATE_METADATA_VERSION = 8
 CONTROLLED_SHUTDOWN_VERSION = 3
 
 
+_T = TypeVar("_T")
+
+
+def _schema(
+    entity_type: EntityType,
+    api_key: int,
+    version: int,
+    header: type[RequestHeader] | type[ResponseHeader],
+) -> Callable[[type[_T]], type[_T]]:
+    """Gives a schema class kio's class attributes: ``__type__`` (request, response or nested),
+    ``__version__``, ``__flexible__`` (all four APIs are), ``__api_key__`` and
+    ``__header_schema__`` (a nested struct carries its message's)."""
+
+    def apply(cls: type[_T]) -> type[_T]:
+        cls.__type__ = entity_type  # type: ignore[attr-defined]
+        cls.__version__ = i16(version)  # type: ignore[attr-defined]
+        cls.__flexible__ = True  # type: ignore[attr-defined]
+        cls.__api_key__ = i16(api_key)  # type: ignore[attr-defined]
+        cls.__header_schema__ = header  # type: ignore[attr-defined]
+        return cls
+
+    return apply
+
+
 # -- LeaderAndIsr (4) v7 -----------------------------------------------------------------------
 
 
+@_schema(EntityType.nested, 4, LEADER_AND_ISR_VERSION, RequestHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderAndIsrPartitionState:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(LEADER_AND_ISR_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(4)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     partition_index: i32 = field(metadata={"kafka_type": "int32"})
     controller_epoch: i32 = field(metadata={"kafka_type": "int32"})
     """The epoch of the controller that made this leadership decision."""
@@ -106,37 +128,25 @@ class LeaderAndIsrPartitionState:
     """1 while recovering from an unclean leader election; 0 otherwise."""
 
 
+@_schema(EntityType.nested, 4, LEADER_AND_ISR_VERSION, RequestHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderAndIsrTopicState:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(LEADER_AND_ISR_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(4)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     topic_name: TopicName = field(metadata={"kafka_type": "string"})
     topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
     partition_states: tuple[LeaderAndIsrPartitionState, ...]
 
 
+@_schema(EntityType.nested, 4, LEADER_AND_ISR_VERSION, RequestHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderAndIsrLiveLeader:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(LEADER_AND_ISR_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(4)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     broker_id: BrokerId = field(metadata={"kafka_type": "int32"})
     host_name: str = field(metadata={"kafka_type": "string"})
     port: i32 = field(metadata={"kafka_type": "int32"})
 
 
+@_schema(EntityType.request, 4, LEADER_AND_ISR_VERSION, RequestHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderAndIsrRequest:
-    __type__: ClassVar = EntityType.request
-    __version__: ClassVar[i16] = i16(LEADER_AND_ISR_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(4)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     controller_id: BrokerId = field(metadata={"kafka_type": "int32"})
     is_k_raft_controller: bool = field(metadata={"kafka_type": "bool"}, default=False)
     """KIP-866 (ZooKeeper to KRaft migration); always False here."""
@@ -148,35 +158,23 @@ class LeaderAndIsrRequest:
     live_leaders: tuple[LeaderAndIsrLiveLeader, ...]
 
 
+@_schema(EntityType.nested, 4, LEADER_AND_ISR_VERSION, ResponseHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderAndIsrPartitionError:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(LEADER_AND_ISR_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(4)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     partition_index: i32 = field(metadata={"kafka_type": "int32"})
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
 
 
+@_schema(EntityType.nested, 4, LEADER_AND_ISR_VERSION, ResponseHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderAndIsrTopicError:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(LEADER_AND_ISR_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(4)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
     partition_errors: tuple[LeaderAndIsrPartitionError, ...]
 
 
+@_schema(EntityType.response, 4, LEADER_AND_ISR_VERSION, ResponseHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderAndIsrResponse:
-    __type__: ClassVar = EntityType.response
-    __version__: ClassVar[i16] = i16(LEADER_AND_ISR_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(4)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
     topics: tuple[LeaderAndIsrTopicError, ...]
 
@@ -184,37 +182,25 @@ class LeaderAndIsrResponse:
 # -- StopReplica (5) v4 ------------------------------------------------------------------------
 
 
+@_schema(EntityType.nested, 5, STOP_REPLICA_VERSION, RequestHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StopReplicaPartitionState:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(STOP_REPLICA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(5)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     partition_index: i32 = field(metadata={"kafka_type": "int32"})
     leader_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
     """-1 skips the leader epoch check; -2 (topic deletion) always passes it, as in Kafka."""
     delete_partition: bool = field(metadata={"kafka_type": "bool"})
 
 
+@_schema(EntityType.nested, 5, STOP_REPLICA_VERSION, RequestHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StopReplicaTopicState:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(STOP_REPLICA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(5)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     topic_name: TopicName = field(metadata={"kafka_type": "string"})
     partition_states: tuple[StopReplicaPartitionState, ...]
 
 
+@_schema(EntityType.request, 5, STOP_REPLICA_VERSION, RequestHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StopReplicaRequest:
-    __type__: ClassVar = EntityType.request
-    __version__: ClassVar[i16] = i16(STOP_REPLICA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(5)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     controller_id: BrokerId = field(metadata={"kafka_type": "int32"})
     is_k_raft_controller: bool = field(metadata={"kafka_type": "bool"}, default=False)
     controller_epoch: i32 = field(metadata={"kafka_type": "int32"})
@@ -222,25 +208,17 @@ class StopReplicaRequest:
     topic_states: tuple[StopReplicaTopicState, ...]
 
 
+@_schema(EntityType.nested, 5, STOP_REPLICA_VERSION, ResponseHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StopReplicaPartitionError:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(STOP_REPLICA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(5)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     topic_name: TopicName = field(metadata={"kafka_type": "string"})
     partition_index: i32 = field(metadata={"kafka_type": "int32"})
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
 
 
+@_schema(EntityType.response, 5, STOP_REPLICA_VERSION, ResponseHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StopReplicaResponse:
-    __type__: ClassVar = EntityType.response
-    __version__: ClassVar[i16] = i16(STOP_REPLICA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(5)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
     partition_errors: tuple[StopReplicaPartitionError, ...]
 
@@ -248,13 +226,9 @@ class StopReplicaResponse:
 # -- UpdateMetadata (6) v8 ---------------------------------------------------------------------
 
 
+@_schema(EntityType.nested, 6, UPDATE_METADATA_VERSION, RequestHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateMetadataPartitionState:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(UPDATE_METADATA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(6)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     partition_index: i32 = field(metadata={"kafka_type": "int32"})
     controller_epoch: i32 = field(metadata={"kafka_type": "int32"})
     leader: BrokerId = field(metadata={"kafka_type": "int32"})
@@ -266,25 +240,17 @@ class UpdateMetadataPartitionState:
     offline_replicas: tuple[BrokerId, ...] = field(metadata={"kafka_type": "int32"}, default=())
 
 
+@_schema(EntityType.nested, 6, UPDATE_METADATA_VERSION, RequestHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateMetadataTopicState:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(UPDATE_METADATA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(6)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     topic_name: TopicName = field(metadata={"kafka_type": "string"})
     topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
     partition_states: tuple[UpdateMetadataPartitionState, ...]
 
 
+@_schema(EntityType.nested, 6, UPDATE_METADATA_VERSION, RequestHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateMetadataEndpoint:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(UPDATE_METADATA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(6)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     port: i32 = field(metadata={"kafka_type": "int32"})
     host: str = field(metadata={"kafka_type": "string"})
     listener: str = field(metadata={"kafka_type": "string"})
@@ -293,25 +259,17 @@ class UpdateMetadataEndpoint:
     """Kafka's SecurityProtocol id: 0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT, 3 SASL_SSL."""
 
 
+@_schema(EntityType.nested, 6, UPDATE_METADATA_VERSION, RequestHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateMetadataBroker:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(UPDATE_METADATA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(6)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     id_: BrokerId = field(metadata={"kafka_type": "int32"})
     endpoints: tuple[UpdateMetadataEndpoint, ...]
     rack: str | None = field(metadata={"kafka_type": "string"})
 
 
+@_schema(EntityType.request, 6, UPDATE_METADATA_VERSION, RequestHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateMetadataRequest:
-    __type__: ClassVar = EntityType.request
-    __version__: ClassVar[i16] = i16(UPDATE_METADATA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(6)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     controller_id: BrokerId = field(metadata={"kafka_type": "int32"})
     is_k_raft_controller: bool = field(metadata={"kafka_type": "bool"}, default=False)
     type_: i8 = field(metadata={"kafka_type": "int8", "tag": 0}, default=i8(0))
@@ -322,48 +280,32 @@ class UpdateMetadataRequest:
     live_brokers: tuple[UpdateMetadataBroker, ...]
 
 
+@_schema(EntityType.response, 6, UPDATE_METADATA_VERSION, ResponseHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateMetadataResponse:
-    __type__: ClassVar = EntityType.response
-    __version__: ClassVar[i16] = i16(UPDATE_METADATA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(6)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
 
 
 # -- ControlledShutdown (7) v3: broker to controller ------------------------------------------
 
 
+@_schema(EntityType.request, 7, CONTROLLED_SHUTDOWN_VERSION, RequestHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ControlledShutdownRequest:
-    __type__: ClassVar = EntityType.request
-    __version__: ClassVar[i16] = i16(CONTROLLED_SHUTDOWN_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(7)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     broker_id: BrokerId = field(metadata={"kafka_type": "int32"})
     broker_epoch: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
 
 
+@_schema(EntityType.nested, 7, CONTROLLED_SHUTDOWN_VERSION, ResponseHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RemainingPartition:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(CONTROLLED_SHUTDOWN_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(7)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     topic_name: TopicName = field(metadata={"kafka_type": "string"})
     partition_index: i32 = field(metadata={"kafka_type": "int32"})
 
 
+@_schema(EntityType.response, 7, CONTROLLED_SHUTDOWN_VERSION, ResponseHeader)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ControlledShutdownResponse:
-    __type__: ClassVar = EntityType.response
-    __version__: ClassVar[i16] = i16(CONTROLLED_SHUTDOWN_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(7)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
     remaining_partitions: tuple[RemainingPartition, ...]
     """The partitions the broker still leads; empty once it can stop."""
