@@ -38,6 +38,7 @@ from odradek.broker.admin.validation import NewTopic
 from odradek.broker.authorization import authorize_cluster, filter_authorized_in_slices
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import build, element_type
+from odradek.broker.handlers.describe_configs import config_entry
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
@@ -111,17 +112,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             error_message=r.message,
             num_partitions=r.num_partitions if shown else -1,
             replication_factor=r.replication_factor if shown else -1,
-            configs=tuple(
-                build(
-                    config_type,
-                    name=c.name,
-                    value=c.value,
-                    read_only=c.read_only,
-                    config_source=int(c.source),
-                    is_sensitive=c.is_sensitive,
-                )
-                for c in (r.configs if shown else ())
-            )
+            configs=tuple(config_entry(config_type, c) for c in (r.configs if shown else ()))
             if config_type is not None
             else None,
         )

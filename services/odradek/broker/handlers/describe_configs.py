@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.admin.config_entries import ConfigDescription
 from odradek.broker.admin.configs import (
     DUPLICATE_RESOURCE,
     ConfigAdmin,
@@ -30,6 +31,30 @@ from odradek.security.acl import AclOperation
 from odradek.time_slices import TimeSlices, answer_each, sliced
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
+
+
+def config_entry(
+    entry_type: type[Any], c: ConfigDescription, synonym_type: type[Any] | None = None
+) -> Any:
+    """One described key on the wire: a DescribeConfigs entry, or a CreateTopics (v5+) config
+    (``build`` keeps the fields ``entry_type`` has; a type without synonyms gives no
+    ``synonym_type``)."""
+    return build(
+        entry_type,
+        name=c.name,
+        value=c.value,
+        read_only=c.read_only,
+        config_source=int(c.source),
+        is_sensitive=c.is_sensitive,
+        synonyms=()
+        if synonym_type is None
+        else tuple(
+            build(synonym_type, name=s.name, value=s.value, source=int(s.source))
+            for s in c.synonyms
+        ),
+        config_type=c.config_type,
+        documentation=c.documentation,
+    )
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -77,23 +102,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             error_message=r.message,
             resource_type=r.resource_type,
             resource_name=r.name,
-            configs=tuple(
-                build(
-                    entry_type,
-                    name=c.name,
-                    value=c.value,
-                    read_only=c.read_only,
-                    config_source=int(c.source),
-                    is_sensitive=c.is_sensitive,
-                    synonyms=tuple(
-                        build(synonym_type, name=s.name, value=s.value, source=int(s.source))
-                        for s in c.synonyms
-                    ),
-                    config_type=c.config_type,
-                    documentation=c.documentation,
-                )
-                for c in r.configs
-            ),
+            configs=tuple(config_entry(entry_type, c, synonym_type) for c in r.configs),
         )
 
     keys = ((r.resource_type, r.resource_name) for r in request.resources)
