@@ -68,7 +68,13 @@ from odradek.controller.batch import RequestBatch
 from odradek.controller.events import EventQueue
 from odradek.controller.model import ClusterModel, ReplicaAssignment
 from odradek.controller.partition_state_machine import PartitionStateMachine
-from odradek.controller.ports import Channel, FencedError, StaleStateVersionError, Store
+from odradek.controller.ports import (
+    Channel,
+    FencedError,
+    StaleStateVersionError,
+    Store,
+    reload_state,
+)
 from odradek.controller.reassignment import Reassignments, Target, list_reassignments
 from odradek.controller.reassignment import Result as ReassignmentResult
 from odradek.controller.refused import Refused
@@ -467,9 +473,7 @@ class Controller:
             await self.store.write_state(model, tp, decided)
         except StaleStateVersionError as e:
             log.warning("AlterPartition for %s-%d: %s", *tp, e)
-            loaded = await self.store.partition_state(tp)
-            if loaded is not None:
-                model.states[tp], model.state_versions[tp] = loaded
+            await reload_state(self.store, model, tp)
             return result(ErrorCode.invalid_update_version)
         log.info(
             "ISR of %s-%d is now %s (partition epoch %d), as leader %d asked",

@@ -45,7 +45,7 @@ from odradek.common.partitions import NO_LEADER, TopicPartition
 from odradek.controller.batch import RequestBatch
 from odradek.controller.model import ClusterModel
 from odradek.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
-from odradek.controller.ports import StaleStateVersionError
+from odradek.controller.ports import StaleStateVersionError, reload_state
 from odradek.controller.states import PartitionState
 from odradek.errors import ErrorCode
 from odradek.time_slices import sliced
@@ -216,9 +216,7 @@ async def _elect_one(
             break
         except StaleStateVersionError as e:
             log.warning("%s election for %s-%d: %s; reading it again", election_type.name, *tp, e)
-            loaded = await machine.store.partition_state(tp)
-            if loaded is not None:
-                model.states[tp], model.state_versions[tp] = loaded
+            await reload_state(machine.store, model, tp)
             if attempt == STALE_STATE_RETRIES:
                 return Outcome(
                     _NOT_ELECTED[election_type],

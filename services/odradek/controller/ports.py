@@ -13,7 +13,8 @@ the state znode's version (``StaleStateVersionError`` if it moved), and on succe
 model's ``states`` and ``state_versions``. ``write_assignment`` (a reassignment) rewrites
 only the partitions it is given, on top of what the topic's znode holds (partitions added
 meanwhile are kept: the write is conditional on the znode's version, read again if it moved),
-and on success updates those partitions in the model's ``topics``.
+and on success updates those partitions in the model's ``topics``. ``reload_state`` is the one
+way the rules read a partition's state back into the model.
 """
 
 from __future__ import annotations
@@ -63,6 +64,16 @@ class Store(Protocol):
     async def write_assignment(
         self, model: ClusterModel, topic: str, changes: Mapping[int, ReplicaAssignment]
     ) -> None: ...
+
+
+async def reload_state(store: Store, model: ClusterModel, tp: TopicPartition) -> bool:
+    """Read ``tp``'s state znode (again) into the model: after a ``StaleStateVersionError``, or
+    for a partition the model has no state of yet. False when there is no state znode."""
+    loaded = await store.partition_state(tp)
+    if loaded is None:
+        return False
+    model.states[tp], model.state_versions[tp] = loaded
+    return True
 
 
 class Channel(Protocol):

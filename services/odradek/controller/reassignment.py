@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from odradek.common.partitions import TopicPartition
 from odradek.controller.batch import RequestBatch
 from odradek.controller.model import ClusterModel, ReplicaAssignment, with_assignments
-from odradek.controller.ports import FencedError, StaleStateVersionError, Store
+from odradek.controller.ports import FencedError, StaleStateVersionError, Store, reload_state
 from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.controller.states import PartitionState, ReplicaState
 from odradek.errors import ErrorCode
@@ -478,8 +478,6 @@ class Reassignments:
             await self.store.write_state(model, tp, state)
         except StaleStateVersionError as e:
             log.warning("reading %s-%d again: %s", *tp, e)
-            loaded = await self.store.partition_state(tp)
-            if loaded is not None:
-                model.states[tp], model.state_versions[tp] = loaded
+            await reload_state(self.store, model, tp)
             return False
         return True

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from odradek.common.partitions import NO_LEADER
 from odradek.controller.batch import RequestBatch
 from odradek.controller.model import ClusterModel, PartitionReplica
-from odradek.controller.ports import StaleStateVersionError, Store
+from odradek.controller.ports import StaleStateVersionError, Store, reload_state
 from odradek.controller.states import ReplicaState
 from odradek.zk.paths import PartitionState as LeaderAndIsr
 
@@ -140,10 +140,8 @@ class ReplicaStateMachine:
                 await self.store.write_state(model, tp, state)
             except StaleStateVersionError as e:
                 log.warning("reading %s-%d again: %s", *tp, e)
-                loaded = await self.store.partition_state(tp)
-                if loaded is None:
+                if not await reload_state(self.store, model, tp):
                     return
-                model.states[tp], model.state_versions[tp] = loaded
                 continue
             log.info(
                 "replica %d of %s-%d is offline: leader %d, ISR %s, leader epoch %d",

@@ -27,7 +27,7 @@ from odradek.common.partitions import TopicPartition
 from odradek.controller.batch import RequestBatch
 from odradek.controller.model import ClusterModel
 from odradek.controller.partition_state_machine import PartitionStateMachine
-from odradek.controller.ports import Channel, Store
+from odradek.controller.ports import Channel, Store, reload_state
 from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.controller.states import PartitionState, ReplicaState
 from odradek.zk.client import WatchCallback
@@ -44,9 +44,7 @@ async def load_topic(
     model.topics[topic] = assignment
     for tp in model.partitions(topic):
         if tp not in model.states:
-            loaded = await store.partition_state(tp)
-            if loaded is not None:
-                model.states[tp], model.state_versions[tp] = loaded
+            await reload_state(store, model, tp)
 
 
 async def on_topics_change(
