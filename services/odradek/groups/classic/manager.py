@@ -179,9 +179,7 @@ class ClassicGroupManager:
                 f"group {group.group_id} has {config.group_max_size} members already",
             )
         names = {name for name, _ in request.protocols}
-        if group.in_state(S.DEAD):
-            # The group was deleted while this member thought it a member: find it again.
-            raise GroupError(ErrorCode.coordinator_not_available, f"group {group.group_id} is dead")
+        _raise_if_dead(group)
         if not group.supports_protocols(request.protocol_type, names):
             raise GroupError(
                 ErrorCode.inconsistent_group_protocol,
@@ -577,8 +575,7 @@ class ClassicGroupManager:
     ) -> Result[SyncAnswer]:
         try:
             group = self.group(group_id)
-            if group.in_state(S.DEAD):
-                raise GroupError(ErrorCode.coordinator_not_available, f"group {group_id} is dead")
+            _raise_if_dead(group)
             group.validate_member(member_id, group_instance_id, "sync")
             if generation_id != group.generation_id:
                 raise GroupError(
@@ -690,8 +687,7 @@ class ClassicGroupManager:
     ) -> Result[ErrorCode]:
         try:
             group = self.group(group_id)
-            if group.in_state(S.DEAD):
-                raise GroupError(ErrorCode.coordinator_not_available, f"group {group_id} is dead")
+            _raise_if_dead(group)
             group.validate_member(member_id, group_instance_id, "heartbeat")
             if generation_id != group.generation_id:
                 raise GroupError(ErrorCode.illegal_generation)
@@ -741,8 +737,7 @@ class ClassicGroupManager:
         """Members leave; each gets its own error (v3+ batches). The whole request fails
         (``GroupError``) only if the group is unknown or dead."""
         group = self.group(group_id)
-        if group.in_state(S.DEAD):
-            raise GroupError(ErrorCode.coordinator_not_available, f"group {group_id} is dead")
+        _raise_if_dead(group)
         answers: list[LeaveMember] = []
         records: Records = []
         for leaving in members:
@@ -803,3 +798,10 @@ def _sync_key(group: ClassicGroup) -> str:
 
 def _rebalance_key(group: ClassicGroup) -> str:
     return f"classic-rebalance:{group.group_id}"
+
+
+def _raise_if_dead(group: ClassicGroup) -> None:
+    """A dead group (deleted while its members still thought themselves members) answers
+    COORDINATOR_NOT_AVAILABLE: the client finds the coordinator, and the group, again."""
+    if group.in_state(S.DEAD):
+        raise GroupError(ErrorCode.coordinator_not_available, f"group {group.group_id} is dead")
