@@ -24,7 +24,7 @@ Pure functions over the context; safe from any coroutine of the broker's event l
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from odradek.broker.admin.configs import ResourceType as ConfigResourceType
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "OPERATIONS_NOT_ASKED",
     "SUPPORTED_OPERATIONS",
+    "answer_permitted",
     "authorize_cluster",
     "config_refusal",
     "authorized_operations",
@@ -49,6 +50,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 OPERATIONS_NOT_ASKED = -2147483648  # Int.MinValue: authorized operations not asked for
 
@@ -102,6 +104,22 @@ def merge_refused(count: int, answered: Iterable[T], refused: Mapping[int, T]) -
     if next(rest, None) is not None:
         raise RuntimeError("more answers than entries left to answer")
     return merged
+
+
+async def answer_permitted(
+    items: Sequence[T],
+    permitted: Callable[[T], bool],
+    answer: Callable[[list[T]], Awaitable[list[R]]],
+    refusal: Callable[[T], R],
+    slices: TimeSlices | None = None,
+) -> list[R]:
+    """The answers to ``items`` in request order, in time slices: ``answer`` gets the permitted
+    ones (in order) and answers each of them; every other item is answered ``refusal(item)``."""
+    allowed = [item async for item in sliced(items, slices) if permitted(item)]
+    answered = iter(await answer(allowed))
+    return [
+        next(answered) if permitted(item) else refusal(item) async for item in sliced(items, slices)
+    ]
 
 
 def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str) -> int:

@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from odradek.broker.admin.topics import CreatePartitionsResult, NewPartitions, TopicAdmin
-from odradek.broker.authorization import filter_authorized_in_slices
+from odradek.broker.authorization import answer_permitted, filter_authorized_in_slices
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import build, element_type
 from odradek.errors import ErrorCode
@@ -50,24 +50,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     alterable = await filter_authorized_in_slices(
         ctx, AclOperation.ALTER, ResourceType.TOPIC, counts, slices
     )
-    allowed = [
-        w async for w in sliced(wanted, slices) if w.topic in alterable or counts[w.topic] > 1
-    ]
     admin = TopicAdmin(ctx.broker.zk, ctx.broker.config)
     quota = ctx.mutation_quota(STRICT_QUOTA_SINCE_VERSION)
-    done = iter(
-        await admin.create_partitions(
+    results = await answer_permitted(
+        wanted,
+        lambda w: w.topic in alterable or counts[w.topic] > 1,
+        lambda allowed: admin.create_partitions(
             allowed, validate_only=request.validate_only, quota=quota, slices=slices
-        )
-    )
-    results = [
-        next(done)
-        if w.topic in alterable or counts[w.topic] > 1
-        else CreatePartitionsResult(
+        ),
+        lambda w: CreatePartitionsResult(
             w.topic, ErrorCode.topic_authorization_failed, "The topic authorization is failed."
-        )
-        async for w in sliced(wanted, slices)
-    ]
+        ),
+        slices,
+    )
 
     response_type = schemas.response_schema(API_KEY, ctx.api_version)
     result_type = element_type(response_type, "results")

@@ -35,7 +35,11 @@ from odradek.broker.admin.topics import (
     wait_for_leaders,
 )
 from odradek.broker.admin.validation import NewTopic
-from odradek.broker.authorization import authorize_cluster, filter_authorized_in_slices
+from odradek.broker.authorization import (
+    answer_permitted,
+    authorize_cluster,
+    filter_authorized_in_slices,
+)
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.build import build, element_type
 from odradek.broker.handlers.describe_configs import config_entry
@@ -73,23 +77,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     described = await filter_authorized_in_slices(
         ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, counts, slices
     )
-    # a name given twice is INVALID_REQUEST (TopicAdmin's answer) whoever asks, as in Kafka
-    allowed = [t async for t in sliced(topics, slices) if t.name in creatable or counts[t.name] > 1]
     admin = TopicAdmin(ctx.broker.zk, ctx.broker.config)
     quota = ctx.mutation_quota(STRICT_QUOTA_SINCE_VERSION)
-    created = iter(
-        await admin.create_topics(
+    results = await answer_permitted(
+        topics,
+        # a name given twice is INVALID_REQUEST (TopicAdmin's answer) whoever asks, as in Kafka
+        lambda t: t.name in creatable or counts[t.name] > 1,
+        lambda allowed: admin.create_topics(
             allowed, validate_only=request.validate_only, quota=quota, slices=slices
-        )
-    )
-    results = [
-        next(created)
-        if t.name in creatable or counts[t.name] > 1
-        else CreateTopicResult(
+        ),
+        lambda t: CreateTopicResult(
             t.name, ErrorCode.topic_authorization_failed, "Authorization failed."
-        )
-        async for t in sliced(topics, slices)
-    ]
+        ),
+        slices,
+    )
     if not request.validate_only:
         # before the counts are hidden: the wait compares them with the metadata's
         timeout_ms = round(request.timeout.total_seconds() * 1000)
