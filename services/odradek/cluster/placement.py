@@ -68,6 +68,7 @@ __all__ = [
     "assign_replicas",
     "assign_additional_partitions",
     "rack_alternated_brokers",
+    "racks_to_use",
     "elect_leader_offline",
     "elect_leader_for_reassignment",
     "elect_preferred_leader",
@@ -146,7 +147,7 @@ def assign_replicas(
     if start_index is not None and start_index < 0:
         raise ValueError(f"start_index must be >= 0, not {start_index}")
 
-    rack_of = _racks_to_use(brokers, rack_aware_mode)
+    rack_of = racks_to_use(brokers, rack_aware_mode)
     if rack_of is None:
         arranged = sorted(brokers)
         rack_of = dict.fromkeys(arranged, "")
@@ -213,8 +214,10 @@ def rack_alternated_brokers(rack_of: Mapping[int, str]) -> list[int]:
     return [broker for row in zip_longest(*columns) for broker in row if broker is not None]
 
 
-def _racks_to_use(brokers: Mapping[int, str | None], mode: RackAwareMode) -> dict[int, str] | None:
-    """Each broker's rack if placement should be rack-aware, None if it should not."""
+def racks_to_use(brokers: Mapping[int, str | None], mode: RackAwareMode) -> dict[int, str] | None:
+    """Each broker's rack if placement should be rack-aware, None if it should not; with racks on
+    only some brokers, ENFORCED raises ``PlacementError`` (it cannot spread over racks it does not
+    know) and SAFE places rack-unaware."""
     with_rack = {broker: rack for broker, rack in brokers.items() if rack is not None}
     if mode is RackAwareMode.DISABLED or not with_rack:
         return None

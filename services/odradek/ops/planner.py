@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 import networkx as nx
 
+from odradek.cluster import placement
+from odradek.cluster.placement import RackAwareMode, racks_to_use
 from odradek.common.partitions import TopicPartition
 from odradek.ops.errors import PlacementError
 from odradek.ops.model import ClusterView
@@ -124,16 +126,12 @@ def _racks(eligible: Mapping[int, str | None], rack_aware: bool) -> dict[int, st
     Like Kafka's ``RackAwareMode.Enforced``: racks on only some brokers is an error, since a
     placement cannot spread over racks it does not know.
     """
-    with_rack = {b: r for b, r in eligible.items() if r is not None}
-    if not rack_aware or not with_rack:
-        return dict.fromkeys(eligible, NO_RACK)
-    if len(with_rack) < len(eligible):
-        missing = sorted(set(eligible) - set(with_rack))
-        raise PlacementError(
-            f"Not all brokers have rack information for replica rack aware assignment (brokers "
-            f"without a rack: {missing}); disable rack awareness to place without it."
-        )
-    return with_rack
+    mode = RackAwareMode.ENFORCED if rack_aware else RackAwareMode.DISABLED
+    try:
+        with_rack = racks_to_use(eligible, mode)
+    except placement.PlacementError as e:  # the ops' own error, for the ops' callers
+        raise PlacementError(str(e)) from e
+    return dict.fromkeys(eligible, NO_RACK) if with_rack is None else with_rack
 
 
 def _place_replicas(
