@@ -5,7 +5,7 @@ carries its wire type in ``metadata["kafka_type"]`` and, if tagged, its tag in `
 Its Python type says the rest: ``X | None`` is nullable, ``tuple[X, ...]`` is an array, a dataclass
 is a nested struct. ``layout`` turns that into a list of ``FieldSpec`` in wire order, plus the
 tagged fields sorted by tag (the order Kafka writes them in). The class attribute ``__flexible__``
-decides compact encodings and tagged-field sections. ``grouped`` is how both directions plan an
+decides compact encodings and tagged-field sections. ``plan`` is how both directions plan an
 entity: consecutive fixed-width fields form one run (one ``struct`` call), each other field a step.
 
 Kafka's rule for tagged fields, kept by both directions: a tagged field equal to its default is not
@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Container
+from collections.abc import Callable, Container
 from dataclasses import MISSING, dataclass
 from functools import cache
 from types import NoneType, UnionType
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
-__all__ = ["Kind", "FieldSpec", "Layout", "grouped", "layout"]
+__all__ = ["Kind", "FieldSpec", "Layout", "layout", "plan"]
+
+
+S = TypeVar("S")  # a step: a reader's or a writer's
 
 
 class Kind(enum.Enum):
@@ -95,19 +98,28 @@ def layout(entity_type: type[Any]) -> Layout:
     return Layout(flexible, tuple(s for s in specs if s.tag is None), tagged)
 
 
-def grouped(schema: Layout, fixed_types: Container[str]) -> list[FieldSpec | list[FieldSpec]]:
-    """``schema``'s untagged fields in wire order, each run of consecutive non-nullable
-    primitives whose ``kafka_type`` is in ``fixed_types`` as one list, any other field alone."""
-    groups: list[FieldSpec | list[FieldSpec]] = []
+def plan(
+    schema: Layout,
+    fixed_types: Container[str],
+    fixed_run_step: Callable[[list[FieldSpec]], S],
+    field_step: Callable[[FieldSpec, bool], S],
+    tags_step: Callable[[tuple[FieldSpec, ...]], S],
+) -> list[S]:
+    """The steps that read or write an entity of ``schema``, in wire order: one
+    ``fixed_run_step`` per run of consecutive non-nullable primitives whose ``kafka_type`` is
+    in ``fixed_types``, one ``field_step`` per other field, then (flexible versions) the tags."""
+    steps: list[S] = []
     run: list[FieldSpec] = []
     for spec in schema.fields:
         if spec.kind is Kind.PRIMITIVE and spec.kafka_type in fixed_types and not spec.nullable:
             run.append(spec)
             continue
         if run:
-            groups.append(run)
+            steps.append(fixed_run_step(run))
             run = []
-        groups.append(spec)
+        steps.append(field_step(spec, schema.flexible))
     if run:
-        groups.append(run)
-    return groups
+        steps.append(fixed_run_step(run))
+    if schema.flexible:
+        steps.append(tags_step(schema.tagged))
+    return steps

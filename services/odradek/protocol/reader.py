@@ -35,7 +35,7 @@ from kio.serial import errors as kio_errors
 from kio.serial import readers as kio
 
 from odradek.errors import ErrorCode
-from odradek.protocol.fields import FieldSpec, Kind, grouped, layout
+from odradek.protocol.fields import FieldSpec, Kind, layout, plan
 
 __all__ = ["MalformedError", "read_entity", "entity_reader"]
 
@@ -294,15 +294,7 @@ def _tags_step(specs: tuple[FieldSpec, ...]) -> Step:
 @cache
 def entity_reader(entity_type: type[Any]) -> Reader:
     """A reader for ``entity_type``: ``(buf, pos) -> (entity, new_pos)``. Raises anything."""
-    schema = layout(entity_type)
-    steps: list[Step] = []
-    for group in grouped(schema, _FIXED):
-        if isinstance(group, list):
-            steps.append(_fixed_run_step(group))
-        else:
-            steps.append(_field_step(group, schema.flexible))
-    if schema.flexible:
-        steps.append(_tags_step(schema.tagged))
+    steps = plan(layout(entity_type), _FIXED, _fixed_run_step, _field_step, _tags_step)
 
     def read_entity(buf: Buffer, pos: int) -> tuple[Any, int]:
         values: dict[str, Any] = {}

@@ -31,7 +31,7 @@ from functools import cache
 from operator import attrgetter
 from typing import Any
 
-from odradek.protocol.fields import FieldSpec, Kind, grouped, layout
+from odradek.protocol.fields import FieldSpec, Kind, layout, plan
 from odradek.protocol.parts import FileRegion, Part, part_size
 
 __all__ = ["OutBuffer", "entity_writer", "encode", "write_uvarint"]
@@ -295,15 +295,7 @@ def _tags_step(specs: tuple[FieldSpec, ...]) -> Callable[[OutBuffer, Any], None]
 @cache
 def entity_writer(entity_type: type[Any]) -> Writer:
     """A writer for ``entity_type``: ``(out, entity) -> None``, appending to ``out``."""
-    schema = layout(entity_type)
-    steps: list[Callable[[OutBuffer, Any], None]] = []
-    for group in grouped(schema, _FIXED_CODES):
-        if isinstance(group, list):
-            steps.append(_fixed_run_step(group))
-        else:
-            steps.append(_field_step(group, schema.flexible))
-    if schema.flexible:
-        steps.append(_tags_step(schema.tagged))
+    steps = plan(layout(entity_type), _FIXED_CODES, _fixed_run_step, _field_step, _tags_step)
 
     def write_entity(out: OutBuffer, entity: Any) -> None:
         for step in steps:
