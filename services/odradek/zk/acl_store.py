@@ -136,35 +136,33 @@ class ZkAclStore:
 
     async def patterns(self) -> set[ResourcePattern]:
         """Every resource with an ACL node, listed (its ACLs not read): one listing per type."""
-        found: set[ResourcePattern] = set()
-        for pattern_type in ACL_PATTERN_TYPES:
-            for resource_type in ACL_RESOURCE_TYPES:
-                try:
-                    names = await self.zk.achildren(acl_type_path(pattern_type, resource_type))
-                except NoNodeError:
-                    continue
-                found.update(ResourcePattern(resource_type, n, pattern_type) for n in names)
-        return found
+        return set(await self._listed())
 
     async def read_all(self) -> dict[ResourcePattern, Entries]:
         """Every resource's ACLs (unknown type nodes, written by a newer Kafka, are skipped)."""
         acls: dict[ResourcePattern, Entries] = {}
+        for pattern in await self._listed():
+            try:
+                entries, _ = await self.read(pattern)
+            except ZkDataError as e:
+                log.error("ignoring the ACLs of %s: %s", pattern, e)
+                continue
+            if entries:
+                acls[pattern] = entries
+        return acls
+
+    async def _listed(self) -> list[ResourcePattern]:
+        """Every resource with an ACL node, pattern type by pattern type, resource type by
+        resource type (the types Kafka's ZooKeeper layout has; a missing type node: none)."""
+        found: list[ResourcePattern] = []
         for pattern_type in ACL_PATTERN_TYPES:
             for resource_type in ACL_RESOURCE_TYPES:
                 try:
                     names = await self.zk.achildren(acl_type_path(pattern_type, resource_type))
                 except NoNodeError:
                     continue
-                for name in names:
-                    pattern = ResourcePattern(resource_type, name, pattern_type)
-                    try:
-                        entries, _ = await self.read(pattern)
-                    except ZkDataError as e:
-                        log.error("ignoring the ACLs of %s: %s", pattern, e)
-                        continue
-                    if entries:
-                        acls[pattern] = entries
-        return acls
+                found.extend(ResourcePattern(resource_type, n, pattern_type) for n in names)
+        return found
 
     async def update(
         self, pattern: ResourcePattern, change: Callable[[Entries], Entries]
