@@ -112,10 +112,7 @@ class PartitionStateMachine:
         model: ClusterModel, partitions: Iterable[TopicPartition], target: PartitionState
     ) -> list[TopicPartition]:
         """A transition that only changes the state (as ``ReplicaStateMachine.move``)."""
-        moved = model.partition_states.legal(partitions, target)
-        for tp in moved:
-            model.partition_states.put(tp, target)
-        return moved
+        return model.partition_states.move(partitions, target)
 
     @staticmethod
     def to_offline(

@@ -77,10 +77,7 @@ class ReplicaStateMachine:
         model: ClusterModel, replicas: Iterable[PartitionReplica], target: ReplicaState
     ) -> list[PartitionReplica]:
         """A transition that only changes the state (New, the deletion states, NonExistent)."""
-        moved = model.replica_states.legal(replicas, target)
-        for replica in moved:
-            model.replica_states.put(replica, target)
-        return moved
+        return model.replica_states.move(replicas, target)
 
     @staticmethod
     def to_online(

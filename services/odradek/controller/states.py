@@ -136,6 +136,14 @@ class StateTable(Generic[K, S]):
         else:
             self._states[key] = target
 
+    def move(self, keys: Iterable[K], target: S) -> list[K]:
+        """Move every key that may enter ``target`` there (each other one is logged, as
+        ``legal`` does); the keys moved. A transition with nothing to do but change state."""
+        moved = self.legal(keys, target)
+        for key in moved:
+            self.put(key, target)
+        return moved
+
     def forget(self, key: K) -> None:
         """Drop ``key`` without a transition (the controller lost its view: stepped down)."""
         self._states.pop(key, None)
