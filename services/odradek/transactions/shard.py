@@ -227,8 +227,6 @@ class TransactionCoordinatorShard:
         Checking that the topics exist is the handler's (UNKNOWN_TOPIC_OR_PARTITION, the others
         OPERATION_NOT_ATTEMPTED), before it calls this."""
         wanted = frozenset(partitions)
-        if not transactional_id:
-            return Outcome(ErrorCode.invalid_request)
         current, error = self._check_producer(transactional_id, producer_id, producer_epoch)
         if current is None:
             return Outcome(error)
@@ -276,8 +274,6 @@ class TransactionCoordinatorShard:
         """EndTxn (transaction version 1): Ongoing -> PrepareCommit/PrepareAbort and the markers
         to write; a retry of a completed or completing end is NONE or CONCURRENT_TRANSACTIONS;
         any other end is INVALID_TXN_STATE."""
-        if not transactional_id:
-            return Outcome(ErrorCode.invalid_request)
         current, error = self._check_producer(transactional_id, producer_id, producer_epoch)
         if current is None:
             return Outcome(error)
@@ -393,6 +389,10 @@ class TransactionCoordinatorShard:
     def _check_producer(
         self, transactional_id: str, producer_id: int, producer_epoch: int
     ) -> tuple[TransactionMetadata | None, ErrorCode]:
+        """The producer's transaction, or why the request may not touch it: an empty id is
+        INVALID_REQUEST, another producer id INVALID_PRODUCER_ID_MAPPING, an old epoch fenced."""
+        if not transactional_id:
+            return None, ErrorCode.invalid_request
         current = self.transactions.get(transactional_id)
         if current is None or current.producer_id != producer_id:
             return None, ErrorCode.invalid_producer_id_mapping
