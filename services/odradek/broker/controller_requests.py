@@ -52,6 +52,7 @@ import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from odradek.broker.context import BrokerContext
 from odradek.broker.metadata_cache import LiveBroker, MetadataCache, PartitionMetadata
@@ -125,6 +126,17 @@ def accept_controller_epoch(broker: BrokerContext, controller_epoch: int, what: 
         return False
     broker.controller_epoch = controller_epoch
     return True
+
+
+async def stale_epoch(broker: BrokerContext, request: Any, what: str) -> ErrorCode | None:
+    """Why a LeaderAndIsr, StopReplica or UpdateMetadata ``request`` changes nothing, in Kafka's
+    order: STALE_BROKER_EPOCH (not this broker's epoch), then STALE_CONTROLLER_EPOCH (an older
+    controller); None to go ahead. ``what`` names the API in the log."""
+    if not await accept_broker_epoch(broker, request.broker_epoch, what):
+        return ErrorCode.stale_broker_epoch
+    if not accept_controller_epoch(broker, request.controller_epoch, what):
+        return ErrorCode.stale_controller_epoch
+    return None
 
 
 # -- LeaderAndIsr ------------------------------------------------------------------------------

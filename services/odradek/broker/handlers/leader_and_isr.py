@@ -41,14 +41,9 @@ async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAnd
     if refused is not None:  # before any epoch is compared: no STALE_BROKER_EPOCH oracle
         return refused
     broker = ctx.broker
-    if not await controller_requests.accept_broker_epoch(
-        broker, request.broker_epoch, "LeaderAndIsr"
-    ):
-        return error_response(request, ErrorCode.stale_broker_epoch)
-    if not controller_requests.accept_controller_epoch(
-        broker, request.controller_epoch, "LeaderAndIsr"
-    ):
-        return error_response(request, ErrorCode.stale_controller_epoch)
+    stale = await controller_requests.stale_epoch(broker, request, "LeaderAndIsr")
+    if stale is not None:
+        return error_response(request, stale)
     topics = []
     for topic in request.topic_states:
         try:

@@ -30,14 +30,9 @@ async def handle(ctx: RequestContext, request: StopReplicaRequest) -> StopReplic
     if refused is not None:  # before any epoch is compared: no STALE_BROKER_EPOCH oracle
         return refused
     broker = ctx.broker
-    if not await controller_requests.accept_broker_epoch(
-        broker, request.broker_epoch, "StopReplica"
-    ):
-        return StopReplicaResponse(error_code=ErrorCode.stale_broker_epoch, partition_errors=())
-    if not controller_requests.accept_controller_epoch(
-        broker, request.controller_epoch, "StopReplica"
-    ):
-        return StopReplicaResponse(error_code=ErrorCode.stale_controller_epoch, partition_errors=())
+    stale = await controller_requests.stale_epoch(broker, request, "StopReplica")
+    if stale is not None:
+        return StopReplicaResponse(error_code=stale, partition_errors=())
     errors = []
     for topic in request.topic_states:
         for p in topic.partition_states:

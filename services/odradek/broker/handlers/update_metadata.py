@@ -34,14 +34,9 @@ async def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateM
     if refused is not None:  # before any epoch is compared: no STALE_BROKER_EPOCH oracle
         return refused
     broker = ctx.broker
-    if not await controller_requests.accept_broker_epoch(
-        broker, request.broker_epoch, "UpdateMetadata"
-    ):
-        return error_response(request, ErrorCode.stale_broker_epoch)
-    if not controller_requests.accept_controller_epoch(
-        broker, request.controller_epoch, "UpdateMetadata"
-    ):
-        return error_response(request, ErrorCode.stale_controller_epoch)
+    stale = await controller_requests.stale_epoch(broker, request, "UpdateMetadata")
+    if stale is not None:
+        return error_response(request, stale)
     brokers = [_live_broker(b) for b in request.live_brokers]
     topics = [
         controller_requests.TopicUpdate(
