@@ -9,7 +9,8 @@
 - ``MetadataTopics`` answers what a group may know of topics from the metadata cache.
 - ``start_group_coordinator`` builds the coordinator and registers it with the replica manager's
   leadership changes: leading a partition of ``__consumer_offsets`` loads its shard, following it
-  or stopping it unloads it (Kafka's ``onElection`` / ``onResignation``).
+  or stopping it unloads it (Kafka's ``onElection`` / ``onResignation``; ``follow_leadership``,
+  which the transaction coordinator uses too).
 - ``ensure_offsets_topic`` creates ``__consumer_offsets`` on first use (FindCoordinator, through
   ``internal_topics``, one creation at a time), with Kafka's settings:
   ``offsets.topic.num.partitions``, ``offsets.topic.replication.factor`` (never fewer: while
@@ -25,6 +26,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Iterator
+from typing import Protocol
 
 from odradek.broker.admin.topics import TopicAdmin
 from odradek.broker.admin.validation import NewTopic
@@ -146,17 +148,34 @@ def start_group_coordinator(
         write_timeout_ms=group_config.offsets_commit_timeout_ms,
         clock_ms=replicas.clock_ms,
     )
+    follow_leadership(replicas, OFFSETS_TOPIC, runtime)
+    return GroupCoordinator(runtime, group_config)
 
-    def leadership_changed(topic: str, partition: int, leader_epoch: int | None) -> None:
-        if topic != OFFSETS_TOPIC:
+
+class LeadershipFollower(Protocol):
+    """What follows a topic's leadership: a coordinator runtime, the transaction coordinator."""
+
+    def on_elected(self, partition: int, leader_epoch: int) -> object: ...
+
+    def on_resigned(self, partition: int) -> object: ...
+
+
+def follow_leadership(
+    replicas: ReplicaManager, topic: str, coordinator: LeadershipFollower
+) -> None:
+    """Tell ``coordinator`` each time this broker starts leading a partition of ``topic``
+    (``on_elected``, with its leader epoch) or stops (``on_resigned``): Kafka's
+    ``onElection`` / ``onResignation``."""
+
+    def leadership_changed(changed: str, partition: int, leader_epoch: int | None) -> None:
+        if changed != topic:
             return
         if leader_epoch is None:
-            runtime.on_resigned(partition)
+            coordinator.on_resigned(partition)
         else:
-            runtime.on_elected(partition, leader_epoch)
+            coordinator.on_elected(partition, leader_epoch)
 
     replicas.leadership_listeners.append(leadership_changed)
-    return GroupCoordinator(runtime, group_config)
 
 
 def _context(

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from odradek.broker.admin.topics import TopicAdmin
 from odradek.broker.admin.validation import NewTopic
-from odradek.broker.group_coordinator import ReplicaCoordinatorLog
+from odradek.broker.group_coordinator import ReplicaCoordinatorLog, follow_leadership
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.workers import Workers
 from odradek.common.topics import TRANSACTION_STATE_TOPIC
@@ -58,16 +58,7 @@ def start_transaction_coordinator(
         markers=markers,
         clock_ms=replicas.clock_ms,
     )
-
-    def leadership_changed(topic: str, partition: int, leader_epoch: int | None) -> None:
-        if topic != TRANSACTION_STATE_TOPIC:
-            return
-        if leader_epoch is None:
-            coordinator.on_resigned(partition)
-        else:
-            coordinator.on_elected(partition, leader_epoch)
-
-    replicas.leadership_listeners.append(leadership_changed)
+    follow_leadership(replicas, TRANSACTION_STATE_TOPIC, coordinator)
     return coordinator
 
 
