@@ -51,8 +51,9 @@ import logging
 import random
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from odradek.broker.admin.config_entries import ConfigDescription, describe_topic_config
 from odradek.broker.admin.errors import (
@@ -115,6 +116,20 @@ CREATE_TOPICS_WAIT_MS_MAX = 600_000  # a CreateTopics waits for leaders at most 
 # A Metadata request auto-creates at most this many topics; the others it names stay
 # UNKNOWN_TOPIC_OR_PARTITION (retriable: the client's next Metadata creates the next ones).
 AUTO_CREATE_TOPICS_PER_REQUEST_MAX = 10
+
+E = TypeVar("E")
+R = TypeVar("R")
+Brokers = dict[int, str | None]  # each live broker's rack
+
+
+@dataclass(frozen=True, slots=True)
+class _Each:
+    """How ``TopicAdmin._each`` names one API: in the refusal log, a duplicate's message, and
+    what an error was doing (followed by the topic's name)."""
+
+    api: str
+    duplicate: str
+    doing: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,32 +300,58 @@ class TopicAdmin:
         slices: TimeSlices | None = None,
     ) -> list[CreateTopicResult]:
         """One result per entry, in order. With ``validate_only`` nothing is written."""
+
+        async def create(
+            topic: NewTopic, brokers: Brokers, capacity: ReplicaCapacity, existing: set[str]
+        ) -> CreateTopicResult:
+            return await self._create_topic(
+                topic, brokers, capacity, existing, validate_only, quota
+            )
+
+        return await self._each(
+            topics,
+            lambda t: t.name,
+            _Each("CreateTopics", "Found multiple entries for this topic.", "creating topic"),
+            create,
+            CreateTopicResult,
+            slices,
+        )
+
+    async def _each(
+        self,
+        entries: Sequence[E],
+        name_of: Callable[[E], str],
+        each: _Each,
+        apply: Callable[[E, Brokers, ReplicaCapacity, set[str]], Awaitable[R]],
+        failed: Callable[[str, ErrorCode, str | None], R],
+        slices: TimeSlices | None,
+    ) -> list[R]:
+        """CreateTopics' and CreatePartitions' walk: the live brokers read once (failing that,
+        every entry answers the error), then each entry applied in order, a topic named twice
+        refused whoever asks, every refusal logged (``RefusalLog``)."""
         slices = slices if slices is not None else TimeSlices()
         counts: Counter[str] = Counter()
-        async for topic in sliced(topics, slices):
-            counts[topic.name] += 1
+        async for entry in sliced(entries, slices):
+            counts[name_of(entry)] += 1
         try:
             infos = await self._broker_infos()
             capacity, existing = await self._capacity(infos)
         except Exception as e:
             code, message = error_of(e, "reading the live brokers")
-            return [CreateTopicResult(t.name, code, message) async for t in sliced(topics, slices)]
+            return [failed(name_of(x), code, message) async for x in sliced(entries, slices)]
         brokers = {b: info.rack for b, info in infos.items()}
-        refusals = RefusalLog(log, "CreateTopics")
+        refusals = RefusalLog(log, each.api)
         results = []
-        async for topic in sliced(topics, slices):
+        async for entry in sliced(entries, slices):
+            name = name_of(entry)
             try:
-                if counts[topic.name] > 1:
-                    raise AdminRequestError("Found multiple entries for this topic.")
-                results.append(
-                    await self._create_topic(
-                        topic, brokers, capacity, existing, validate_only, quota
-                    )
-                )
+                if counts[name] > 1:
+                    raise AdminRequestError(each.duplicate)
+                results.append(await apply(entry, brokers, capacity, existing))
             except Exception as e:
-                code, message = error_of(e, f"creating topic {topic.name!r}")
-                refusals.refused(repr(topic.name), code, message)
-                results.append(CreateTopicResult(topic.name, code, message))
+                code, message = error_of(e, f"{each.doing} {name!r}")
+                refusals.refused(repr(name), code, message)
+                results.append(failed(name, code, message))
         refusals.close()
         return results
 
@@ -512,36 +553,23 @@ class TopicAdmin:
         slices: TimeSlices | None = None,
     ) -> list[CreatePartitionsResult]:
         """Add partitions to existing topics; one result per entry, in order."""
-        slices = slices if slices is not None else TimeSlices()
-        counts: Counter[str] = Counter()
-        async for request in sliced(requests, slices):
-            counts[request.topic] += 1
-        try:
-            infos = await self._broker_infos()
-            capacity, existing = await self._capacity(infos)
-        except Exception as e:
-            code, message = error_of(e, "reading the live brokers")
-            return [
-                CreatePartitionsResult(r.topic, code, message)
-                async for r in sliced(requests, slices)
-            ]
-        brokers = {b: info.rack for b, info in infos.items()}
-        refusals = RefusalLog(log, "CreatePartitions")
-        results = []
-        async for request in sliced(requests, slices):
-            try:
-                if counts[request.topic] > 1:
-                    raise AdminRequestError("Duplicate topic in request.")
-                await self._create_partitions(
-                    request, brokers, capacity, existing, validate_only, quota
-                )
-                results.append(CreatePartitionsResult(request.topic))
-            except Exception as e:
-                code, message = error_of(e, f"adding partitions to {request.topic!r}")
-                refusals.refused(repr(request.topic), code, message)
-                results.append(CreatePartitionsResult(request.topic, code, message))
-        refusals.close()
-        return results
+
+        async def add(
+            request: NewPartitions, brokers: Brokers, capacity: ReplicaCapacity, existing: set[str]
+        ) -> CreatePartitionsResult:
+            await self._create_partitions(
+                request, brokers, capacity, existing, validate_only, quota
+            )
+            return CreatePartitionsResult(request.topic)
+
+        return await self._each(
+            requests,
+            lambda r: r.topic,
+            _Each("CreatePartitions", "Duplicate topic in request.", "adding partitions to"),
+            add,
+            CreatePartitionsResult,
+            slices,
+        )
 
     async def _create_partitions(
         self,
