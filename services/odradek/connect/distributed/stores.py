@@ -78,6 +78,25 @@ def _log(
     )
 
 
+class _LogStore:
+    """What the three stores share: their ``log``, started and stopped with the store, and read
+    to its end with the log's error raised again as the store's own (``error``)."""
+
+    log: KafkaBasedLog
+
+    def start(self) -> None:
+        self.log.start(START_TIMEOUT_S)
+
+    def stop(self) -> None:
+        self.log.stop()
+
+    def _read_log(self, timeout_s: float, error: type[Exception] = StoreError) -> None:
+        try:
+            self.log.read_to_end(timeout_s)
+        except KafkaLogError as e:
+            raise error(str(e)) from e
+
+
 # ------------------------------------------------------------------ config
 
 
@@ -106,7 +125,7 @@ class ConfigSnapshot:
 ConfigChange = Callable[[sf.ConfigRecord], None]
 
 
-class ConfigStore:
+class ConfigStore(_LogStore):
     """See the module docstring."""
 
     def __init__(self, config: WorkerConfig, on_change: ConfigChange | None = None):
@@ -120,17 +139,8 @@ class ConfigStore:
         self._inconsistent: set[str] = set()
         self.log = _log(config, "config.storage.topic", self._apply, partitions=1)
 
-    def start(self) -> None:
-        self.log.start(START_TIMEOUT_S)
-
-    def stop(self) -> None:
-        self.log.stop()
-
     def read_to_end(self, timeout_s: float = READ_TIMEOUT_S) -> ConfigSnapshot:
-        try:
-            self.log.read_to_end(timeout_s)
-        except KafkaLogError as e:
-            raise StoreError(str(e)) from e
+        self._read_log(timeout_s)
         return self.snapshot()
 
     def snapshot(self) -> ConfigSnapshot:
@@ -231,7 +241,7 @@ class ConfigStore:
 # ------------------------------------------------------------------ status
 
 
-class StatusStore:
+class StatusStore(_LogStore):
     """See the module docstring. Implements ``odradek.connect.runtime.status.StatusListener``."""
 
     def __init__(self, config: WorkerConfig, worker_id: str):
@@ -241,17 +251,8 @@ class StatusStore:
         partitions = config.get("status.storage.partitions")
         self.log = _log(config, "status.storage.topic", self._apply, partitions=partitions)
 
-    def start(self) -> None:
-        self.log.start(START_TIMEOUT_S)
-
-    def stop(self) -> None:
-        self.log.stop()
-
     def read_to_end(self, timeout_s: float = READ_TIMEOUT_S) -> None:
-        try:
-            self.log.read_to_end(timeout_s)
-        except KafkaLogError as e:
-            raise StoreError(str(e)) from e
+        self._read_log(timeout_s)
 
     # -- StatusListener (task and connector threads) --------------------------------------------
 
@@ -329,7 +330,7 @@ class StatusStore:
 # ------------------------------------------------------------------ offsets
 
 
-class TopicOffsetStore:
+class TopicOffsetStore(_LogStore):
     """See the module docstring. Implements ``odradek.connect.runtime.offsets.OffsetStore``."""
 
     def __init__(self, config: WorkerConfig):
@@ -345,17 +346,8 @@ class TopicOffsetStore:
     def topic(self) -> str:
         return self.log.topic
 
-    def start(self) -> None:
-        self.log.start(START_TIMEOUT_S)
-
-    def stop(self) -> None:
-        self.log.stop()
-
     def _read_to_end(self) -> None:
-        try:
-            self.log.read_to_end(READ_TIMEOUT_S)
-        except KafkaLogError as e:
-            raise OffsetStoreError(str(e)) from e
+        self._read_log(READ_TIMEOUT_S, OffsetStoreError)
 
     def get(
         self, connector: str, partitions: Sequence[Mapping[str, Any]]
