@@ -1,5 +1,5 @@
-"""Shared fixtures: record batches built by a Kafka client library we did not write, and
-``unique`` names for the tiers that share a cluster between tests."""
+"""Shared fixtures: record batches built by a Kafka client library we did not write, a disk
+that fails on demand (``disk``), and ``unique`` names for the tiers that share a cluster."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from odradek.config.topic import TopicConfig
 from odradek.storage.log import Log
+from support.faulty_disk import FaultyFileOps
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -58,12 +59,27 @@ def kafka_batch() -> Callable[..., bytes]:
 
 
 @pytest.fixture
+def disk() -> FaultyFileOps:
+    """Storage's file operations over the real disk, failing, recorded or held on demand: pass
+    it as ``file_ops`` (``make_log(file_ops=disk)``, ``LogManager(..., file_ops=disk)``)."""
+    return FaultyFileOps()
+
+
+@pytest.fixture
 def make_log(tmp_path: Path) -> Callable[..., Log]:
-    """``make_log(**topic_config_attrs)`` opens a Log in a fresh partition directory."""
+    """``make_log(**topic_config_attrs)`` opens a Log in a fresh partition directory
+    (``clock=`` and ``file_ops=`` go to the Log)."""
     opened: list[Log] = []
 
-    def make(name: str = "topic-0", clock: Callable[[], int] | None = None, **config) -> Log:
-        kwargs = {} if clock is None else {"clock": clock}
+    def make(
+        name: str = "topic-0",
+        clock: Callable[[], int] | None = None,
+        file_ops: FaultyFileOps | None = None,
+        **config,
+    ) -> Log:
+        kwargs: dict[str, object] = {} if clock is None else {"clock": clock}
+        if file_ops is not None:
+            kwargs["file_ops"] = file_ops
         log = Log(tmp_path / name, TopicConfig(**config), **kwargs)
         opened.append(log)
         return log

@@ -23,10 +23,10 @@ given: leaving without it is an unclean exit, like a kill at a quiet moment.
 
 A kill lands wherever the process happens to be, and building batches in Python takes longer
 than writing them, so most kills would miss the write. ``--pause-mid-write-ms`` injects a fault
-that widens the window: each segment write is split at a seeded point (a quarter of the time,
-after the last byte) with a pause between the two parts, so a kill in the pause leaves what a
-crash mid-write leaves, the first bytes of a batch at the tail, or a whole batch not yet
-acknowledged.
+that widens the window, through the ``FileOps`` the manager is given (``PausedWrites``): each
+segment write is split at a seeded point (a quarter of the time, after the last byte) with a
+pause between the two parts, so a kill in the pause leaves what a crash mid-write leaves, the
+first bytes of a batch at the tail, or a whole batch not yet acknowledged.
 
 Over directories a previous writer left, it resumes: numbering continues after the batches
 already in each partition. Tests load this file as a module for ``batch_digest``,
@@ -44,8 +44,8 @@ from collections.abc import Iterable, Sequence
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-import odradek.storage.segment
 from odradek.config.topic import TopicConfig
+from odradek.storage.file_ops import OS_FILE_OPS, FileOps, OsFileOps
 from odradek.storage.manager import LogManager
 
 TOPIC = "crash"
@@ -144,19 +144,29 @@ def build_batch(records: Sequence[Record], codec: int) -> bytes:
     return bytes(builder.build())
 
 
-def pause_mid_write(pause_s: float, rng: random.Random) -> None:
-    """Fault injection: split every segment write in two, pausing between the parts."""
-    write_all = odradek.storage.segment._pwritev_all
+class PausedWrites(OsFileOps):
+    """Fault injection: every segment write (``pwritev``) split in two, pausing between the
+    parts; every other operation is the real one."""
 
-    def split_write(fd: int, buffers: Sequence[bytes | memoryview], position: int) -> None:
+    def __init__(self, pause_s: float, rng: random.Random):
+        self.pause_s = pause_s
+        self.rng = rng
+
+    def pwritev(self, fd: int, buffers: Sequence[bytes | memoryview], position: int, /) -> int:
         data = b"".join(buffers)
-        cut = len(data) if rng.random() < 0.25 else rng.randrange(1, len(data))
-        write_all(fd, [data[:cut]], position)
-        time.sleep(pause_s)
+        cut = len(data) if self.rng.random() < 0.25 else self.rng.randrange(1, len(data))
+        _pwrite_all(fd, data[:cut], position)
+        time.sleep(self.pause_s)
         if cut < len(data):
-            write_all(fd, [data[cut:]], position + cut)
+            _pwrite_all(fd, data[cut:], position + cut)
+        return len(data)
 
-    odradek.storage.segment._pwritev_all = split_write
+
+def _pwrite_all(fd: int, data: bytes, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = OS_FILE_OPS.pwrite(fd, view, position)
+        view, position = view[written:], position + written
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -184,8 +194,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     rng = random.Random(args.seed)
+    file_ops: FileOps = OS_FILE_OPS
     if args.pause_mid_write_ms > 0:
-        pause_mid_write(args.pause_mid_write_ms / 1000, random.Random(args.seed + 1))
+        file_ops = PausedWrites(args.pause_mid_write_ms / 1000, random.Random(args.seed + 1))
     config = topic_config(
         segment_bytes=args.segment_bytes,
         index_interval_bytes=args.index_interval_bytes,
@@ -198,7 +209,7 @@ def main(argv: Sequence[str]) -> int:
         ),
     )
     # Upkeep never runs on its own thread here: flushes and checkpoints happen at known points.
-    manager = LogManager(args.log_dir, topic_config=lambda topic: config)
+    manager = LogManager(args.log_dir, topic_config=lambda topic: config, file_ops=file_ops)
     manager.load()
     logs = [manager.get_or_create_log(TOPIC, p) for p in range(args.partitions)]
     # Over an existing log, numbering resumes after the batches already there.

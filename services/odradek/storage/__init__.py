@@ -8,6 +8,8 @@ and ``tests/unit/storage/test_layers_complete.py`` keeps it so):
 - ``executors``: the threads slow file work runs on (fsyncs for ``flush.messages``, snapshots,
   deletions), so the thread that appends never waits for the disk.
 - ``io_errors``: what an I/O error does (``disk_errors``: record it, raise KafkaStorageError).
+- ``file_ops``: the calls that change the disk (``FileOps``), injected from ``LogManager`` down
+  to every file, so tests inject disk faults; ``OS_FILE_OPS`` is ``os`` itself.
 - ``compression``: the codecs; decompression in bounded pieces.
 - ``checkpoint``: Kafka's offset checkpoint files (and its topic-name rule).
 - ``records``: record-level decoding and encoding for the few paths that need the records

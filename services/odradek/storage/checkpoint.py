@@ -14,7 +14,9 @@ Topic names only use ``[a-zA-Z0-9._-]``, so a space separates the fields safely.
 A write is atomic and durable: the whole file goes to ``<path>.tmp``, which is flushed and
 fsynced, then ``os.replace`` moves it onto ``<path>`` and the directory is fsynced so the rename
 itself survives a power loss. A reader therefore sees either the old file or the new one, never
-a mix; a ``.tmp`` left by a crash is ignored and overwritten by the next write.
+a mix; a ``.tmp`` left by a crash is ignored and overwritten by the next write. The writes,
+fsyncs, rename and clean-up go through the ``FileOps`` given (``file_ops``), the open and the
+reads do not.
 
 Reading is strict: a file that does not follow the format raises ``CorruptCheckpointError`` with
 the path and line number; the caller decides whether to recover without it. A missing file is
@@ -34,6 +36,7 @@ from pathlib import Path
 from odradek.common.limits import INT32_MAX, INT64_MAX, INT64_MIN
 from odradek.common.topics import is_legal_topic
 from odradek.errors import ErrorCode, OdradekError
+from odradek.storage.file_ops import OS_FILE_OPS, FileOps, unlink_if_exists, write_all
 
 __all__ = [
     "CorruptCheckpointError",
@@ -63,8 +66,9 @@ class CorruptCheckpointError(OdradekError):
 class OffsetCheckpointFile:
     """One checkpoint file mapping ``(topic, partition)`` to an offset."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], file_ops: FileOps = OS_FILE_OPS) -> None:
         self.path = Path(path)
+        self._file_ops = file_ops  # the write, fsyncs and rename of ``write``
         self._tmp_path = self.path.with_name(self.path.name + ".tmp")
         self._lock = threading.Lock()
 
@@ -89,16 +93,19 @@ class OffsetCheckpointFile:
         content = self._format(entries)  # raises ValueError before anything is touched
         with self._lock:
             try:
-                with open(self._tmp_path, "wb") as f:
-                    f.write(content)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(self._tmp_path, self.path)
+                # The mode ``open(path, "wb")`` gives: the umask decides.
+                fd = os.open(self._tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+                try:
+                    write_all(self._file_ops, fd, content)
+                    self._file_ops.fsync(fd)
+                finally:
+                    os.close(fd)
+                self._file_ops.replace(self._tmp_path, self.path)
             except BaseException:
                 with contextlib.suppress(OSError):
-                    self._tmp_path.unlink(missing_ok=True)
+                    unlink_if_exists(self._file_ops, self._tmp_path)
                 raise
-            _fsync_directory(self.path.parent)
+            _fsync_directory(self.path.parent, self._file_ops)
 
     def _parse(self, lines: list[str]) -> dict[tuple[str, int], int]:
         parse_header(self.path, lines)
@@ -152,9 +159,12 @@ def parse_header(path: Path, lines: list[str]) -> None:
         )
 
 
-def replace_file_in(directory_fd: int, name: str, content: bytes) -> None:
+def replace_file_in(
+    directory_fd: int, name: str, content: bytes, file_ops: FileOps = OS_FILE_OPS
+) -> None:
     """Replace ``name`` in the directory open as ``directory_fd`` with ``content``, atomically
-    and durably: ``<name>.tmp`` written and fsynced, renamed onto ``name``, directory fsynced.
+    and durably: ``<name>.tmp`` written and fsynced, renamed onto ``name``, directory fsynced
+    (every change through ``file_ops``).
 
     Through the directory's descriptor rather than its path, so a write racing with the
     directory's rename (a partition's deletion) lands in the renamed directory, never in a new
@@ -164,28 +174,26 @@ def replace_file_in(directory_fd: int, name: str, content: bytes) -> None:
     try:
         fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=directory_fd)
         try:
-            view = memoryview(content)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            write_all(file_ops, fd, content)
+            file_ops.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp_name, name, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
+        file_ops.replace(tmp_name, name, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp_name, dir_fd=directory_fd)
+            file_ops.unlink(tmp_name, dir_fd=directory_fd)
         raise
-    os.fsync(directory_fd)
+    file_ops.fsync(directory_fd)
 
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _fsync_directory(directory: Path) -> None:
+def _fsync_directory(directory: Path, file_ops: FileOps) -> None:
     """Make a rename inside ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY)
     try:
-        os.fsync(fd)
+        file_ops.fsync(fd)
     finally:
         os.close(fd)

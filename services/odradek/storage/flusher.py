@@ -38,6 +38,7 @@ from pathlib import Path
 from odradek.config.topic import TopicConfig
 from odradek.errors import KafkaStorageError
 from odradek.storage.executors import StorageExecutors
+from odradek.storage.file_ops import FileOps
 from odradek.storage.io_errors import disk_errors
 from odradek.storage.log_segments import LogSegments
 from odradek.storage.segment import LogSegment, close_all
@@ -66,12 +67,13 @@ def open_fsync_handles(
     return handles
 
 
-def fsync_and_close(handles: list[int], disk: DiskErrors) -> None:
-    """fsync and close ``handles``, without the lock; an error takes the log offline."""
+def fsync_and_close(handles: list[int], disk: DiskErrors, file_ops: FileOps) -> None:
+    """fsync (through ``file_ops``) and close ``handles``, without the lock; an error takes the
+    log offline."""
     try:
         with disk():
             for fd in handles:
-                os.fsync(fd)
+                file_ops.fsync(fd)
     finally:
         close_all(handles)
 
@@ -84,6 +86,7 @@ class LogFlusher:
     config: TopicConfig
     clock: Callable[[], int]
     executors: StorageExecutors
+    file_ops: FileOps
     deleted: bool
     log_end_offset: int
     recovery_point: int
@@ -197,7 +200,7 @@ class LogFlusher:
 
     def _fsync(self, handles: list[int]) -> None:
         """fsync and close ``handles``, without the lock; an error takes the log offline."""
-        fsync_and_close(handles, self._disk_errors)
+        fsync_and_close(handles, self._disk_errors, self.file_ops)
 
     def flush_if_due(self) -> None:
         """The flush scheduler's tick: ``flush.ms``, and segments rolled since the last flush."""

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from odradek.common.limits import INT32_MAX
 from odradek.errors import CorruptRecordError
+from odradek.storage.file_ops import OS_FILE_OPS, FileOps, unlink_if_exists
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -109,8 +110,17 @@ class _EntryFile:
 
     entry = _OFFSET_ENTRY
 
-    def __init__(self, path: Path, base_offset: int, max_index_bytes: int, *, writable: bool):
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_bytes: int,
+        *,
+        writable: bool,
+        file_ops: FileOps = OS_FILE_OPS,
+    ):
         self.path = path
+        self._file_ops = file_ops  # its writes, truncations, fsyncs, renames, deletion
         self.base_offset = base_offset
         self.max_entries = max(max_index_bytes // self.entry.size, 1)
         self._fd: int | None = None  # open only while writable (see the module docstring)
@@ -184,7 +194,7 @@ class _EntryFile:
         if self.writable:
             self.sync()
             self._release_buffer()
-            os.ftruncate(self._open(), self.entries * self.entry.size)
+            self._file_ops.ftruncate(self._open(), self.entries * self.entry.size)
             self._map_read_only()
 
     def make_writable(self) -> None:
@@ -196,21 +206,23 @@ class _EntryFile:
         entries = bytearray(os.pread(fd, size, 0)) if size else bytearray()
         self._release_buffer()
         self._buffer = entries
-        os.ftruncate(fd, self.max_entries * self.entry.size)
+        self._file_ops.ftruncate(fd, self.max_entries * self.entry.size)
         self.writable = True
 
     def sync(self) -> None:
         """Write the entries added since the last call to the file (page cache, no fsync)."""
         if self.entries > self._synced:
             start = self._synced * self.entry.size
-            os.pwrite(self._open(), self._buffer[start : self.entries * self.entry.size], start)
+            self._file_ops.pwrite(
+                self._open(), self._buffer[start : self.entries * self.entry.size], start
+            )
             self._synced = self.entries
 
     def flush(self) -> None:
         self.sync()
         handle = self.handle()
         try:
-            os.fsync(handle)
+            self._file_ops.fsync(handle)
         finally:
             os.close(handle)
 
@@ -229,13 +241,13 @@ class _EntryFile:
         self._close_fd()
 
     def rename(self, path: Path) -> None:
-        os.replace(self.path, path)
+        self._file_ops.replace(self.path, path)
         self.path = path
 
     def delete(self) -> None:
         self._release_buffer()
         self._close_fd()
-        self.path.unlink(missing_ok=True)
+        unlink_if_exists(self._file_ops, self.path)
 
     # -- entries -------------------------------------------------------------------------
 
@@ -282,7 +294,8 @@ class _EntryFile:
             self.make_writable()
             start = entries * self.entry.size
             if self._synced > entries:
-                os.pwrite(self._open(), bytes(self._synced * self.entry.size - start), start)
+                zeros = bytes(self._synced * self.entry.size - start)
+                self._file_ops.pwrite(self._open(), zeros, start)
                 self._synced = entries
             del self._buffer[start:]
         self.entries = entries

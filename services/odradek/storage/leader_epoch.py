@@ -61,6 +61,7 @@ from odradek.storage.checkpoint import (
     parse_header,
     replace_file_in,
 )
+from odradek.storage.file_ops import OS_FILE_OPS, FileOps
 from odradek.storage.files import LEADER_EPOCH_CHECKPOINT
 
 __all__ = [
@@ -104,8 +105,9 @@ def _is_increasing(entries: Sequence[EpochEntry]) -> bool:
 class LeaderEpochCheckpointFile:
     """``leader-epoch-checkpoint`` of one partition directory; see the module docstring."""
 
-    def __init__(self, directory: str | os.PathLike[str]):
+    def __init__(self, directory: str | os.PathLike[str], file_ops: FileOps = OS_FILE_OPS):
         self.path = Path(directory) / LEADER_EPOCH_CHECKPOINT
+        self._file_ops = file_ops  # the writes, fsyncs and rename of ``write``
         self._directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
 
     def __repr__(self) -> str:
@@ -129,7 +131,9 @@ class LeaderEpochCheckpointFile:
 
     def write(self, entries: Sequence[EpochEntry]) -> None:
         """Replace the file with ``entries``, atomically and durably (blocks on the disk)."""
-        replace_file_in(self._directory_fd, LEADER_EPOCH_CHECKPOINT, format_entries(entries))
+        replace_file_in(
+            self._directory_fd, LEADER_EPOCH_CHECKPOINT, format_entries(entries), self._file_ops
+        )
 
     def close(self) -> None:
         if self._directory_fd >= 0:

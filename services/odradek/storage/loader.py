@@ -42,6 +42,7 @@ from pathlib import Path
 
 from odradek.config.topic import TopicConfig
 from odradek.storage.checkpoint import CorruptCheckpointError
+from odradek.storage.file_ops import OS_FILE_OPS, FileOps, unlink_if_exists
 from odradek.storage.files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -92,11 +93,14 @@ def load_log(
     clean_shutdown: bool = False,
     clock: Callable[[], int],
     report_io_error: Callable[[OSError], object],
+    file_ops: FileOps = OS_FILE_OPS,
 ) -> LoadedLogOffsets:
     """Open the log in ``directory`` (which exists); see the module docstring.
 
     ``recovery_point``, ``log_start_offset`` and ``high_watermark`` are the log manager's
-    checkpointed values, clamped here to what the directory holds.
+    checkpointed values, clamped here to what the directory holds. Every change to the
+    directory goes through ``file_ops``, and so do those of the segments, producer state and
+    leader-epoch checkpoint it returns.
     """
 
     def disk(cleanup: Callable[[], object] | None = None) -> disk_errors:
@@ -113,15 +117,18 @@ def load_log(
             active=active,
             created_ms=clock(),
             suffix=suffix,
+            file_ops=file_ops,
         )
 
-    segments, recovered = _load_segments(directory, new_segment, recovery_point, clean_shutdown)
+    segments, recovered = _load_segments(
+        directory, new_segment, recovery_point, clean_shutdown, file_ops
+    )
     view = LogSegments.of(segments)
     log_end_offset = view.active.next_offset
     log_start_offset = min(max(log_start_offset, view.segments[0].base_offset), log_end_offset)
     if recovered:
         # What was re-validated (and the renames and truncations that did it) is now durable.
-        _fsync_all(view.segments, directory, disk)
+        _fsync_all(view.segments, directory, disk, file_ops)
         recovery_point = log_end_offset
     else:
         recovery_point = min(max(recovery_point, 0), log_end_offset)
@@ -131,7 +138,7 @@ def load_log(
     loaded_high_watermark = log_start_offset
     if high_watermark is not None:
         loaded_high_watermark = min(max(high_watermark, log_start_offset), log_end_offset)
-    producer_state = ProducerStateManager(directory)
+    producer_state = ProducerStateManager(directory, file_ops)
     # After an unclean shutdown the replay starts at or below the recovery point, so that it
     # rebuilds every aborted-transaction entry that may not have reached the disk.
     unreplicated_txns = rebuild_producer_state(
@@ -142,7 +149,9 @@ def load_log(
         loaded_high_watermark,
         max_snapshot_offset=None if clean_shutdown else recovery_point,
     )
-    cache = _load_leader_epoch_cache(directory, view, log_start_offset, log_end_offset, disk)
+    cache = _load_leader_epoch_cache(
+        directory, view, log_start_offset, log_end_offset, disk, file_ops
+    )
     return LoadedLogOffsets(
         segments=view,
         log_start_offset=log_start_offset,
@@ -199,7 +208,11 @@ NewSegment = Callable[..., LogSegment]
 
 
 def _load_segments(
-    directory: Path, new_segment: NewSegment, recovery_point: int, clean_shutdown: bool
+    directory: Path,
+    new_segment: NewSegment,
+    recovery_point: int,
+    clean_shutdown: bool,
+    file_ops: FileOps,
 ) -> tuple[list[LogSegment], bool]:
     """Open the segments on disk, recovering what an unclean shutdown may have torn.
 
@@ -208,14 +221,14 @@ def _load_segments(
     """
     for path in directory.iterdir():
         if path.name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)):
-            path.unlink()
-    _complete_swaps(directory, new_segment)
+            file_ops.unlink(path)
+    _complete_swaps(directory, new_segment, file_ops)
     bases = sorted(
         int(p.name[: -len(LOG_SUFFIX)])
         for p in directory.iterdir()
         if p.name.endswith(LOG_SUFFIX) and p.name[: -len(LOG_SUFFIX)].isdigit()
     )
-    _remove_orphan_indexes(directory, set(bases))
+    _remove_orphan_indexes(directory, set(bases), file_ops)
     if not bases:
         return [new_segment(0, active=True)], False
     segments = [new_segment(b, active=(b == bases[-1])) for b in bases]
@@ -254,7 +267,7 @@ def _load_segments(
     return kept, recovered
 
 
-def _complete_swaps(directory: Path, new_segment: NewSegment) -> None:
+def _complete_swaps(directory: Path, new_segment: NewSegment, file_ops: FileOps) -> None:
     for path in sorted(directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
         base = int(path.name[:20])
         swapped = new_segment(base, active=False, suffix=SWAP_SUFFIX)
@@ -263,26 +276,30 @@ def _complete_swaps(directory: Path, new_segment: NewSegment) -> None:
             other_base = int(other.name[:20])
             if base <= other_base < swapped.next_offset:
                 for suffix in SEGMENT_FILE_SUFFIXES:
-                    (directory / offset_file_name(other_base, suffix)).unlink(missing_ok=True)
+                    unlink_if_exists(file_ops, directory / offset_file_name(other_base, suffix))
         swapped.rename_with_suffix("")
         swapped.close()
 
 
-def _remove_orphan_indexes(directory: Path, bases: set[int]) -> None:
+def _remove_orphan_indexes(directory: Path, bases: set[int], file_ops: FileOps) -> None:
     for path in directory.iterdir():
         stem = path.name.split(".", 1)[0]
         if path.suffix in SEGMENT_INDEX_SUFFIXES and stem.isdigit() and int(stem) not in bases:
-            path.unlink()
+            file_ops.unlink(path)
 
 
 def _fsync_all(
-    segments: tuple[LogSegment, ...], directory: Path, disk: Callable[..., disk_errors]
+    segments: tuple[LogSegment, ...],
+    directory: Path,
+    disk: Callable[..., disk_errors],
+    file_ops: FileOps,
 ) -> None:
     """fsync every segment and then the directory, ``FSYNC_BATCH_SEGMENTS`` at a time."""
     for first in range(0, len(segments), FSYNC_BATCH_SEGMENTS):
         chunk = segments[first : first + FSYNC_BATCH_SEGMENTS]
         last = first + FSYNC_BATCH_SEGMENTS >= len(segments)
-        fsync_and_close(open_fsync_handles(chunk, directory if last else None, disk), disk)
+        handles = open_fsync_handles(chunk, directory if last else None, disk)
+        fsync_and_close(handles, disk, file_ops)
 
 
 # -- leader epochs -----------------------------------------------------------------------
@@ -294,6 +311,7 @@ def _load_leader_epoch_cache(
     log_start_offset: int,
     log_end_offset: int,
     disk: Callable[..., disk_errors],
+    file_ops: FileOps,
 ) -> LeaderEpochFileCache:
     """The leader-epoch cache, from ``leader-epoch-checkpoint`` checked against the batches.
 
@@ -304,7 +322,7 @@ def _load_leader_epoch_cache(
     latest entry is searched for newer epochs. A missing or corrupt file means a rebuild.
     Writes the file at once (on the loading thread) if it had to change.
     """
-    checkpoint = LeaderEpochCheckpointFile(directory)
+    checkpoint = LeaderEpochCheckpointFile(directory, file_ops)
     try:
         entries = checkpoint.read()
         corrupt = False

@@ -6,8 +6,9 @@ parts live beside it, as Kafka keeps ``LogLoader``, ``LocalLog`` and ``UnifiedLo
 ``log_segments`` is the snapshot of segments a reader sees, ``append`` the offsets and bytes of
 an append being made, ``flusher`` (fsyncs, the recovery point), ``retention`` (old segments and
 the delayed deletion of files) and ``log_compaction`` (the cleaner's side) are base classes of
-``Log`` working on its lock and state, ``files`` names every file, and ``io_errors`` is what an
-I/O error does (the log goes offline and raises ``KafkaStorageError``). What is left here (about
+``Log`` working on its lock and state, ``files`` names every file, ``file_ops`` makes every change
+to them (injected, so tests fail the disk on purpose), and ``io_errors`` is what an I/O error
+does (the log goes offline and raises ``KafkaStorageError``). What is left here (about
 850 lines, past the ~700 aimed at) is the five paths above, which share the one lock discipline
 below: split further, each part would restate it.
 
@@ -87,7 +88,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -103,6 +103,7 @@ from odradek.errors import (
 from odradek.storage.append import LogAppendInfo, PreparedAppend, assign_offsets, marker_of
 from odradek.storage.compression import MAX_DECOMPRESSED_BYTES
 from odradek.storage.executors import StorageExecutors
+from odradek.storage.file_ops import OS_FILE_OPS, FileOps
 from odradek.storage.flusher import LogFlusher
 from odradek.storage.io_errors import disk_errors
 from odradek.storage.loader import load_log, rebuild_producer_state
@@ -155,10 +156,14 @@ class Log(LogCompaction, LogFlusher, LogRetention):
         clock: Callable[[], int] = wall_clock_ms,
         on_io_error: Callable[[Log, OSError], None] | None = None,
         executors: StorageExecutors | None = None,
+        file_ops: FileOps = OS_FILE_OPS,
     ):
         self.directory = Path(directory)
         self.config = config
         self.clock = clock
+        # Every change to the log's files, for it and for its segments, producer state and
+        # leader-epoch checkpoint (``file_ops``); tests pass one that injects disk faults.
+        self.file_ops = file_ops
         self.on_io_error = on_io_error
         self.executors = executors or StorageExecutors.inline()
         self.offline = False
@@ -183,6 +188,7 @@ class Log(LogCompaction, LogFlusher, LogRetention):
             clean_shutdown=clean_shutdown,
             clock=clock,
             report_io_error=self.report_io_error,
+            file_ops=file_ops,
         )
         self._view = loaded.segments
         self.log_end_offset = loaded.log_end_offset
@@ -207,6 +213,7 @@ class Log(LogCompaction, LogFlusher, LogRetention):
             active=active,
             created_ms=self.clock(),
             suffix=suffix,
+            file_ops=self.file_ops,
         )
 
     def collect_aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
@@ -343,7 +350,7 @@ class Log(LogCompaction, LogFlusher, LogRetention):
         """
         try:
             with self._disk_errors():
-                write_past_end(prepared.fd, prepared.buffers, prepared.position)
+                write_past_end(self.file_ops, prepared.fd, prepared.buffers, prepared.position)
         finally:
             self.abandon(prepared)
 
@@ -807,7 +814,7 @@ class Log(LogCompaction, LogFlusher, LogRetention):
         with self._lock:
             self.deleted = True
             self.producer_state.close()
-            os.replace(self.directory, directory)
+            self.file_ops.replace(self.directory, directory)
             self.directory = directory
 
     def rename_dir(self, directory: Path) -> None:
@@ -816,7 +823,7 @@ class Log(LogCompaction, LogFlusher, LogRetention):
         ``OSError`` if the rename fails, ``KafkaStorageError`` if the log is offline."""
         with self._lock:
             self._check_online()
-            os.replace(self.directory, directory)
+            self.file_ops.replace(self.directory, directory)
             self.directory = directory
             for segment in (*self._view.segments, *(s for _, s in self._pending_deletes)):
                 segment.relocate(directory)
@@ -836,7 +843,7 @@ class Log(LogCompaction, LogFlusher, LogRetention):
         self.leader_epoch_cache.close()  # waits for a write in progress into the directory
         for segment in segments:
             segment.close_handles()
-        shutil.rmtree(self.directory)
+        self.file_ops.rmtree(self.directory)
 
     def delete(self) -> None:
         """Delete the partition where it is, now: close and remove every file, no flush."""

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from odradek.config.topic import TopicConfig
+from odradek.storage.file_ops import FileOps
 from odradek.storage.files import CLEANED_SUFFIX, SWAP_SUFFIX
 from odradek.storage.io_errors import disk_errors
 from odradek.storage.log_segments import LogSegments
@@ -41,6 +42,7 @@ class LogCompaction:
     # Defined by ``Log`` (and its flusher and retention parts):
     directory: Path
     config: TopicConfig
+    file_ops: FileOps
     deleted: bool
     offline: bool
     producer_state: ProducerStateManager
@@ -94,6 +96,7 @@ class LogCompaction:
                     active=True,
                     created_ms=created_ms,
                     suffix=CLEANED_SUFFIX,
+                    file_ops=self.file_ops,
                 )
             raise AssertionError("unreachable: disk_errors raised")
 

@@ -53,7 +53,6 @@ import contextlib
 import errno
 import logging
 import os
-import shutil
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -73,6 +72,7 @@ from odradek.errors import (
 from odradek.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.executors import StorageExecutors
+from odradek.storage.file_ops import OS_FILE_OPS, FileOps, unlink_if_exists
 from odradek.storage.files import (
     CLEAN_SHUTDOWN_MARKER,
     CLEANER_OFFSET_CHECKPOINT,
@@ -135,11 +135,15 @@ class LogManager:
         on_dir_offline: Callable[[Path, list[TopicPartition]], None] | None = None,
         executors: StorageExecutors | None = None,
         max_logs: int | None = None,
+        file_ops: FileOps = OS_FILE_OPS,
     ):
         """``max_logs`` is the broker's replica budget (``broker.replica_budget``): logs past it
         are neither loaded nor created (KafkaStorageError for that partition alone); they stay
-        on disk, listed in ``unloaded``, and no log dir goes offline for them."""
+        on disk, listed in ``unloaded``, and no log dir goes offline for them. ``file_ops``
+        makes every change to the log dirs' files, for the manager and each of its logs
+        (``storage.file_ops``): tests pass one that injects disk faults."""
         self.max_logs = max_logs
+        self.file_ops = file_ops
         self.unloaded: list[TopicPartition] = []
         self.log_dirs = [Path(d).absolute() for d in log_dirs]
         if not self.log_dirs:
@@ -213,14 +217,14 @@ class LogManager:
             log.warning("%s was not shut down cleanly: recovering its logs", log_dir)
         for entry in entries:
             if entry.is_dir() and entry.name.endswith(DELETE_DIR_SUFFIX):
-                shutil.rmtree(entry)  # a topic deletion interrupted by a crash
+                self.file_ops.rmtree(entry)  # a topic deletion interrupted by a crash
                 continue
             future_tp = parse_future_directory_name(entry.name) if entry.is_dir() else None
             tp = parse_log_directory_name(entry.name) if entry.is_dir() else None
             if future_tp is not None:
                 if future_tp in self._future_logs:
                     log.error("a second future log of %s-%d: removing %s", *future_tp, entry)
-                    shutil.rmtree(entry)
+                    self.file_ops.rmtree(entry)
                     continue
                 self._future_logs[future_tp] = self._open_log(
                     entry, self.topic_config(future_tp[0]), clean_shutdown=clean
@@ -250,7 +254,7 @@ class LogManager:
                 clean_shutdown=clean,
             )
             self._log_dir_of[tp] = log_dir
-        marker.unlink(missing_ok=True)
+        unlink_if_exists(self.file_ops, marker)
 
     @staticmethod
     def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
@@ -326,6 +330,7 @@ class LogManager:
             clock=self.clock,
             on_io_error=self._on_io_error,
             executors=self.executors,
+            file_ops=self.file_ops,
             **state,
         )
 
@@ -644,12 +649,15 @@ class LogManager:
                     by_dir[log_dir].append((tp, each))
         return by_dir
 
+    def _checkpoint(self, path: Path) -> OffsetCheckpointFile:
+        return OffsetCheckpointFile(path, self.file_ops)
+
     def write_high_watermark_checkpoints(self) -> None:
         """Persist every log's high watermark (``replication-offset-checkpoint``), per online
         dir: Kafka's ``ReplicaManager.checkpointHighWatermarks``."""
         for log_dir, entries in self._logs_by_online_dir().items():
             with self._dir_errors(log_dir, "cannot write checkpoints"):
-                OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
+                self._checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
                     {tp: each.high_watermark for tp, each in entries}
                 )
 
@@ -659,13 +667,13 @@ class LogManager:
         self.write_high_watermark_checkpoints()
         for log_dir, entries in self._logs_by_online_dir().items():
             with self._dir_errors(log_dir, "cannot write checkpoints"):
-                OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
+                self._checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT).write(
                     {tp: each.recovery_point for tp, each in entries}
                 )
-                OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
+                self._checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
                     {tp: each.log_start_offset for tp, each in entries}
                 )
-                OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).write(
+                self._checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT).write(
                     {tp: each.cleaner_checkpoint for tp, each in entries if each.config.compact}
                 )
 

@@ -64,6 +64,7 @@ from odradek.common.partitions import NO_EPOCH
 from odradek.errors import ErrorCode, OdradekError
 from odradek.storage.batch import BatchHeader
 from odradek.storage.control import ControlType, EndTxnMarker
+from odradek.storage.file_ops import OS_FILE_OPS, FileOps, unlink_if_exists, write_all
 from odradek.storage.files import SNAPSHOT_SUFFIX, snapshot_file_name
 
 log = logging.getLogger(__name__)
@@ -153,8 +154,9 @@ class ProducerSnapshot:
 class ProducerStateManager:
     """The idempotent producers of one partition; see the module docstring."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, file_ops: FileOps = OS_FILE_OPS):
         self.directory = directory
+        self._file_ops = file_ops  # snapshots' writes, fsyncs, renames and deletions
         self.producers: dict[int, ProducerEntry] = {}
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.map_end_offset = 0  # the state reflects every batch below this offset
@@ -384,22 +386,25 @@ class ProducerStateManager:
         path = self.directory / snapshot_file_name(snapshot.offset)
         tmp = path.with_name(path.name + ".tmp")
         try:
-            with open(tmp, "wb") as f:
-                f.write(f"{crc32c(payload):08x}\n".encode() + payload)
-                f.flush()
+            # The mode ``open(tmp, "wb")`` gives: the umask decides.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            try:
+                write_all(self._file_ops, fd, f"{crc32c(payload):08x}\n".encode() + payload)
                 if durable:
-                    os.fsync(f.fileno())
+                    self._file_ops.fsync(fd)
+            finally:
+                os.close(fd)
         except OSError:
             if not self.is_current(snapshot):  # the directory went with a deletion
                 return False
             raise
         with self._files_lock:
             if not self.is_current(snapshot):
-                tmp.unlink(missing_ok=True)
+                unlink_if_exists(self._file_ops, tmp)
                 return False
-            os.replace(tmp, path)
+            self._file_ops.replace(tmp, path)
             for offset in self._snapshot_offsets()[:-SNAPSHOTS_TO_KEEP]:
-                (self.directory / snapshot_file_name(offset)).unlink(missing_ok=True)
+                unlink_if_exists(self._file_ops, self.directory / snapshot_file_name(offset))
         return True
 
     def load(
@@ -425,7 +430,7 @@ class ProducerStateManager:
             for offset in reversed(self._snapshot_offsets()):
                 path = self.directory / snapshot_file_name(offset)
                 if offset > log_end_offset:
-                    path.unlink(missing_ok=True)
+                    unlink_if_exists(self._file_ops, path)
                     continue
                 if max_snapshot_offset is not None and offset > max_snapshot_offset:
                     continue
@@ -469,7 +474,9 @@ class ProducerStateManager:
         with self._files_lock:
             for snapshot_offset in self._snapshot_offsets():
                 if snapshot_offset < offset:
-                    (self.directory / snapshot_file_name(snapshot_offset)).unlink(missing_ok=True)
+                    unlink_if_exists(
+                        self._file_ops, self.directory / snapshot_file_name(snapshot_offset)
+                    )
 
     def truncate(self, offset: int) -> None:
         """Forget snapshots above ``offset``, and any not yet written; the log reloads after."""
@@ -477,7 +484,9 @@ class ProducerStateManager:
             self._generation += 1
             for snapshot_offset in self._snapshot_offsets():
                 if snapshot_offset > offset:
-                    (self.directory / snapshot_file_name(snapshot_offset)).unlink(missing_ok=True)
+                    unlink_if_exists(
+                        self._file_ops, self.directory / snapshot_file_name(snapshot_offset)
+                    )
 
     def relocate(self, directory: Path) -> None:
         """The log's directory was renamed: later snapshots go there; one captured before (and

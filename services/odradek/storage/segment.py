@@ -26,6 +26,9 @@ under them (the log closes a segment when it is deleted). Under the log's lock t
 duplicates instead:
 ``fsync_handles`` for a flush (the fsync then runs outside the lock), ``reader`` for the cleaner.
 A duplicate keeps the file open, even unlinked, until its holder closes it.
+
+Every write, truncation, fsync, rename and deletion of its files goes through the segment's
+``file_ops`` (``file_ops``, its log's); reads and opens call ``os`` directly.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from odradek.storage.batch import (
     MIN_BATCH_LENGTH,
     BatchHeader,
 )
+from odradek.storage.file_ops import OS_FILE_OPS, FileOps, unlink_if_exists
 from odradek.storage.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -95,8 +99,10 @@ class LogSegment:
         active: bool,
         created_ms: int,
         suffix: str = "",
+        file_ops: FileOps = OS_FILE_OPS,
     ):
         self.directory = directory
+        self.file_ops = file_ops  # every write, truncation, fsync, rename and deletion
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.log_path = directory / (offset_file_name(base_offset, LOG_SUFFIX) + suffix)
@@ -109,15 +115,17 @@ class LogSegment:
             base_offset,
             max_index_bytes,
             writable=active,
+            file_ops=file_ops,
         )
         self.time_index = TimeIndex(
             directory / (offset_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
             base_offset,
             max_index_bytes,
             writable=active,
+            file_ops=file_ops,
         )
         self.txn_index = TransactionIndex(
-            directory / (offset_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix)
+            directory / (offset_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix), file_ops
         )
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
@@ -139,7 +147,7 @@ class LogSegment:
         back to its old size before the error propagates, so the log never holds half a batch.
         """
         start = self.size
-        write_past_end(self.fd, buffers, start)
+        write_past_end(self.file_ops, self.fd, buffers, start)
         self.publish(headers, start, sum(len(b) for b in buffers))
 
     def publish(
@@ -188,7 +196,7 @@ class LogSegment:
 
     def flush(self) -> None:
         """Make the log and its indexes durable (fsync), on this thread (a private segment)."""
-        os.fsync(self.fd)
+        self.file_ops.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.sync()
@@ -343,7 +351,7 @@ class LogSegment:
             position += header.size_in_bytes
         self.size = position
         if position < file_size:
-            os.ftruncate(self.fd, position)
+            self.file_ops.ftruncate(self.fd, position)
         # As Kafka's recover: trimmed indexes ending with the max timestamp (the log makes the
         # active segment's indexes writable again).
         self.on_roll()
@@ -423,7 +431,7 @@ class LogSegment:
                 f"cannot truncate to {offset}: it falls inside a batch at {header.base_offset}"
             )
         removed = self.size - position
-        os.ftruncate(self.fd, position)
+        self.file_ops.ftruncate(self.fd, position)
         self.size = position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
@@ -454,7 +462,7 @@ class LogSegment:
         self.offset_index.rename(path(INDEX_SUFFIX))
         self.time_index.rename(path(TIME_INDEX_SUFFIX))
         self.txn_index.rename(path(TXN_INDEX_SUFFIX))
-        os.replace(self.log_path, path(LOG_SUFFIX))
+        self.file_ops.replace(self.log_path, path(LOG_SUFFIX))
         self.log_path = path(LOG_SUFFIX)
         self.suffix = suffix
 
@@ -486,7 +494,7 @@ class LogSegment:
         self.time_index.delete()
         self.txn_index.delete()
         self.file.close()
-        self.log_path.unlink(missing_ok=True)
+        unlink_if_exists(self.file_ops, self.log_path)
 
     def __repr__(self) -> str:
         return (
@@ -552,22 +560,27 @@ def _batches_in(fd: int, position: int, end: int, size: int) -> Iterator[tuple[i
         position += header.size_in_bytes
 
 
-def write_past_end(fd: int, buffers: Sequence[bytes | memoryview], position: int) -> None:
-    """Write ``buffers`` at ``position``, the end of a segment's file; any thread.
+def write_past_end(
+    file_ops: FileOps, fd: int, buffers: Sequence[bytes | memoryview], position: int
+) -> None:
+    """Write ``buffers`` at ``position``, the end of a segment's file, through ``file_ops`` (the
+    segment's); any thread.
 
     On an I/O error the file is cut back to ``position`` before the error propagates, so it
     never holds half a batch.
     """
     try:
-        _pwritev_all(fd, buffers, position)
+        _pwritev_all(file_ops, fd, buffers, position)
     except OSError:
         try:
-            os.ftruncate(fd, position)
+            file_ops.ftruncate(fd, position)
         finally:
             raise
 
 
-def _pwritev_all(fd: int, buffers: Sequence[bytes | memoryview], position: int) -> None:
+def _pwritev_all(
+    file_ops: FileOps, fd: int, buffers: Sequence[bytes | memoryview], position: int
+) -> None:
     """``pwritev`` every byte, in groups of at most ``IOV_MAX`` buffers.
 
     The kernel may write less than asked (a signal, a full disk about to fail); the rest is
@@ -576,12 +589,12 @@ def _pwritev_all(fd: int, buffers: Sequence[bytes | memoryview], position: int) 
     for first in range(0, len(buffers), IOV_MAX):
         group = buffers[first : first + IOV_MAX]
         expected = sum(len(b) for b in group)
-        written = os.pwritev(fd, group, position)
+        written = file_ops.pwritev(fd, group, position)
         if written < expected:
             rest = memoryview(b"".join(group))[written:]
             cursor = position + written
             while rest:
-                n = os.pwrite(fd, rest, cursor)
+                n = file_ops.pwrite(fd, rest, cursor)
                 rest = rest[n:]
                 cursor += n
         position += expected

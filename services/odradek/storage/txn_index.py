@@ -34,6 +34,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.storage.file_ops import OS_FILE_OPS, FileOps, unlink_if_exists
+
 log = logging.getLogger(__name__)
 
 _ENTRY = struct.Struct(">hqqqq")
@@ -61,8 +63,9 @@ class AbortedTxn:
 class TransactionIndex:
     """A segment's aborted transactions, in memory and in ``path``; see the module docstring."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, file_ops: FileOps = OS_FILE_OPS):
         self.path = path
+        self._file_ops = file_ops  # its writes, truncations, fsyncs, renames, deletion
         self._fd = -1
         self._dirty = False
         self.entries: tuple[AbortedTxn, ...] = self._read()
@@ -83,7 +86,7 @@ class TransactionIndex:
                 break
             entries.append(AbortedTxn(*fields))
         if len(entries) * ENTRY_SIZE != len(data):
-            os.truncate(self.path, len(entries) * ENTRY_SIZE)
+            self._file_ops.truncate(self.path, len(entries) * ENTRY_SIZE)
         return tuple(entries)
 
     def append(self, txn: AbortedTxn) -> None:
@@ -93,7 +96,7 @@ class TransactionIndex:
                 f"({self.entries[-1].last_offset}) in {self.path}"
             )
         fd = self._open()
-        os.pwrite(fd, txn.encode(), len(self.entries) * ENTRY_SIZE)
+        self._file_ops.pwrite(fd, txn.encode(), len(self.entries) * ENTRY_SIZE)
         self.entries = (*self.entries, txn)
         self._dirty = True
 
@@ -109,9 +112,9 @@ class TransactionIndex:
             return
         self.entries = keep
         if self._fd >= 0:
-            os.ftruncate(self._fd, len(keep) * ENTRY_SIZE)
+            self._file_ops.ftruncate(self._fd, len(keep) * ENTRY_SIZE)
         else:
-            os.truncate(self.path, len(keep) * ENTRY_SIZE)
+            self._file_ops.truncate(self.path, len(keep) * ENTRY_SIZE)
         self._dirty = True
 
     def collect(self, start: int, end: int) -> tuple[list[AbortedTxn], bool]:
@@ -134,12 +137,12 @@ class TransactionIndex:
     def sync(self) -> None:
         """fsync now, on this thread."""
         if self._fd >= 0 and self._dirty:
-            os.fsync(self._fd)
+            self._file_ops.fsync(self._fd)
             self._dirty = False
 
     def rename(self, path: Path) -> None:
         if self.path.exists():
-            os.replace(self.path, path)
+            self._file_ops.replace(self.path, path)
         self.path = path
 
     def close(self) -> None:
@@ -149,4 +152,4 @@ class TransactionIndex:
 
     def delete(self) -> None:
         self.close()
-        self.path.unlink(missing_ok=True)
+        unlink_if_exists(self._file_ops, self.path)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 
@@ -20,8 +19,8 @@ BROKER = 1
 
 
 @pytest.fixture
-def manager(tmp_path):
-    log_manager = LogManager([tmp_path / "disk-0"])
+def manager(tmp_path, disk):
+    log_manager = LogManager([tmp_path / "disk-0"], file_ops=disk)
     log_manager.load()
     replicas = ReplicaManager(BROKER, log_manager)
     yield replicas
@@ -193,9 +192,7 @@ def test_list_offsets_and_delete_records(manager, kafka_batch):
     assert manager.delete_records("t", 0, -1).offset == 4
 
 
-def test_flush_messages_is_fsynced_off_the_loop_and_answered_after(
-    manager, kafka_batch, monkeypatch
-):
+def test_flush_messages_is_fsynced_off_the_loop_and_answered_after(manager, kafka_batch, disk):
     """flush.messages=1: the produce is answered, and its records become visible, only once they
     are fsynced; the fsync runs on a storage thread, so the loop serves others meanwhile."""
     durable = lead(manager, flush_messages=1)
@@ -203,15 +200,13 @@ def test_flush_messages_is_fsynced_off_the_loop_and_answered_after(
     loop_thread = threading.current_thread()
     fsync_threads: list[threading.Thread] = []
     disk_busy, disk_free = threading.Event(), threading.Event()
-    real_fsync = os.fsync
 
-    def slow_fsync(fd: int) -> None:
+    def slow_fsync(call) -> None:
         fsync_threads.append(threading.current_thread())
         disk_busy.set()
         disk_free.wait(5)  # a slow disk; on the loop's thread this stalls every client
-        real_fsync(fd)
 
-    monkeypatch.setattr(os, "fsync", slow_fsync)
+    disk.before("fsync", slow_fsync)
 
     async def scenario() -> None:
         produce_task = asyncio.create_task(

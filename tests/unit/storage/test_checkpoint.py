@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
 import pytest
@@ -13,8 +14,8 @@ ENTRIES = {("orders", 0): 1234, ("orders", 1): 987, ("__consumer_offsets", 49): 
 
 
 @pytest.fixture
-def checkpoint(tmp_path) -> OffsetCheckpointFile:
-    return OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint")
+def checkpoint(tmp_path, disk) -> OffsetCheckpointFile:
+    return OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint", disk)
 
 
 def test_round_trip_in_kafkas_format(checkpoint):
@@ -106,32 +107,28 @@ def test_illegal_entries_are_rejected_and_the_old_file_survives(checkpoint, entr
     assert checkpoint.read() == ENTRIES
 
 
-@pytest.mark.parametrize("failing", ["fsync", "replace"])
-def test_a_write_failing_midway_leaves_the_old_file(checkpoint, monkeypatch, failing):
+@pytest.mark.parametrize(
+    ("failing", "error"),
+    [("write", errno.ENOSPC), ("fsync", errno.EIO), ("replace", errno.EIO)],
+)
+def test_a_write_failing_midway_leaves_the_old_file(checkpoint, disk, failing, error):
     checkpoint.write(ENTRIES)
     before = checkpoint.path.read_bytes()
-
-    def fail(*args):
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(os, failing, fail)
-    with pytest.raises(OSError):
+    disk.fail(failing, error)
+    with pytest.raises(OSError) as raised:
         checkpoint.write({("orders", 0): 99999})
-    monkeypatch.undo()
+    assert raised.value.errno == error
+    disk.heal()
     assert checkpoint.path.read_bytes() == before
     assert checkpoint.read() == ENTRIES
     assert list(checkpoint.path.parent.iterdir()) == [checkpoint.path]
 
 
-def test_write_fsyncs_the_file_and_then_the_directory(checkpoint, monkeypatch):
-    synced = []
-    real_fsync = os.fsync
-
-    def fsync(fd):
-        synced.append(os.path.realpath(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+def test_write_fsyncs_the_file_and_then_the_directory(checkpoint, disk):
+    synced = disk.record("fsync")
     checkpoint.write(ENTRIES)
     tmp = str(checkpoint.path) + ".tmp"
-    assert synced == [os.path.realpath(tmp), os.path.realpath(checkpoint.path.parent)]
+    assert [os.path.realpath(c.path) for c in synced] == [
+        os.path.realpath(tmp),
+        os.path.realpath(checkpoint.path.parent),
+    ]

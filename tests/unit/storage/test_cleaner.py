@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import tempfile
@@ -451,28 +450,21 @@ def test_a_checkpoint_beyond_the_log_end_is_reset_to_the_log_start(make_log, kaf
 
 
 def test_the_swap_renames_are_fsynced_in_the_directory_without_the_lock(
-    make_log, kafka_batch, monkeypatch
+    make_log, kafka_batch, disk
 ):
     """Before a pass counts as done (its checkpoint moves), its renames survive a power cut."""
     clock = ManualClock(now_ms=T0_MS)
-    log = make_log(clock=clock, **compacted())
+    log = make_log(clock=clock, file_ops=disk, **compacted())
     for n in range(6):
         append(log, kafka_batch, [(b"k", b"%d" % n)], timestamp_ms=T0_MS)
     seal(log)
     events: list[str] = []
-    real_fsync, real_rename = os.fsync, LogSegment.rename_with_suffix
 
-    def recording_fsync(fd):
-        path = os.readlink(f"/proc/self/fd/{fd}")
-        events.append(f"fsync {path}{' under the lock' if log._lock._is_owned() else ''}")
-        real_fsync(fd)
+    def recording_fsync(call):
+        events.append(f"fsync {call.path}{' under the lock' if log._lock._is_owned() else ''}")
 
-    def recording_rename(segment, suffix):
-        events.append("rename")
-        real_rename(segment, suffix)
-
-    monkeypatch.setattr(os, "fsync", recording_fsync)
-    monkeypatch.setattr(LogSegment, "rename_with_suffix", recording_rename)
+    disk.before("fsync", recording_fsync)
+    disk.before("replace", lambda call: events.append("rename"))
     assert LogCleaner(clock=clock).clean(log) is not None
 
     last_rename = max(n for n, event in enumerate(events) if event == "rename")

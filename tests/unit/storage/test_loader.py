@@ -3,7 +3,7 @@ offsets clamped to what the disk holds, torn tails cut, leftovers settled, epoch
 
 from __future__ import annotations
 
-import os
+import errno
 import struct
 from pathlib import Path
 
@@ -137,16 +137,12 @@ def test_leftovers_of_interrupted_work_are_removed(tmp_path, kafka_batch):
 
 
 def test_an_io_error_while_making_the_recovery_durable_is_reported_and_raised(
-    tmp_path, kafka_batch, monkeypatch
+    tmp_path, kafka_batch, disk
 ):
     directory = tmp_path / "orders-0"
     directory.mkdir()
     (directory / offset_file_name(0, LOG_SUFFIX)).write_bytes(_batches(kafka_batch, [0]))
-
-    def failing_fsync(fd: int) -> None:
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(os, "fsync", failing_fsync)
+    disk.fail("fsync", errno.EIO)
     with pytest.raises(KafkaStorageError, match=f"I/O error in {directory}") as raised:
-        _load(directory)
+        _load(directory, file_ops=disk)
     assert isinstance(raised.value.__cause__, OSError)

@@ -14,7 +14,6 @@ import pytest
 from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatch
 
-import odradek.storage.segment as segment_module
 from odradek.common.clock import ManualClock
 from odradek.config.topic import TopicConfig
 from odradek.errors import (
@@ -667,19 +666,12 @@ def test_deleted_files_go_after_file_delete_delay_and_slices_stay_readable(make_
 
 
 @pytest.fixture
-def fsyncs(monkeypatch):
-    """The names of the ``.log`` files fsynced, in order (the calls still happen)."""
-    calls = []
-    real_fsync = os.fsync
-
-    def recording_fsync(fd):
-        name = os.readlink(f"/proc/self/fd/{fd}")
-        if name.endswith(".log"):
-            calls.append(Path(name).name)
-        real_fsync(fd)
-
-    monkeypatch.setattr(segment_module.os, "fsync", recording_fsync)
-    return calls
+def fsyncs(disk):
+    """The names of the ``.log`` files fsynced through ``disk``, in order (the calls still
+    happen): a test passes ``file_ops=disk`` to the log it watches."""
+    names: list[str] = []
+    disk.before("fsync", lambda c: c.path.endswith(".log") and names.append(Path(c.path).name))
+    return names
 
 
 def test_an_unclean_reopen_keeps_batches_larger_than_a_lowered_max_message_bytes(
@@ -703,16 +695,16 @@ def test_an_unclean_reopen_keeps_batches_larger_than_a_lowered_max_message_bytes
         again.append(kafka_batch([(b"k", b"x" * 2_000)]))
 
 
-def test_flush_messages_1_flushes_every_append(make_log, kafka_batch, fsyncs):
-    log = make_log(flush_messages=1)
+def test_flush_messages_1_flushes_every_append(make_log, kafka_batch, disk, fsyncs):
+    log = make_log(flush_messages=1, file_ops=disk)
     for n in range(4):
         log.append(kafka_batch([(b"k", b"v")] * (n + 1)))
         assert log.recovery_point == log.log_end_offset
         assert len(fsyncs) == n + 1
 
 
-def test_flush_messages_counts_offsets(make_log, kafka_batch, fsyncs):
-    log = make_log(flush_messages=3)
+def test_flush_messages_counts_offsets(make_log, kafka_batch, disk, fsyncs):
+    log = make_log(flush_messages=3, file_ops=disk)
     log.append(kafka_batch([(b"k", b"v")] * 2))
     assert (log.recovery_point, len(fsyncs)) == (0, 0)
     log.append(kafka_batch([(b"k", b"v")]))
@@ -722,9 +714,9 @@ def test_flush_messages_counts_offsets(make_log, kafka_batch, fsyncs):
     assert default.recovery_point == 0
 
 
-def test_flush_if_due_with_flush_ms(make_log, kafka_batch, fsyncs):
+def test_flush_if_due_with_flush_ms(make_log, kafka_batch, disk, fsyncs):
     clock = ManualClock(T0)
-    log = make_log(clock=clock, flush_ms=1000)
+    log = make_log(clock=clock, flush_ms=1000, file_ops=disk)
     _append_n(log, kafka_batch, 3)
     clock.advance(ms=999)
     log.flush_if_due()
@@ -738,19 +730,13 @@ def test_flush_if_due_with_flush_ms(make_log, kafka_batch, fsyncs):
 
 
 def test_a_flush_over_a_roll_makes_the_new_files_durable_in_their_directory(
-    make_log, kafka_batch, monkeypatch
+    make_log, kafka_batch, disk
 ):
     """As Kafka's LocalLog.flush: segments created since the last flush need the directory
     entry fsynced too, or a power cut could lose whole files the recovery point counts."""
     fsynced: list[str] = []
-    real_fsync = os.fsync
-
-    def recording_fsync(fd):
-        fsynced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", recording_fsync)
-    log = make_log()
+    disk.before("fsync", lambda call: fsynced.append(call.path))
+    log = make_log(file_ops=disk)
     _append_n(log, kafka_batch, 2)
     log.flush()
     assert fsynced[-1] == str(log.directory)  # the first segment's files are new too
@@ -766,9 +752,9 @@ def test_a_flush_over_a_roll_makes_the_new_files_durable_in_their_directory(
     assert log.recovery_point == log.log_end_offset
 
 
-def test_flush_if_due_flushes_rolled_segments(make_log, kafka_batch, fsyncs):
+def test_flush_if_due_flushes_rolled_segments(make_log, kafka_batch, disk, fsyncs):
     clock = ManualClock(T0)
-    log = make_log(clock=clock)  # flush.ms: never
+    log = make_log(clock=clock, file_ops=disk)  # flush.ms: never
     _append_n(log, kafka_batch, 2)
     log.roll()
     _append_n(log, kafka_batch, 1)
@@ -1043,23 +1029,18 @@ def test_cleaned_deleted_and_orphan_files_are_removed_at_open(make_log, kafka_ba
 # -- disk failure ------------------------------------------------------------------------
 
 
-def test_an_io_error_during_write_takes_the_log_offline(tmp_path, kafka_batch, monkeypatch):
+def test_an_io_error_during_write_takes_the_log_offline(tmp_path, kafka_batch, disk):
     reported = []
     log = Log(
         tmp_path / "topic-0",
         TopicConfig(),
         on_io_error=lambda failed, error: reported.append((failed, error)),
+        file_ops=disk,
     )
     log.append(kafka_batch([(b"k", b"v")] * 3))
     active = log.segments()[0]
     size = active.log_path.stat().st_size
-    real_pwrite = os.pwrite
-
-    def failing_pwritev(fd, buffers, position):
-        real_pwrite(fd, buffers[0], position)  # part of the batch reaches the file
-        raise OSError(errno.EIO, "Input/output error")
-
-    monkeypatch.setattr(segment_module.os, "pwritev", failing_pwritev)
+    disk.fail("pwritev", errno.EIO, torn=True)  # part of the batch reaches the file
     with pytest.raises(KafkaStorageError) as raised:
         log.append(kafka_batch([(b"k", b"lost")]))
     assert raised.value.error_code is ErrorCode.kafka_storage_error
@@ -1070,7 +1051,7 @@ def test_an_io_error_during_write_takes_the_log_offline(tmp_path, kafka_batch, m
     assert active.log_path.stat().st_size == size == active.size
     assert log.log_end_offset == 3
 
-    monkeypatch.undo()
+    disk.heal()
     with pytest.raises(KafkaStorageError):
         log.read(0, 1000)
     with pytest.raises(KafkaStorageError):

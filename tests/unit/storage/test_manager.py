@@ -18,7 +18,6 @@ import pytest
 from odradek.common.clock import ManualClock
 from odradek.config.topic import TopicConfig
 from odradek.errors import ErrorCode, KafkaStorageError, UnknownTopicOrPartitionError
-from odradek.storage import segment as segment_module
 from odradek.storage.checkpoint import OffsetCheckpointFile
 from odradek.storage.files import (
     CLEAN_SHUTDOWN_MARKER,
@@ -211,10 +210,10 @@ def test_recovery_after_a_crash_starts_at_the_checkpointed_recovery_point(
 
 
 def test_an_io_error_takes_its_directory_offline_and_only_that_one(
-    open_manager, log_dirs, kafka_batch, monkeypatch
+    open_manager, log_dirs, kafka_batch, disk, monkeypatch
 ):
     reports: list[tuple[Path, list[tuple[str, int]]]] = []
-    manager = open_manager(on_dir_offline=lambda d, tps: reports.append((d, tps)))
+    manager = open_manager(on_dir_offline=lambda d, tps: reports.append((d, tps)), file_ops=disk)
     for partition in range(6):
         produce(manager.get_or_create_log("orders", partition), kafka_batch, 3)
     bad = log_dirs[1]
@@ -223,14 +222,7 @@ def test_an_io_error_takes_its_directory_offline_and_only_that_one(
     doomed_logs = [manager.get_log(*tp) for tp in doomed]
 
     # The disk under ``bad`` fails: every write to a file on it gets EIO.
-    real_pwritev = os.pwritev
-
-    def pwritev(fd, buffers, offset):
-        if os.readlink(f"/proc/self/fd/{fd}").startswith(f"{bad.resolve()}{os.sep}"):
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-        return real_pwritev(fd, buffers, offset)
-
-    monkeypatch.setattr(segment_module.os, "pwritev", pwritev)
+    disk.fail("pwritev", errno.EIO, path=lambda path: path.startswith(f"{bad.resolve()}{os.sep}"))
     active = doomed_logs[0].segments()[-1]
     size_before = os.path.getsize(active.log_path)
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import random
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,12 +15,12 @@ import pytest
 
 from odradek.config.topic import TopicConfig
 from odradek.errors import OdradekError, OffsetOutOfRangeError
-from odradek.storage import segment as segment_module
 from odradek.storage.batch import BatchHeader
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.files import CLEAN_SHUTDOWN_MARKER, SNAPSHOT_SUFFIX
 from odradek.storage.log import Log
 from odradek.storage.manager import LogManager
+from support.faulty_disk import FaultyFileOps, FileCall
 
 STRESS_S = 3.0  # how long the appending thread races the upkeep thread
 WAIT_S = 10.0  # the longest any step waits for another thread
@@ -32,40 +30,35 @@ NEW_LOG_FILES = sorted(f"{0:020d}{suffix}" for suffix in (".log", ".index", ".ti
 
 
 class Recorder:
-    """Every fsync: on which thread, and whether that thread held a log's lock."""
+    """Every fsync through ``disk``: on which thread, and whether that thread held a log's lock."""
 
-    def __init__(self) -> None:
+    def __init__(self, disk: FaultyFileOps) -> None:
         self.logs: list[Log] = []
         self.calls: list[tuple[str, str]] = []  # (thread name, path fsynced)
         self.under_lock: list[str] = []
-        self._real_fsync = os.fsync
+        disk.before("fsync", self.fsync)
 
-    def fsync(self, fd: int) -> None:
-        try:
-            name = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # closed under the caller: the real fsync below says so
-            name = f"closed descriptor {fd}"
-        thread = threading.current_thread().name
-        self.calls.append((thread, name))
+    def fsync(self, call: FileCall) -> None:
+        self.calls.append((call.thread, call.path))
         held = [log.directory.name for log in list(self.logs) if log._lock._is_owned()]
         if held:
-            self.under_lock.append(f"{thread} fsynced {name} holding the lock of {held}")
-        self._real_fsync(fd)
+            self.under_lock.append(f"{call.thread} fsynced {call.path} holding the lock of {held}")
 
 
 @pytest.fixture
-def recorder(monkeypatch) -> Recorder:
-    recorder = Recorder()
-    monkeypatch.setattr(os, "fsync", recorder.fsync)
-    return recorder
+def recorder(disk) -> Recorder:
+    return Recorder(disk)
 
 
 @pytest.fixture
-def manager(tmp_path) -> Iterator[Callable[..., LogManager]]:
+def manager(tmp_path, disk) -> Iterator[Callable[..., LogManager]]:
+    """``manager(config)``: a loaded LogManager whose files are on ``disk``."""
     opened: list[LogManager] = []
 
     def open_(config: TopicConfig) -> LogManager:
-        manager = LogManager([tmp_path / "disk-0"], topic_config=lambda topic: config)
+        manager = LogManager(
+            [tmp_path / "disk-0"], topic_config=lambda topic: config, file_ops=disk
+        )
         manager.load()
         opened.append(manager)
         return manager
@@ -172,28 +165,26 @@ def test_upkeep_flushes_race_nothing_on_rolling_deleting_logs(manager, kafka_bat
 class HeldFsync:
     """fsyncs on threads other than the test's wait until ``release`` (a slow disk)."""
 
-    def __init__(self, recorder: Recorder):
-        self.recorder = recorder
+    def __init__(self, disk: FaultyFileOps):
         self.waiting = threading.Event()
         self.release = threading.Event()
         self.main = threading.current_thread()
+        disk.before("fsync", self.fsync)
 
-    def fsync(self, fd: int) -> None:
+    def fsync(self, call: FileCall) -> None:
         if threading.current_thread() is not self.main:
             self.waiting.set()
             assert self.release.wait(WAIT_S)
-        self.recorder.fsync(fd)
 
 
 def test_a_truncation_during_a_flush_keeps_the_recovery_point_below_it(
-    make_log, kafka_batch, recorder, monkeypatch
+    make_log, kafka_batch, disk, recorder
 ):
-    log = make_log()
+    log = make_log(file_ops=disk)
     recorder.logs.append(log)
     for _ in range(10):
         log.append(kafka_batch([(b"k", b"v")]))
-    held = HeldFsync(recorder)
-    monkeypatch.setattr(os, "fsync", held.fsync)
+    held = HeldFsync(disk)
     flusher = threading.Thread(target=log.flush, name="flusher")
     flusher.start()
     try:
@@ -212,11 +203,11 @@ def test_a_truncation_during_a_flush_keeps_the_recovery_point_below_it(
     assert recorder.under_lock == []
 
 
-def test_flush_messages_leaves_the_fsync_to_a_flush_thread(tmp_path, kafka_batch, recorder):
+def test_flush_messages_leaves_the_fsync_to_a_flush_thread(tmp_path, kafka_batch, disk, recorder):
     """The appending thread never fsyncs: the append says the flush is due, a flush thread does
     it, and appends made while it waits join the queued one."""
     storage = LogManager(
-        [tmp_path / "disk-0"], topic_config=lambda t: TopicConfig(flush_messages=1)
+        [tmp_path / "disk-0"], topic_config=lambda t: TopicConfig(flush_messages=1), file_ops=disk
     )
     storage.load()
     try:
@@ -260,19 +251,17 @@ def snapshot_offsets(directory: Path) -> list[int]:
 
 
 def test_producer_snapshots_at_a_roll_are_written_off_the_appending_thread(
-    manager, kafka_batch, monkeypatch
+    manager, kafka_batch, disk
 ):
     storage = manager(TopicConfig(segment_bytes=500))
     log = storage.get_or_create_log(TOPIC, 0)
     writers: list[str] = []
-    real_replace = os.replace
 
-    def recording_replace(source, target, *args, **kwargs):
-        if str(target).endswith(SNAPSHOT_SUFFIX):
-            writers.append(threading.current_thread().name)
-        return real_replace(source, target, *args, **kwargs)
+    def recording_replace(call: FileCall) -> None:
+        if call.target is not None and call.target.endswith(SNAPSHOT_SUFFIX):
+            writers.append(call.thread)
 
-    monkeypatch.setattr(os, "replace", recording_replace)
+    disk.before("replace", recording_replace)
     for n in range(20):
         append(log, kafka_batch, n)
     rolls = len(log.segments()) - 1
@@ -311,7 +300,7 @@ def test_a_late_snapshot_never_lands_above_a_truncation(manager, kafka_batch):
     assert log.log_end_offset == 3
 
 
-def test_delete_log_returns_at_once_and_never_flushes(manager, kafka_batch, recorder, monkeypatch):
+def test_delete_log_returns_at_once_and_never_flushes(manager, kafka_batch, disk, recorder):
     """Closing the files and removing the directory run on the housekeeping thread; the
     partition's directory is gone from the listing at once, and it can be created again."""
     storage = manager(TopicConfig(segment_bytes=500, file_delete_delay_ms=0))
@@ -322,15 +311,13 @@ def test_delete_log_returns_at_once_and_never_flushes(manager, kafka_batch, reco
     old_directory = log.directory
     removing, release = threading.Event(), threading.Event()
     removed_by: list[str] = []
-    real_rmtree = shutil.rmtree
 
-    def slow_rmtree(path, *args, **kwargs):
-        removed_by.append(threading.current_thread().name)
+    def slow_rmtree(call: FileCall) -> None:
+        removed_by.append(call.thread)
         removing.set()
         assert release.wait(WAIT_S)  # a big partition on a slow disk
-        real_rmtree(path, *args, **kwargs)
 
-    monkeypatch.setattr(shutil, "rmtree", slow_rmtree)
+    disk.before("rmtree", slow_rmtree)
     # Writes the rolls queued (producer-state snapshots, which fsync their directory) finish
     # first: the housekeeping thread runs its tasks in order. Only what deleting does counts.
     log.executors.housekeeping.submit(lambda: None).result(WAIT_S)
@@ -412,17 +399,10 @@ def compacted_log(storage: LogManager, kafka_batch, partition: int = 0) -> Log:
 COMPACTED = TopicConfig(cleanup_policy="compact", segment_bytes=300, file_delete_delay_ms=0)
 
 
-def test_an_io_error_while_cleaning_takes_the_directory_offline(manager, kafka_batch, monkeypatch):
+def test_an_io_error_while_cleaning_takes_the_directory_offline(manager, kafka_batch, disk):
     storage = manager(COMPACTED)
     log = compacted_log(storage, kafka_batch)
-    real_pwritev = os.pwritev
-
-    def failing_pwritev(fd, buffers, offset):
-        if os.readlink(f"/proc/self/fd/{fd}").endswith(".cleaned"):
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-        return real_pwritev(fd, buffers, offset)
-
-    monkeypatch.setattr(segment_module.os, "pwritev", failing_pwritev)
+    disk.fail("pwritev", errno.EIO, path=lambda path: path.endswith(".cleaned"))
     assert storage.cleaner.clean(log) is None
 
     assert list(storage.offline_dirs) == [storage.log_dirs[0]]
