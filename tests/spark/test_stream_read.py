@@ -311,14 +311,15 @@ def driver_group() -> Iterator[list[subprocess.Popen]]:
 
 
 def assert_group_gone(pgid: int) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def gone() -> bool:
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"process group {pgid} (the driver's JVM?) outlived SIGKILL")
+            return True
+        return False
+
+    wait_until(gone, f"process group {pgid} (the driver's JVM?) gone after SIGKILL", 10, poll_s=0.1)
 
 
 def test_a_driver_killed_mid_batch_resumes_exactly_once(

@@ -30,6 +30,7 @@ from odradek.local.cluster import LISTENERS_FILE, ClusterState
 from odradek.ops import transactions as txn_ops
 from odradek.ops.cluster import read_cluster
 from odradek.storage.records import Record, encode_batch
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -238,16 +239,17 @@ def write_hanging_transaction(bootstrap: str, topic: str, timestamp_ms: int) -> 
             ),
         ),
     )
-    deadline = time.monotonic() + WAIT_S
-    while True:  # until the new topic's leader hosts it
+
+    def hosted():  # the answer once the new topic's leader hosts it
         (partition,) = send(bootstrap, request).responses[0].partition_responses
         if partition.error_code not in (
             ErrorCode.unknown_topic_or_partition,
             ErrorCode.not_leader_or_follower,
         ):
-            break
-        assert time.monotonic() < deadline, partition
-        time.sleep(0.2)
+            return partition
+        return None
+
+    partition = wait_until(hosted, f"{topic}'s leader to take the batch", WAIT_S)
     assert partition.error_code == ErrorCode.none, partition
     return int(init.producer_id)
 

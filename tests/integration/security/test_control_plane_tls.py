@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
 from odradek.listeners import read_listeners_file
+from support.waiting import wait_equal
 
 pytestmark = pytest.mark.integration
 
@@ -93,20 +94,23 @@ def test_brokers_replicate_and_the_controller_leads_over_mutual_tls(cluster):
     for i in range(RECORDS):
         producer.produce(topic, b"%d" % i)
     assert producer.flush(WAIT_S) == 0
-    deadline = time.monotonic() + WAIT_S
-    while True:  # every replica in sync: the followers fetch over the INTERNAL listener
-        partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
-        if all(len(p.isrs) == 3 for p in partitions) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert all(len(p.isrs) == 3 for p in partitions), [p.isrs for p in partitions]
+    wait_equal(  # every replica in sync: the followers fetch over the INTERNAL listener
+        lambda: [
+            len(p.isrs)
+            for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
+        ],
+        [3, 3],
+        "the ISR sizes",
+        WAIT_S,
+    )
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "mtls", "auto.offset.reset": "earliest"}
     )
     consumer.subscribe([topic])
     values = set()
+    deadline = time.monotonic() + WAIT_S
     try:
-        while len(values) < RECORDS and time.monotonic() < deadline + WAIT_S:
+        while len(values) < RECORDS and time.monotonic() < deadline:
             message = consumer.poll(0.5)
             if message is not None and message.error() is None:
                 values.add(int(message.value()))

@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.local.cluster import ClusterState
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -106,12 +107,15 @@ def test_the_cleaner_removes_aborted_transactions_and_compacts_committed_ones(bo
     committed_view = latest(read_all(bootstrap, topic, "read_committed"))
     assert committed_view[b"k0"] == b"committed-0" and b"k15" not in committed_view
 
-    deadline = time.monotonic() + CLEANED_WITHIN_S
-    while True:
-        values = [v for _, v in read_all(bootstrap, topic, "read_uncommitted")]
-        if not any(v.startswith(b"aborted-") for v in values):
-            break
-        assert time.monotonic() < deadline, "the aborted transaction's records were not cleaned"
-        time.sleep(3)
+    wait_until(
+        lambda: (
+            not any(
+                v.startswith(b"aborted-") for _, v in read_all(bootstrap, topic, "read_uncommitted")
+            )
+        ),
+        "the aborted transaction's records cleaned",
+        CLEANED_WITHIN_S,
+        poll_s=3,
+    )
     assert latest(read_all(bootstrap, topic, "read_committed")) == committed_view
     assert latest(read_all(bootstrap, topic, "read_uncommitted")) == committed_view
