@@ -24,16 +24,14 @@ import struct
 import time
 from datetime import timedelta
 from importlib import import_module
-from pathlib import Path
 
 import pytest
 
-from odradek.listeners import read_listeners_file
-from odradek.local.cluster import LISTENERS_FILE
 from odradek.protocol import interbroker
 from odradek.protocol.codec import decode_response, encode_request
 from odradek.protocol.framing import encode_frame
 from odradek.protocol.schemas import request_schema
+from support.listener_ports import listener_addresses
 from support.loop_prober import Prober, lag_samples_over
 from support.raw_socket import read_exactly
 from support.waiting import wait_until
@@ -496,9 +494,7 @@ def _fetch_session(address: str) -> int:
 
 def _internal_address(broker) -> str:
     """The broker's inter-broker listener (WriteTxnMarkers is served there only)."""
-    bound = read_listeners_file(Path(broker.data_dir) / LISTENERS_FILE)
-    assert bound is not None, f"the broker wrote no {LISTENERS_FILE}"
-    return bound[0]["INTERNAL"]
+    return listener_addresses(broker)["INTERNAL"]
 
 
 _made: dict[str, object] = {}  # what the shapes set up once for the module

@@ -14,7 +14,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -25,11 +24,11 @@ from kio.schema.produce.v9 import request as produce_request
 from odradek.client.admin import ClusterClient
 from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
-from odradek.listeners import read_listeners_file
-from odradek.local.cluster import LISTENERS_FILE, ClusterState
+from odradek.local.cluster import ClusterState
 from odradek.ops import transactions as txn_ops
 from odradek.ops.cluster import read_cluster
 from odradek.storage.records import Record, encode_batch
+from support.listener_ports import listener_addresses
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -64,9 +63,7 @@ def internal(cluster_state) -> str:
     addresses = []
     for member in cluster_state.members:
         if member.role == "broker":
-            bound = read_listeners_file(Path(member.data_dir) / LISTENERS_FILE)
-            assert bound is not None
-            addresses.append(bound[0][cluster_state.internal_listener])
+            addresses.append(listener_addresses(member)[cluster_state.internal_listener])
     return ",".join(addresses)
 
 

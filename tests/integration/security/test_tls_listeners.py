@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
-from odradek.listeners import read_listeners_file
+from support.listener_ports import listener_ports
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -79,9 +79,7 @@ def cluster(pki, local_cluster, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("tls-cluster")
     with local_cluster(data_dir, brokers=1, broker_overrides=overrides) as state:
         broker = next(m for m in state.members if m.role == "broker")
-        bound = read_listeners_file(Path(broker.data_dir) / "listeners.json")
-        assert bound is not None
-        ports = {name: int(address.rsplit(":", 1)[1]) for name, address in bound[0].items()}
+        ports = listener_ports(broker)
         yield ports, Path(broker.data_dir) / "broker.log"
 
 

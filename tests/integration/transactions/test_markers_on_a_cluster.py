@@ -44,13 +44,13 @@ from odradek.client.connection import BrokerConnection
 from odradek.config.endpoints import HostPort
 from odradek.coordinator.partitioner import partition_for
 from odradek.errors import ErrorCode
-from odradek.listeners import read_listeners_file
 from odradek.local import cluster
-from odradek.local.cluster import LISTENERS_FILE, ClusterState, pid_alive
+from odradek.local.cluster import ClusterState, pid_alive
 from odradek.observability.metrics import txn_marker_metrics
 from odradek.storage.records import Record, encode_batch
 from odradek.transactions.result import TxnMarker
 from support.clusters import running_cluster
+from support.listener_ports import listener_addresses
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
@@ -86,9 +86,8 @@ def _address(state: ClusterState, broker_id: int) -> HostPort:
     """The broker's inter-broker listener: where a coordinator's markers go (WriteTxnMarkers
     is served there only), and where this test plays the coordinator."""
     member = state.member("broker", broker_id)
-    bound = read_listeners_file(Path(member.data_dir) / LISTENERS_FILE)
-    assert bound is not None, f"broker {broker_id} wrote no {LISTENERS_FILE}"
-    host, port = bound[0][state.internal_listener or state.client_listener].rsplit(":", 1)
+    bound = listener_addresses(member)
+    host, port = bound[state.internal_listener or state.client_listener].rsplit(":", 1)
     return HostPort(host, int(port))
 
 
