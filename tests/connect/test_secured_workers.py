@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.local.pki import LocalPki
 from support.clusters import running_cluster
 from support.connect_workers import WorkerProcess, free_port, http, wait_for
+from support.consuming import poll_messages
 from support.waiting import wait_equal, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.connect]
@@ -232,13 +233,8 @@ def test_a_distributed_worker_joins_and_runs_a_source(secured, tmp_path):
             }
         )
         consumer.subscribe(["secured-distributed"])
-        seen: list[str] = []
         try:
-            deadline = time.monotonic() + WAIT_S
-            while len(seen) < 10 and time.monotonic() < deadline:
-                message = consumer.poll(0.5)
-                if message is not None and message.error() is None:
-                    seen.append(message.value().decode())
+            seen = [m.value().decode() for m in poll_messages(consumer, 10, WAIT_S)]
         finally:
             consumer.close()
         assert seen == [f"record {i}" for i in range(10)], worker.log.read_text()[-4000:]

@@ -16,6 +16,7 @@ from kio.schema.produce.v9 import request as produce_v9
 
 from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
+from support.consuming import poll_records
 
 pytestmark = pytest.mark.integration
 
@@ -225,10 +226,9 @@ def test_kafka_python_consumes_every_record_through_incremental_sessions(
                 producer.send(topic, value=b"%d-%d" % (round_, i), partition=i % partitions)
             producer.flush(timeout=CONSUME_TIMEOUT_S)
             sent += 60
-            deadline = time.monotonic() + CONSUME_TIMEOUT_S
-            while len(received) < sent and time.monotonic() < deadline:
-                for batch_ in consumer.poll(timeout_ms=200).values():
-                    received.extend((r.partition, r.offset, r.value) for r in batch_)
+            left = sent - len(received)
+            read = poll_records(consumer, left, CONSUME_TIMEOUT_S, poll_ms=200)
+            received.extend((r.partition, r.offset, r.value) for r in read)
             assert len(received) == sent, f"round {round_}: {len(received)} of {sent}"
         for batch_ in consumer.poll(timeout_ms=500).values():  # nothing more, no duplicates
             received.extend((r.partition, r.offset, r.value) for r in batch_)

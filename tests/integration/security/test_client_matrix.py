@@ -45,6 +45,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
 from support.client_errors import librdkafka_errors
+from support.consuming import poll_messages
 from support.listener_ports import listener_ports
 from support.tls_cluster import cluster_overrides, write_pki
 
@@ -228,19 +229,12 @@ def _round_trip_confluent(config: dict, topic: str, sent: list[bytes]) -> list[b
     assert producer.flush(WAIT_S) == 0
     consumer = Consumer({**config, "group.id": topic, "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
-    received: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
     try:
-        while len(received) < len(sent) and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            assert message.error() is None, message.error()
-            received.append(message.value())
+        read = poll_messages(consumer, len(sent), WAIT_S, raise_errors=True)
         consumer.commit(asynchronous=False)
     finally:
         consumer.close()
-    return received
+    return [m.value() for m in read]
 
 
 def _round_trip_kafka_python(config: dict, topic: str, sent: list[bytes]) -> list[bytes]:
@@ -355,17 +349,11 @@ def _read_committed(config: dict, topic: str, count: int) -> list[bytes]:
         }
     )
     consumer.subscribe([topic])
-    received: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
     try:
-        while len(received) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None:
-                assert message.error() is None, message.error()
-                received.append(message.value())
+        read = poll_messages(consumer, count, WAIT_S, raise_errors=True)
     finally:
         consumer.close()
-    return received
+    return [m.value() for m in read]
 
 
 def test_alice_commits_a_transaction_with_confluent_kafka_and_kafka_python(cluster, pki):

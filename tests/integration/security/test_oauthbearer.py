@@ -48,6 +48,7 @@ from kafka.errors import KafkaTimeoutError
 from kafka.net.sasl.oauth import AbstractTokenProvider as KpTokenProvider
 
 from support.client_errors import librdkafka_errors
+from support.consuming import poll_messages
 from support.listener_ports import listener_ports
 
 pytestmark = pytest.mark.integration
@@ -215,17 +216,11 @@ def _round_trip_confluent(config: dict, topic: str) -> None:
     assert producer.flush(WAIT_S) == 0
     consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
-    received: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
     try:
-        while len(received) < len(sent) and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None:
-                assert message.error() is None, message.error()
-                received.append(message.value())
+        read = poll_messages(consumer, len(sent), WAIT_S, raise_errors=True)
     finally:
         consumer.close()
-    assert received == sent
+    assert [m.value() for m in read] == sent
 
 
 def test_librdkafka_oidc_client_credentials_produce_and_consume(cluster, idp):

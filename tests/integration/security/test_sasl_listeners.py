@@ -15,7 +15,6 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from odradek.protocol.schemas import request_schema
 from support.client_errors import librdkafka_errors
+from support.consuming import poll_messages
 from support.listener_ports import admin_address, listener_ports
 from support.raw_socket import read_exactly, receive, send
 
@@ -116,13 +116,8 @@ def _round_trip(config: dict, topic: str) -> list[bytes]:
     assert producer.flush(WAIT_S) == 0
     consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
-    received: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
     try:
-        while len(received) < len(sent) and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                received.append(message.value())
+        received = [m.value() for m in poll_messages(consumer, len(sent), WAIT_S)]
     finally:
         consumer.close()
     assert received == sent

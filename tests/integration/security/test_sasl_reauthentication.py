@@ -30,6 +30,7 @@ from confluent_kafka.admin import (
 from kafka import KafkaConsumer, KafkaProducer
 
 from odradek.protocol.schemas import request_schema
+from support.consuming import poll_messages
 from support.listener_ports import admin_address, listener_ports
 from support.raw_socket import receive, send
 
@@ -131,11 +132,8 @@ def test_confluent_kafka_keeps_producing_and_consuming_over_three_lifetimes(
             message = consumer.poll(0.2)
             if message is not None and message.error() is None:
                 received.append(message.value())
-        deadline = time.monotonic() + WAIT_S
-        while len(received) < len(sent) and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                received.append(message.value())
+        left = len(sent) - len(received)
+        received += [m.value() for m in poll_messages(consumer, left, WAIT_S, poll_s=0.2)]
         expired_while_running = _expired(admin_address) - expired
     finally:
         consumer.close()

@@ -26,6 +26,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
+from support.consuming import poll_messages
 from support.listener_ports import listener_ports
 from support.waiting import wait_until
 
@@ -109,13 +110,8 @@ def _consume_all(config: dict, topic: str, count: int) -> list[bytes]:
         }
     )
     consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
     try:
-        while len(values) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
+        values = [m.value() for m in poll_messages(consumer, count, WAIT_S)]
     finally:
         consumer.close()
     return values

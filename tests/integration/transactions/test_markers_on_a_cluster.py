@@ -50,6 +50,7 @@ from odradek.observability.metrics import txn_marker_metrics
 from odradek.storage.records import Record, encode_batch
 from odradek.transactions.result import TxnMarker
 from support.clusters import running_cluster
+from support.consuming import poll_messages
 from support.listener_ports import listener_addresses
 from support.waiting import wait_until
 
@@ -533,12 +534,8 @@ def test_a_transaction_commits_after_kill_of_a_partition_leader(markers_cluster)
     )
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
-        received: list[bytes] = []
-        deadline = time.monotonic() + 2 * WAIT_S
-        while len(received) < len(values) and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                received.append(message.value())
+        read = poll_messages(consumer, len(values), 2 * WAIT_S, poll_s=0.2)
+        received = [m.value() for m in read]
     finally:
         consumer.close()
     assert sorted(received) == sorted(values)
