@@ -32,7 +32,7 @@ _DISTINCT = "counts distinct records (a set or a dict): a duplicate must not cou
 _DRIVES = "drives a client between looks (its poll serves the callbacks the look depends on)"
 _RETRIES = "retries a request and fails with its last answer or error, not a condition"
 _RUN_LENGTH = "bounds a run (a process's, a stress loop's, a pause's), not a wait"
-_K8S = "k8s tier, consume loop left for its own pass (support.consuming fits)"
+_IMAGE = "image tier (buildah), not rerun here: support.consuming fits it"
 INLINE_DEADLINES = {
     ("support/waiting.py", "_poll"): _HOME,
     ("support/consuming.py", "poll_messages"): _HOME,
@@ -154,13 +154,9 @@ INLINE_DEADLINES = {
         "k8s/operator/test_operator_certificates.py",
         "test_a_scram_user_produces_and_consumes",
     ): _RETRIES,
-    (
-        "k8s/operator/test_operator_cluster.py",
-        "test_cluster_becomes_ready_and_serves_clients",
-    ): _K8S,
     ("k8s/operator/test_operator_connect.py", "read_lines"): _DISTINCT,
     ("k8s/operator/test_operator_connect_secured.py", "read_lines"): _DISTINCT,
-    ("k8s/operator/test_operator_image.py", "_produce_and_consume"): _K8S,
+    ("k8s/operator/test_operator_image.py", "_produce_and_consume"): _IMAGE,
     (
         "k8s/operator/test_operator_zookeeper_tls.py",
         "test_the_cluster_serves_produce_and_consume",
