@@ -27,7 +27,7 @@ WAIT_ADAPTERS = {
 # support.waiting wait or a support.consuming read. A plain poll (look, sleep, look again until
 # true) belongs in wait_until; a read of "count records or time's up" in poll_messages/records.
 _HOME = "the one home of its kind"
-_TO_THE_END = "reads to the end of each partition (end-of-partition events), not to a count"
+_TO_THE_END = "reads several partitions to their ends (poll_to_partition_end reads one)"
 _DISTINCT = "counts distinct records (a set or a dict): a duplicate must not count"
 _DRIVES = "drives a client between looks (its poll serves the callbacks the look depends on)"
 _RETRIES = "retries a request and fails with its last answer or error, not a condition"
@@ -37,6 +37,7 @@ INLINE_DEADLINES = {
     ("support/waiting.py", "_poll"): _HOME,
     ("support/consuming.py", "poll_messages"): _HOME,
     ("support/consuming.py", "poll_records"): _HOME,
+    ("support/consuming.py", "poll_to_partition_end"): _HOME,
     ("connect/test_pipeline_proof.py", "committed_values"): "reads until positions reach the ends",
     (
         "connect/test_secured_workers.py",
@@ -127,10 +128,6 @@ INLINE_DEADLINES = {
         "integration/ops/test_groups_admin.py",
         "topic_with_records",
     ): "bounds a produce loop as a whole",
-    (
-        "integration/ops/test_transactions_admin.py",
-        "test_list_describe_and_abort_an_open_transaction",
-    ): _TO_THE_END,
     ("integration/security/test_client_matrix.py", "_until_allowed"): _RETRIES,
     (
         "integration/security/test_client_matrix.py",
@@ -144,7 +141,6 @@ INLINE_DEADLINES = {
         "integration/security/test_zookeeper_tls.py",
         "test_the_cluster_works_over_tls_with_secure_acls",
     ): _DISTINCT,
-    ("integration/transactions/test_compaction_of_transactions.py", "read_all"): _TO_THE_END,
     (
         "integration/transactions/test_markers_on_a_cluster.py",
         "consume",

@@ -28,6 +28,7 @@ from odradek.local.cluster import ClusterState
 from odradek.ops import transactions as txn_ops
 from odradek.ops.cluster import read_cluster
 from odradek.storage.records import Record, encode_batch
+from support.consuming import poll_to_partition_end
 from support.listener_ports import listener_addresses
 from support.waiting import wait_until
 
@@ -166,15 +167,7 @@ def test_list_describe_and_abort_an_open_transaction(bootstrap, internal):
     )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        seen = []
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is None:
-                continue
-            if message.error():
-                break  # end of partition
-            seen.append(message.value())
+        seen = [m.value() for m in poll_to_partition_end(consumer, WAIT_S)]
         assert seen == [], "records of the aborted transaction were delivered"
     finally:
         consumer.close()

@@ -5,7 +5,6 @@ same latest values before and after cleaning."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -14,6 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.local.cluster import ClusterState
+from support.consuming import poll_to_partition_end
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -48,16 +48,7 @@ def read_all(bootstrap: str, topic: str, isolation: str) -> list[tuple[bytes, by
     )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        seen = []
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is None:
-                continue
-            if message.error():
-                return seen  # end of the partition
-            seen.append((message.key(), message.value()))
-        raise AssertionError(f"{topic} not read to its end within {WAIT_S} s")
+        return [(m.key(), m.value()) for m in poll_to_partition_end(consumer, WAIT_S)]
     finally:
         consumer.close()
 
