@@ -11,7 +11,7 @@ from typing import Any
 from odradek.listeners import read_listeners_file
 from odradek.local.cluster import LISTENERS_FILE
 
-__all__ = ["admin_address", "listener_addresses", "listener_ports"]
+__all__ = ["admin_host_port", "listener_addresses", "listener_ports"]
 
 
 def _bound(member: Any) -> tuple[dict[str, str], str | None]:
@@ -30,7 +30,7 @@ def listener_ports(member: Any) -> dict[str, int]:
     return {name: int(address.rsplit(":", 1)[1]) for name, address in _bound(member)[0].items()}
 
 
-def admin_address(member: Any) -> str:
+def admin_host_port(member: Any) -> str:
     """``host:port`` of ``member``'s admin (metrics, health) listener."""
     address = _bound(member)[1]
     assert address is not None, f"{member.data_dir}: no admin listener bound"

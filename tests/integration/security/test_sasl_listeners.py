@@ -35,7 +35,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from odradek.protocol.schemas import request_schema
 from support.client_errors import librdkafka_errors
 from support.consuming import poll_messages
-from support.listener_ports import admin_address, listener_ports
+from support.listener_ports import admin_host_port, listener_ports
 from support.raw_socket import read_exactly, receive, send
 
 pytestmark = pytest.mark.integration
@@ -90,7 +90,7 @@ def cluster(local_cluster, tmp_path_factory):
         ]
         for future in admin.alter_user_scram_credentials(upserts).values():
             future.result(timeout=WAIT_S)
-        yield ports, Path(broker.data_dir) / "broker.log", ca_file, admin_address(broker)
+        yield ports, Path(broker.data_dir) / "broker.log", ca_file, admin_host_port(broker)
 
 
 def _confluent(ports, mechanism, user, password, listener="SASL", **extra) -> dict:

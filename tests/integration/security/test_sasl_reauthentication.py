@@ -31,7 +31,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from odradek.protocol.schemas import request_schema
 from support.consuming import poll_messages
-from support.listener_ports import admin_address, listener_ports
+from support.listener_ports import admin_host_port, listener_ports
 from support.raw_socket import receive, send
 
 pytestmark = pytest.mark.integration
@@ -67,7 +67,7 @@ def cluster(local_cluster, tmp_path_factory):
             "sue", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"sue-secret"
         )
         admin.alter_user_scram_credentials([upsert])["sue"].result(timeout=WAIT_S)
-        yield ports, admin_address(broker), Path(broker.data_dir) / "broker.log"
+        yield ports, admin_host_port(broker), Path(broker.data_dir) / "broker.log"
 
 
 def _metric(admin_address: str, name: str, labels: str) -> float:
