@@ -11,11 +11,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from odradek.config.topic import TopicConfig
 from odradek.storage.log import Log
 from support.faulty_disk import FaultyFileOps
+from support.kafka_batches import kafka_python_batch
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -33,23 +33,22 @@ def build_batch(
     base_sequence: int = -1,
 ) -> bytes:
     """One magic-2 batch from kafka-python's ``DefaultRecordBatchBuilder``, offsets 0..n-1."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=codec,
-        is_transactional=False,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        batch_size=1 << 30,
-    )
     now = int(time.time() * 1000)
-    for i, (key, value) in enumerate(records):
+
+    def timestamp(i: int) -> int:
         if isinstance(timestamp_ms, Sequence):
-            ts = timestamp_ms[i]
-        else:
-            ts = now if timestamp_ms is None else timestamp_ms
-        builder.append(i, ts, key, value, list(headers))
-    return bytes(builder.build())
+            return timestamp_ms[i]
+        return now if timestamp_ms is None else timestamp_ms
+
+    return bytes(
+        kafka_python_batch(
+            ((i, timestamp(i), key, value, headers) for i, (key, value) in enumerate(records)),
+            codec=codec,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+        )
+    )
 
 
 @pytest.fixture

@@ -5,8 +5,6 @@ transaction are never seen (read_committed)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -16,6 +14,7 @@ from odradek.connect.distributed.kafka_log import KafkaLogError
 from odradek.connect.distributed.stores import ConfigStore, StatusStore, TopicOffsetStore
 from odradek.connect.herder import ConnectorTaskId, State, StatusEntry, TargetState
 from odradek.connect.worker_config import WorkerConfig
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.connect]
 
@@ -109,10 +108,12 @@ def test_offsets_of_an_aborted_transaction_are_not_read(connect_cluster, unique)
         d_key = sf.offset_key("d", {"f": 1})
         plain.produce(offsets.topic, key=d_key, value=b'{"p":0}', partition=0)
         assert plain.flush(30) == 0
-        deadline = time.monotonic() + 30
-        while offsets.all("d") != [({"f": 1}, {"p": 0})] or not offsets.all("c"):
-            assert time.monotonic() < deadline, "the writes were never read"
-            time.sleep(0.1)
+        wait_until(
+            lambda: offsets.all("d") == [({"f": 1}, {"p": 0})] and offsets.all("c"),
+            "the writes read back",
+            30,
+            poll_s=0.1,
+        )
         assert offsets.all("c") == [({"f": 1}, {"p": 2})]
     finally:
         offsets.stop()

@@ -9,6 +9,7 @@ authentication (Kafka's BasicAuthSecurityRestExtension) and forward to each othe
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import re
@@ -29,6 +30,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.local.pki import LocalPki
 from support.clusters import running_cluster
 from support.connect_workers import WorkerProcess, free_port, http, wait_for
+from support.consuming import poll_messages
+from support.waiting import wait_equal, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.connect]
 
@@ -167,11 +170,14 @@ def test_a_standalone_worker_moves_records_file_to_topic_to_file(secured, tmp_pa
         write_properties(tmp_path / "w.properties", settings), log, source, sink
     )
     try:
-        deadline = time.monotonic() + WAIT_S
-        while lines_of(sink_file) != lines and time.monotonic() < deadline:
+
+        def sunk() -> list[str]:
             assert process.poll() is None, log.read_text()[-4000:]
-            time.sleep(0.2)
-        assert lines_of(sink_file) == lines, log.read_text()[-4000:]
+            return lines_of(sink_file)
+
+        wait_equal(
+            sunk, lines, "the sink file's lines", WAIT_S, explain=lambda: log.read_text()[-4000:]
+        )
     finally:
         stop(process)
     assert process.returncode == 0, log.read_text()[-4000:]
@@ -227,13 +233,8 @@ def test_a_distributed_worker_joins_and_runs_a_source(secured, tmp_path):
             }
         )
         consumer.subscribe(["secured-distributed"])
-        seen: list[str] = []
         try:
-            deadline = time.monotonic() + WAIT_S
-            while len(seen) < 10 and time.monotonic() < deadline:
-                message = consumer.poll(0.5)
-                if message is not None and message.error() is None:
-                    seen.append(message.value().decode())
+            seen = [m.value().decode() for m in poll_messages(consumer, 10, WAIT_S)]
         finally:
             consumer.close()
         assert seen == [f"record {i}" for i in range(10)], worker.log.read_text()[-4000:]
@@ -364,10 +365,13 @@ def test_distributed_workers_serve_https_with_basic_auth_and_forward_to_each_oth
                 return False
 
         for process, url, log in workers:
-            deadline = time.monotonic() + WAIT_S
-            while not ready(url, process, log):
-                assert time.monotonic() < deadline, log.read_text()[-4000:]
-                time.sleep(0.3)
+            wait_until(
+                functools.partial(ready, url, process, log),
+                f"the worker at {url} serving",
+                WAIT_S,
+                poll_s=0.3,
+                explain=lambda log=log: log.read_text()[-4000:],
+            )
         url = workers[0][1]
         assert _call("GET", f"{url}/connectors", context, None) == (
             401,
@@ -440,10 +444,17 @@ def test_the_principal_policy_lets_a_connector_produce_as_its_own_principal(secu
     log = tmp_path / "worker.log"
     process = start_standalone(write_properties(tmp_path / "w.properties", settings), log)
     try:
-        deadline = time.monotonic() + WAIT_S
-        while not (found := re.search(r"serving the REST API at (http://\S+)", log.read_text())):
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
-            time.sleep(0.2)
+
+        def serving() -> re.Match[str] | None:
+            assert process.poll() is None, log.read_text()[-4000:]
+            return re.search(r"serving the REST API at (http://\S+)", log.read_text())
+
+        found = wait_until(
+            serving,
+            "the REST API's address in the log",
+            WAIT_S,
+            explain=lambda: log.read_text()[-4000:],
+        )
         url = found.group(1)
         (tmp_path / "worker.txt").write_text("by the worker\n")
         (tmp_path / "no-acl.txt").write_text("by no-acl\n")
@@ -481,10 +492,14 @@ def test_the_principal_policy_lets_a_connector_produce_as_its_own_principal(secu
             tasks = body.get("tasks", []) if status == 200 else []
             return tasks[0]["state"] if tasks else None
 
-        deadline = time.monotonic() + WAIT_S
-        while task_state("as-no-acl") != "FAILED":
-            assert time.monotonic() < deadline, log.read_text()[-4000:]
-            time.sleep(0.5)
+        wait_equal(
+            lambda: task_state("as-no-acl"),
+            "FAILED",
+            "as-no-acl's task state",
+            WAIT_S,
+            poll_s=0.5,
+            explain=lambda: log.read_text()[-4000:],
+        )
         trace = http("GET", f"{url}/connectors/as-no-acl/status")[1]["tasks"][0]["trace"]
         assert "AUTHORIZATION" in trace.upper(), trace
         assert task_state("as-worker") == "RUNNING"

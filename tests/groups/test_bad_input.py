@@ -9,11 +9,12 @@ import asyncio
 from datetime import timedelta
 
 import pytest
-from group_proof.traffic import coordinator_of, create_topic
+from group_proof.traffic import create_topic
 
 from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
 from odradek.protocol import schemas
+from support.proof_lookups import GROUP_KEY, coordinator_of
 
 pytestmark = [pytest.mark.integration]
 
@@ -22,7 +23,7 @@ TIMEOUT_S = 30.0
 
 
 def coordinator_address(state, group: str) -> tuple[str, int]:
-    broker_id = coordinator_of(state.bootstrap_servers, group)
+    broker_id = coordinator_of(state.bootstrap_servers, group, GROUP_KEY)
     member = next(m for m in state.members if m.role == "broker" and m.id == broker_id)
     host, port = member.address.rsplit(":", 1)
     return host, int(port)

@@ -10,16 +10,10 @@ from pathlib import Path
 import pytest
 from group_proof.matrix import libraries
 from group_proof.members import Members, assignment_now, consumed, last_commits
-from group_proof.traffic import (
-    GroupWatch,
-    committed,
-    coordinator_of,
-    create_topic,
-    end_offsets,
-    produce,
-)
+from group_proof.traffic import GroupWatch, committed, create_topic, produce
 
 from odradek.local import cluster
+from support.proof_lookups import GROUP_KEY, coordinator_of, end_offsets
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault]
@@ -53,7 +47,7 @@ def test_commits_survive_the_coordinator_killed_while_members_commit(
     acked = produce(bootstrap, topic, RECORDS, partitions=PARTITIONS)
     ends = end_offsets(acked)
     members = Members(bootstrap, group, topic, tmp_path)
-    coordinator = coordinator_of(bootstrap, group)
+    coordinator = coordinator_of(bootstrap, group, GROUP_KEY)
     killed: list[int] = []
     try:
         for _ in range(3):
@@ -66,7 +60,9 @@ def test_commits_survive_the_coordinator_killed_while_members_commit(
         acknowledged_before = last_commits(members.journals())
         kill_broker(state, coordinator, killed)
         wait_until(
-            lambda: coordinator_of(bootstrap, group) != coordinator, "a new coordinator", WAIT_S
+            lambda: coordinator_of(bootstrap, group, GROUP_KEY) != coordinator,
+            "a new coordinator",
+            WAIT_S,
         )
         wait_until(
             lambda: last_commits(members.journals()) == ends,
@@ -96,7 +92,7 @@ def test_a_rebalance_completes_after_the_coordinator_is_killed_during_it(
     create_topic(bootstrap, topic, PARTITIONS)
     acked = produce(bootstrap, topic, RECORDS // 3, partitions=PARTITIONS)
     members = Members(bootstrap, group, topic, tmp_path)
-    coordinator = coordinator_of(bootstrap, group)
+    coordinator = coordinator_of(bootstrap, group, GROUP_KEY)
     killed: list[int] = []
     try:
         debug = {"client_debug": "cgrp"} if library == "confluent" else {}

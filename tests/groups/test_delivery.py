@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 from group_proof.matrix import ALL_LIBRARIES, libraries
 from group_proof.members import Members, assignment_now, consumed, last_commits
-from group_proof.traffic import committed, create_topic, end_offsets, produce
+from group_proof.traffic import committed, create_topic, produce
 
+from support.proof_lookups import end_offsets
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault]

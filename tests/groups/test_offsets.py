@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient
-from group_proof.traffic import committed, coordinator_of, create_topic
+from group_proof.traffic import committed, create_topic
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.structs import OffsetAndMetadata
@@ -24,6 +24,7 @@ from odradek.coordinator.partitioner import partition_for
 from odradek.errors import ErrorCode
 from odradek.local import cluster
 from odradek.protocol import schemas
+from support.proof_lookups import GROUP_KEY, coordinator_of
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration]
@@ -160,7 +161,7 @@ def test_a_commit_survives_its_coordinator_killed(group_cluster, unique):
         )
     finally:
         consumer.close()
-    coordinator = coordinator_of(bootstrap, group)
+    coordinator = coordinator_of(bootstrap, group, GROUP_KEY)
     current = cluster.ClusterState.read(Path(state.data_dir))
     assert cluster.kill(current.member("broker", coordinator))
     try:
@@ -168,7 +169,9 @@ def test_a_commit_survives_its_coordinator_killed(group_cluster, unique):
             m.address for m in current.members if m.role == "broker" and m.id != coordinator
         )
         wait_until(
-            lambda: coordinator_of(survivors, group) != coordinator, "a new coordinator", WAIT_S
+            lambda: coordinator_of(survivors, group, GROUP_KEY) != coordinator,
+            "a new coordinator",
+            WAIT_S,
         )
         assert committed(bootstrap, group, topic, PARTITIONS) == {0: 100, 1: 101, 2: 102}
     finally:
@@ -193,7 +196,7 @@ def test_a_commit_survives_its_coordinator_killed(group_cluster, unique):
     def led_by_the_restarted_broker() -> bool:
         asked = [TopicPartition(OFFSETS_TOPIC, offsets_partition)]
         admin.elect_leaders(ElectionType.PREFERRED, asked).result(timeout=TIMEOUT_S)
-        return coordinator_of(bootstrap, group) == coordinator
+        return coordinator_of(bootstrap, group, GROUP_KEY) == coordinator
 
     wait_until(led_by_the_restarted_broker, "the restarted broker coordinating again", WAIT_S)
     assert committed(bootstrap, group, topic, PARTITIONS) == expected
@@ -204,7 +207,7 @@ def test_a_commit_is_acknowledged_only_once_the_isr_has_it(group_cluster, unique
     bootstrap = state.bootstrap_servers
     topic, group = unique("topic"), unique("group")
     create_topic(bootstrap, topic, PARTITIONS)
-    coordinator = coordinator_of(bootstrap, group)
+    coordinator = coordinator_of(bootstrap, group, GROUP_KEY)
     address = address_of(state, coordinator)
     assert commit_errors(call(address, commit_request(8, group, {(topic, 0): 1}))) == {
         (topic, 0): ErrorCode.none
@@ -226,7 +229,7 @@ def test_a_commit_is_acknowledged_only_once_the_isr_has_it(group_cluster, unique
             cluster.restart_broker(Path(state.data_dir), broker_id)
 
     def commits() -> bool:
-        coordinator_now = coordinator_of(bootstrap, group)
+        coordinator_now = coordinator_of(bootstrap, group, GROUP_KEY)
         request = commit_request(8, group, {(topic, 0): 3})
         errors = commit_errors(call(address_of(state, coordinator_now), request))
         return errors[(topic, 0)] == ErrorCode.none
@@ -240,8 +243,8 @@ def test_bad_offset_requests_get_kafka_error_codes(group_cluster, unique):
     bootstrap = state.bootstrap_servers
     topic, group, ghost = unique("topic"), unique("group"), unique("ghost")
     create_topic(bootstrap, topic, PARTITIONS)
-    address = address_of(state, coordinator_of(bootstrap, group))
-    ghost_address = address_of(state, coordinator_of(bootstrap, ghost))
+    address = address_of(state, coordinator_of(bootstrap, group, GROUP_KEY))
+    ghost_address = address_of(state, coordinator_of(bootstrap, ghost, GROUP_KEY))
 
     # A generation for a group that does not exist: ILLEGAL_GENERATION, from v9 GROUP_ID_NOT_FOUND.
     for version, code in [(8, ErrorCode.illegal_generation), (9, ErrorCode.group_id_not_found)]:

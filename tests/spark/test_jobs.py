@@ -8,13 +8,14 @@ import datetime
 import importlib.util
 import subprocess
 import sys
-import time
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -96,14 +97,13 @@ def test_command_config_becomes_kafka_options_under_the_flags(job, tmp_path):
 def create_topic(bootstrap: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS)])[topic].result(timeout=WAIT_S)
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
+
+    def led() -> bool:
         found = admin.list_topics(topic, timeout=10).topics.get(topic)
         partitions = found.partitions.values() if found else ()
-        if len(partitions) == PARTITIONS and all(p.leader >= 0 for p in partitions):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"{topic} has no leaders after {WAIT_S} s")
+        return len(partitions) == PARTITIONS and all(p.leader >= 0 for p in partitions)
+
+    wait_until(led, f"{topic}'s leaders", WAIT_S, poll_s=0.1)
 
 
 def sample_records() -> list[tuple[int, bytes | None, bytes | None, int]]:

@@ -311,14 +311,15 @@ def driver_group() -> Iterator[list[subprocess.Popen]]:
 
 
 def assert_group_gone(pgid: int) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def gone() -> bool:
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"process group {pgid} (the driver's JVM?) outlived SIGKILL")
+            return True
+        return False
+
+    wait_until(gone, f"process group {pgid} (the driver's JVM?) gone after SIGKILL", 10, poll_s=0.1)
 
 
 def test_a_driver_killed_mid_batch_resumes_exactly_once(
@@ -338,11 +339,14 @@ def test_a_driver_killed_mid_batch_resumes_exactly_once(
     # Kill once batch 0 is committed and batch 1 is planned but not committed: mid-batch.
     commits = tmp_path / "checkpoint" / "commits"
     offsets = tmp_path / "checkpoint" / "offsets"
-    deadline = time.monotonic() + DRIVER_START_TIMEOUT_S
-    while not ((commits / "0").exists() and (offsets / "1").exists()):
+
+    def batch_1_planned() -> bool:
         assert first.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
-        assert time.monotonic() < deadline, "the driver did not commit a first batch"
-        time.sleep(0.05)
+        return (commits / "0").exists() and (offsets / "1").exists()
+
+    wait_until(
+        batch_1_planned, "the driver's first batch committed", DRIVER_START_TIMEOUT_S, poll_s=0.05
+    )
     assert not (commits / "1").exists(), "batch 1 finished before the kill: raise the delay"
     print(f"PHASE killing at {time.monotonic() - started:.1f} s")
     os.killpg(first.pid, signal.SIGKILL)
@@ -395,11 +399,12 @@ def test_a_new_query_killed_in_batch_0_resumes_from_the_start_it_resolved(
         stderr=log,
     )
     driver_group.append(first)
-    deadline = time.monotonic() + DRIVER_START_TIMEOUT_S
-    while not held.exists():
+
+    def in_batch_0() -> bool:
         assert first.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
-        assert time.monotonic() < deadline, "the driver did not reach batch 0"
-        time.sleep(0.05)
+        return held.exists()
+
+    wait_until(in_batch_0, "the driver in batch 0", DRIVER_START_TIMEOUT_S, poll_s=0.05)
     checkpoint = tmp_path / "checkpoint"
     assert (checkpoint / "offsets" / "0").exists()
     assert not (checkpoint / "commits" / "0").exists()

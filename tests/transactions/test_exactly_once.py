@@ -38,19 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from txn_proof.traffic import (
-    committed,
-    coordinator_of,
-    create_topic,
-    end_offsets,
-    exactly_once,
-    fill,
-    read_all,
-)
+from txn_proof.traffic import committed, create_topic, exactly_once, fill, read_all
 from txn_proof.workers import Workers
 
 from odradek.local import cluster
 from odradek.local.cluster import ClusterState, pid_alive
+from support.proof_lookups import TRANSACTION_KEY, coordinator_of, end_offsets
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault]
@@ -139,7 +132,7 @@ def kill_a_worker(s: Scenario) -> None:
 
 def kill_the_transaction_coordinator(s: Scenario) -> None:
     worker = s.rng.choice(s.workers.workers)
-    coordinator = coordinator_of(s.bootstrap, worker.transactional_id)
+    coordinator = coordinator_of(s.bootstrap, worker.transactional_id, TRANSACTION_KEY)
     s.kill_broker(coordinator, f"coordinator of {worker.transactional_id}")
     s.pause(1.0, 3.0)
     s.restart_killed()

@@ -8,9 +8,10 @@ faults, is ``test_exactly_once``.)"""
 from __future__ import annotations
 
 import pytest
-from txn_proof.traffic import committed, create_topic, end_offsets, exactly_once, fill, read_all
+from txn_proof.traffic import committed, create_topic, exactly_once, fill, read_all
 from txn_proof.workers import Workers
 
+from support.proof_lookups import end_offsets
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault]

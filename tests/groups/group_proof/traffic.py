@@ -1,10 +1,11 @@
 """Topics and records for the group proofs: create a topic and wait until every broker has it
 led, produce acknowledged records (confluent-kafka, acks=all, idempotent), read committed
-offsets with a fresh consumer, and ask who coordinates a group. Every wait is bounded."""
+offsets with a fresh consumer, watch a group's state. Who coordinates a group and the end offsets
+of what was acknowledged are support.proof_lookups' (shared with the transaction proofs). Every
+wait is bounded."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from typing import Any
@@ -12,9 +13,6 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.client.connection import BrokerConnection
-from odradek.client.errors import ClientError
-from odradek.protocol import schemas
 from support.topic_views import led_on_every_broker
 from support.waiting import wait_until
 
@@ -111,13 +109,6 @@ class SteadyProducer:
         client.flush(FLUSH_TIMEOUT_S)
 
 
-def end_offsets(acked: Acked) -> dict[int, int]:
-    ends: dict[int, int] = {}
-    for partition, offset in acked:
-        ends[partition] = max(ends.get(partition, 0), offset + 1)
-    return ends
-
-
 def committed(bootstrap: str, group: str, topic: str, partitions: int = 6) -> dict[int, int]:
     """The group's committed offsets, as a new consumer of the group reads them (OffsetFetch)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
@@ -147,32 +138,3 @@ class GroupWatch:
         except KafkaException:
             return "UNKNOWN", 0
         return found.state.name, len(found.members)
-
-
-def coordinator_of(bootstrap: str, group: str) -> int:
-    """The id of the broker coordinating ``group`` (FindCoordinator v3), asked of the first
-    bootstrap broker that answers (one may just have been killed), retried while the
-    coordinator is not available."""
-
-    async def ask(host: str, port: int) -> int | None:
-        connection = await BrokerConnection.open(host, port)
-        try:
-            for _ in range(100):
-                request = schemas.request_schema(10, 3)(key=group, key_type=0)
-                response = await connection.send(request, timeout_s=ADMIN_TIMEOUT_S)
-                if response.error_code == 0:
-                    return int(response.node_id)
-                await asyncio.sleep(0.2)
-        finally:
-            await connection.close()
-        return None
-
-    for address in bootstrap.split(","):
-        host, port = address.rsplit(":", 1)
-        try:
-            found = asyncio.run(ask(host, int(port)))
-        except (OSError, ClientError):
-            continue
-        if found is not None:
-            return found
-    raise AssertionError(f"no coordinator for {group} at any of {bootstrap}")

@@ -12,6 +12,7 @@ import pytest
 
 from odradek.protocol.codec import encode_request
 from odradek.protocol.schemas import request_schema
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -35,9 +36,12 @@ def test_a_bad_frame_behind_queued_requests_closes_and_counts_once(broker, queue
         sock.sendall(frame * queued + bad)
         while sock.recv(65536):  # until the broker closes the connection
             pass
-    deadline = time.monotonic() + WAIT_S
-    while closed_count(broker, "malformed_frame") == before and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(
+        lambda: closed_count(broker, "malformed_frame") != before,
+        "a malformed_frame close counted",
+        WAIT_S,
+        poll_s=0.05,
+    )
     time.sleep(0.2)  # room for any further count
     assert closed_count(broker, "malformed_frame") == before + 1
     assert sum("(malformed_frame)" in r.getMessage() for r in caplog.records) == 1

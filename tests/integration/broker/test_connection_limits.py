@@ -29,6 +29,7 @@ from odradek.protocol.apis import ApiKey
 from odradek.protocol.codec import encode_request
 from odradek.protocol.framing import LARGE_FRAME_FIRST_BYTES, encode_frame
 from odradek.protocol.schemas import request_schema
+from support.consuming import poll_messages
 from support.netns import NetworkNamespace
 from support.waiting import wait_until
 
@@ -131,12 +132,7 @@ def produce_and_consume(broker, n: int = 50, value: bytes = b"v" * 100) -> None:
         producer.produce(broker.topic, value=value + b"%d" % i, partition=0)
     assert producer.flush(WAIT_S) == 0
     consumer.assign([TopicPartition(broker.topic, 0, start)])
-    got = []
-    deadline = time.monotonic() + WAIT_S
-    while len(got) < n and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            got.append(message.value())
+    got = [message.value() for message in poll_messages(consumer, n, WAIT_S)]
     consumer.close()
     assert got == [value + b"%d" % i for i in range(n)]
 
@@ -340,12 +336,7 @@ def test_fetched_records_never_enter_python(make_broker, monkeypatch):
         {"bootstrap.servers": broker.bootstrap, "group.id": "nocopy", "enable.auto.commit": False}
     )
     consumer.assign([TopicPartition(broker.topic, 0, 0)])
-    got = 0
-    deadline = time.monotonic() + WAIT_S
-    while got < 200 and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            got += 1
+    got = len(poll_messages(consumer, 200, WAIT_S))
     consumer.close()
     assert got == 200
     assert sum(sent) >= 200 * len(value)  # the records left by sendfile

@@ -37,6 +37,7 @@ from odradek.protocol.interbroker import (
     UpdateMetadataRequest,
     UpdateMetadataTopicState,
 )
+from support.consuming import poll_records
 
 pytestmark = pytest.mark.integration
 
@@ -389,11 +390,7 @@ def test_told_to_lead_orders_the_broker_serves_kafka_python(broker, controller, 
         bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
     )
     consumer.assign([TopicPartition(TOPIC, p) for p in PARTITIONS])
-    received = []
-    deadline = time.monotonic() + 20
-    while len(received) < len(sent) and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=500).values():
-            received.extend((r.key, r.value) for r in records)
+    received = [(r.key, r.value) for r in poll_records(consumer, len(sent), 20)]
     consumer.close()
     assert sorted(received) == sorted(sent)
 

@@ -14,6 +14,8 @@ import time
 import pytest
 from prometheus_client import generate_latest
 
+from support.consuming import poll_messages, poll_records
+
 pytestmark = pytest.mark.integration
 
 
@@ -46,11 +48,7 @@ def test_kafka_python_produces_and_consumes(broker, compression):
         consumer_timeout_ms=3000,
     )
     consumer.assign([TopicPartition(broker.topic, p) for p in range(broker.partitions)])
-    received = []
-    deadline = time.monotonic() + 20
-    while len(received) < len(sent) and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=500).values():
-            received.extend(records)
+    received = poll_records(consumer, len(sent), 20)
     consumer.close()
     assert sorted((r.key, r.value) for r in received) == sorted(sent)
     assert all(r.headers == [("h", b"1")] for r in received)
@@ -89,12 +87,7 @@ def test_confluent_kafka_produces_and_consumes_with_null_values(broker):
         }
     )
     consumer.assign([TopicPartition(broker.topic, p, 0) for p in range(broker.partitions)])
-    received = []
-    deadline = time.monotonic() + 20
-    while len(received) < 500 and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            received.append((message.key(), message.value()))
+    received = [(m.key(), m.value()) for m in poll_messages(consumer, 500, 20)]
     consumer.close()
     assert len(received) == 500
     assert sum(1 for _, value in received if value is None) == 50

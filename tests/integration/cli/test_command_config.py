@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from odradek.listeners import read_listeners_file
-from odradek.local.cluster import LISTENERS_FILE, ClusterState
+from odradek.local.cluster import ClusterState
 from odradek.local.pki import LocalPki
 from odradek.local.security import ADMIN_USER, HOSTS, INTERNAL_LISTENER
+from support.listener_ports import listener_addresses
 
 pytestmark = pytest.mark.integration
 
@@ -134,7 +134,7 @@ def test_the_commands_on_odradeks_own_client_speak_ssl(secured, tmp_path):
     cluster's CA is the superuser."""
     _, data_dir = secured
     [broker] = [m for m in ClusterState.read(data_dir).members if m.role == "broker"]
-    listeners, _ = read_listeners_file(Path(broker.data_dir) / LISTENERS_FILE)
+    listeners = listener_addresses(broker)
     pki = LocalPki.create(data_dir / "pki", HOSTS)
     ssl_file = tmp_path / "ssl.properties"
     ssl_file.write_text(

@@ -9,12 +9,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from odradek.local.cluster import ClusterState
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -60,10 +60,12 @@ def tour_dir(tmp_path):
     for member in members:
         if member.is_ours():
             os.kill(member.pid, signal.SIGKILL)
-    deadline = time.monotonic() + KILL_TIMEOUT_S
-    while any(m.is_ours() for m in members) and time.monotonic() < deadline:
-        time.sleep(0.05)  # init reaps them: nothing to wait on by PID
-    assert not [m for m in members if m.is_ours()]
+    wait_until(  # init reaps them: nothing to wait on by PID
+        lambda: not any(m.is_ours() for m in members),
+        "the tour's members gone",
+        KILL_TIMEOUT_S,
+        poll_s=0.05,
+    )
 
 
 def run_line(cwd: Path, command: str) -> subprocess.CompletedProcess:

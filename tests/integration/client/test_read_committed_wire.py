@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.util
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from odradek.protocol.schemas import request_schema
 from odradek.storage.control import ControlType, encode_marker
 from odradek.storage.records import Record, encode_batch
 from odradek.storage.validator import AppendOrigin
+from support.consuming import poll_messages
 
 pytestmark = pytest.mark.integration
 
@@ -143,13 +143,8 @@ def test_librdkafka_reads_committed_records_only(broker, isolation):
         }
     )
     consumer.assign([TopicPartition(real_clients.TOPIC, 0, 0)])
-    received = []
     expected = 3 if isolation == "read_committed" else 6
-    deadline = time.monotonic() + 10
-    while len(received) < expected and time.monotonic() < deadline:
-        message = consumer.poll(0.2)
-        if message is not None and message.error() is None:
-            received.append(message.value())
+    received = [m.value() for m in poll_messages(consumer, expected, 10, poll_s=0.2)]
     consumer.close()
     if isolation == "read_committed":
         # pid 8's record is aborted; pid 9's and what follows it are beyond the LSO

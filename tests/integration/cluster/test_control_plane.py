@@ -9,7 +9,6 @@ the real controller out of that broker. It plays a stale controller on the contr
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from odradek.protocol.interbroker import (
     StopReplicaTopicState,
     UpdateMetadataRequest,
 )
+from support.consuming import poll_records
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -116,11 +116,7 @@ def _consume(state: ClusterState, topic: str, partitions: int, expected: int) ->
     consumer = KafkaConsumer(bootstrap_servers=state.bootstrap_servers, enable_auto_commit=False)
     consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
     consumer.seek_to_beginning()
-    received: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
-    while len(received) < expected and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=500).values():
-            received.extend(r.value for r in records)
+    received = [r.value for r in poll_records(consumer, expected, WAIT_S)]
     consumer.close()
     return received
 

@@ -29,6 +29,7 @@ from odradek.protocol.framing import encode_frame
 from odradek.protocol.schemas import request_schema
 from support.loop_prober import lag_samples_over
 from support.raw_socket import read_exactly
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -86,16 +87,15 @@ def _flood(address: str, topics: tuple, errors: list[BaseException], sent: threa
 def test_a_reassignment_listing_flood_does_not_delay_a_failover(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic(TOPIC, 1, 2)])[TOPIC].result(timeout=WAIT_S)
-    deadline = time.monotonic() + WAIT_S
-    while True:
+
+    def led() -> int | None:
         try:
             leader = _leader(cluster)
-            if leader >= 0:
-                break
         except Exception:  # noqa: BLE001 - not there yet
-            pass
-        assert time.monotonic() < deadline, "the topic got no leader"
-        time.sleep(0.2)
+            return None
+        return leader if leader >= 0 else None
+
+    leader = wait_until(led, "the topic's leader", WAIT_S)
     brokers = {m.id: m for m in cluster.members if m.role == "broker"}
     [controller] = [m for m in cluster.members if m.role == "controller"]
     victim, survivor = brokers[leader], next(m for i, m in brokers.items() if i != leader)

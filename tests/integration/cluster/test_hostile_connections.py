@@ -34,6 +34,7 @@ from odradek.local.cluster import pid_alive
 from odradek.protocol.codec import encode_request
 from odradek.protocol.framing import encode_frame
 from odradek.protocol.schemas import request_schema
+from support.consuming import poll_messages
 from support.processes import rss_bytes
 from support.waiting import wait_until
 
@@ -250,11 +251,6 @@ def test_hostile_connections_cannot_exhaust_memory_or_starve_clients(broker):
         {"bootstrap.servers": bootstrap, "group.id": "hostile", "enable.auto.commit": False}
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
-    received = 0
-    deadline = time.monotonic() + WAIT_S
-    while received < 451 and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            received += 1
+    received = len(poll_messages(consumer, 451, WAIT_S))
     consumer.close()
     assert received == 1 + 100 + 300 + 50

@@ -8,12 +8,13 @@ broker creates them on the healthy dir instead of refusing them for fear of the 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+
+from support.consuming import poll_records
 
 pytestmark = pytest.mark.integration
 
@@ -59,11 +60,7 @@ def test_a_new_topic_is_created_and_served_on_the_healthy_dir(running):
     consumer = KafkaConsumer(bootstrap_servers=state.bootstrap_servers, enable_auto_commit=False)
     consumer.assign([TopicPartition("fresh", p) for p in range(PARTITIONS)])
     consumer.seek_to_beginning()
-    received: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
-    while len(received) < len(sent) and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=500).values():
-            received.extend(r.value for r in records)
+    received = [r.value for r in poll_records(consumer, len(sent), WAIT_S)]
     consumer.close()
     assert sorted(received) == sorted(sent)
     assert sorted(d.name for d in (broker_dir / "disk-0").glob("fresh-*")) == [

@@ -13,7 +13,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
 from odradek.listeners import read_listeners_file
 from odradek.protocol import schemas
+from support.consuming import poll_records
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -191,11 +191,7 @@ def test_a_client_bootstrapped_on_a_listener_stays_on_it(cluster):
     consumer = KafkaConsumer(bootstrap_servers=external, enable_auto_commit=False)
     consumer.assign([TopicPartition("outside", p) for p in range(4)])
     consumer.seek_to_beginning()
-    received: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
-    while len(received) < len(sent) and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=500).values():
-            received.extend(r.value for r in records)
+    received = [r.value for r in poll_records(consumer, len(sent), WAIT_S)]
     consumer.close()
     assert sorted(received) == sorted(sent)
 

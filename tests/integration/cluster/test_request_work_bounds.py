@@ -24,18 +24,17 @@ import struct
 import time
 from datetime import timedelta
 from importlib import import_module
-from pathlib import Path
 
 import pytest
 
-from odradek.listeners import read_listeners_file
-from odradek.local.cluster import LISTENERS_FILE
 from odradek.protocol import interbroker
 from odradek.protocol.codec import decode_response, encode_request
 from odradek.protocol.framing import encode_frame
 from odradek.protocol.schemas import request_schema
+from support.listener_ports import listener_addresses
 from support.loop_prober import Prober, lag_samples_over
 from support.raw_socket import read_exactly
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -435,14 +434,13 @@ def _topic(broker) -> None:
         allow_auto_topic_creation=False,
         include_topic_authorized_operations=False,
     )
-    deadline = time.monotonic() + ANSWER_TIMEOUT_S
-    while True:
+
+    def led() -> bool:
         frame, _ = send(broker.address, asked)
         [found] = decode_response(3, 12, frame).body.topics
-        if found.error_code == 0 and found.partitions and found.partitions[0].leader_id >= 0:
-            break
-        assert time.monotonic() < deadline, f"{TOPIC} has no leader"
-        time.sleep(0.2)
+        return found.error_code == 0 and found.partitions and found.partitions[0].leader_id >= 0
+
+    wait_until(led, f"{TOPIC}'s leader", ANSWER_TIMEOUT_S)
     _made[TOPIC] = True
 
 
@@ -496,9 +494,7 @@ def _fetch_session(address: str) -> int:
 
 def _internal_address(broker) -> str:
     """The broker's inter-broker listener (WriteTxnMarkers is served there only)."""
-    bound = read_listeners_file(Path(broker.data_dir) / LISTENERS_FILE)
-    assert bound is not None, f"the broker wrote no {LISTENERS_FILE}"
-    return bound[0]["INTERNAL"]
+    return listener_addresses(broker)["INTERNAL"]
 
 
 _made: dict[str, object] = {}  # what the shapes set up once for the module
@@ -1095,15 +1091,18 @@ def _wait_for_coordinators(address: str) -> None:
     """Until both coordinators' topics exist and are led here: their creation (and the broker
     becoming leader of their partitions) is work of its own, not the request's under test."""
     request = request_schema(10, 4)
-    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+
+    def found(key_type: int, key: str) -> bool:
+        frame, _ = send(address, request(key_type=key_type, coordinator_keys=(key,)))
+        [coordinator] = decode_response(10, 4, frame).body.coordinators
+        return coordinator.error_code == 0
+
     for key_type, key in ((0, "work-bounds"), (1, "work-bounds")):
-        while True:
-            frame, _ = send(address, request(key_type=key_type, coordinator_keys=(key,)))
-            [found] = decode_response(10, 4, frame).body.coordinators
-            if found.error_code == 0:
-                break
-            assert time.monotonic() < deadline, f"no coordinator for key type {key_type}"
-            time.sleep(0.2)
+        wait_until(
+            lambda: found(key_type, key),  # noqa: B023 (called in this iteration)
+            f"a coordinator for key type {key_type}",
+            ANSWER_TIMEOUT_S,
+        )
 
 
 def send(address: str, request) -> tuple[bytes, float]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import struct
-import time
 from datetime import timedelta
 
 import pytest
@@ -15,6 +14,7 @@ from kio.schema.produce.v9 import request as produce_v9
 
 from odradek.client.connection import BrokerConnection
 from odradek.storage.batch import CRC_OFFSET, HEADER_SIZE, HEADER_STRUCT, compute_crc
+from support.consuming import poll_messages
 
 pytestmark = pytest.mark.integration
 
@@ -354,13 +354,8 @@ def test_a_batch_that_lies_about_its_record_count_is_refused_untouched(
     )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        received = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(received) < 2 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None:
-                assert message.error() is None, message.error()
-                received.append((message.offset(), message.value()))
+        read = poll_messages(consumer, 2, TIMEOUT_S, raise_errors=True)
+        received = [(m.offset(), m.value()) for m in read]
         assert received == [(0, b"before"), (1, b"after")]
     finally:
         consumer.close()

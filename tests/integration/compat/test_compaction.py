@@ -12,6 +12,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 from odradek.errors import CorruptRecordError
 from odradek.storage.batch import DELETE_HORIZON_MASK, BatchHeader, iter_batches
+from support.consuming import poll_messages, poll_records
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -88,11 +89,8 @@ def test_consumers_read_record_timestamps_from_a_batch_with_a_delete_horizon(
     try:
         consumer.assign([TopicPartition(topic, 0)])
         consumer.seek_to_beginning()
-        received = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(received) < len(expected) and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=200).values():
-                received += [(r.offset, r.key, r.value, r.timestamp) for r in batch]
+        read = poll_records(consumer, len(expected), TIMEOUT_S, poll_ms=200)
+        received = [(r.offset, r.key, r.value, r.timestamp) for r in read]
     finally:
         consumer.close()
     assert received == expected
@@ -106,15 +104,8 @@ def test_consumers_read_record_timestamps_from_a_batch_with_a_delete_horizon(
     )
     try:
         consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
-        received = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(received) < len(expected) and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            assert message.error() is None, message.error()
-            _, timestamp_ms = message.timestamp()
-            received.append((message.offset(), message.key(), message.value(), timestamp_ms))
+        read = poll_messages(consumer, len(expected), TIMEOUT_S, poll_s=0.2, raise_errors=True)
+        received = [(m.offset(), m.key(), m.value(), m.timestamp()[1]) for m in read]
     finally:
         consumer.close()
     assert received == expected

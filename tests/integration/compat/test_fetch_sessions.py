@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.produce.v9 import request as produce_v9
 
 from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
+from support.consuming import poll_records
+from support.kafka_batches import kafka_python_batch
 
 pytestmark = pytest.mark.integration
 
@@ -32,18 +33,8 @@ def admin(bootstrap):
 
 
 def batch(values: list[bytes]) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for offset, value in enumerate(values):
-        builder.append(offset, int(time.time() * 1000), None, value, [])
-    return bytes(builder.build())
+    now_ms = int(time.time() * 1000)
+    return bytes(kafka_python_batch((i, now_ms, None, v, ()) for i, v in enumerate(values)))
 
 
 async def produce(conn: BrokerConnection, topic: str, partition: int, values: list[bytes]) -> None:
@@ -225,10 +216,9 @@ def test_kafka_python_consumes_every_record_through_incremental_sessions(
                 producer.send(topic, value=b"%d-%d" % (round_, i), partition=i % partitions)
             producer.flush(timeout=CONSUME_TIMEOUT_S)
             sent += 60
-            deadline = time.monotonic() + CONSUME_TIMEOUT_S
-            while len(received) < sent and time.monotonic() < deadline:
-                for batch_ in consumer.poll(timeout_ms=200).values():
-                    received.extend((r.partition, r.offset, r.value) for r in batch_)
+            left = sent - len(received)
+            read = poll_records(consumer, left, CONSUME_TIMEOUT_S, poll_ms=200)
+            received.extend((r.partition, r.offset, r.value) for r in read)
             assert len(received) == sent, f"round {round_}: {len(received)} of {sent}"
         for batch_ in consumer.poll(timeout_ms=500).values():  # nothing more, no duplicates
             received.extend((r.partition, r.offset, r.value) for r in batch_)

@@ -8,6 +8,8 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 
+from support.consuming import poll_records
+
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 20
@@ -44,11 +46,7 @@ def consume(bootstrap, topic, partitions, expected):
     try:
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         consumer.seek_to_beginning()
-        received = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(received) < expected and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=200).values():
-                received.extend(batch)
+        received = poll_records(consumer, expected, TIMEOUT_S, poll_ms=200)
         # Nothing more than expected arrives.
         for batch in consumer.poll(timeout_ms=300).values():
             received.extend(batch)

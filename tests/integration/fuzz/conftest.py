@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from odradek.local.pki import LocalPki
 from odradek.local.security import HOSTS
 from odradek.protocol import schemas
 from odradek.protocol.apis import ApiKey
+from support.waiting import wait_until
 
 BROKERS = 2
 MAX_FRAME_BYTES = 16 * 1024 * 1024  # socket.request.max.bytes: the fuzz's frames are smaller
@@ -118,24 +118,24 @@ def _create_topics(
     futures = admin.create_topics(new_topics)
     for future in futures.values():
         future.result(timeout=WAIT_S)
-    deadline = time.monotonic() + WAIT_S
-    while True:  # until every partition has a leader, as a client sees it
+
+    def led():  # the metadata once every partition has a leader, as a client sees it
         metadata = admin.list_topics(timeout=10)
-        led = all(
-            name in metadata.topics
-            and len(metadata.topics[name].partitions) == count
-            and all(p.leader >= 0 for p in metadata.topics[name].partitions.values())
-            for name, (count, _) in wanted.items()
+        return (
+            metadata
+            if all(
+                name in metadata.topics
+                and len(metadata.topics[name].partitions) == count
+                and all(p.leader >= 0 for p in metadata.topics[name].partitions.values())
+                for name, (count, _) in wanted.items()
+            )
+            else None
         )
-        if led:
-            return {
-                (name, p.id): p.leader
-                for name in wanted
-                for p in metadata.topics[name].partitions.values()
-            }
-        if time.monotonic() > deadline:
-            raise AssertionError(f"topics not led after {WAIT_S} s")
-        time.sleep(0.2)
+
+    metadata = wait_until(led, "every partition of the topics led", WAIT_S)
+    return {
+        (name, p.id): p.leader for name in wanted for p in metadata.topics[name].partitions.values()
+    }
 
 
 def _client_pools(member: Member, brokers: tuple[Member, ...], leaders, **extra) -> Pools:

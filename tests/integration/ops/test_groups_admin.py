@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 
 from odradek.local.cluster import ClusterState
+from support.consuming import poll_messages
 
 pytestmark = pytest.mark.integration
 
@@ -268,13 +269,7 @@ def test_a_live_group_describes_members_and_refuses_delete_and_reset(cluster_dir
     )
     try:
         consumer.subscribe([topic])
-        deadline = time.monotonic() + 60
-        consumed = 0
-        while consumed < 5 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                consumed += 1
-        assert consumed >= 5
+        assert len(poll_messages(consumer, 5, 60)) >= 5
         consumer.commit(asynchronous=False)
 
         shown = odradek(

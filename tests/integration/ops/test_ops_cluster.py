@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from odradek.ops.throttles import (
     LEADER_REPLICAS,
     topic_throttles,
 )
+from support.waiting import wait_equal, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -64,16 +64,16 @@ def create_topic(bootstrap: str, partitions: int, replicas: dict[int, list[int]]
         topic = NewTopic(name, num_partitions=partitions, replication_factor=2)
         admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the result comes
         admin.create_topics([topic])[name].result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def led() -> bool:
         view = asyncio.run(_view(bootstrap))
         mine = [p for tp, p in view.partitions.items() if tp.topic == name]
-        if len(mine) == (len(replicas) if replicas else partitions) and all(
+        return len(mine) == (len(replicas) if replicas else partitions) and all(
             p.leader >= 0 for p in mine
-        ):
-            return name
-        time.sleep(0.2)
-    raise AssertionError(f"topic {name} not led within 30 s")
+        )
+
+    wait_until(led, f"topic {name} led", 30)
+    return name
 
 
 def produce(bootstrap: str, topic: str, n_bytes: int) -> None:
@@ -179,13 +179,13 @@ def test_cancel_restores_the_replicas_and_clears_throttles(bootstrap):
         asyncio.run(ops.execute(bootstrap, plan))
     cancelled = asyncio.run(ops.cancel(bootstrap, plan))
     assert cancelled == [TopicPartition(topic, 0)]
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        now = asyncio.run(_view(bootstrap)).partitions[TopicPartition(topic, 0)]
-        if now.replicas == (1, 2):
-            break
-        time.sleep(0.5)
-    assert now.replicas == (1, 2)
+    wait_equal(
+        lambda: asyncio.run(_view(bootstrap)).partitions[TopicPartition(topic, 0)].replicas,
+        (1, 2),
+        "the cancelled reassignment's replicas",
+        WAIT_S,
+        poll_s=0.5,
+    )
     assert not is_dynamic(configs(bootstrap, ResourceType.TOPIC, topic)[LEADER_REPLICAS])
     assert not is_dynamic(configs(bootstrap, ResourceType.BROKER, "3")[FOLLOWER_RATE])
 
@@ -255,9 +255,7 @@ def test_rebalance_after_adding_a_broker(cluster_dir, bootstrap):
     topic = create_topic(bootstrap, 6)
     produce(bootstrap, topic, 100_000)
     local.add_broker(root / "var" / "local", 5, rack="b")
-    deadline = time.monotonic() + 30
-    while 5 not in asyncio.run(_view(bootstrap)).brokers and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: 5 in asyncio.run(_view(bootstrap)).brokers, "broker 5 registered", 30)
     prepared = asyncio.run(ops.prepare_rebalance(bootstrap))
     assert prepared.plan.replica_moves > 0
     assert any(5 in m.adding for m in prepared.plan)

@@ -14,7 +14,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -25,11 +24,13 @@ from kio.schema.produce.v9 import request as produce_request
 from odradek.client.admin import ClusterClient
 from odradek.client.connection import BrokerConnection
 from odradek.errors import ErrorCode
-from odradek.listeners import read_listeners_file
-from odradek.local.cluster import LISTENERS_FILE, ClusterState
+from odradek.local.cluster import ClusterState
 from odradek.ops import transactions as txn_ops
 from odradek.ops.cluster import read_cluster
 from odradek.storage.records import Record, encode_batch
+from support.consuming import poll_to_partition_end
+from support.listener_ports import listener_addresses
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -63,9 +64,7 @@ def internal(cluster_state) -> str:
     addresses = []
     for member in cluster_state.members:
         if member.role == "broker":
-            bound = read_listeners_file(Path(member.data_dir) / LISTENERS_FILE)
-            assert bound is not None
-            addresses.append(bound[0][cluster_state.internal_listener])
+            addresses.append(listener_addresses(member)[cluster_state.internal_listener])
     return ",".join(addresses)
 
 
@@ -168,15 +167,7 @@ def test_list_describe_and_abort_an_open_transaction(bootstrap, internal):
     )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        seen = []
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is None:
-                continue
-            if message.error():
-                break  # end of partition
-            seen.append(message.value())
+        seen = [m.value() for m in poll_to_partition_end(consumer, WAIT_S)]
         assert seen == [], "records of the aborted transaction were delivered"
     finally:
         consumer.close()
@@ -238,16 +229,17 @@ def write_hanging_transaction(bootstrap: str, topic: str, timestamp_ms: int) -> 
             ),
         ),
     )
-    deadline = time.monotonic() + WAIT_S
-    while True:  # until the new topic's leader hosts it
+
+    def hosted():  # the answer once the new topic's leader hosts it
         (partition,) = send(bootstrap, request).responses[0].partition_responses
         if partition.error_code not in (
             ErrorCode.unknown_topic_or_partition,
             ErrorCode.not_leader_or_follower,
         ):
-            break
-        assert time.monotonic() < deadline, partition
-        time.sleep(0.2)
+            return partition
+        return None
+
+    partition = wait_until(hosted, f"{topic}'s leader to take the batch", WAIT_S)
     assert partition.error_code == ErrorCode.none, partition
     return int(init.producer_id)
 

@@ -20,10 +20,8 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
-import trustme
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
 from aiokafka.helpers import create_ssl_context
@@ -46,13 +44,14 @@ from confluent_kafka.admin import (
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
-from odradek.listeners import read_listeners_file
 from support.client_errors import librdkafka_errors
+from support.consuming import poll_messages
+from support.listener_ports import listener_ports
+from support.tls_cluster import cluster_overrides, write_pki
 
 pytestmark = pytest.mark.integration
 
 WAIT_S = 30.0
-RULES = "RULE:^CN=([^,]*).*$/$1/,DEFAULT"
 PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -69,33 +68,8 @@ MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "mTLS")
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    root = tmp_path_factory.mktemp("matrix-pki")
-    ca = trustme.CA(organization_name="Odradek tests")
-    files = {"ca": root / "ca.pem"}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    for name in ("broker", "controller", "admin", "alice"):
-        cert = ca.issue_cert("127.0.0.1", "localhost", common_name=name)
-        for suffix, blob in (
-            ("", cert.private_key_and_cert_chain_pem),
-            ("_cert", cert.cert_chain_pems[0]),
-            ("_key", cert.private_key_pem),
-        ):
-            files[f"{name}{suffix}"] = root / f"{name}{suffix}.pem"
-            blob.write_to_path(str(files[f"{name}{suffix}"]))
-    return files
-
-
-def _stores(keystore: Path, ca: Path) -> dict[str, str]:
-    return {
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(ca),
-        "ssl.client.auth": "required",
-        "ssl.principal.mapping.rules": RULES,
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:broker;User:controller;User:admin",
-    }
+    names = ("broker", "controller", "admin", "alice")
+    return write_pki(tmp_path_factory.mktemp("matrix-pki"), names)
 
 
 def _acl(resource, name, pattern, principal, operation) -> AclBinding:
@@ -135,21 +109,14 @@ def _topic(client: str, mechanism: str) -> str:
 @pytest.fixture(scope="module")
 def cluster(pki, local_cluster, tmp_path_factory):
     """(ports by listener name, the super user's AdminClient)."""
-    broker_overrides = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,CONTROL_PLANE://127.0.0.1:0,"
-        "INTERNAL://127.0.0.1:0,SASLSSL://127.0.0.1:0,MTLS://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROL_PLANE:SSL,INTERNAL:SSL,"
-        "SASLSSL:SASL_SSL,MTLS:SSL",
-        "inter.broker.listener.name": "INTERNAL",
-        **_stores(pki["broker"], pki["ca"]),
+    broker_overrides, controller_overrides = cluster_overrides(
+        pki, client_listeners={"SASLSSL": "SASL_SSL", "MTLS": "SSL"}, acls=True
+    )
+    broker_overrides |= {
         "listener.name.saslssl.ssl.client.auth": "none",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.saslssl.plain.sasl.jaas.config": PLAIN_JAAS,
         "group.initial.rebalance.delay.ms": "0",
-    }
-    controller_overrides = {
-        "listener.security.protocol.map": "CONTROLLER:SSL",
-        **_stores(pki["controller"], pki["ca"]),
     }
     data_dir = tmp_path_factory.mktemp("matrix-cluster")
     with local_cluster(
@@ -158,10 +125,7 @@ def cluster(pki, local_cluster, tmp_path_factory):
         broker_overrides=broker_overrides,
         controller_overrides=controller_overrides,
     ) as state:
-        broker = next(m for m in state.members if m.role == "broker")
-        bound = read_listeners_file(Path(broker.data_dir) / "listeners.json")
-        assert bound is not None
-        ports = {name: int(address.rsplit(":", 1)[1]) for name, address in bound[0].items()}
+        ports = listener_ports(next(m for m in state.members if m.role == "broker"))
         admin = AdminClient(_librdkafka(ports, pki, "mTLS", "admin"))
         upserts = [
             UserScramCredentialUpsertion(
@@ -265,19 +229,12 @@ def _round_trip_confluent(config: dict, topic: str, sent: list[bytes]) -> list[b
     assert producer.flush(WAIT_S) == 0
     consumer = Consumer({**config, "group.id": topic, "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
-    received: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
     try:
-        while len(received) < len(sent) and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            assert message.error() is None, message.error()
-            received.append(message.value())
+        read = poll_messages(consumer, len(sent), WAIT_S, raise_errors=True)
         consumer.commit(asynchronous=False)
     finally:
         consumer.close()
-    return received
+    return [m.value() for m in read]
 
 
 def _round_trip_kafka_python(config: dict, topic: str, sent: list[bytes]) -> list[bytes]:
@@ -392,17 +349,11 @@ def _read_committed(config: dict, topic: str, count: int) -> list[bytes]:
         }
     )
     consumer.subscribe([topic])
-    received: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
     try:
-        while len(received) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None:
-                assert message.error() is None, message.error()
-                received.append(message.value())
+        read = poll_messages(consumer, count, WAIT_S, raise_errors=True)
     finally:
         consumer.close()
-    return received
+    return [m.value() for m in read]
 
 
 def test_alice_commits_a_transaction_with_confluent_kafka_and_kafka_python(cluster, pki):

@@ -12,61 +12,32 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from pathlib import Path
 
 import pytest
-import trustme
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
-from odradek.listeners import read_listeners_file
+from support.listener_ports import listener_ports
+from support.tls_cluster import cluster_overrides, write_pki
+from support.waiting import wait_equal
 
 pytestmark = pytest.mark.integration
 
 WAIT_S = 30.0
 RECORDS = 300
-RULES = "RULE:^CN=([^,]*).*$/$1/,DEFAULT"
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA(organization_name="Odradek tests")
-    files = {"ca": root / "ca.pem"}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    for name in ("broker", "controller", "mallory"):
-        cert = ca.issue_cert("127.0.0.1", "localhost", common_name=name)
-        files[name] = root / f"{name}.pem"
-        cert.private_key_and_cert_chain_pem.write_to_path(str(files[name]))
-    return files
-
-
-def _mtls(prefix: str, keystore: Path, ca: Path) -> dict[str, str]:
-    return {
-        f"{prefix}ssl.keystore.type": "PEM",
-        f"{prefix}ssl.keystore.location": str(keystore),
-        f"{prefix}ssl.truststore.type": "PEM",
-        f"{prefix}ssl.truststore.location": str(ca),
-        f"{prefix}ssl.client.auth": "required",
-        f"{prefix}ssl.principal.mapping.rules": RULES,
-    }
+    return write_pki(tmp_path_factory.mktemp("pki"), ("broker", "controller", "mallory"))
 
 
 @pytest.fixture(scope="module")
 def cluster(pki, local_cluster, tmp_path_factory):
-    """(the client bootstrap, the brokers' listeners.json paths, the brokers' data dirs)."""
-    broker_overrides = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,CONTROL_PLANE://127.0.0.1:0,INTERNAL://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROL_PLANE:SSL,INTERNAL:SSL",
-        "inter.broker.listener.name": "INTERNAL",
-        **_mtls("", pki["broker"], pki["ca"]),
-    }
-    controller_overrides = {
-        "listener.security.protocol.map": "CONTROLLER:SSL",
-        **_mtls("", pki["controller"], pki["ca"]),
-    }
+    """The running cluster's state."""
+    broker_overrides, controller_overrides = cluster_overrides(pki)
     data_dir = tmp_path_factory.mktemp("mtls-cluster")
     with local_cluster(
         data_dir,
@@ -75,12 +46,6 @@ def cluster(pki, local_cluster, tmp_path_factory):
         controller_overrides=controller_overrides,
     ) as state:
         yield state
-
-
-def _listeners(member) -> dict[str, int]:
-    bound = read_listeners_file(Path(member.data_dir) / "listeners.json")
-    assert bound is not None
-    return {name: int(address.rsplit(":", 1)[1]) for name, address in bound[0].items()}
 
 
 def test_brokers_replicate_and_the_controller_leads_over_mutual_tls(cluster):
@@ -93,20 +58,23 @@ def test_brokers_replicate_and_the_controller_leads_over_mutual_tls(cluster):
     for i in range(RECORDS):
         producer.produce(topic, b"%d" % i)
     assert producer.flush(WAIT_S) == 0
-    deadline = time.monotonic() + WAIT_S
-    while True:  # every replica in sync: the followers fetch over the INTERNAL listener
-        partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
-        if all(len(p.isrs) == 3 for p in partitions) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert all(len(p.isrs) == 3 for p in partitions), [p.isrs for p in partitions]
+    wait_equal(  # every replica in sync: the followers fetch over the INTERNAL listener
+        lambda: [
+            len(p.isrs)
+            for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
+        ],
+        [3, 3],
+        "the ISR sizes",
+        WAIT_S,
+    )
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "mtls", "auto.offset.reset": "earliest"}
     )
     consumer.subscribe([topic])
     values = set()
+    deadline = time.monotonic() + WAIT_S
     try:
-        while len(values) < RECORDS and time.monotonic() < deadline + WAIT_S:
+        while len(values) < RECORDS and time.monotonic() < deadline:
             message = consumer.poll(0.5)
             if message is not None and message.error() is None:
                 values.add(int(message.value()))
@@ -119,7 +87,7 @@ def test_the_internal_listeners_refuse_a_peer_without_a_certificate(cluster, pki
     broker = next(m for m in cluster.members if m.role == "broker")
     controller = next(m for m in cluster.members if m.role == "controller")
     ports = [
-        *(port for name, port in _listeners(broker).items() if name != "PLAINTEXT"),
+        *(port for name, port in listener_ports(broker).items() if name != "PLAINTEXT"),
         int(controller.address.rsplit(":", 1)[1]),
     ]
     no_certificate = ssl.create_default_context(cafile=str(pki["ca"]))

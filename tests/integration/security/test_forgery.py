@@ -23,10 +23,8 @@ import ssl
 import time
 import uuid
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-import trustme
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -43,7 +41,6 @@ from proof.workload import Producers, WorkloadConfig, read_all
 from odradek.client.connection import BrokerConnection
 from odradek.client.errors import ClientError
 from odradek.errors import ErrorCode
-from odradek.listeners import read_listeners_file
 from odradek.protocol import interbroker, schemas
 from odradek.protocol.apis import ApiKey
 from odradek.protocol.interbroker import (
@@ -53,59 +50,27 @@ from odradek.protocol.interbroker import (
     LeaderAndIsrTopicState,
 )
 from odradek.zk.paths import partition_state_path
+from support.listener_ports import listener_ports
 from support.requests import entry_type, fill
+from support.tls_cluster import cluster_overrides, write_pki
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "forged"
 WAIT_S = 30.0
-RULES = "RULE:^CN=([^,]*).*$/$1/,DEFAULT"
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA(organization_name="Odradek tests")
-    files = {"ca": root / "ca.pem"}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    for name in ("broker", "controller", "admin", "mallory"):
-        cert = ca.issue_cert("127.0.0.1", "localhost", common_name=name)
-        files[name] = root / f"{name}.pem"
-        cert.private_key_and_cert_chain_pem.write_to_path(str(files[name]))
-        files[f"{name}_cert"] = root / f"{name}.crt"
-        files[f"{name}_key"] = root / f"{name}.key"
-        cert.cert_chain_pems[0].write_to_path(str(files[f"{name}_cert"]))
-        cert.private_key_pem.write_to_path(str(files[f"{name}_key"]))
-    return files
-
-
-def _stores(keystore: Path, ca: Path) -> dict[str, str]:
-    return {
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(ca),
-        "ssl.client.auth": "required",
-        "ssl.principal.mapping.rules": RULES,
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:broker;User:controller;User:admin",
-    }
+    return write_pki(tmp_path_factory.mktemp("pki"), ("broker", "controller", "admin", "mallory"))
 
 
 @pytest.fixture(scope="module")
 def cluster(pki, local_cluster, tmp_path_factory):
-    broker_overrides = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,CONTROL_PLANE://127.0.0.1:0,"
-        "INTERNAL://127.0.0.1:0,MTLS://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROL_PLANE:SSL,INTERNAL:SSL,"
-        "MTLS:SSL",
-        "inter.broker.listener.name": "INTERNAL",
-        **_stores(pki["broker"], pki["ca"]),
-    }
-    controller_overrides = {
-        "listener.security.protocol.map": "CONTROLLER:SSL",
-        **_stores(pki["controller"], pki["ca"]),
-    }
+    broker_overrides, controller_overrides = cluster_overrides(
+        pki, client_listeners={"MTLS": "SSL"}, acls=True
+    )
     data_dir = tmp_path_factory.mktemp("forgery-cluster")
     with local_cluster(
         data_dir,
@@ -114,12 +79,6 @@ def cluster(pki, local_cluster, tmp_path_factory):
         controller_overrides=controller_overrides,
     ) as state:
         yield state
-
-
-def _ports(member) -> dict[str, int]:
-    bound = read_listeners_file(Path(member.data_dir) / "listeners.json")
-    assert bound is not None
-    return {name: int(address.rsplit(":", 1)[1]) for name, address in bound[0].items()}
 
 
 def _context(pki, name: str | None) -> ssl.SSLContext:
@@ -258,7 +217,7 @@ def _attacks(cluster, pki) -> list[tuple[str, object]]:
         ),
         live_leaders=(),
     )
-    answer = _send(_ports(follower)["CONTROL_PLANE"], lead, mallory)
+    answer = _send(listener_ports(follower)["CONTROL_PLANE"], lead, mallory)
     results.append(("LeaderAndIsr", answer.error_code))
     # WriteTxnMarkers to the leader's inter-broker listener: commit a transaction of nobody's.
     markers_type = schemas.request_schema(ApiKey.WRITE_TXN_MARKERS, 1)
@@ -279,7 +238,7 @@ def _attacks(cluster, pki) -> list[tuple[str, object]]:
         ),
     )
     leader_member = next(b for b in brokers if b.id == leader)
-    answer = _send(_ports(leader_member)["INTERNAL"], markers, mallory)
+    answer = _send(listener_ports(leader_member)["INTERNAL"], markers, mallory)
     results.append(
         (
             "WriteTxnMarkers",
@@ -314,7 +273,7 @@ def _attacks(cluster, pki) -> list[tuple[str, object]]:
         ),
     )
     for listener, tls in (("PLAINTEXT", None), ("INTERNAL", mallory)):
-        answer = _send(_ports(leader_member)[listener], fetch, tls)
+        answer = _send(listener_ports(leader_member)[listener], fetch, tls)
         results.append(
             (
                 f"follower Fetch on {listener}",
@@ -326,7 +285,7 @@ def _attacks(cluster, pki) -> list[tuple[str, object]]:
 
 def test_forged_cluster_requests_are_refused_and_no_acknowledged_record_is_lost(cluster, pki):
     brokers = [m for m in cluster.members if m.role == "broker"]
-    mtls = ",".join(f"127.0.0.1:{_ports(b)['MTLS']}" for b in brokers)
+    mtls = ",".join(f"127.0.0.1:{listener_ports(b)['MTLS']}" for b in brokers)
     admin = AdminClient(
         {
             "bootstrap.servers": mtls,
@@ -340,10 +299,11 @@ def test_forged_cluster_requests_are_refused_and_no_acknowledged_record_is_lost(
         timeout=WAIT_S
     )
     _grant_clients(admin)
-    deadline = time.monotonic() + WAIT_S
-    while len(admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0].isrs) < 3:
-        assert time.monotonic() < deadline, "the ISR did not fill"
-        time.sleep(0.2)
+    wait_until(
+        lambda: len(admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0].isrs) >= 3,
+        "the ISR filled",
+        WAIT_S,
+    )
     before = _zk_facts(cluster, TOPIC)
 
     config = WorkloadConfig(topic=TOPIC, partitions=1, producers=2, records_per_s=200)
@@ -380,8 +340,8 @@ def test_without_a_certificate_there_is_no_handshake_on_the_cluster_listeners(cl
     broker = next(m for m in cluster.members if m.role == "broker")
     controller = next(m for m in cluster.members if m.role == "controller")
     ports = [
-        _ports(broker)["CONTROL_PLANE"],
-        _ports(broker)["INTERNAL"],
+        listener_ports(broker)["CONTROL_PLANE"],
+        listener_ports(broker)["INTERNAL"],
         int(controller.address.rsplit(":", 1)[1]),
     ]
     request = ControlledShutdownRequest(broker_id=1, broker_epoch=-1)

@@ -47,8 +47,9 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaTimeoutError
 from kafka.net.sasl.oauth import AbstractTokenProvider as KpTokenProvider
 
-from odradek.listeners import read_listeners_file
 from support.client_errors import librdkafka_errors
+from support.consuming import poll_messages
+from support.listener_ports import listener_ports
 
 pytestmark = pytest.mark.integration
 
@@ -160,9 +161,7 @@ def cluster(idp, local_cluster, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("oauth-cluster")
     with local_cluster(data_dir, brokers=1, broker_overrides=overrides) as state:
         broker = next(m for m in state.members if m.role == "broker")
-        bound = read_listeners_file(Path(broker.data_dir) / "listeners.json")
-        assert bound is not None
-        ports = {name: int(address.rsplit(":", 1)[1]) for name, address in bound[0].items()}
+        ports = listener_ports(broker)
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
         admin.create_topics([NewTopic(GUARDED, num_partitions=1, replication_factor=1)])[
             GUARDED
@@ -217,17 +216,11 @@ def _round_trip_confluent(config: dict, topic: str) -> None:
     assert producer.flush(WAIT_S) == 0
     consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
-    received: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
     try:
-        while len(received) < len(sent) and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None:
-                assert message.error() is None, message.error()
-                received.append(message.value())
+        read = poll_messages(consumer, len(sent), WAIT_S, raise_errors=True)
     finally:
         consumer.close()
-    assert received == sent
+    assert [m.value() for m in read] == sent
 
 
 def test_librdkafka_oidc_client_credentials_produce_and_consume(cluster, idp):

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from pathlib import Path
 
 import pytest
 
-from odradek.listeners import read_listeners_file
 from odradek_operator.pki import certs
 from odradek_operator.reconcile.admin import AdminTls, ClusterUnavailable, OpsAdmin
+from support.listener_ports import listener_ports
 
 pytestmark = pytest.mark.integration
 
@@ -43,8 +42,7 @@ def tls_cluster(local_cluster, tmp_path_factory):
         tmp_path_factory.mktemp("admin-tls"), brokers=1, broker_overrides=overrides
     ) as state:
         member = next(m for m in state.members if m.role == "broker")
-        bound = read_listeners_file(Path(member.data_dir) / "listeners.json")
-        port = int(bound[0]["SSL"].rsplit(":", 1)[1])
+        port = listener_ports(member)["SSL"]
         yield f"localhost:{port}", AdminTls.of(operator.keystore_pem, ca.cert_pem)
 
 

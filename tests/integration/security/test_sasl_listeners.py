@@ -15,7 +15,6 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -33,9 +32,10 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaConsumer, KafkaProducer
 
-from odradek.listeners import read_listeners_file
 from odradek.protocol.schemas import request_schema
 from support.client_errors import librdkafka_errors
+from support.consuming import poll_messages
+from support.listener_ports import admin_host_port, listener_ports
 from support.raw_socket import read_exactly, receive, send
 
 pytestmark = pytest.mark.integration
@@ -79,9 +79,7 @@ def cluster(local_cluster, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("sasl-cluster")
     with local_cluster(data_dir, brokers=1, broker_overrides=overrides) as state:
         broker = next(m for m in state.members if m.role == "broker")
-        bound = read_listeners_file(Path(broker.data_dir) / "listeners.json")
-        assert bound is not None
-        ports = {name: int(address.rsplit(":", 1)[1]) for name, address in bound[0].items()}
+        ports = listener_ports(broker)
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
         upserts = [
             UserScramCredentialUpsertion(
@@ -92,7 +90,7 @@ def cluster(local_cluster, tmp_path_factory):
         ]
         for future in admin.alter_user_scram_credentials(upserts).values():
             future.result(timeout=WAIT_S)
-        yield ports, Path(broker.data_dir) / "broker.log", ca_file, bound[1]
+        yield ports, Path(broker.data_dir) / "broker.log", ca_file, admin_host_port(broker)
 
 
 def _confluent(ports, mechanism, user, password, listener="SASL", **extra) -> dict:
@@ -118,13 +116,8 @@ def _round_trip(config: dict, topic: str) -> list[bytes]:
     assert producer.flush(WAIT_S) == 0
     consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
-    received: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
     try:
-        while len(received) < len(sent) and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                received.append(message.value())
+        received = [m.value() for m in poll_messages(consumer, len(sent), WAIT_S)]
     finally:
         consumer.close()
     assert received == sent

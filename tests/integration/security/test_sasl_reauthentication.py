@@ -29,8 +29,9 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaConsumer, KafkaProducer
 
-from odradek.listeners import read_listeners_file
 from odradek.protocol.schemas import request_schema
+from support.consuming import poll_messages
+from support.listener_ports import admin_host_port, listener_ports
 from support.raw_socket import receive, send
 
 pytestmark = pytest.mark.integration
@@ -60,15 +61,13 @@ def cluster(local_cluster, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("reauth-cluster")
     with local_cluster(data_dir, brokers=1, broker_overrides=overrides) as state:
         broker = next(m for m in state.members if m.role == "broker")
-        bound = read_listeners_file(Path(broker.data_dir) / "listeners.json")
-        assert bound is not None and bound[1] is not None
-        ports = {name: int(address.rsplit(":", 1)[1]) for name, address in bound[0].items()}
+        ports = listener_ports(broker)
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
         upsert = UserScramCredentialUpsertion(
             "sue", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"sue-secret"
         )
         admin.alter_user_scram_credentials([upsert])["sue"].result(timeout=WAIT_S)
-        yield ports, bound[1], Path(broker.data_dir) / "broker.log"
+        yield ports, admin_host_port(broker), Path(broker.data_dir) / "broker.log"
 
 
 def _metric(admin_address: str, name: str, labels: str) -> float:
@@ -133,11 +132,8 @@ def test_confluent_kafka_keeps_producing_and_consuming_over_three_lifetimes(
             message = consumer.poll(0.2)
             if message is not None and message.error() is None:
                 received.append(message.value())
-        deadline = time.monotonic() + WAIT_S
-        while len(received) < len(sent) and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                received.append(message.value())
+        left = len(sent) - len(received)
+        received += [m.value() for m in poll_messages(consumer, left, WAIT_S, poll_s=0.2)]
         expired_while_running = _expired(admin_address) - expired
     finally:
         consumer.close()

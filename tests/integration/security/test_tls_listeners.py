@@ -26,7 +26,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
-from odradek.listeners import read_listeners_file
+from support.consuming import poll_messages
+from support.listener_ports import listener_ports
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -79,9 +80,7 @@ def cluster(pki, local_cluster, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("tls-cluster")
     with local_cluster(data_dir, brokers=1, broker_overrides=overrides) as state:
         broker = next(m for m in state.members if m.role == "broker")
-        bound = read_listeners_file(Path(broker.data_dir) / "listeners.json")
-        assert bound is not None
-        ports = {name: int(address.rsplit(":", 1)[1]) for name, address in bound[0].items()}
+        ports = listener_ports(broker)
         yield ports, Path(broker.data_dir) / "broker.log"
 
 
@@ -111,13 +110,8 @@ def _consume_all(config: dict, topic: str, count: int) -> list[bytes]:
         }
     )
     consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
     try:
-        while len(values) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
+        values = [m.value() for m in poll_messages(consumer, count, WAIT_S)]
     finally:
         consumer.close()
     return values

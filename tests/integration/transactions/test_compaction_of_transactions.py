@@ -5,7 +5,6 @@ same latest values before and after cleaning."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -14,6 +13,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.local.cluster import ClusterState
+from support.consuming import poll_to_partition_end
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -47,16 +48,7 @@ def read_all(bootstrap: str, topic: str, isolation: str) -> list[tuple[bytes, by
     )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        seen = []
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is None:
-                continue
-            if message.error():
-                return seen  # end of the partition
-            seen.append((message.key(), message.value()))
-        raise AssertionError(f"{topic} not read to its end within {WAIT_S} s")
+        return [(m.key(), m.value()) for m in poll_to_partition_end(consumer, WAIT_S)]
     finally:
         consumer.close()
 
@@ -106,12 +98,15 @@ def test_the_cleaner_removes_aborted_transactions_and_compacts_committed_ones(bo
     committed_view = latest(read_all(bootstrap, topic, "read_committed"))
     assert committed_view[b"k0"] == b"committed-0" and b"k15" not in committed_view
 
-    deadline = time.monotonic() + CLEANED_WITHIN_S
-    while True:
-        values = [v for _, v in read_all(bootstrap, topic, "read_uncommitted")]
-        if not any(v.startswith(b"aborted-") for v in values):
-            break
-        assert time.monotonic() < deadline, "the aborted transaction's records were not cleaned"
-        time.sleep(3)
+    wait_until(
+        lambda: (
+            not any(
+                v.startswith(b"aborted-") for _, v in read_all(bootstrap, topic, "read_uncommitted")
+            )
+        ),
+        "the aborted transaction's records cleaned",
+        CLEANED_WITHIN_S,
+        poll_s=3,
+    )
     assert latest(read_all(bootstrap, topic, "read_committed")) == committed_view
     assert latest(read_all(bootstrap, topic, "read_uncommitted")) == committed_view

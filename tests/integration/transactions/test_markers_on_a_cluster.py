@@ -44,13 +44,14 @@ from odradek.client.connection import BrokerConnection
 from odradek.config.endpoints import HostPort
 from odradek.coordinator.partitioner import partition_for
 from odradek.errors import ErrorCode
-from odradek.listeners import read_listeners_file
 from odradek.local import cluster
-from odradek.local.cluster import LISTENERS_FILE, ClusterState, pid_alive
+from odradek.local.cluster import ClusterState, pid_alive
 from odradek.observability.metrics import txn_marker_metrics
 from odradek.storage.records import Record, encode_batch
 from odradek.transactions.result import TxnMarker
 from support.clusters import running_cluster
+from support.consuming import poll_messages
+from support.listener_ports import listener_addresses
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
@@ -86,9 +87,8 @@ def _address(state: ClusterState, broker_id: int) -> HostPort:
     """The broker's inter-broker listener: where a coordinator's markers go (WriteTxnMarkers
     is served there only), and where this test plays the coordinator."""
     member = state.member("broker", broker_id)
-    bound = read_listeners_file(Path(member.data_dir) / LISTENERS_FILE)
-    assert bound is not None, f"broker {broker_id} wrote no {LISTENERS_FILE}"
-    host, port = bound[0][state.internal_listener or state.client_listener].rsplit(":", 1)
+    bound = listener_addresses(member)
+    host, port = bound[state.internal_listener or state.client_listener].rsplit(":", 1)
     return HostPort(host, int(port))
 
 
@@ -534,12 +534,8 @@ def test_a_transaction_commits_after_kill_of_a_partition_leader(markers_cluster)
     )
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
-        received: list[bytes] = []
-        deadline = time.monotonic() + 2 * WAIT_S
-        while len(received) < len(values) and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                received.append(message.value())
+        read = poll_messages(consumer, len(values), 2 * WAIT_S, poll_s=0.2)
+        received = [m.value() for m in read]
     finally:
         consumer.close()
     assert sorted(received) == sorted(values)

@@ -15,7 +15,6 @@ import base64
 import copy
 import datetime
 import hashlib
-import os
 import secrets as random_secrets
 import socket
 import ssl
@@ -34,13 +33,11 @@ from odradek.client.admin import ClusterClient, build, element_type
 from odradek.client.errors import ClusterUnreachableError
 from odradek.client.security import ClientSecurity, SaslCredentials
 from odradek_operator import metrics, names
-from odradek_operator.kube import ApiKube
 from odradek_operator.pki import certs, secrets
 from odradek_operator.reconcile.admin import AdminTls, OpsAdmin
 from odradek_operator.reconcile.certificates import pod_hash
-from odradek_operator.reconcile.cluster import ClusterContext
 from support.k8s.kubelet import KubeletStandIn
-from support.k8s_operator import OperatorThread, condition, wait_for
+from support.k8s_operator import OperatorThread, condition, operator_session, ready, wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 
@@ -91,11 +88,7 @@ class Secured:
 
     def ready(self, name="sec", namespace=NAMESPACE) -> bool:
         cluster = self.get(name=name, namespace=namespace)
-        return (
-            condition(cluster, "Ready").get("status") == "True"
-            and cluster["status"].get("observedGeneration") == cluster["metadata"]["generation"]
-            and cluster["status"]["operation"]["type"] == "Idle"
-        )
+        return ready(cluster) and cluster["status"]["operation"]["type"] == "Idle"
 
     def wait_ready(self, name="sec", namespace=NAMESPACE, timeout_s=READY_TIMEOUT_S) -> dict:
         wait_for(
@@ -136,30 +129,14 @@ class Secured:
 
 @pytest.fixture(scope="module")
 def secured(kube_api, kubeconfig, tmp_path_factory):
-    saved = os.environ.get("KUBECONFIG")
-    os.environ["KUBECONFIG"] = str(kubeconfig)
-    import kubernetes
-
-    client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
-    kubelet = KubeletStandIn(
-        kube_api.store, tmp_path_factory.mktemp("kubelet"), namespaces=[NAMESPACE]
-    ).start()
-    ctx = ClusterContext(ApiKube(client), OpsAdmin, "odradek:test")
-    operator = None
-    try:
-        with kubelet.resolver():  # the operator and the clients resolve the pods' DNS names
-            operator = OperatorThread(ctx, NAMESPACE).__enter__()
-            kube_api.store.create("odradekclusters", NAMESPACE, copy.deepcopy(CLUSTER))
-            yield Secured(kube_api.store, kubelet, tmp_path_factory.mktemp("tls-clients"))
-    finally:
-        if operator is not None:
-            operator.__exit__(None, None, None)
-        kubelet.stop()
-        client.close()
-        if saved is None:
-            os.environ.pop("KUBECONFIG", None)
-        else:
-            os.environ["KUBECONFIG"] = saved
+    kubelet_dir = tmp_path_factory.mktemp("kubelet")
+    with (
+        operator_session(kube_api, kubeconfig, kubelet_dir, namespaces=[NAMESPACE]) as session,
+        session.kubelet.resolver(),  # the operator and the clients resolve the pods' DNS names
+        OperatorThread(session.ctx, NAMESPACE),
+    ):
+        kube_api.store.create("odradekclusters", NAMESPACE, copy.deepcopy(CLUSTER))
+        yield Secured(kube_api.store, session.kubelet, tmp_path_factory.mktemp("tls-clients"))
 
 
 def leaf_certificate(keystore_pem: str) -> x509.Certificate:

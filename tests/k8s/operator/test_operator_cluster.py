@@ -33,11 +33,10 @@ from proof.workload import Producers, WorkloadConfig, read_all
 
 from odradek.client.admin import ClusterClient
 from odradek.ops.cluster import read_cluster
-from odradek_operator.kube import ApiKube
-from odradek_operator.reconcile.admin import OpsAdmin
 from odradek_operator.reconcile.cluster import ClusterContext
+from support.consuming import poll_messages
 from support.k8s.kubelet import KubeletStandIn
-from support.k8s_operator import OperatorThread, condition, wait_for
+from support.k8s_operator import OperatorThread, condition, operator_session, ready, wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 
@@ -93,11 +92,7 @@ class Cluster:
 
     def ready(self) -> bool:
         cluster = self.get()
-        return (
-            condition(cluster, "Ready").get("status") == "True"
-            and cluster["status"].get("observedGeneration") == cluster["metadata"]["generation"]
-            and cluster["status"]["operation"]["type"] == "Idle"
-        )
+        return ready(cluster) and cluster["status"]["operation"]["type"] == "Idle"
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> dict:
         wait_for(self.ready, timeout_s, f"cluster Ready: {self.get().get('status')}", 0.5)
@@ -109,27 +104,19 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(kube_api, kubeconfig, tmp_path_factory):
-    saved = {k: os.environ.get(k) for k in ("KUBECONFIG", "ODRADEK_OPERATOR_TOPIC_INTERVAL_S")}
-    os.environ["KUBECONFIG"] = str(kubeconfig)
-    import kubernetes
-
-    client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
-    kubelet = KubeletStandIn(kube_api.store, tmp_path_factory.mktemp("kubelet")).start()
-    ctx = ClusterContext(ApiKube(client), OpsAdmin, "odradek:test")
-    cluster = Cluster(kube_api.store, kubelet, ctx)
-    try:
-        cluster.start_operator()
-        kube_api.store.create("odradekclusters", NAMESPACE, copy.deepcopy(CLUSTER))
-        yield cluster
-    finally:
-        cluster.stop_operator()
-        kubelet.stop()
-        client.close()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    with operator_session(
+        kube_api,
+        kubeconfig,
+        tmp_path_factory.mktemp("kubelet"),
+        restore_env=("ODRADEK_OPERATOR_TOPIC_INTERVAL_S",),
+    ) as session:
+        cluster = Cluster(kube_api.store, session.kubelet, session.ctx)
+        try:
+            cluster.start_operator()
+            kube_api.store.create("odradekclusters", NAMESPACE, copy.deepcopy(CLUSTER))
+            yield cluster
+        finally:
+            cluster.stop_operator()
 
 
 def test_cluster_becomes_ready_and_serves_clients(cluster):
@@ -164,12 +151,7 @@ def test_cluster_becomes_ready_and_serves_clients(cluster):
     assert producer.flush(30) == 0 and not failed, failed
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g"})
     consumer.assign([TopicPartition("hello", 0, OFFSET_BEGINNING)])
-    seen = []
-    deadline = time.monotonic() + 30
-    while len(seen) < 10 and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            seen.append(message.value())
+    seen = [m.value() for m in poll_messages(consumer, 10, 30)]
     consumer.close()
     assert sorted(seen) == sorted(b"v%d" % i for i in range(10))
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import time
 import urllib.error
 import urllib.request
@@ -21,11 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.config.properties import parse_properties
 from odradek_operator import names
-from odradek_operator.kube import ApiKube
-from odradek_operator.reconcile.admin import OpsAdmin
-from odradek_operator.reconcile.cluster import ClusterContext
-from support.k8s.kubelet import KubeletStandIn
-from support.k8s_operator import OperatorThread, condition, wait_for
+from support.k8s_operator import OperatorThread, condition, operator_session, ready, wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300)]
 
@@ -104,37 +99,18 @@ class World:
             return e.code, json.loads(e.read() or b"null")
 
 
-def ready(obj: dict | None) -> bool:
-    return (
-        condition(obj, "Ready").get("status") == "True"
-        and obj["status"].get("observedGeneration") == obj["metadata"]["generation"]
-    )
-
-
 @pytest.fixture(scope="module")
 def world(kube_api, kubeconfig, tmp_path_factory):
-    saved = os.environ.get("KUBECONFIG")
-    os.environ["KUBECONFIG"] = str(kubeconfig)
-    import kubernetes
-
-    client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
     tmp = tmp_path_factory.mktemp("connect")
-    kubelet = KubeletStandIn(kube_api.store, tmp / "kubelet", namespaces=[NAMESPACE]).start()
-    ctx = ClusterContext(ApiKube(client), OpsAdmin, "odradek:test")
-    operator = OperatorThread(ctx, NAMESPACE).__enter__()
-    try:
+    with (
+        operator_session(
+            kube_api, kubeconfig, tmp / "kubelet", namespaces=[NAMESPACE], purge_namespace=NAMESPACE
+        ) as session,
+        OperatorThread(session.ctx, NAMESPACE),
+    ):
         world = World(kube_api.store, tmp)
         world.create("odradekclusters", CLUSTER)
         yield world
-    finally:
-        operator.__exit__(None, None, None)
-        kubelet.stop()
-        client.close()
-        kube_api.store.purge_namespace(NAMESPACE)
-        if saved is None:
-            os.environ.pop("KUBECONFIG", None)
-        else:
-            os.environ["KUBECONFIG"] = saved
 
 
 def read_lines(bootstrap: str, topic: str, want: int, timeout_s: float = 20.0) -> list[str]:

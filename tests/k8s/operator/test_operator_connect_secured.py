@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import os
 import time
 from pathlib import Path
 
@@ -20,16 +19,16 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from odradek_operator import names
-from odradek_operator.kube import ApiKube
 from odradek_operator.model.connect_security import PASSWORD_ENV
-from odradek_operator.reconcile.admin import AdminTls, OpsAdmin
-from odradek_operator.reconcile.cluster import ClusterContext
+from odradek_operator.reconcile.admin import AdminTls
 from support.k8s.kubelet import KubeletStandIn
 from support.k8s_operator import (
     MTLS_PORT,
     SCRAM_PORT,
     OperatorThread,
     condition,
+    operator_session,
+    ready,
     secured_one_broker_cluster,
     wait_for,
 )
@@ -112,13 +111,6 @@ def source(name: str, connect_name: str, file: Path, topic: str) -> dict:
     }
 
 
-def ready(obj: dict | None) -> bool:
-    return (
-        condition(obj, "Ready").get("status") == "True"
-        and obj["status"].get("observedGeneration") == obj["metadata"]["generation"]
-    )
-
-
 class World:
     def __init__(self, store, kubelet: KubeletStandIn, tmp: Path) -> None:
         self.store = store
@@ -183,42 +175,28 @@ class World:
 
 @pytest.fixture(scope="module")
 def world(kube_api, kubeconfig, tmp_path_factory):
-    saved = os.environ.get("KUBECONFIG")
-    os.environ["KUBECONFIG"] = str(kubeconfig)
-    import kubernetes
-
-    client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
     tmp = tmp_path_factory.mktemp("connect-secured")
-    kubelet = KubeletStandIn(kube_api.store, tmp / "kubelet", namespaces=[NAMESPACE]).start()
-    ctx = ClusterContext(ApiKube(client), OpsAdmin, "odradek:test")
-    operator = None
-    try:
-        with kubelet.resolver():  # the broker's name, for the operator and kafka-python here
-            operator = OperatorThread(ctx, NAMESPACE).__enter__()
-            state = World(kube_api.store, kubelet, tmp)
-            state.create("odradekclusters", CLUSTER)
-            settled = wait_for(state.cluster_settled, READY_TIMEOUT_S, "secured cluster", 0.5)
-            assert settled == "Ready", settled
-            admin = KafkaAdminClient(
-                bootstrap_servers=f"{BROKER_HOST}:{names.INTERNAL_PORT}",
-                security_protocol="SSL",
-                ssl_context=state.super_user_tls(),
-            )
-            try:
-                admin.create_topics([NewTopic(t, 1, 1) for t in ("lines", "certs", "forbidden")])
-            finally:
-                admin.close()
-            yield state
-    finally:
-        if operator is not None:
-            operator.__exit__(None, None, None)
-        kubelet.stop()
-        client.close()
-        kube_api.store.purge_namespace(NAMESPACE)
-        if saved is None:
-            os.environ.pop("KUBECONFIG", None)
-        else:
-            os.environ["KUBECONFIG"] = saved
+    with (
+        operator_session(
+            kube_api, kubeconfig, tmp / "kubelet", namespaces=[NAMESPACE], purge_namespace=NAMESPACE
+        ) as session,
+        session.kubelet.resolver(),  # the broker's name, for the operator and kafka-python here
+        OperatorThread(session.ctx, NAMESPACE),
+    ):
+        state = World(kube_api.store, session.kubelet, tmp)
+        state.create("odradekclusters", CLUSTER)
+        settled = wait_for(state.cluster_settled, READY_TIMEOUT_S, "secured cluster", 0.5)
+        assert settled == "Ready", settled
+        admin = KafkaAdminClient(
+            bootstrap_servers=f"{BROKER_HOST}:{names.INTERNAL_PORT}",
+            security_protocol="SSL",
+            ssl_context=state.super_user_tls(),
+        )
+        try:
+            admin.create_topics([NewTopic(t, 1, 1) for t in ("lines", "certs", "forbidden")])
+        finally:
+            admin.close()
+        yield state
 
 
 def test_a_scram_worker_runs_a_source_with_its_users_acls(world: World) -> None:

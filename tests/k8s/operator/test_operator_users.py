@@ -25,15 +25,14 @@ from odradek.commands.client_properties import translate
 from odradek.errors import ErrorCode
 from odradek.ops.errors import OpsError
 from odradek_operator import names
-from odradek_operator.kube import ApiKube
 from odradek_operator.reconcile.admin import AdminTls, OpsAdmin
-from odradek_operator.reconcile.cluster import ClusterContext
 from support.k8s.kubelet import KubeletStandIn
 from support.k8s_operator import (
     MTLS_PORT,
     SCRAM_PORT,
     OperatorThread,
     condition,
+    operator_session,
     secured_one_broker_cluster,
     wait_for,
 )
@@ -203,43 +202,28 @@ async def describe_acls(admin: OpsAdmin, principal: str) -> set[tuple]:
 
 @pytest.fixture(scope="module")
 def world(kube_api, kubeconfig, tmp_path_factory):
-    saved = os.environ.get("KUBECONFIG")
-    os.environ["KUBECONFIG"] = str(kubeconfig)
-    import kubernetes
-
-    client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
-    kubelet = KubeletStandIn(kube_api.store, tmp_path_factory.mktemp("kubelet")).start()
-    ctx = ClusterContext(ApiKube(client), OpsAdmin, "odradek:test")
-    operator = None
-    try:
-        with kubelet.resolver():  # the broker names, for the operator and kafka-python here
-            operator = OperatorThread(ctx, NAMESPACE).__enter__()
-            kube_api.store.create("odradekclusters", NAMESPACE, copy.deepcopy(CLUSTER))
-            state = World(kube_api.store, kubelet, tmp_path_factory.mktemp("users"))
-            settled = wait_for(
-                lambda: state.cluster_settled(), READY_TIMEOUT_S, "secured cluster Ready", 0.5
-            )
-            assert settled == "Ready", settled
-            # The topic, made by the super user (the operator's certificate) over INTERNAL.
-            admin = KafkaAdminClient(
-                bootstrap_servers=f"{BROKER_HOST}:{names.INTERNAL_PORT}",
-                security_protocol="SSL",
-                ssl_context=state.admin().security.tls,
-            )
-            try:
-                admin.create_topics([NewTopic("allowed", 1, 1)])
-            finally:
-                admin.close()
-            yield state
-    finally:
-        if operator is not None:
-            operator.__exit__(None, None, None)
-        kubelet.stop()
-        client.close()
-        if saved is None:
-            os.environ.pop("KUBECONFIG", None)
-        else:
-            os.environ["KUBECONFIG"] = saved
+    with (
+        operator_session(kube_api, kubeconfig, tmp_path_factory.mktemp("kubelet")) as session,
+        session.kubelet.resolver(),  # the broker names, for the operator and kafka-python here
+        OperatorThread(session.ctx, NAMESPACE),
+    ):
+        kube_api.store.create("odradekclusters", NAMESPACE, copy.deepcopy(CLUSTER))
+        state = World(kube_api.store, session.kubelet, tmp_path_factory.mktemp("users"))
+        settled = wait_for(
+            lambda: state.cluster_settled(), READY_TIMEOUT_S, "secured cluster Ready", 0.5
+        )
+        assert settled == "Ready", settled
+        # The topic, made by the super user (the operator's certificate) over INTERNAL.
+        admin = KafkaAdminClient(
+            bootstrap_servers=f"{BROKER_HOST}:{names.INTERNAL_PORT}",
+            security_protocol="SSL",
+            ssl_context=state.admin().security.tls,
+        )
+        try:
+            admin.create_topics([NewTopic("allowed", 1, 1)])
+        finally:
+            admin.close()
+        yield state
 
 
 def test_a_scram_user_produces_where_its_acls_allow_and_nowhere_else(world):

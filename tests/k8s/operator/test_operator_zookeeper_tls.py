@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
-import os
 import re
 import socket
 import ssl
@@ -29,13 +28,10 @@ from kazoo.exceptions import NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from odradek_operator import names
-from odradek_operator.kube import ApiKube
 from odradek_operator.pki import CertificateAuthority, issue_leaf, make_ca
 from odradek_operator.pki.secrets import decode
-from odradek_operator.reconcile.admin import OpsAdmin
-from odradek_operator.reconcile.cluster import ClusterContext
 from support.k8s.kubelet import KubeletStandIn
-from support.k8s_operator import OperatorThread, condition, wait_for
+from support.k8s_operator import OperatorThread, operator_session, ready, wait_for
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300)]
@@ -120,27 +116,23 @@ def write(path: Path, pem: str) -> Path:
 
 
 def cluster_ready(store) -> bool:
-    cluster = store.try_get("odradekclusters", NAMESPACE, "demo")
-    return (
-        condition(cluster, "Ready").get("status") == "True"
-        and cluster["status"].get("observedGeneration") == cluster["metadata"]["generation"]
-    )
+    return ready(store.try_get("odradekclusters", NAMESPACE, "demo"))
 
 
 @pytest.fixture(scope="module")
 def secured(kube_api, kubeconfig, tmp_path_factory) -> Iterator[Secured]:
     """The operator (kopf, in-process) makes the secured cluster, its certificates included."""
-    import kubernetes
-
     store = kube_api.store
-    saved = os.environ.get("KUBECONFIG")
-    os.environ["KUBECONFIG"] = str(kubeconfig)
-    client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
-    kubelet = KubeletStandIn(store, tmp_path_factory.mktemp("kubelet"), namespaces=[NAMESPACE])
-    kubelet.start()
-    ctx = ClusterContext(ApiKube(client), OpsAdmin, "odradek:test")
-    operator = OperatorThread(ctx, NAMESPACE).__enter__()
-    try:
+    with (
+        operator_session(
+            kube_api,
+            kubeconfig,
+            tmp_path_factory.mktemp("kubelet"),
+            namespaces=[NAMESPACE],
+            purge_namespace=NAMESPACE,
+        ) as session,
+        OperatorThread(session.ctx, NAMESPACE),
+    ):
         store.create("odradekclusters", NAMESPACE, copy.deepcopy(CLUSTER))
         try:
             wait_for(
@@ -149,7 +141,7 @@ def secured(kube_api, kubeconfig, tmp_path_factory) -> Iterator[Secured]:
         except AssertionError:
             cluster = store.try_get("odradekclusters", NAMESPACE, "demo")
             logs = {
-                p: kubelet.log(f"{NAMESPACE}/{p}")[-1500:]
+                p: session.kubelet.log(f"{NAMESPACE}/{p}")[-1500:]
                 for p in ("demo-zookeeper-0", "demo-controller-0", "demo-broker-0")
             }
             raise AssertionError(f"not Ready: {cluster.get('status')}\n{logs}") from None
@@ -181,17 +173,8 @@ def secured(kube_api, kubeconfig, tmp_path_factory) -> Iterator[Secured]:
             USER: write(root / "user.pem", user(clients_ca, USER)),
             "another CA": write(root / "mallory.pem", user(other_ca, "mallory")),
         }
-        with kubelet.resolver():
-            yield Secured(kubelet, files)
-    finally:
-        operator.__exit__(None, None, None)
-        kubelet.stop()
-        client.close()
-        if saved is None:
-            os.environ.pop("KUBECONFIG", None)
-        else:
-            os.environ["KUBECONFIG"] = saved
-        store.purge_namespace(NAMESPACE)
+        with session.kubelet.resolver():
+            yield Secured(session.kubelet, files)
 
 
 def kazoo(secured: Secured, who: str | None, chroot: str = names.ZOOKEEPER_CHROOT) -> KazooClient:

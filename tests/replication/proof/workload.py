@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from support.waiting import wait_until
+
 from .checker import History, encode_value
 
 POLL_S = 0.2
@@ -84,19 +86,18 @@ def create_topic(
             config=topic_config or {},
         )
     admin.create_topics([new])[config.topic].result(timeout=ADMIN_TIMEOUT_S)
-    deadline = time.monotonic() + TOPIC_READY_TIMEOUT_S
-    while True:
+
+    def led():  # the topic's metadata once every partition is led
         topic = admin.list_topics(config.topic, timeout=ADMIN_TIMEOUT_S).topics.get(config.topic)
-        if (
+        ready = (
             topic is not None
             and topic.error is None
             and len(topic.partitions) == config.partitions
             and all(p.leader >= 0 for p in topic.partitions.values())
-        ):
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{config.topic} not led after {TOPIC_READY_TIMEOUT_S} s")
-        time.sleep(POLL_S)
+        )
+        return topic if ready else None
+
+    topic = wait_until(led, f"{config.topic} led", TOPIC_READY_TIMEOUT_S, poll_s=POLL_S)
     resource = ConfigResource(ConfigResource.Type.TOPIC, config.topic)
     configs = admin.describe_configs([resource])[resource].result(timeout=ADMIN_TIMEOUT_S)
     return {

@@ -1,12 +1,11 @@
-"""Topics, records and lookups for the transaction proofs (confluent-kafka and Odradek's own
-client): create a topic and wait until it is led, fill it with an idempotent ``acks=all``
-producer, read a topic whole with either isolation level, judge an output against its input
-(``exactly_once``), read a group's committed offsets, and ask who coordinates a group or a
-transactional id (FindCoordinator). Every wait is bounded."""
+"""Topics and records for the transaction proofs (confluent-kafka): create a topic and wait
+until it is led, fill it with an idempotent ``acks=all`` producer, read a topic whole with either
+isolation level, judge an output against its input (``exactly_once``), read a group's committed
+offsets. Who coordinates a group or a transactional id and the end offsets of the input are
+support.proof_lookups' (shared with the group proofs). Every wait is bounded."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,15 +21,11 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.client.connection import BrokerConnection
-from odradek.client.errors import ClientError
-from odradek.protocol import schemas
 from support.waiting import wait_until
 
 ADMIN_TIMEOUT_S = 15.0
 FLUSH_TIMEOUT_S = 60.0
 READ_TIMEOUT_S = 60.0
-GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
 
 # Not flagged retriable by librdkafka's committed(), yet only a coordinator moving or loading.
 RETRIABLE_LOOKUPS = {
@@ -169,13 +164,6 @@ def exactly_once(inputs: dict[tuple[int, int], bytes], outputs: list[Record]) ->
     return judgement
 
 
-def end_offsets(inputs: dict[tuple[int, int], bytes]) -> dict[int, int]:
-    ends: dict[int, int] = {}
-    for partition, offset in inputs:
-        ends[partition] = max(ends.get(partition, 0), offset + 1)
-    return ends
-
-
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     """The group's committed offsets (OffsetFetch with require_stable: a pending transactional
     offset is waited for, not read); none while the group's coordinator moves (a retriable
@@ -194,31 +182,3 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
     finally:
         consumer.close()
     return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
-
-
-def coordinator_of(bootstrap: str, key: str, key_type: int = TRANSACTION_KEY) -> int:
-    """The id of the broker coordinating ``key`` (a transactional id by default; FindCoordinator
-    v3), asked of the first bootstrap broker that answers, retried while not available."""
-
-    async def ask(host: str, port: int) -> int | None:
-        connection = await BrokerConnection.open(host, port)
-        try:
-            for _ in range(100):
-                request = schemas.request_schema(10, 3)(key=key, key_type=key_type)
-                response = await connection.send(request, timeout_s=ADMIN_TIMEOUT_S)
-                if response.error_code == 0:
-                    return int(response.node_id)
-                await asyncio.sleep(0.2)
-        finally:
-            await connection.close()
-        return None
-
-    for address in bootstrap.split(","):
-        host, port = address.rsplit(":", 1)
-        try:
-            found = asyncio.run(ask(host, int(port)))
-        except (OSError, ClientError):
-            continue
-        if found is not None:
-            return found
-    raise AssertionError(f"no coordinator for {key} (key type {key_type}) at any of {bootstrap}")

@@ -4,9 +4,9 @@ must reap it), so ``odradek local down`` does not report a stopped member as sti
 from __future__ import annotations
 
 import subprocess
-import time
 
 from odradek.local.cluster import pid_alive
+from support.waiting import wait_until
 
 
 def test_a_zombie_that_is_not_our_child_counts_as_gone():
@@ -17,10 +17,7 @@ def test_a_zombie_that_is_not_our_child_counts_as_gone():
     try:
         assert parent.stdout is not None
         grandchild = int(parent.stdout.readline())
-        deadline = time.monotonic() + 2.0
-        while pid_alive(grandchild) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert not pid_alive(grandchild)
+        wait_until(lambda: not pid_alive(grandchild), "the grandchild gone", 2.0, poll_s=0.02)
         assert pid_alive(parent.pid)
     finally:
         parent.kill()

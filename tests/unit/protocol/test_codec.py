@@ -14,7 +14,7 @@ from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 from kio.schema.metadata.v12 import response as metadata_v12
 from kio.schema.produce.v9 import response as produce_v9
 
@@ -30,6 +30,7 @@ from odradek.protocol.codec import (
 )
 from odradek.protocol.framing import FrameDecoder, encode_frame
 from odradek.protocol.writer import encode
+from support.kafka_batches import kafka_python_batch
 
 SERVED = [
     (api_key, version)
@@ -39,18 +40,8 @@ SERVED = [
 
 
 def record_batch(values: list[bytes]) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for index, value in enumerate(values):
-        builder.append(index, timestamp=1_700_000_000_000, key=None, value=value, headers=[])
-    return bytes(builder.build())
+    records = ((index, 1_700_000_000_000, None, value, ()) for index, value in enumerate(values))
+    return bytes(kafka_python_batch(records))
 
 
 def from_kafka_python(request, correlation_id: int = 77):

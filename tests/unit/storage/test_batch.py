@@ -7,7 +7,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 
 from odradek.errors import CorruptRecordError, InvalidRecordError
 from odradek.storage.batch import (
@@ -24,6 +24,7 @@ from odradek.storage.batch import (
     set_log_append_time,
     validate_batch,
 )
+from support.kafka_batches import kafka_python_batch
 
 CODECS = [0, 1, 2, 3, 4]
 NOW_MS = 1_700_000_000_000
@@ -31,18 +32,19 @@ NOW_MS = 1_700_000_000_000
 
 def kafka_batch(count: int = 20, *, codec: int = 0, producer_id=-1, base_sequence=-1) -> bytes:
     """A batch from kafka-python's builder with compressible values (so the codec is kept)."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=codec,
-        is_transactional=False,
-        producer_id=producer_id,
-        producer_epoch=0 if producer_id >= 0 else -1,
-        base_sequence=base_sequence,
-        batch_size=1 << 30,
+    records = [
+        (i, NOW_MS + i * 3, b"key-%d" % i, b"value " * (i + 10), [("h", b"v")])
+        for i in range(count)
+    ]
+    return bytes(
+        kafka_python_batch(
+            records,
+            codec=codec,
+            producer_id=producer_id,
+            producer_epoch=0 if producer_id >= 0 else -1,
+            base_sequence=base_sequence,
+        )
     )
-    for i in range(count):
-        builder.append(i, NOW_MS + i * 3, b"key-%d" % i, b"value " * (i + 10), [("h", b"v")])
-    return bytes(builder.build())
 
 
 BATCHES = {codec: kafka_batch(codec=codec) for codec in CODECS}

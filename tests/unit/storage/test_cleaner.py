@@ -26,6 +26,7 @@ from odradek.storage.log import Log
 from odradek.storage.records import Record, decode_records, encode_batch
 from odradek.storage.segment import LogSegment
 from odradek.storage.validator import AppendOrigin
+from support.waiting import wait_until
 
 T0_MS = 1_700_000_000_000  # the fake clock's start; records carry timestamps near it
 CODECS = list(Compression)
@@ -750,9 +751,9 @@ def test_the_cleaner_thread_compacts_and_stops_promptly(make_log, kafka_batch):
     cleaner = LogCleaner(lambda: [log], clock=clock, backoff_s=0.05)
 
     cleaner.start()
-    deadline = time.monotonic() + 10
-    while log.cleaner_checkpoint < log.log_end_offset and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(
+        lambda: log.cleaner_checkpoint >= log.log_end_offset, "the log cleaned", 10, poll_s=0.01
+    )
     started = time.monotonic()
     cleaner.stop(timeout_s=5)
 

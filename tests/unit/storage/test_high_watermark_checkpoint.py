@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 from odradek.config.topic import TopicConfig
 from odradek.storage.checkpoint import OffsetCheckpointFile
 from odradek.storage.files import REPLICATION_OFFSET_CHECKPOINT
 from odradek.storage.manager import LogManager, ManagerIntervals
+from support.waiting import wait_equal, wait_until
 
 T0 = 1_700_000_000_000
 WAIT_S = 10.0
@@ -95,14 +94,18 @@ def test_the_upkeep_thread_writes_it_every_interval(tmp_path, kafka_batch):
     checkpoint = OffsetCheckpointFile(tmp_path / "disk-0" / REPLICATION_OFFSET_CHECKPOINT)
     manager.start(cleaner=False)
     try:
-        deadline = time.monotonic() + WAIT_S
-        while not checkpoint.path.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)  # the first tick writes every checkpoint, with no log yet
+        wait_until(  # the first tick writes every checkpoint, with no log yet
+            checkpoint.path.exists, "the first checkpoint", WAIT_S, poll_s=0.01
+        )
         fill(manager, kafka_batch, 0, 3)
         manager.get_log("orders", 0).update_high_watermark(2)
-        deadline = time.monotonic() + WAIT_S
-        while checkpoint.read().get(("orders", 0)) != 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_equal(
+            lambda: checkpoint.read().get(("orders", 0)),
+            2,
+            "the checkpointed HW",
+            WAIT_S,
+            poll_s=0.01,
+        )
         assert checkpoint.read() == {("orders", 0): 2}
     finally:
         manager.shutdown()

@@ -28,6 +28,7 @@ from odradek.storage.files import (
 from odradek.storage.log import Log
 from odradek.storage.manager import LogManager, ManagerIntervals
 from odradek.storage.segment import LogSegment
+from support.waiting import wait_until
 
 T0_MS = 1_700_000_000_000
 CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
@@ -370,10 +371,7 @@ def test_the_upkeep_thread_flushes_deletes_and_checkpoints_then_stops_promptly(
             and OffsetCheckpointFile(checkpoint).read() == {("orders", 0): log.log_end_offset}
         )
 
-    deadline = time.monotonic() + 10
-    while not upkept() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert upkept()
+    wait_until(upkept, "the upkeep's flush and checkpoint", 10, poll_s=0.01)
     threads = {t.name: t for t in threading.enumerate()}
     assert {"log-upkeep", "log-cleaner"} <= set(threads)
 

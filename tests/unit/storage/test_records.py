@@ -7,7 +7,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 
 from odradek.errors import CorruptRecordError
 from odradek.storage.batch import (
@@ -25,6 +25,7 @@ from odradek.storage.records import (
     read_varint,
     write_varint,
 )
+from support.kafka_batches import kafka_python_batch
 
 CODECS = list(Compression)
 NOW_MS = 1_700_000_000_000
@@ -46,20 +47,15 @@ def kafka_batch(
     records, *, codec: int = 0, producer_id=-1, producer_epoch=-1, base_sequence=-1
 ) -> bytes:
     """A batch from kafka-python's own builder; offsets and timestamps relative to base 0."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=codec,
-        is_transactional=False,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        batch_size=1 << 30,
-    )
-    for record in records:
-        builder.append(
-            record.offset, record.timestamp, record.key, record.value, list(record.headers)
+    return bytes(
+        kafka_python_batch(
+            ((r.offset, r.timestamp, r.key, r.value, r.headers) for r in records),
+            codec=codec,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
         )
-    return bytes(builder.build())
+    )
 
 
 def kafka_view(batch: bytes) -> list[tuple]:

@@ -21,6 +21,7 @@ from odradek.storage.files import CLEAN_SHUTDOWN_MARKER, SNAPSHOT_SUFFIX
 from odradek.storage.log import Log
 from odradek.storage.manager import LogManager
 from support.faulty_disk import FaultyFileOps, FileCall
+from support.waiting import wait_equal
 
 STRESS_S = 3.0  # how long the appending thread races the upkeep thread
 WAIT_S = 10.0  # the longest any step waits for another thread
@@ -266,11 +267,8 @@ def test_producer_snapshots_at_a_roll_are_written_off_the_appending_thread(
         append(log, kafka_batch, n)
     rolls = len(log.segments()) - 1
     assert rolls > 3
-    deadline = time.monotonic() + WAIT_S
-    while len(writers) < rolls and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_equal(lambda: len(writers), rolls, "the snapshot writers seen", WAIT_S, poll_s=0.01)
 
-    assert len(writers) == rolls
     assert threading.current_thread().name not in writers
     assert set(writers) <= {t.name for t in threading.enumerate()}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import cramjam
 import pytest
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 
 from odradek.config.topic import TopicConfig
 from odradek.errors import (
@@ -34,6 +34,7 @@ from odradek.storage.compression import MAX_DECOMPRESSED_BYTES, Compression, com
 from odradek.storage.records import decode_records, write_varint
 from odradek.storage.validator import AppendOrigin, validate_records
 from odradek.storage.walker import walk_batch
+from support.kafka_batches import kafka_python_batch
 
 T0 = 1_700_000_000_000
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -96,21 +97,13 @@ def batch(
 
 
 def kafka_batch(count=50, codec=0, headers=True) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=codec,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 30,
-    )
+    records = []
     for i in range(count):
         header_list = [("trace", b"t-%d" % i), ("empty", None)] if headers else []
         key = None if i % 3 == 0 else b"key-%d" % i
         value = None if i % 5 == 0 else b"value %d " % i * 20
-        builder.append(i, T0 + i, key, value, header_list)
-    return bytes(builder.build())
+        records.append((i, T0 + i, key, value, header_list))
+    return bytes(kafka_python_batch(records, codec=codec))
 
 
 def validate(data, origin=AppendOrigin.CLIENT, now_ms=T0, **config):
@@ -297,18 +290,9 @@ def test_kafka_python_batches_with_every_codec_pass_and_read_back(make_log, code
 
 
 def _all_keyed(codec: int) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=codec,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 30,
+    return bytes(
+        kafka_python_batch(((i, T0, b"k%d" % i, None, ()) for i in range(20)), codec=codec)
     )
-    for i in range(20):
-        builder.append(i, T0, b"k%d" % i, None, [])
-    return bytes(builder.build())
 
 
 # -- decompression bombs: refused, in bounded memory ---------------------------------------------

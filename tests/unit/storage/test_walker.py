@@ -9,7 +9,7 @@ import time
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 
 from odradek.storage import _recordwalk
 from odradek.storage.batch import HEADER_SIZE, BatchHeader
@@ -23,6 +23,7 @@ from odradek.storage.walker_reference import (
     WalkOutcome,
     reference_walk,
 )
+from support import kafka_batches
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -85,21 +86,13 @@ def encode_record(
 
 def kafka_python_batch(count=30, codec=0, seed=0) -> bytes:
     rng = random.Random(seed)
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=codec,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 30,
-    )
+    records = []
     for i in range(count):
         key = None if i % 4 == 0 else b"key-%d" % i
         value = None if i % 7 == 3 else rng.randbytes(rng.randrange(0, 300))
         headers = [(f"h{j}", None if j == 1 else b"x" * j) for j in range(i % 3)]
-        builder.append(i, 1_700_000_000_000 + rng.randrange(-5000, 5000), key, value, headers)
-    return bytes(builder.build())
+        records.append((i, 1_700_000_000_000 + rng.randrange(-5000, 5000), key, value, headers))
+    return bytes(kafka_batches.kafka_python_batch(records, codec=codec))
 
 
 def section_of(batch: bytes) -> tuple[bytes, BatchHeader]:

@@ -13,8 +13,8 @@ both functions. Read at v2.15.0; the module is ours, not a copy.
   topic and the three of the other before 2), each followed by ListOffsets(earliest) of the same
   partitions: each ``low_watermark`` equals the listed offset and the offset asked (0, 1, 2).
 
-Both delete their topics at the end. One local cluster for the module: ZooKeeper, a controller
-and one broker, as upstream's.
+Both delete their topics at the end. One local cluster of ZooKeeper, a controller and one
+broker, as upstream's, shared with the suite's other unchanged steps (conftest.py).
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ WAIT_S = 30.0
 
 
 @pytest.fixture(scope="module")
-def bootstrap(local_cluster, tmp_path_factory) -> str:
-    with local_cluster(tmp_path_factory.mktemp("delete-records-cluster"), brokers=1) as state:
-        yield state.bootstrap_servers
+def bootstrap(one_broker_cluster) -> str:
+    return one_broker_cluster.bootstrap_servers
 
 
 @pytest.fixture(scope="module")

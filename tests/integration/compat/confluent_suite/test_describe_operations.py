@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from confluent_kafka import (
@@ -56,8 +55,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from odradek.listeners import read_listeners_file
 from support.confluent_acls import any_filter
+from support.listener_ports import listener_ports
 
 pytestmark = pytest.mark.integration
 
@@ -83,9 +82,7 @@ def client_conf(local_cluster, tmp_path_factory) -> dict:
     data_dir = tmp_path_factory.mktemp("describe-operations-cluster")
     with local_cluster(data_dir, brokers=1, broker_overrides=overrides) as state:
         broker = next(m for m in state.members if m.role == "broker")
-        bound = read_listeners_file(Path(broker.data_dir) / "listeners.json")
-        assert bound is not None
-        port = int(bound[0]["SASL"].rsplit(":", 1)[1])
+        port = listener_ports(broker)["SASL"]
         yield {
             "bootstrap.servers": f"127.0.0.1:{port}",
             "security.protocol": "SASL_PLAINTEXT",

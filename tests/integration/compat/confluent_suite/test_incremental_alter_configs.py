@@ -28,7 +28,8 @@ have them, so here that step is refused, as Kafka's ZooKeeper mode refuses it: I
 naming the resource type (``test_a_group_config_is_refused``). No sleeps: Odradek answers
 IncrementalAlterConfigs once ZooKeeper holds the change.
 
-One local cluster for the module: ZooKeeper, a controller and one broker, as upstream's.
+One local cluster of ZooKeeper, a controller and one broker, as upstream's, shared with the
+suite's other unchanged steps (conftest.py).
 """
 
 from __future__ import annotations
@@ -52,10 +53,8 @@ WAIT_S = 30.0
 
 
 @pytest.fixture(scope="module")
-def admin(local_cluster, tmp_path_factory) -> AdminClient:
-    data_dir = tmp_path_factory.mktemp("incremental-alter-configs-cluster")
-    with local_cluster(data_dir, brokers=1) as state:
-        yield AdminClient({"bootstrap.servers": state.bootstrap_servers})
+def admin(one_broker_cluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": one_broker_cluster.bootstrap_servers})
 
 
 def create_topic(admin: AdminClient, prefix: str) -> str:

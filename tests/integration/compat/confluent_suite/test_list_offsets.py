@@ -9,7 +9,8 @@ READ_COMMITTED with ``request_timeout=30``, AdminClient.list_offsets answers 0 f
 3 for latest, 1 for max_timestamp (the record with the largest timestamp, KIP-734) and 1 for
 the first offset at or after base+150; the topic is deleted at the end.
 
-One local cluster for the module: ZooKeeper, a controller and one broker, as upstream's.
+One local cluster of ZooKeeper, a controller and one broker, as upstream's, shared with the
+suite's other unchanged steps (conftest.py).
 """
 
 from __future__ import annotations
@@ -27,9 +28,8 @@ BASE_TIMESTAMP_MS = 1000000000
 
 
 @pytest.fixture(scope="module")
-def bootstrap(local_cluster, tmp_path_factory) -> str:
-    with local_cluster(tmp_path_factory.mktemp("list-offsets-cluster"), brokers=1) as state:
-        yield state.bootstrap_servers
+def bootstrap(one_broker_cluster) -> str:
+    return one_broker_cluster.bootstrap_servers
 
 
 def _offset(admin: AdminClient, partition: TopicPartition, spec: OffsetSpec, kwargs: dict) -> int:

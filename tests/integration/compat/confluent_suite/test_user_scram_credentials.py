@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -46,7 +45,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from odradek.listeners import read_listeners_file
+from support.listener_ports import listener_ports
 
 pytestmark = pytest.mark.integration
 
@@ -69,10 +68,7 @@ def ports(local_cluster, tmp_path_factory) -> dict[str, int]:
     }
     data_dir = tmp_path_factory.mktemp("scram-suite-cluster")
     with local_cluster(data_dir, brokers=1, broker_overrides=overrides) as state:
-        broker = next(m for m in state.members if m.role == "broker")
-        bound = read_listeners_file(Path(broker.data_dir) / "listeners.json")
-        assert bound is not None
-        yield {name: int(address.rsplit(":", 1)[1]) for name, address in bound[0].items()}
+        yield listener_ports(next(m for m in state.members if m.role == "broker"))
 
 
 @pytest.fixture(scope="module")

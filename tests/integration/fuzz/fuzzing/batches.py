@@ -32,8 +32,9 @@ from functools import cache
 from crc32c import crc32c
 from hypothesis import strategies as st
 from kafka.codec import gzip_encode, lz4_encode, snappy_encode, zstd_encode
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+from support.kafka_batches import kafka_python_batch
 
 __all__ = ["RecordSet", "record_sets", "CODECS"]
 
@@ -98,24 +99,17 @@ def _build(
     transactional: bool,
 ) -> bytes:
     producer_id, producer_epoch, base_sequence = producer
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=codec,
-        is_transactional=transactional,
+    batch = kafka_python_batch(
+        (
+            (r.offset_delta, base_time_ms + r.timestamp_delta_ms, r.key, r.value, r.headers)
+            for r in records
+        ),
+        codec=codec,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
-        batch_size=1 << 30,
+        transactional=transactional,
     )
-    for record in records:
-        builder.append(
-            record.offset_delta,
-            base_time_ms + record.timestamp_delta_ms,
-            record.key,
-            record.value,
-            list(record.headers),
-        )
-    batch = builder.build()
     if struct.unpack_from(">h", batch, _ATTRIBUTES)[0] & 0x07 == 1:  # gzip
         return _with_crc(_gzip_without_mtime(batch, _HEADER))
     return bytes(batch)

@@ -51,6 +51,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fuzzing.traffic import Ack, Outcome
 from odradek.local.cluster import Member, pid_alive
+from support.consuming import poll_messages
 from support.loop_prober import lag_buckets, lag_samples_between, worst_lag_between
 
 __all__ = [
@@ -429,12 +430,7 @@ def client_round_trip(
     )
     try:
         consumer.assign([TopicPartition(topic, 0, min(delivered))])
-        received: list[bytes] = []
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S
-        while len(received) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                received.append(message.value())
+        received = [m.value() for m in poll_messages(consumer, count, CLIENT_TIMEOUT_S)]
     except KafkaException as e:
         return [f"control consume: {e}"]
     finally:
