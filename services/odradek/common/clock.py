@@ -2,8 +2,8 @@
 
 Modules take their time as plain callables (``clock: Callable[[], int] = wall_clock_ms``), the
 narrowest seam: a test passes one bound method of a ``ManualClock`` and moves time itself, so a
-timer-driven rule is checked exactly and without sleeping. ``Clock`` is the protocol a component
-that needs more than one reading (monotonic and wall time together) is given.
+timer-driven rule is checked exactly and without sleeping. ``Clock`` is the protocol ``ManualClock``
+follows, for a component that needs more than one reading (monotonic and wall time together).
 
 - ``monotonic`` (s) / ``monotonic_ms``: durations, timeouts, rates; never goes back.
 - ``time`` (s) / ``wall_clock_ms``: timestamps that leave the process (record timestamps,
@@ -17,7 +17,7 @@ from __future__ import annotations
 import time as _time
 from typing import Protocol
 
-__all__ = ["Clock", "SystemClock", "SYSTEM_CLOCK", "ManualClock", "wall_clock_ms", "monotonic_ms"]
+__all__ = ["Clock", "ManualClock", "wall_clock_ms", "monotonic_ms"]
 
 
 def wall_clock_ms() -> int:
@@ -38,18 +38,6 @@ class Clock(Protocol):
     def time(self) -> float: ...
 
     def time_ms(self) -> int: ...
-
-
-class SystemClock:
-    """The system's clocks."""
-
-    monotonic = staticmethod(_time.monotonic)
-    monotonic_ms = staticmethod(monotonic_ms)
-    time = staticmethod(_time.time)
-    time_ms = staticmethod(wall_clock_ms)
-
-
-SYSTEM_CLOCK = SystemClock()
 
 
 class ManualClock:
