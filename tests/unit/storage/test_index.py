@@ -207,12 +207,25 @@ def test_offset_sanity_check_catches_a_zero_filled_tail(tmp_path):
     path = tmp_path / "a.index"
     path.write_bytes(struct.pack(">iiii", 5, 50, 10, 120) + bytes(6 * 8))
     index = _offset_index(path, max_entries=8)
-    assert index.entries == 8  # the file size is all the index knows
-    with pytest.raises(CorruptIndexError):
-        index.sanity_check(log_size=1000)
+    assert index.entries == 2  # the written prefix, found without reading the whole file
+    assert index.left_untrimmed
+    with pytest.raises(CorruptIndexError, match="preallocated"):
+        index.sanity_check(log_size=1000)  # its entries look sane: refused all the same
     index.reset()
-    assert index.entries == 0
+    assert index.entries == 0 and not index.left_untrimmed
+    assert path.read_bytes() == bytes(8 * 8)  # what the crash left is gone
     index.sanity_check(log_size=0)
+    index.close()
+
+
+@pytest.mark.parametrize("written", [0, 1, 2, 3, 7, 8])
+def test_the_written_prefix_of_a_preallocated_file_is_found(tmp_path, written):
+    path = tmp_path / "a.index"
+    entries = [(n + 1, 10 * (n + 1)) for n in range(written)]
+    path.write_bytes(b"".join(struct.pack(">ii", *e) for e in entries) + bytes((8 - written) * 8))
+    index = _offset_index(path, max_entries=8)
+    assert index.entries == written
+    assert index.left_untrimmed == (written < 8)
     index.close()
 
 
@@ -351,7 +364,7 @@ def test_time_sanity_check_catches_a_zero_filled_tail(tmp_path):
     path = tmp_path / "a.timeindex"
     path.write_bytes(struct.pack(">qiqi", 5000, 3, 5007, 10) + bytes(3 * 12))
     index = _time_index(path, max_entries=5)
-    assert index.entries == 5
+    assert index.entries == 2
     with pytest.raises(CorruptIndexError):
         index.sanity_check()
     index.close()
