@@ -68,6 +68,7 @@ from odradek.controller.batch import RequestBatch
 from odradek.controller.events import EventQueue
 from odradek.controller.model import ClusterModel, ReplicaAssignment
 from odradek.controller.partition_state_machine import PartitionStateMachine
+from odradek.controller.pipelined import for_each
 from odradek.controller.ports import (
     Channel,
     FencedError,
@@ -437,10 +438,14 @@ class Controller:
                 model.broker_epochs.get(broker_id),
             )
             return Refused(error)
-        results = []
         batch = self._batch()
-        for proposed in proposals:
-            results.append(await self._alter_one(model, broker_id, proposed, batch))
+        keys = [(p.topic_id, p.partition_index) for p in proposals]
+        if len(set(keys)) == len(keys):  # the partitions' writes pipelined
+            results = await for_each(
+                proposals, lambda proposed: self._alter_one(model, broker_id, proposed, batch)
+            )
+        else:  # a partition named twice: in order, as sent
+            results = [await self._alter_one(model, broker_id, p, batch) for p in proposals]
         batch.send(self.channel)
         return results
 

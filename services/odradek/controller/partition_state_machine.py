@@ -27,7 +27,8 @@ one is logged and skipped. The transitions that do work:
 - -> Offline, -> NonExistent: only the state (the writes are the replica state machine's and the
   deletion's).
 
-Called from the controller's event loop only.
+Called from the controller's event loop only; one event's partitions are written several at a
+time (``pipelined``), never one partition twice at once.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from odradek.cluster.placement import (
 from odradek.common.partitions import TopicPartition
 from odradek.controller.batch import RequestBatch
 from odradek.controller.model import ClusterModel
+from odradek.controller.pipelined import for_each
 from odradek.controller.ports import Store
 from odradek.controller.states import PartitionState
 from odradek.observability.metrics import ControllerMetrics
@@ -133,16 +135,19 @@ class PartitionStateMachine:
         batch: RequestBatch,
         strategy: ElectionStrategy = ElectionStrategy.OFFLINE,
     ) -> list[TopicPartition]:
-        """Give ``partitions`` a live leader; returns those whose leader or ISR was written."""
-        changed = []
-        for tp in model.partition_states.legal(partitions, PartitionState.ONLINE):
+        """Give ``partitions`` a live leader; returns those whose leader or ISR was written.
+
+        The partitions' writes are pipelined (``pipelined.for_each``): each partition's
+        election and write is its own step, and records its own outcome."""
+        legal = model.partition_states.legal(dict.fromkeys(partitions), PartitionState.ONLINE)
+
+        async def one(tp: TopicPartition) -> bool:
             if model.partition_states.get(tp) is PartitionState.NEW:
-                written = await self._initialise_leader(model, tp, batch)
-            else:
-                written = await self._elect(model, tp, batch, strategy)
-            if written:
-                changed.append(tp)
-        return changed
+                return await self._initialise_leader(model, tp, batch)
+            return await self._elect(model, tp, batch, strategy)
+
+        written = await for_each(legal, one)
+        return [tp for tp, changed in zip(legal, written, strict=True) if changed]
 
     def online_state_change_candidates(self, model: ClusterModel) -> list[TopicPartition]:
         """Kafka's ``triggerOnlinePartitionStateChange``: every New and Offline partition of a

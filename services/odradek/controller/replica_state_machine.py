@@ -17,7 +17,8 @@ one is logged and skipped. The transitions that do work:
 - DeletionStarted -> DeletionSuccessful -> NonExistent, and -> DeletionIneligible (the broker is
   dead): only the state.
 
-Called from the controller's event loop only.
+Called from the controller's event loop only; ``to_offline`` pipelines its partitions' writes
+(``pipelined``), one partition's replicas one after another.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from odradek.common.partitions import NO_LEADER
+from odradek.common.partitions import NO_LEADER, TopicPartition
 from odradek.controller.batch import RequestBatch
 from odradek.controller.model import ClusterModel, PartitionReplica
+from odradek.controller.pipelined import for_each
 from odradek.controller.ports import StaleStateVersionError, Store, reload_state
 from odradek.controller.states import ReplicaState
 from odradek.zk.paths import PartitionState as LeaderAndIsr
@@ -106,11 +108,19 @@ class ReplicaStateMachine:
         self, model: ClusterModel, replicas: Iterable[PartitionReplica], batch: RequestBatch
     ) -> list[PartitionReplica]:
         moved = model.replica_states.legal(replicas, ReplicaState.OFFLINE)
+        # One step per partition (its replicas one after another, each write reading the
+        # state the previous one left); the partitions' writes are pipelined.
+        by_partition: dict[TopicPartition, list[PartitionReplica]] = {}
         for replica in moved:
-            tp, broker_id = replica
-            if tp[0] not in model.deleting:
-                await self._remove_from_isr(model, replica, batch)
-            model.replica_states.put(replica, ReplicaState.OFFLINE)
+            by_partition.setdefault(replica[0], []).append(replica)
+
+        async def one(partition_replicas: list[PartitionReplica]) -> None:
+            for replica in partition_replicas:
+                if replica[0][0] not in model.deleting:
+                    await self._remove_from_isr(model, replica, batch)
+                model.replica_states.put(replica, ReplicaState.OFFLINE)
+
+        await for_each(by_partition.values(), one)
         return moved
 
     async def _remove_from_isr(

@@ -27,10 +27,17 @@ it (so a log directory can move between Kafka and Odradek)::
     3 0          <- <epoch> <start_offset>, oldest first
     5 1200
 
-A write replaces the file atomically and durably (``checkpoint.replace_file_in``: ``.tmp``,
-fsync, rename, directory fsync), through a descriptor of the partition directory opened once,
-so a write racing with the partition's deletion (its directory renamed) never lands in a new
-directory of the same name. Reading is strict: a file that is not exactly this format, or whose
+A write replaces the file atomically (``checkpoint.replace_file_in``: ``.tmp``, then a
+rename) but does not fsync it. The file is a cache of what the log's batches say (each carries
+its ``partition_leader_epoch``), and loading a log checks every entry against the batches and
+finds newer epochs in the log itself (``loader``), so a file that a power loss left old, torn or
+missing is rebuilt, never trusted. Kafka (KAFKA-15046) stopped fsyncing it on truncations but
+still does on a new epoch, because its loader trusts the file to miss no entry; this one does
+not. Two fsyncs per partition at every leader change were, with 3,000 partitions per broker,
+most of a CreateTopics and of the first produce to each partition (``bench/scale_bench.py``).
+The write goes through a descriptor of the partition directory opened once, so a write racing
+with the partition's deletion (its directory renamed) never lands in a new directory of the
+same name. Reading is strict: a file that is not exactly this format, or whose
 entries do not strictly increase, raises ``CorruptCheckpointError``; the log then rebuilds the
 cache from its batches' ``partition_leader_epoch``.
 
@@ -38,7 +45,7 @@ Thread contract. The entries are guarded by ``_lock``, held only for in-memory w
 appending thread changes them (under the log's lock: lock order ``Log._lock``, then ``_lock``),
 any thread reads them. ``flush`` (write the file if the entries changed since the last write)
 blocks on the disk, so it runs on the storage threads, never on the appending thread and never
-under the log's lock; ``_write_lock`` serialises writes and is held across the fsync, and a
+under the log's lock; ``_write_lock`` serialises writes, and a
 write skips a version older than the one already written, so the file never moves back.
 ``close`` waits for a write in progress, then refuses later ones.
 """
@@ -130,9 +137,14 @@ class LeaderEpochCheckpointFile:
         return parse_entries(self.path, text.split("\n")[:-1])
 
     def write(self, entries: Sequence[EpochEntry]) -> None:
-        """Replace the file with ``entries``, atomically and durably (blocks on the disk)."""
+        """Replace the file with ``entries``, atomically, without an fsync (see the module
+        docstring)."""
         replace_file_in(
-            self._directory_fd, LEADER_EPOCH_CHECKPOINT, format_entries(entries), self._file_ops
+            self._directory_fd,
+            LEADER_EPOCH_CHECKPOINT,
+            format_entries(entries),
+            self._file_ops,
+            durable=False,
         )
 
     def close(self) -> None:

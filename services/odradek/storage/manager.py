@@ -49,6 +49,7 @@ Kafka's ``LogManager``); a log's own life is ``log``, moving one between directo
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import logging
@@ -154,7 +155,8 @@ class LogManager:
         self.on_dir_offline = on_dir_offline
         self.offline_dirs: dict[Path, str] = {}
         self._logs: dict[TopicPartition, Log] = {}
-        self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._log_dir_of: dict[TopicPartition, Path] = {}  # written by _place/_unplace only
+        self._logs_in: collections.Counter[Path] = collections.Counter()  # _log_dir_of's counts
         # Future logs (KIP-113): a replica's copy being made in another dir of this broker.
         self._future_logs: dict[TopicPartition, Log] = {}
         self._future_dir_of: dict[TopicPartition, Path] = {}
@@ -202,7 +204,7 @@ class LogManager:
         with self._dir_errors(log_dir, f"cannot rename {future.directory.name}"):
             future.rename_dir(log_dir / log_directory_name(*tp))
             self._logs[tp] = future  # only once renamed
-            self._log_dir_of[tp] = log_dir
+            self._place(tp, log_dir)
 
     def _load_dir(self, log_dir: Path) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -253,7 +255,7 @@ class LogManager:
                 high_watermark=high_watermarks.get(tp),
                 clean_shutdown=clean,
             )
-            self._log_dir_of[tp] = log_dir
+            self._place(tp, log_dir)
         unlink_if_exists(self.file_ops, marker)
 
     @staticmethod
@@ -319,7 +321,7 @@ class LogManager:
                 f"{topic}-{partition}",
             )
             self._logs[tp] = created
-            self._log_dir_of[tp] = log_dir
+            self._place(tp, log_dir)
             return created
 
     def _open_log(self, directory: Path, config: TopicConfig, **state: Any) -> Log:
@@ -353,11 +355,20 @@ class LogManager:
         preferred = self._preferred_dirs.pop(tp, None) if tp is not None else None
         if preferred in online:
             return preferred
-        counts = {d: 0 for d in online}
-        for log_dir in self._log_dir_of.values():
-            if log_dir in counts:
-                counts[log_dir] += 1
-        return min(online, key=lambda d: counts[d])
+        return min(online, key=lambda d: self._logs_in[d])
+
+    def _place(self, tp: TopicPartition, log_dir: Path) -> None:
+        """Record that ``tp``'s log is in ``log_dir``, keeping the per-directory counts that
+        ``_choose_dir`` reads (a scan of every log per new log made creating N logs cost N^2)."""
+        self._unplace(tp)
+        self._log_dir_of[tp] = log_dir
+        self._logs_in[log_dir] += 1
+
+    def _unplace(self, tp: TopicPartition) -> Path | None:
+        log_dir = self._log_dir_of.pop(tp, None)
+        if log_dir is not None:
+            self._logs_in[log_dir] -= 1
+        return log_dir
 
     def log_dir_of(self, topic: str, partition: int) -> Path:
         return self._log_dir_of[(topic, partition)]
@@ -376,7 +387,7 @@ class LogManager:
         self.abandon_future_log(topic, partition)
         with self._lock:
             doomed = self._logs.pop(tp, None)
-            log_dir = self._log_dir_of.pop(tp, None)
+            log_dir = self._unplace(tp)
             self._preferred_dirs.pop(tp, None)
         done: Future[None] = Future()
         if doomed is None or log_dir is None:
@@ -507,7 +518,8 @@ class LogManager:
         ):
             current.detach(renamed)
         with self._lock:
-            self._logs[tp], self._log_dir_of[tp] = future, target_dir
+            self._logs[tp] = future
+            self._place(tp, target_dir)
             del self._future_logs[tp], self._future_dir_of[tp]
             self._replaced.append(
                 (self.clock() + current.config.file_delete_delay_ms, current, source_dir)
