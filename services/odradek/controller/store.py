@@ -55,6 +55,10 @@ from odradek.zk.paths import (
 
 log = logging.getLogger(__name__)
 
+# A state create that met an existing node tries again this often (the node, or a parent, was
+# made by someone else: adopted, or no longer created).
+STATE_CREATE_RETRIES = 2
+
 
 __all__ = ["ControllerStore", "FencedError", "StaleStateVersionError"]
 
@@ -141,7 +145,12 @@ class ControllerStore:
         return CheckOp(CONTROLLER_EPOCH_PATH, model.epoch_zk_version)
 
     async def write_state(
-        self, model: ClusterModel, tp: TopicPartition, state: PartitionState
+        self,
+        model: ClusterModel,
+        tp: TopicPartition,
+        state: PartitionState,
+        *,
+        attempts_left: int = STATE_CREATE_RETRIES,
     ) -> None:
         """Create or update a partition's state znode; updates the model on success."""
         path = partition_state_path(*tp)
@@ -157,10 +166,15 @@ class ControllerStore:
         try:
             await self.zk.atransaction(ops)
         except NodeExistsError:
-            # A state left by an earlier controller: adopt its version and write over it.
-            _, stat = await self.zk.aget(path)
-            model.state_versions[tp] = stat.version
-            return await self.write_state(model, tp, state)
+            # A state left by an earlier controller: adopt its version and write over it. Or a
+            # parent that another partition's write of this event created meanwhile (they are
+            # pipelined): the next attempt no longer creates it.
+            if attempts_left == 0:
+                raise
+            stat = await self.zk.aexists(path)
+            if stat is not None:
+                model.state_versions[tp] = stat.version
+            return await self.write_state(model, tp, state, attempts_left=attempts_left - 1)
         except Exception as e:
             if await self._fenced(model):
                 raise FencedError(f"controller epoch {model.epoch} was superseded") from e
