@@ -6,13 +6,13 @@ PYTHON := $(VENV)/bin/python
 # Only the folders that exist: ruff fails on a missing path, and git does not keep empty folders.
 LINT_PATHS := $(wildcard services operator tests bench scripts spark)
 
-.PHONY: help setup demo test test-serial soak lint manifests image image-spark bench bench-cluster bench-replication bench-drain bench-groups bench-transactions bench-spark bench-connect bench-tls clean
+.PHONY: help setup demo test test-serial soak lint manifests image image-spark bench bench-cluster bench-replication bench-drain bench-groups bench-transactions bench-spark bench-connect bench-tls bench-scale clean
 
 help:
 	@echo "make demo    install everything, start a local cluster, produce and consume a sample stream, run a Spark batch job on it"
 	@echo "make test    install everything, then lint and run all tests"
 	@echo "make test-serial   the same tests, the tiers that start clusters one test at a time"
-	@echo "make soak    the slow scenarios at length: the fuzz over several seeds, hostile clients, crashes, replication faults over more seeds, group proofs with every library"
+	@echo "make soak    the slow scenarios at length: the fuzz over several seeds, hostile clients, crashes, replication faults over more seeds, group proofs with every library, the scale test at 3,000 and 10,000 partitions"
 	@echo "make setup   install system packages and .venv only"
 	@echo "make lint    ruff check and the import-layer contracts"
 	@echo "make manifests   regenerate the chart's CRDs (from operator/odradek_operator/model/crds.py) and manifests/rendered/"
@@ -27,6 +27,7 @@ help:
 	@echo "make bench-spark   Spark batch read of a 1 GiB topic (count, Parquet) vs a plain consumer"
 	@echo "make bench-connect   Connect file source and Parquet/JSON-lines sink, per task, vs plain clients"
 	@echo "make bench-tls   1 KiB produce and consume over TLS against plaintext, one broker"
+	@echo "make bench-scale   create, first record, failover, shutdown, restart at 1,000-10,000 partitions a broker"
 	@echo "make clean   remove .venv and caches"
 
 setup:
@@ -65,11 +66,13 @@ test-serial: setup
 # slow scenarios: hostile connections against a broker process, writers killed mid-append, and
 # the replication fault scenarios over more seeds than CI's one (each prints its seed first), and
 # the consumer-group proofs with every client library in every scenario (CI: one library each),
-# and the exactly-once transaction proofs over more seeds (CI: seed 1, twice).
+# and the exactly-once transaction proofs over more seeds (CI: seed 1, twice), and the scale
+# test at 3,000 and 10,000 partitions a broker (CI: 1,000).
 SOAK_SEEDS ?= 1 2 3 4 5
 SOAK_FAULT_SEEDS ?= 1 2 3 4 5 6 7 8
 SOAK_TXN_SEEDS ?= 1 2 3 4 5 6 7 8
 SOAK_FUZZ_CASES ?= 3000
+SOAK_SCALE_PARTITIONS ?= 3000 10000
 SOAK_FUZZ_TIME_S ?= 1800
 SOAK_TIMEOUT_S ?= 3600
 soak: setup
@@ -81,6 +84,9 @@ soak: setup
 	ODRADEK_FAULT_SEEDS="$(SOAK_FAULT_SEEDS)" $(PYTHON) -m pytest -p no:cacheprovider -rxX -m fault tests/replication
 	ODRADEK_GROUP_LIBRARIES=all $(PYTHON) -m pytest -p no:cacheprovider tests/groups
 	ODRADEK_TXN_SEEDS="$(SOAK_TXN_SEEDS)" $(PYTHON) -m pytest -p no:cacheprovider -s tests/transactions
+	set -e; for partitions in $(SOAK_SCALE_PARTITIONS); do \
+		ODRADEK_SCALE_PARTITIONS=$$partitions $(PYTHON) -m pytest -p no:cacheprovider -s tests/integration/scale; \
+	done
 
 # The CRDs are Python data (operator/odradek_operator/model/crds.py): write them into the chart, then
 # render the chart into manifests/rendered/ (tests/chart checks both are current).
@@ -113,6 +119,11 @@ bench-replication: setup
 
 bench-tls: setup
 	$(PYTHON) bench/tls_bench.py
+
+# BENCH_SCALE_ARGS=--profile shows where each step's time goes (py-spy, from the bench extra).
+bench-scale: setup
+	$(PYTHON) -m pip install --disable-pip-version-check --quiet -e '.[bench]'
+	$(PYTHON) bench/scale_bench.py $(BENCH_SCALE_ARGS)
 
 bench-drain: setup
 	$(PYTHON) bench/drain_bench.py

@@ -19,6 +19,11 @@ of issue 26, each timed from the client side:
    and the controller has told it the cluster) and its ``/readyz`` says ready.
 6. ``in_sync``: from the same instant, until no partition is under-replicated.
 
+At the end every partition must still hold its acknowledged record (its high watermark is 1:
+``records_lost`` counts those that do not). ``--session-timeout-ms`` shortens the brokers' and
+controllers' ZooKeeper session, which the failover waits out (``tests/integration/scale`` runs
+these steps at 1,000 partitions with 6 s).
+
 Besides the times, each row has the cost per partition (the time over the partition count, so
 the growth curve across sizes is visible), the brokers' resident memory per replica (RSS after
 ``first_record`` less the RSS before ``create``, over the replicas a broker holds), and every
@@ -60,8 +65,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from odradek.local import cluster
 
@@ -84,6 +89,7 @@ class Row:
     rss_mib: list[float] = field(default_factory=list)
     stalls: dict[str, tuple[int, str]] = field(default_factory=dict)
     session_timeout_s: float = SESSION_TIMEOUT_MS_DEFAULT / 1000
+    records_lost: int | None = None  # acknowledged first records missing at the end
 
 
 class Profiler:
@@ -313,6 +319,17 @@ def serving(member: cluster.Member) -> object:
         return True if answer.status == 200 else f"/readyz {answer.status}"
 
 
+def records_lost(bootstrap: str, topics: list[str]) -> int:
+    """Partitions whose high watermark is not 1 at the end: each got one acknowledged record."""
+    requests = {
+        TopicPartition(t, p): OffsetSpec.latest()
+        for t in topics
+        for p in range(PARTITIONS_PER_TOPIC)
+    }
+    answers = admin_client(bootstrap).list_offsets(requests, request_timeout=METADATA_TIMEOUT_S)
+    return sum(1 for f in answers.values() if f.result(timeout=METADATA_TIMEOUT_S).offset != 1)
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -352,11 +369,15 @@ def run_size(size: int, args: argparse.Namespace) -> Row:
     row = Row(size)
     data_dir = Path(tempfile.mkdtemp(prefix=f"odradek-scale-{size}-"))
     try:
+        session = {}
+        if args.session_timeout_ms is not None:
+            session = {"zookeeper.session.timeout.ms": str(args.session_timeout_ms)}
         state, _ = cluster.up(
             data_dir,
             brokers=args.brokers,
             controllers=args.controllers,
-            broker_overrides=dict(o.split("=", 1) for o in args.broker_override),
+            broker_overrides={**session, **dict(o.split("=", 1) for o in args.broker_override)},
+            controller_overrides=session,
         )
         row.session_timeout_s = session_timeout_s(state)
         bootstrap = state.bootstrap_servers
@@ -422,6 +443,7 @@ def run_size(size: int, args: argparse.Namespace) -> Row:
             row.steps["in_sync"] = time.monotonic() - start
         report(size, "in_sync", row.steps["in_sync"], partitions)
 
+        row.records_lost = records_lost(survivor.address, topics)
         for member in state.members:
             if member.role != "zookeeper" and member.is_ours():
                 row.stalls[f"{member.role}-{member.id}"] = loop_stalls(member)
@@ -466,7 +488,10 @@ def print_summary(rows: list[Row]) -> None:
             for m, (n, w) in sorted(row.stalls.items())
         )
         rss = ", ".join(f"{r:.0f}" for r in row.rss_mib)
-        print(f"{row.size}: broker RSS {rss} MiB; loop stalls: {stalls}")
+        print(
+            f"{row.size}: acknowledged records lost: {row.records_lost}; broker RSS {rss} MiB; "
+            f"loop stalls: {stalls}"
+        )
 
 
 def raise_open_files(limit: int) -> None:
@@ -495,6 +520,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout-s", type=float, default=900.0, help="bound of each step")
     parser.add_argument("--settle-s", type=float, default=3.0)
     parser.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        help="zookeeper.session.timeout.ms of brokers and controllers (default: theirs, 18000)",
+    )
     parser.add_argument(
         "--profile", action="store_true", help="py-spy every process during each step"
     )

@@ -92,9 +92,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Answers of one connection that may wait for replication at once (librdkafka and the Java
-# client keep at most 5 requests in flight per connection with idempotence).
-MAX_WAITING_ANSWERS = 8
+# Answers of one connection that may wait for replication at once. The Java client and an
+# idempotent librdkafka keep at most 5 requests in flight; a plain librdkafka producer keeps up
+# to 1,000,000 and puts one partition in each ProduceRequest (librdkafka#1700), so with
+# thousands of partitions its acks=all throughput is this many requests per replication round
+# trip (8 made the first record to each of 3,000 partitions take 15 s, 64 takes 3-5 s:
+# bench/scale_bench.py). Each waiting answer holds only its results: the records are appended.
+MAX_WAITING_ANSWERS = 64
 # Record bytes read per write on a TLS connection (no sendfile there); 16 TLS records.
 TLS_READ_CHUNK_BYTES = 256 * 1024
 _CONNECTION_SERIALS = itertools.count(1)

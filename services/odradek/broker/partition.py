@@ -55,14 +55,14 @@ import asyncio
 import heapq
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from odradek.broker.follower_state import FollowerState
 from odradek.broker.workers import INLINE_DECOMPRESSED_MAX_BYTES, Placement, Workers
 from odradek.common.clock import wall_clock_ms
-from odradek.common.partitions import NO_EPOCH, NO_LEADER
+from odradek.common.partitions import NO_EPOCH, NO_LEADER, TopicPartition
 from odradek.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasAfterAppendError,
@@ -153,8 +153,8 @@ class Partition:
     leader_epoch_start_offset: int = -1
     # Fetches long-polling here (``wait_for_any``): a follower's until the log grows, a
     # consumer's until the HW moves. Each wake-up answers all of them and empties the set.
-    _log_grew: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
-    _high_watermark_moved: set[asyncio.Future[None]] = field(default_factory=set, repr=False)
+    _log_grew: set[FetchWakeUp] = field(default_factory=set, repr=False)
+    _high_watermark_moved: set[FetchWakeUp] = field(default_factory=set, repr=False)
     _appending: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
     _waiters: list[tuple[int, int, asyncio.Future[Exception | None]]] = field(
         default_factory=list, repr=False
@@ -253,8 +253,14 @@ class Partition:
         workers: Workers | None = None,
         *,
         origin: str = AppendOrigin.CLIENT,
+        wake_fetches: bool = True,
     ) -> LogAppendInfo:
         """Append a producer's record set; raises the Kafka error a produce answer carries.
+
+        ``wake_fetches=False``: the followers' fetches waiting here are woken by the caller's
+        ``wake_follower_fetches`` once it has appended every partition of its request (as
+        Kafka completes delayed fetches after a produce request's appends), so a fetch woken
+        reads many partitions, not the first one appended.
 
         ``origin`` is ``AppendOrigin.COORDINATOR`` only for the broker's own coordinators (the
         transaction coordinator's markers, WriteTxnMarkers); a client's produce never passes it.
@@ -278,10 +284,16 @@ class Partition:
                 # storage flush thread and the loop serves others meanwhile. The records count
                 # for the high watermark once they are durable here.
                 await asyncio.wrap_future(self.log.flush_in_background())
-        self._wake(self._log_grew)
+        if wake_fetches:
+            self._wake(self._log_grew)
         if self.is_leader:
             self._maybe_increment_high_watermark()
         return info
+
+    def wake_follower_fetches(self) -> None:
+        """Wake the followers' fetches waiting for this log to grow (after appends made with
+        ``wake_fetches=False``)."""
+        self._wake(self._log_grew)
 
     def _check_can_append(self, acks: int) -> None:
         self.check_leader()
@@ -380,9 +392,11 @@ class Partition:
 
     # -- high watermark and ISR (leader) -------------------------------------------------
 
-    def maximal_isr(self) -> frozenset[int]:
-        pending = self.pending_isr.isr if self.pending_isr is not None else ()
-        return frozenset(self.state.isr) | frozenset(pending)
+    def maximal_isr(self) -> Collection[int]:
+        """The ISR, with the members of a pending expansion (Kafka's ``maximalIsr``)."""
+        if self.pending_isr is None:
+            return self.state.isr
+        return frozenset(self.state.isr) | frozenset(self.pending_isr.isr)
 
     def _maybe_increment_high_watermark(self) -> bool:
         """Move the HW to the smallest LEO of the maximal ISR if that is higher; True if moved."""
@@ -405,9 +419,13 @@ class Partition:
         self, replica_id: int, fetch_offset: int, leader_log_end_offset: int
     ) -> None:
         follower = self.followers[replica_id]
+        previous_log_end_offset = follower.log_end_offset
         follower.record_fetch(fetch_offset, leader_log_end_offset, self.clock_ms())
         self._maybe_expand_isr(follower)
-        self._maybe_increment_high_watermark()
+        # As Kafka's updateFollowerFetchState: the HW can only move if this follower's LEO did
+        # (every other change that may move it calls _maybe_increment_high_watermark itself).
+        if follower.log_end_offset != previous_log_end_offset:
+            self._maybe_increment_high_watermark()
 
     def _maybe_expand_isr(self, follower: FollowerState) -> None:
         if self.pending_isr is not None or follower.replica_id in self.state.isr:
@@ -532,7 +550,10 @@ class Partition:
                 f"broker {replica_id} is not a replica of {self.name} {list(self.state.replicas)}"
             )
         if last_fetched_epoch >= 0:
-            epoch, end_offset = log_.end_offset_for_epoch(last_fetched_epoch)
+            if last_fetched_epoch == log_.latest_epoch:  # the common case: no lookup
+                epoch, end_offset = last_fetched_epoch, log_.log_end_offset
+            else:
+                epoch, end_offset = log_.end_offset_for_epoch(last_fetched_epoch)
             if epoch == UNDEFINED_EPOCH or end_offset == UNDEFINED_EPOCH_OFFSET:
                 raise OffsetOutOfRangeError(
                     f"{self.name} holds no leader epoch at or below {last_fetched_epoch}"
@@ -587,16 +608,15 @@ class Partition:
         self.check_leader()
         return self.log.end_offset_for_epoch(leader_epoch)
 
-    def fetch_waiters(self, *, for_follower: bool) -> set[asyncio.Future[None]]:
+    def fetch_waiters(self, *, for_follower: bool) -> set[FetchWakeUp]:
         """The futures of the fetches waiting for more: a follower's are done when the log
         grows, a consumer's when the HW moves (``wait_for_any`` adds and removes its own)."""
         return self._log_grew if for_follower else self._high_watermark_moved
 
-    @staticmethod
-    def _wake(waiters: set[asyncio.Future[None]]) -> None:
+    def _wake(self, waiters: set[FetchWakeUp]) -> None:
+        key = (self.topic, self.index)
         for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+            waiter.wake(key)
         waiters.clear()
 
     # -- follower ------------------------------------------------------------------------
@@ -655,26 +675,43 @@ class Partition:
                 self.log.truncate_fully_and_start_at(offset)
 
 
+class FetchWakeUp:
+    """One waiting fetch: done at the first partition that may have more to read, and the set
+    of every partition that woke it until the fetch reads again (it re-reads only those)."""
+
+    __slots__ = ("future", "woken")
+
+    def __init__(self, future: asyncio.Future[None]):
+        self.future = future
+        self.woken: set[TopicPartition] = set()
+
+    def wake(self, partition: TopicPartition) -> None:
+        self.woken.add(partition)
+        if not self.future.done():
+            self.future.set_result(None)
+
+
 async def wait_for_any(
     partitions: Sequence[Partition], timeout_s: float, *, for_follower: bool
-) -> bool:
-    """Wait until one of ``partitions`` may have more to read, or the timeout; True if woken.
+) -> set[TopicPartition]:
+    """Wait until one of ``partitions`` may have more to read, or the timeout; the partitions
+    that woke the wait (every one that did before the caller runs again), empty at the timeout.
 
-    One future, registered with every partition (no task per partition: a follower's fetch
-    session holds every partition it follows from this leader, and it long-polls after each
-    answer). Registered before the first await, so no wake-up between a read and the wait is
-    missed; removed from every partition on the way out."""
+    One ``FetchWakeUp``, registered with every partition (no task per partition: a follower's
+    fetch session holds every partition it follows from this leader, and it long-polls after
+    each answer). Registered before the first await, so no wake-up between a read and the wait
+    is missed; removed from every partition on the way out."""
     if not partitions or timeout_s <= 0:
-        return False
-    woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        return set()
+    wake_up = FetchWakeUp(asyncio.get_running_loop().create_future())
     registered = [p.fetch_waiters(for_follower=for_follower) for p in partitions]
     for waiters in registered:
-        waiters.add(woken)
+        waiters.add(wake_up)
     try:
-        await asyncio.wait_for(woken, timeout_s)
-        return True
+        await asyncio.wait_for(wake_up.future, timeout_s)
+        return wake_up.woken
     except TimeoutError:
-        return False
+        return set()
     finally:
         for waiters in registered:
-            waiters.discard(woken)
+            waiters.discard(wake_up)

@@ -371,12 +371,21 @@ class ReplicaManager:
         # In time slices: a partition refused (unknown, not led here) costs microseconds, and a
         # request may name 200,000 of them (issue 23: 1 MB of markers held the loop 1.3 s).
         slices = TimeSlices()
-        for (topic, index), records in entries.items():
-            await slices.tick()
-            result, partition, next_offset = await self._append(topic, index, records, acks, origin)
-            results[(topic, index)] = result
-            if acks == ACKS_ALL and partition is not None and result.error == ErrorCode.none:
-                waiting[(topic, index)] = partition.wait_for_high_watermark(next_offset)
+        appended: list[Partition] = []  # their followers' fetches are woken after the loop
+        try:
+            for (topic, index), records in entries.items():
+                await slices.tick()
+                result, partition, next_offset = await self._append(
+                    topic, index, records, acks, origin
+                )
+                results[(topic, index)] = result
+                if partition is not None:
+                    appended.append(partition)
+                if acks == ACKS_ALL and partition is not None and result.error == ErrorCode.none:
+                    waiting[(topic, index)] = partition.wait_for_high_watermark(next_offset)
+        finally:
+            for partition in appended:
+                partition.wake_follower_fetches()
         if not waiting:
             return results, None
         return results, self._await_replication(results, waiting, timeout_ms)
@@ -388,7 +397,9 @@ class ReplicaManager:
         partition = None
         try:
             partition = self.get_partition(topic, index)
-            info = await partition.append_as_leader(records, acks, self.workers, origin=origin)
+            info = await partition.append_as_leader(
+                records, acks, self.workers, origin=origin, wake_fetches=False
+            )
         except Exception as e:  # each partition answers for itself
             code, message = _error_of(e, f"produce to {topic}-{index}")
             return ProduceResult(code, error_message=message), None, -1
@@ -453,7 +464,12 @@ class ReplicaManager:
     ) -> list[FetchResult]:
         """Read the partitions, long-polling up to ``max_wait_ms`` for ``min_bytes``.
 
-        ``replica_id`` is the fetching broker's id, -1 for a consumer.
+        ``replica_id`` is the fetching broker's id, -1 for a consumer. After a wake-up only the
+        partitions that woke the wait are read again; the others keep their first read (for a
+        follower, a high watermark that moved meanwhile reaches it at its next fetch, as a
+        follower's always lags one fetch in Kafka). Reading a follower's whole session at every
+        wake-up made each round cost every partition it follows: with thousands of them and
+        records arriving a few partitions at a time, that was most of a broker's time.
         """
         deadline = self.monotonic() + max(max_wait_ms, 0) / 1000
         results = await self._read_all(requests, max_bytes, isolation_level, replica_id)
@@ -477,7 +493,9 @@ class ReplicaManager:
                 self.waiting_fetches -= 1
             if not woken:
                 break
-            results = await self._read_all(requests, max_bytes, isolation_level, replica_id)
+            results = await self._read_again(
+                requests, results, woken, max_bytes, isolation_level, replica_id
+            )
         if replica_id >= 0 and self.leader_quota is not None:
             self._record_throttled(results, self.leader_quota)
         return results
@@ -515,6 +533,31 @@ class ReplicaManager:
             budget = max(budget - result.size, 0)
             results.append(result)
         return results
+
+    async def _read_again(
+        self,
+        requests: list[FetchPartitionRequest],
+        results: list[FetchResult],
+        woken: set[TopicPartition],
+        max_bytes: int,
+        isolation_level: int,
+        replica_id: int,
+    ) -> list[FetchResult]:
+        """``results`` with the partitions in ``woken`` read again, within what the others
+        already hold of ``max_bytes``."""
+        budget = max(max_bytes - sum(r.size for r in results), 0)
+        again = list(results)
+        slices = TimeSlices()
+        for n, request in enumerate(requests):
+            if (request.topic, request.partition) not in woken:
+                continue
+            await slices.tick()
+            budget += results[n].size
+            again[n] = self._read(
+                request, budget, isolation_level, replica_id, min_one=budget == max_bytes
+            )
+            budget = max(budget - again[n].size, 0)
+        return again
 
     def _read(
         self,

@@ -395,6 +395,43 @@ def test_a_long_poll_over_many_partitions_wakes_on_any_and_leaves_no_waiter(mana
     asyncio.run(scenario())
 
 
+def test_a_woken_fetch_reads_again_only_the_partitions_that_grew(manager, kafka_batch):
+    """Issue 26: a follower's session holds thousands of partitions; a round that re-read all of
+    them for each append made replication cost every partition per record."""
+    state = PartitionState(LEADER, 1, (LEADER, F1), REPLICAS, partition_epoch=1)
+    for i in range(5):
+        assert manager.become_leader_or_follower("t", i, state, TopicConfig(min_insync_replicas=2))
+    partitions = [manager.get_partition("t", i) for i in range(5)]
+    reads: list[int] = []
+    original = ReplicaManager._read
+
+    def counting(self, request, *args, **kwargs):
+        reads.append(request.partition)
+        return original(self, request, *args, **kwargs)
+
+    async def scenario():
+        request = [FetchPartitionRequest("t", i, 0, 1 << 20) for i in range(5)]
+        follower = asyncio.ensure_future(
+            manager.fetch(request, max_wait_ms=3000, min_bytes=1, max_bytes=1 << 20, replica_id=F1)
+        )
+        await asyncio.sleep(0.05)
+        assert reads == [0, 1, 2, 3, 4]  # the first read covers the whole session
+        # A produce request of two partitions: its followers' fetches wake once both are in.
+        await manager.append_records(
+            1, {("t", 1): batch(kafka_batch), ("t", 3): batch(kafka_batch)}
+        )
+        copied = await asyncio.wait_for(follower, 2)
+        assert [r.size > 0 for r in copied] == [False, True, False, True, False]
+        assert reads[5:] == [1, 3]
+
+    ReplicaManager._read = counting
+    try:
+        asyncio.run(scenario())
+    finally:
+        ReplicaManager._read = original
+    assert partitions[1].log.log_end_offset == partitions[3].log.log_end_offset == 3
+
+
 def test_a_commit_whose_answer_was_lost_is_taken_from_the_controllers_metadata(
     manager, sender, clock
 ):
