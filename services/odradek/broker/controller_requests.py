@@ -142,6 +142,17 @@ async def stale_epoch(broker: BrokerContext, request: Any, what: str) -> ErrorCo
 # -- LeaderAndIsr ------------------------------------------------------------------------------
 
 
+def may_create_empty(broker_id: int, state: Any, is_new: bool) -> bool:
+    """Whether a missing log of this partition may be created empty (``is_new`` for
+    ``LogManager.get_or_create_log``): the controller says the replica is new, or it is out of
+    the ISR. Such a replica can never be elected cleanly and joins the ISR only once it has
+    caught up from the leader: created empty on a healthy dir even if it may be on an offline one
+    (the dir failed and did not come back), rather than refused as Kafka's ZooKeeper mode does
+    until an operator takes the dir out of log.dirs. ``state``: anything with ``leader`` and
+    ``isr`` (a LeaderAndIsr partition state, on the wire or decoded)."""
+    return is_new or (broker_id not in state.isr and state.leader != broker_id)
+
+
 def become_leader_or_follower(
     replicas: ReplicaManager, topic: str, partition: int, state: PartitionState, *, is_new: bool
 ) -> ErrorCode:
@@ -159,14 +170,13 @@ def become_leader_or_follower(
         )
         return ErrorCode.unknown_topic_or_partition
     config = replicas.log_manager.topic_config(topic)
-    # A replica out of the ISR can never be elected cleanly and joins the ISR only once it has
-    # caught up from the leader: created empty on a healthy dir even if it may be on an offline
-    # one (the dir failed and did not come back), rather than refused as Kafka's ZooKeeper mode
-    # does until an operator takes the dir out of log.dirs.
-    out_of_isr = replicas.broker_id not in state.isr and state.leader != replicas.broker_id
     try:
         applied = replicas.become_leader_or_follower(
-            topic, partition, state, config, is_new=is_new or out_of_isr
+            topic,
+            partition,
+            state,
+            config,
+            is_new=may_create_empty(replicas.broker_id, state, is_new),
         )
     except OdradekError as e:
         log.error("cannot host %s-%d: %s", topic, partition, e)

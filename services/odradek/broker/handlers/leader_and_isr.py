@@ -6,8 +6,10 @@ unauthorized caller learns no epoch (Kafka's ``authorizeClusterOperation``).
 A request with another broker epoch (STALE_BROKER_EPOCH) or from an older controller epoch
 (STALE_CONTROLLER_EPOCH) is refused whole: the error at the top and for every partition, as
 Kafka's ``getErrorResponse`` answers (``error_response``, also the answer on a client listener).
-Otherwise each partition state is applied by ``controller_requests.become_leader_or_follower``
-and answers with its own error code, grouped by topic id (v5+ responses name topics by id).
+Otherwise the topics' configurations are read (several at once) and the logs this broker does
+not host yet are created on worker threads (``_create_new_logs``), then each partition state is
+applied on the loop by ``controller_requests.become_leader_or_follower`` and answers with its
+own error code, grouped by topic id (v5+ responses name topics by id).
 
 A topic name Kafka refuses (``Topic.validate``) is INVALID_TOPIC_EXCEPTION for each of its
 partitions, and a negative partition UNKNOWN_TOPIC_OR_PARTITION, before anything is read or
@@ -17,13 +19,19 @@ log dirs).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Iterable
+
 from odradek.broker import controller_requests
 from odradek.broker.admin.errors import InvalidTopicError
 from odradek.broker.admin.validation import validate_topic_name
 from odradek.broker.authorization import require_cluster_action
 from odradek.broker.context import RequestContext
 from odradek.broker.partition import PartitionState
-from odradek.errors import ErrorCode
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.topic_configs import TopicConfigs
+from odradek.errors import ErrorCode, OdradekError
 from odradek.protocol.apis import ApiKey
 from odradek.protocol.interbroker import (
     LeaderAndIsrPartitionError,
@@ -34,6 +42,8 @@ from odradek.protocol.interbroker import (
 )
 
 API_KEY = ApiKey.LEADER_AND_ISR
+CONFIG_READS_IN_FLIGHT = 10
+LOG_CREATION_THREADS = 4  # file-system calls release the GIL: they overlap on threads
 
 
 async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
@@ -44,15 +54,21 @@ async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAnd
     stale = await controller_requests.stale_epoch(broker, request, "LeaderAndIsr")
     if stale is not None:
         return error_response(request, stale)
-    topics = []
+    valid = {}
     for topic in request.topic_states:
         try:
             validate_topic_name(topic.topic_name)
         except InvalidTopicError:
+            continue
+        valid[topic.topic_name] = topic
+    if broker.topic_configs is not None:
+        await _read_configs(broker.topic_configs, list(valid))
+    await _create_new_logs(broker.replica_manager, valid.values())
+    topics = []
+    for topic in request.topic_states:
+        if topic.topic_name not in valid:
             topics.append(_topic_fails(topic, ErrorCode.invalid_topic_exception))
             continue
-        if broker.topic_configs is not None:
-            await broker.topic_configs.ensure(topic.topic_name)
         errors = []
         for p in topic.partition_states:
             if p.partition_index < 0:
@@ -83,6 +99,59 @@ async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAnd
         )
     broker.replica_manager.update_gauges(broker.metrics)
     return LeaderAndIsrResponse(error_code=ErrorCode.none, topics=tuple(topics))
+
+
+async def _read_configs(topic_configs: TopicConfigs, topics: list[str]) -> None:
+    """Each topic's configuration read (if this broker never did) before its logs are made,
+    several reads in flight: one ZooKeeper round trip after another was a second per thousand
+    topics in the LeaderAndIsr a restarted broker gets."""
+    slots = asyncio.Semaphore(CONFIG_READS_IN_FLIGHT)
+
+    async def read(topic: str) -> None:
+        async with slots:
+            await topic_configs.ensure(topic)
+
+    await asyncio.gather(*(read(topic) for topic in topics))
+
+
+async def _create_new_logs(
+    replicas: ReplicaManager, topics: Iterable[LeaderAndIsrTopicState]
+) -> None:
+    """Create the logs of the partitions this broker is told to host and does not yet, on
+    worker threads, before their states are applied on the loop (which then finds them).
+
+    A log is a directory and a few files: about 2 ms of file-system calls each here, so the
+    thousands of partitions of one request held the event loop for seconds when each was made
+    in turn while applying its state. A log that cannot be made here is left to that step,
+    which reports its error for its partition (``become_leader_or_follower``).
+    """
+    wanted = [
+        (
+            topic.topic_name,
+            p.partition_index,
+            controller_requests.may_create_empty(replicas.broker_id, p, p.is_new),
+        )
+        for topic in topics
+        for p in topic.partition_states
+        if p.partition_index >= 0
+        and replicas.broker_id in p.replicas
+        and (topic.topic_name, p.partition_index) not in replicas.partitions
+    ]
+    if not wanted:
+        return
+    log_manager = replicas.log_manager
+
+    def create(chunk: list[tuple[str, int, bool]]) -> None:
+        for topic, partition, is_new in chunk:
+            with contextlib.suppress(OdradekError, OSError):  # reported when applied
+                log_manager.get_or_create_log(
+                    topic, partition, log_manager.topic_config(topic), is_new=is_new
+                )
+
+    size = -(-len(wanted) // LOG_CREATION_THREADS)
+    await asyncio.gather(
+        *(asyncio.to_thread(create, wanted[n : n + size]) for n in range(0, len(wanted), size))
+    )
 
 
 def error_response(request: LeaderAndIsrRequest, error: ErrorCode) -> LeaderAndIsrResponse:
