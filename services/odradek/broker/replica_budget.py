@@ -11,12 +11,22 @@ derives its budget (``replica_budget``)::
     budget = (limit - reserved) // FILES_PER_REPLICA        (at most max.broker.partitions)
 
 ``FILES_PER_REPLICA`` counts what one replica really holds open once loaded: its active
-segment's ``.log``, ``.index`` and ``.timeindex``, the partition directory (held by the
-leader-epoch checkpoint, so a renamed directory is still written in place) and the active
-segment's ``.txnindex`` once a transaction aborts in it. Inactive segments keep their ``.log``
-open; their ``.index``/``.timeindex`` are mapped and closed (``storage.index``), so they cost
-no descriptor. ``reserved`` (``odradek.open.files.reserved``, default a quarter of the limit)
-is for connections, checkpoints being written, inactive segments' logs and the interpreter.
+segment's ``.log``, and nothing else. As Kafka's ``LazyIndex``, its other files are opened for
+a use and closed: the ``.index`` and ``.timeindex`` (``storage.index``: a roll, a lookup in an
+older segment, a flush), the ``.txnindex`` (``storage.txn_index``: an aborted transaction, a
+flush), the partition directory for the leader-epoch checkpoint (``storage.leader_epoch``: a
+write at a new leader epoch), producer-state snapshots. The active indexes' entry writes go
+through descriptors of a pool shared by all replicas (``storage.index.WRITE_DESCRIPTORS_MAX``,
+128, the partitions written most recently). ``tests/unit/broker/test_replica_budget.py`` counts
+a loaded replica's descriptors in ``/proc/self/fd`` against this figure.
+
+``reserved`` (``odradek.open.files.reserved``, default a quarter of the limit) is for what the
+count leaves out: connections, the interpreter, that pool, the transient opens (a storage
+thread holds a few at a time: a leader-epoch checkpoint's write two, a flush up to four for
+each of ``FSYNC_BATCH_SEGMENTS`` segments), and the ``.log`` of inactive segments, which stay
+open for ``sendfile`` (one per segment: the count assumes the one segment of a partition below
+``segment.bytes``, the case of thousands of small partitions; a broker whose partitions have
+many segments each needs a larger reserve).
 
 The budget is written in the broker's registration (``zk.paths.BrokerInfo``), where
 ``broker.admin.topics`` reads it to refuse CreateTopics/CreatePartitions the cluster could not
@@ -31,8 +41,8 @@ from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
-# active .log + .index + .timeindex, the partition directory, the active .txnindex
-FILES_PER_REPLICA = 5
+# the active segment's .log; every other file of a replica is opened on demand (docstring)
+FILES_PER_REPLICA = 1
 RESERVED_FRACTION = 4  # reserved files default to limit // RESERVED_FRACTION
 DERIVED = -1  # max.broker.partitions / odradek.open.files.reserved: derive from the limit
 
@@ -80,9 +90,10 @@ def replica_budget(
 
 def over_budget_message(hosted: int, budget: int, open_files: int) -> str:
     """What a broker logs when it finds more replicas on disk than its budget."""
+    files = f"{FILES_PER_REPLICA} file{'' if FILES_PER_REPLICA == 1 else 's'}"
     return (
         f"this broker hosts {hosted} replicas but its replica budget is {budget} (open-files "
-        f"limit {open_files} at {FILES_PER_REPLICA} files a replica, max.broker.partitions): "
+        f"limit {open_files} at {files} a replica, max.broker.partitions): "
         f"raise the hard RLIMIT_NOFILE or move replicas away (kafka-reassign-partitions); "
         f"the rest stay on disk, unloaded, and new replicas are refused meanwhile"
     )

@@ -11,7 +11,7 @@ here, shared with the loader (which fsyncs what it recovered before a ``Log`` ex
 
 Invariants (rules 2 and 4 of ``log``'s module docstring):
 
-- An fsync never runs under the log's lock: the descriptors are duplicated under it
+- An fsync never runs under the log's lock: its descriptors are taken under it
   (``LogSegment.fsync_handles``, which first writes the indexes' new entries to the page cache),
   then fsynced and closed without it. So a segment closed meanwhile (retention, truncation,
   deletion) leaves the fsync's descriptors valid, and an append never waits for the disk.
@@ -45,8 +45,9 @@ from odradek.storage.segment import LogSegment, close_all
 
 __all__ = ["FSYNC_BATCH_SEGMENTS", "LogFlusher", "fsync_and_close", "open_fsync_handles"]
 
-# Segments whose descriptors a flush duplicates at a time (three each): bounds the files a
-# flush of a long unflushed range holds open.
+# Segments whose descriptors a flush holds at a time (up to four each: a duplicate of the .log,
+# fresh ones of the .index, the .timeindex and a written .txnindex): bounds the files a flush
+# of a long unflushed range holds open (``broker.replica_budget``'s reserve covers them).
 FSYNC_BATCH_SEGMENTS = 64
 
 # ``disk(cleanup=...)``: the ``disk_errors`` block of the log being flushed or loaded.
@@ -108,7 +109,7 @@ class LogFlusher:
         """fsync every segment holding offsets below ``offset`` (default: the LEO).
 
         Blocks on the disk, so never on the appending thread (``flush_in_background``). The
-        descriptors are duplicated under the lock and fsynced outside it (module docstring);
+        descriptors are taken under the lock and fsynced outside it (module docstring);
         the directory too when segments were created since the last flush, as Kafka does.
         Raises ``KafkaStorageError`` if the log is offline or the disk fails.
         """

@@ -35,9 +35,20 @@ missing is rebuilt, never trusted. Kafka (KAFKA-15046) stopped fsyncing it on tr
 still does on a new epoch, because its loader trusts the file to miss no entry; this one does
 not. Two fsyncs per partition at every leader change were, with 3,000 partitions per broker,
 most of a CreateTopics and of the first produce to each partition (``bench/scale_bench.py``).
-The write goes through a descriptor of the partition directory opened once, so a write racing
-with the partition's deletion (its directory renamed) never lands in a new directory of the
-same name. Reading is strict: a file that is not exactly this format, or whose
+Descriptors: none held between writes. A read or a write opens the partition directory
+(``O_DIRECTORY``) and works through that descriptor (``replace_file_in`` needs one), then
+closes it; writes are rare (a new epoch, a truncation, a moved log start). A write racing with
+a rename of the directory must land in the log's directory, never in a new directory that took
+the old name (a partition deleted and created again). So the file knows its directory by
+identity, ``(st_dev, st_ino)`` read at construction, which a rename keeps, and by path, which
+the log moves with every rename it makes (``relocate``, from ``Log.detach`` and
+``Log.rename_dir``, under the log's lock). A write opens the path, checks the identity on the
+descriptor, and writes through it: once the check passed, later renames cannot redirect it.
+If the path no longer names the directory and the log has not moved it meanwhile (it would
+then be tried again at the new path), the write raises ``FileNotFoundError`` and writes
+nothing; ``Log.write_leader_epoch_checkpoint`` counts that as a disk error only if the log was
+not deleted.
+Reading is strict: a file that is not exactly this format, or whose
 entries do not strictly increase, raises ``CorruptCheckpointError``; the log then rebuilds the
 cache from its batches' ``partition_leader_epoch``.
 
@@ -53,6 +64,7 @@ write skips a version older than the one already written, so the file never move
 from __future__ import annotations
 
 import bisect
+import errno
 import logging
 import os
 import re
@@ -87,6 +99,9 @@ UNDEFINED_EPOCH_OFFSET = -1
 _EPOCH_MAX = INT32_MAX  # partition_leader_epoch is an int32 in a batch header
 _OFFSET_MAX = INT64_MAX
 _NUMBER = re.compile(r"[0-9]+")
+# Attempts of a write whose directory the log renamed under it (at most one rename at a time
+# is expected: a deletion, or a future log made current).
+RELOCATE_RETRIES_MAX = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,22 +125,58 @@ def _is_increasing(entries: Sequence[EpochEntry]) -> bool:
 
 
 class LeaderEpochCheckpointFile:
-    """``leader-epoch-checkpoint`` of one partition directory; see the module docstring."""
+    """``leader-epoch-checkpoint`` of one partition directory; see the module docstring.
+
+    ``relocate`` may run on the log's appending thread while ``write`` runs on a storage
+    thread: ``write`` reads the path once per attempt and retries when it changed."""
 
     def __init__(self, directory: str | os.PathLike[str], file_ops: FileOps = OS_FILE_OPS):
-        self.path = Path(directory) / LEADER_EPOCH_CHECKPOINT
+        self.directory = Path(directory)
         self._file_ops = file_ops  # the writes, fsyncs and rename of ``write``
-        self._directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        found = os.stat(self.directory)
+        self._identity = (found.st_dev, found.st_ino)  # a rename keeps them
+
+    @property
+    def path(self) -> Path:
+        return self.directory / LEADER_EPOCH_CHECKPOINT
 
     def __repr__(self) -> str:
         return f"LeaderEpochCheckpointFile({str(self.path)!r})"
 
+    def relocate(self, directory: Path) -> None:
+        """The log renamed its directory to ``directory``: later reads and writes go there."""
+        self.directory = directory
+
+    def _open_directory(self) -> int:
+        """A descriptor of the log's directory (the caller closes it), found at its current
+        path; raises ``FileNotFoundError`` if that path no longer names it."""
+        for _ in range(RELOCATE_RETRIES_MAX):
+            directory = self.directory
+            try:
+                fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                fd = -1
+            if fd >= 0:
+                found = os.fstat(fd)
+                if (found.st_dev, found.st_ino) == self._identity:
+                    return fd
+                os.close(fd)
+            if self.directory == directory:  # not moved by the log meanwhile: gone
+                break
+        raise FileNotFoundError(
+            errno.ENOENT, "the partition's directory is no longer there", str(self.directory)
+        )
+
     def read(self) -> list[EpochEntry] | None:
         """The entries in the file; None if there is no file."""
+        directory_fd = self._open_directory()
         try:
-            fd = os.open(LEADER_EPOCH_CHECKPOINT, os.O_RDONLY, dir_fd=self._directory_fd)
-        except FileNotFoundError:
-            return None
+            try:
+                fd = os.open(LEADER_EPOCH_CHECKPOINT, os.O_RDONLY, dir_fd=directory_fd)
+            except FileNotFoundError:
+                return None
+        finally:
+            os.close(directory_fd)
         with os.fdopen(fd, "rb") as f:
             data = f.read()
         try:
@@ -139,18 +190,17 @@ class LeaderEpochCheckpointFile:
     def write(self, entries: Sequence[EpochEntry]) -> None:
         """Replace the file with ``entries``, atomically, without an fsync (see the module
         docstring)."""
-        replace_file_in(
-            self._directory_fd,
-            LEADER_EPOCH_CHECKPOINT,
-            format_entries(entries),
-            self._file_ops,
-            durable=False,
-        )
+        content = format_entries(entries)
+        directory_fd = self._open_directory()
+        try:
+            replace_file_in(
+                directory_fd, LEADER_EPOCH_CHECKPOINT, content, self._file_ops, durable=False
+            )
+        finally:
+            os.close(directory_fd)
 
     def close(self) -> None:
-        if self._directory_fd >= 0:
-            os.close(self._directory_fd)
-            self._directory_fd = -1
+        """Nothing to release (no descriptor is held between writes)."""
 
 
 def format_entries(entries: Sequence[EpochEntry]) -> bytes:
@@ -350,8 +400,13 @@ class LeaderEpochFileCache:
             self._written_version = version
             return True
 
+    def relocate(self, directory: Path) -> None:
+        """The log renamed its directory (under the log's lock): the file follows it."""
+        if self.checkpoint is not None:
+            self.checkpoint.relocate(directory)
+
     def close(self) -> None:
-        """Wait for a write in progress, then write nothing more and release the directory."""
+        """Wait for a write in progress, then write nothing more."""
         with self._write_lock:
             self._closed = True
             if self.checkpoint is not None:

@@ -64,7 +64,7 @@ The lock discipline that makes this safe:
    a segment's files or to the in-memory entries of its indexes (append, a roll's trim,
    truncation, renames). What runs under it touches the page cache only: never an fsync, never
    a wait on another thread. Appends take it, so anything slow under it would stall produces.
-2. An fsync runs outside ``self._lock``, on duplicated descriptors taken under it
+2. An fsync runs outside ``self._lock``, on descriptors of its own taken under it
    (``LogSegment.fsync_handles``, which first writes the indexes' new entries to the page
    cache). The flushing thread never reads an index's buffer while the appending thread trims
    or extends it, and a segment closed meanwhile (retention, truncation, deletion) leaves the
@@ -816,6 +816,7 @@ class Log(LogCompaction, LogFlusher, LogRetention):
             self.producer_state.close()
             self.file_ops.replace(self.directory, directory)
             self.directory = directory
+            self.leader_epoch_cache.relocate(directory)
 
     def rename_dir(self, directory: Path) -> None:
         """Move the log's directory to ``directory`` with its files open (a future log becoming
@@ -828,6 +829,7 @@ class Log(LogCompaction, LogFlusher, LogRetention):
             for segment in (*self._view.segments, *(s for _, s in self._pending_deletes)):
                 segment.relocate(directory)
             self.producer_state.relocate(directory)
+            self.leader_epoch_cache.relocate(directory)
 
     def delete_files(self) -> None:
         """Close every file of a detached log and remove its directory (any thread).

@@ -21,11 +21,13 @@ A segment is written by one thread at a time (its log's, holding the log's lock)
 look past a size they were given. Bytes are never read into Python on the fetch path: ``read``
 returns a ``FileSlice`` for the server to ``sendfile``.
 
-Other threads never read or fsync through the segment's own descriptors, which may be closed
-under them (the log closes a segment when it is deleted). Under the log's lock they take
-duplicates instead:
+Descriptors: the segment holds one, its ``.log``'s; the indexes hold none of their own
+(``index``: the active ones write through a small pool shared by all logs, other changes open
+the file and close it; ``txn_index``: opened for each write). Other threads never read or fsync
+through the segment's own descriptor, which may be closed under them (the log closes a segment
+when it is deleted). Under the log's lock they take descriptors of their own instead:
 ``fsync_handles`` for a flush (the fsync then runs outside the lock), ``reader`` for the cleaner.
-A duplicate keeps the file open, even unlinked, until its holder closes it.
+Such a descriptor keeps the file open, even unlinked, until its holder closes it.
 
 Every write, truncation, fsync, rename and deletion of its files goes through the segment's
 ``file_ops`` (``file_ops``, its log's); reads and opens call ``os`` directly.
@@ -202,8 +204,9 @@ class LogSegment:
         self.txn_index.sync()
 
     def fsync_handles(self) -> list[int]:
-        """Duplicated descriptors of its files, for a flush outside the log's lock (the txn
-        index's only if it was written since the last).
+        """Descriptors of its files, for a flush outside the log's lock: a duplicate of the
+        ``.log``'s, fresh ones of the indexes (the txn index's only if it was written since
+        the last).
 
         Call with the log's lock held: the indexes' new entries are written to the page cache
         first. The caller fsyncs and closes the descriptors; they stay valid if the segment is

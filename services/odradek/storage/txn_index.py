@@ -22,6 +22,12 @@ replays at load (``truncate_to`` the replay's start, then appends); what lies be
 start was fsynced with its segment (``sync``), since the replay never starts above the recovery
 point after an unclean shutdown. A torn tail (a partial entry) is dropped when the file is read.
 
+Descriptors: none held. An append opens the file, writes its entry and closes it (one per
+aborted transaction in the partition: rare next to appends); ``handle`` and ``sync`` open it
+for an fsync, which covers every write to the file whatever descriptor made it. So a replica's
+open files do not count its transactions (``broker.replica_budget``). The ``path`` follows the
+segment's renames (``rename``, the segment's ``relocate``), under the log's lock.
+
 Thread contract: as its segment's other files, written under the log's lock; ``collect`` reads
 the in-memory entries, which are only replaced whole (a list swapped, never changed in place).
 """
@@ -66,8 +72,7 @@ class TransactionIndex:
     def __init__(self, path: Path, file_ops: FileOps = OS_FILE_OPS):
         self.path = path
         self._file_ops = file_ops  # its writes, truncations, fsyncs, renames, deletion
-        self._fd = -1
-        self._dirty = False
+        self._dirty = False  # written since the last fsync
         self.entries: tuple[AbortedTxn, ...] = self._read()
 
     def _read(self) -> tuple[AbortedTxn, ...]:
@@ -95,26 +100,21 @@ class TransactionIndex:
                 f"aborted transaction ending at {txn.last_offset} does not follow the last one "
                 f"({self.entries[-1].last_offset}) in {self.path}"
             )
-        fd = self._open()
-        self._file_ops.pwrite(fd, txn.encode(), len(self.entries) * ENTRY_SIZE)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self._file_ops.pwrite(fd, txn.encode(), len(self.entries) * ENTRY_SIZE)
+        finally:
+            os.close(fd)
         self.entries = (*self.entries, txn)
         self._dirty = True
-
-    def _open(self) -> int:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        return self._fd
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose marker is at or above ``offset``."""
         keep = tuple(e for e in self.entries if e.last_offset < offset)
         if len(keep) == len(self.entries):
             return
+        self._file_ops.truncate(self.path, len(keep) * ENTRY_SIZE)
         self.entries = keep
-        if self._fd >= 0:
-            self._file_ops.ftruncate(self._fd, len(keep) * ENTRY_SIZE)
-        else:
-            self._file_ops.truncate(self.path, len(keep) * ENTRY_SIZE)
         self._dirty = True
 
     def collect(self, start: int, end: int) -> tuple[list[AbortedTxn], bool]:
@@ -128,16 +128,22 @@ class TransactionIndex:
         return found, False
 
     def handle(self) -> int | None:
-        """A duplicated descriptor to fsync outside the log's lock (None: nothing written)."""
-        if self._fd < 0 or not self._dirty:
+        """A new descriptor to fsync outside the log's lock, the caller closes it (None:
+        nothing written since the last)."""
+        if not self._dirty:
             return None
+        fd = os.open(self.path, os.O_RDONLY)
         self._dirty = False
-        return os.dup(self._fd)
+        return fd
 
     def sync(self) -> None:
-        """fsync now, on this thread."""
-        if self._fd >= 0 and self._dirty:
-            self._file_ops.fsync(self._fd)
+        """fsync now, on this thread, if written since the last."""
+        if self._dirty:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                self._file_ops.fsync(fd)
+            finally:
+                os.close(fd)
             self._dirty = False
 
     def rename(self, path: Path) -> None:
@@ -146,10 +152,7 @@ class TransactionIndex:
         self.path = path
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Nothing to release (no descriptor is held); kept so its segment closes each file."""
 
     def delete(self) -> None:
-        self.close()
         unlink_if_exists(self._file_ops, self.path)

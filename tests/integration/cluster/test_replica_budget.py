@@ -3,7 +3,8 @@ CreatePartitions) beyond the brokers' replica budget is refused with POLICY_VIOL
 nothing is written, a topic that fits is created, acks=all writes to an existing topic all
 succeed, and the brokers restart on the same data with their log dirs online; a broker
 restarted with a budget below what it hosts starts, serves what fits and says why; a partition
-of many segments keeps one .index and one .timeindex open per broker (lazy indexes)."""
+of many segments keeps at most its active .index and .timeindex open per broker, in the pool of
+write descriptors, and none after a restart (lazy indexes)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-OPEN_FILES = 600  # odradek.test.open.files.limit: reached with ~150 replicas, not ~5,000
-BUDGET = replica_budget(OPEN_FILES)  # 90 replicas per broker
+OPEN_FILES = 600  # odradek.test.open.files.limit: reached with ~450 replicas, not ~15,000
+BUDGET = replica_budget(OPEN_FILES)  # 450 replicas per broker
 BROKERS = 3
 OVERRIDES = {
     "default.replication.factor": "3",
@@ -88,8 +89,8 @@ def _segment_fds(state) -> list[Counter[str]]:
     return found
 
 
-def _one_index_pair_each(state) -> bool:
-    return all(o[".index"] == o[".timeindex"] == 1 for o in _segment_fds(state))
+def _at_most_the_active_index_pair(state) -> bool:
+    return all(o[".index"] <= 1 and o[".timeindex"] <= 1 for o in _segment_fds(state))
 
 
 def _offline_dirs(state) -> list[str]:
@@ -146,7 +147,7 @@ def test_create_topics_past_the_budget_is_refused_and_the_cluster_keeps_serving(
         wait_until(lambda: _produce(state, 1, SEGMENTED) == 1, "segmented writable", WAIT_S)
         assert _produce(state, SEGMENTED_RECORDS, SEGMENTED, value_bytes=400) == SEGMENTED_RECORDS
         # A flush in progress holds duplicates of the segments it fsyncs for a moment: wait.
-        wait_until(lambda: _one_index_pair_each(state), "one index pair open each", WAIT_S)
+        wait_until(lambda: _at_most_the_active_index_pair(state), "at most one index pair", WAIT_S)
         segmented_fds = _segment_fds(state)
         print(f"{SEGMENTED!r} files open per broker, by suffix: {segmented_fds}")
         for opened in segmented_fds:
@@ -165,7 +166,7 @@ def test_create_topics_past_the_budget_is_refused_and_the_cluster_keeps_serving(
         print(f"acks=all writes after restarting all brokers on the same data: {ok} of {WRITES}")
         assert ok == WRITES
         assert not _offline_dirs(state)
-        wait_until(lambda: _one_index_pair_each(state), "one index pair open each", WAIT_S)
+        wait_until(lambda: _at_most_the_active_index_pair(state), "at most one index pair", WAIT_S)
         segmented_fds = _segment_fds(state)
         print(f"{SEGMENTED!r} files open per broker after the restart: {segmented_fds}")
         budgets = _registered_budgets(state)

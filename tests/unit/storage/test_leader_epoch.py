@@ -21,6 +21,7 @@ from odradek.storage.leader_epoch import (
     format_entries,
     parse_entries,
 )
+from support.faulty_disk import FaultyFileOps
 
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 
@@ -185,9 +186,33 @@ def test_a_corrupt_file_is_refused_with_its_path(tmp_path, content):
     checkpoint.close()
 
 
-def test_a_write_follows_its_directory_when_it_is_renamed(tmp_path):
-    """A partition's deletion renames its directory; a late write never lands in a new
-    directory that took the old name."""
+def _descriptors_in(directory: Path) -> list[str]:
+    """This process's descriptors on ``directory`` or a file in it."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target == str(directory) or target.startswith(f"{directory}/"):
+            found.append(target)
+    return found
+
+
+def test_the_checkpoint_holds_no_descriptor_between_reads_and_writes(tmp_path):
+    # Issue 26: a replica's open files are its active .log alone (broker.replica_budget).
+    checkpoint = LeaderEpochCheckpointFile(tmp_path)
+    cache = LeaderEpochFileCache(checkpoint)
+    assert _descriptors_in(tmp_path) == []
+    cache.assign(2, 0)
+    assert cache.flush() and _descriptors_in(tmp_path) == []
+    assert checkpoint.read() == [EpochEntry(2, 0)] and _descriptors_in(tmp_path) == []
+    cache.close()
+
+
+def test_a_write_follows_its_directory_when_the_log_renames_it(tmp_path):
+    """A partition's deletion renames its directory and the log relocates the file; a write
+    never lands in a new directory that took the old name."""
     directory = tmp_path / "orders-0"
     directory.mkdir()
     cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(directory))
@@ -195,12 +220,39 @@ def test_a_write_follows_its_directory_when_it_is_renamed(tmp_path):
     renamed = tmp_path / "orders-0.x-delete"
     os.replace(directory, renamed)
     directory.mkdir()  # the partition created again
+    with pytest.raises(FileNotFoundError):
+        cache.flush()  # the old name is another directory now: not written there
+    assert list(directory.iterdir()) == [] and list(renamed.iterdir()) == []
+    assert cache.dirty
+    cache.relocate(renamed)  # what Log.detach does after its rename
     assert cache.flush()
     assert (renamed / LEADER_EPOCH_CHECKPOINT).read_bytes() == b"0\n1\n1 0\n"
     assert list(directory.iterdir()) == []
     cache.close()
     cache.assign(2, 5)
     assert not cache.flush()  # closed: nothing more is written
+
+
+def test_a_write_the_directory_is_renamed_under_lands_in_the_renamed_directory(tmp_path):
+    """The rename (and a new directory at the old name) between the write's open of the
+    directory and its rename of the file: the file still goes where the log went."""
+    directory, renamed = tmp_path / "orders-0", tmp_path / "orders-0.x-delete"
+    directory.mkdir()
+    disk = FaultyFileOps()
+    cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(directory, disk))
+    cache.assign(1, 0)
+
+    def deleted_and_created_again(_call):
+        disk.heal()
+        os.replace(directory, renamed)
+        cache.relocate(renamed)
+        directory.mkdir()
+
+    disk.before("write", deleted_and_created_again)
+    assert cache.flush()
+    assert (renamed / LEADER_EPOCH_CHECKPOINT).read_bytes() == b"0\n1\n1 0\n"
+    assert list(directory.iterdir()) == []
+    cache.close()
 
 
 # -- properties ----------------------------------------------------------------------------------

@@ -238,6 +238,28 @@ def test_recovery_that_cuts_the_tail_cuts_the_epochs(open_log, kafka_batch, tmp_
 # -- the high watermark --------------------------------------------------------------------------
 
 
+def test_the_checkpoint_follows_the_logs_directory_through_its_renames(
+    open_log, kafka_batch, tmp_path
+):
+    """Deletion (``detach``) and a future log made current (``rename_dir``) rename the
+    directory; the checkpoint, which opens it by path at each write, goes where the log went."""
+    future = open_log(tmp_path / "orders-0.abc-future")
+    lead(future, kafka_batch, [3])
+    future.rename_dir(tmp_path / "orders-0")
+    future.assign_epoch_start_offset(5, future.log_end_offset)
+    future.write_leader_epoch_checkpoint()
+    written = (tmp_path / "orders-0" / LEADER_EPOCH_CHECKPOINT).read_bytes()
+    assert written == b"0\n2\n3 0\n5 2\n"
+    future.assign_epoch_start_offset(6, future.log_end_offset)
+    renamed = tmp_path / "orders-0.abc-delete"
+    future.detach(renamed)
+    (tmp_path / "orders-0").mkdir()  # the partition created again at the old name
+    future.leader_epoch_cache.flush()  # a write that began before the deletion
+    assert (renamed / LEADER_EPOCH_CHECKPOINT).read_bytes() == b"0\n2\n3 0\n6 2\n"
+    assert list((tmp_path / "orders-0").iterdir()) == []
+    future.delete_files()
+
+
 def test_the_high_watermark_starts_at_the_log_start_unless_restored(open_log, kafka_batch):
     log = open_log()
     lead(log, kafka_batch, [0, 0, 0])
