@@ -34,10 +34,9 @@ process's event-loop stalls: the count of ``odradek_event_loop_lag_seconds`` sam
 functions where the time went (own time, then time including callees), per process and step;
 the raw collapsed stacks stay in ``--profile-dir``.
 
-The brokers get an open-files limit of ``--open-files`` (default 200,000: like Kafka's, every
-hosted replica holds descriptors, and 10,000 replicas need more than this machine's default
-20,000; ``broker/replica_budget.py``); the benchmark raises its own limit before it starts the
-cluster, which its processes inherit, so it must run as a user allowed to (root here).
+The brokers keep the open-files limit they inherit (raised to its hard limit): a replica holds
+one descriptor (``broker/replica_budget.py``), so 10,000 replicas a broker fit in this
+machine's 20,000.
 
 Usage: ``.venv/bin/python bench/scale_bench.py [--sizes 1000,3000,10000] [--profile]``
 (``make bench-scale``). Every process started is stopped by pid at the end, on error too; every
@@ -53,7 +52,6 @@ import datetime
 import logging
 import os
 import platform
-import resource
 import shlex
 import shutil
 import signal
@@ -494,21 +492,6 @@ def print_summary(rows: list[Row]) -> None:
         )
 
 
-def raise_open_files(limit: int) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < limit:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
-        except (ValueError, OSError) as e:
-            print(
-                f"could not raise the open-files limit to {limit} (hard {hard}): {e}",
-                file=sys.stderr,
-            )
-            return
-    elif soft < limit:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(limit, hard), hard))
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -516,7 +499,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument("--controllers", type=int, default=2)
-    parser.add_argument("--open-files", type=int, default=200_000)
     parser.add_argument("--timeout-s", type=float, default=900.0, help="bound of each step")
     parser.add_argument("--settle-s", type=float, default=3.0)
     parser.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE")
@@ -535,7 +517,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    raise_open_files(args.open_files)
     revision = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True
     ).stdout.strip()

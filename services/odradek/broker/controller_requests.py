@@ -247,24 +247,29 @@ def update_metadata(
     """Replace the live brokers; merge each partition state into its topic (see the module)."""
     cache.update_brokers(list(brokers))
     for update in topics:
-        existing = cache.topic(update.name)
-        partitions = dict(existing.partitions) if existing is not None else {}
-        for state in update.partitions:
-            if state.leader == LEADER_DURING_DELETE:
-                partitions.pop(state.partition, None)
-            else:
-                partitions[state.partition] = state
-        if not partitions:
-            cache.remove_topic(update.name)
-            continue
-        topic_id = update.topic_id
-        if topic_id is None:
-            topic_id = existing.topic_id if existing is not None else uuid.UUID(int=0)
-        cache.update_topic(
-            CachedTopic(
-                update.name,
-                topic_id,
-                partitions,
-                is_internal=update.name in INTERNAL_TOPICS,
-            )
+        merge_topic(cache, update)
+
+
+def merge_topic(cache: MetadataCache, update: TopicUpdate) -> None:
+    """Merge one topic's partition states of an UpdateMetadata into the cache."""
+    existing = cache.topic(update.name)
+    partitions = dict(existing.partitions) if existing is not None else {}
+    for state in update.partitions:
+        if state.leader == LEADER_DURING_DELETE:
+            partitions.pop(state.partition, None)
+        else:
+            partitions[state.partition] = state
+    if not partitions:
+        cache.remove_topic(update.name)
+        return
+    topic_id = update.topic_id
+    if topic_id is None:
+        topic_id = existing.topic_id if existing is not None else uuid.UUID(int=0)
+    cache.update_topic(
+        CachedTopic(
+            update.name,
+            topic_id,
+            partitions,
+            is_internal=update.name in INTERNAL_TOPICS,
         )
+    )

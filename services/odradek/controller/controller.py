@@ -272,8 +272,12 @@ class Controller:
         model.topics.clear()
         model.states.clear()
         model.state_versions.clear()
-        for topic in await self.store.topic_names(watch=self._watch("topics")):
-            await topic_events.load_topic(model, self.store, topic, self._watch("topic", topic))
+        await topic_events.load_topics(
+            model,
+            self.store,
+            await self.store.topic_names(watch=self._watch("topics")),
+            lambda topic: self._watch("topic", topic),
+        )
         PartitionStateMachine.initialise(model)
         ReplicaStateMachine.initialise(model)
         batch = self._batch()

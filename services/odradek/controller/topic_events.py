@@ -12,7 +12,8 @@
   deletion does not wait for the brokers' StopReplica answers.
 
 ``load_topic`` reads a topic's assignment (arming its watch) and the partition states not in the
-model yet; the controller also uses it when elected. ZooKeeper is read through the ``Store``
+model yet, several at once (``pipelined``); ``load_topics`` loads several topics at once, as the
+controller does when elected. ZooKeeper is read through the ``Store``
 port, every watch is the controller's (``watch_topic``), and the requests go in the event's
 batch; ``delete_topics`` sends it after each topic, before that topic's znodes go. Runs on the
 controller's event loop, inside one event.
@@ -27,6 +28,7 @@ from odradek.common.partitions import TopicPartition
 from odradek.controller.batch import RequestBatch
 from odradek.controller.model import ClusterModel
 from odradek.controller.partition_state_machine import PartitionStateMachine
+from odradek.controller.pipelined import for_each
 from odradek.controller.ports import Channel, Store, reload_state
 from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.controller.states import PartitionState, ReplicaState
@@ -42,9 +44,20 @@ async def load_topic(
     if assignment is None:
         return
     model.topics[topic] = assignment
-    for tp in model.partitions(topic):
-        if tp not in model.states:
-            await reload_state(store, model, tp)
+    missing = [tp for tp in model.partitions(topic) if tp not in model.states]
+    await for_each(missing, lambda tp: reload_state(store, model, tp))
+
+
+async def load_topics(
+    model: ClusterModel,
+    store: Store,
+    topics: Iterable[str],
+    watch_topic: Callable[[str], WatchCallback],
+) -> None:
+    """``load_topic`` for each of ``topics``, several at once (``pipelined``): an elected
+    controller reads every topic and partition state, one round trip after another took
+    seconds with thousands of partitions."""
+    await for_each(topics, lambda topic: load_topic(model, store, topic, watch_topic(topic)))
 
 
 async def on_topics_change(
@@ -56,8 +69,7 @@ async def on_topics_change(
     """``names`` is ``/brokers/topics`` now: load the topics created; returns their partitions
     (for ``new_partitions``)."""
     created = [t for t in names if t not in model.topics]
-    for topic in created:
-        await load_topic(model, store, topic, watch_topic(topic))
+    await load_topics(model, store, created, watch_topic)
     return [tp for t in created if t in model.topics for tp in model.partitions(t)]
 
 

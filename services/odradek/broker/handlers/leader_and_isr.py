@@ -40,6 +40,7 @@ from odradek.protocol.interbroker import (
     LeaderAndIsrTopicError,
     LeaderAndIsrTopicState,
 )
+from odradek.time_slices import TimeSlices
 
 API_KEY = ApiKey.LEADER_AND_ISR
 CONFIG_READS_IN_FLIGHT = 10
@@ -65,7 +66,9 @@ async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAnd
         await _read_configs(broker.topic_configs, list(valid))
     await _create_new_logs(broker.replica_manager, valid.values())
     topics = []
+    slices = TimeSlices()  # a controller's full state names thousands of partitions
     for topic in request.topic_states:
+        await slices.tick(len(topic.partition_states) or 1)
         if topic.topic_name not in valid:
             topics.append(_topic_fails(topic, ErrorCode.invalid_topic_exception))
             continue

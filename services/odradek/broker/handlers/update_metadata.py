@@ -25,6 +25,7 @@ from odradek.protocol.interbroker import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from odradek.time_slices import TimeSlices
 
 API_KEY = ApiKey.UPDATE_METADATA
 
@@ -56,13 +57,20 @@ async def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateM
         )
         for topic in request.topic_states
     ]
-    controller_requests.update_metadata(broker.metadata, brokers, topics)
+    # In time slices: the full state a controller sends when elected, or to a broker that
+    # registers, names every partition of the cluster (10,000 a broker: seconds of the loop).
+    slices = TimeSlices()
+    broker.metadata.update_brokers(brokers)
+    for update in topics:
+        controller_requests.merge_topic(broker.metadata, update)
+        await slices.tick(len(update.partitions) or 1)
     replicas = broker.replica_manager
     for topic in request.topic_states:
         for p in topic.partition_states:
             hosted = replicas.partitions.get((topic.topic_name, p.partition_index))
             if hosted is not None:
                 hosted.adopt_committed_isr(p.leader_epoch, tuple(p.isr), p.zk_version)
+        await slices.tick(len(topic.partition_states) or 1)
     return UpdateMetadataResponse(error_code=ErrorCode.none)
 
 
