@@ -77,6 +77,14 @@ POLL_S = 0.2
 METADATA_TIMEOUT_S = 10.0
 STALL_S = 0.1  # an event-loop lag above this is a stall
 SESSION_TIMEOUT_MS_DEFAULT = 18_000  # Kafka's zookeeper.session.timeout.ms
+STEPS = (  # what a Row times, in order
+    "create",
+    "first_record",
+    "failover",
+    "controlled_shutdown",
+    "restart_serving",
+    "in_sync",
+)
 
 
 @dataclass
@@ -459,18 +467,10 @@ def report(size: int, step: str, seconds: float, partitions: int, session_s: flo
 
 
 def print_summary(rows: list[Row]) -> None:
-    steps = [
-        "create",
-        "first_record",
-        "failover",
-        "controlled_shutdown",
-        "restart_serving",
-        "in_sync",
-    ]
-    print("\nreplicas/broker " + " ".join(f"{s:>20}" for s in steps) + "  RSS KiB/replica")
+    print("\nreplicas/broker " + " ".join(f"{s:>20}" for s in STEPS) + "  RSS KiB/replica")
     for row in rows:
         cells = []
-        for s in steps:
+        for s in STEPS:
             t = row.steps.get(s)
             if t is None:
                 cells.append(f"{'-':>20}")
