@@ -154,6 +154,8 @@ class ReplicaFetcher:
         self.workers = workers
         self.metrics = metrics
         self.states: dict[TopicPartition, FetchState] = {}
+        # The last request part made for each partition, reused while nothing in it changed.
+        self._requests: dict[TopicPartition, FetchPartitionRequest] = {}
         self.session = FetchSessionHandler(leader_id)
         self.connection: BrokerConnection | None = None
         self._changed = asyncio.Event()
@@ -167,6 +169,7 @@ class ReplicaFetcher:
         self._changed.set()
 
     def remove(self, key: TopicPartition) -> bool:
+        self._requests.pop(key, None)
         removed = self.states.pop(key, None) is not None
         if removed and self.metrics is not None:
             self.metrics.forget_replica_lag(*key)
@@ -247,17 +250,26 @@ class ReplicaFetcher:
             partition_log = state.partition.log
             sent[key] = FetchState(state.partition, state.leader_epoch, state.fetch_offset)
             latest_epoch = partition_log.latest_epoch
-            wanted.append(
-                FetchPartitionRequest(
+            last_fetched_epoch = NO_EPOCH if latest_epoch is None else latest_epoch
+            log_start_offset = partition_log.log_start_offset
+            wanted_here = self._requests.get(key)
+            if (  # a partition's request is made again only when it changed
+                wanted_here is None
+                or wanted_here.fetch_offset != state.fetch_offset
+                or wanted_here.current_leader_epoch != state.leader_epoch
+                or wanted_here.last_fetched_epoch != last_fetched_epoch
+                or wanted_here.log_start_offset != log_start_offset
+            ):
+                wanted_here = self._requests[key] = FetchPartitionRequest(
                     key[0],
                     key[1],
                     state.fetch_offset,
                     self.settings.max_bytes,
                     current_leader_epoch=state.leader_epoch,
-                    last_fetched_epoch=NO_EPOCH if latest_epoch is None else latest_epoch,
-                    log_start_offset=partition_log.log_start_offset,
+                    last_fetched_epoch=last_fetched_epoch,
+                    log_start_offset=log_start_offset,
                 )
-            )
+            wanted.append(wanted_here)
         data = self.session.build(wanted)
         if not data.session_partitions and not data.to_forget:
             return None

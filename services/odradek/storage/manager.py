@@ -56,7 +56,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,17 @@ class LogDirDescription:
     path: Path
     offline_reason: str | None
     replicas: tuple[ReplicaDescription, ...]
+
+
+LOG_CLOSE_THREADS = 4  # logs closed at once at shutdown
+
+
+def _close_reporting(each: Log) -> None:
+    """Close one log at shutdown; a failure is logged (its dir is marked by the log itself)."""
+    try:
+        each.close()
+    except (KafkaStorageError, OSError) as e:
+        log.error("closing %s failed: %s", each.directory, e)
 
 
 @dataclass(frozen=True, slots=True)
@@ -741,11 +752,12 @@ class LogManager:
         self.remove_replaced_logs(force=True)
         with self._lock:
             futures = list(self._future_logs.values())
-        for each in [*self.logs(), *futures]:
-            try:
-                each.close()
-            except (KafkaStorageError, OSError) as e:
-                log.error("closing %s failed: %s", each.directory, e)
+        # Several at once: a close is file-system calls (fsyncs, the indexes' trim, the
+        # producer snapshot), which release the GIL and overlap. One after another, 3,000 logs
+        # took seconds of a controlled shutdown (Kafka closes them on
+        # num.recovery.threads.per.data.dir threads a dir).
+        with ThreadPoolExecutor(LOG_CLOSE_THREADS, thread_name_prefix="log-close") as pool:
+            list(pool.map(_close_reporting, [*self.logs(), *futures]))
         self.write_checkpoints()
         for log_dir in self.log_dirs:
             if log_dir not in self.offline_dirs:

@@ -413,3 +413,30 @@ def test_log_cleaner_enable_false_starts_no_cleaner(tmp_path):
         assert enabled.cleaner._thread is not None and enabled.cleaner._thread.is_alive()
     finally:
         enabled.shutdown()
+
+
+def test_shutdown_closes_logs_on_several_threads_and_reports_each_failure(
+    open_manager, monkeypatch, caplog
+):
+    # Issue 26: 3,000 logs closed one after another were seconds of a controlled shutdown.
+    manager = open_manager()
+    for partition in range(12):
+        manager.get_or_create_log("t", partition)
+    threads: set[str] = set()
+    both_closing = threading.Barrier(2, timeout=5)
+    original = Log.close
+
+    def close(self) -> None:
+        threads.add(threading.current_thread().name)
+        if self.directory.name in ("t-0", "t-1"):
+            both_closing.wait()  # only returns if two closes run at once
+        if self.directory.name == "t-5":
+            raise OSError(errno.EIO, "injected")
+        original(self)
+
+    monkeypatch.setattr(Log, "close", close)
+    with caplog.at_level(logging.ERROR, logger="odradek.storage.manager"):
+        manager.shutdown()
+    assert len(threads) > 1 and all(t.startswith("log-close") for t in threads)
+    assert any("t-5" in r.getMessage() and "injected" in r.getMessage() for r in caplog.records)
+    assert all((d / CLEAN_SHUTDOWN_MARKER).exists() for d in manager.log_dirs)
