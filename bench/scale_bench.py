@@ -76,6 +76,7 @@ TOPICS_PER_REQUEST = 500  # CreateTopics requests of at most this many topics
 POLL_S = 0.2
 METADATA_TIMEOUT_S = 10.0
 STALL_S = 0.1  # an event-loop lag above this is a stall
+QUIET_DISK_S = 5.0  # after the writeback of a size's files, before the next size
 SESSION_TIMEOUT_MS_DEFAULT = 18_000  # Kafka's zookeeper.session.timeout.ms
 STEPS = (  # what a Row times, in order
     "create",
@@ -458,6 +459,15 @@ def run_size(size: int, args: argparse.Namespace) -> Row:
         cluster.down(data_dir)
         if not args.keep:
             shutil.rmtree(data_dir, ignore_errors=True)
+        quiet_disk()
+
+
+def quiet_disk() -> None:
+    """Write back every dirty page before the next size starts: a size's cluster made and
+    removed thousands of files, and its writeback running under the next size's CreateTopics
+    made that one up to twice as slow (creating a log is file-system calls)."""
+    os.sync()
+    time.sleep(QUIET_DISK_S)
 
 
 def report(size: int, step: str, seconds: float, partitions: int, session_s: float = 0) -> None:
@@ -525,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{platform.node()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; "
         f"{shlex.join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])}"
     )
+    quiet_disk()
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
         rows.append(run_size(size, args))
