@@ -19,7 +19,9 @@ of issue 26, each timed from the client side:
    and the controller has told it the cluster) and its ``/readyz`` says ready.
 6. ``in_sync``: from the same instant, until no partition is under-replicated.
 
-At the end every partition must still hold its acknowledged record (its high watermark is 1:
+Each size starts after the previous one's files are written back (``os.sync``), so its
+creations do not compete with that writeback. At the end every partition must still hold its
+acknowledged record (its high watermark is 1:
 ``records_lost`` counts those that do not). ``--session-timeout-ms`` shortens the brokers' and
 controllers' ZooKeeper session, which the failover waits out (``tests/integration/scale`` runs
 these steps at 1,000 partitions with 6 s).
