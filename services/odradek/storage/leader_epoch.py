@@ -54,10 +54,11 @@ cache from its batches' ``partition_leader_epoch``.
 
 Thread contract. The entries are guarded by ``_lock``, held only for in-memory work: the log's
 appending thread changes them (under the log's lock: lock order ``Log._lock``, then ``_lock``),
-any thread reads them (``latest_entry`` without the lock: see there). ``flush`` (write the file if the entries changed since the last write)
-blocks on the disk, so it runs on the storage threads, never on the appending thread and never
-under the log's lock; ``_write_lock`` serialises writes, and a
-write skips a version older than the one already written, so the file never moves back.
+any thread reads them (``latest_entry`` without the lock: see there). ``flush`` (write the file
+if the entries changed since the last write) blocks on the disk, so it runs on the storage
+threads, never on the appending thread and never under the log's lock; ``_write_lock``
+serialises writes, and a write skips a version older than the one already written, so the file
+never moves back.
 ``close`` waits for a write in progress, then refuses later ones.
 """
 
