@@ -50,12 +50,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker.context import BrokerContext
-from odradek.broker.metadata_cache import LiveBroker, MetadataCache, PartitionMetadata
+from odradek.broker.metadata_cache import MetadataCache, PartitionMetadata
 from odradek.broker.metadata_cache import TopicMetadata as CachedTopic
 from odradek.broker.partition import PartitionState
 from odradek.broker.replica_manager import ReplicaManager
@@ -237,17 +236,6 @@ class TopicUpdate:
     name: str
     topic_id: uuid.UUID | None
     partitions: tuple[PartitionMetadata, ...]
-
-
-def update_metadata(
-    cache: MetadataCache,
-    brokers: Iterable[LiveBroker],
-    topics: Iterable[TopicUpdate],
-) -> None:
-    """Replace the live brokers; merge each partition state into its topic (see the module)."""
-    cache.update_brokers(list(brokers))
-    for update in topics:
-        merge_topic(cache, update)
 
 
 def merge_topic(cache: MetadataCache, update: TopicUpdate) -> None:

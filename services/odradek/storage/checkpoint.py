@@ -160,18 +160,13 @@ def parse_header(path: Path, lines: list[str]) -> None:
 
 
 def replace_file_in(
-    directory_fd: int,
-    name: str,
-    content: bytes,
-    file_ops: FileOps = OS_FILE_OPS,
-    *,
-    durable: bool = True,
+    directory_fd: int, name: str, content: bytes, file_ops: FileOps = OS_FILE_OPS
 ) -> None:
     """Replace ``name`` in the directory open as ``directory_fd`` with ``content``, atomically
-    and durably: ``<name>.tmp`` written and fsynced, renamed onto ``name``, directory fsynced
-    (every change through ``file_ops``). With ``durable=False`` neither fsync: the rename is
-    still atomic for every reader, but a power loss may leave the old file, or none, for a
-    file its reader can rebuild (the leader-epoch checkpoint: ``leader_epoch``).
+    but not durably: ``<name>.tmp`` written and renamed onto ``name`` (every change through
+    ``file_ops``), no fsync. Every reader sees the old file or the new one, but a power loss may
+    leave the old file, or none: for a file its reader can rebuild (the leader-epoch
+    checkpoint, ``leader_epoch``, its one user).
 
     Through the directory's descriptor rather than its path, so a write racing with the
     directory's rename (a partition's deletion) lands in the renamed directory, never in a new
@@ -182,8 +177,6 @@ def replace_file_in(
         fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=directory_fd)
         try:
             write_all(file_ops, fd, content)
-            if durable:
-                file_ops.fsync(fd)
         finally:
             os.close(fd)
         file_ops.replace(tmp_name, name, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
@@ -191,8 +184,6 @@ def replace_file_in(
         with contextlib.suppress(OSError):
             file_ops.unlink(tmp_name, dir_fd=directory_fd)
         raise
-    if durable:
-        file_ops.fsync(directory_fd)
 
 
 def _is_int(value: object) -> bool:

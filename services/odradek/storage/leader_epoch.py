@@ -194,9 +194,7 @@ class LeaderEpochCheckpointFile:
         content = format_entries(entries)
         directory_fd = self._open_directory()
         try:
-            replace_file_in(
-                directory_fd, LEADER_EPOCH_CHECKPOINT, content, self._file_ops, durable=False
-            )
+            replace_file_in(directory_fd, LEADER_EPOCH_CHECKPOINT, content, self._file_ops)
         finally:
             os.close(directory_fd)
 

@@ -4,8 +4,9 @@ The sender needs CLUSTER_ACTION on the cluster, asked first: without it the requ
 whole with CLUSTER_AUTHORIZATION_FAILED (``error_response``) before any epoch is compared.
 A request with another broker epoch answers STALE_BROKER_EPOCH, one from an older controller
 epoch STALE_CONTROLLER_EPOCH (Kafka raises ControllerMovedException, whose code that is); both
-change nothing. Otherwise ``controller_requests.update_metadata`` replaces the broker list and
-merges the partition states; Metadata requests are answered from that cache. Each live broker is
+change nothing. Otherwise the broker list is replaced and each topic's partition states are
+merged (``controller_requests.merge_topic``), in time slices; Metadata requests are answered
+from that cache. Each live broker is
 kept with every endpoint it has, by listener name; Metadata picks the request's listener. A
 partition this broker leads takes a newer ISR of its own leader epoch from it
 (``Partition.adopt_committed_isr``: an AlterPartition commit whose answer was lost).
